@@ -1,0 +1,69 @@
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Why a model call failed, phrased as what the caller should do about it.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum BackendError {
+    /// Rate limited: wait (at least `retry_after`, when the provider said) and try later.
+    #[error("throttled by the provider (retry after {retry_after:?})")]
+    Throttled { retry_after: Option<Duration> },
+    /// The provider is overloaded or the model is not ready: try again shortly.
+    #[error("the provider is overloaded or the model is not ready")]
+    Overloaded,
+    /// No answer, or no next event, in time.
+    #[error("the model call timed out after {after:?}")]
+    Timeout { after: Duration },
+    /// The request is larger than the model's context window: shrink it (compaction).
+    #[error("the request exceeds the model's context window")]
+    ContextTooLong,
+    /// Credentials or permissions are wrong: an operator must fix configuration.
+    #[error("not authorised to call the model: {message}")]
+    Auth { message: String },
+    /// The request was rejected as malformed: a bug on our side, do not retry as is.
+    #[error("the provider rejected the request: {message}")]
+    InvalidRequest { message: String },
+    /// Replayed reasoning was rejected (e.g. a signature no longer valid): strip it and retry.
+    #[error("the provider rejected replayed reasoning: {message}")]
+    ReasoningRejected { message: String },
+    /// The connection or the stream broke (including malformed frames).
+    #[error("transport failure: {message}")]
+    Transport {
+        message: String,
+        #[source]
+        source: Option<Arc<dyn std::error::Error + Send + Sync>>,
+    },
+}
+
+impl BackendError {
+    pub fn transport(message: impl Into<String>) -> Self {
+        BackendError::Transport {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// Whether trying the same request again may succeed.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            BackendError::Throttled { .. }
+                | BackendError::Overloaded
+                | BackendError::Timeout { .. }
+                | BackendError::Transport { .. }
+        )
+    }
+
+    /// A short, stable name for logs, metrics and the call record (never provider text).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            BackendError::Throttled { .. } => "throttled",
+            BackendError::Overloaded => "overloaded",
+            BackendError::Timeout { .. } => "timeout",
+            BackendError::ContextTooLong => "context_too_long",
+            BackendError::Auth { .. } => "auth",
+            BackendError::InvalidRequest { .. } => "invalid_request",
+            BackendError::ReasoningRejected { .. } => "reasoning_rejected",
+            BackendError::Transport { .. } => "transport",
+        }
+    }
+}

@@ -1,0 +1,49 @@
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use transcript::{Part, Role};
+
+/// Everything a model call needs, in neutral form.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatRequest {
+    /// Model id or inference-profile ARN.
+    pub model: String,
+    pub system: String,
+    pub messages: Vec<ChatMessage>,
+    pub tools: Vec<ToolSpec>,
+    pub settings: InferenceSettings,
+}
+
+/// A message as sent: consecutive transcript rows of the same role, their parts unaltered.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatMessage {
+    pub role: Role,
+    pub parts: Vec<Part>,
+}
+
+/// A tool as offered to the model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    pub input_schema: Value,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InferenceSettings {
+    pub max_tokens: u32,
+    pub temperature: Option<f32>,
+    pub stop_sequences: Vec<String>,
+    /// Token budget for extended reasoning, when the model supports it.
+    pub reasoning_budget: Option<u32>,
+}
+
+impl Default for InferenceSettings {
+    fn default() -> Self {
+        Self {
+            max_tokens: 16_000,
+            temperature: None,
+            stop_sequences: Vec::new(),
+            reasoning_budget: None,
+        }
+    }
+}

@@ -1,0 +1,287 @@
+//! A model that plays a script. It is real code, used by tests, benchmarks and the local server's
+//! `scripted` backend, so every loop behaviour can be exercised without a network.
+
+use crate::{BackendError, ChatModel, ChatRequest, EventStream, ModelEvent, ReasoningDelta};
+use async_trait::async_trait;
+use futures::StreamExt;
+use serde_json::Value;
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::time::Duration;
+use transcript::{StopReason, Usage};
+
+/// One step of a scripted response stream.
+#[derive(Debug, Clone)]
+pub enum Step {
+    /// Yield this event.
+    Event(ModelEvent),
+    /// Yield this error and end the stream.
+    Fail(BackendError),
+    /// Never yield anything again (a stalled connection).
+    Stall,
+    /// Wait this long before the next step.
+    Delay(Duration),
+}
+
+/// One scripted model response: either a failure to open the stream, or a list of steps.
+#[derive(Debug, Clone, Default)]
+pub struct Reply {
+    open_error: Option<BackendError>,
+    steps: Vec<Step>,
+    usage: Usage,
+}
+
+impl Reply {
+    /// An empty reply; add steps with the builder methods.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A plain answer streamed word by word, ending the turn.
+    pub fn text(text: &str) -> Self {
+        Self::new().say(text).stop(StopReason::EndTurn)
+    }
+
+    /// One tool call, stopping for tool use.
+    pub fn tool_call(id: &str, name: &str, input: Value) -> Self {
+        Self::new().call(id, name, input).stop(StopReason::ToolUse)
+    }
+
+    /// The call fails before any event (e.g. HTTP 429 on connect).
+    pub fn error(err: BackendError) -> Self {
+        Self {
+            open_error: Some(err),
+            ..Self::default()
+        }
+    }
+
+    /// Stream `text` as word-sized text events (spaces kept, so the pieces join back exactly).
+    pub fn say(mut self, text: &str) -> Self {
+        for token in text.split_inclusive(' ') {
+            self.usage.output_tokens += 1;
+            self.steps.push(Step::Event(ModelEvent::text(token)));
+        }
+        self
+    }
+
+    /// Stream reasoning text followed by its signature.
+    pub fn reason(mut self, text: &str, signature: &str) -> Self {
+        self.steps.push(Step::Event(ModelEvent::Reasoning {
+            delta: ReasoningDelta::Text(text.to_owned()),
+        }));
+        self.steps.push(Step::Event(ModelEvent::Reasoning {
+            delta: ReasoningDelta::Signature(signature.to_owned()),
+        }));
+        self
+    }
+
+    /// Stream one redacted reasoning blob.
+    pub fn redacted_reasoning(mut self, data: &[u8]) -> Self {
+        self.steps.push(Step::Event(ModelEvent::Reasoning {
+            delta: ReasoningDelta::Redacted(data.to_vec()),
+        }));
+        self
+    }
+
+    /// Request a tool call.
+    pub fn call(mut self, id: &str, name: &str, input: Value) -> Self {
+        self.usage.output_tokens += 5;
+        self.steps.push(Step::Event(ModelEvent::ToolUse {
+            id: id.to_owned(),
+            name: name.to_owned(),
+            input,
+        }));
+        self
+    }
+
+    /// Replace the usage reported in the final `done` event.
+    pub fn usage(mut self, usage: Usage) -> Self {
+        self.usage = usage;
+        self
+    }
+
+    /// End the stream with `done` and this stop reason.
+    pub fn stop(mut self, stop_reason: StopReason) -> Self {
+        if self.usage.input_tokens == 0 {
+            self.usage.input_tokens = 10;
+        }
+        self.steps.push(Step::Event(ModelEvent::Done {
+            stop_reason,
+            usage: self.usage,
+        }));
+        self
+    }
+
+    /// Fail mid-stream with `err` (after whatever was added so far).
+    pub fn then_fail(mut self, err: BackendError) -> Self {
+        self.steps.push(Step::Fail(err));
+        self
+    }
+
+    /// Stall mid-stream: no further event ever arrives.
+    pub fn then_stall(mut self) -> Self {
+        self.steps.push(Step::Stall);
+        self
+    }
+
+    /// Pause before the next step.
+    pub fn then_wait(mut self, d: Duration) -> Self {
+        self.steps.push(Step::Delay(d));
+        self
+    }
+
+    /// The steps this reply will play.
+    pub fn steps(&self) -> &[Step] {
+        &self.steps
+    }
+}
+
+/// Plays [`Reply`]s in order, one per call, and records every request it receives.
+#[derive(Debug)]
+pub struct ScriptedModel {
+    replies: Mutex<VecDeque<Reply>>,
+    requests: Mutex<Vec<ChatRequest>>,
+}
+
+impl ScriptedModel {
+    pub fn new(replies: impl IntoIterator<Item = Reply>) -> Self {
+        Self {
+            replies: Mutex::new(replies.into_iter().collect()),
+            requests: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Every request received so far, in order.
+    pub fn requests(&self) -> Vec<ChatRequest> {
+        self.requests.lock().unwrap().clone()
+    }
+
+    /// How many scripted replies have not been played yet.
+    pub fn remaining(&self) -> usize {
+        self.replies.lock().unwrap().len()
+    }
+
+    /// Append more replies to the script.
+    pub fn push(&self, reply: Reply) {
+        self.replies.lock().unwrap().push_back(reply);
+    }
+}
+
+#[async_trait]
+impl ChatModel for ScriptedModel {
+    fn name(&self) -> &str {
+        "scripted"
+    }
+
+    async fn stream(&self, request: ChatRequest) -> Result<EventStream, BackendError> {
+        self.requests.lock().unwrap().push(request);
+        let reply = self.replies.lock().unwrap().pop_front().ok_or_else(|| {
+            BackendError::InvalidRequest {
+                message: "the scripted model has no reply left".into(),
+            }
+        })?;
+        if let Some(err) = reply.open_error {
+            return Err(err);
+        }
+        Ok(play(reply.steps))
+    }
+}
+
+/// Turn steps into a stream, honouring delays, failures and stalls.
+pub fn play(steps: Vec<Step>) -> EventStream {
+    let steps: VecDeque<Step> = steps.into();
+    futures::stream::unfold(Some(steps), |state| async move {
+        let mut steps = state?;
+        loop {
+            match steps.pop_front()? {
+                Step::Event(ev) => return Some((Ok(ev), Some(steps))),
+                Step::Fail(err) => return Some((Err(err), None)),
+                Step::Stall => futures::future::pending::<()>().await,
+                Step::Delay(d) => tokio::time::sleep(d).await,
+            }
+        }
+    })
+    .boxed()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::TryStreamExt;
+
+    fn request() -> ChatRequest {
+        ChatRequest {
+            model: "m".into(),
+            system: "s".into(),
+            messages: vec![],
+            tools: vec![],
+            settings: Default::default(),
+        }
+    }
+
+    #[tokio::test]
+    async fn plays_replies_in_order_and_records_requests() {
+        let model = ScriptedModel::new([Reply::text("hello there"), Reply::text("bye")]);
+        let first: Vec<_> = model
+            .stream(request())
+            .await
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap();
+        assert_eq!(
+            first,
+            vec![
+                ModelEvent::text("hello "),
+                ModelEvent::text("there"),
+                ModelEvent::Done {
+                    stop_reason: StopReason::EndTurn,
+                    usage: Usage {
+                        input_tokens: 10,
+                        output_tokens: 2,
+                        ..Usage::default()
+                    }
+                },
+            ]
+        );
+        assert_eq!(model.remaining(), 1);
+        let _second = model.stream(request()).await.unwrap();
+        assert_eq!(model.requests().len(), 2);
+        let err = model.stream(request()).await.err().unwrap();
+        assert!(matches!(err, BackendError::InvalidRequest { .. }));
+    }
+
+    #[tokio::test]
+    async fn fails_after_some_tokens() {
+        let model = ScriptedModel::new([Reply::new().say("partial answer").then_fail(
+            BackendError::Throttled {
+                retry_after: Some(Duration::from_secs(2)),
+            },
+        )]);
+        let items: Vec<_> = model.stream(request()).await.unwrap().collect().await;
+        assert_eq!(items.len(), 3);
+        assert!(matches!(
+            items[2],
+            Err(BackendError::Throttled { retry_after: Some(d) }) if d == Duration::from_secs(2)
+        ));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stall_never_yields() {
+        let model = ScriptedModel::new([Reply::new().say("hi").then_stall()]);
+        let mut s = model.stream(request()).await.unwrap();
+        assert!(s.next().await.unwrap().is_ok());
+        let next = tokio::time::timeout(Duration::from_secs(3600), s.next()).await;
+        assert!(next.is_err(), "a stalled stream must not yield");
+    }
+
+    #[tokio::test]
+    async fn open_error_is_returned_before_any_stream() {
+        let model = ScriptedModel::new([Reply::error(BackendError::Overloaded)]);
+        assert!(matches!(
+            model.stream(request()).await.err().unwrap(),
+            BackendError::Overloaded
+        ));
+        assert_eq!(model.requests().len(), 1);
+    }
+}

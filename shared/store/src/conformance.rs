@@ -1,0 +1,615 @@
+//! The conformance suite: behaviour every storage adapter must show, failure paths included.
+//!
+//! Each `check_*` function takes a fresh, empty store and panics with a readable message when the
+//! adapter misbehaves. Adapters do not call them one by one; they invoke
+//! [`conformance_tests!`](crate::conformance_tests) in their tests, which expands to one
+//! `#[tokio::test]` per check, each on a store of its own:
+//!
+//! ```ignore
+//! // shared/store-sqlite/tests/conformance.rs
+//! store::conformance_tests!(store_sqlite::SqliteStore::open_in_memory().unwrap());
+//! ```
+//!
+//! The expression is evaluated inside the (async) test body, so it may `.await`. The calling
+//! crate needs `tokio` (features `macros`, `rt-multi-thread`) as a dev-dependency.
+//!
+//! Ordering rules the checks pin down, so every adapter agrees:
+//! - `conversations_of`: newest `created_at_ms` first; ties broken by id, descending.
+//! - `messages` and `visible`: ascending position, whatever order the rows were written in.
+//! - `next_position` / `next_visible_position`: highest position + 1, across segments; 0 when
+//!   empty. Positions are unique per conversation across segments.
+//! - `update_conversation` changes only the mutable fields (status, purpose, prompt version,
+//!   segment, turn); user, channel and creation time keep their stored values.
+
+use crate::{Button, Store, StoreError, VisibleEntry, VisibleRole};
+use serde_json::json;
+use std::sync::Arc;
+use transcript::{
+    CallRecord, Conversation, ConversationId, ConversationStatus, MediaRef, Message, Part,
+    Reasoning, Role, StopReason, Usage, UserId,
+};
+
+/// Expands to one `#[tokio::test]` per conformance check, each on a fresh store built by the
+/// given expression (evaluated inside the async test, so `.await` is allowed).
+///
+/// Invoke it once per module: the generated test names are fixed. To run the suite against two
+/// configurations, put the second invocation in its own `mod`.
+#[macro_export]
+macro_rules! conformance_tests {
+    ($make:expr $(,)?) => {
+        $crate::conformance_tests!(@each $make;
+            create_and_read_back => check_create_and_read_back,
+            create_twice_conflicts => check_create_twice_conflicts,
+            update_conversation => check_update_conversation,
+            conversations_of_user_newest_first => check_conversations_of,
+            messages_round_trip_every_part => check_messages_round_trip,
+            append_at_taken_position_conflicts => check_append_conflict,
+            messages_by_segment_and_position => check_segments_and_positions,
+            visible_transcript => check_visible_transcript,
+            large_content_round_trips => check_large_content,
+        );
+
+        #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn concurrent_appends_one_winner() {
+            let store: ::std::sync::Arc<dyn $crate::Store> = ::std::sync::Arc::new($make);
+            $crate::conformance::check_concurrent_appends(store).await;
+        }
+    };
+    (@each $make:expr; $($test:ident => $check:ident),* $(,)?) => {
+        $(
+            #[::tokio::test]
+            async fn $test() {
+                let store = $make;
+                $crate::conformance::$check(&store).await;
+            }
+        )*
+    };
+}
+
+/// A created conversation reads back equal; an unknown id reads as `None`.
+pub async fn check_create_and_read_back(store: &dyn Store) {
+    let mut conv = conversation("conv-a", "user-1", 1_000);
+    conv.prompt_version = "v7".into();
+    conv.status = ConversationStatus::Paused;
+    conv.segment = 2;
+    conv.turn = 9;
+    store.create_conversation(&conv).await.unwrap();
+
+    let read = store.conversation(&conv.id).await.unwrap();
+    assert_eq!(
+        read.as_ref(),
+        Some(&conv),
+        "created conversation must read back equal"
+    );
+
+    let missing = store.conversation(&"no-such-conv".into()).await.unwrap();
+    assert_eq!(
+        missing, None,
+        "an unknown conversation id must read as None"
+    );
+}
+
+/// Creating an existing id is a `Conflict`, and the first row stays as it was.
+pub async fn check_create_twice_conflicts(store: &dyn Store) {
+    let original = conversation("conv-a", "user-1", 1_000);
+    store.create_conversation(&original).await.unwrap();
+
+    let mut rival = conversation("conv-a", "user-2", 2_000);
+    rival.channel = "sms".into();
+    rival.turn = 5;
+    let err = store.create_conversation(&rival).await.unwrap_err();
+    assert_conflict(err, "creating a conversation whose id exists");
+
+    let read = store.conversation(&original.id).await.unwrap();
+    assert_eq!(
+        read,
+        Some(original),
+        "a conflicting create must not change the stored row"
+    );
+}
+
+/// `update_conversation` persists the mutable fields, keeps the rest, and is `NotFound` for an
+/// unknown id (without creating it).
+pub async fn check_update_conversation(store: &dyn Store) {
+    let original = conversation("conv-a", "user-1", 1_000);
+    store.create_conversation(&original).await.unwrap();
+    let bystander = conversation("conv-b", "user-1", 1_500);
+    store.create_conversation(&bystander).await.unwrap();
+
+    let mut updated = original.clone();
+    updated.segment = 3;
+    updated.turn = 42;
+    updated.status = ConversationStatus::Closed;
+    updated.prompt_version = "2025-06-01".into();
+    updated.purpose = "billing".into();
+    store.update_conversation(&updated).await.unwrap();
+    let read = store.conversation(&original.id).await.unwrap();
+    assert_eq!(
+        read.as_ref(),
+        Some(&updated),
+        "update must persist the mutable fields"
+    );
+
+    let mut immutable_changed = updated.clone();
+    immutable_changed.user_id = "intruder".into();
+    immutable_changed.channel = "slack".into();
+    immutable_changed.created_at_ms = 9_999;
+    store.update_conversation(&immutable_changed).await.unwrap();
+    let read = store.conversation(&original.id).await.unwrap();
+    assert_eq!(
+        read.as_ref(),
+        Some(&updated),
+        "update must not change user, channel or creation time"
+    );
+
+    let read_b = store.conversation(&bystander.id).await.unwrap();
+    assert_eq!(
+        read_b,
+        Some(bystander),
+        "update must touch only its own conversation"
+    );
+
+    let ghost = conversation("conv-ghost", "user-1", 1_000);
+    let err = store.update_conversation(&ghost).await.unwrap_err();
+    assert!(
+        matches!(err, StoreError::NotFound { .. }),
+        "updating a missing conversation must be NotFound, got {err:?}"
+    );
+    let read = store.conversation(&ghost.id).await.unwrap();
+    assert_eq!(
+        read, None,
+        "a failed update must not create the conversation"
+    );
+}
+
+/// `conversations_of` lists only that user's conversations, newest first, ties by id descending.
+pub async fn check_conversations_of(store: &dyn Store) {
+    for (id, user, at) in [
+        ("c-old", "alice", 100),
+        ("c-new", "alice", 300),
+        ("c-mid-a", "alice", 200),
+        ("c-mid-b", "alice", 200),
+        ("c-bob", "bob", 250),
+    ] {
+        store
+            .create_conversation(&conversation(id, user, at))
+            .await
+            .unwrap();
+    }
+
+    let alice = store.conversations_of(&"alice".into()).await.unwrap();
+    let ids: Vec<&str> = alice.iter().map(|c| c.id.0.as_str()).collect();
+    assert_eq!(
+        ids,
+        ["c-new", "c-mid-b", "c-mid-a", "c-old"],
+        "conversations_of must return only the user's, newest first, ties by id descending"
+    );
+    assert_eq!(
+        alice[0],
+        conversation("c-new", "alice", 300),
+        "conversations_of must return whole conversations"
+    );
+
+    let nobody = store.conversations_of(&"nobody".into()).await.unwrap();
+    assert!(nobody.is_empty(), "an unknown user has no conversations");
+}
+
+/// Messages come back in position order, equal and byte-identical, every part kind included.
+pub async fn check_messages_round_trip(store: &dyn Store) {
+    let conv = create(store, "conv-a").await;
+    let written = vec![
+        message(
+            &conv,
+            0,
+            0,
+            Role::User,
+            vec![Part::text("hi \u{1F600} \u{0} \"quoted\"")],
+        ),
+        assistant_with_every_part(&conv, 1),
+        message(&conv, 0, 2, Role::Tool, tool_results()),
+        message(&conv, 0, 3, Role::Assistant, vec![]),
+    ];
+    // Written out of order: reads must sort by position, not by insertion.
+    for i in [2, 0, 3, 1] {
+        store.append_message(&written[i]).await.unwrap();
+    }
+
+    let read = store.messages(&conv, 0).await.unwrap();
+    assert_eq!(
+        read, written,
+        "messages must read back equal, in position order"
+    );
+    assert_eq!(
+        serde_json::to_vec(&read).unwrap(),
+        serde_json::to_vec(&written).unwrap(),
+        "messages must read back byte-identical as JSON"
+    );
+}
+
+/// Appending at a taken position is a `Conflict` and never an overwrite, whatever the segment.
+pub async fn check_append_conflict(store: &dyn Store) {
+    let conv = create(store, "conv-a").await;
+    let first = message(&conv, 0, 0, Role::User, vec![Part::text("first")]);
+    store.append_message(&first).await.unwrap();
+
+    let rival = message(&conv, 0, 0, Role::Assistant, vec![Part::text("rival")]);
+    let err = store.append_message(&rival).await.unwrap_err();
+    assert_conflict(err, "appending a message at a taken position");
+
+    let other_segment = message(&conv, 1, 0, Role::User, vec![Part::text("other segment")]);
+    let err = store.append_message(&other_segment).await.unwrap_err();
+    assert_conflict(err, "appending at a taken position from another segment");
+
+    assert_eq!(
+        store.messages(&conv, 0).await.unwrap(),
+        vec![first],
+        "a conflicting append must leave the stored message unchanged"
+    );
+    assert!(
+        store.messages(&conv, 1).await.unwrap().is_empty(),
+        "a conflicting append must not write anything"
+    );
+    assert_eq!(store.next_position(&conv).await.unwrap(), 1);
+}
+
+/// Reads filter by segment; positions run across segments; conversations are isolated.
+pub async fn check_segments_and_positions(store: &dyn Store) {
+    let conv = create(store, "conv-a").await;
+    let other = create(store, "conv-b").await;
+    assert_eq!(store.next_position(&conv).await.unwrap(), 0, "empty → 0");
+    assert!(store.messages(&conv, 0).await.unwrap().is_empty());
+
+    let seg0: Vec<Message> = (0..2)
+        .map(|p| {
+            message(
+                &conv,
+                0,
+                p,
+                Role::User,
+                vec![Part::text(format!("s0 p{p}"))],
+            )
+        })
+        .collect();
+    let seg1: Vec<Message> = [2, 3, 7]
+        .map(|p| {
+            message(
+                &conv,
+                1,
+                p,
+                Role::User,
+                vec![Part::text(format!("s1 p{p}"))],
+            )
+        })
+        .to_vec();
+    for m in seg1.iter().rev().chain(&seg0) {
+        store.append_message(m).await.unwrap();
+    }
+    let foreign = message(&other, 0, 0, Role::User, vec![Part::text("elsewhere")]);
+    store.append_message(&foreign).await.unwrap();
+
+    assert_eq!(
+        store.messages(&conv, 0).await.unwrap(),
+        seg0,
+        "segment 0 only"
+    );
+    assert_eq!(
+        store.messages(&conv, 1).await.unwrap(),
+        seg1,
+        "segment 1 only"
+    );
+    assert!(
+        store.messages(&conv, 2).await.unwrap().is_empty(),
+        "segment 2 is empty"
+    );
+    assert_eq!(
+        store.next_position(&conv).await.unwrap(),
+        8,
+        "next_position is the highest position + 1 across all segments"
+    );
+
+    assert_eq!(
+        store.messages(&other, 0).await.unwrap(),
+        vec![foreign],
+        "isolation"
+    );
+    assert_eq!(store.next_position(&other).await.unwrap(), 1, "isolation");
+    let unknown: ConversationId = "conv-unknown".into();
+    assert_eq!(store.next_position(&unknown).await.unwrap(), 0);
+    assert!(store.messages(&unknown, 0).await.unwrap().is_empty());
+}
+
+/// The visible transcript: ordered reads, `Conflict` on a taken position, next position,
+/// buttons and reactions kept, conversations isolated.
+pub async fn check_visible_transcript(store: &dyn Store) {
+    let conv = create(store, "conv-a").await;
+    let other = create(store, "conv-b").await;
+    assert_eq!(
+        store.next_visible_position(&conv).await.unwrap(),
+        0,
+        "empty → 0"
+    );
+    assert!(store.visible(&conv).await.unwrap().is_empty());
+
+    let mut reply = visible(&conv, 1, VisibleRole::Assistant, "Pay now?");
+    reply.buttons = vec![
+        Button {
+            id: "pay".into(),
+            title: "Pay \u{20AC}12".into(),
+        },
+        Button {
+            id: "later".into(),
+            title: "Later".into(),
+        },
+    ];
+    let mut question = visible(&conv, 0, VisibleRole::User, "what do I owe?");
+    question.reaction = Some("\u{1F44D}".into());
+    let written = vec![question, reply, visible(&conv, 4, VisibleRole::User, "ok")];
+    for i in [2, 0, 1] {
+        store.append_visible(&written[i]).await.unwrap();
+    }
+    let foreign = visible(&other, 0, VisibleRole::User, "elsewhere");
+    store.append_visible(&foreign).await.unwrap();
+
+    let read = store.visible(&conv).await.unwrap();
+    assert_eq!(
+        read, written,
+        "visible entries must read back equal, in position order"
+    );
+    assert_eq!(
+        serde_json::to_vec(&read).unwrap(),
+        serde_json::to_vec(&written).unwrap(),
+        "visible entries must read back byte-identical as JSON"
+    );
+    assert_eq!(store.next_visible_position(&conv).await.unwrap(), 5);
+
+    let rival = visible(&conv, 1, VisibleRole::User, "rival");
+    let err = store.append_visible(&rival).await.unwrap_err();
+    assert_conflict(err, "appending a visible entry at a taken position");
+    assert_eq!(
+        store.visible(&conv).await.unwrap(),
+        written,
+        "a conflicting visible append must leave the stored entry unchanged"
+    );
+
+    assert_eq!(
+        store.visible(&other).await.unwrap(),
+        vec![foreign],
+        "isolation"
+    );
+    assert_eq!(
+        store.next_visible_position(&other).await.unwrap(),
+        1,
+        "isolation"
+    );
+}
+
+/// A megabyte of text (and a large JSON tool result) round-trips intact.
+pub async fn check_large_content(store: &dyn Store) {
+    let conv = create(store, "conv-a").await;
+    let big: String = "0123456789abcdef\u{00E9}\n".repeat(1 << 16);
+    assert!(big.len() >= 1 << 20);
+    let rows: Vec<serde_json::Value> = (0..20_000)
+        .map(|i| json!({ "row": i, "name": format!("item {i}") }))
+        .collect();
+    let written = vec![
+        message(&conv, 0, 0, Role::User, vec![Part::text(big.clone())]),
+        message(
+            &conv,
+            0,
+            1,
+            Role::Tool,
+            vec![Part::ToolResult {
+                tool_use_id: "t".into(),
+                content: json!(rows),
+                is_error: false,
+            }],
+        ),
+    ];
+    for m in &written {
+        store.append_message(m).await.unwrap();
+    }
+    let read = store.messages(&conv, 0).await.unwrap();
+    assert!(read == written, "large messages must round-trip intact");
+
+    let entry = visible(&conv, 0, VisibleRole::Assistant, &big);
+    store.append_visible(&entry).await.unwrap();
+    let read = store.visible(&conv).await.unwrap();
+    assert!(
+        read == vec![entry],
+        "a large visible entry must round-trip intact"
+    );
+}
+
+/// Many tasks append at the same position at once: exactly one wins, the rest get `Conflict`,
+/// and the stored row is the winner's. Same for the visible transcript.
+pub async fn check_concurrent_appends(store: Arc<dyn Store>) {
+    const WRITERS: usize = 8;
+    let conv = create(store.as_ref(), "conv-race").await;
+
+    for position in 0..4u64 {
+        let barrier = Arc::new(tokio::sync::Barrier::new(WRITERS));
+        let tasks: Vec<_> = (0..WRITERS)
+            .map(|w| {
+                let (store, barrier) = (store.clone(), barrier.clone());
+                let m = message(
+                    &conv,
+                    0,
+                    position,
+                    Role::User,
+                    vec![Part::text(format!("w{w}"))],
+                );
+                tokio::spawn(async move {
+                    barrier.wait().await;
+                    let result = store.append_message(&m).await;
+                    (m, result)
+                })
+            })
+            .collect();
+        let winner = one_winner(tasks, "concurrent append_message").await;
+        let stored = store.messages(&conv, 0).await.unwrap();
+        assert_eq!(
+            stored.last(),
+            Some(&winner),
+            "the stored message must be the winner's"
+        );
+        assert_eq!(stored.len() as u64, position + 1);
+    }
+
+    for position in 0..4u64 {
+        let barrier = Arc::new(tokio::sync::Barrier::new(WRITERS));
+        let tasks: Vec<_> = (0..WRITERS)
+            .map(|w| {
+                let (store, barrier) = (store.clone(), barrier.clone());
+                let e = visible(&conv, position, VisibleRole::Assistant, &format!("w{w}"));
+                tokio::spawn(async move {
+                    barrier.wait().await;
+                    let result = store.append_visible(&e).await;
+                    (e, result)
+                })
+            })
+            .collect();
+        let winner = one_winner(tasks, "concurrent append_visible").await;
+        let stored = store.visible(&conv).await.unwrap();
+        assert_eq!(
+            stored.last(),
+            Some(&winner),
+            "the stored entry must be the winner's"
+        );
+        assert_eq!(stored.len() as u64, position + 1);
+    }
+}
+
+async fn one_winner<T>(
+    tasks: Vec<tokio::task::JoinHandle<(T, Result<(), StoreError>)>>,
+    what: &str,
+) -> T {
+    let mut winners = Vec::new();
+    for task in tasks {
+        match task.await.expect("writer task panicked") {
+            (value, Ok(())) => winners.push(value),
+            (_, Err(err)) => assert_conflict(err, what),
+        }
+    }
+    assert_eq!(winners.len(), 1, "{what}: exactly one writer must succeed");
+    winners.pop().unwrap()
+}
+
+fn assert_conflict(err: StoreError, what: &str) {
+    assert!(
+        matches!(err, StoreError::Conflict { .. }),
+        "{what} must be a Conflict, got {err:?}"
+    );
+}
+
+async fn create(store: &dyn Store, id: &str) -> ConversationId {
+    let conv = conversation(id, "user-1", 1_000);
+    store.create_conversation(&conv).await.unwrap();
+    conv.id
+}
+
+fn conversation(id: &str, user: &str, created_at_ms: i64) -> Conversation {
+    Conversation {
+        created_at_ms,
+        ..Conversation::new(id, UserId::from(user), "web", "support")
+    }
+}
+
+fn message(
+    conv: &ConversationId,
+    segment: u32,
+    position: u64,
+    role: Role,
+    parts: Vec<Part>,
+) -> Message {
+    Message {
+        conversation_id: conv.clone(),
+        segment,
+        position,
+        role,
+        parts,
+        call: None,
+        created_at_ms: 1_700_000_000_000 + position as i64,
+    }
+}
+
+fn visible(conv: &ConversationId, position: u64, role: VisibleRole, text: &str) -> VisibleEntry {
+    VisibleEntry {
+        conversation_id: conv.clone(),
+        position,
+        role,
+        text: text.to_owned(),
+        buttons: vec![],
+        reaction: None,
+        turn: position / 2,
+        created_at_ms: 1_700_000_000_000 + position as i64,
+    }
+}
+
+fn assistant_with_every_part(conv: &ConversationId, position: u64) -> Message {
+    let parts = vec![
+        Part::Reasoning(Reasoning::Text {
+            text: "think: user wants the invoice".into(),
+            signature: Some("sig-\u{00FF}==".into()),
+        }),
+        Part::Reasoning(Reasoning::Text {
+            text: String::new(),
+            signature: None,
+        }),
+        Part::Reasoning(Reasoning::Redacted {
+            data: (0..=255).collect(),
+        }),
+        Part::text("Let me look that up."),
+        Part::ToolUse {
+            id: "toolu_01".into(),
+            name: "find_invoice".into(),
+            input: json!({
+                "customer": { "id": 17, "tags": ["vip", null, true] },
+                "amounts": [0.1, -2.5e-300, 1e300, u64::MAX, i64::MIN],
+                "empty": {}, "note": "line\nbreak \u{2028} \u{1F600}"
+            }),
+        },
+        Part::Image(MediaRef {
+            key: "media/conv-a/photo.jpg".into(),
+            mime_type: "image/jpeg".into(),
+            size_bytes: 123_456,
+        }),
+        Part::Document(MediaRef {
+            key: "media/conv-a/terms.pdf".into(),
+            mime_type: "application/pdf".into(),
+            size_bytes: u64::MAX,
+        }),
+    ];
+    let call = CallRecord {
+        backend: "bedrock".into(),
+        model: "arn:aws:bedrock:eu-west-1:123:inference-profile/x".into(),
+        stop_reason: Some(StopReason::Other("brand_new_reason".into())),
+        error: Some("throttled".into()),
+        usage: Usage {
+            input_tokens: 1_200,
+            output_tokens: 345,
+            cache_read_tokens: 1_000,
+            cache_write_tokens: 7,
+        },
+        latency_ms: 812,
+        tools_offered: vec!["find_invoice".into(), "send_receipt".into()],
+    };
+    Message {
+        call: Some(call),
+        ..message(conv, 0, position, Role::Assistant, parts)
+    }
+}
+
+fn tool_results() -> Vec<Part> {
+    vec![
+        Part::ToolResult {
+            tool_use_id: "toolu_01".into(),
+            content: json!({ "invoice": { "total": 12.5, "currency": "EUR" } }),
+            is_error: false,
+        },
+        Part::ToolResult {
+            tool_use_id: "toolu_02".into(),
+            content: json!("customer not found"),
+            is_error: true,
+        },
+    ]
+}

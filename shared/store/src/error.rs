@@ -1,0 +1,20 @@
+/// A storage failure, phrased as what the caller should do.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The key is taken (a concurrent writer got there first): reload and decide again.
+    #[error("conflict: {what} already exists")]
+    Conflict { what: String },
+    /// The record to update does not exist.
+    #[error("not found: {what}")]
+    NotFound { what: String },
+    /// A stored row could not be decoded: data corruption or a schema mismatch.
+    #[error("corrupt record {what}")]
+    Corrupt {
+        what: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The backing store failed (I/O, connection, throttling); the operation may be retried.
+    #[error("storage unavailable")]
+    Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
+}

@@ -1,0 +1,72 @@
+//! Storage ports: small, typed, async traits the engine and the functions consume.
+//!
+//! Adapters live in their own crates and are named after their technology (`store-sqlite`,
+//! `store-dynamodb`). Every adapter runs the [`conformance`] suite (feature `test-support`), so
+//! they behave the same. The transcript is append-only: a message is written once at its
+//! position, and writing a taken position is a [`StoreError::Conflict`], never an overwrite.
+//!
+//! Depends on `transcript` only. Never on AWS, Lambda, a backend or the engine.
+
+#[cfg(feature = "test-support")]
+pub mod conformance;
+mod error;
+mod visible;
+
+pub use error::StoreError;
+pub use visible::{Button, VisibleEntry, VisibleRole};
+
+use async_trait::async_trait;
+use transcript::{Conversation, ConversationId, Message, UserId};
+
+/// Conversations: who, where, which segment, which turn.
+#[async_trait]
+pub trait ConversationStore: Send + Sync {
+    /// Create a conversation; [`StoreError::Conflict`] when the id exists.
+    async fn create_conversation(&self, conversation: &Conversation) -> Result<(), StoreError>;
+
+    async fn conversation(&self, id: &ConversationId) -> Result<Option<Conversation>, StoreError>;
+
+    /// Replace a conversation's mutable fields (status, purpose, prompt version, segment, turn).
+    /// [`StoreError::NotFound`] when it does not exist.
+    async fn update_conversation(&self, conversation: &Conversation) -> Result<(), StoreError>;
+
+    /// A user's conversations, newest first.
+    async fn conversations_of(&self, user: &UserId) -> Result<Vec<Conversation>, StoreError>;
+}
+
+/// The model transcript: exact messages, append-only, ordered by position.
+#[async_trait]
+pub trait MessageStore: Send + Sync {
+    /// Write `message` at its position. [`StoreError::Conflict`] when that position is taken
+    /// (someone else appended first); the stored row is never changed.
+    async fn append_message(&self, message: &Message) -> Result<(), StoreError>;
+
+    /// The messages of one segment, by position.
+    async fn messages(
+        &self,
+        conversation: &ConversationId,
+        segment: u32,
+    ) -> Result<Vec<Message>, StoreError>;
+
+    /// The position the next message of this conversation takes (0 when empty).
+    async fn next_position(&self, conversation: &ConversationId) -> Result<u64, StoreError>;
+}
+
+/// The visible transcript: what the user saw, as they saw it. History views render from it.
+#[async_trait]
+pub trait VisibleStore: Send + Sync {
+    /// Append an entry at its position; [`StoreError::Conflict`] when the position is taken.
+    async fn append_visible(&self, entry: &VisibleEntry) -> Result<(), StoreError>;
+
+    /// All visible entries of a conversation, by position.
+    async fn visible(&self, conversation: &ConversationId)
+    -> Result<Vec<VisibleEntry>, StoreError>;
+
+    /// The position the next visible entry takes (0 when empty).
+    async fn next_visible_position(&self, conversation: &ConversationId)
+    -> Result<u64, StoreError>;
+}
+
+/// Everything the engine needs from storage, as one handle.
+pub trait Store: ConversationStore + MessageStore + VisibleStore {}
+impl<T: ConversationStore + MessageStore + VisibleStore> Store for T {}

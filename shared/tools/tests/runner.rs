@@ -1,0 +1,330 @@
+//! The runner turns every outcome into a result the model can read.
+
+use serde_json::{Value, json};
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tools::*;
+use transcript::Part;
+
+fn ctx() -> Ctx {
+    Ctx {
+        user_id: "u1".into(),
+        actor: Actor::Agent,
+        action_id: ActionId("act-42".into()),
+        conversation_id: "c1".into(),
+    }
+}
+
+fn schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "title": {"type": "string", "minLength": 1},
+            "seats": {"type": "integer", "minimum": 1}
+        },
+        "required": ["title"],
+        "additionalProperties": false
+    })
+}
+
+fn registry() -> Registry {
+    let mut r = Registry::new(RunnerOptions {
+        result_cap_chars: 200,
+        timeout: Duration::from_secs(5),
+    });
+    r.register(
+        ToolDef::new("create_event", "Create an event.", schema()).purposes(&["planner"]),
+        handler_fn(|ctx: Ctx, args: Value| async move {
+            Ok(json!({"id": "e1", "title": args["title"], "owner": ctx.user_id.0, "_effects": ["events"]}))
+        }),
+    )
+    .unwrap();
+    r.register(
+        ToolDef::new("list_events", "List events.", json!({"type": "object"}))
+            .purposes(&["planner", "support"])
+            .read_only(),
+        handler_fn(|_, _| async { Ok(json!([{"id": "e1"}, {"id": "e2"}])) }),
+    )
+    .unwrap();
+    r.register(
+        ToolDef::new("explode", "Panics.", json!({"type": "object"})).purposes(&["planner"]),
+        handler_fn(|_, _| async { panic!("db pool poisoned: secret=hunter2") }),
+    )
+    .unwrap();
+    r.register(
+        ToolDef::new("cancel_event", "Cancel.", json!({"type": "object"})).purposes(&["planner"]),
+        handler_fn(|_, _| async {
+            Err(ToolError::domain(
+                "already_cancelled",
+                "That event is already cancelled.",
+            ))
+        }),
+    )
+    .unwrap();
+    r.register(
+        ToolDef::new("broken", "Fails.", json!({"type": "object"})).purposes(&["planner"]),
+        handler_fn(|_, _| async {
+            Err(ToolError::internal(
+                "connection refused: postgres://admin:pw@db",
+            ))
+        }),
+    )
+    .unwrap();
+    r.register(
+        ToolDef::new("dump", "Big.", json!({"type": "object"})).purposes(&["planner"]),
+        handler_fn(|_, _| async { Ok(json!({"blob": "x".repeat(5000)})) }),
+    )
+    .unwrap();
+    r.register(
+        ToolDef::new("slow", "Hangs.", json!({"type": "object"})).purposes(&["planner"]),
+        handler_fn(|_, _| async {
+            futures::future::pending::<()>().await;
+            Ok(json!({}))
+        }),
+    )
+    .unwrap();
+    r
+}
+
+async fn run(name: &str, input: Value) -> ToolOutcome {
+    let call = ToolCall {
+        id: "t1".into(),
+        name: name.into(),
+        input,
+    };
+    registry().run(&ctx(), "planner", &call).await
+}
+
+fn content(o: &ToolOutcome) -> &Value {
+    match &o.part {
+        Part::ToolResult {
+            content,
+            tool_use_id,
+            ..
+        } => {
+            assert_eq!(tool_use_id, "t1");
+            content
+        }
+        other => panic!("not a tool result: {other:?}"),
+    }
+}
+
+/// Captures log output for the duration of a (current-thread) test.
+#[derive(Clone, Default)]
+struct Logs(Arc<Mutex<Vec<u8>>>);
+impl Write for Logs {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+impl Logs {
+    fn text(&self) -> String {
+        String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
+    }
+    fn install(&self) -> tracing::subscriber::DefaultGuard {
+        let logs = self.clone();
+        let sub = tracing_subscriber::fmt()
+            .with_writer(move || logs.clone())
+            .with_ansi(false)
+            .finish();
+        tracing::subscriber::set_default(sub)
+    }
+}
+
+#[tokio::test]
+async fn valid_call_runs_with_ctx_and_strips_effects() {
+    let o = run("create_event", json!({"title": "Spring Open"})).await;
+    assert!(!o.is_error);
+    assert_eq!(
+        content(&o),
+        &json!({"id": "e1", "title": "Spring Open", "owner": "u1"})
+    );
+    assert_eq!(o.effects, Some(json!(["events"])));
+}
+
+#[tokio::test]
+async fn invalid_arguments_say_what_was_wrong() {
+    let o = run("create_event", json!({"seats": 0, "owner": "someone-else"})).await;
+    assert!(o.is_error);
+    let msg = content(&o)["error"].as_str().unwrap();
+    assert!(
+        msg.starts_with("Invalid arguments for create_event"),
+        "{msg}"
+    );
+    assert!(msg.contains("\"title\" is a required property"), "{msg}");
+    assert!(msg.contains("at /seats"), "{msg}");
+    assert!(msg.contains("owner"), "{msg}");
+    assert!(msg.contains("call the tool again"), "{msg}");
+}
+
+#[tokio::test]
+async fn unknown_tool_lists_the_available_ones() {
+    let o = run("delete_everything", json!({})).await;
+    assert!(o.is_error);
+    let msg = content(&o)["error"].as_str().unwrap();
+    assert!(msg.contains("Unknown tool \"delete_everything\""), "{msg}");
+    assert!(
+        msg.contains("create_event, dump, explode, list_events"),
+        "{msg}"
+    );
+}
+
+#[tokio::test]
+async fn a_tool_of_another_purpose_is_unknown() {
+    let call = ToolCall {
+        id: "t1".into(),
+        name: "create_event".into(),
+        input: json!({"title": "x"}),
+    };
+    let o = registry().run(&ctx(), "support", &call).await;
+    assert!(o.is_error);
+    assert!(
+        content(&o)["error"]
+            .as_str()
+            .unwrap()
+            .contains("Available tools: list_events.")
+    );
+}
+
+#[tokio::test]
+async fn domain_failure_is_readable() {
+    let o = run("cancel_event", json!({})).await;
+    assert!(o.is_error);
+    assert_eq!(
+        content(&o),
+        &json!({"error": "That event is already cancelled."})
+    );
+}
+
+#[tokio::test]
+async fn panic_becomes_generic_error_and_raw_text_goes_to_the_log() {
+    let logs = Logs::default();
+    let _g = logs.install();
+    let o = run("explode", json!({})).await;
+    assert!(o.is_error);
+    let shown = content(&o).to_string();
+    assert!(shown.contains("Internal error in explode"), "{shown}");
+    assert!(
+        !shown.contains("hunter2"),
+        "raw panic text must not reach the model"
+    );
+    let log = logs.text();
+    assert!(log.contains("db pool poisoned: secret=hunter2"), "{log}");
+    assert!(
+        log.contains("tool=explode") && log.contains("action_id=act-42"),
+        "{log}"
+    );
+}
+
+#[tokio::test]
+async fn internal_error_is_generic_for_the_model_and_raw_in_the_log() {
+    let logs = Logs::default();
+    let _g = logs.install();
+    let o = run("broken", json!({})).await;
+    let shown = content(&o).to_string();
+    assert!(shown.contains("Internal error in broken"));
+    assert!(!shown.contains("postgres://"));
+    assert!(
+        logs.text()
+            .contains("connection refused: postgres://admin:pw@db")
+    );
+}
+
+#[tokio::test]
+async fn list_results_are_wrapped() {
+    let o = run("list_events", json!({})).await;
+    assert_eq!(content(&o), &json!({"items": [{"id": "e1"}, {"id": "e2"}]}));
+}
+
+#[tokio::test]
+async fn oversized_results_are_capped_with_a_marker() {
+    let o = run("dump", json!({})).await;
+    assert!(!o.is_error);
+    let c = content(&o);
+    assert_eq!(c["truncated"], json!(true));
+    assert_eq!(c["total_chars"], json!(5011));
+    assert!(
+        c["content"]
+            .as_str()
+            .unwrap()
+            .contains("truncated: 4811 more characters")
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hanging_tool_times_out_readably() {
+    let o = run("slow", json!({})).await;
+    assert!(o.is_error);
+    assert!(
+        content(&o)["error"]
+            .as_str()
+            .unwrap()
+            .contains("did not finish in time")
+    );
+}
+
+#[test]
+fn catalog_is_sorted_filtered_and_byte_stable() {
+    let a = registry();
+    let names: Vec<_> = a
+        .catalog_for("planner")
+        .iter()
+        .map(|d| d.name.clone())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "broken",
+            "cancel_event",
+            "create_event",
+            "dump",
+            "explode",
+            "list_events",
+            "slow"
+        ]
+    );
+    assert_eq!(a.catalog_for("support").len(), 1);
+    // Registering in another order yields the same bytes.
+    let mut b = Registry::default();
+    for d in a.catalog_for("planner").into_iter().rev() {
+        b.register(d.clone(), handler_fn(|_, _| async { Ok(json!({})) }))
+            .unwrap();
+    }
+    let bytes = |r: &Registry| serde_json::to_vec(&r.catalog_for("planner")).unwrap();
+    assert_eq!(bytes(&a), bytes(&b));
+}
+
+#[test]
+fn bad_definitions_are_rejected_at_registration() {
+    let mut r = registry();
+    let noop = || handler_fn(|_, _| async { Ok(json!({})) });
+    let dup = r.register(
+        ToolDef::new("dump", "again", json!({"type": "object"})),
+        noop(),
+    );
+    assert!(matches!(dup, Err(RegistryError::Duplicate(_))));
+    let bad = r.register(
+        ToolDef::new(
+            "weird",
+            "x",
+            json!({"type": "object", "properties": {"a": {"type": 12}}}),
+        ),
+        noop(),
+    );
+    assert!(
+        matches!(bad, Err(RegistryError::BadSchema { .. })),
+        "{bad:?}"
+    );
+    let not_object = r.register(ToolDef::new("arr", "x", json!({"type": "array"})), noop());
+    assert!(matches!(not_object, Err(RegistryError::BadSchema { .. })));
+    let name = r.register(
+        ToolDef::new("has space", "x", json!({"type": "object"})),
+        noop(),
+    );
+    assert!(matches!(name, Err(RegistryError::BadName(_))));
+}
