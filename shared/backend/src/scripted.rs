@@ -21,6 +21,8 @@ pub enum Step {
     Stall,
     /// Wait this long before the next step.
     Delay(Duration),
+    /// Yield `done` with this stop reason and the reply's usage.
+    Done(StopReason),
 }
 
 /// One scripted model response: either a failure to open the stream, or a list of steps.
@@ -28,7 +30,9 @@ pub enum Step {
 pub struct Reply {
     open_error: Option<BackendError>,
     steps: Vec<Step>,
-    usage: Usage,
+    /// Explicit usage for `done`; otherwise estimated from what was said.
+    usage: Option<Usage>,
+    output_tokens: u64,
 }
 
 impl Reply {
@@ -58,7 +62,7 @@ impl Reply {
     /// Stream `text` as word-sized text events (spaces kept, so the pieces join back exactly).
     pub fn say(mut self, text: &str) -> Self {
         for token in text.split_inclusive(' ') {
-            self.usage.output_tokens += 1;
+            self.output_tokens += 1;
             self.steps.push(Step::Event(ModelEvent::text(token)));
         }
         self
@@ -85,7 +89,7 @@ impl Reply {
 
     /// Request a tool call.
     pub fn call(mut self, id: &str, name: &str, input: Value) -> Self {
-        self.usage.output_tokens += 5;
+        self.output_tokens += 5;
         self.steps.push(Step::Event(ModelEvent::ToolUse {
             id: id.to_owned(),
             name: name.to_owned(),
@@ -94,21 +98,16 @@ impl Reply {
         self
     }
 
-    /// Replace the usage reported in the final `done` event.
+    /// Replace the usage reported in the `done` event (by default: 10 input tokens, and one
+    /// output token per word said, five per tool call).
     pub fn usage(mut self, usage: Usage) -> Self {
-        self.usage = usage;
+        self.usage = Some(usage);
         self
     }
 
     /// End the stream with `done` and this stop reason.
     pub fn stop(mut self, stop_reason: StopReason) -> Self {
-        if self.usage.input_tokens == 0 {
-            self.usage.input_tokens = 10;
-        }
-        self.steps.push(Step::Event(ModelEvent::Done {
-            stop_reason,
-            usage: self.usage,
-        }));
+        self.steps.push(Step::Done(stop_reason));
         self
     }
 
@@ -183,18 +182,27 @@ impl ChatModel for ScriptedModel {
         if let Some(err) = reply.open_error {
             return Err(err);
         }
-        Ok(play(reply.steps))
+        let usage = reply.usage.unwrap_or(Usage {
+            input_tokens: 10,
+            output_tokens: reply.output_tokens,
+            ..Usage::default()
+        });
+        Ok(play(reply.steps, usage))
     }
 }
 
-/// Turn steps into a stream, honouring delays, failures and stalls.
-pub fn play(steps: Vec<Step>) -> EventStream {
+/// Turn steps into a stream, honouring delays, failures and stalls; `done` reports `usage`.
+pub fn play(steps: Vec<Step>, usage: Usage) -> EventStream {
     let steps: VecDeque<Step> = steps.into();
-    futures::stream::unfold(Some(steps), |state| async move {
+    futures::stream::unfold(Some(steps), move |state| async move {
         let mut steps = state?;
         loop {
             match steps.pop_front()? {
                 Step::Event(ev) => return Some((Ok(ev), Some(steps))),
+                Step::Done(stop_reason) => {
+                    let done = ModelEvent::Done { stop_reason, usage };
+                    return Some((Ok(done), Some(steps)));
+                }
                 Step::Fail(err) => return Some((Err(err), None)),
                 Step::Stall => futures::future::pending::<()>().await,
                 Step::Delay(d) => tokio::time::sleep(d).await,

@@ -1,1 +1,26 @@
-//! stub
+//! The turn: one user message in, a reply out, with the model and the tools in between.
+//!
+//! [`Engine::run_turn`] appends the user's message, then loops: guard check, model call
+//! (streamed to an [`EventSink`], with a deadline, an idle timeout and one retry only if nothing
+//! was streamed), persist the assistant message with its call record, run the requested tools in
+//! order and persist their results together, and go again — at most `max_cycles` times. Every
+//! stop reason and every failure ends in a sentence the user can read, recorded in history so the
+//! next turn is coherent; raw errors go to the log only.
+//!
+//! Depends on the ports (`backend`, `tools`, `store`) and `transcript`; never on an adapter, AWS
+//! or Lambda. No storage transaction spans a model call.
+
+mod call;
+mod error;
+mod events;
+mod guard;
+mod history;
+pub mod lines;
+mod options;
+mod turn;
+
+pub use error::EngineError;
+pub use events::{CollectSink, EventSink, NullSink, TurnEvent};
+pub use guard::{AllowAll, Denied, Guard, GuardCall};
+pub use options::EngineOptions;
+pub use turn::{Engine, TurnEnd, TurnInput, TurnOutcome};

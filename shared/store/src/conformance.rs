@@ -10,7 +10,8 @@
 //! store::conformance_tests!(store_sqlite::SqliteStore::open_in_memory().unwrap());
 //! ```
 //!
-//! The expression is evaluated inside the (async) test body, so it may `.await`. The calling
+//! The expression is evaluated inside the (async) test body, so it may `.await`; it may yield
+//! the store itself or a value that dereferences to it (e.g. a temp-file guard). The calling
 //! crate needs `tokio` (features `macros`, `rt-multi-thread`) as a dev-dependency.
 //!
 //! Ordering rules the checks pin down, so every adapter agrees:
@@ -23,14 +24,14 @@
 
 use crate::{Button, Store, StoreError, VisibleEntry, VisibleRole};
 use serde_json::json;
-use std::sync::Arc;
 use transcript::{
     CallRecord, Conversation, ConversationId, ConversationStatus, MediaRef, Message, Part,
     Reasoning, Role, StopReason, Usage, UserId,
 };
 
 /// Expands to one `#[tokio::test]` per conformance check, each on a fresh store built by the
-/// given expression (evaluated inside the async test, so `.await` is allowed).
+/// given expression (evaluated inside the async test, so `.await` is allowed). The expression
+/// yields a store or anything that dereferences to one (see [`AsDynStore`]).
 ///
 /// Invoke it once per module: the generated test names are fixed. To run the suite against two
 /// configurations, put the second invocation in its own `mod`.
@@ -51,19 +52,33 @@ macro_rules! conformance_tests {
 
         #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn concurrent_appends_one_winner() {
-            let store: ::std::sync::Arc<dyn $crate::Store> = ::std::sync::Arc::new($make);
-            $crate::conformance::check_concurrent_appends(store).await;
+            use $crate::conformance::AsDynStore as _;
+            let store = $make;
+            $crate::conformance::check_concurrent_appends(store.as_dyn_store()).await;
         }
     };
     (@each $make:expr; $($test:ident => $check:ident),* $(,)?) => {
         $(
             #[::tokio::test]
             async fn $test() {
+                use $crate::conformance::AsDynStore as _;
                 let store = $make;
-                $crate::conformance::$check(&store).await;
+                $crate::conformance::$check(store.as_dyn_store()).await;
             }
         )*
     };
+}
+
+/// A store, or anything that dereferences to one (`Arc<S>`, a guard that deletes a temp file on
+/// drop), as `&dyn Store`. The macro calls it with method syntax so auto-deref applies.
+pub trait AsDynStore {
+    fn as_dyn_store(&self) -> &dyn Store;
+}
+
+impl<S: Store> AsDynStore for S {
+    fn as_dyn_store(&self) -> &dyn Store {
+        self
+    }
 }
 
 /// A created conversation reads back equal; an unknown id reads as `None`.
@@ -97,8 +112,8 @@ pub async fn check_create_twice_conflicts(store: &dyn Store) {
     let mut rival = conversation("conv-a", "user-2", 2_000);
     rival.channel = "sms".into();
     rival.turn = 5;
-    let err = store.create_conversation(&rival).await.unwrap_err();
-    assert_conflict(err, "creating a conversation whose id exists");
+    let result = store.create_conversation(&rival).await;
+    assert_conflict(result, "creating a conversation whose id exists");
 
     let read = store.conversation(&original.id).await.unwrap();
     assert_eq!(
@@ -150,10 +165,10 @@ pub async fn check_update_conversation(store: &dyn Store) {
     );
 
     let ghost = conversation("conv-ghost", "user-1", 1_000);
-    let err = store.update_conversation(&ghost).await.unwrap_err();
+    let result = store.update_conversation(&ghost).await;
     assert!(
-        matches!(err, StoreError::NotFound { .. }),
-        "updating a missing conversation must be NotFound, got {err:?}"
+        matches!(result, Err(StoreError::NotFound { .. })),
+        "updating a missing conversation must be NotFound, got {result:?}"
     );
     let read = store.conversation(&ghost.id).await.unwrap();
     assert_eq!(
@@ -233,12 +248,12 @@ pub async fn check_append_conflict(store: &dyn Store) {
     store.append_message(&first).await.unwrap();
 
     let rival = message(&conv, 0, 0, Role::Assistant, vec![Part::text("rival")]);
-    let err = store.append_message(&rival).await.unwrap_err();
-    assert_conflict(err, "appending a message at a taken position");
+    let result = store.append_message(&rival).await;
+    assert_conflict(result, "appending a message at a taken position");
 
     let other_segment = message(&conv, 1, 0, Role::User, vec![Part::text("other segment")]);
-    let err = store.append_message(&other_segment).await.unwrap_err();
-    assert_conflict(err, "appending at a taken position from another segment");
+    let result = store.append_message(&other_segment).await;
+    assert_conflict(result, "appending at a taken position from another segment");
 
     assert_eq!(
         store.messages(&conv, 0).await.unwrap(),
@@ -363,8 +378,8 @@ pub async fn check_visible_transcript(store: &dyn Store) {
     assert_eq!(store.next_visible_position(&conv).await.unwrap(), 5);
 
     let rival = visible(&conv, 1, VisibleRole::User, "rival");
-    let err = store.append_visible(&rival).await.unwrap_err();
-    assert_conflict(err, "appending a visible entry at a taken position");
+    let result = store.append_visible(&rival).await;
+    assert_conflict(result, "appending a visible entry at a taken position");
     assert_eq!(
         store.visible(&conv).await.unwrap(),
         written,
@@ -420,33 +435,28 @@ pub async fn check_large_content(store: &dyn Store) {
     );
 }
 
-/// Many tasks append at the same position at once: exactly one wins, the rest get `Conflict`,
-/// and the stored row is the winner's. Same for the visible transcript.
-pub async fn check_concurrent_appends(store: Arc<dyn Store>) {
-    const WRITERS: usize = 8;
-    let conv = create(store.as_ref(), "conv-race").await;
+/// Many threads append at the same position at once: exactly one wins, the rest get
+/// `Conflict`, and the stored row is the winner's. Same for the visible transcript.
+///
+/// The writers are OS threads driving the adapter's futures on the test's runtime, so they
+/// really overlap; needs a multi-threaded runtime.
+pub async fn check_concurrent_appends(store: &dyn Store) {
+    let conv = &create(store, "conv-race").await;
 
     for position in 0..4u64 {
-        let barrier = Arc::new(tokio::sync::Barrier::new(WRITERS));
-        let tasks: Vec<_> = (0..WRITERS)
-            .map(|w| {
-                let (store, barrier) = (store.clone(), barrier.clone());
-                let m = message(
-                    &conv,
-                    0,
-                    position,
-                    Role::User,
-                    vec![Part::text(format!("w{w}"))],
-                );
-                tokio::spawn(async move {
-                    barrier.wait().await;
-                    let result = store.append_message(&m).await;
-                    (m, result)
-                })
-            })
-            .collect();
-        let winner = one_winner(tasks, "concurrent append_message").await;
-        let stored = store.messages(&conv, 0).await.unwrap();
+        let winner = race(|w| async move {
+            let m = message(
+                conv,
+                0,
+                position,
+                Role::User,
+                vec![Part::text(format!("w{w}"))],
+            );
+            let result = store.append_message(&m).await;
+            (m, result)
+        });
+        let winner = winner.unwrap_or_else(|msg| panic!("concurrent append_message: {msg}"));
+        let stored = store.messages(conv, 0).await.unwrap();
         assert_eq!(
             stored.last(),
             Some(&winner),
@@ -456,20 +466,13 @@ pub async fn check_concurrent_appends(store: Arc<dyn Store>) {
     }
 
     for position in 0..4u64 {
-        let barrier = Arc::new(tokio::sync::Barrier::new(WRITERS));
-        let tasks: Vec<_> = (0..WRITERS)
-            .map(|w| {
-                let (store, barrier) = (store.clone(), barrier.clone());
-                let e = visible(&conv, position, VisibleRole::Assistant, &format!("w{w}"));
-                tokio::spawn(async move {
-                    barrier.wait().await;
-                    let result = store.append_visible(&e).await;
-                    (e, result)
-                })
-            })
-            .collect();
-        let winner = one_winner(tasks, "concurrent append_visible").await;
-        let stored = store.visible(&conv).await.unwrap();
+        let winner = race(|w| async move {
+            let e = visible(conv, position, VisibleRole::Assistant, &format!("w{w}"));
+            let result = store.append_visible(&e).await;
+            (e, result)
+        });
+        let winner = winner.unwrap_or_else(|msg| panic!("concurrent append_visible: {msg}"));
+        let stored = store.visible(conv).await.unwrap();
         assert_eq!(
             stored.last(),
             Some(&winner),
@@ -479,25 +482,52 @@ pub async fn check_concurrent_appends(store: Arc<dyn Store>) {
     }
 }
 
-async fn one_winner<T>(
-    tasks: Vec<tokio::task::JoinHandle<(T, Result<(), StoreError>)>>,
-    what: &str,
-) -> T {
+/// Run `write(w)` on `WRITERS` threads released together; the one value written, or what went
+/// wrong.
+fn race<T, F>(write: impl Fn(usize) -> F + Sync) -> Result<T, String>
+where
+    T: Send,
+    F: Future<Output = (T, Result<(), StoreError>)>,
+{
+    const WRITERS: usize = 8;
+    let runtime = tokio::runtime::Handle::current();
+    let barrier = std::sync::Barrier::new(WRITERS);
+    let outcomes: Vec<_> = tokio::task::block_in_place(|| {
+        std::thread::scope(|scope| {
+            let threads: Vec<_> = (0..WRITERS)
+                .map(|w| {
+                    let (runtime, barrier, write) = (&runtime, &barrier, &write);
+                    scope.spawn(move || {
+                        let future = write(w);
+                        barrier.wait();
+                        runtime.block_on(future)
+                    })
+                })
+                .collect();
+            threads
+                .into_iter()
+                .map(|t| t.join().expect("writer thread panicked"))
+                .collect()
+        })
+    });
     let mut winners = Vec::new();
-    for task in tasks {
-        match task.await.expect("writer task panicked") {
-            (value, Ok(())) => winners.push(value),
-            (_, Err(err)) => assert_conflict(err, what),
+    for (value, result) in outcomes {
+        match result {
+            Ok(()) => winners.push(value),
+            Err(StoreError::Conflict { .. }) => {}
+            Err(other) => return Err(format!("a losing writer must get Conflict, got {other:?}")),
         }
     }
-    assert_eq!(winners.len(), 1, "{what}: exactly one writer must succeed");
-    winners.pop().unwrap()
+    match winners.len() {
+        1 => Ok(winners.pop().unwrap()),
+        n => Err(format!("exactly one writer must succeed, {n} did")),
+    }
 }
 
-fn assert_conflict(err: StoreError, what: &str) {
+fn assert_conflict(result: Result<(), StoreError>, what: &str) {
     assert!(
-        matches!(err, StoreError::Conflict { .. }),
-        "{what} must be a Conflict, got {err:?}"
+        matches!(result, Err(StoreError::Conflict { .. })),
+        "{what} must be a Conflict, got {result:?}"
     );
 }
 

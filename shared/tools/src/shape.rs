@@ -23,9 +23,10 @@ pub(crate) fn shape_result(value: Value, cap_chars: usize) -> Shaped {
     }
 }
 
-/// Keep a result within `cap_chars` characters of JSON. A result that fits is untouched; a
-/// longer one becomes `{"truncated": true, "total_chars": N, "content": "<first chars>…"}`,
-/// so the model knows it saw only part.
+/// Keep a result within `cap_chars` characters of JSON. A result that fits is untouched. A longer
+/// one becomes a string: its first `cap_chars` characters of JSON text followed by a visible
+/// marker, so the model knows it saw only part (adapters send a string result as plain text, so
+/// nothing is escaped twice).
 fn cap(value: Value, cap_chars: usize) -> Value {
     let text = value.to_string();
     let total = text.chars().count();
@@ -33,12 +34,10 @@ fn cap(value: Value, cap_chars: usize) -> Value {
         return value;
     }
     let head: String = text.chars().take(cap_chars).collect();
-    json!({
-        "truncated": true,
-        "total_chars": total,
-        "shown_chars": cap_chars,
-        "content": format!("{head}… [truncated: {} more characters not shown; ask for less, e.g. a narrower filter or a page]", total - cap_chars),
-    })
+    Value::String(format!(
+        "{head}\n[truncated: showing {cap_chars} of {total} characters; {} more not shown. Ask for less, e.g. a narrower filter or a page.]",
+        total - cap_chars
+    ))
 }
 
 #[cfg(test)]
@@ -68,11 +67,12 @@ mod tests {
     fn long_results_are_cut_on_a_char_boundary_with_a_marker() {
         let big = json!({"text": "é".repeat(50)});
         let s = shape_result(big, 20);
-        assert_eq!(s.content["truncated"], json!(true));
-        assert_eq!(s.content["total_chars"], json!(61));
-        let shown = s.content["content"].as_str().unwrap();
-        assert!(shown.starts_with("{\"text\":\"ééé"));
-        assert!(shown.contains("41 more characters not shown"));
+        let shown = s.content.as_str().unwrap();
+        assert!(
+            shown.starts_with("{\"text\":\"ééééééééééé\n[truncated"),
+            "{shown}"
+        );
+        assert!(shown.contains("showing 20 of 61 characters; 41 more not shown"));
     }
 
     #[test]

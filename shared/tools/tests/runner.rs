@@ -1,8 +1,6 @@
 //! The runner turns every outcome into a result the model can read.
 
 use serde_json::{Value, json};
-use std::io::Write;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tools::*;
 use transcript::Part;
@@ -110,32 +108,6 @@ fn content(o: &ToolOutcome) -> &Value {
     }
 }
 
-/// Captures log output for the duration of a (current-thread) test.
-#[derive(Clone, Default)]
-struct Logs(Arc<Mutex<Vec<u8>>>);
-impl Write for Logs {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-impl Logs {
-    fn text(&self) -> String {
-        String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
-    }
-    fn install(&self) -> tracing::subscriber::DefaultGuard {
-        let logs = self.clone();
-        let sub = tracing_subscriber::fmt()
-            .with_writer(move || logs.clone())
-            .with_ansi(false)
-            .finish();
-        tracing::subscriber::set_default(sub)
-    }
-}
-
 #[tokio::test]
 async fn valid_call_runs_with_ctx_and_strips_effects() {
     let o = run("create_event", json!({"title": "Spring Open"})).await;
@@ -202,9 +174,7 @@ async fn domain_failure_is_readable() {
 }
 
 #[tokio::test]
-async fn panic_becomes_generic_error_and_raw_text_goes_to_the_log() {
-    let logs = Logs::default();
-    let _g = logs.install();
+async fn panic_becomes_a_generic_error() {
     let o = run("explode", json!({})).await;
     assert!(o.is_error);
     let shown = content(&o).to_string();
@@ -213,26 +183,14 @@ async fn panic_becomes_generic_error_and_raw_text_goes_to_the_log() {
         !shown.contains("hunter2"),
         "raw panic text must not reach the model"
     );
-    let log = logs.text();
-    assert!(log.contains("db pool poisoned: secret=hunter2"), "{log}");
-    assert!(
-        log.contains("tool=explode") && log.contains("action_id=act-42"),
-        "{log}"
-    );
 }
 
 #[tokio::test]
-async fn internal_error_is_generic_for_the_model_and_raw_in_the_log() {
-    let logs = Logs::default();
-    let _g = logs.install();
+async fn internal_error_is_generic_for_the_model() {
     let o = run("broken", json!({})).await;
     let shown = content(&o).to_string();
     assert!(shown.contains("Internal error in broken"));
     assert!(!shown.contains("postgres://"));
-    assert!(
-        logs.text()
-            .contains("connection refused: postgres://admin:pw@db")
-    );
 }
 
 #[tokio::test]
@@ -245,15 +203,10 @@ async fn list_results_are_wrapped() {
 async fn oversized_results_are_capped_with_a_marker() {
     let o = run("dump", json!({})).await;
     assert!(!o.is_error);
-    let c = content(&o);
-    assert_eq!(c["truncated"], json!(true));
-    assert_eq!(c["total_chars"], json!(5011));
-    assert!(
-        c["content"]
-            .as_str()
-            .unwrap()
-            .contains("truncated: 4811 more characters")
-    );
+    let shown = content(&o).as_str().unwrap();
+    assert!(shown.starts_with("{\"blob\":\"xxx"));
+    assert!(shown.contains("[truncated: showing 200 of 5011 characters; 4811 more not shown"));
+    assert!(shown.chars().count() < 200 + 150);
 }
 
 #[tokio::test(start_paused = true)]

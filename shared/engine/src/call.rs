@@ -1,0 +1,169 @@
+//! One model call: open the stream with a deadline, read it with an idle timeout, forward events,
+//! and assemble the assistant message's parts.
+
+use crate::{EventSink, TurnEvent};
+use backend::{BackendError, ChatModel, ChatRequest, ModelEvent, ReasoningDelta};
+use futures::StreamExt;
+use std::time::Duration;
+use tokio::time::{Instant, timeout_at};
+use transcript::{Part, Reasoning, StopReason, Usage};
+
+/// What a call streamed so far, in arrival order.
+#[derive(Debug, Default)]
+pub(crate) struct Streamed {
+    pub parts: Vec<Part>,
+    /// Whether any event reached the sink (then a retry would repeat what the user saw).
+    pub emitted: bool,
+}
+
+impl Streamed {
+    fn push_text(&mut self, text: String) {
+        match self.parts.last_mut() {
+            Some(Part::Text { text: t }) => t.push_str(&text),
+            _ => self.parts.push(Part::Text { text }),
+        }
+    }
+
+    fn push_reasoning(&mut self, delta: ReasoningDelta) {
+        match (delta, self.parts.last_mut()) {
+            (
+                ReasoningDelta::Text(more),
+                Some(Part::Reasoning(Reasoning::Text {
+                    text,
+                    signature: None,
+                })),
+            ) => text.push_str(&more),
+            (ReasoningDelta::Text(text), _) => self.parts.push(Part::Reasoning(Reasoning::Text {
+                text,
+                signature: None,
+            })),
+            (
+                ReasoningDelta::Signature(sig),
+                Some(Part::Reasoning(Reasoning::Text { signature, .. })),
+            ) if signature.is_none() => *signature = Some(sig),
+            (ReasoningDelta::Signature(sig), _) => {
+                // A signature with no reasoning text before it: keep it, with empty text.
+                self.parts.push(Part::Reasoning(Reasoning::Text {
+                    text: String::new(),
+                    signature: Some(sig),
+                }))
+            }
+            (ReasoningDelta::Redacted(data), _) => self
+                .parts
+                .push(Part::Reasoning(Reasoning::Redacted { data })),
+        }
+    }
+
+    /// The text parts only: what the user saw of a call that failed midway.
+    pub fn visible_parts(&self) -> Vec<Part> {
+        self.parts
+            .iter()
+            .filter(|p| matches!(p, Part::Text { .. }))
+            .cloned()
+            .collect()
+    }
+}
+
+/// The reply text as the user sees it across the calls of a turn. Text from a later call starts
+/// a new paragraph, and the separator is part of what is shown (and recorded as visible).
+#[derive(Debug, Default)]
+pub(crate) struct Shown {
+    pub text: String,
+    block_open: bool,
+}
+
+impl Shown {
+    /// Returns `piece` as it should be shown, and records it.
+    pub fn show(&mut self, piece: &str) -> String {
+        let mut out = String::new();
+        if !self.block_open && !self.text.is_empty() && !self.text.ends_with('\n') {
+            out.push_str("\n\n");
+        }
+        self.block_open = true;
+        out.push_str(piece);
+        self.text.push_str(&out);
+        out
+    }
+
+    /// A whole line from the harness, in its own paragraph.
+    pub fn show_line(&mut self, line: &str) -> String {
+        self.close_block();
+        let out = self.show(line);
+        self.close_block();
+        out
+    }
+
+    /// The next text starts a new paragraph.
+    pub fn close_block(&mut self) {
+        self.block_open = false;
+    }
+}
+
+/// Deadlines for one call.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    pub call_timeout: Duration,
+    pub idle_timeout: Duration,
+}
+
+/// Run one call to completion. On `Err`, `acc` holds what was streamed before the failure.
+pub(crate) async fn stream_call(
+    model: &dyn ChatModel,
+    request: ChatRequest,
+    limits: Limits,
+    sink: &dyn EventSink,
+    shown: &mut Shown,
+    acc: &mut Streamed,
+) -> Result<(StopReason, Usage), BackendError> {
+    let deadline = Instant::now() + limits.call_timeout;
+    let whole = BackendError::Timeout {
+        after: limits.call_timeout,
+    };
+    let mut stream = timeout_at(deadline, model.stream(request))
+        .await
+        .map_err(|_| whole.clone())??;
+    loop {
+        let idle_at = (Instant::now() + limits.idle_timeout).min(deadline);
+        let next = match timeout_at(idle_at, stream.next()).await {
+            Ok(next) => next,
+            Err(_) if idle_at == deadline => return Err(whole),
+            Err(_) => {
+                return Err(BackendError::Timeout {
+                    after: limits.idle_timeout,
+                });
+            }
+        };
+        match next {
+            None => {
+                return Err(BackendError::transport(
+                    "the stream ended without a stop reason",
+                ));
+            }
+            Some(Err(e)) => return Err(e),
+            Some(Ok(ModelEvent::Done { stop_reason, usage })) => return Ok((stop_reason, usage)),
+            Some(Ok(ModelEvent::Text { text })) => {
+                sink.emit(TurnEvent::Token {
+                    text: shown.show(&text),
+                });
+                acc.emitted = true;
+                acc.push_text(text);
+            }
+            Some(Ok(ModelEvent::Reasoning { delta })) => {
+                if let ReasoningDelta::Text(t) = &delta {
+                    sink.emit(TurnEvent::Reasoning { text: t.clone() });
+                    acc.emitted = true;
+                }
+                acc.push_reasoning(delta);
+            }
+            Some(Ok(ModelEvent::ToolUse { id, name, input })) => {
+                sink.emit(TurnEvent::ToolUse {
+                    id: id.clone(),
+                    name: name.clone(),
+                    input: input.clone(),
+                });
+                acc.emitted = true;
+                acc.parts.push(Part::ToolUse { id, name, input });
+            }
+        }
+    }
+}

@@ -1,0 +1,79 @@
+use crate::TurnEnd;
+use serde::Serialize;
+use serde_json::Value;
+use std::sync::Mutex;
+
+/// What a turn tells the outside world as it happens (the web chat streams these as SSE).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum TurnEvent {
+    /// Reply text, as it streams.
+    Token { text: String },
+    /// Model reasoning, as it streams.
+    Reasoning { text: String },
+    /// The model asked for a tool.
+    ToolUse {
+        id: String,
+        name: String,
+        input: Value,
+    },
+    /// A tool finished.
+    ToolResult {
+        id: String,
+        name: String,
+        is_error: bool,
+    },
+    /// A tool changed something the UI shows (`_effects`).
+    Effects { tool: String, effects: Value },
+    /// Something failed; `message` is the calm sentence the user sees.
+    Error { message: String },
+    /// The turn is over.
+    Done { end: TurnEnd },
+}
+
+/// Where a turn's events go. Emitting never blocks and never fails the turn.
+pub trait EventSink: Send + Sync {
+    fn emit(&self, event: TurnEvent);
+}
+
+impl EventSink for tokio::sync::mpsc::UnboundedSender<TurnEvent> {
+    fn emit(&self, event: TurnEvent) {
+        // A closed receiver (the browser went away) must not stop the turn.
+        let _ = self.send(event);
+    }
+}
+
+/// Discards events (queue workers that reply once at the end).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NullSink;
+
+impl EventSink for NullSink {
+    fn emit(&self, _: TurnEvent) {}
+}
+
+/// Keeps events in memory (tests, tools that need the list afterwards).
+#[derive(Debug, Default)]
+pub struct CollectSink(Mutex<Vec<TurnEvent>>);
+
+impl CollectSink {
+    pub fn events(&self) -> Vec<TurnEvent> {
+        self.0.lock().unwrap().clone()
+    }
+
+    /// The concatenated `token` texts.
+    pub fn text(&self) -> String {
+        self.events()
+            .iter()
+            .filter_map(|e| match e {
+                TurnEvent::Token { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+impl EventSink for CollectSink {
+    fn emit(&self, event: TurnEvent) {
+        self.0.lock().unwrap().push(event);
+    }
+}

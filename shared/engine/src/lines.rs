@@ -1,0 +1,16 @@
+//! The sentences users see when something other than a normal answer happens.
+//! Calm, short, never an SDK string.
+
+pub const BACKEND_FAILED: &str =
+    "Sorry, something went wrong on my side and I couldn't finish that. Please try again.";
+pub const THROTTLED: &str =
+    "I'm getting more requests than I can handle right now. Please try again in a minute.";
+pub const TIMED_OUT: &str =
+    "Sorry, that took too long and I had to stop. Please try again in a moment.";
+pub const CUT_OFF: &str = "(My answer was cut off because it got too long. Say \"continue\" and I'll pick up from there.)";
+pub const DECLINED: &str = "I'm not able to help with that request.";
+pub const TOO_LONG: &str = "This conversation has grown too long for me to keep track of. Please start a new conversation.";
+pub const MUDDLED: &str =
+    "Sorry, I got muddled while working on that. Could you ask again, perhaps in other words?";
+pub const CYCLE_LIMIT: &str = "I've taken a lot of steps on this and stopped here so I don't go round in circles. Tell me how you'd like to continue.";
+pub const EMPTY: &str = "Sorry, I don't have an answer for that. Could you say a bit more?";

@@ -1,0 +1,518 @@
+use crate::call::{Limits, Shown, Streamed, stream_call};
+use crate::history::to_chat_messages;
+use crate::{AllowAll, EngineError, EngineOptions, EventSink, Guard, GuardCall, TurnEvent, lines};
+use backend::{BackendError, ChatModel, ChatRequest, ToolSpec};
+use serde::Serialize;
+use serde_json::json;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use store::{Store, VisibleEntry, VisibleRole};
+use tools::{ActionId, Actor, Ctx, Registry, ToolCall};
+use tracing::Instrument;
+use transcript::{
+    CallRecord, Conversation, ConversationId, ConversationStatus, Message, Part, Role, StopReason,
+    Usage,
+};
+
+/// One user message to answer.
+#[derive(Debug, Clone)]
+pub struct TurnInput {
+    pub conversation_id: ConversationId,
+    pub text: String,
+    /// Identifies this request's actions (audit, undo); made by the caller, e.g. from the job.
+    pub action_id: ActionId,
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnEnd {
+    /// The model answered.
+    Answered,
+    /// The answer hit the output limit; the user was told.
+    CutOff,
+    /// Refusal, content filter or guardrail.
+    Declined,
+    /// The context window is full.
+    ContextTooLong,
+    /// The model produced something unusable (malformed tool use, unknown stop).
+    Muddled,
+    /// The model↔tool round-trip ceiling was reached.
+    CycleLimit,
+    /// The provider failed; the user got a calm sentence.
+    BackendFailed,
+    /// A guard (budget, rate) refused the model call.
+    Denied,
+    /// The conversation is paused (an operator took over); nothing was generated.
+    Paused,
+}
+
+/// What the turn produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnOutcome {
+    pub end: TurnEnd,
+    /// Everything the user saw from the assistant in this turn.
+    pub reply: String,
+    pub model_calls: u32,
+    pub usage: Usage,
+}
+
+/// The harness core: holds the model, the tools, the store and the guard.
+pub struct Engine {
+    model: Arc<dyn ChatModel>,
+    tools: Arc<Registry>,
+    store: Arc<dyn Store>,
+    guard: Arc<dyn Guard>,
+    options: EngineOptions,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("model", &self.model.name())
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Engine {
+    pub fn new(
+        model: Arc<dyn ChatModel>,
+        tools: Arc<Registry>,
+        store: Arc<dyn Store>,
+        options: EngineOptions,
+    ) -> Self {
+        Self {
+            model,
+            tools,
+            store,
+            guard: Arc::new(AllowAll),
+            options,
+        }
+    }
+
+    /// Put a guard (budgets, rate limits) in front of every model call.
+    pub fn with_guard(mut self, guard: Arc<dyn Guard>) -> Self {
+        self.guard = guard;
+        self
+    }
+
+    /// Answer one user message. Model and tool failures end in a reply; `Err` means storage
+    /// failed (or the conversation is unknown) and the job should be retried.
+    pub async fn run_turn(
+        &self,
+        input: TurnInput,
+        sink: &dyn EventSink,
+    ) -> Result<TurnOutcome, EngineError> {
+        let span = tracing::info_span!("turn", conversation = %input.conversation_id, action_id = %input.action_id);
+        async move {
+            let mut turn = Turn::start(self, &input, sink).await?;
+            let end = turn.run().await?;
+            turn.finish(end).await
+        }
+        .instrument(span)
+        .await
+    }
+}
+
+/// The state of one running turn.
+struct Turn<'a> {
+    engine: &'a Engine,
+    sink: &'a dyn EventSink,
+    conv: Conversation,
+    ctx: Ctx,
+    history: Vec<Message>,
+    next_position: u64,
+    next_visible: u64,
+    tools: Vec<ToolSpec>,
+    shown: Shown,
+    model_calls: u32,
+    usage: Usage,
+}
+
+impl<'a> Turn<'a> {
+    async fn start(
+        engine: &'a Engine,
+        input: &TurnInput,
+        sink: &'a dyn EventSink,
+    ) -> Result<Turn<'a>, EngineError> {
+        let store = &engine.store;
+        let id = &input.conversation_id;
+        let mut conv = store
+            .conversation(id)
+            .await?
+            .ok_or_else(|| EngineError::ConversationNotFound(id.clone()))?;
+        conv.turn += 1;
+        store.update_conversation(&conv).await?;
+        let history = store.messages(id, conv.segment).await?;
+        let next_position = store.next_position(id).await?;
+        let next_visible = store.next_visible_position(id).await?;
+        let tools = engine
+            .tools
+            .catalog_for(&conv.purpose)
+            .into_iter()
+            .map(|d| ToolSpec {
+                name: d.name.clone(),
+                description: d.description.clone(),
+                input_schema: d.input_schema.clone(),
+            })
+            .collect();
+        let ctx = Ctx {
+            user_id: conv.user_id.clone(),
+            actor: Actor::Agent,
+            action_id: input.action_id.clone(),
+            conversation_id: id.clone(),
+        };
+        let mut turn = Turn {
+            engine,
+            sink,
+            conv,
+            ctx,
+            history,
+            next_position,
+            next_visible,
+            tools,
+            shown: Shown::default(),
+            model_calls: 0,
+            usage: Usage::default(),
+        };
+        turn.append(Role::User, vec![Part::text(&input.text)], None)
+            .await?;
+        turn.append_visible(VisibleRole::User, input.text.clone())
+            .await?;
+        Ok(turn)
+    }
+
+    /// The loop: at most `max_cycles` model calls, each followed by its tools.
+    async fn run(&mut self) -> Result<TurnEnd, EngineError> {
+        if self.conv.status != ConversationStatus::Active {
+            tracing::info!(status = ?self.conv.status, "conversation not active; no reply");
+            return Ok(TurnEnd::Paused);
+        }
+        let max_cycles = self.engine.options.max_cycles.max(1);
+        let mut cycle = 0;
+        loop {
+            cycle += 1;
+            let mut acc = Streamed::default();
+            let started = tokio::time::Instant::now();
+            let result = match self.call_with_retry(&mut acc).await {
+                Ok(result) => result,
+                Err(denied) => {
+                    tracing::warn!(reason = %denied.reason, "model call denied by guard");
+                    self.say(&denied.user_message).await?;
+                    return Ok(TurnEnd::Denied);
+                }
+            };
+            let latency_ms = started.elapsed().as_millis() as u64;
+            let (stop, usage) = match result {
+                Ok(done) => done,
+                Err(err) => return self.backend_failed(err, acc, latency_ms).await,
+            };
+            self.usage += usage;
+            let calls = tool_calls(&acc.parts);
+            let record = self.call_record(Some(stop.clone()), None, usage, latency_ms);
+            self.append(Role::Assistant, acc.parts, Some(record))
+                .await?;
+
+            if !calls.is_empty() {
+                let runnable = matches!(
+                    stop,
+                    StopReason::ToolUse | StopReason::EndTurn | StopReason::StopSequence
+                );
+                if runnable && cycle < max_cycles {
+                    self.run_tools(&calls).await?;
+                    continue;
+                }
+                let why = if runnable {
+                    "NOT EXECUTED: the step limit for this message was reached. Do not call tools again; tell the user where things stand.".to_owned()
+                } else {
+                    format!(
+                        "NOT EXECUTED: your response ended ({}) before this call could run.",
+                        stop.as_str()
+                    )
+                };
+                self.not_executed(&calls, &why).await?;
+                if runnable {
+                    tracing::warn!(cycles = cycle, "cycle ceiling reached");
+                    self.say(lines::CYCLE_LIMIT).await?;
+                    return Ok(TurnEnd::CycleLimit);
+                }
+            }
+            return self.conclude(stop, !calls.is_empty()).await;
+        }
+    }
+
+    /// Map the final stop reason to an outcome, adding a line where the user needs one.
+    async fn conclude(
+        &mut self,
+        stop: StopReason,
+        had_calls: bool,
+    ) -> Result<TurnEnd, EngineError> {
+        let (end, line) = match &stop {
+            StopReason::EndTurn | StopReason::StopSequence => (TurnEnd::Answered, None),
+            StopReason::ToolUse if had_calls => (TurnEnd::Answered, None),
+            StopReason::ToolUse | StopReason::MalformedToolUse => {
+                (TurnEnd::Muddled, Some(lines::MUDDLED))
+            }
+            StopReason::MaxTokens => (TurnEnd::CutOff, Some(lines::CUT_OFF)),
+            StopReason::Refusal | StopReason::ContentFiltered | StopReason::Guardrail => {
+                let line = (!self.last_call_had_text()).then_some(lines::DECLINED);
+                (TurnEnd::Declined, line)
+            }
+            StopReason::ContextWindowExceeded => (TurnEnd::ContextTooLong, Some(lines::TOO_LONG)),
+            StopReason::Other(raw) => {
+                tracing::warn!(stop_reason = %raw, "unknown stop reason");
+                if self.last_call_had_text() {
+                    (TurnEnd::Answered, None)
+                } else {
+                    (TurnEnd::Muddled, Some(lines::MUDDLED))
+                }
+            }
+        };
+        if let Some(line) = line {
+            self.say(line).await?;
+        }
+        Ok(end)
+    }
+
+    fn last_call_had_text(&self) -> bool {
+        self.history.last().is_some_and(|m| {
+            m.parts
+                .iter()
+                .any(|p| p.as_text().is_some_and(|t| !t.trim().is_empty()))
+        })
+    }
+
+    /// One model call, retried once when it failed before anything was streamed.
+    /// The outer `Err` is a guard denial.
+    async fn call_with_retry(
+        &mut self,
+        acc: &mut Streamed,
+    ) -> Result<Result<(StopReason, Usage), BackendError>, crate::Denied> {
+        let first = self.call_once(acc).await?;
+        let err = match first {
+            Err(err) if !acc.emitted && err.is_retryable() => err,
+            other => return Ok(other),
+        };
+        let wait = match &err {
+            BackendError::Throttled {
+                retry_after: Some(d),
+            } => *d,
+            _ => Duration::from_millis(250),
+        };
+        if wait > self.engine.options.max_retry_wait {
+            return Ok(Err(err));
+        }
+        tracing::warn!(error = %err, kind = err.kind(), "model call failed before streaming; retrying once");
+        tokio::time::sleep(wait).await;
+        *acc = Streamed::default();
+        self.call_once(acc).await
+    }
+
+    async fn call_once(
+        &mut self,
+        acc: &mut Streamed,
+    ) -> Result<Result<(StopReason, Usage), BackendError>, crate::Denied> {
+        let engine = self.engine;
+        let request = self.request();
+        self.model_calls += 1;
+        let guard_call = GuardCall {
+            conversation: &self.conv,
+            call_number: self.model_calls,
+            request: &request,
+        };
+        engine.guard.before_model_call(&guard_call).await?;
+        self.shown.close_block();
+        let limits = Limits {
+            call_timeout: engine.options.call_timeout,
+            idle_timeout: engine.options.idle_timeout,
+        };
+        let result = stream_call(
+            engine.model.as_ref(),
+            request,
+            limits,
+            self.sink,
+            &mut self.shown,
+            acc,
+        )
+        .await;
+        if let Ok((_, usage)) = &result {
+            engine.guard.after_model_call(&self.conv, usage).await;
+        }
+        Ok(result)
+    }
+
+    fn request(&self) -> ChatRequest {
+        let o = &self.engine.options;
+        ChatRequest {
+            model: o.model_id.clone(),
+            system: o.system_prompt.clone(),
+            messages: to_chat_messages(&self.history),
+            tools: self.tools.clone(),
+            settings: o.settings.clone(),
+        }
+    }
+
+    /// Log the raw error; record and show what the user saw plus a calm sentence.
+    async fn backend_failed(
+        &mut self,
+        err: BackendError,
+        acc: Streamed,
+        latency_ms: u64,
+    ) -> Result<TurnEnd, EngineError> {
+        tracing::error!(error = %err, kind = err.kind(), streamed = acc.emitted, "model call failed");
+        let line = match err {
+            BackendError::Throttled { .. } | BackendError::Overloaded => lines::THROTTLED,
+            BackendError::Timeout { .. } => lines::TIMED_OUT,
+            _ => lines::BACKEND_FAILED,
+        };
+        let mut parts = acc.visible_parts();
+        let shown_line = self.shown.show_line(line);
+        parts.push(Part::text(shown_line.trim_start()));
+        let record = self.call_record(None, Some(err.kind()), Usage::default(), latency_ms);
+        self.append(Role::Assistant, parts, Some(record)).await?;
+        self.sink.emit(TurnEvent::Error {
+            message: line.to_owned(),
+        });
+        Ok(TurnEnd::BackendFailed)
+    }
+
+    async fn run_tools(&mut self, calls: &[ToolCall]) -> Result<(), EngineError> {
+        let engine = self.engine;
+        let mut results = Vec::with_capacity(calls.len());
+        for call in calls {
+            let outcome = engine.tools.run(&self.ctx, &self.conv.purpose, call).await;
+            self.sink.emit(TurnEvent::ToolResult {
+                id: call.id.clone(),
+                name: call.name.clone(),
+                is_error: outcome.is_error,
+            });
+            if let Some(effects) = outcome.effects {
+                self.sink.emit(TurnEvent::Effects {
+                    tool: call.name.clone(),
+                    effects,
+                });
+            }
+            results.push(outcome.part);
+        }
+        self.append(Role::Tool, results, None).await
+    }
+
+    /// Answer calls that will not run, so the transcript stays valid for replay.
+    async fn not_executed(&mut self, calls: &[ToolCall], why: &str) -> Result<(), EngineError> {
+        let results = calls
+            .iter()
+            .map(|c| Part::ToolResult {
+                tool_use_id: c.id.clone(),
+                content: json!({ "error": why }),
+                is_error: true,
+            })
+            .collect();
+        self.append(Role::Tool, results, None).await
+    }
+
+    /// A line from the harness itself: shown, and recorded as an assistant message.
+    async fn say(&mut self, line: &str) -> Result<(), EngineError> {
+        let shown = self.shown.show_line(line);
+        self.sink.emit(TurnEvent::Token {
+            text: shown.clone(),
+        });
+        self.append(Role::Assistant, vec![Part::text(shown.trim_start())], None)
+            .await
+    }
+
+    async fn finish(mut self, mut end: TurnEnd) -> Result<TurnOutcome, EngineError> {
+        if end == TurnEnd::Answered && self.shown.text.trim().is_empty() {
+            self.say(lines::EMPTY).await?;
+            end = TurnEnd::Muddled;
+        }
+        if !self.shown.text.is_empty() {
+            self.append_visible(VisibleRole::Assistant, self.shown.text.clone())
+                .await?;
+        }
+        self.sink.emit(TurnEvent::Done { end });
+        tracing::info!(?end, model_calls = self.model_calls, "turn finished");
+        Ok(TurnOutcome {
+            end,
+            reply: std::mem::take(&mut self.shown.text),
+            model_calls: self.model_calls,
+            usage: self.usage,
+        })
+    }
+
+    fn call_record(
+        &self,
+        stop_reason: Option<StopReason>,
+        error: Option<&str>,
+        usage: Usage,
+        latency_ms: u64,
+    ) -> CallRecord {
+        CallRecord {
+            backend: self.engine.model.name().to_owned(),
+            model: self.engine.options.model_id.clone(),
+            stop_reason,
+            error: error.map(str::to_owned),
+            usage,
+            latency_ms,
+            tools_offered: self.tools.iter().map(|t| t.name.clone()).collect(),
+        }
+    }
+
+    async fn append(
+        &mut self,
+        role: Role,
+        parts: Vec<Part>,
+        call: Option<CallRecord>,
+    ) -> Result<(), EngineError> {
+        let message = Message {
+            conversation_id: self.conv.id.clone(),
+            segment: self.conv.segment,
+            position: self.next_position,
+            role,
+            parts,
+            call,
+            created_at_ms: now_ms(),
+        };
+        self.engine.store.append_message(&message).await?;
+        self.next_position += 1;
+        self.history.push(message);
+        Ok(())
+    }
+
+    async fn append_visible(&mut self, role: VisibleRole, text: String) -> Result<(), EngineError> {
+        let entry = VisibleEntry {
+            conversation_id: self.conv.id.clone(),
+            position: self.next_visible,
+            role,
+            text,
+            buttons: Vec::new(),
+            reaction: None,
+            turn: self.conv.turn,
+            created_at_ms: now_ms(),
+        };
+        self.engine.store.append_visible(&entry).await?;
+        self.next_visible += 1;
+        Ok(())
+    }
+}
+
+fn tool_calls(parts: &[Part]) -> Vec<ToolCall> {
+    parts
+        .iter()
+        .filter_map(|p| match p {
+            Part::ToolUse { id, name, input } => Some(ToolCall {
+                id: id.clone(),
+                name: name.clone(),
+                input: input.clone(),
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}

@@ -1,0 +1,153 @@
+//! `ConversationStore`: one row per conversation, one column per field.
+
+use crate::SqliteStore;
+use crate::error::{corrupt, unavailable, write_error};
+use async_trait::async_trait;
+use rusqlite::{OptionalExtension, Row, params};
+use store::{ConversationStore, StoreError};
+use transcript::{Conversation, ConversationId, ConversationStatus, UserId};
+
+const COLUMNS: &str =
+    "id, user_id, channel, purpose, status, prompt_version, segment, turn, created_at_ms";
+
+#[async_trait]
+impl ConversationStore for SqliteStore {
+    async fn create_conversation(&self, c: &Conversation) -> Result<(), StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached(&format!(
+                "INSERT INTO conversations ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
+            ))
+            .map_err(unavailable)?;
+        stmt.execute(params![
+            c.id.0,
+            c.user_id.0,
+            c.channel,
+            c.purpose,
+            status_to_sql(c.status),
+            c.prompt_version,
+            c.segment,
+            turn_to_sql(c.turn)?,
+            c.created_at_ms,
+        ])
+        .map_err(|e| write_error(e, || format!("conversation {}", c.id)))?;
+        Ok(())
+    }
+
+    async fn conversation(&self, id: &ConversationId) -> Result<Option<Conversation>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM conversations WHERE id = ?1"
+            ))
+            .map_err(unavailable)?;
+        let raw = stmt
+            .query_row([&id.0], RawConversation::read)
+            .optional()
+            .map_err(unavailable)?;
+        raw.map(RawConversation::decode).transpose()
+    }
+
+    async fn update_conversation(&self, c: &Conversation) -> Result<(), StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached(
+                "UPDATE conversations
+                 SET purpose = ?2, status = ?3, prompt_version = ?4, segment = ?5, turn = ?6
+                 WHERE id = ?1",
+            )
+            .map_err(unavailable)?;
+        let changed = stmt
+            .execute(params![
+                c.id.0,
+                c.purpose,
+                status_to_sql(c.status),
+                c.prompt_version,
+                c.segment,
+                turn_to_sql(c.turn)?,
+            ])
+            .map_err(unavailable)?;
+        if changed == 0 {
+            return Err(StoreError::NotFound {
+                what: format!("conversation {}", c.id),
+            });
+        }
+        Ok(())
+    }
+
+    /// Newest first; ties by id, descending.
+    async fn conversations_of(&self, user: &UserId) -> Result<Vec<Conversation>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM conversations WHERE user_id = ?1
+                 ORDER BY created_at_ms DESC, id DESC"
+            ))
+            .map_err(unavailable)?;
+        let rows = stmt
+            .query_map([&user.0], RawConversation::read)
+            .map_err(unavailable)?;
+        rows.map(|raw| RawConversation::decode(raw.map_err(unavailable)?))
+            .collect()
+    }
+}
+
+/// A row as SQLite holds it; [`RawConversation::decode`] checks what SQL cannot.
+struct RawConversation {
+    id: String,
+    user_id: String,
+    channel: String,
+    purpose: String,
+    status: String,
+    prompt_version: String,
+    segment: i64,
+    turn: i64,
+    created_at_ms: i64,
+}
+
+impl RawConversation {
+    fn read(row: &Row<'_>) -> rusqlite::Result<Self> {
+        Ok(Self {
+            id: row.get(0)?,
+            user_id: row.get(1)?,
+            channel: row.get(2)?,
+            purpose: row.get(3)?,
+            status: row.get(4)?,
+            prompt_version: row.get(5)?,
+            segment: row.get(6)?,
+            turn: row.get(7)?,
+            created_at_ms: row.get(8)?,
+        })
+    }
+
+    fn decode(self) -> Result<Conversation, StoreError> {
+        let what = || format!("conversation {}", self.id);
+        let status = serde_json::from_value(serde_json::Value::String(self.status.clone()))
+            .map_err(|e| corrupt(what(), e))?;
+        let segment = u32::try_from(self.segment).map_err(|e| corrupt(what(), e))?;
+        let turn = crate::error::from_sql(self.turn, what)?;
+        Ok(Conversation {
+            id: ConversationId(self.id),
+            user_id: UserId(self.user_id),
+            channel: self.channel,
+            purpose: self.purpose,
+            status,
+            prompt_version: self.prompt_version,
+            segment,
+            turn,
+            created_at_ms: self.created_at_ms,
+        })
+    }
+}
+
+/// The status's serde name (`active`, `paused`, ...), so new variants need no code here.
+fn status_to_sql(status: ConversationStatus) -> String {
+    match serde_json::to_value(status) {
+        Ok(serde_json::Value::String(name)) => name,
+        other => unreachable!("ConversationStatus serializes as a string, got {other:?}"),
+    }
+}
+
+fn turn_to_sql(turn: u64) -> Result<i64, StoreError> {
+    crate::error::to_sql(turn, "turn")
+}

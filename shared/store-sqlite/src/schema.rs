@@ -1,0 +1,159 @@
+//! The schema and its migrations, versioned with `PRAGMA user_version`.
+//!
+//! `MIGRATIONS[i]` takes a database from version `i` to `i + 1`. Migrations are only ever
+//! appended; a released one is never edited. Opening applies the missing ones in order, in one
+//! transaction with the version bump, so a file is either fully upgraded or left as it was.
+
+use crate::error::unavailable;
+use rusqlite::{Connection, TransactionBehavior};
+use std::fmt;
+use store::StoreError;
+
+pub(crate) const MIGRATIONS: &[&str] = &[
+    // 1: conversations, the model transcript, the visible transcript.
+    "CREATE TABLE conversations (
+        id             TEXT    NOT NULL PRIMARY KEY,
+        user_id        TEXT    NOT NULL,
+        channel        TEXT    NOT NULL,
+        purpose        TEXT    NOT NULL,
+        status         TEXT    NOT NULL,
+        prompt_version TEXT    NOT NULL,
+        segment        INTEGER NOT NULL,
+        turn           INTEGER NOT NULL,
+        created_at_ms  INTEGER NOT NULL
+    ) STRICT;
+    CREATE INDEX conversations_by_user ON conversations (user_id, created_at_ms DESC, id DESC);
+
+    CREATE TABLE messages (
+        conversation_id TEXT    NOT NULL,
+        position        INTEGER NOT NULL,
+        segment         INTEGER NOT NULL,
+        role            TEXT    NOT NULL,
+        body            TEXT    NOT NULL,
+        PRIMARY KEY (conversation_id, position)
+    ) STRICT;
+    CREATE INDEX messages_by_segment ON messages (conversation_id, segment, position);
+
+    CREATE TABLE visible (
+        conversation_id TEXT    NOT NULL,
+        position        INTEGER NOT NULL,
+        body            TEXT    NOT NULL,
+        PRIMARY KEY (conversation_id, position)
+    ) STRICT;",
+];
+
+/// The schema version this build writes and understands.
+pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
+
+/// The database was written by a newer build; opening it here could damage it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SchemaTooNew {
+    /// The version recorded in the file.
+    pub found: u32,
+    /// The newest version this build knows.
+    pub known: u32,
+}
+
+impl fmt::Display for SchemaTooNew {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "database schema version {} is newer than this build knows ({}); upgrade Bridle",
+            self.found, self.known
+        )
+    }
+}
+
+impl std::error::Error for SchemaTooNew {}
+
+/// Bring `conn` up to `migrations.len()`. The write lock is taken before the version is read,
+/// so two processes opening one file cannot both migrate it.
+pub(crate) fn migrate(conn: &mut Connection, migrations: &[&str]) -> Result<(), StoreError> {
+    let known = migrations.len() as u32;
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(unavailable)?;
+    let found: u32 = tx
+        .pragma_query_value(None, "user_version", |row| row.get(0))
+        .map_err(unavailable)?;
+    if found > known {
+        return Err(StoreError::Unavailable(Box::new(SchemaTooNew {
+            found,
+            known,
+        })));
+    }
+    if found == known {
+        return Ok(());
+    }
+    for sql in &migrations[found as usize..] {
+        tx.execute_batch(sql).map_err(unavailable)?;
+    }
+    tx.pragma_update(None, "user_version", known)
+        .map_err(unavailable)?;
+    tx.commit().map_err(unavailable)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn version(conn: &Connection) -> u32 {
+        conn.pragma_query_value(None, "user_version", |row| row.get(0))
+            .unwrap()
+    }
+
+    #[test]
+    fn an_old_database_upgrades_and_keeps_its_rows() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        let v1 = "CREATE TABLE t (a INTEGER NOT NULL) STRICT";
+        migrate(&mut conn, &[v1]).unwrap();
+        assert_eq!(version(&conn), 1);
+        conn.execute("INSERT INTO t (a) VALUES (7)", []).unwrap();
+
+        migrate(&mut conn, &[v1, "ALTER TABLE t ADD COLUMN b TEXT"]).unwrap();
+        assert_eq!(version(&conn), 2);
+        let row: (i64, Option<String>) = conn
+            .query_row("SELECT a, b FROM t", [], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap();
+        assert_eq!(row, (7, None));
+    }
+
+    #[test]
+    fn a_failing_migration_leaves_the_database_as_it_was() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        let v1 = "CREATE TABLE t (a INTEGER NOT NULL) STRICT";
+        migrate(&mut conn, &[v1]).unwrap();
+
+        let broken = "CREATE TABLE u (x INTEGER); NOT SQL AT ALL";
+        let err = migrate(&mut conn, &[v1, broken]).unwrap_err();
+        assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+        assert_eq!(version(&conn), 1);
+        let u_exists: bool = conn
+            .query_row(
+                "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE name = 'u')",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert!(!u_exists, "the half-applied migration must roll back");
+    }
+
+    #[test]
+    fn a_newer_database_is_refused() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        conn.pragma_update(None, "user_version", 5).unwrap();
+        let err = migrate(&mut conn, MIGRATIONS).unwrap_err();
+        let StoreError::Unavailable(source) = err else {
+            panic!("expected Unavailable, got {err:?}");
+        };
+        let too_new = source.downcast_ref::<SchemaTooNew>().expect("SchemaTooNew");
+        assert_eq!(
+            *too_new,
+            SchemaTooNew {
+                found: 5,
+                known: SCHEMA_VERSION
+            }
+        );
+        assert_eq!(version(&conn), 5);
+    }
+}

@@ -1,0 +1,157 @@
+//! The database file across opens: data kept, schema versioned, newer files and bad rows refused.
+
+use rusqlite::Connection;
+use std::path::{Path, PathBuf};
+use store::{ConversationStore, MessageStore, StoreError, VisibleStore};
+use store_sqlite::{SCHEMA_VERSION, SchemaTooNew, SqliteStore};
+use transcript::{Conversation, Message, Part, Role};
+
+/// A unique path in the temp dir; the file and its WAL companions go when it drops.
+struct TempPath(PathBuf);
+
+impl TempPath {
+    fn new(name: &str) -> Self {
+        let file = format!("bridle-store-file-{}-{name}.sqlite", std::process::id());
+        let path = Self(std::env::temp_dir().join(file));
+        path.remove();
+        path
+    }
+
+    fn remove(&self) {
+        for suffix in ["", "-wal", "-shm"] {
+            let mut path = self.0.clone().into_os_string();
+            path.push(suffix);
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+impl Drop for TempPath {
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
+fn user_version(path: &Path) -> u32 {
+    let conn = Connection::open(path).unwrap();
+    conn.pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap()
+}
+
+fn hello(position: u64) -> Message {
+    Message {
+        conversation_id: "conv-a".into(),
+        segment: 0,
+        position,
+        role: Role::User,
+        parts: vec![Part::text("hello")],
+        call: None,
+        created_at_ms: 1,
+    }
+}
+
+#[tokio::test]
+async fn reopening_a_file_keeps_its_data_and_records_the_version() {
+    let tmp = TempPath::new("reopen");
+    let conv = Conversation::new("conv-a", "user-1", "web", "support");
+    {
+        let store = SqliteStore::open(&tmp.0).unwrap();
+        store.create_conversation(&conv).await.unwrap();
+        store.append_message(&hello(0)).await.unwrap();
+    }
+    const { assert!(SCHEMA_VERSION >= 1) };
+    assert_eq!(user_version(&tmp.0), SCHEMA_VERSION);
+
+    let store = SqliteStore::open(&tmp.0).unwrap();
+    assert_eq!(
+        store.conversation(&conv.id).await.unwrap(),
+        Some(conv.clone())
+    );
+    assert_eq!(store.messages(&conv.id, 0).await.unwrap(), vec![hello(0)]);
+    let err = store.append_message(&hello(0)).await.unwrap_err();
+    assert!(matches!(err, StoreError::Conflict { .. }), "{err:?}");
+    assert_eq!(user_version(&tmp.0), SCHEMA_VERSION);
+}
+
+#[test]
+fn a_file_opens_in_wal_mode() {
+    let tmp = TempPath::new("wal");
+    let _store = SqliteStore::open(&tmp.0).unwrap();
+    let conn = Connection::open(&tmp.0).unwrap();
+    let mode: String = conn
+        .pragma_query_value(None, "journal_mode", |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal");
+}
+
+#[test]
+fn a_file_from_a_newer_build_is_refused_and_left_alone() {
+    let tmp = TempPath::new("newer");
+    drop(SqliteStore::open(&tmp.0).unwrap());
+    let newer = SCHEMA_VERSION + 1;
+    Connection::open(&tmp.0)
+        .unwrap()
+        .pragma_update(None, "user_version", newer)
+        .unwrap();
+
+    let err = SqliteStore::open(&tmp.0).unwrap_err();
+    let StoreError::Unavailable(source) = &err else {
+        panic!("expected Unavailable, got {err:?}");
+    };
+    assert_eq!(
+        source.downcast_ref::<SchemaTooNew>(),
+        Some(&SchemaTooNew {
+            found: newer,
+            known: SCHEMA_VERSION
+        })
+    );
+    assert!(
+        source.to_string().contains("newer than this build"),
+        "{source}"
+    );
+    assert_eq!(user_version(&tmp.0), newer);
+}
+
+#[tokio::test]
+async fn an_undecodable_row_is_corrupt() {
+    let tmp = TempPath::new("corrupt");
+    let store = SqliteStore::open(&tmp.0).unwrap();
+    store.append_message(&hello(0)).await.unwrap();
+    let conn = Connection::open(&tmp.0).unwrap();
+    conn.execute(
+        "INSERT INTO messages (conversation_id, position, segment, role, body)
+         VALUES ('conv-a', 1, 0, 'user', '{not json')",
+        [],
+    )
+    .unwrap();
+    conn.execute(
+        "INSERT INTO visible (conversation_id, position, body) VALUES ('conv-a', 0, '[]')",
+        [],
+    )
+    .unwrap();
+    conn.execute(
+        "INSERT INTO conversations
+         VALUES ('conv-b', 'u', 'web', 'support', 'sleeping', '', 0, 0, 0)",
+        [],
+    )
+    .unwrap();
+
+    let err = store.messages(&"conv-a".into(), 0).await.unwrap_err();
+    assert!(matches!(err, StoreError::Corrupt { .. }), "{err:?}");
+    let err = store.visible(&"conv-a".into()).await.unwrap_err();
+    assert!(matches!(err, StoreError::Corrupt { .. }), "{err:?}");
+    let err = store.conversation(&"conv-b".into()).await.unwrap_err();
+    assert!(matches!(err, StoreError::Corrupt { .. }), "{err:?}");
+}
+
+#[tokio::test]
+async fn a_body_stored_under_the_wrong_key_is_corrupt() {
+    let tmp = TempPath::new("wrong-key");
+    let file = SqliteStore::open(&tmp.0).unwrap();
+    file.append_message(&hello(3)).await.unwrap();
+    let conn = Connection::open(&tmp.0).unwrap();
+    conn.execute("UPDATE messages SET position = 4", [])
+        .unwrap();
+    let err = file.messages(&"conv-a".into(), 0).await.unwrap_err();
+    assert!(matches!(err, StoreError::Corrupt { .. }), "{err:?}");
+}

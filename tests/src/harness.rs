@@ -1,0 +1,140 @@
+use backend::{Reply, ScriptedModel};
+use engine::{CollectSink, Engine, EngineOptions, Guard, TurnEvent, TurnInput, TurnOutcome};
+use std::sync::Arc;
+use store::{ConversationStore, MessageStore, VisibleEntry, VisibleStore};
+use store_sqlite::SqliteStore;
+use tools::{ActionId, Registry};
+use transcript::{Conversation, ConversationId, Message};
+
+use crate::{Calls, sample_tools};
+
+/// The real engine on an in-memory SQLite store, driven by a scripted model.
+#[allow(missing_debug_implementations)]
+pub struct Harness {
+    pub model: Arc<ScriptedModel>,
+    pub store: Arc<SqliteStore>,
+    pub engine: Engine,
+    pub calls: Calls,
+    pub conversation: ConversationId,
+    turns: std::sync::atomic::AtomicU32,
+}
+
+/// What one turn produced, as the user and the caller saw it.
+#[derive(Debug)]
+pub struct Turned {
+    pub outcome: TurnOutcome,
+    pub events: Vec<TurnEvent>,
+}
+
+impl Harness {
+    /// The sample tools, default options.
+    pub async fn new(replies: impl IntoIterator<Item = Reply>) -> Self {
+        Self::build(replies, None, EngineOptions::default(), None).await
+    }
+
+    pub async fn with_options(
+        replies: impl IntoIterator<Item = Reply>,
+        options: EngineOptions,
+    ) -> Self {
+        Self::build(replies, None, options, None).await
+    }
+
+    pub async fn with_guard(
+        replies: impl IntoIterator<Item = Reply>,
+        guard: Arc<dyn Guard>,
+    ) -> Self {
+        Self::build(replies, None, EngineOptions::default(), Some(guard)).await
+    }
+
+    pub async fn build(
+        replies: impl IntoIterator<Item = Reply>,
+        tools: Option<Registry>,
+        mut options: EngineOptions,
+        guard: Option<Arc<dyn Guard>>,
+    ) -> Self {
+        let calls = Calls::default();
+        let tools = tools.unwrap_or_else(|| sample_tools(calls.clone()));
+        let model = Arc::new(ScriptedModel::new(replies));
+        let store = Arc::new(SqliteStore::open_in_memory().unwrap());
+        if options.model_id.is_empty() {
+            options.model_id = "test-model".into();
+        }
+        if options.system_prompt.is_empty() {
+            options.system_prompt = "You are Bridle's test assistant.".into();
+        }
+        let mut engine = Engine::new(model.clone(), Arc::new(tools), store.clone(), options);
+        if let Some(g) = guard {
+            engine = engine.with_guard(g);
+        }
+        let conversation = ConversationId::from("conv-1");
+        let mut conv = Conversation::new(conversation.clone(), "user-1", "web", "planner");
+        conv.created_at_ms = 1;
+        store.create_conversation(&conv).await.unwrap();
+        Self {
+            model,
+            store,
+            engine,
+            calls,
+            conversation,
+            turns: Default::default(),
+        }
+    }
+
+    /// Run one turn and check the invariant every turn must keep: what the user saw (tokens and
+    /// error lines) is exactly the reply, and exactly what the visible transcript recorded.
+    pub async fn turn(&self, text: &str) -> Turned {
+        let n = self.turns.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        let sink = CollectSink::default();
+        let input = TurnInput {
+            conversation_id: self.conversation.clone(),
+            text: text.to_owned(),
+            action_id: ActionId(format!("act-{n}")),
+        };
+        let outcome = self.engine.run_turn(input, &sink).await.unwrap();
+        let events = sink.events();
+        let mut seen = String::new();
+        for e in &events {
+            match e {
+                TurnEvent::Token { text } => seen.push_str(text),
+                TurnEvent::Error { message } => {
+                    if !seen.is_empty() && !seen.ends_with('\n') {
+                        seen.push_str("\n\n");
+                    }
+                    seen.push_str(message);
+                }
+                _ => {}
+            }
+        }
+        assert_eq!(
+            seen, outcome.reply,
+            "the reply differs from what was streamed"
+        );
+        assert!(
+            matches!(events.last(), Some(TurnEvent::Done { end }) if *end == outcome.end),
+            "a turn must end with a done event"
+        );
+        let visible = self.visible().await;
+        let last = visible.last().unwrap();
+        if outcome.reply.is_empty() {
+            assert_eq!(
+                last.text, text,
+                "no reply: the user's message is the last entry"
+            );
+        } else {
+            assert_eq!(
+                last.text, outcome.reply,
+                "visible transcript differs from what was shown"
+            );
+        }
+        Turned { outcome, events }
+    }
+
+    /// The model transcript of the current segment.
+    pub async fn transcript(&self) -> Vec<Message> {
+        self.store.messages(&self.conversation, 0).await.unwrap()
+    }
+
+    pub async fn visible(&self) -> Vec<VisibleEntry> {
+        self.store.visible(&self.conversation).await.unwrap()
+    }
+}
