@@ -1,10 +1,14 @@
 //! Helpers for Bridle's integration tests: a harness that wires the real engine, the real tool
-//! runner and a real (in-memory) SQLite store to a [`ScriptedModel`], plus log capture.
+//! runner and a real (in-memory) SQLite store to a `ScriptedModel`; the real local server on a
+//! loopback port with an HTTP client; log capture.
 
+mod echo_model;
 mod harness;
 mod logs;
 mod sample_tools;
+pub mod server;
 
+pub use echo_model::EchoModel;
 pub use harness::{Harness, Turned};
 pub use logs::{Capturing, Logs};
 pub use sample_tools::{Calls, sample_tools};

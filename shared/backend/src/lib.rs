@@ -9,11 +9,13 @@
 mod error;
 mod event;
 mod request;
+mod script_file;
 mod scripted;
 
 pub use error::BackendError;
 pub use event::{EventStream, ModelEvent, ReasoningDelta};
 pub use request::{ChatMessage, ChatRequest, InferenceSettings, ToolSpec};
+pub use script_file::ScriptError;
 pub use scripted::{Reply, ScriptedModel, Step};
 pub use transcript::{StopReason, Usage};
 

@@ -139,6 +139,8 @@ impl Reply {
 #[derive(Debug)]
 pub struct ScriptedModel {
     replies: Mutex<VecDeque<Reply>>,
+    /// When set, the script starts over once it runs out.
+    cycle: Option<Vec<Reply>>,
     requests: Mutex<Vec<ChatRequest>>,
 }
 
@@ -146,6 +148,16 @@ impl ScriptedModel {
     pub fn new(replies: impl IntoIterator<Item = Reply>) -> Self {
         Self {
             replies: Mutex::new(replies.into_iter().collect()),
+            cycle: None,
+            requests: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Plays the replies in order, then starts over, forever.
+    pub fn repeating(replies: Vec<Reply>) -> Self {
+        Self {
+            replies: Mutex::new(replies.iter().cloned().collect()),
+            cycle: Some(replies),
             requests: Mutex::new(Vec::new()),
         }
     }
@@ -174,10 +186,17 @@ impl ChatModel for ScriptedModel {
 
     async fn stream(&self, request: ChatRequest) -> Result<EventStream, BackendError> {
         self.requests.lock().unwrap().push(request);
-        let reply = self.replies.lock().unwrap().pop_front().ok_or_else(|| {
-            BackendError::InvalidRequest {
-                message: "the scripted model has no reply left".into(),
+        let next = {
+            let mut replies = self.replies.lock().unwrap();
+            if replies.is_empty()
+                && let Some(all) = &self.cycle
+            {
+                replies.extend(all.iter().cloned());
             }
+            replies.pop_front()
+        };
+        let reply = next.ok_or_else(|| BackendError::InvalidRequest {
+            message: "the scripted model has no reply left".into(),
         })?;
         if let Some(err) = reply.open_error {
             return Err(err);

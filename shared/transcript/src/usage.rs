@@ -23,6 +23,22 @@ pub enum StopReason {
 }
 
 impl StopReason {
+    /// The reason named by [`StopReason::as_str`]; any other name is kept as `Other`.
+    pub fn from_name(name: &str) -> Self {
+        match name {
+            "end_turn" => StopReason::EndTurn,
+            "tool_use" => StopReason::ToolUse,
+            "max_tokens" => StopReason::MaxTokens,
+            "stop_sequence" => StopReason::StopSequence,
+            "refusal" => StopReason::Refusal,
+            "content_filtered" => StopReason::ContentFiltered,
+            "guardrail" => StopReason::Guardrail,
+            "context_window_exceeded" => StopReason::ContextWindowExceeded,
+            "malformed_tool_use" => StopReason::MalformedToolUse,
+            other => StopReason::Other(other.to_owned()),
+        }
+    }
+
     /// The stable snake_case name, or the raw value for [`StopReason::Other`].
     pub fn as_str(&self) -> &str {
         match self {

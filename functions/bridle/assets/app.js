@@ -1,0 +1,220 @@
+// Bridle web chat: plain JavaScript, no build step.
+// Talks to the API documented in README.md and renders the engine's events as they stream.
+"use strict";
+
+const $ = (sel) => document.querySelector(sel);
+const state = { conversation: null, busy: false };
+
+function el(tag, cls, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined) e.textContent = text; // never innerHTML: model text is untrusted
+  return e;
+}
+
+function scrollDown() {
+  const m = $("#messages");
+  m.scrollTop = m.scrollHeight;
+}
+
+function setStatus(text) {
+  $("#status").textContent = text || "";
+}
+
+async function api(path, options) {
+  const res = await fetch(path, options);
+  if (!res.ok) {
+    let message = `HTTP ${res.status}`;
+    try { message = (await res.json()).error || message; } catch (_) { /* not JSON */ }
+    throw new Error(message);
+  }
+  return res;
+}
+
+async function loadConversations() {
+  const list = await (await api("/api/conversations")).json();
+  const nav = $("#conversations");
+  nav.replaceChildren();
+  for (const c of list) {
+    const a = el("a", c.id === state.conversation ? "active" : "", c.preview || "New conversation");
+    a.href = `#${c.id}`;
+    a.dataset.id = c.id;
+    nav.append(a);
+  }
+  return list;
+}
+
+async function loadHistory(id) {
+  const data = await (await api(`/api/conversations/${id}/messages`)).json();
+  const box = $("#messages");
+  box.replaceChildren();
+  for (const m of data.messages) box.append(el("div", `msg ${m.role}`, m.text));
+  if (!data.messages.length) box.append(el("p", "empty", "Say hello to start."));
+  scrollDown();
+}
+
+async function loadNotes(highlightNew) {
+  const data = await (await api("/api/notes")).json();
+  const ul = $("#notes");
+  const before = new Set([...ul.children].map((li) => li.dataset.id));
+  ul.replaceChildren();
+  for (const n of data.notes) {
+    const li = el("li", highlightNew && !before.has(String(n.id)) ? "fresh" : "", n.text);
+    li.dataset.id = String(n.id);
+    ul.append(li);
+  }
+  if (!data.notes.length) ul.append(el("li", "empty", "No notes yet."));
+}
+
+async function newConversation() {
+  const c = await (await api("/api/conversations", { method: "POST" })).json();
+  location.hash = c.id;
+  return c.id;
+}
+
+async function openConversation(id) {
+  state.conversation = id;
+  await Promise.all([loadHistory(id), loadConversations()]);
+  $("#input").focus();
+}
+
+// Reads a text/event-stream response body and calls onEvent(name, data) per event.
+async function readSse(res, onEvent) {
+  const reader = res.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += decoder.decode(value, { stream: true });
+    let cut;
+    while ((cut = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, cut);
+      buffer = buffer.slice(cut + 2);
+      let name = "message";
+      const data = [];
+      for (const line of block.split("\n")) {
+        if (line.startsWith("event:")) name = line.slice(6).trim();
+        else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
+      }
+      if (data.length) onEvent(name, JSON.parse(data.join("\n")));
+    }
+  }
+}
+
+async function send(text) {
+  if (!state.conversation) await openConversation(await newConversation());
+  const box = $("#messages");
+  box.querySelector(".empty")?.remove();
+  box.append(el("div", "msg user", text));
+  let bubble = null;
+  let tools = null;
+  let thinking = null;
+  const chips = new Map();
+  const bubbleFor = () => {
+    if (!bubble) {
+      bubble = el("div", "msg assistant streaming");
+      box.append(bubble);
+      tools = null; // later tool calls go below this text
+    }
+    return bubble;
+  };
+  scrollDown();
+  const res = await api(`/api/conversations/${state.conversation}/messages`, {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ text, client_message_id: crypto.randomUUID() }),
+  });
+  await readSse(res, (name, ev) => {
+    switch (name) {
+      case "token": {
+        thinking?.remove(); thinking = null;
+        const b = bubbleFor();
+        // A new bubble after tool activity does not need the paragraph break the stream carries.
+        b.append(document.createTextNode(b.textContent ? ev.text : ev.text.replace(/^\n+/, "")));
+        break;
+      }
+      case "reasoning":
+        if (!thinking) { thinking = el("div", "thinking", "Thinking…"); box.append(thinking); }
+        break;
+      case "tool_use": {
+        if (!tools) { tools = el("div", "tools"); box.append(tools); }
+        const chip = el("span", "tool", ev.name);
+        chip.dataset.state = "running";
+        chip.dataset.tool = ev.name;
+        chip.title = JSON.stringify(ev.input);
+        tools.append(chip);
+        chips.set(ev.id, chip);
+        if (bubble) { bubble.classList.remove("streaming"); bubble = null; }
+        break;
+      }
+      case "tool_result": {
+        const chip = chips.get(ev.id);
+        if (chip) chip.dataset.state = ev.is_error ? "error" : "ok";
+        break;
+      }
+      case "effects":
+        if ((ev.effects?.refresh || []).includes("notes")) loadNotes(true);
+        break;
+      case "error": {
+        const b = bubbleFor();
+        if (b.textContent) b.append(document.createTextNode("\n\n"));
+        b.append(el("span", "error", ev.message));
+        break;
+      }
+      case "done":
+        bubble?.classList.remove("streaming");
+        thinking?.remove();
+        loadConversations();
+        break;
+    }
+    scrollDown();
+  });
+}
+
+$("#composer").addEventListener("submit", async (e) => {
+  e.preventDefault();
+  const input = $("#input");
+  const text = input.value.trim();
+  if (!text || state.busy) return;
+  state.busy = true;
+  $("#send").disabled = true;
+  input.value = "";
+  setStatus("");
+  try {
+    await send(text);
+  } catch (err) {
+    setStatus(err.message);
+  } finally {
+    state.busy = false;
+    $("#send").disabled = false;
+    input.focus();
+  }
+});
+
+$("#input").addEventListener("keydown", (e) => {
+  if (e.key === "Enter" && !e.shiftKey) {
+    e.preventDefault();
+    $("#composer").requestSubmit();
+  }
+});
+
+$("#new-chat").addEventListener("click", () => newConversation().catch((e) => setStatus(e.message)));
+
+window.addEventListener("hashchange", () => {
+  const id = location.hash.slice(1);
+  if (id && id !== state.conversation) openConversation(id).catch((e) => setStatus(e.message));
+});
+
+(async () => {
+  try {
+    await loadNotes(false);
+    const list = await loadConversations();
+    const wanted = location.hash.slice(1);
+    if (wanted) await openConversation(wanted);
+    else if (list.length) location.hash = list[0].id;
+    else $("#messages").append(el("p", "empty", "Say hello to start."));
+  } catch (err) {
+    setStatus(err.message);
+  }
+})();

@@ -1,0 +1,252 @@
+//! `bridle serve` configuration: read once at start-up from the environment into a typed
+//! struct; every problem is reported at once.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// Which model the server talks to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BackendChoice {
+    /// An OpenAI-compatible Chat Completions endpoint (OpenAI, Ollama, vLLM, llama.cpp, LiteLLM).
+    OpenAi {
+        base_url: String,
+        model: String,
+        api_key: Option<String>,
+    },
+    /// Amazon Bedrock ConverseStream.
+    Bedrock { model_id: String },
+    /// A script file played by the scripted model (no network).
+    Scripted { script: PathBuf },
+    /// No model: the assistant says how to plug one in.
+    None,
+}
+
+/// Everything `bridle serve` needs, parsed and checked.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ServeConfig {
+    pub addr: SocketAddr,
+    pub db: PathBuf,
+    pub backend: BackendChoice,
+    /// Longest user message accepted, in characters.
+    pub max_message_chars: usize,
+    /// Turns run at once (across conversations; one per conversation at a time).
+    pub max_concurrent_turns: usize,
+}
+
+// Hand-written so the API key never reaches a log line.
+impl fmt::Debug for ServeConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let backend = match &self.backend {
+            BackendChoice::OpenAi {
+                base_url,
+                model,
+                api_key,
+            } => format!(
+                "openai({base_url}, {model}, key: {})",
+                if api_key.is_some() { "set" } else { "none" }
+            ),
+            BackendChoice::Bedrock { model_id } => format!("bedrock({model_id})"),
+            BackendChoice::Scripted { script } => format!("scripted({})", script.display()),
+            BackendChoice::None => "none".into(),
+        };
+        f.debug_struct("ServeConfig")
+            .field("addr", &self.addr)
+            .field("db", &self.db)
+            .field("backend", &backend)
+            .field("max_message_chars", &self.max_message_chars)
+            .field("max_concurrent_turns", &self.max_concurrent_turns)
+            .finish()
+    }
+}
+
+/// Every configuration problem found, one per line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("bridle serve is not configured correctly:\n  - {}", .0.join("\n  - "))]
+pub struct ConfigErrors(pub Vec<String>);
+
+impl ServeConfig {
+    /// Parse from a variable lookup (the process environment in `main`, a map in tests).
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigErrors> {
+        let var = |name: &str| var(name).filter(|v| !v.trim().is_empty());
+        let mut problems = Vec::new();
+
+        let addr_text = var("BRIDLE_ADDR").unwrap_or_else(|| "127.0.0.1:8080".into());
+        let addr = addr_text.parse().unwrap_or_else(|_| {
+            problems.push(format!(
+                "BRIDLE_ADDR={addr_text:?} is not a socket address like 127.0.0.1:8080"
+            ));
+            SocketAddr::from(([127, 0, 0, 1], 8080))
+        });
+        let db = PathBuf::from(var("BRIDLE_DB").unwrap_or_else(|| "./bridle.db".into()));
+        let mut number = |name: &str, default: usize| match var(name) {
+            None => default,
+            Some(v) => match v.parse::<usize>() {
+                Ok(n) if n > 0 => n,
+                _ => {
+                    problems.push(format!("{name}={v:?} must be a positive whole number"));
+                    default
+                }
+            },
+        };
+        let max_message_chars = number("BRIDLE_MAX_MESSAGE_CHARS", 8_000);
+        let max_concurrent_turns = number("BRIDLE_MAX_CONCURRENT_TURNS", 8);
+
+        let openai = |problems: &mut Vec<String>| {
+            let base_url = var("OPENAI_BASE_URL");
+            let model = var("OPENAI_MODEL");
+            if base_url.is_none() {
+                problems.push("the openai backend needs OPENAI_BASE_URL (e.g. https://api.openai.com/v1 or http://127.0.0.1:11434/v1)".into());
+            }
+            if model.is_none() {
+                problems.push(
+                    "the openai backend needs OPENAI_MODEL (e.g. gpt-4o-mini or llama3.2)".into(),
+                );
+            }
+            BackendChoice::OpenAi {
+                base_url: base_url.unwrap_or_default(),
+                model: model.unwrap_or_default(),
+                api_key: var("OPENAI_API_KEY"),
+            }
+        };
+        let bedrock = |problems: &mut Vec<String>| {
+            let model_id = var("BEDROCK_MODEL_ID");
+            if model_id.is_none() {
+                problems.push("the bedrock backend needs BEDROCK_MODEL_ID (a model id or inference-profile ARN)".into());
+            }
+            BackendChoice::Bedrock {
+                model_id: model_id.unwrap_or_default(),
+            }
+        };
+        let choice = var("BRIDLE_BACKEND").map(|v| v.trim().to_ascii_lowercase());
+        let backend = match choice.as_deref() {
+            None | Some("auto") => {
+                if var("BEDROCK_MODEL_ID").is_some() {
+                    bedrock(&mut problems)
+                } else if var("OPENAI_BASE_URL").is_some() {
+                    openai(&mut problems)
+                } else {
+                    BackendChoice::None
+                }
+            }
+            Some("openai") => openai(&mut problems),
+            Some("bedrock") => bedrock(&mut problems),
+            Some("none") => BackendChoice::None,
+            Some("scripted") => match var("BRIDLE_SCRIPT") {
+                Some(path) => BackendChoice::Scripted {
+                    script: PathBuf::from(path),
+                },
+                None => {
+                    problems.push(
+                        "the scripted backend needs BRIDLE_SCRIPT (the path of a script file)"
+                            .into(),
+                    );
+                    BackendChoice::None
+                }
+            },
+            Some(other) => {
+                problems.push(format!(
+                    "BRIDLE_BACKEND={other:?} is not one of openai, bedrock, scripted, none, auto"
+                ));
+                BackendChoice::None
+            }
+        };
+
+        if problems.is_empty() {
+            Ok(Self {
+                addr,
+                db,
+                backend,
+                max_message_chars,
+                max_concurrent_turns,
+            })
+        } else {
+            Err(ConfigErrors(problems))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn parse(pairs: &[(&str, &str)]) -> Result<ServeConfig, ConfigErrors> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        ServeConfig::from_vars(|k| map.get(k).cloned())
+    }
+
+    #[test]
+    fn defaults_run_locally_with_no_model() {
+        let c = parse(&[]).unwrap();
+        assert_eq!(c.addr.to_string(), "127.0.0.1:8080");
+        assert_eq!(c.db, PathBuf::from("./bridle.db"));
+        assert_eq!(c.backend, BackendChoice::None);
+    }
+
+    #[test]
+    fn auto_picks_bedrock_then_openai() {
+        let c = parse(&[
+            ("BEDROCK_MODEL_ID", "anthropic.claude"),
+            ("OPENAI_BASE_URL", "http://x"),
+        ]);
+        assert!(matches!(c.unwrap().backend, BackendChoice::Bedrock { .. }));
+        let c = parse(&[("OPENAI_BASE_URL", "http://x/v1"), ("OPENAI_MODEL", "m")]).unwrap();
+        assert_eq!(
+            c.backend,
+            BackendChoice::OpenAi {
+                base_url: "http://x/v1".into(),
+                model: "m".into(),
+                api_key: None
+            }
+        );
+    }
+
+    #[test]
+    fn every_problem_is_reported_at_once() {
+        let err = parse(&[
+            ("BRIDLE_ADDR", "nowhere"),
+            ("BRIDLE_BACKEND", "openai"),
+            ("BRIDLE_MAX_MESSAGE_CHARS", "-3"),
+        ])
+        .unwrap_err();
+        assert_eq!(err.0.len(), 4, "{err}");
+        let text = err.to_string();
+        assert!(text.contains("BRIDLE_ADDR") && text.contains("OPENAI_BASE_URL"));
+        assert!(text.contains("OPENAI_MODEL") && text.contains("BRIDLE_MAX_MESSAGE_CHARS"));
+    }
+
+    #[test]
+    fn unknown_backend_and_missing_script_are_errors() {
+        assert!(
+            parse(&[("BRIDLE_BACKEND", "gpt")])
+                .unwrap_err()
+                .to_string()
+                .contains("not one of")
+        );
+        assert!(
+            parse(&[("BRIDLE_BACKEND", "scripted")])
+                .unwrap_err()
+                .to_string()
+                .contains("BRIDLE_SCRIPT")
+        );
+    }
+
+    #[test]
+    fn debug_output_never_shows_the_api_key() {
+        let c = parse(&[
+            ("OPENAI_BASE_URL", "http://x/v1"),
+            ("OPENAI_MODEL", "m"),
+            ("OPENAI_API_KEY", "sk-very-secret"),
+        ])
+        .unwrap();
+        let shown = format!("{c:?}");
+        assert!(
+            !shown.contains("sk-very-secret") && shown.contains("key: set"),
+            "{shown}"
+        );
+    }
+}

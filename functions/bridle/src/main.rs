@@ -1,0 +1,95 @@
+//! The `bridle` command. Wiring only: parse, configure, build, run.
+
+use bridle::config::ServeConfig;
+use bridle::{AppOptions, Db, backends, build_app, server};
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// Bridle: a chat-agent harness.
+#[derive(Debug, Parser)]
+#[command(name = "bridle", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run Bridle locally: web chat and API on BRIDLE_ADDR (default 127.0.0.1:8080), data in
+    /// BRIDLE_DB (default ./bridle.db). The model comes from BRIDLE_BACKEND / OPENAI_* /
+    /// BEDROCK_MODEL_ID / BRIDLE_SCRIPT; without one, the assistant explains how to connect it.
+    Serve,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(err) => {
+            eprintln!("bridle: cannot start the async runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match cli.command {
+        Command::Serve => runtime.block_on(serve()),
+    }
+}
+
+async fn serve() -> ExitCode {
+    let config = match ServeConfig::from_vars(|k| std::env::var(k).ok()) {
+        Ok(c) => c,
+        Err(errors) => {
+            eprintln!("{errors}");
+            return ExitCode::from(2);
+        }
+    };
+    tracing::info!(?config, "starting");
+    let (model, model_id) = match backends::model_for(&config.backend) {
+        Ok(m) => m,
+        Err(err) => return fail("cannot set up the model", &err),
+    };
+    let options = AppOptions {
+        db: Db::File(config.db.clone()),
+        model_id,
+        max_message_chars: config.max_message_chars,
+        max_concurrent_turns: config.max_concurrent_turns,
+        ..AppOptions::default()
+    };
+    let app = match build_app(model, options) {
+        Ok(app) => app,
+        Err(err) => return fail("cannot start", &err),
+    };
+    let listener = match tokio::net::TcpListener::bind(config.addr).await {
+        Ok(l) => l,
+        Err(err) => return fail(&format!("cannot listen on {}", config.addr), &err),
+    };
+    let addr = listener
+        .local_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    println!("Bridle is running. Open http://{addr}/ in your browser (Ctrl-C stops it).");
+    let shutdown = async {
+        let _ = tokio::signal::ctrl_c().await;
+        tracing::info!("shutting down; letting running turns finish");
+    };
+    match server::run(listener, app, shutdown).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => fail("the server stopped", &err),
+    }
+}
+
+fn fail(what: &str, err: &dyn std::error::Error) -> ExitCode {
+    let mut message = format!("bridle: {what}: {err}");
+    let mut source = err.source();
+    while let Some(s) = source {
+        message.push_str(&format!(": {s}"));
+        source = s.source();
+    }
+    eprintln!("{message}");
+    ExitCode::FAILURE
+}

@@ -1,0 +1,250 @@
+//! The web chat's HTTP API. See README.md ("HTTP API") for the contract.
+
+use super::errors::ApiError;
+use super::{App, LOCAL_USER, MAX_BODY_BYTES};
+use axum::Json;
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use engine::TurnEvent;
+use futures::Stream;
+use queue::{Enqueued, TurnJob};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use std::convert::Infallible;
+use std::time::Duration;
+use transcript::{Conversation, ConversationId};
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// A conversation as the page lists it.
+#[derive(Debug, Serialize)]
+pub struct ConversationView {
+    id: String,
+    created_at_ms: i64,
+    turns: u64,
+    /// The start of the first user message, for the sidebar.
+    preview: String,
+}
+
+pub async fn create_conversation(
+    State(app): State<App>,
+) -> Result<(StatusCode, Json<ConversationView>), ApiError> {
+    let id = uuid::Uuid::new_v4().to_string();
+    let mut conv = Conversation::new(id.as_str(), LOCAL_USER, "web", "chat");
+    conv.created_at_ms = now_ms();
+    app.store
+        .create_conversation(&conv)
+        .await
+        .map_err(ApiError::internal)?;
+    Ok((
+        StatusCode::CREATED,
+        Json(ConversationView {
+            id,
+            created_at_ms: conv.created_at_ms,
+            turns: 0,
+            preview: String::new(),
+        }),
+    ))
+}
+
+pub async fn list_conversations(
+    State(app): State<App>,
+) -> Result<Json<Vec<ConversationView>>, ApiError> {
+    let convs = app
+        .store
+        .conversations_of(&LOCAL_USER.into())
+        .await
+        .map_err(ApiError::internal)?;
+    let mut out = Vec::with_capacity(convs.len());
+    for c in convs {
+        let visible = app.store.visible(&c.id).await.map_err(ApiError::internal)?;
+        let preview = visible
+            .iter()
+            .find(|e| e.role == store::VisibleRole::User)
+            .map(|e| e.text.chars().take(60).collect())
+            .unwrap_or_default();
+        out.push(ConversationView {
+            id: c.id.0,
+            created_at_ms: c.created_at_ms,
+            turns: c.turn,
+            preview,
+        });
+    }
+    Ok(Json(out))
+}
+
+async fn owned_conversation(app: &App, id: &str) -> Result<Conversation, ApiError> {
+    let conv = app
+        .store
+        .conversation(&ConversationId::from(id))
+        .await
+        .map_err(ApiError::internal)?;
+    match conv {
+        Some(c) if c.user_id.0 == LOCAL_USER && c.channel == "web" => Ok(c),
+        _ => Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("There is no conversation {id:?}."),
+        )),
+    }
+}
+
+pub async fn history(
+    State(app): State<App>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let conv = owned_conversation(&app, &id).await?;
+    let entries = app
+        .store
+        .visible(&conv.id)
+        .await
+        .map_err(ApiError::internal)?;
+    Ok(Json(json!({ "id": conv.id, "messages": entries })))
+}
+
+/// The body of `POST /api/conversations/{id}/messages`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PostMessage {
+    text: String,
+    /// Set by the client so a resend of the same message is recognised; made up when absent.
+    client_message_id: Option<String>,
+}
+
+fn body_error(rejection: JsonRejection) -> ApiError {
+    match rejection {
+        r if r.status() == StatusCode::PAYLOAD_TOO_LARGE => ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("The request body is larger than the {MAX_BODY_BYTES}-byte limit."),
+        )
+        .with_limit(MAX_BODY_BYTES),
+        JsonRejection::MissingJsonContentType(_) => ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "Send the message as JSON with Content-Type: application/json.",
+        ),
+        JsonRejection::JsonSyntaxError(e) => ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("The body is not valid JSON: {}", e.body_text()),
+        ),
+        r => ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "Expected a body like {{\"text\": \"hello\"}}: {}",
+                r.body_text()
+            ),
+        ),
+    }
+}
+
+pub async fn post_message(
+    State(app): State<App>,
+    Path(id): Path<String>,
+    body: Result<Json<PostMessage>, JsonRejection>,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    let Json(body) = body.map_err(body_error)?;
+    let conv = owned_conversation(&app, &id).await?;
+    let text = body.text.trim();
+    if text.is_empty() {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "The message text is empty.",
+        ));
+    }
+    let chars = text.chars().count();
+    if chars > app.max_message_chars {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "The message is {chars} characters long; the limit is {}.",
+                app.max_message_chars
+            ),
+        )
+        .with_limit(app.max_message_chars));
+    }
+    let message_id = match body.client_message_id {
+        Some(m)
+            if !m.is_empty()
+                && m.len() <= 100
+                && m.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') =>
+        {
+            m
+        }
+        Some(_) => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "client_message_id must be 1-100 characters of letters, digits, '-' and '_'.",
+            ));
+        }
+        None => uuid::Uuid::new_v4().to_string(),
+    };
+    let job = TurnJob {
+        channel: "web".into(),
+        message_id: message_id.clone(),
+        conversation_key: conv.id.0.clone(),
+        external_user_id: LOCAL_USER.into(),
+        text: text.to_owned(),
+        button_id: None,
+        media: Vec::new(),
+        received_at_ms: now_ms(),
+    };
+    let key = job.dedupe_key();
+    let duplicate = || {
+        ApiError::new(
+            StatusCode::CONFLICT,
+            format!("Message {message_id:?} was already received; it is answered once."),
+        )
+    };
+    let Some(rx) = app.hub.subscribe(&key) else {
+        return Err(duplicate());
+    };
+    match app.queue.enqueue(&job).await {
+        Ok(Enqueued::Accepted) => {}
+        Ok(Enqueued::Duplicate) => {
+            app.hub.forget(&key);
+            return Err(duplicate());
+        }
+        Err(err) => {
+            app.hub.forget(&key);
+            return Err(ApiError::internal(err));
+        }
+    }
+    let queued = Event::default()
+        .event("queued")
+        .data(json!({ "message_id": message_id }).to_string());
+    let first = futures::stream::once(async move { Ok(queued) });
+    let rest = futures::stream::unfold(Some(rx), |rx| async move {
+        let mut rx = rx?;
+        let event = rx.recv().await?;
+        let done = matches!(event, TurnEvent::Done { .. });
+        let sse = Event::default()
+            .event(event_name(&event))
+            .data(serde_json::to_string(&event).unwrap_or_default());
+        Some((Ok(sse), (!done).then_some(rx)))
+    });
+    use futures::StreamExt;
+    Ok(Sse::new(first.chain(rest)).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
+}
+
+fn event_name(event: &TurnEvent) -> &'static str {
+    match event {
+        TurnEvent::Token { .. } => "token",
+        TurnEvent::Reasoning { .. } => "reasoning",
+        TurnEvent::ToolUse { .. } => "tool_use",
+        TurnEvent::ToolResult { .. } => "tool_result",
+        TurnEvent::Effects { .. } => "effects",
+        TurnEvent::Error { .. } => "error",
+        TurnEvent::Done { .. } => "done",
+    }
+}
+
+pub async fn list_notes(State(app): State<App>) -> Result<Json<Value>, ApiError> {
+    let notes = app.notes.list(LOCAL_USER).map_err(ApiError::internal)?;
+    Ok(Json(json!({ "notes": notes })))
+}

@@ -1,0 +1,93 @@
+//! The local server: the web chat, its HTTP API, and the worker, in one process.
+
+mod api;
+mod assets;
+mod errors;
+
+use crate::hub::Hub;
+use crate::notes::Notes;
+use crate::worker::Worker;
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::get;
+use engine::Engine;
+use queue::JobQueue;
+use std::future::Future;
+use std::sync::Arc;
+use store::Store;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+/// Largest request body accepted, in bytes.
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+
+/// The single user of the local web chat.
+pub const LOCAL_USER: &str = "local";
+
+/// Everything the server and its worker share.
+#[derive(Clone)]
+pub struct App {
+    pub store: Arc<dyn Store>,
+    pub queue: Arc<dyn JobQueue>,
+    pub engine: Arc<Engine>,
+    pub hub: Arc<Hub>,
+    pub notes: Arc<Notes>,
+    pub max_message_chars: usize,
+    pub max_concurrent_turns: usize,
+}
+
+impl std::fmt::Debug for App {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("App")
+            .field("engine", &self.engine)
+            .field("max_message_chars", &self.max_message_chars)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The HTTP routes.
+pub fn router(app: App) -> Router {
+    Router::new()
+        .route("/", get(assets::index))
+        .route("/app.js", get(assets::script))
+        .route("/app.css", get(assets::style))
+        .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/api/conversations",
+            get(api::list_conversations).post(api::create_conversation),
+        )
+        .route(
+            "/api/conversations/{id}/messages",
+            get(api::history).post(api::post_message),
+        )
+        .route("/api/notes", get(api::list_notes))
+        .fallback(errors::not_found)
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(app)
+}
+
+/// Serve until `shutdown` completes, running the worker beside the HTTP server. Running turns
+/// are allowed to finish before this returns.
+pub async fn run(
+    listener: TcpListener,
+    app: App,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let worker = Arc::new(Worker {
+        queue: app.queue.clone(),
+        store: app.store.clone(),
+        engine: app.engine.clone(),
+        hub: app.hub.clone(),
+        max_concurrent: app.max_concurrent_turns,
+    });
+    let worker_task = tokio::spawn(worker.run(stop_rx));
+    let served = axum::serve(listener, router(app))
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            let _ = stop_tx.send(true);
+        })
+        .await;
+    let _ = worker_task.await;
+    served
+}

@@ -1,0 +1,135 @@
+//! One receive: in a single transaction, the head of each group that is not in flight, oldest
+//! first, redelivered or dead-lettered as its receive count says.
+
+use crate::error::{count, unavailable};
+use crate::{SqliteQueue, decode, millis, now_ms};
+use queue::{Delivery, QueueError};
+use rusqlite::{OptionalExtension, Row, Transaction, TransactionBehavior, params};
+
+/// What one receive found.
+#[derive(Debug, Default)]
+pub(crate) struct Batch {
+    pub(crate) deliveries: Vec<Delivery>,
+    /// When the earliest in-flight head becomes visible again, if any group is blocked.
+    pub(crate) next_visible_at_ms: Option<i64>,
+}
+
+/// A group's oldest job.
+#[derive(Debug)]
+struct Head {
+    seq: i64,
+    group_key: String,
+    visible_at_ms: i64,
+    receive_count: i64,
+}
+
+impl Head {
+    fn from_row(row: &Row<'_>) -> rusqlite::Result<Self> {
+        Ok(Self {
+            seq: row.get(0)?,
+            group_key: row.get(1)?,
+            visible_at_ms: row.get(2)?,
+            receive_count: row.get(3)?,
+        })
+    }
+}
+
+const HEAD_COLUMNS: &str = "seq, group_key, visible_at_ms, receive_count";
+
+impl SqliteQueue {
+    /// Up to `max` deliveries, ready now; never waits.
+    pub(crate) fn deliver(&self, max: usize) -> Result<Batch, QueueError> {
+        let mut conn = self.conn();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(unavailable)?;
+        let now = now_ms();
+        let mut batch = Batch::default();
+        for head in heads(&tx)? {
+            if batch.deliveries.len() >= max {
+                break;
+            }
+            let mut head = Some(head);
+            while let Some(h) = head.take() {
+                if h.visible_at_ms > now {
+                    let next = batch.next_visible_at_ms.get_or_insert(h.visible_at_ms);
+                    *next = (*next).min(h.visible_at_ms);
+                } else if h.receive_count >= i64::from(self.settings.max_receives) {
+                    bury(&tx, h.seq, now)?;
+                    head = next_in_group(&tx, &h.group_key)?;
+                } else {
+                    batch.deliveries.push(self.hand_out(&tx, &h, now)?);
+                }
+            }
+        }
+        tx.commit().map_err(unavailable)?;
+        Ok(batch)
+    }
+
+    /// Stamp `head` with a fresh receipt and hide it for the visibility timeout.
+    fn hand_out(
+        &self,
+        tx: &Transaction<'_>,
+        head: &Head,
+        now: i64,
+    ) -> Result<Delivery, QueueError> {
+        let receipt = uuid::Uuid::new_v4().to_string();
+        let visible_at = now.saturating_add(millis(self.settings.visibility_timeout));
+        let body: String = tx
+            .prepare_cached(
+                "UPDATE queue_jobs
+                 SET receipt = ?2, visible_at_ms = ?3, receive_count = receive_count + 1
+                 WHERE seq = ?1
+                 RETURNING body",
+            )
+            .map_err(unavailable)?
+            .query_row(params![head.seq, receipt, visible_at], |row| row.get(0))
+            .map_err(unavailable)?;
+        let what = || format!("job {}", head.seq);
+        Ok(Delivery {
+            receipt,
+            job: decode(&body, what)?,
+            receive_count: count(head.receive_count + 1, what)?,
+        })
+    }
+}
+
+/// The oldest job of every group, oldest first.
+fn heads(tx: &Transaction<'_>) -> Result<Vec<Head>, QueueError> {
+    let mut stmt = tx
+        .prepare_cached(&format!(
+            "SELECT {HEAD_COLUMNS} FROM queue_jobs
+             WHERE seq IN (SELECT MIN(seq) FROM queue_jobs GROUP BY group_key)
+             ORDER BY seq"
+        ))
+        .map_err(unavailable)?;
+    let rows = stmt.query_map([], Head::from_row).map_err(unavailable)?;
+    rows.map(|row| row.map_err(unavailable)).collect()
+}
+
+/// The oldest job left in `group`.
+fn next_in_group(tx: &Transaction<'_>, group: &str) -> Result<Option<Head>, QueueError> {
+    tx.prepare_cached(&format!(
+        "SELECT {HEAD_COLUMNS} FROM queue_jobs WHERE group_key = ?1 ORDER BY seq LIMIT 1"
+    ))
+    .map_err(unavailable)?
+    .query_row([group], Head::from_row)
+    .optional()
+    .map_err(unavailable)
+}
+
+/// Move job `seq` to the dead letters.
+fn bury(tx: &Transaction<'_>, seq: i64, now: i64) -> Result<(), QueueError> {
+    tx.prepare_cached(
+        "INSERT INTO queue_dead_letters (seq, body, receive_count, dead_at_ms)
+         SELECT seq, body, receive_count, ?2 FROM queue_jobs WHERE seq = ?1",
+    )
+    .map_err(unavailable)?
+    .execute(params![seq, now])
+    .map_err(unavailable)?;
+    tx.prepare_cached("DELETE FROM queue_jobs WHERE seq = ?1")
+        .map_err(unavailable)?
+        .execute([seq])
+        .map_err(unavailable)?;
+    Ok(())
+}

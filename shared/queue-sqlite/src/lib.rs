@@ -1,0 +1,156 @@
+//! The embedded queue adapter: the [`JobQueue`](queue::JobQueue) port on SQLite, for the local
+//! server (`bridle serve`) and for tests.
+//!
+//! Jobs are rows ordered by one global sequence; a group's head is its lowest sequence. A
+//! receive picks, in one transaction, the head of every group that is not in flight, oldest
+//! first, stamps it with a fresh receipt and hides it for the visibility timeout. A head whose
+//! timeout passed is delivered again, or, once it has been delivered `max_receives` times, moved
+//! to the dead letters so the rest of its group can go on. Dedupe keys live in their own table
+//! for the dedupe window, whether or not their job is still queued. The tables may share a file
+//! with the store; they are prefixed `queue_` and versioned apart from it (see `schema.rs`).
+//!
+//! One process owns a queue file. On open, every job that was in flight is made visible at once:
+//! the worker that held it died with the previous process, so waiting out its timeout would only
+//! delay the conversation. Its receive count is kept, so a job that kills the process every time
+//! still ends in the dead letters.
+//!
+//! One connection sits behind a `std::sync::Mutex`, and every operation runs synchronously under
+//! it, never across an `.await`. Long polls wait on a `tokio::sync::Notify` signalled by enqueue,
+//! ack and release, and wake on their own when a visibility timeout runs out.
+//!
+//! Depends on the `queue` port, `rusqlite` and tokio's timers only. Never on AWS, the store or
+//! the engine.
+
+mod deliver;
+mod error;
+mod port;
+mod schema;
+
+use queue::{DeadLetter, QueueError, QueueSettings, TurnJob};
+use rusqlite::Connection;
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::sync::Notify;
+
+pub use error::CorruptRow;
+pub use schema::{SCHEMA_VERSION, SchemaTooNew};
+
+/// The job queue on SQLite. Cheap to share behind an `Arc`.
+#[derive(Debug)]
+pub struct SqliteQueue {
+    conn: Mutex<Connection>,
+    settings: QueueSettings,
+    /// Signalled when work may have become ready: a job enqueued, acknowledged or released.
+    work: Notify,
+}
+
+impl SqliteQueue {
+    /// Open (or create) the queue's tables in the database file at `path`, bring them up to
+    /// date, and make every job that was in flight visible again (see the crate docs).
+    ///
+    /// A `max_receives` of 0 is taken as 1. Tables written by a newer build fail with
+    /// [`QueueError::Unavailable`] wrapping [`SchemaTooNew`]; they are left untouched.
+    pub fn open(path: impl AsRef<Path>, settings: QueueSettings) -> Result<Self, QueueError> {
+        let conn = Connection::open(path).map_err(error::unavailable)?;
+        conn.busy_timeout(Duration::from_secs(5))
+            .map_err(error::unavailable)?;
+        // WAL lets readers in other processes (an inspecting CLI) run beside the server.
+        conn.pragma_update_and_check(None, "journal_mode", "wal", |_| Ok(()))
+            .map_err(error::unavailable)?;
+        Self::init(conn, settings)
+    }
+
+    /// A private, empty queue in memory, gone when it is dropped.
+    pub fn open_in_memory(settings: QueueSettings) -> Result<Self, QueueError> {
+        Self::init(
+            Connection::open_in_memory().map_err(error::unavailable)?,
+            settings,
+        )
+    }
+
+    fn init(mut conn: Connection, mut settings: QueueSettings) -> Result<Self, QueueError> {
+        schema::migrate(&mut conn, schema::MIGRATIONS)?;
+        conn.execute(
+            "UPDATE queue_jobs SET receipt = NULL, visible_at_ms = ?1 WHERE receipt IS NOT NULL",
+            [now_ms()],
+        )
+        .map_err(error::unavailable)?;
+        settings.max_receives = settings.max_receives.max(1);
+        Ok(Self {
+            conn: Mutex::new(conn),
+            settings,
+            work: Notify::new(),
+        })
+    }
+
+    /// The settings in force.
+    pub fn settings(&self) -> &QueueSettings {
+        &self.settings
+    }
+
+    /// The jobs neither acknowledged nor dead, in flight or waiting.
+    pub fn depth(&self) -> Result<usize, QueueError> {
+        let conn = self.conn();
+        let n: i64 = conn
+            .query_row("SELECT COUNT(*) FROM queue_jobs", [], |row| row.get(0))
+            .map_err(error::unavailable)?;
+        Ok(usize::try_from(n).unwrap_or(0))
+    }
+
+    /// The jobs that were delivered `max_receives` times without success, oldest job first.
+    pub fn dead_letters(&self) -> Result<Vec<DeadLetter>, QueueError> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT seq, body, receive_count, dead_at_ms FROM queue_dead_letters ORDER BY seq",
+            )
+            .map_err(error::unavailable)?;
+        let rows = stmt
+            .query_map([], |row| {
+                Ok((
+                    row.get::<_, i64>(0)?,
+                    row.get::<_, String>(1)?,
+                    row.get::<_, i64>(2)?,
+                    row.get::<_, i64>(3)?,
+                ))
+            })
+            .map_err(error::unavailable)?;
+        rows.map(|row| {
+            let (seq, body, receive_count, dead_at_ms) = row.map_err(error::unavailable)?;
+            let what = || format!("dead letter {seq}");
+            Ok(DeadLetter {
+                job: decode(&body, what)?,
+                receive_count: error::count(receive_count, what)?,
+                dead_at_ms,
+            })
+        })
+        .collect()
+    }
+
+    /// The connection, for one synchronous operation. A panic in an earlier operation does not
+    /// wedge the queue: its transaction rolled back when it unwound, so the connection is sound.
+    fn conn(&self) -> MutexGuard<'_, Connection> {
+        self.conn
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// A stored job body.
+fn decode(body: &str, what: impl FnOnce() -> String) -> Result<TurnJob, QueueError> {
+    serde_json::from_str(body).map_err(|e| error::corrupt(what(), e))
+}
+
+/// Wall-clock milliseconds: visibility deadlines and dedupe expiry outlive the process.
+fn now_ms() -> i64 {
+    let since_epoch = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    millis(since_epoch)
+}
+
+/// A duration in whole milliseconds, saturating.
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}

@@ -1,0 +1,128 @@
+//! `JobQueue`: enqueue with dedupe, the long poll around [`SqliteQueue::deliver`], ack and
+//! release.
+
+use crate::error::unavailable;
+use crate::{SqliteQueue, millis, now_ms};
+use async_trait::async_trait;
+use queue::{Delivery, Enqueued, JobQueue, QueueError, TurnJob};
+use rusqlite::{TransactionBehavior, params};
+use std::pin::pin;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// The longest a long poll sleeps without looking at the table again: a guard against a clock
+/// that jumped, since new work is signalled and timeouts are computed.
+const RECHECK: Duration = Duration::from_secs(5);
+
+#[async_trait]
+impl JobQueue for SqliteQueue {
+    async fn enqueue(&self, job: &TurnJob) -> Result<Enqueued, QueueError> {
+        let body = serde_json::to_string(job).map_err(|e| QueueError::Rejected {
+            reason: format!("the job does not encode as JSON: {e}"),
+        })?;
+        let outcome = self.enqueue_now(job, &body)?;
+        if outcome == Enqueued::Accepted {
+            self.work.notify_waiters();
+        }
+        Ok(outcome)
+    }
+
+    async fn receive(&self, max: usize, wait: Duration) -> Result<Vec<Delivery>, QueueError> {
+        if max == 0 {
+            return Ok(Vec::new());
+        }
+        let deadline = Instant::now().checked_add(wait);
+        loop {
+            // Registered before looking, so a signal sent while we look is not missed.
+            let mut signalled = pin!(self.work.notified());
+            signalled.as_mut().enable();
+
+            let batch = self.deliver(max)?;
+            let now = Instant::now();
+            if !batch.deliveries.is_empty() || deadline.is_some_and(|d| d <= now) {
+                return Ok(batch.deliveries);
+            }
+            let mut nap = RECHECK;
+            if let Some(deadline) = deadline {
+                nap = nap.min(deadline - now);
+            }
+            if let Some(at) = batch.next_visible_at_ms {
+                let until = u64::try_from(at.saturating_sub(now_ms())).unwrap_or(0);
+                nap = nap.min(Duration::from_millis(until.max(1)));
+            }
+            let _ = tokio::time::timeout(nap, signalled).await;
+        }
+    }
+
+    async fn ack(&self, receipt: &str) -> Result<(), QueueError> {
+        let deleted = self
+            .conn()
+            .prepare_cached("DELETE FROM queue_jobs WHERE receipt = ?1")
+            .map_err(unavailable)?
+            .execute([receipt])
+            .map_err(unavailable)?;
+        if deleted == 0 {
+            return Err(QueueError::StaleReceipt);
+        }
+        self.work.notify_waiters();
+        Ok(())
+    }
+
+    async fn release(&self, receipt: &str) -> Result<(), QueueError> {
+        let released = self
+            .conn()
+            .prepare_cached(
+                "UPDATE queue_jobs SET receipt = NULL, visible_at_ms = ?2 WHERE receipt = ?1",
+            )
+            .map_err(unavailable)?
+            .execute(params![receipt, now_ms()])
+            .map_err(unavailable)?;
+        if released == 0 {
+            return Err(QueueError::StaleReceipt);
+        }
+        self.work.notify_waiters();
+        Ok(())
+    }
+}
+
+impl SqliteQueue {
+    /// Queue `job` (encoded as `body`) unless its dedupe key is remembered; remember it for the
+    /// dedupe window from now. Forgets expired keys on the way.
+    fn enqueue_now(&self, job: &TurnJob, body: &str) -> Result<Enqueued, QueueError> {
+        let now = now_ms();
+        let dedupe_key = job.dedupe_key();
+        let mut conn = self.conn();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(unavailable)?;
+        tx.prepare_cached("DELETE FROM queue_dedupe WHERE expires_at_ms <= ?1")
+            .map_err(unavailable)?
+            .execute([now])
+            .map_err(unavailable)?;
+        let fresh = tx
+            .prepare_cached(
+                "INSERT INTO queue_dedupe (dedupe_key, expires_at_ms) VALUES (?1, ?2)
+                 ON CONFLICT (dedupe_key) DO NOTHING",
+            )
+            .map_err(unavailable)?
+            .execute(params![
+                dedupe_key,
+                now.saturating_add(millis(self.settings.dedupe_window))
+            ])
+            .map_err(unavailable)?;
+        if fresh == 0 {
+            tx.commit().map_err(unavailable)?;
+            return Ok(Enqueued::Duplicate);
+        }
+        tx.prepare_cached(
+            "INSERT INTO queue_jobs
+                (group_key, dedupe_key, body, visible_at_ms, receipt, receive_count, enqueued_at_ms)
+             VALUES (?1, ?2, ?3, ?4, NULL, 0, ?4)",
+        )
+        .map_err(unavailable)?
+        .execute(params![job.group(), dedupe_key, body, now])
+        .map_err(unavailable)?;
+        tx.commit().map_err(unavailable)?;
+        Ok(Enqueued::Accepted)
+    }
+}

@@ -1,0 +1,134 @@
+//! What the port does not cover: sharing a file with the store, schema versions, dedupe
+//! expiry, rows this build cannot read.
+
+mod common;
+
+use common::{TempPath, ids, job};
+use queue::{Enqueued, JobQueue, QueueError, QueueSettings};
+use queue_sqlite::{CorruptRow, SCHEMA_VERSION, SchemaTooNew, SqliteQueue};
+use rusqlite::Connection;
+use std::time::Duration;
+
+fn user_version(conn: &Connection) -> u32 {
+    conn.pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_file_shared_with_the_store_keeps_the_stores_schema() {
+    let tmp = TempPath::new("shared");
+    {
+        let conn = Connection::open(&tmp.0).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE conversations (id TEXT PRIMARY KEY);
+             INSERT INTO conversations VALUES ('conv-a');
+             PRAGMA user_version = 7;",
+        )
+        .unwrap();
+    }
+    for _ in 0..2 {
+        let q = SqliteQueue::open(&tmp.0, QueueSettings::default()).unwrap();
+        q.enqueue(&job("A", "a1")).await.unwrap();
+    }
+
+    let conn = Connection::open(&tmp.0).unwrap();
+    assert_eq!(
+        user_version(&conn),
+        7,
+        "the store's version must be untouched"
+    );
+    let queue_version: u32 = conn
+        .query_row("SELECT version FROM queue_schema_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(queue_version, SCHEMA_VERSION);
+    let conversations: i64 = conn
+        .query_row("SELECT COUNT(*) FROM conversations", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(conversations, 1);
+    let mode: String = conn
+        .pragma_query_value(None, "journal_mode", |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal");
+}
+
+#[test]
+fn queue_tables_from_a_newer_build_are_refused_and_left_alone() {
+    let tmp = TempPath::new("newer");
+    drop(SqliteQueue::open(&tmp.0, QueueSettings::default()).unwrap());
+    let newer = SCHEMA_VERSION + 1;
+    Connection::open(&tmp.0)
+        .unwrap()
+        .execute("UPDATE queue_schema_version SET version = ?1", [newer])
+        .unwrap();
+
+    let err = SqliteQueue::open(&tmp.0, QueueSettings::default()).unwrap_err();
+    let QueueError::Unavailable(source) = &err else {
+        panic!("expected Unavailable, got {err:?}");
+    };
+    assert_eq!(
+        source.downcast_ref::<SchemaTooNew>(),
+        Some(&SchemaTooNew {
+            found: newer,
+            known: SCHEMA_VERSION
+        })
+    );
+    assert!(
+        source.to_string().contains("newer than this build"),
+        "{source}"
+    );
+}
+
+#[tokio::test]
+async fn a_dedupe_key_is_forgotten_after_the_window() {
+    let window = Duration::from_millis(200);
+    let q = SqliteQueue::open_in_memory(QueueSettings {
+        dedupe_window: window,
+        ..QueueSettings::default()
+    })
+    .unwrap();
+    let a1 = job("A", "a1");
+    assert_eq!(q.enqueue(&a1).await.unwrap(), Enqueued::Accepted);
+    assert_eq!(q.enqueue(&a1).await.unwrap(), Enqueued::Duplicate);
+
+    tokio::time::sleep(window + Duration::from_millis(100)).await;
+    assert_eq!(
+        q.enqueue(&a1).await.unwrap(),
+        Enqueued::Accepted,
+        "past the window, the same key is a new job"
+    );
+    assert_eq!(q.depth().unwrap(), 2);
+}
+
+#[tokio::test]
+async fn an_undecodable_job_is_unavailable_not_skipped() {
+    let tmp = TempPath::new("corrupt");
+    let q = SqliteQueue::open(&tmp.0, QueueSettings::default()).unwrap();
+    q.enqueue(&job("A", "a1")).await.unwrap();
+    Connection::open(&tmp.0)
+        .unwrap()
+        .execute("UPDATE queue_jobs SET body = '{not json'", [])
+        .unwrap();
+
+    let err = q.receive(10, Duration::ZERO).await.unwrap_err();
+    let QueueError::Unavailable(source) = &err else {
+        panic!("expected Unavailable, got {err:?}");
+    };
+    let corrupt = source.downcast_ref::<CorruptRow>().expect("CorruptRow");
+    assert_eq!(corrupt.what, "job 1");
+    assert_eq!(
+        q.depth().unwrap(),
+        1,
+        "the failed receive must change nothing"
+    );
+
+    Connection::open(&tmp.0)
+        .unwrap()
+        .execute(
+            "UPDATE queue_jobs SET body = ?1",
+            [serde_json::to_string(&job("A", "a1")).unwrap()],
+        )
+        .unwrap();
+    let got = q.receive(10, Duration::ZERO).await.unwrap();
+    assert_eq!(ids(&got), ["a1"]);
+    assert_eq!(got[0].receive_count, 1, "the failed receive must not count");
+}

@@ -1,0 +1,94 @@
+//! The queue between the webhook and the worker.
+//!
+//! [`TurnJob`] is the one contract between them: everything the worker needs to run a turn,
+//! and nothing the webhook cannot know from a verified request. [`JobQueue`] is the port both
+//! adapters implement (the embedded SQLite queue for `bridle serve`, SQS FIFO on AWS) with the
+//! same semantics:
+//!
+//! - FIFO per group (the conversation): a group's next job is not delivered while one of its
+//!   jobs is in flight; different groups are delivered in parallel.
+//! - A duplicate delivery (same [`TurnJob::dedupe_key`]) within the dedupe window is accepted
+//!   and dropped: it never starts a second turn.
+//! - A delivered job that is neither acknowledged nor released becomes visible again after the
+//!   visibility timeout; a job received `max_receives` times without success goes to the
+//!   dead-letter store instead of being delivered again.
+//!
+//! Depends on serde only; no AWS, no engine.
+
+#[cfg(feature = "test-support")]
+pub mod conformance;
+mod error;
+mod job;
+
+pub use error::QueueError;
+pub use job::{JobMedia, TurnJob};
+
+use async_trait::async_trait;
+use std::time::Duration;
+
+/// Whether an enqueue started a new job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Enqueued {
+    Accepted,
+    /// The same dedupe key was seen within the window; nothing was queued.
+    Duplicate,
+}
+
+/// A job handed to a worker. Acknowledge it when done, or release it to retry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Delivery {
+    /// Opaque handle for [`JobQueue::ack`] / [`JobQueue::release`]; valid for this delivery only.
+    pub receipt: String,
+    pub job: TurnJob,
+    /// 1 on the first delivery.
+    pub receive_count: u32,
+}
+
+/// A job that failed too often, kept for an operator.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeadLetter {
+    pub job: TurnJob,
+    pub receive_count: u32,
+    pub dead_at_ms: i64,
+}
+
+/// The timing knobs every adapter honours. Adapters take them at construction; the
+/// conformance suite builds each queue from the settings its check needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueSettings {
+    /// How long a delivery stays invisible to other receivers before it is delivered again.
+    pub visibility_timeout: Duration,
+    /// Deliveries without an ack after which a job goes to the dead letters instead.
+    pub max_receives: u32,
+    /// How long a dedupe key is remembered from its first enqueue.
+    pub dedupe_window: Duration,
+}
+
+impl Default for QueueSettings {
+    /// 15 minutes, 5 receives, 24 hours.
+    fn default() -> Self {
+        Self {
+            visibility_timeout: Duration::from_secs(15 * 60),
+            max_receives: 5,
+            dedupe_window: Duration::from_secs(24 * 60 * 60),
+        }
+    }
+}
+
+/// The queue port.
+#[async_trait]
+pub trait JobQueue: Send + Sync {
+    /// Queue a job in its group, unless its dedupe key was seen within the dedupe window.
+    async fn enqueue(&self, job: &TurnJob) -> Result<Enqueued, QueueError>;
+
+    /// Up to `max` deliveries, at most one per group, oldest first. Waits up to `wait` for work
+    /// when none is ready (a long poll), then returns what it has, possibly nothing.
+    async fn receive(&self, max: usize, wait: Duration) -> Result<Vec<Delivery>, QueueError>;
+
+    /// The job is done: remove it. A stale receipt (the delivery timed out and was redelivered)
+    /// is [`QueueError::StaleReceipt`].
+    async fn ack(&self, receipt: &str) -> Result<(), QueueError>;
+
+    /// The job failed: make it visible again now (it keeps its place at the head of its group).
+    async fn release(&self, receipt: &str) -> Result<(), QueueError>;
+}

@@ -1,0 +1,401 @@
+//! The local server's HTTP API, through a plain HTTP client: streaming, history, bad input,
+//! dedupe, ordering, parallelism, disconnects and restarts.
+
+use backend::{Reply, ScriptedModel};
+use bridle::{AppOptions, Db, build_app};
+use queue::TurnJob;
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+use tests::EchoModel;
+use tests::server::{TestServer, parse_sse, tokens};
+use transcript::StopReason;
+
+fn names(events: &[(String, Value)]) -> Vec<&str> {
+    let mut out: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
+    out.dedup();
+    out
+}
+
+async fn scripted(replies: Vec<Reply>) -> TestServer {
+    TestServer::start(Arc::new(ScriptedModel::new(replies)), AppOptions::default()).await
+}
+
+#[tokio::test]
+async fn a_message_streams_tokens_tool_activity_and_effects_then_shows_in_history() {
+    let server = scripted(vec![
+        Reply::new()
+            .say("Saving that.")
+            .call("t1", "add_note", json!({"text": "buy milk"}))
+            .stop(StopReason::ToolUse),
+        Reply::text("Saved: buy milk."),
+    ])
+    .await;
+    let id = server.new_conversation().await;
+    assert!(server.history(&id).await.is_empty());
+    let events = server.say(&id, "remember to buy milk").await;
+    assert_eq!(
+        names(&events),
+        [
+            "queued",
+            "token",
+            "tool_use",
+            "tool_result",
+            "effects",
+            "token",
+            "done"
+        ]
+    );
+    let tool_result = events.iter().find(|(n, _)| n == "tool_result").unwrap();
+    assert_eq!(tool_result.1["name"], "add_note");
+    assert_eq!(tool_result.1["is_error"], false);
+    let effects = events.iter().find(|(n, _)| n == "effects").unwrap();
+    assert_eq!(effects.1["effects"], json!({"refresh": ["notes"]}));
+    assert_eq!(events.last().unwrap().1["end"], "answered");
+    let reply = tokens(&events);
+    assert_eq!(reply, "Saving that.\n\nSaved: buy milk.");
+    assert_eq!(
+        server.history(&id).await,
+        [
+            ("user".to_owned(), "remember to buy milk".to_owned()),
+            ("assistant".to_owned(), reply)
+        ]
+    );
+    let notes: Value = server
+        .client
+        .get(server.url("/api/notes"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(notes["notes"][0]["text"], "buy milk");
+    let list: Value = server
+        .client
+        .get(server.url("/api/conversations"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(list[0]["id"], json!(id));
+    assert_eq!(list[0]["preview"], "remember to buy milk");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn without_a_model_the_assistant_says_how_to_plug_one_in() {
+    let model = bridle::backends::model_for(&bridle::config::BackendChoice::None)
+        .unwrap()
+        .0;
+    let server = TestServer::start(model, AppOptions::default()).await;
+    let id = server.new_conversation().await;
+    let events = server.say(&id, "hello?").await;
+    let reply = tokens(&events);
+    assert!(
+        reply.starts_with("My brain isn't plugged in yet"),
+        "{reply}"
+    );
+    assert!(reply.contains("OPENAI_BASE_URL") && reply.contains("BEDROCK_MODEL_ID"));
+    assert!(!events.iter().any(|(n, _)| n == "error"));
+    server.stop().await;
+}
+
+/// Post a raw body; return the status and the JSON error body.
+async fn post_raw(server: &TestServer, path: &str, body: Vec<u8>, json: bool) -> (u16, Value) {
+    let mut req = server.client.post(server.url(path)).body(body);
+    if json {
+        req = req.header("content-type", "application/json");
+    }
+    let res = req.send().await.unwrap();
+    let status = res.status().as_u16();
+    (status, res.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn bad_input_gets_a_clear_json_error_and_starts_no_turn() {
+    let model = Arc::new(ScriptedModel::new([]));
+    let server = TestServer::start(
+        model.clone(),
+        AppOptions {
+            max_message_chars: 100,
+            ..AppOptions::default()
+        },
+    )
+    .await;
+    let id = server.new_conversation().await;
+    let path = format!("/api/conversations/{id}/messages");
+
+    let (status, body) = post_raw(&server, &path, br#"{"text": "   "}"#.to_vec(), true).await;
+    assert_eq!(
+        (status, body["error"].as_str().unwrap()),
+        (400, "The message text is empty.")
+    );
+
+    let long = json!({"text": "x".repeat(101)}).to_string().into_bytes();
+    let (status, body) = post_raw(&server, &path, long, true).await;
+    assert_eq!(status, 413);
+    assert_eq!(body["limit"], 100);
+    assert!(body["error"].as_str().unwrap().contains("the limit is 100"));
+
+    let huge = json!({"text": "x".repeat(70_000)}).to_string().into_bytes();
+    let (status, body) = post_raw(&server, &path, huge, true).await;
+    assert_eq!(status, 413);
+    assert_eq!(body["limit"], 65_536);
+
+    let (status, body) = post_raw(&server, &path, b"{\"text\": ".to_vec(), true).await;
+    assert_eq!(status, 400);
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("The body is not valid JSON")
+    );
+
+    let (status, body) = post_raw(&server, &path, br#"{"txt": "hi"}"#.to_vec(), true).await;
+    assert_eq!(status, 400);
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("Expected a body like")
+    );
+
+    let (status, _) = post_raw(&server, &path, br#"{"text": "hi"}"#.to_vec(), false).await;
+    assert_eq!(status, 415);
+
+    let bad_id = json!({"text": "hi", "client_message_id": "no spaces please"});
+    let (status, _) = post_raw(&server, &path, bad_id.to_string().into_bytes(), true).await;
+    assert_eq!(status, 400);
+
+    let (status, body) = post_raw(
+        &server,
+        "/api/conversations/does-not-exist/messages",
+        br#"{"text": "hi"}"#.to_vec(),
+        true,
+    )
+    .await;
+    assert_eq!(status, 404);
+    assert!(body["error"].as_str().unwrap().contains("does-not-exist"));
+    let res = server
+        .client
+        .get(server.url("/api/conversations/nope/messages"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 404);
+
+    assert!(
+        model.requests().is_empty(),
+        "no bad request reached the model"
+    );
+    assert!(server.history(&id).await.is_empty());
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn the_same_client_message_id_is_answered_once() {
+    let model = Arc::new(ScriptedModel::new([
+        Reply::text("Once."),
+        Reply::text("Twice?"),
+    ]));
+    let server = TestServer::start(model.clone(), AppOptions::default()).await;
+    let id = server.new_conversation().await;
+    let path = format!("/api/conversations/{id}/messages");
+    let body = json!({"text": "hi", "client_message_id": "msg-1"})
+        .to_string()
+        .into_bytes();
+    let res = server
+        .client
+        .post(server.url(&path))
+        .header("content-type", "application/json")
+        .body(body.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(tokens(&parse_sse(&res.text().await.unwrap())), "Once.");
+    let (status, err) = post_raw(&server, &path, body, true).await;
+    assert_eq!(status, 409);
+    assert!(err["error"].as_str().unwrap().contains("already received"));
+    assert_eq!(model.requests().len(), 1);
+    assert_eq!(server.history(&id).await.len(), 2);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_client_that_disconnects_does_not_abort_the_turn() {
+    let mut slow = Reply::new();
+    for word in [
+        "This ", "answer ", "keeps ", "going ", "after ", "you ", "leave.",
+    ] {
+        slow = slow.say(word).then_wait(Duration::from_millis(40));
+    }
+    let server = scripted(vec![slow.stop(StopReason::EndTurn)]).await;
+    let id = server.new_conversation().await;
+    let mut res = server
+        .client
+        .post(server.url(&format!("/api/conversations/{id}/messages")))
+        .json(&json!({"text": "tell me something"}))
+        .send()
+        .await
+        .unwrap();
+    // Read until the first token arrives, then hang up.
+    let mut seen = String::new();
+    while !seen.contains("event: token") {
+        let chunk = res.chunk().await.unwrap().expect("the stream is open");
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    drop(res);
+    let mut history = Vec::new();
+    for _ in 0..100 {
+        history = server.history(&id).await;
+        if history.len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        history.get(1).map(|(_, t)| t.as_str()),
+        Some("This answer keeps going after you leave.")
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn messages_in_one_conversation_are_answered_in_order_and_conversations_run_in_parallel() {
+    let model = EchoModel::new(Duration::from_millis(150));
+    let server = Arc::new(TestServer::start(model.clone(), AppOptions::default()).await);
+    let a = server.new_conversation().await;
+    let b = server.new_conversation().await;
+    let mut posts = Vec::new();
+    for (conv, texts) in [
+        (a.clone(), ["a1", "a2", "a3"]),
+        (b.clone(), ["b1", "b2", "b3"]),
+    ] {
+        for text in texts {
+            let server = server.clone();
+            let conv = conv.clone();
+            posts.push(tokio::spawn(async move {
+                let events = server.say(&conv, text).await;
+                (text, tokens(&events))
+            }));
+            // Posted in this order, while earlier turns are still running.
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+    for p in posts {
+        let (text, reply) = p.await.unwrap();
+        assert_eq!(
+            reply,
+            format!("echo: {text}"),
+            "each stream carries its own answer"
+        );
+    }
+    for (conv, prefix) in [(&a, "a"), (&b, "b")] {
+        let history: Vec<String> = server
+            .history(conv)
+            .await
+            .into_iter()
+            .map(|(_, t)| t)
+            .collect();
+        assert_eq!(
+            history,
+            [1, 2, 3]
+                .iter()
+                .flat_map(|i| [format!("{prefix}{i}"), format!("echo: {prefix}{i}")])
+                .collect::<Vec<_>>(),
+            "answered in order, never interleaved"
+        );
+    }
+    assert_eq!(
+        model.max_running_in_one_conversation.load(Ordering::SeqCst),
+        1
+    );
+    assert_eq!(
+        model.max_running.load(Ordering::SeqCst),
+        2,
+        "the two conversations overlap"
+    );
+    Arc::try_unwrap(server).unwrap().stop().await;
+}
+
+#[tokio::test]
+async fn a_job_queued_before_a_restart_is_answered_after_it() {
+    let dir = std::env::temp_dir().join(format!("bridle-restart-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let db = dir.join("bridle.db");
+    let options = || AppOptions {
+        db: Db::File(db.clone()),
+        ..AppOptions::default()
+    };
+    // First life: a conversation exists and a message is queued, but the process dies before
+    // any worker runs it.
+    let conversation = {
+        let server = TestServer::start(Arc::new(ScriptedModel::new([])), options()).await;
+        let id = server.new_conversation().await;
+        server.stop().await;
+        let app = build_app(Arc::new(ScriptedModel::new([])), options()).unwrap();
+        let job = TurnJob {
+            channel: "web".into(),
+            message_id: "m-1".into(),
+            conversation_key: id.clone(),
+            external_user_id: "local".into(),
+            text: "are you still there?".into(),
+            button_id: None,
+            media: vec![],
+            received_at_ms: 0,
+        };
+        app.queue.enqueue(&job).await.unwrap();
+        drop(app);
+        id
+    };
+    // Second life: the worker picks the job up.
+    let server = TestServer::start(
+        Arc::new(ScriptedModel::new([Reply::text("Yes, still here.")])),
+        options(),
+    )
+    .await;
+    let mut history = Vec::new();
+    for _ in 0..100 {
+        history = server.history(&conversation).await;
+        if history.len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        history,
+        [
+            ("user".to_owned(), "are you still there?".to_owned()),
+            ("assistant".to_owned(), "Yes, still here.".to_owned())
+        ]
+    );
+    server.stop().await;
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test]
+async fn the_page_and_its_assets_are_served() {
+    let server = scripted(vec![]).await;
+    for (path, kind) in [
+        ("/", "text/html"),
+        ("/app.js", "text/javascript"),
+        ("/app.css", "text/css"),
+    ] {
+        let res = server.client.get(server.url(path)).send().await.unwrap();
+        assert_eq!(res.status(), 200, "{path}");
+        assert!(
+            res.headers()["content-type"]
+                .to_str()
+                .unwrap()
+                .starts_with(kind),
+            "{path}"
+        );
+    }
+    let res = server.client.get(server.url("/nope")).send().await.unwrap();
+    assert_eq!(res.status(), 404);
+    server.stop().await;
+}

@@ -1,0 +1,217 @@
+//! The web chat in a real browser: headless Chromium, driven through ChromeDriver (Debian's
+//! `chromium` and `chromium-driver`; `.ci/run` installs them).
+
+use backend::{Reply, ScriptedModel};
+use bridle::AppOptions;
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::json;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+use tests::server::TestServer;
+use transcript::StopReason;
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+
+/// ChromeDriver on a free port, killed on drop.
+struct Driver {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn start_driver() -> Driver {
+    assert!(
+        std::path::Path::new(CHROMEDRIVER).exists() && std::path::Path::new(CHROMIUM).exists(),
+        "this test needs Chromium and ChromeDriver: apt-get install chromium chromium-driver"
+    );
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = Command::new(CHROMEDRIVER)
+        .arg(format!("--port={port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("chromedriver starts");
+    let driver = Driver { child, port };
+    for _ in 0..100 {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
+            return driver;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("chromedriver did not start listening on port {port}");
+}
+
+async fn browser(driver: &Driver, profile: &std::path::Path) -> Client {
+    let mut caps = serde_json::Map::new();
+    caps.insert(
+        "goog:chromeOptions".into(),
+        json!({
+            "binary": CHROMIUM,
+            "args": [
+                "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--disable-quic", "--no-first-run", "--disable-background-networking",
+                "--disable-component-update", "--disable-sync", "--window-size=1280,800",
+                format!("--user-data-dir={}", profile.display()),
+            ]
+        }),
+    );
+    ClientBuilder::new(hyper_connector())
+        .capabilities(caps)
+        .connect(&format!("http://127.0.0.1:{}", driver.port))
+        .await
+        .expect("a browser session starts")
+}
+
+fn hyper_connector() -> hyper_util::client::legacy::connect::HttpConnector {
+    hyper_util::client::legacy::connect::HttpConnector::new()
+}
+
+/// Poll until `f` yields `Some`, or fail with `what` after 10 s.
+async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    for _ in 0..200 {
+        if let Some(v) = f().await {
+            return v;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+async fn text_of(c: &Client, css: &str) -> Option<String> {
+    let el = c.find(Locator::Css(css)).await.ok()?;
+    el.text().await.ok()
+}
+
+fn slow(text: &str) -> Reply {
+    let mut reply = Reply::new();
+    for word in text.split_inclusive(' ') {
+        reply = reply.say(word).then_wait(Duration::from_millis(60));
+    }
+    reply
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_chats_sees_streaming_and_tools_and_history_survives_reload() {
+    let model = ScriptedModel::new([
+        slow("Sure, I will write that down for you right away.")
+            .call(
+                "t1",
+                "add_note",
+                json!({"text": "Call the venue on Monday"}),
+            )
+            .stop(StopReason::ToolUse),
+        slow("Done. Your note says: Call the venue on Monday.").stop(StopReason::EndTurn),
+    ]);
+    let server = TestServer::start(Arc::new(model), AppOptions::default()).await;
+    let driver = start_driver().await;
+    let profile = std::env::temp_dir().join(format!("bridle-chromium-{}", std::process::id()));
+    let c = browser(&driver, &profile).await;
+
+    c.goto(&server.base).await.unwrap();
+    let input = c.find(Locator::Id("input")).await.unwrap();
+    input
+        .send_keys("Please note: call the venue on Monday")
+        .await
+        .unwrap();
+    c.find(Locator::Id("send"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+
+    // Tokens appear while the answer is still streaming.
+    let partial = eventually("streamed text", || async {
+        let t = text_of(&c, ".msg.assistant.streaming").await?;
+        (!t.is_empty()).then_some(t)
+    })
+    .await;
+    assert!(
+        "Sure, I will write that down for you right away.".starts_with(partial.trim_end()),
+        "partial text {partial:?}"
+    );
+    assert!(
+        partial.trim_end().len() < 49,
+        "seen before the stream ended: {partial:?}"
+    );
+
+    // The tool call is rendered and turns green when it succeeds; the notes panel refreshes.
+    eventually("the add_note chip to succeed", || async {
+        text_of(&c, ".tool[data-tool='add_note'][data-state='ok']").await
+    })
+    .await;
+    eventually("the note in the panel", || async {
+        let t = text_of(&c, "#notes li").await?;
+        (t == "Call the venue on Monday").then_some(())
+    })
+    .await;
+    let final_text = eventually("the final answer", || async {
+        let all = c
+            .find_all(Locator::Css(".msg.assistant:not(.streaming)"))
+            .await
+            .ok()?;
+        let last = all.last()?.text().await.ok()?;
+        last.contains("Your note says").then_some(last)
+    })
+    .await;
+    assert_eq!(
+        final_text,
+        "Done. Your note says: Call the venue on Monday."
+    );
+
+    // Keep a screenshot as a test artifact.
+    let png = c.screenshot().await.unwrap();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-artifacts");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("web-chat.png"), &png).unwrap();
+    assert!(png.starts_with(b"\x89PNG"));
+
+    // After a reload, the history comes back from the visible transcript.
+    c.refresh().await.unwrap();
+    let history = eventually("the restored history", || async {
+        let msgs = c.find_all(Locator::Css("#messages .msg")).await.ok()?;
+        let mut out = Vec::new();
+        for m in msgs {
+            out.push((m.attr("class").await.ok()??, m.text().await.ok()?));
+        }
+        (out.len() == 2).then_some(out)
+    })
+    .await;
+    assert_eq!(
+        history[0],
+        (
+            "msg user".into(),
+            "Please note: call the venue on Monday".into()
+        )
+    );
+    assert_eq!(history[1].0, "msg assistant");
+    assert_eq!(
+        history[1].1,
+        "Sure, I will write that down for you right away.\n\nDone. Your note says: Call the venue on Monday."
+    );
+    let sidebar = text_of(&c, "#conversations a.active").await.unwrap();
+    assert_eq!(sidebar, "Please note: call the venue on Monday");
+
+    c.close().await.unwrap();
+    server.stop().await;
+    let _ = std::fs::remove_dir_all(&profile);
+}
