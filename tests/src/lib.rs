@@ -3,12 +3,14 @@
 //! loopback port with an HTTP client; log capture.
 
 mod echo_model;
+mod flaky_store;
 mod harness;
 mod logs;
 mod sample_tools;
 pub mod server;
 
 pub use echo_model::EchoModel;
+pub use flaky_store::FlakyStore;
 pub use harness::{Harness, Turned};
 pub use logs::{Capturing, Logs};
 pub use sample_tools::{Calls, sample_tools};

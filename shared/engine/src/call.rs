@@ -85,6 +85,12 @@ impl Shown {
         out
     }
 
+    /// Start from text already shown by an earlier attempt of the same turn.
+    pub fn restore(&mut self, text: String) {
+        self.text = text;
+        self.block_open = false;
+    }
+
     /// A whole line from the harness, in its own paragraph.
     pub fn show_line(&mut self, line: &str) -> String {
         self.close_block();

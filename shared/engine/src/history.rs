@@ -31,6 +31,7 @@ mod tests {
             role,
             parts: vec![Part::text(text)],
             call: None,
+            action_id: None,
             created_at_ms: 0,
         }
     }

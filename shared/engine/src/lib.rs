@@ -17,6 +17,7 @@ mod guard;
 mod history;
 pub mod lines;
 mod options;
+mod resume;
 mod turn;
 
 pub use error::EngineError;

@@ -1,5 +1,6 @@
 use crate::call::{Limits, Shown, Streamed, stream_call};
 use crate::history::to_chat_messages;
+use crate::resume::{self, Next, tool_calls};
 use crate::{AllowAll, EngineError, EngineOptions, EventSink, Guard, GuardCall, TurnEvent, lines};
 use backend::{BackendError, ChatModel, ChatRequest, ToolSpec};
 use serde::Serialize;
@@ -128,6 +129,22 @@ struct Turn<'a> {
     shown: Shown,
     model_calls: u32,
     usage: Usage,
+    /// Written on every message of this turn, so a retried job can find them.
+    action_id: String,
+    /// Where a resumed turn picks up (`None` for a new turn).
+    resume: Option<Next>,
+    /// The assistant's visible entry for this turn is already stored (a resumed turn).
+    reported: bool,
+}
+
+/// What the loop does after an answer that asked for tools.
+enum Flow {
+    /// The tools ran: call the model again.
+    Continue,
+    /// The turn is over.
+    End(TurnEnd),
+    /// The calls were answered as not executed; the stop reason decides the end.
+    Conclude,
 }
 
 impl<'a> Turn<'a> {
@@ -142,9 +159,12 @@ impl<'a> Turn<'a> {
             .conversation(id)
             .await?
             .ok_or_else(|| EngineError::ConversationNotFound(id.clone()))?;
-        conv.turn += 1;
-        store.update_conversation(&conv).await?;
         let history = store.messages(id, conv.segment).await?;
+        let resumed = resume::find(&history, &input.action_id.0);
+        if resumed.is_none() {
+            conv.turn += 1;
+            store.update_conversation(&conv).await?;
+        }
         let next_position = store.next_position(id).await?;
         let next_visible = store.next_visible_position(id).await?;
         let tools = engine
@@ -175,11 +195,37 @@ impl<'a> Turn<'a> {
             shown: Shown::default(),
             model_calls: 0,
             usage: Usage::default(),
+            action_id: input.action_id.0.clone(),
+            resume: None,
+            reported: false,
         };
-        turn.append(Role::User, vec![Part::text(&input.text)], None)
-            .await?;
-        turn.append_visible(VisibleRole::User, input.text.clone())
-            .await?;
+        match resumed {
+            None => {
+                turn.append(Role::User, vec![Part::text(&input.text)], None)
+                    .await?;
+                turn.append_visible(VisibleRole::User, input.text.clone())
+                    .await?;
+            }
+            Some(r) => {
+                tracing::warn!(calls_made = r.calls_made, next = ?r.next, "resuming a turn that was cut short");
+                turn.model_calls = r.calls_made;
+                turn.shown.restore(r.shown);
+                turn.resume = Some(r.next);
+                // The worker may have died between the transcript and the visible record.
+                let visible = store.visible(id).await?;
+                let this_turn = |role| {
+                    visible
+                        .iter()
+                        .any(|e| e.turn == turn.conv.turn && e.role == role)
+                };
+                let user_seen = this_turn(VisibleRole::User);
+                turn.reported = this_turn(VisibleRole::Assistant);
+                if !user_seen {
+                    turn.append_visible(VisibleRole::User, input.text.clone())
+                        .await?;
+                }
+            }
+        }
         Ok(turn)
     }
 
@@ -189,8 +235,21 @@ impl<'a> Turn<'a> {
             tracing::info!(status = ?self.conv.status, "conversation not active; no reply");
             return Ok(TurnEnd::Paused);
         }
-        let max_cycles = self.engine.options.max_cycles.max(1);
-        let mut cycle = 0;
+        let mut cycle = self.model_calls;
+        match self.resume.take() {
+            Some(Next::Finished) => return Ok(TurnEnd::Answered),
+            Some(Next::Tools(calls)) => {
+                match self
+                    .handle_calls(&calls, &StopReason::ToolUse, cycle)
+                    .await?
+                {
+                    Flow::Continue => {}
+                    Flow::End(end) => return Ok(end),
+                    Flow::Conclude => return self.conclude(StopReason::ToolUse, true).await,
+                }
+            }
+            Some(Next::Model) | None => {}
+        }
         loop {
             cycle += 1;
             let mut acc = Streamed::default();
@@ -213,33 +272,49 @@ impl<'a> Turn<'a> {
             let record = self.call_record(Some(stop.clone()), None, usage, latency_ms);
             self.append(Role::Assistant, acc.parts, Some(record))
                 .await?;
-
             if !calls.is_empty() {
-                let runnable = matches!(
-                    stop,
-                    StopReason::ToolUse | StopReason::EndTurn | StopReason::StopSequence
-                );
-                if runnable && cycle < max_cycles {
-                    self.run_tools(&calls).await?;
-                    continue;
-                }
-                let why = if runnable {
-                    "NOT EXECUTED: the step limit for this message was reached. Do not call tools again; tell the user where things stand.".to_owned()
-                } else {
-                    format!(
-                        "NOT EXECUTED: your response ended ({}) before this call could run.",
-                        stop.as_str()
-                    )
-                };
-                self.not_executed(&calls, &why).await?;
-                if runnable {
-                    tracing::warn!(cycles = cycle, "cycle ceiling reached");
-                    self.say(lines::CYCLE_LIMIT).await?;
-                    return Ok(TurnEnd::CycleLimit);
+                match self.handle_calls(&calls, &stop, cycle).await? {
+                    Flow::Continue => continue,
+                    Flow::End(end) => return Ok(end),
+                    Flow::Conclude => {}
                 }
             }
             return self.conclude(stop, !calls.is_empty()).await;
         }
+    }
+
+    /// Run the calls of an answer, or answer them as not executed when the answer was cut off
+    /// or the ceiling is reached.
+    async fn handle_calls(
+        &mut self,
+        calls: &[ToolCall],
+        stop: &StopReason,
+        cycle: u32,
+    ) -> Result<Flow, EngineError> {
+        let max_cycles = self.engine.options.max_cycles.max(1);
+        let runnable = matches!(
+            stop,
+            StopReason::ToolUse | StopReason::EndTurn | StopReason::StopSequence
+        );
+        if runnable && cycle < max_cycles {
+            self.run_tools(calls).await?;
+            return Ok(Flow::Continue);
+        }
+        let why = if runnable {
+            "NOT EXECUTED: the step limit for this message was reached. Do not call tools again; tell the user where things stand.".to_owned()
+        } else {
+            format!(
+                "NOT EXECUTED: your response ended ({}) before this call could run.",
+                stop.as_str()
+            )
+        };
+        self.not_executed(calls, &why).await?;
+        if runnable {
+            tracing::warn!(cycles = cycle, "cycle ceiling reached");
+            self.say(lines::CYCLE_LIMIT).await?;
+            return Ok(Flow::End(TurnEnd::CycleLimit));
+        }
+        Ok(Flow::Conclude)
     }
 
     /// Map the final stop reason to an outcome, adding a line where the user needs one.
@@ -426,7 +501,7 @@ impl<'a> Turn<'a> {
             self.say(lines::EMPTY).await?;
             end = TurnEnd::Muddled;
         }
-        if !self.shown.text.is_empty() {
+        if !self.shown.text.is_empty() && !self.reported {
             self.append_visible(VisibleRole::Assistant, self.shown.text.clone())
                 .await?;
         }
@@ -471,6 +546,7 @@ impl<'a> Turn<'a> {
             role,
             parts,
             call,
+            action_id: Some(self.action_id.clone()),
             created_at_ms: now_ms(),
         };
         self.engine.store.append_message(&message).await?;
@@ -494,20 +570,6 @@ impl<'a> Turn<'a> {
         self.next_visible += 1;
         Ok(())
     }
-}
-
-fn tool_calls(parts: &[Part]) -> Vec<ToolCall> {
-    parts
-        .iter()
-        .filter_map(|p| match p {
-            Part::ToolUse { id, name, input } => Some(ToolCall {
-                id: id.clone(),
-                name: name.clone(),
-                input: input.clone(),
-            }),
-            _ => None,
-        })
-        .collect()
 }
 
 fn now_ms() -> i64 {

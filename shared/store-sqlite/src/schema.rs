@@ -40,6 +40,14 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         body            TEXT    NOT NULL,
         PRIMARY KEY (conversation_id, position)
     ) STRICT;",
+    // 2: claim records of turn jobs (running with an expiry, or done with a retention time).
+    "CREATE TABLE job_claims (
+        job_key       TEXT    NOT NULL PRIMARY KEY,
+        status        TEXT    NOT NULL CHECK (status IN ('running', 'done')),
+        expires_at_ms INTEGER NOT NULL,
+        attempt       INTEGER NOT NULL,
+        keep_until_ms INTEGER
+    ) STRICT;",
 ];
 
 /// The schema version this build writes and understands.

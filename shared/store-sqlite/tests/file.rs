@@ -46,6 +46,7 @@ fn hello(position: u64) -> Message {
         role: Role::User,
         parts: vec![Part::text("hello")],
         call: None,
+        action_id: None,
         created_at_ms: 1,
     }
 }

@@ -22,7 +22,7 @@
 //! - `update_conversation` changes only the mutable fields (status, purpose, prompt version,
 //!   segment, turn); user, channel and creation time keep their stored values.
 
-use crate::{Button, Store, StoreError, VisibleEntry, VisibleRole};
+use crate::{Button, Claim, Store, StoreError, VisibleEntry, VisibleRole};
 use serde_json::json;
 use transcript::{
     CallRecord, Conversation, ConversationId, ConversationStatus, MediaRef, Message, Part,
@@ -48,6 +48,8 @@ macro_rules! conformance_tests {
             messages_by_segment_and_position => check_segments_and_positions,
             visible_transcript => check_visible_transcript,
             large_content_round_trips => check_large_content,
+            job_claims_lifecycle => check_job_claims,
+            done_job_claims_expire => check_done_claims_expire,
         );
 
         #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -55,6 +57,13 @@ macro_rules! conformance_tests {
             use $crate::conformance::AsDynStore as _;
             let store = $make;
             $crate::conformance::check_concurrent_appends(store.as_dyn_store()).await;
+        }
+
+        #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn concurrent_claims_one_winner() {
+            use $crate::conformance::AsDynStore as _;
+            let store = $make;
+            $crate::conformance::check_concurrent_claims(store.as_dyn_store()).await;
         }
     };
     (@each $make:expr; $($test:ident => $check:ident),* $(,)?) => {
@@ -482,6 +491,118 @@ pub async fn check_concurrent_appends(store: &dyn Store) {
     }
 }
 
+/// A job is claimed once at a time, taken over when its claim expired, and never run again
+/// once done.
+pub async fn check_job_claims(store: &dyn Store) {
+    let t0 = 1_800_000_000_000;
+    let job = "whatsapp#wamid.1";
+    assert_eq!(
+        store.claim_job(job, t0, t0 + 60_000).await.unwrap(),
+        Claim::Fresh
+    );
+    assert_eq!(
+        store.claim_job(job, t0 + 1_000, t0 + 61_000).await.unwrap(),
+        Claim::Busy {
+            until_ms: t0 + 60_000
+        },
+        "a live claim keeps others out"
+    );
+    // Another job is independent.
+    assert_eq!(
+        store
+            .claim_job("whatsapp#wamid.2", t0, t0 + 60_000)
+            .await
+            .unwrap(),
+        Claim::Fresh
+    );
+    // The first worker died: once its claim expired, the job is taken over.
+    assert_eq!(
+        store
+            .claim_job(job, t0 + 60_001, t0 + 120_000)
+            .await
+            .unwrap(),
+        Claim::TakenOver { attempt: 2 }
+    );
+    assert_eq!(
+        store
+            .claim_job(job, t0 + 60_002, t0 + 120_000)
+            .await
+            .unwrap(),
+        Claim::Busy {
+            until_ms: t0 + 120_000
+        }
+    );
+    assert_eq!(
+        store
+            .claim_job(job, t0 + 120_001, t0 + 180_000)
+            .await
+            .unwrap(),
+        Claim::TakenOver { attempt: 3 }
+    );
+    store.finish_job(job, t0 + 86_400_000).await.unwrap();
+    for now in [t0 + 120_002, t0 + 200_000] {
+        assert_eq!(
+            store.claim_job(job, now, now + 60_000).await.unwrap(),
+            Claim::Done,
+            "a finished job is skipped, whenever it comes back"
+        );
+    }
+    // Finishing twice is harmless.
+    store.finish_job(job, t0 + 86_400_000).await.unwrap();
+    assert_eq!(
+        store
+            .claim_job(job, t0 + 300_000, t0 + 360_000)
+            .await
+            .unwrap(),
+        Claim::Done
+    );
+}
+
+/// A done record past its retention counts as absent (stores delete expired items late, so
+/// adapters filter them on read).
+pub async fn check_done_claims_expire(store: &dyn Store) {
+    let t0 = 1_800_000_000_000;
+    let job = "telegram#991";
+    assert_eq!(
+        store.claim_job(job, t0, t0 + 60_000).await.unwrap(),
+        Claim::Fresh
+    );
+    store.finish_job(job, t0 + 10_000).await.unwrap();
+    assert_eq!(
+        store.claim_job(job, t0 + 9_999, t0 + 70_000).await.unwrap(),
+        Claim::Done
+    );
+    assert_eq!(
+        store
+            .claim_job(job, t0 + 10_001, t0 + 70_000)
+            .await
+            .unwrap(),
+        Claim::Fresh,
+        "an expired done record no longer blocks"
+    );
+}
+
+/// Many workers claim one fresh job at once: exactly one gets it, the others see it busy.
+pub async fn check_concurrent_claims(store: &dyn Store) {
+    let t0 = 1_800_000_000_000;
+    for round in 0..4 {
+        let job = format!("slack#Ev{round}");
+        let job = job.as_str();
+        let winner = race(|w| async move {
+            let result = match store.claim_job(job, t0, t0 + 60_000).await {
+                Ok(Claim::Fresh) => Ok(()),
+                Ok(Claim::Busy { .. }) => Err(StoreError::Conflict {
+                    what: job.to_owned(),
+                }),
+                Ok(other) => panic!("a racing claim must be Fresh or Busy, got {other:?}"),
+                Err(e) => Err(e),
+            };
+            (w, result)
+        });
+        winner.unwrap_or_else(|msg| panic!("concurrent claim_job: {msg}"));
+    }
+}
+
 /// Run `write(w)` on `WRITERS` threads released together; the one value written, or what went
 /// wrong.
 fn race<T, F>(write: impl Fn(usize) -> F + Sync) -> Result<T, String>
@@ -558,6 +679,7 @@ fn message(
         role,
         parts,
         call: None,
+        action_id: None,
         created_at_ms: 1_700_000_000_000 + position as i64,
     }
 }
@@ -625,6 +747,7 @@ fn assistant_with_every_part(conv: &ConversationId, position: u64) -> Message {
     };
     Message {
         call: Some(call),
+        action_id: Some("whatsapp#wamid.HBgL\u{00e9}==".into()),
         ..message(conv, 0, position, Role::Assistant, parts)
     }
 }

@@ -7,11 +7,13 @@
 //!
 //! Depends on `transcript` only. Never on AWS, Lambda, a backend or the engine.
 
+mod claims;
 #[cfg(feature = "test-support")]
 pub mod conformance;
 mod error;
 mod visible;
 
+pub use claims::{Claim, JobClaims};
 pub use error::StoreError;
 pub use visible::{Button, VisibleEntry, VisibleRole};
 
@@ -67,6 +69,6 @@ pub trait VisibleStore: Send + Sync {
     -> Result<u64, StoreError>;
 }
 
-/// Everything the engine needs from storage, as one handle.
-pub trait Store: ConversationStore + MessageStore + VisibleStore {}
-impl<T: ConversationStore + MessageStore + VisibleStore> Store for T {}
+/// Everything the engine and the worker need from storage, as one handle.
+pub trait Store: ConversationStore + MessageStore + VisibleStore + JobClaims {}
+impl<T: ConversationStore + MessageStore + VisibleStore + JobClaims> Store for T {}

@@ -32,6 +32,10 @@ pub struct Message {
     pub parts: Vec<Part>,
     /// Present on assistant messages that a model call produced.
     pub call: Option<CallRecord>,
+    /// The request (turn job) that wrote this message. A retried job finds its own rows by it
+    /// and resumes instead of writing them again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action_id: Option<String>,
     pub created_at_ms: i64,
 }
 

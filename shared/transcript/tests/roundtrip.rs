@@ -103,16 +103,18 @@ fn message() -> impl Strategy<Value = Message> {
         prop_oneof![Just(Role::User), Just(Role::Assistant), Just(Role::Tool)],
         prop::collection::vec(part(), 0..6),
         proptest::option::of(call_record()),
+        proptest::option::of(".*"),
         any::<i64>(),
     )
         .prop_map(
-            |(id, segment, position, role, parts, call, created_at_ms)| Message {
+            |(id, segment, position, role, parts, call, action_id, created_at_ms)| Message {
                 conversation_id: ConversationId(id),
                 segment,
                 position,
                 role,
                 parts,
                 call,
+                action_id,
                 created_at_ms,
             },
         )

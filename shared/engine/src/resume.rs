@@ -1,0 +1,159 @@
+//! Resuming a turn whose worker died: what the stored transcript says was already done.
+//!
+//! Every message a turn writes carries its action id. When the same job runs again, the engine
+//! finds its user message and carries on from the last stored row: no second user message, no
+//! second run of a tool whose result is stored, no model call repeated whose answer is stored.
+
+use tools::ToolCall;
+use transcript::{Message, Part, Role};
+
+/// What is left to do for a turn found in the transcript.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Next {
+    /// Call the model (after the user message or after tool results).
+    Model,
+    /// The last answer asked for tools whose results were never stored: run them.
+    Tools(Vec<ToolCall>),
+    /// The turn had ended; only the bookkeeping after it may be missing.
+    Finished,
+}
+
+/// A turn that was already under way.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Resume {
+    /// Model calls already made (they count towards the ceiling).
+    pub calls_made: u32,
+    /// The assistant text already produced, as it would have been shown.
+    pub shown: String,
+    pub next: Next,
+}
+
+/// The state of the turn written by `action_id`, if its user message is in `history`.
+pub(crate) fn find(history: &[Message], action_id: &str) -> Option<Resume> {
+    let start = history
+        .iter()
+        .rposition(|m| m.role == Role::User && m.action_id.as_deref() == Some(action_id))?;
+    let rows = &history[start + 1..];
+    let calls_made = rows.iter().filter(|m| m.call.is_some()).count() as u32;
+    let shown = rows
+        .iter()
+        .filter(|m| m.role == Role::Assistant)
+        .map(Message::text)
+        .filter(|t| !t.is_empty())
+        .collect::<Vec<_>>()
+        .join("\n\n");
+    let next = match rows.last() {
+        None => Next::Model,
+        Some(last) if last.role == Role::Tool => Next::Model,
+        Some(last) if last.role == Role::Assistant && last.call.is_some() => {
+            let calls = tool_calls(&last.parts);
+            if calls.is_empty() {
+                Next::Finished
+            } else {
+                Next::Tools(calls)
+            }
+        }
+        // A line of the harness's own (bail-out, cut-off, apology) ends a turn.
+        Some(_) => Next::Finished,
+    };
+    Some(Resume {
+        calls_made,
+        shown,
+        next,
+    })
+}
+
+pub(crate) fn tool_calls(parts: &[Part]) -> Vec<ToolCall> {
+    parts
+        .iter()
+        .filter_map(|p| match p {
+            Part::ToolUse { id, name, input } => Some(ToolCall {
+                id: id.clone(),
+                name: name.clone(),
+                input: input.clone(),
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use transcript::{CallRecord, StopReason, Usage};
+
+    fn row(role: Role, parts: Vec<Part>, called: bool, action: &str) -> Message {
+        Message {
+            conversation_id: "c".into(),
+            segment: 0,
+            position: 0,
+            role,
+            parts,
+            call: called.then(|| CallRecord {
+                backend: "b".into(),
+                model: "m".into(),
+                stop_reason: Some(StopReason::ToolUse),
+                error: None,
+                usage: Usage::default(),
+                latency_ms: 0,
+                tools_offered: vec![],
+            }),
+            action_id: Some(action.into()),
+            created_at_ms: 0,
+        }
+    }
+
+    fn user(action: &str) -> Message {
+        row(Role::User, vec![Part::text("hi")], false, action)
+    }
+
+    fn asks_for_tool(action: &str) -> Message {
+        let parts = vec![
+            Part::text("Checking."),
+            Part::ToolUse {
+                id: "t1".into(),
+                name: "list".into(),
+                input: json!({}),
+            },
+        ];
+        row(Role::Assistant, parts, true, action)
+    }
+
+    #[test]
+    fn a_turn_not_in_the_transcript_is_new() {
+        assert_eq!(find(&[user("a1")], "a2"), None);
+    }
+
+    #[test]
+    fn a_lone_user_message_resumes_at_the_model() {
+        let r = find(&[user("a0"), user("a1")], "a1").unwrap();
+        assert_eq!(
+            (r.calls_made, r.next, r.shown.as_str()),
+            (0, Next::Model, "")
+        );
+    }
+
+    #[test]
+    fn tools_without_results_are_run_and_stored_results_are_not() {
+        let r = find(&[user("a1"), asks_for_tool("a1")], "a1").unwrap();
+        assert_eq!(r.calls_made, 1);
+        assert!(matches!(&r.next, Next::Tools(c) if c.len() == 1 && c[0].id == "t1"));
+        assert_eq!(r.shown, "Checking.");
+        let done = row(Role::Tool, vec![], false, "a1");
+        let r = find(&[user("a1"), asks_for_tool("a1"), done], "a1").unwrap();
+        assert_eq!(r.next, Next::Model);
+    }
+
+    #[test]
+    fn a_final_answer_or_a_harness_line_means_finished() {
+        let answer = row(Role::Assistant, vec![Part::text("Done.")], true, "a1");
+        let r = find(&[user("a1"), answer.clone()], "a1").unwrap();
+        assert_eq!((r.next, r.shown.as_str()), (Next::Finished, "Done."));
+        let line = row(Role::Assistant, vec![Part::text("Sorry.")], false, "a1");
+        assert_eq!(
+            find(&[user("a1"), line], "a1").unwrap().next,
+            Next::Finished
+        );
+    }
+}

@@ -1,0 +1,70 @@
+//! `JobClaims`: one row per turn job. Claiming is a single upsert whose `WHERE` admits only a
+//! missing, expired-running or expired-done row; the connection mutex makes the read that
+//! explains a refusal consistent with it.
+
+use crate::SqliteStore;
+use crate::error::unavailable;
+use async_trait::async_trait;
+use rusqlite::{OptionalExtension, params};
+use store::{Claim, JobClaims, StoreError};
+
+#[async_trait]
+impl JobClaims for SqliteStore {
+    async fn claim_job(
+        &self,
+        job_key: &str,
+        now_ms: i64,
+        expires_at_ms: i64,
+    ) -> Result<Claim, StoreError> {
+        let conn = self.conn();
+        let claimed: Option<i64> = conn
+            .prepare_cached(
+                "INSERT INTO job_claims (job_key, status, expires_at_ms, attempt, keep_until_ms)
+                 VALUES (?1, 'running', ?3, 1, NULL)
+                 ON CONFLICT (job_key) DO UPDATE SET
+                     status = 'running',
+                     expires_at_ms = excluded.expires_at_ms,
+                     attempt = CASE WHEN job_claims.status = 'done' THEN 1
+                                    ELSE job_claims.attempt + 1 END,
+                     keep_until_ms = NULL
+                 WHERE (job_claims.status = 'running' AND job_claims.expires_at_ms < ?2)
+                    OR (job_claims.status = 'done' AND job_claims.keep_until_ms < ?2)
+                 RETURNING attempt",
+            )
+            .map_err(unavailable)?
+            .query_row(params![job_key, now_ms, expires_at_ms], |r| r.get(0))
+            .optional()
+            .map_err(unavailable)?;
+        if let Some(attempt) = claimed {
+            return Ok(match attempt {
+                1 => Claim::Fresh,
+                n => Claim::TakenOver {
+                    attempt: u32::try_from(n).unwrap_or(u32::MAX),
+                },
+            });
+        }
+        let (status, expires): (String, i64) = conn
+            .prepare_cached("SELECT status, expires_at_ms FROM job_claims WHERE job_key = ?1")
+            .map_err(unavailable)?
+            .query_row([job_key], |r| Ok((r.get(0)?, r.get(1)?)))
+            .map_err(unavailable)?;
+        Ok(if status == "done" {
+            Claim::Done
+        } else {
+            Claim::Busy { until_ms: expires }
+        })
+    }
+
+    async fn finish_job(&self, job_key: &str, keep_until_ms: i64) -> Result<(), StoreError> {
+        self.conn()
+            .prepare_cached(
+                "INSERT INTO job_claims (job_key, status, expires_at_ms, attempt, keep_until_ms)
+                 VALUES (?1, 'done', 0, 1, ?2)
+                 ON CONFLICT (job_key) DO UPDATE SET status = 'done', keep_until_ms = ?2",
+            )
+            .map_err(unavailable)?
+            .execute(params![job_key, keep_until_ms])
+            .map_err(unavailable)?;
+        Ok(())
+    }
+}

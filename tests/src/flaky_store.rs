@@ -1,0 +1,94 @@
+use async_trait::async_trait;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use store::{
+    Claim, ConversationStore, JobClaims, MessageStore, StoreError, VisibleEntry, VisibleStore,
+};
+use store_sqlite::SqliteStore;
+use transcript::{Conversation, ConversationId, Message, UserId};
+
+/// A real SQLite store whose message appends start failing after a set number of successes,
+/// the way a worker looks to the transcript when it dies mid-turn.
+#[derive(Debug)]
+pub struct FlakyStore {
+    pub inner: Arc<SqliteStore>,
+    /// Appends still allowed; below zero means "never fail".
+    appends_left: AtomicI64,
+}
+
+impl FlakyStore {
+    pub fn new(inner: Arc<SqliteStore>) -> Self {
+        Self {
+            inner,
+            appends_left: AtomicI64::new(-1),
+        }
+    }
+
+    /// Let `n` more message appends through, then fail every one after.
+    pub fn fail_after(&self, n: i64) {
+        self.appends_left.store(n, Ordering::SeqCst);
+    }
+
+    pub fn heal(&self) {
+        self.appends_left.store(-1, Ordering::SeqCst);
+    }
+}
+
+#[async_trait]
+impl MessageStore for FlakyStore {
+    async fn append_message(&self, message: &Message) -> Result<(), StoreError> {
+        let left = self.appends_left.load(Ordering::SeqCst);
+        if left == 0 {
+            return Err(StoreError::Unavailable("the worker died here".into()));
+        }
+        if left > 0 {
+            self.appends_left.fetch_sub(1, Ordering::SeqCst);
+        }
+        self.inner.append_message(message).await
+    }
+    async fn messages(&self, c: &ConversationId, segment: u32) -> Result<Vec<Message>, StoreError> {
+        self.inner.messages(c, segment).await
+    }
+    async fn next_position(&self, c: &ConversationId) -> Result<u64, StoreError> {
+        self.inner.next_position(c).await
+    }
+}
+
+#[async_trait]
+impl ConversationStore for FlakyStore {
+    async fn create_conversation(&self, c: &Conversation) -> Result<(), StoreError> {
+        self.inner.create_conversation(c).await
+    }
+    async fn conversation(&self, id: &ConversationId) -> Result<Option<Conversation>, StoreError> {
+        self.inner.conversation(id).await
+    }
+    async fn update_conversation(&self, c: &Conversation) -> Result<(), StoreError> {
+        self.inner.update_conversation(c).await
+    }
+    async fn conversations_of(&self, user: &UserId) -> Result<Vec<Conversation>, StoreError> {
+        self.inner.conversations_of(user).await
+    }
+}
+
+#[async_trait]
+impl VisibleStore for FlakyStore {
+    async fn append_visible(&self, e: &VisibleEntry) -> Result<(), StoreError> {
+        self.inner.append_visible(e).await
+    }
+    async fn visible(&self, c: &ConversationId) -> Result<Vec<VisibleEntry>, StoreError> {
+        self.inner.visible(c).await
+    }
+    async fn next_visible_position(&self, c: &ConversationId) -> Result<u64, StoreError> {
+        self.inner.next_visible_position(c).await
+    }
+}
+
+#[async_trait]
+impl JobClaims for FlakyStore {
+    async fn claim_job(&self, key: &str, now: i64, until: i64) -> Result<Claim, StoreError> {
+        self.inner.claim_job(key, now, until).await
+    }
+    async fn finish_job(&self, key: &str, keep_until: i64) -> Result<(), StoreError> {
+        self.inner.finish_job(key, keep_until).await
+    }
+}

@@ -1,0 +1,176 @@
+//! A turn cut short (the worker died, storage failed mid-turn) is resumed by running the same
+//! job again: no second user message, no second run of a tool whose result is stored, no model
+//! call repeated whose answer is stored.
+
+use backend::{Reply, ScriptedModel};
+use engine::{CollectSink, Engine, EngineError, EngineOptions, TurnEnd, TurnInput};
+use serde_json::json;
+use std::sync::Arc;
+use store::{ConversationStore, MessageStore, VisibleStore};
+use store_sqlite::SqliteStore;
+use tests::{Calls, FlakyStore, sample_tools};
+use tools::ActionId;
+use transcript::{Conversation, Role, StopReason};
+
+struct Setup {
+    model: Arc<ScriptedModel>,
+    store: Arc<FlakyStore>,
+    engine: Engine,
+    calls: Calls,
+}
+
+async fn setup(replies: Vec<Reply>) -> Setup {
+    let sqlite = Arc::new(SqliteStore::open_in_memory().unwrap());
+    let store = Arc::new(FlakyStore::new(sqlite));
+    store
+        .create_conversation(&Conversation::new("c1", "u1", "web", "planner"))
+        .await
+        .unwrap();
+    let model = Arc::new(ScriptedModel::new(replies));
+    let calls = Calls::default();
+    let engine = Engine::new(
+        model.clone(),
+        Arc::new(sample_tools(calls.clone())),
+        store.clone(),
+        EngineOptions {
+            model_id: "m".into(),
+            ..Default::default()
+        },
+    );
+    Setup {
+        model,
+        store,
+        engine,
+        calls,
+    }
+}
+
+fn job(action: &str) -> TurnInput {
+    TurnInput {
+        conversation_id: "c1".into(),
+        text: "what's on?".into(),
+        action_id: ActionId(action.into()),
+    }
+}
+
+fn tool_then_answer() -> Vec<Reply> {
+    vec![
+        Reply::new()
+            .say("Let me look.")
+            .call("t1", "list_events", json!({}))
+            .stop(StopReason::ToolUse),
+        Reply::text("Spring Open and Summer Cup."),
+    ]
+}
+
+async fn roles(s: &Setup) -> Vec<Role> {
+    let rows = s.store.inner.messages(&"c1".into(), 0).await.unwrap();
+    assert!(rows.iter().all(|m| m.action_id.as_deref() == Some("job-1")));
+    rows.iter().map(|m| m.role).collect()
+}
+
+async fn visible(s: &Setup) -> Vec<String> {
+    let v = s.store.inner.visible(&"c1".into()).await.unwrap();
+    v.into_iter().map(|e| e.text).collect()
+}
+
+/// Die after `survive` message appends, then run the same job again on a healthy store.
+async fn die_then_retry(survive: i64, replies: Vec<Reply>) -> (Setup, engine::TurnOutcome) {
+    let s = setup(replies).await;
+    s.store.fail_after(survive);
+    let first = s
+        .engine
+        .run_turn(job("job-1"), &CollectSink::default())
+        .await;
+    assert!(matches!(first, Err(EngineError::Store(_))), "{first:?}");
+    s.store.heal();
+    let outcome = s
+        .engine
+        .run_turn(job("job-1"), &CollectSink::default())
+        .await
+        .unwrap();
+    (s, outcome)
+}
+
+#[tokio::test]
+async fn died_before_the_answer_was_stored_calls_the_model_again_once() {
+    // The user message was stored; the first answer was lost with the worker.
+    let mut replies = vec![Reply::text("lost with the worker")];
+    replies.extend(tool_then_answer());
+    let (s, outcome) = die_then_retry(1, replies).await;
+    assert_eq!(outcome.end, TurnEnd::Answered);
+    assert_eq!(
+        roles(&s).await,
+        [Role::User, Role::Assistant, Role::Tool, Role::Assistant]
+    );
+    assert_eq!(s.calls.list().len(), 1);
+    assert_eq!(s.model.requests().len(), 3);
+    assert_eq!(
+        visible(&s).await,
+        ["what's on?", "Let me look.\n\nSpring Open and Summer Cup."]
+    );
+    let conv = s.store.conversation(&"c1".into()).await.unwrap().unwrap();
+    assert_eq!(conv.turn, 1, "a resumed turn is still one turn");
+}
+
+#[tokio::test]
+async fn died_after_the_tool_call_was_stored_runs_the_tool_whose_result_is_missing() {
+    // Stored: user, assistant asking for list_events. Lost: the tool result.
+    let (s, outcome) = die_then_retry(2, tool_then_answer()).await;
+    assert_eq!(outcome.end, TurnEnd::Answered);
+    assert_eq!(
+        roles(&s).await,
+        [Role::User, Role::Assistant, Role::Tool, Role::Assistant]
+    );
+    assert_eq!(
+        s.model.requests().len(),
+        2,
+        "the stored answer is not asked for again"
+    );
+    // The first attempt ran the tool but its result was lost; the retry runs it once more.
+    assert_eq!(s.calls.list().len(), 2);
+    assert_eq!(outcome.reply, "Let me look.\n\nSpring Open and Summer Cup.");
+}
+
+#[tokio::test]
+async fn died_after_the_tool_result_was_stored_never_runs_the_tool_again() {
+    // Stored: user, assistant, tool result. Lost: the final answer.
+    let mut replies = tool_then_answer();
+    replies.insert(1, Reply::text("lost with the worker"));
+    let (s, outcome) = die_then_retry(3, replies).await;
+    assert_eq!(outcome.end, TurnEnd::Answered);
+    assert_eq!(s.calls.list().len(), 1, "the stored result is reused");
+    assert_eq!(
+        roles(&s).await,
+        [Role::User, Role::Assistant, Role::Tool, Role::Assistant]
+    );
+    assert_eq!(outcome.reply, "Let me look.\n\nSpring Open and Summer Cup.");
+    // The retry's request replays the stored rows unchanged.
+    let requests = s.model.requests();
+    assert_eq!(requests[1].messages, requests[2].messages);
+}
+
+#[tokio::test]
+async fn a_finished_turn_run_again_changes_nothing() {
+    let s = setup(tool_then_answer()).await;
+    let first = s
+        .engine
+        .run_turn(job("job-1"), &CollectSink::default())
+        .await
+        .unwrap();
+    let again = s
+        .engine
+        .run_turn(job("job-1"), &CollectSink::default())
+        .await
+        .unwrap();
+    assert_eq!(again.end, TurnEnd::Answered);
+    assert_eq!(again.reply, first.reply);
+    assert_eq!(
+        s.model.requests().len(),
+        2,
+        "no model call for a finished turn"
+    );
+    assert_eq!(s.calls.list().len(), 1);
+    assert_eq!(roles(&s).await.len(), 4);
+    assert_eq!(visible(&s).await.len(), 2);
+}
