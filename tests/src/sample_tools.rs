@@ -32,7 +32,7 @@ pub fn sample_tools(calls: Calls) -> Registry {
             "List the user's events.",
             json!({"type": "object", "properties": {}, "additionalProperties": false}),
         )
-        .purposes(&["planner"])
+        .purposes(&["planner", "chat"])
         .read_only(),
         handler_fn(move |_ctx: Ctx, input: Value| {
             c.push("list_events", &input);
@@ -55,7 +55,7 @@ pub fn sample_tools(calls: Calls) -> Registry {
                 "additionalProperties": false
             }),
         )
-        .purposes(&["planner"]),
+        .purposes(&["planner", "chat"]),
         handler_fn(move |ctx: Ctx, input: Value| {
             c.push("create_event", &input);
             async move {
@@ -76,7 +76,7 @@ pub fn sample_tools(calls: Calls) -> Registry {
             "Export every attendee.",
             json!({"type": "object"}),
         )
-        .purposes(&["planner"])
+        .purposes(&["planner", "chat"])
         .read_only(),
         handler_fn(move |_, input: Value| {
             c.push("export_attendees", &input);
@@ -91,7 +91,7 @@ pub fn sample_tools(calls: Calls) -> Registry {
             "Sync with the calendar.",
             json!({"type": "object"}),
         )
-        .purposes(&["planner"]),
+        .purposes(&["planner", "chat"]),
         handler_fn(move |_, input: Value| {
             c.push("sync_calendar", &input);
             async move {

@@ -1,0 +1,169 @@
+//! The webhook function: `POST /webhooks/{channel}` → size cap → signature check on the raw bytes
+//! → parse → enqueue one [`TurnJob`] per user message → `200` at once. No model call happens
+//! here, and this crate links no engine and no backend (small binary, fast cold start).
+//!
+//! [`Webhook::handle`] is plain data in, plain data out, so the Lambda adapter
+//! ([`lambda::handle`]), the local server and the tests share it. Every refusal is mapped to an
+//! HTTP status in one place ([`Refusal`]); internals never reach the response.
+
+pub mod config;
+pub mod lambda;
+mod refusal;
+
+pub use refusal::Refusal;
+
+use channels::{Channel, Inbound, InboundMessage, RawRequest};
+use queue::{Enqueued, JobQueue, TurnJob};
+use serde_json::json;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Largest webhook body accepted by default (platform payloads are a few KB).
+pub const DEFAULT_MAX_BODY_BYTES: usize = 256 * 1024;
+
+/// What the webhook answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpResponse {
+    pub status: u16,
+    pub content_type: &'static str,
+    pub body: String,
+}
+
+impl HttpResponse {
+    fn json(status: u16, body: serde_json::Value) -> Self {
+        Self {
+            status,
+            content_type: "application/json",
+            body: body.to_string(),
+        }
+    }
+}
+
+/// The webhook's dependencies, built once per cold start.
+pub struct Webhook {
+    channels: HashMap<&'static str, Arc<dyn Channel>>,
+    queue: Arc<dyn JobQueue>,
+    max_body_bytes: usize,
+}
+
+impl std::fmt::Debug for Webhook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Webhook")
+            .field("channels", &self.channels.keys().collect::<Vec<_>>())
+            .field("max_body_bytes", &self.max_body_bytes)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One incoming HTTP request, raw.
+#[derive(Debug, Clone, Copy)]
+pub struct Incoming<'a> {
+    pub method: &'a str,
+    pub path: &'a str,
+    pub query: Option<&'a str>,
+    pub headers: &'a [(String, String)],
+    pub body: &'a [u8],
+    /// Unix seconds, for timestamp checks.
+    pub now_s: i64,
+}
+
+impl Webhook {
+    pub fn new(
+        channels: Vec<Arc<dyn Channel>>,
+        queue: Arc<dyn JobQueue>,
+        max_body_bytes: usize,
+    ) -> Self {
+        Self {
+            channels: channels.into_iter().map(|c| (c.name(), c)).collect(),
+            queue,
+            max_body_bytes,
+        }
+    }
+
+    /// Verify, parse and enqueue one delivery.
+    pub async fn handle(&self, req: Incoming<'_>) -> HttpResponse {
+        match self.accept(req).await {
+            Ok(response) => response,
+            Err(refusal) => {
+                refusal.log();
+                refusal.response()
+            }
+        }
+    }
+
+    async fn accept(&self, req: Incoming<'_>) -> Result<HttpResponse, Refusal> {
+        let name = req
+            .path
+            .strip_prefix("/webhooks/")
+            .filter(|n| !n.is_empty() && !n.contains('/'))
+            .ok_or(Refusal::NoRoute)?;
+        let channel = self.channels.get(name).ok_or(Refusal::NoRoute)?;
+        if req.method != "POST" {
+            return Err(Refusal::MethodNotAllowed);
+        }
+        if req.body.len() > self.max_body_bytes {
+            return Err(Refusal::TooLarge {
+                limit: self.max_body_bytes,
+            });
+        }
+        let raw = RawRequest {
+            method: req.method,
+            path: req.path,
+            query: req.query,
+            headers: req.headers,
+            body: req.body,
+        };
+        channel
+            .verify(&raw, req.now_s)
+            .map_err(|e| Refusal::Unverified {
+                channel: channel.name(),
+                source: e,
+            })?;
+        let inbound = channel.parse(&raw).map_err(|e| Refusal::Malformed {
+            channel: channel.name(),
+            source: e,
+        })?;
+        match inbound {
+            Inbound::Challenge(body) => Ok(HttpResponse {
+                status: 200,
+                content_type: "text/plain",
+                body,
+            }),
+            Inbound::Ignored { reason } => {
+                tracing::info!(channel = channel.name(), reason, "delivery ignored");
+                Ok(HttpResponse::json(200, json!({"status": "ignored"})))
+            }
+            Inbound::Messages(messages) => {
+                let mut queued = 0;
+                for message in messages {
+                    let job = turn_job(message, req.now_s);
+                    match self.queue.enqueue(&job).await {
+                        Ok(Enqueued::Accepted) => queued += 1,
+                        Ok(Enqueued::Duplicate) => {
+                            tracing::info!(job = %job.dedupe_key(), "duplicate delivery dropped")
+                        }
+                        Err(e) => return Err(Refusal::QueueFailed(e)),
+                    }
+                }
+                Ok(HttpResponse::json(
+                    200,
+                    json!({"status": "queued", "count": queued}),
+                ))
+            }
+        }
+    }
+}
+
+/// The job for one inbound message.
+pub fn turn_job(m: InboundMessage, now_s: i64) -> TurnJob {
+    TurnJob {
+        channel: m.channel,
+        message_id: m.message_id,
+        conversation_key: m.conversation_key,
+        external_user_id: m.external_user_id,
+        text: m.text,
+        button_id: m.button_id,
+        media: Vec::new(),
+        received_at_ms: now_s * 1000,
+    }
+}

@@ -1,0 +1,45 @@
+//! The webhook Lambda. Wiring only: configuration and clients once per cold start, then
+//! [`webhook::lambda::handle`] per request.
+
+use channels::Channel;
+use channels::generic::GenericChannel;
+use lambda_http::{Error, Request, service_fn};
+use queue::QueueSettings;
+use queue_sqs::SqsQueue;
+use std::sync::Arc;
+use webhook::Webhook;
+use webhook::config::WebhookConfig;
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    tracing_subscriber::fmt()
+        .with_ansi(false)
+        .without_time()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+    let config = WebhookConfig::from_vars(|k| std::env::var(k).ok()).map_err(|problems| {
+        Error::from(format!(
+            "webhook misconfigured:\n  - {}",
+            problems.join("\n  - ")
+        ))
+    })?;
+    let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let sqs = aws_sdk_sqs::Client::new(&aws);
+    let queue = SqsQueue::new(sqs, config.queue_url.clone(), QueueSettings::default());
+    let mut channels: Vec<Arc<dyn Channel>> = Vec::new();
+    if let Some(secret) = &config.generic_secret {
+        channels.push(Arc::new(GenericChannel::new(secret.as_bytes())));
+    }
+    let webhook = Webhook::new(channels, Arc::new(queue), config.max_body_bytes);
+    let webhook = &webhook;
+    lambda_http::run(service_fn(move |req: Request| async move {
+        let now_s = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs() as i64)
+            .unwrap_or(0);
+        Ok::<_, Error>(webhook::lambda::handle(webhook, req, now_s).await)
+    }))
+    .await
+}

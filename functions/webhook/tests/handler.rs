@@ -1,0 +1,153 @@
+//! The webhook handler on the sample API Gateway events in `events/`.
+
+use async_trait::async_trait;
+use channels::generic::{GenericChannel, sign};
+use lambda_http::Body;
+use queue::{Delivery, Enqueued, JobQueue, QueueError, QueueSettings, TurnJob};
+use queue_sqlite::SqliteQueue;
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+use webhook::Webhook;
+
+const NOW: i64 = 1_800_000_000;
+const SECRET: &str = "test-secret";
+
+fn event(name: &str) -> String {
+    let path = format!("{}/../../events/{name}.json", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(path).unwrap()
+}
+
+fn webhook(queue: Arc<dyn JobQueue>, max_body: usize) -> Webhook {
+    Webhook::new(vec![Arc::new(GenericChannel::new(SECRET))], queue, max_body)
+}
+
+async fn call(webhook: &Webhook, event_json: &str, now_s: i64) -> (u16, Value) {
+    let req = lambda_http::request::from_str(event_json).expect("a valid API Gateway event");
+    let res = webhook::lambda::handle(webhook, req, now_s).await;
+    let status = res.status().as_u16();
+    let body = match res.body() {
+        Body::Text(t) => serde_json::from_str(t).unwrap(),
+        other => panic!("unexpected body {other:?}"),
+    };
+    (status, body)
+}
+
+/// An event with its body replaced and re-signed.
+fn with_body(event_json: &str, body: &str) -> String {
+    let mut e: Value = serde_json::from_str(event_json).unwrap();
+    e["body"] = json!(body);
+    e["headers"]["x-bridle-signature"] = json!(sign(SECRET.as_bytes(), NOW, body.as_bytes()));
+    e.to_string()
+}
+
+async fn queued(queue: &SqliteQueue) -> Vec<TurnJob> {
+    let got = queue.receive(10, Duration::ZERO).await.unwrap();
+    got.into_iter().map(|d| d.job).collect()
+}
+
+#[tokio::test]
+async fn a_signed_message_is_enqueued_once() {
+    let queue = Arc::new(SqliteQueue::open_in_memory(QueueSettings::default()).unwrap());
+    let hook = webhook(queue.clone(), 4096);
+    let message = event("apigw-generic-message");
+    assert_eq!(
+        call(&hook, &message, NOW).await,
+        (200, json!({"status": "queued", "count": 1}))
+    );
+    // The platform retries the same delivery: acknowledged, not queued again.
+    assert_eq!(
+        call(&hook, &message, NOW + 10).await,
+        (200, json!({"status": "queued", "count": 0}))
+    );
+    let jobs = queued(&queue).await;
+    assert_eq!(jobs.len(), 1);
+    let job = &jobs[0];
+    assert_eq!(
+        (
+            job.channel.as_str(),
+            job.message_id.as_str(),
+            job.conversation_key.as_str()
+        ),
+        ("generic", "m-1001", "c-7")
+    );
+    assert_eq!(job.external_user_id, "u-42");
+    assert_eq!(job.text, "What's on my list? été");
+    assert_eq!(job.received_at_ms, NOW * 1000);
+}
+
+#[tokio::test]
+async fn refusals_map_to_statuses_without_internals() {
+    let queue = Arc::new(SqliteQueue::open_in_memory(QueueSettings::default()).unwrap());
+    let hook = webhook(queue.clone(), 4096);
+    let message = event("apigw-generic-message");
+
+    let (status, body) = call(&hook, &event("apigw-generic-bad-signature"), NOW).await;
+    assert_eq!(
+        (status, body),
+        (401, json!({"error": "signature check failed"}))
+    );
+
+    // A captured delivery replayed an hour later.
+    assert_eq!(call(&hook, &message, NOW + 3600).await.0, 401);
+
+    let (status, body) = call(&hook, &event("apigw-generic-status"), NOW).await;
+    assert_eq!((status, body), (200, json!({"status": "ignored"})));
+
+    let (status, body) = call(&hook, &with_body(&message, "{not json"), NOW).await;
+    assert_eq!(
+        (status, body),
+        (400, json!({"error": "malformed delivery"}))
+    );
+
+    let big = format!("{{\"type\":\"message\",\"text\":\"{}\"}}", "x".repeat(5000));
+    let (status, body) = call(&hook, &with_body(&message, &big), NOW).await;
+    assert_eq!(
+        (status, body),
+        (413, json!({"error": "body over the 4096-byte limit"}))
+    );
+
+    let elsewhere = message.replace("/webhooks/generic", "/webhooks/myspace");
+    assert_eq!(call(&hook, &elsewhere, NOW).await.0, 404);
+
+    let get = message.replace("\"method\": \"POST\"", "\"method\": \"GET\"");
+    assert_eq!(call(&hook, &get, NOW).await.0, 405);
+
+    assert!(
+        queued(&queue).await.is_empty(),
+        "nothing refused was queued"
+    );
+}
+
+/// A queue that is down.
+struct DownQueue;
+
+#[async_trait]
+impl JobQueue for DownQueue {
+    async fn enqueue(&self, _: &TurnJob) -> Result<Enqueued, QueueError> {
+        Err(QueueError::Unavailable(
+            "AWS.SimpleQueueService.NonExistentQueue arn:aws:sqs:eu-west-1:123:q".into(),
+        ))
+    }
+    async fn receive(&self, _: usize, _: Duration) -> Result<Vec<Delivery>, QueueError> {
+        Ok(vec![])
+    }
+    async fn ack(&self, _: &str) -> Result<(), QueueError> {
+        Ok(())
+    }
+    async fn release(&self, _: &str) -> Result<(), QueueError> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_queue_outage_is_a_500_that_names_nothing_internal() {
+    let hook = webhook(Arc::new(DownQueue), 4096);
+    let (status, body) = call(&hook, &event("apigw-generic-message"), NOW).await;
+    assert_eq!(status, 500);
+    assert!(!body.to_string().contains("arn:aws"), "{body}");
+    assert_eq!(
+        body,
+        json!({"error": "internal error; the platform will retry"})
+    );
+}

@@ -1,0 +1,88 @@
+//! The worker Lambda. Wiring only: configuration and clients once per cold start, then
+//! [`Worker::handle_batch`] per SQS batch.
+
+use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
+use backend_bedrock::BedrockModel;
+use channels::Sender;
+use channels::generic::GenericSender;
+use engine::{Engine, EngineOptions};
+use lambda_runtime::{Error, LambdaEvent, service_fn};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+use store_dynamodb::DynamoStore;
+use tools::Registry;
+use worker::config::WorkerConfig;
+use worker::{Worker, WorkerOptions};
+
+/// The frozen system prompt for channel conversations.
+const SYSTEM_PROMPT: &str = "You are Bridle, a helpful assistant people reach by message. \
+Answer briefly and plainly; your words are read on a phone.";
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    tracing_subscriber::fmt()
+        .with_ansi(false)
+        .without_time()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+    let config = WorkerConfig::from_vars(|k| std::env::var(k).ok()).map_err(|problems| {
+        Error::from(format!(
+            "worker misconfigured:\n  - {}",
+            problems.join("\n  - ")
+        ))
+    })?;
+    let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let store = Arc::new(DynamoStore::new(
+        aws_sdk_dynamodb::Client::new(&aws),
+        config.table.clone(),
+    ));
+    let model = Arc::new(BedrockModel::new(
+        aws_sdk_bedrockruntime::Client::new(&aws),
+        config.model_id.clone(),
+    ));
+    // Tools arrive with the product domain; until then the assistant converses without them.
+    let engine = Engine::new(
+        model,
+        Arc::new(Registry::default()),
+        store.clone(),
+        EngineOptions {
+            model_id: config.model_id.clone(),
+            system_prompt: SYSTEM_PROMPT.into(),
+            ..EngineOptions::default()
+        },
+    );
+    let http = reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(5))
+        .build()?;
+    let mut senders: HashMap<String, Arc<dyn Sender>> = HashMap::new();
+    if let Some((url, secret)) = &config.generic_callback {
+        senders.insert(
+            "generic".into(),
+            Arc::new(GenericSender::new(
+                http.clone(),
+                url.clone(),
+                secret.as_bytes(),
+            )),
+        );
+    }
+    let worker = Worker {
+        engine: Arc::new(engine),
+        store,
+        senders,
+        options: WorkerOptions::default(),
+    };
+    let worker = &worker;
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        let left = Duration::from_millis(event.context.deadline.saturating_sub(now_ms));
+        let deadline = tokio::time::Instant::now() + left;
+        Ok::<SqsBatchResponse, Error>(worker.handle_batch(event.payload, deadline).await)
+    }))
+    .await
+}

@@ -1,0 +1,223 @@
+//! The worker on the sample SQS batch in `events/`, with the real engine on SQLite and the
+//! scripted model.
+
+use async_trait::async_trait;
+use aws_lambda_events::sqs::SqsEvent;
+use backend::{Reply, ScriptedModel};
+use channels::{Reply as Outgoing, SendError, Sender};
+use engine::{Engine, EngineOptions};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use store::{Claim, JobClaims, MessageStore};
+use store_sqlite::SqliteStore;
+use tokio::time::Instant;
+use tools::Registry;
+use transcript::Role;
+use worker::{Worker, WorkerOptions};
+
+fn batch() -> SqsEvent {
+    let path = format!(
+        "{}/../../events/sqs-turn-jobs.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// Records what was sent; refuses replies to one conversation when told to.
+#[derive(Default)]
+struct Platform {
+    sent: Mutex<Vec<Outgoing>>,
+    refuse: Mutex<Option<String>>,
+}
+
+#[async_trait]
+impl Sender for Platform {
+    async fn send(&self, reply: &Outgoing) -> Result<(), SendError> {
+        if self.refuse.lock().unwrap().as_deref() == Some(reply.conversation_key.as_str()) {
+            return Err(SendError::Retryable { status: 503 });
+        }
+        self.sent.lock().unwrap().push(reply.clone());
+        Ok(())
+    }
+}
+
+impl Platform {
+    fn sent(&self) -> Vec<(String, String)> {
+        let sent = self.sent.lock().unwrap();
+        sent.iter()
+            .map(|r| (r.in_reply_to.clone(), r.text.clone()))
+            .collect()
+    }
+}
+
+struct Setup {
+    worker: Worker,
+    model: Arc<ScriptedModel>,
+    store: Arc<SqliteStore>,
+    platform: Arc<Platform>,
+    clock: Arc<AtomicI64>,
+}
+
+fn setup(replies: Vec<Reply>) -> Setup {
+    let store = Arc::new(SqliteStore::open_in_memory().unwrap());
+    let model = Arc::new(ScriptedModel::new(replies));
+    let engine = Engine::new(
+        model.clone(),
+        Arc::new(Registry::default()),
+        store.clone(),
+        EngineOptions {
+            model_id: "m".into(),
+            ..EngineOptions::default()
+        },
+    );
+    let platform = Arc::new(Platform::default());
+    let clock = Arc::new(AtomicI64::new(1_800_000_000_000));
+    let c = clock.clone();
+    let mut senders: HashMap<String, Arc<dyn Sender>> = HashMap::new();
+    senders.insert("generic".into(), platform.clone());
+    let worker = Worker {
+        engine: Arc::new(engine),
+        store: store.clone(),
+        senders,
+        options: WorkerOptions {
+            clock: Arc::new(move || c.load(Ordering::SeqCst)),
+            ..WorkerOptions::default()
+        },
+    };
+    Setup {
+        worker,
+        model,
+        store,
+        platform,
+        clock,
+    }
+}
+
+fn in_a_minute() -> Instant {
+    Instant::now() + Duration::from_secs(60)
+}
+
+fn failed(resp: &aws_lambda_events::sqs::SqsBatchResponse) -> Vec<String> {
+    resp.batch_item_failures
+        .iter()
+        .map(|f| f.item_identifier.clone())
+        .collect()
+}
+
+const ID: [&str; 4] = [
+    "00000000-0000-4000-8000-000000000001",
+    "00000000-0000-4000-8000-000000000002",
+    "00000000-0000-4000-8000-000000000003",
+    "00000000-0000-4000-8000-000000000004",
+];
+
+#[tokio::test]
+async fn a_batch_runs_in_order_and_a_redelivery_runs_nothing_again() {
+    let s = setup(
+        ["A one", "B one", "A two", "B two"]
+            .map(Reply::text)
+            .to_vec(),
+    );
+    let resp = s.worker.handle_batch(batch(), in_a_minute()).await;
+    assert!(failed(&resp).is_empty());
+    assert_eq!(
+        s.platform.sent(),
+        [
+            ("m-1", "A one"),
+            ("m-2", "B one"),
+            ("m-3", "A two"),
+            ("m-4", "B two")
+        ]
+        .map(|(a, b)| (a.to_owned(), b.to_owned()))
+    );
+    let a = s.store.messages(&"generic:c-a".into(), 0).await.unwrap();
+    let texts: Vec<String> = a.iter().map(|m| m.text()).collect();
+    assert_eq!(texts, ["first in A", "A one", "second in A", "A two"]);
+    assert_eq!(
+        s.store
+            .claim_job("generic#m-1", s.clock.load(Ordering::SeqCst), i64::MAX)
+            .await
+            .unwrap(),
+        Claim::Done
+    );
+    // SQS delivers the same batch again: every job is skipped.
+    let resp = s.worker.handle_batch(batch(), in_a_minute()).await;
+    assert!(failed(&resp).is_empty());
+    assert_eq!(s.model.requests().len(), 4, "no second model call");
+    assert_eq!(s.platform.sent().len(), 4, "no second reply");
+}
+
+#[tokio::test]
+async fn after_a_failure_the_rest_of_that_conversation_waits_and_others_go_on() {
+    let s = setup(["A one", "B one", "B two"].map(Reply::text).to_vec());
+    *s.platform.refuse.lock().unwrap() = Some("c-a".into());
+    let resp = s.worker.handle_batch(batch(), in_a_minute()).await;
+    assert_eq!(
+        failed(&resp),
+        [ID[0], ID[2]],
+        "A's first failed, so A's second is held back"
+    );
+    assert_eq!(
+        s.platform.sent(),
+        [
+            ("m-2".to_owned(), "B one".to_owned()),
+            ("m-4".to_owned(), "B two".to_owned())
+        ]
+    );
+    let a = s.store.messages(&"generic:c-a".into(), 0).await.unwrap();
+    assert_eq!(a.len(), 2, "A's second message never started");
+}
+
+#[tokio::test]
+async fn a_job_another_worker_holds_is_left_alone() {
+    let s = setup(["B one", "B two"].map(Reply::text).to_vec());
+    let now = s.clock.load(Ordering::SeqCst);
+    s.store
+        .claim_job("generic#m-1", now, now + 600_000)
+        .await
+        .unwrap();
+    let resp = s.worker.handle_batch(batch(), in_a_minute()).await;
+    assert_eq!(failed(&resp), [ID[0], ID[2]]);
+    assert_eq!(s.platform.sent().len(), 2);
+}
+
+#[tokio::test]
+async fn an_undecodable_record_fails_and_holds_its_conversation() {
+    let s = setup(["B one", "B two"].map(Reply::text).to_vec());
+    let mut event = batch();
+    event.records[0].body = Some(r#"{"v":9,"job":{}}"#.into());
+    let resp = s.worker.handle_batch(event, in_a_minute()).await;
+    assert_eq!(failed(&resp), [ID[0], ID[2]]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_turn_cut_off_by_the_deadline_is_resumed_by_the_redelivery() {
+    let s = setup(vec![
+        Reply::new().then_stall(),
+        Reply::text("Here you are."),
+    ]);
+    let mut event = batch();
+    event.records.truncate(1);
+    // The function has 20 s left: the stalled turn gets 15 s, then the record fails.
+    let resp = s
+        .worker
+        .handle_batch(event.clone(), Instant::now() + Duration::from_secs(20))
+        .await;
+    assert_eq!(failed(&resp), [ID[0]]);
+    // Redelivered before the claim expired: another worker might still be on it.
+    let resp = s.worker.handle_batch(event.clone(), in_a_minute()).await;
+    assert_eq!(failed(&resp), [ID[0]]);
+    // After the claim expired, the job is taken over and resumed from the transcript.
+    s.clock.fetch_add(120_000, Ordering::SeqCst);
+    let resp = s.worker.handle_batch(event, in_a_minute()).await;
+    assert!(failed(&resp).is_empty());
+    assert_eq!(
+        s.platform.sent(),
+        [("m-1".to_owned(), "Here you are.".to_owned())]
+    );
+    let rows = s.store.messages(&"generic:c-a".into(), 0).await.unwrap();
+    let users = rows.iter().filter(|m| m.role == Role::User).count();
+    assert_eq!(users, 1, "the user message is not written twice");
+}

@@ -1,0 +1,125 @@
+//! The I/O: send the converted input with `ConverseStream`, map a failure before any event, then
+//! pull decoded events from the SDK's receiver through the mapper. Deadlines, idle timeouts and
+//! the single retry are the engine's job.
+
+use crate::convert::into_bedrock;
+use crate::error::{excerpt, from_open_error, from_stream_error};
+use crate::events::{BedrockEventMapper, Mapped};
+use async_trait::async_trait;
+use aws_config::BehaviorVersion;
+use aws_sdk_bedrockruntime::Client;
+use aws_sdk_bedrockruntime::config::retry::RetryConfig;
+use aws_sdk_bedrockruntime::error::DisplayErrorContext;
+use aws_sdk_bedrockruntime::types::ConverseStreamOutput;
+use aws_sdk_bedrockruntime::types::error::ConverseStreamOutputError;
+use backend::{BackendError, ChatModel, ChatRequest, EventStream};
+use futures::StreamExt;
+use std::collections::VecDeque;
+use std::time::Instant;
+
+type Receiver = aws_sdk_bedrockruntime::primitives::event_stream::EventReceiver<
+    ConverseStreamOutput,
+    ConverseStreamOutputError,
+>;
+
+/// A [`ChatModel`] served by Amazon Bedrock's `ConverseStream`.
+#[derive(Debug, Clone)]
+pub struct BedrockModel {
+    client: Client,
+    model_id: String,
+}
+
+impl BedrockModel {
+    /// `model_id` (a model id or inference-profile ARN) is used when a request names no model.
+    pub fn new(client: Client, model_id: String) -> Self {
+        Self { client, model_id }
+    }
+
+    pub fn model_id(&self) -> &str {
+        &self.model_id
+    }
+}
+
+/// A Bedrock runtime client configured the standard AWS way: region, credentials and endpoint
+/// from the environment and shared config (`AWS_REGION`, `AWS_PROFILE`, the credential chain,
+/// `AWS_ENDPOINT_URL_BEDROCK_RUNTIME` or `AWS_ENDPOINT_URL`). For `main` only.
+///
+/// The SDK's own retries are turned off: the engine decides about retrying (once, only when
+/// nothing was streamed, honouring its deadline), and retries at both layers would multiply.
+pub async fn client_from_env() -> Client {
+    let shared = aws_config::load_defaults(BehaviorVersion::latest()).await;
+    let config = aws_sdk_bedrockruntime::config::Builder::from(&shared)
+        .retry_config(RetryConfig::disabled())
+        .build();
+    Client::from_conf(config)
+}
+
+#[async_trait]
+impl ChatModel for BedrockModel {
+    fn name(&self) -> &str {
+        "bedrock"
+    }
+
+    async fn stream(&self, request: ChatRequest) -> Result<EventStream, BackendError> {
+        let input = into_bedrock(&request, &self.model_id)?;
+        tracing::debug!(
+            model = input.model_id.as_deref().unwrap_or_default(),
+            messages = input.messages.as_ref().map_or(0, Vec::len),
+            tools = request.tools.len(),
+            "opening ConverseStream"
+        );
+        let started = Instant::now();
+        let output = self
+            .client
+            .converse_stream()
+            .set_model_id(input.model_id)
+            .set_system(input.system)
+            .set_messages(input.messages)
+            .set_inference_config(input.inference_config)
+            .set_tool_config(input.tool_config)
+            .set_additional_model_request_fields(input.additional_model_request_fields)
+            .send()
+            .await
+            .map_err(|err| {
+                let detail = excerpt(&DisplayErrorContext(&err).to_string());
+                let mapped = from_open_error(err, started.elapsed());
+                tracing::warn!(kind = mapped.kind(), error = %detail, "ConverseStream failed");
+                mapped
+            })?;
+        Ok(events(output.stream))
+    }
+}
+
+/// The receiver's events through the mapper, ending after `Done` or the first error.
+fn events(receiver: Receiver) -> EventStream {
+    let state = (
+        receiver,
+        BedrockEventMapper::new(),
+        VecDeque::<Mapped>::new(),
+    );
+    futures::stream::unfold(Some(state), |state| async move {
+        let (mut receiver, mut mapper, mut ready) = state?;
+        loop {
+            if let Some(item) = ready.pop_front() {
+                let over = mapper.is_complete() && ready.is_empty();
+                let next = (!over).then_some((receiver, mapper, ready));
+                return Some((item, next));
+            }
+            if mapper.is_complete() {
+                return None;
+            }
+            let mapped = match receiver.recv().await {
+                Ok(Some(event)) => mapper.map_event(event),
+                Ok(None) => mapper.finish(),
+                Err(err) => {
+                    let detail = excerpt(&DisplayErrorContext(&err).to_string());
+                    let mapped = from_stream_error(err);
+                    tracing::warn!(kind = mapped.kind(), error = %detail, "ConverseStream broke");
+                    mapper.fail(mapped)
+                }
+            };
+            ready.extend(mapped);
+        }
+    })
+    .boxed()
+}

@@ -1,0 +1,649 @@
+//! Neutral [`ChatRequest`] → Converse input. Pure: no I/O, no configuration beyond the model to
+//! use when the request names none.
+//!
+//! Choices:
+//! - `system` is one text block, omitted when blank.
+//! - Converse wants user and assistant turns to alternate. Neutral `tool` messages become
+//!   user-role messages of `toolResult` blocks, and consecutive messages of the same Converse
+//!   role are merged into one. In a merged user message the `toolResult` blocks come first, in
+//!   order, then the rest (Anthropic models reject text before tool results).
+//! - A tool result whose content is a JSON object or array is sent as a `json` document; a
+//!   string as `text`; any other value as its JSON text. `status` is set to `error` only for
+//!   errors (several non-Anthropic models reject the field, so success leaves it out).
+//! - Reasoning is replayed unchanged: readable reasoning with its signature as `reasoningText`,
+//!   redacted reasoning as the original bytes (`redactedContent`). Only assistant messages carry
+//!   reasoning, tool uses; only user-side messages carry tool results; a part in the wrong place
+//!   is dropped.
+//! - Blank text parts are dropped (Bedrock rejects blank text blocks); a message left empty is
+//!   dropped too.
+//! - Media is held by reference and its bytes are out of reach here. A key that is an S3 URI
+//!   (`s3://bucket/key`) with a format Converse knows becomes an image or document block with an
+//!   S3 location (the model's role must be allowed to read it); anything else becomes a short
+//!   text placeholder, `[image: key]` or `[document: key]`, as in the OpenAI adapter.
+//! - `toolConfig` is sent only when tools are offered (Bedrock then rejects tool blocks in the
+//!   history, so callers keep offering tools once a conversation used them; the engine does).
+//! - `inferenceConfig` carries `maxTokens`, and `temperature` and `stopSequences` when set.
+//! - A reasoning budget becomes `additionalModelRequestFields`
+//!   `{"thinking": {"type": "enabled", "budget_tokens": N}}` (Anthropic's form), only when set.
+
+use crate::document::to_document;
+use aws_sdk_bedrockruntime::error::BuildError;
+use aws_sdk_bedrockruntime::operation::converse_stream::ConverseStreamInput;
+use aws_sdk_bedrockruntime::primitives::Blob;
+use aws_sdk_bedrockruntime::types::{
+    ContentBlock, ConversationRole, DocumentBlock, DocumentFormat, DocumentSource, ImageBlock,
+    ImageFormat, ImageSource, InferenceConfiguration, Message, ReasoningContentBlock,
+    ReasoningTextBlock, S3Location, SystemContentBlock, Tool, ToolConfiguration, ToolInputSchema,
+    ToolResultBlock, ToolResultContentBlock, ToolResultStatus, ToolSpecification, ToolUseBlock,
+};
+use backend::{BackendError, ChatRequest, ToolSpec};
+use serde_json::{Value, json};
+use transcript::{MediaRef, Part, Reasoning, Role};
+
+/// The ConverseStream input for `request`. `fallback_model` is used when `request.model` is
+/// empty (the adapter passes its configured model id).
+pub fn into_bedrock(
+    request: &ChatRequest,
+    fallback_model: &str,
+) -> Result<ConverseStreamInput, BackendError> {
+    build(request, fallback_model).map_err(|err| BackendError::InvalidRequest {
+        message: format!("could not build the Converse request: {err}"),
+    })
+}
+
+fn build(request: &ChatRequest, fallback_model: &str) -> Result<ConverseStreamInput, BuildError> {
+    let model = if request.model.is_empty() {
+        fallback_model
+    } else {
+        &request.model
+    };
+    let system = (!request.system.trim().is_empty())
+        .then(|| vec![SystemContentBlock::Text(request.system.clone())]);
+    let settings = &request.settings;
+    let inference = InferenceConfiguration::builder()
+        .max_tokens(i32::try_from(settings.max_tokens).unwrap_or(i32::MAX))
+        .set_temperature(settings.temperature)
+        .set_stop_sequences(
+            (!settings.stop_sequences.is_empty()).then(|| settings.stop_sequences.clone()),
+        )
+        .build();
+    let tool_config = if request.tools.is_empty() {
+        None
+    } else {
+        let tools = request.tools.iter().map(tool).collect::<Result<_, _>>()?;
+        Some(
+            ToolConfiguration::builder()
+                .set_tools(Some(tools))
+                .build()?,
+        )
+    };
+    let thinking = settings.reasoning_budget.map(|budget| {
+        to_document(&json!({"thinking": {"type": "enabled", "budget_tokens": budget}}))
+    });
+    ConverseStreamInput::builder()
+        .model_id(model)
+        .set_system(system)
+        .set_messages(Some(messages(request)?))
+        .inference_config(inference)
+        .set_tool_config(tool_config)
+        .set_additional_model_request_fields(thinking)
+        .build()
+}
+
+/// One Converse message being assembled: tool results first, then everything else.
+struct Turn {
+    role: ConversationRole,
+    results: Vec<ContentBlock>,
+    content: Vec<ContentBlock>,
+}
+
+fn messages(request: &ChatRequest) -> Result<Vec<Message>, BuildError> {
+    let mut turns: Vec<Turn> = Vec::new();
+    for message in &request.messages {
+        let mut turn = match message.role {
+            Role::Assistant => Turn {
+                role: ConversationRole::Assistant,
+                results: Vec::new(),
+                content: assistant_blocks(&message.parts)?,
+            },
+            Role::User | Role::Tool => user_side_turn(&message.parts)?,
+        };
+        if turn.results.is_empty() && turn.content.is_empty() {
+            continue;
+        }
+        match turns.last_mut() {
+            Some(last) if last.role == turn.role => {
+                last.results.append(&mut turn.results);
+                last.content.append(&mut turn.content);
+            }
+            _ => turns.push(turn),
+        }
+    }
+    turns
+        .into_iter()
+        .map(|turn| {
+            let mut blocks = turn.results;
+            blocks.extend(turn.content);
+            Message::builder()
+                .role(turn.role)
+                .set_content(Some(blocks))
+                .build()
+        })
+        .collect()
+}
+
+fn assistant_blocks(parts: &[Part]) -> Result<Vec<ContentBlock>, BuildError> {
+    let mut blocks = Vec::new();
+    for part in parts {
+        let block = match part {
+            Part::Text { text } => text_block(text),
+            Part::Reasoning(reasoning) => Some(reasoning_block(reasoning)?),
+            Part::ToolUse { id, name, input } => Some(ContentBlock::ToolUse(
+                ToolUseBlock::builder()
+                    .tool_use_id(id)
+                    .name(name)
+                    .input(to_document(input))
+                    .build()?,
+            )),
+            // An assistant never carries tool results; nothing sensible to send.
+            Part::ToolResult { .. } => None,
+            Part::Image(media) => text_block(&placeholder("image", media)),
+            Part::Document(media) => text_block(&placeholder("document", media)),
+        };
+        blocks.extend(block);
+    }
+    Ok(blocks)
+}
+
+fn user_side_turn(parts: &[Part]) -> Result<Turn, BuildError> {
+    let mut turn = Turn {
+        role: ConversationRole::User,
+        results: Vec::new(),
+        content: Vec::new(),
+    };
+    for part in parts {
+        let block = match part {
+            Part::ToolResult {
+                tool_use_id,
+                content,
+                is_error,
+            } => {
+                turn.results
+                    .push(tool_result_block(tool_use_id, content, *is_error)?);
+                continue;
+            }
+            Part::Text { text } => text_block(text),
+            Part::Image(media) => Some(image_block(media)?),
+            Part::Document(media) => Some(document_block(media)?),
+            // A user never makes tool calls or reasons; nothing sensible to send.
+            Part::ToolUse { .. } | Part::Reasoning(_) => None,
+        };
+        turn.content.extend(block);
+    }
+    Ok(turn)
+}
+
+fn text_block(text: &str) -> Option<ContentBlock> {
+    (!text.trim().is_empty()).then(|| ContentBlock::Text(text.to_owned()))
+}
+
+fn reasoning_block(reasoning: &Reasoning) -> Result<ContentBlock, BuildError> {
+    let block = match reasoning {
+        Reasoning::Text { text, signature } => ReasoningContentBlock::ReasoningText(
+            ReasoningTextBlock::builder()
+                .text(text)
+                .set_signature(signature.clone())
+                .build()?,
+        ),
+        Reasoning::Redacted { data } => {
+            ReasoningContentBlock::RedactedContent(Blob::new(data.clone()))
+        }
+    };
+    Ok(ContentBlock::ReasoningContent(block))
+}
+
+fn tool_result_block(
+    tool_use_id: &str,
+    content: &Value,
+    is_error: bool,
+) -> Result<ContentBlock, BuildError> {
+    let content = match content {
+        Value::Object(_) | Value::Array(_) => ToolResultContentBlock::Json(to_document(content)),
+        Value::String(text) => ToolResultContentBlock::Text(text.clone()),
+        other => ToolResultContentBlock::Text(other.to_string()),
+    };
+    Ok(ContentBlock::ToolResult(
+        ToolResultBlock::builder()
+            .tool_use_id(tool_use_id)
+            .content(content)
+            .set_status(is_error.then_some(ToolResultStatus::Error))
+            .build()?,
+    ))
+}
+
+fn image_block(media: &MediaRef) -> Result<ContentBlock, BuildError> {
+    let Some((format, location)) = image_format(&media.mime_type).zip(s3_location(media)?) else {
+        return Ok(ContentBlock::Text(placeholder("image", media)));
+    };
+    Ok(ContentBlock::Image(
+        ImageBlock::builder()
+            .format(format)
+            .source(ImageSource::S3Location(location))
+            .build()?,
+    ))
+}
+
+fn document_block(media: &MediaRef) -> Result<ContentBlock, BuildError> {
+    let Some((format, location)) = document_format(&media.mime_type).zip(s3_location(media)?)
+    else {
+        return Ok(ContentBlock::Text(placeholder("document", media)));
+    };
+    Ok(ContentBlock::Document(
+        DocumentBlock::builder()
+            .format(format)
+            .name(document_name(&media.key))
+            .source(DocumentSource::S3Location(location))
+            .build()?,
+    ))
+}
+
+fn s3_location(media: &MediaRef) -> Result<Option<S3Location>, BuildError> {
+    if !media.key.starts_with("s3://") {
+        return Ok(None);
+    }
+    S3Location::builder().uri(&media.key).build().map(Some)
+}
+
+fn image_format(mime_type: &str) -> Option<ImageFormat> {
+    Some(match mime_type.to_ascii_lowercase().as_str() {
+        "image/png" => ImageFormat::Png,
+        "image/jpeg" | "image/jpg" => ImageFormat::Jpeg,
+        "image/gif" => ImageFormat::Gif,
+        "image/webp" => ImageFormat::Webp,
+        _ => return None,
+    })
+}
+
+fn document_format(mime_type: &str) -> Option<DocumentFormat> {
+    Some(match mime_type.to_ascii_lowercase().as_str() {
+        "application/pdf" => DocumentFormat::Pdf,
+        "text/csv" => DocumentFormat::Csv,
+        "text/html" => DocumentFormat::Html,
+        "text/markdown" => DocumentFormat::Md,
+        "text/plain" => DocumentFormat::Txt,
+        "application/msword" => DocumentFormat::Doc,
+        "application/vnd.openxmlformats-officedocument.wordprocessingml.document" => {
+            DocumentFormat::Docx
+        }
+        "application/vnd.ms-excel" => DocumentFormat::Xls,
+        "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet" => DocumentFormat::Xlsx,
+        _ => return None,
+    })
+}
+
+/// A document name Converse accepts (letters, digits, single spaces, hyphens, parentheses and
+/// square brackets), from the key's file name without its extension.
+fn document_name(key: &str) -> String {
+    let file = key.rsplit('/').next().unwrap_or(key);
+    let stem = file.rsplit_once('.').map_or(file, |(stem, _)| stem);
+    let cleaned: String = stem
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '(' | ')' | '[' | ']' | ' ') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let name = cleaned.split_whitespace().collect::<Vec<_>>().join(" ");
+    if name.is_empty() {
+        "document".to_owned()
+    } else {
+        name
+    }
+}
+
+fn placeholder(kind: &str, media: &MediaRef) -> String {
+    format!("[{kind}: {}]", media.key)
+}
+
+fn tool(spec: &ToolSpec) -> Result<Tool, BuildError> {
+    Ok(Tool::ToolSpec(
+        ToolSpecification::builder()
+            .name(&spec.name)
+            .set_description((!spec.description.is_empty()).then(|| spec.description.clone()))
+            .input_schema(ToolInputSchema::Json(to_document(&spec.input_schema)))
+            .build()?,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::document::from_document;
+    use backend::{ChatMessage, InferenceSettings};
+
+    fn request(messages: Vec<ChatMessage>) -> ChatRequest {
+        ChatRequest {
+            model: String::new(),
+            system: String::new(),
+            messages,
+            tools: vec![],
+            settings: InferenceSettings {
+                max_tokens: 100,
+                ..InferenceSettings::default()
+            },
+        }
+    }
+
+    fn msg(role: Role, parts: Vec<Part>) -> ChatMessage {
+        ChatMessage { role, parts }
+    }
+
+    fn result(id: &str, content: Value, is_error: bool) -> Part {
+        Part::ToolResult {
+            tool_use_id: id.into(),
+            content,
+            is_error,
+        }
+    }
+
+    fn convert(request: &ChatRequest) -> ConverseStreamInput {
+        into_bedrock(request, "fallback-model").unwrap()
+    }
+
+    /// Each message as `(role, [block kinds])`, to pin shape without the SDK's verbosity.
+    fn shape(input: &ConverseStreamInput) -> Vec<(&'static str, Vec<String>)> {
+        input
+            .messages
+            .iter()
+            .flatten()
+            .map(|m| {
+                let role = match m.role {
+                    ConversationRole::User => "user",
+                    _ => "assistant",
+                };
+                (role, m.content.iter().map(kind).collect())
+            })
+            .collect()
+    }
+
+    fn kind(block: &ContentBlock) -> String {
+        match block {
+            ContentBlock::Text(t) => format!("text:{t}"),
+            ContentBlock::ToolUse(u) => format!("tool_use:{}", u.tool_use_id),
+            ContentBlock::ToolResult(r) => format!("tool_result:{}", r.tool_use_id),
+            ContentBlock::ReasoningContent(_) => "reasoning".into(),
+            ContentBlock::Image(_) => "image".into(),
+            ContentBlock::Document(d) => format!("document:{}", d.name),
+            other => format!("{other:?}"),
+        }
+    }
+
+    fn media(key: &str, mime_type: &str) -> MediaRef {
+        MediaRef {
+            key: key.into(),
+            mime_type: mime_type.into(),
+            size_bytes: 10,
+        }
+    }
+
+    #[test]
+    fn model_system_and_settings() {
+        let mut req = request(vec![msg(Role::User, vec![Part::text("hi")])]);
+        let input = convert(&req);
+        assert_eq!(input.model_id.as_deref(), Some("fallback-model"));
+        assert_eq!(input.system, None);
+        assert_eq!(input.tool_config, None);
+        assert_eq!(input.additional_model_request_fields, None);
+        let inference = input.inference_config.unwrap();
+        assert_eq!(inference.max_tokens, Some(100));
+        assert_eq!(inference.temperature, None);
+        assert_eq!(inference.stop_sequences, None);
+
+        req.model = "anthropic.claude-sonnet-4".into();
+        req.system = "You are Bridle.".into();
+        req.settings = InferenceSettings {
+            max_tokens: u32::MAX,
+            temperature: Some(0.5),
+            stop_sequences: vec!["\nUser:".into()],
+            reasoning_budget: Some(2048),
+        };
+        let input = convert(&req);
+        assert_eq!(input.model_id.as_deref(), Some("anthropic.claude-sonnet-4"));
+        assert_eq!(
+            input.system,
+            Some(vec![SystemContentBlock::Text("You are Bridle.".into())])
+        );
+        let inference = input.inference_config.unwrap();
+        assert_eq!(inference.max_tokens, Some(i32::MAX));
+        assert_eq!(inference.temperature, Some(0.5));
+        assert_eq!(inference.stop_sequences, Some(vec!["\nUser:".to_owned()]));
+        assert_eq!(
+            from_document(&input.additional_model_request_fields.unwrap()),
+            json!({"thinking": {"type": "enabled", "budget_tokens": 2048}})
+        );
+    }
+
+    #[test]
+    fn tools_are_specs_with_a_json_schema() {
+        let mut req = request(vec![msg(Role::User, vec![Part::text("hi")])]);
+        let schema = json!({"type": "object", "properties": {"city": {"type": "string"}}});
+        req.tools = vec![
+            ToolSpec {
+                name: "weather".into(),
+                description: "Current weather.".into(),
+                input_schema: schema.clone(),
+            },
+            ToolSpec {
+                name: "now".into(),
+                description: String::new(),
+                input_schema: json!({"type": "object"}),
+            },
+        ];
+        let tools = convert(&req).tool_config.unwrap().tools;
+        let Tool::ToolSpec(weather) = &tools[0] else {
+            panic!("{tools:?}")
+        };
+        assert_eq!(weather.name, "weather");
+        assert_eq!(weather.description.as_deref(), Some("Current weather."));
+        let Some(ToolInputSchema::Json(doc)) = &weather.input_schema else {
+            panic!("{weather:?}")
+        };
+        assert_eq!(from_document(doc), schema);
+        let Tool::ToolSpec(now) = &tools[1] else {
+            panic!("{tools:?}")
+        };
+        assert_eq!(now.description, None, "an empty description is left out");
+    }
+
+    #[test]
+    fn tool_results_fold_into_user_messages_and_come_first() {
+        let req = request(vec![
+            msg(Role::User, vec![Part::text("Weather?")]),
+            msg(
+                Role::Assistant,
+                vec![
+                    Part::text("Checking."),
+                    Part::ToolUse {
+                        id: "t1".into(),
+                        name: "weather".into(),
+                        input: json!({"city": "Oslo"}),
+                    },
+                ],
+            ),
+            msg(Role::Tool, vec![result("t1", json!({"temp_c": 3}), false)]),
+            msg(Role::User, vec![Part::text("And Rome?")]),
+            msg(Role::Tool, vec![result("t0", json!("late"), false)]),
+        ]);
+        assert_eq!(
+            shape(&convert(&req)),
+            vec![
+                ("user", vec!["text:Weather?".to_owned()]),
+                (
+                    "assistant",
+                    vec!["text:Checking.".to_owned(), "tool_use:t1".to_owned()]
+                ),
+                (
+                    "user",
+                    vec![
+                        "tool_result:t1".to_owned(),
+                        "tool_result:t0".to_owned(),
+                        "text:And Rome?".to_owned()
+                    ]
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn tool_result_content_and_status() {
+        let req = request(vec![msg(
+            Role::Tool,
+            vec![
+                result("a", json!({"rows": 2}), false),
+                result("b", json!([1, 2]), false),
+                result("c", json!("no such table"), true),
+                result("d", json!(42), false),
+            ],
+        )]);
+        let input = convert(&req);
+        let blocks = &input.messages.as_ref().unwrap()[0].content;
+        let results: Vec<&ToolResultBlock> =
+            blocks.iter().map(|b| b.as_tool_result().unwrap()).collect();
+        let content = |i: usize| match &results[i].content[..] {
+            [ToolResultContentBlock::Json(doc)] => from_document(doc),
+            [ToolResultContentBlock::Text(text)] => Value::String(format!("text:{text}")),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(content(0), json!({"rows": 2}));
+        assert_eq!(content(1), json!([1, 2]));
+        assert_eq!(content(2), json!("text:no such table"));
+        assert_eq!(content(3), json!("text:42"));
+        assert_eq!(results[0].status, None);
+        assert_eq!(results[2].status, Some(ToolResultStatus::Error));
+    }
+
+    #[test]
+    fn reasoning_is_replayed_with_its_signature_and_redacted_bytes() {
+        let req = request(vec![msg(
+            Role::Assistant,
+            vec![
+                Part::Reasoning(Reasoning::Text {
+                    text: "two cities".into(),
+                    signature: Some("sig==".into()),
+                }),
+                Part::Reasoning(Reasoning::Redacted {
+                    data: vec![0, 159, 255],
+                }),
+                Part::Reasoning(Reasoning::Text {
+                    text: "unsigned".into(),
+                    signature: None,
+                }),
+            ],
+        )]);
+        let input = convert(&req);
+        let blocks = &input.messages.as_ref().unwrap()[0].content;
+        let reasoning: Vec<&ReasoningContentBlock> = blocks
+            .iter()
+            .map(|b| b.as_reasoning_content().unwrap())
+            .collect();
+        let text = reasoning[0].as_reasoning_text().unwrap();
+        assert_eq!(text.text, "two cities");
+        assert_eq!(text.signature.as_deref(), Some("sig=="));
+        assert_eq!(
+            reasoning[1].as_redacted_content().unwrap().as_ref(),
+            &[0, 159, 255]
+        );
+        assert_eq!(reasoning[2].as_reasoning_text().unwrap().signature, None);
+    }
+
+    #[test]
+    fn misplaced_blank_and_empty_content_is_dropped_and_neighbours_merge() {
+        let req = request(vec![
+            msg(Role::User, vec![Part::text("one")]),
+            msg(
+                Role::Assistant,
+                vec![Part::text("  "), result("x", json!("stray"), false)],
+            ),
+            msg(
+                Role::User,
+                vec![
+                    Part::text("two"),
+                    Part::ToolUse {
+                        id: "u".into(),
+                        name: "n".into(),
+                        input: json!({}),
+                    },
+                    Part::Reasoning(Reasoning::Redacted { data: vec![1] }),
+                ],
+            ),
+        ]);
+        assert_eq!(
+            shape(&convert(&req)),
+            vec![("user", vec!["text:one".to_owned(), "text:two".to_owned()])]
+        );
+    }
+
+    #[test]
+    fn s3_media_becomes_blocks_and_other_media_a_placeholder() {
+        let req = request(vec![msg(
+            Role::User,
+            vec![
+                Part::Image(media("s3://bucket/img/cat.png", "image/png")),
+                Part::Image(media("blobs/img/1", "image/png")),
+                Part::Image(media("s3://bucket/img/odd.tiff", "image/tiff")),
+                Part::Document(media(
+                    "s3://bucket/docs/Q3 report_v2.pdf",
+                    "application/pdf",
+                )),
+                Part::Document(media("blobs/doc/2", "application/pdf")),
+            ],
+        )]);
+        let input = convert(&req);
+        assert_eq!(
+            shape(&input),
+            vec![(
+                "user",
+                vec![
+                    "image".to_owned(),
+                    "text:[image: blobs/img/1]".to_owned(),
+                    "text:[image: s3://bucket/img/odd.tiff]".to_owned(),
+                    "document:Q3 report-v2".to_owned(),
+                    "text:[document: blobs/doc/2]".to_owned(),
+                ]
+            )]
+        );
+        let blocks = &input.messages.as_ref().unwrap()[0].content;
+        let image = blocks[0].as_image().unwrap();
+        assert_eq!(image.format, ImageFormat::Png);
+        assert_eq!(
+            image.source.as_ref().unwrap().as_s3_location().unwrap().uri,
+            "s3://bucket/img/cat.png"
+        );
+        let document = blocks[3].as_document().unwrap();
+        assert_eq!(document.format, DocumentFormat::Pdf);
+        assert_eq!(
+            document
+                .source
+                .as_ref()
+                .unwrap()
+                .as_s3_location()
+                .unwrap()
+                .uri,
+            "s3://bucket/docs/Q3 report_v2.pdf"
+        );
+    }
+
+    #[test]
+    fn document_names_are_what_converse_accepts() {
+        assert_eq!(
+            document_name("s3://b/a/Report (final).pdf"),
+            "Report (final)"
+        );
+        assert_eq!(document_name("s3://b/a/x__y..z.csv"), "x--y--z");
+        assert_eq!(document_name("s3://b/a/   .txt"), "document");
+        assert_eq!(document_name("s3://b/a/two  spaces"), "two spaces");
+    }
+}

@@ -1,0 +1,27 @@
+//! Amazon Bedrock adapter for the [`ChatModel`](backend::ChatModel) port, over the streaming
+//! Converse API (`ConverseStream`) with tools, reasoning and prompt-cache usage.
+//!
+//! The wire work is pure and lives apart from I/O: [`into_bedrock`] builds the SDK's
+//! `ConverseStreamInput` from a neutral request, [`BedrockEventMapper`] turns each decoded stream
+//! event into neutral [`ModelEvent`]s, and [`to_document`]/[`from_document`] convert JSON values
+//! to and from Smithy documents. Only [`BedrockModel`] touches the network, through
+//! `aws-sdk-bedrockruntime`, which also does the signing and the event-stream framing. SDK
+//! failures become the port's own [`BackendError`]; this crate adds no error enum.
+//!
+//! Depends on `backend` and `transcript` (plus the AWS SDK). It must never depend on the engine
+//! or a store. It reads no environment itself except through [`client_from_env`], the standard
+//! AWS configuration chain, meant for `main`; tests build the client against a local fake.
+//!
+//! [`ModelEvent`]: backend::ModelEvent
+//! [`BackendError`]: backend::BackendError
+
+mod client;
+mod convert;
+mod document;
+mod error;
+mod events;
+
+pub use client::{BedrockModel, client_from_env};
+pub use convert::into_bedrock;
+pub use document::{from_document, to_document};
+pub use events::{BedrockEventMapper, Mapped};

@@ -1,0 +1,71 @@
+use serde::{Deserialize, Serialize};
+
+/// A webhook delivery as it arrived: nothing decoded, nothing re-serialised.
+#[derive(Debug, Clone, Copy)]
+pub struct RawRequest<'a> {
+    pub method: &'a str,
+    pub path: &'a str,
+    /// The raw query string, without `?`.
+    pub query: Option<&'a str>,
+    /// Header names are matched case-insensitively.
+    pub headers: &'a [(String, String)],
+    pub body: &'a [u8],
+}
+
+impl RawRequest<'_> {
+    /// The first header with this name (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// One user message, in neutral form.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InboundMessage {
+    pub channel: String,
+    /// The sender as the platform identifies them (verified by the signature).
+    pub external_user_id: String,
+    /// The thread it belongs to on the platform (a chat, a DM, a phone number pair).
+    pub conversation_key: String,
+    /// The platform's id of the message: the dedupe key.
+    pub message_id: String,
+    pub text: String,
+    pub button_id: Option<String>,
+}
+
+/// What a verified delivery carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Inbound {
+    /// User messages to answer (a platform may batch several).
+    Messages(Vec<InboundMessage>),
+    /// Not a user message (a status, an echo, an edit...): acknowledge and drop.
+    Ignored { reason: &'static str },
+    /// A handshake: answer 200 with this body.
+    Challenge(String),
+}
+
+/// Why a delivery was refused. The webhook maps each to one HTTP status in one place.
+#[derive(Debug, thiserror::Error)]
+pub enum ChannelError {
+    /// Missing, malformed or wrong signature, or a stale timestamp: 401.
+    #[error("signature check failed: {0}")]
+    BadSignature(&'static str),
+    /// The body does not parse as this platform's payload: 400.
+    #[error("malformed payload: {0}")]
+    Malformed(String),
+}
+
+/// An inbound platform.
+pub trait Channel: Send + Sync {
+    /// The route segment: `POST /webhooks/{name}`.
+    fn name(&self) -> &'static str;
+
+    /// Check the platform's signature on the raw bytes. `now_s` is the current Unix time.
+    fn verify(&self, request: &RawRequest<'_>, now_s: i64) -> Result<(), ChannelError>;
+
+    /// Parse a verified delivery.
+    fn parse(&self, request: &RawRequest<'_>) -> Result<Inbound, ChannelError>;
+}

@@ -1,0 +1,19 @@
+//! Messaging channels, one module per platform, behind the same two ports:
+//!
+//! - inbound ([`Channel`]): verify a webhook delivery on its **raw bytes**, constant-time,
+//!   before any parsing; then parse it into neutral [`InboundMessage`]s, or say why it is
+//!   ignored (not a user message) or what to answer (a platform handshake);
+//! - outbound ([`Sender`]): deliver a reply within the platform's rules.
+//!
+//! The webhook function, the worker and `bridle serve` use these unchanged. For now there is one
+//! channel, `generic` (HMAC-signed JSON), so the production path is real end to end; the
+//! platforms (WhatsApp, Telegram, Slack, Twilio) follow.
+//!
+//! Depends on no engine, backend, store or AWS crate.
+
+pub mod generic;
+mod inbound;
+mod outbound;
+
+pub use inbound::{Channel, ChannelError, Inbound, InboundMessage, RawRequest};
+pub use outbound::{Reply, SendError, Sender};

@@ -1,0 +1,214 @@
+//! `JobClaims`: one item per turn job (`JOB#<key>` / `CLAIM`). Claiming is one conditional
+//! `UpdateItem` that admits only a missing, expired-running, expired-done or past-`ttl` record;
+//! a refusal is explained from the old item the failed condition returns.
+
+use crate::DynamoStore;
+use crate::error::unavailable;
+use crate::item::{Item, corrupt, get_n, get_s, is_expired, n, s};
+use crate::keys::{CLAIM, PK, SK, TTL, job_pk};
+use async_trait::async_trait;
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::{ReturnValue, ReturnValuesOnConditionCheckFailure};
+use store::{Claim, JobClaims, StoreError};
+
+const STATUS: &str = "status";
+const EXPIRES_AT_MS: &str = "expires_at_ms";
+const ATTEMPT: &str = "attempt";
+const KEEP_UNTIL_MS: &str = "keep_until_ms";
+const RUNNING: &str = "running";
+const DONE: &str = "done";
+
+/// How often a claim is tried again when its refusal cannot be explained because the record
+/// vanished in between (TTL deletion). Each try is one conditional write.
+const TRIES: usize = 3;
+
+#[async_trait]
+impl JobClaims for DynamoStore {
+    async fn claim_job(
+        &self,
+        job_key: &str,
+        now_ms: i64,
+        expires_at_ms: i64,
+    ) -> Result<Claim, StoreError> {
+        let what = format!("job claim {job_key}");
+        for _ in 0..TRIES {
+            let old = match self.try_claim(job_key, now_ms, expires_at_ms).await {
+                Ok(new) => return claimed(&new, &what),
+                Err(SdkError::ServiceError(e))
+                    if e.err().is_conditional_check_failed_exception() =>
+                {
+                    match e.into_err() {
+                        UpdateItemError::ConditionalCheckFailedException(ccf) => ccf.item,
+                        _ => None,
+                    }
+                }
+                Err(e) => return Err(unavailable(e)),
+            };
+            // DynamoDB returns the old item with the refusal; without it, read it (consistent).
+            let old = match old {
+                Some(old) => Some(old),
+                None => self.claim_record(job_key).await?,
+            };
+            if let Some(old) = old.filter(|old| !is_expired(old, now_ms.div_euclid(1000))) {
+                return refused(&old, &what);
+            }
+        }
+        Err(StoreError::Unavailable(
+            format!("{what}: refused {TRIES} times, but no record is there").into(),
+        ))
+    }
+
+    async fn finish_job(&self, job_key: &str, keep_until_ms: i64) -> Result<(), StoreError> {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .key(PK, s(job_pk(job_key)))
+            .key(SK, s(CLAIM))
+            .update_expression(
+                "SET #status = :done, #keep = :keep, #ttl = :ttl REMOVE #attempt, #expires",
+            )
+            .expression_attribute_names("#status", STATUS)
+            .expression_attribute_names("#keep", KEEP_UNTIL_MS)
+            .expression_attribute_names("#ttl", TTL)
+            .expression_attribute_names("#attempt", ATTEMPT)
+            .expression_attribute_names("#expires", EXPIRES_AT_MS)
+            .expression_attribute_values(":done", s(DONE))
+            .expression_attribute_values(":keep", n(keep_until_ms))
+            .expression_attribute_values(":ttl", n(ttl_for(keep_until_ms)))
+            .send()
+            .await
+            .map_err(unavailable)?;
+        Ok(())
+    }
+}
+
+impl DynamoStore {
+    /// The one conditional write of a claim: the new item, or the SDK error (a refusal among
+    /// them, carrying the old item).
+    ///
+    /// A done record holds no `attempt` (`finish_job` removes it), so claiming after one, or
+    /// claiming a new key, counts from 1; taking over an expired running claim adds one.
+    async fn try_claim(
+        &self,
+        job_key: &str,
+        now_ms: i64,
+        expires_at_ms: i64,
+    ) -> Result<Item, SdkError<UpdateItemError>> {
+        let out = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key(PK, s(job_pk(job_key)))
+            .key(SK, s(CLAIM))
+            .update_expression(
+                "SET #status = :running, #expires = :expires, \
+                 #attempt = if_not_exists(#attempt, :zero) + :one REMOVE #keep, #ttl",
+            )
+            .condition_expression(
+                "attribute_not_exists(pk) OR #ttl < :now_s \
+                 OR (#status = :running AND #expires < :now) \
+                 OR (#status = :done AND #keep < :now)",
+            )
+            .expression_attribute_names("#status", STATUS)
+            .expression_attribute_names("#expires", EXPIRES_AT_MS)
+            .expression_attribute_names("#attempt", ATTEMPT)
+            .expression_attribute_names("#keep", KEEP_UNTIL_MS)
+            .expression_attribute_names("#ttl", TTL)
+            .expression_attribute_values(":running", s(RUNNING))
+            .expression_attribute_values(":done", s(DONE))
+            .expression_attribute_values(":expires", n(expires_at_ms))
+            .expression_attribute_values(":now", n(now_ms))
+            .expression_attribute_values(":now_s", n(now_ms.div_euclid(1000)))
+            .expression_attribute_values(":zero", n(0))
+            .expression_attribute_values(":one", n(1))
+            .return_values(ReturnValue::AllNew)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await?;
+        Ok(out.attributes.unwrap_or_default())
+    }
+
+    /// The claim record as it is now (strongly consistent read), if any.
+    async fn claim_record(&self, job_key: &str) -> Result<Option<Item>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key(PK, s(job_pk(job_key)))
+            .key(SK, s(CLAIM))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(unavailable)?;
+        Ok(out.item)
+    }
+}
+
+/// What a successful claim means: attempt 1 is fresh, later ones take over.
+fn claimed(new: &Item, what: &str) -> Result<Claim, StoreError> {
+    Ok(match get_n::<u32>(new, ATTEMPT, what)? {
+        0 => return Err(corrupt(what, "attempt 0")),
+        1 => Claim::Fresh,
+        attempt => Claim::TakenOver { attempt },
+    })
+}
+
+/// Why a live record refused the claim.
+fn refused(old: &Item, what: &str) -> Result<Claim, StoreError> {
+    match get_s(old, STATUS, what)? {
+        DONE => Ok(Claim::Done),
+        RUNNING => Ok(Claim::Busy {
+            until_ms: get_n(old, EXPIRES_AT_MS, what)?,
+        }),
+        other => Err(corrupt(what, format!("unknown status {other:?}"))),
+    }
+}
+
+/// The `ttl` (epoch seconds) that keeps a record at least until `keep_until_ms`.
+fn ttl_for(keep_until_ms: i64) -> i64 {
+    keep_until_ms.saturating_add(999).div_euclid(1000)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ttl_rounds_up_to_whole_seconds() {
+        assert_eq!(ttl_for(1_000), 1);
+        assert_eq!(ttl_for(1_001), 2);
+        assert_eq!(ttl_for(0), 0);
+        assert_eq!(ttl_for(i64::MAX), i64::MAX / 1000);
+    }
+
+    #[test]
+    fn outcomes_read_from_items() {
+        let item = |pairs: &[(&str, aws_sdk_dynamodb::types::AttributeValue)]| -> Item {
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), v.clone()))
+                .collect()
+        };
+        assert_eq!(
+            claimed(&item(&[(ATTEMPT, n(1))]), "j").unwrap(),
+            Claim::Fresh
+        );
+        assert_eq!(
+            claimed(&item(&[(ATTEMPT, n(3))]), "j").unwrap(),
+            Claim::TakenOver { attempt: 3 }
+        );
+        assert_eq!(
+            refused(&item(&[(STATUS, s(DONE))]), "j").unwrap(),
+            Claim::Done
+        );
+        assert_eq!(
+            refused(&item(&[(STATUS, s(RUNNING)), (EXPIRES_AT_MS, n(5))]), "j").unwrap(),
+            Claim::Busy { until_ms: 5 }
+        );
+        assert!(matches!(
+            refused(&item(&[(STATUS, s("paused"))]), "j"),
+            Err(StoreError::Corrupt { .. })
+        ));
+    }
+}

@@ -1,0 +1,173 @@
+//! `ConversationStore`: one item per conversation (`CONV#<id>` / `META`), one attribute per
+//! field, listed per user through `gsi1`.
+
+use crate::DynamoStore;
+use crate::error::{unavailable, write_error};
+use crate::item::{Item, corrupt, get_n, get_s, is_expired, n, now_s, s};
+use crate::keys::{
+    GSI1, GSI1PK, GSI1SK, META, PK, SK, conversation_pk, created_gsi1sk, user_gsi1pk,
+};
+use async_trait::async_trait;
+use store::{ConversationStore, StoreError};
+use transcript::{Conversation, ConversationId, ConversationStatus, UserId};
+
+const ID: &str = "id";
+const USER_ID: &str = "user_id";
+const CHANNEL: &str = "channel";
+const PURPOSE: &str = "purpose";
+const STATUS: &str = "status";
+const PROMPT_VERSION: &str = "prompt_version";
+const SEGMENT: &str = "segment";
+const TURN: &str = "turn";
+const CREATED_AT_MS: &str = "created_at_ms";
+
+#[async_trait]
+impl ConversationStore for DynamoStore {
+    async fn create_conversation(&self, c: &Conversation) -> Result<(), StoreError> {
+        self.client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(encode(c)))
+            .condition_expression("attribute_not_exists(pk)")
+            .send()
+            .await
+            .map_err(|e| {
+                write_error(e, || StoreError::Conflict {
+                    what: format!("conversation {}", c.id),
+                })
+            })?;
+        Ok(())
+    }
+
+    async fn conversation(&self, id: &ConversationId) -> Result<Option<Conversation>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key(PK, s(conversation_pk(id)))
+            .key(SK, s(META))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(unavailable)?;
+        match out.item {
+            Some(item) if !is_expired(&item, now_s()) => decode(&item).map(Some),
+            _ => Ok(None),
+        }
+    }
+
+    async fn update_conversation(&self, c: &Conversation) -> Result<(), StoreError> {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .key(PK, s(conversation_pk(&c.id)))
+            .key(SK, s(META))
+            .update_expression(
+                "SET #purpose = :purpose, #status = :status, #prompt = :prompt, \
+                 #segment = :segment, #turn = :turn",
+            )
+            .condition_expression("attribute_exists(pk)")
+            .expression_attribute_names("#purpose", PURPOSE)
+            .expression_attribute_names("#status", STATUS)
+            .expression_attribute_names("#prompt", PROMPT_VERSION)
+            .expression_attribute_names("#segment", SEGMENT)
+            .expression_attribute_names("#turn", TURN)
+            .expression_attribute_values(":purpose", s(&c.purpose))
+            .expression_attribute_values(":status", s(status_name(c.status)))
+            .expression_attribute_values(":prompt", s(&c.prompt_version))
+            .expression_attribute_values(":segment", n(c.segment))
+            .expression_attribute_values(":turn", n(c.turn))
+            .send()
+            .await
+            .map_err(|e| {
+                write_error(e, || StoreError::NotFound {
+                    what: format!("conversation {}", c.id),
+                })
+            })?;
+        Ok(())
+    }
+
+    /// Newest first; ties by id, descending (`gsi1sk` read backwards).
+    async fn conversations_of(&self, user: &UserId) -> Result<Vec<Conversation>, StoreError> {
+        let query = self
+            .query()
+            .index_name(GSI1)
+            .key_condition_expression("#gsi1pk = :user")
+            .expression_attribute_names("#gsi1pk", GSI1PK)
+            .expression_attribute_values(":user", s(user_gsi1pk(user)))
+            .scan_index_forward(false);
+        let items = self.query_all(query).await?;
+        items.iter().map(decode).collect()
+    }
+}
+
+fn encode(c: &Conversation) -> Item {
+    Item::from([
+        (PK.into(), s(conversation_pk(&c.id))),
+        (SK.into(), s(META)),
+        (GSI1PK.into(), s(user_gsi1pk(&c.user_id))),
+        (GSI1SK.into(), s(created_gsi1sk(c.created_at_ms, &c.id))),
+        (ID.into(), s(&c.id.0)),
+        (USER_ID.into(), s(&c.user_id.0)),
+        (CHANNEL.into(), s(&c.channel)),
+        (PURPOSE.into(), s(&c.purpose)),
+        (STATUS.into(), s(status_name(c.status))),
+        (PROMPT_VERSION.into(), s(&c.prompt_version)),
+        (SEGMENT.into(), n(c.segment)),
+        (TURN.into(), n(c.turn)),
+        (CREATED_AT_MS.into(), n(c.created_at_ms)),
+    ])
+}
+
+fn decode(item: &Item) -> Result<Conversation, StoreError> {
+    let what = format!(
+        "conversation {}",
+        item.get(ID)
+            .and_then(|v| v.as_s().ok())
+            .map_or("?", String::as_str)
+    );
+    let status = get_s(item, STATUS, &what)?;
+    let status = serde_json::from_value(serde_json::Value::String(status.to_owned()))
+        .map_err(|e| corrupt(&what, e))?;
+    Ok(Conversation {
+        id: ConversationId(get_s(item, ID, &what)?.to_owned()),
+        user_id: UserId(get_s(item, USER_ID, &what)?.to_owned()),
+        channel: get_s(item, CHANNEL, &what)?.to_owned(),
+        purpose: get_s(item, PURPOSE, &what)?.to_owned(),
+        status,
+        prompt_version: get_s(item, PROMPT_VERSION, &what)?.to_owned(),
+        segment: get_n(item, SEGMENT, &what)?,
+        turn: get_n(item, TURN, &what)?,
+        created_at_ms: get_n(item, CREATED_AT_MS, &what)?,
+    })
+}
+
+/// The status's serde name (`active`, `paused`, ...), so new variants need no code here.
+fn status_name(status: ConversationStatus) -> String {
+    match serde_json::to_value(status) {
+        Ok(serde_json::Value::String(name)) => name,
+        other => unreachable!("ConversationStatus serializes as a string, got {other:?}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encode_decode_round_trip() {
+        let mut c = Conversation::new("c#1", "u", "sms", "billing");
+        c.status = ConversationStatus::Closed;
+        c.segment = u32::MAX;
+        c.turn = u64::MAX;
+        c.created_at_ms = i64::MIN;
+        assert_eq!(decode(&encode(&c)).unwrap(), c);
+    }
+
+    #[test]
+    fn an_unknown_status_is_corrupt() {
+        let mut item = encode(&Conversation::new("c", "u", "web", "p"));
+        item.insert(STATUS.into(), s("sleeping"));
+        assert!(matches!(decode(&item), Err(StoreError::Corrupt { .. })));
+    }
+}

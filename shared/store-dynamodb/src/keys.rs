@@ -1,0 +1,103 @@
+//! The key layout (see the crate docs): attribute names and the strings keys are made of. Pure.
+
+use transcript::{ConversationId, UserId};
+
+pub(crate) const PK: &str = "pk";
+pub(crate) const SK: &str = "sk";
+pub(crate) const TTL: &str = "ttl";
+pub(crate) const GSI1: &str = "gsi1";
+pub(crate) const GSI1PK: &str = "gsi1pk";
+pub(crate) const GSI1SK: &str = "gsi1sk";
+pub(crate) const LSI1: &str = "lsi1";
+pub(crate) const LSI1SK: &str = "lsi1sk";
+
+/// The sort key of a conversation's own record.
+pub(crate) const META: &str = "META";
+/// The sort key of a job's claim record.
+pub(crate) const CLAIM: &str = "CLAIM";
+/// Sort-key prefix of messages (table key and `lsi1` key alike).
+pub(crate) const MSG: &str = "MSG#";
+/// Sort-key prefix of visible entries.
+pub(crate) const SEEN: &str = "SEEN#";
+
+pub(crate) fn conversation_pk(id: &ConversationId) -> String {
+    format!("CONV#{id}")
+}
+
+pub(crate) fn user_gsi1pk(user: &UserId) -> String {
+    format!("USER#{user}")
+}
+
+/// Newest-first order when read backwards: creation time, then id.
+pub(crate) fn created_gsi1sk(created_at_ms: i64, id: &ConversationId) -> String {
+    format!("{:020}#{id}", order_preserving(created_at_ms))
+}
+
+/// `i64` → `u64` keeping the order, negatives included: flip the sign bit.
+pub(crate) fn order_preserving(value: i64) -> u64 {
+    (value as u64) ^ (1 << 63)
+}
+
+pub(crate) fn message_sk(position: u64) -> String {
+    format!("{MSG}{position:020}")
+}
+
+pub(crate) fn message_lsi1sk(segment: u32, position: u64) -> String {
+    format!("{}{position:020}", segment_prefix(segment))
+}
+
+/// The `lsi1sk` prefix shared by one segment's messages.
+pub(crate) fn segment_prefix(segment: u32) -> String {
+    format!("{MSG}{segment:010}#")
+}
+
+pub(crate) fn visible_sk(position: u64) -> String {
+    format!("{SEEN}{position:020}")
+}
+
+/// The key suffix of a body's continuation item `chunk` (1-based; the head is chunk 0).
+pub(crate) fn part_suffix(chunk: usize) -> String {
+    format!("#PART#{chunk:03}")
+}
+
+pub(crate) fn job_pk(job_key: &str) -> String {
+    format!("JOB#{job_key}")
+}
+
+/// The position in a `<prefix><20 digits>…` sort key.
+pub(crate) fn position_in(sk: &str, prefix: &str) -> Option<u64> {
+    sk.strip_prefix(prefix)?.get(..20)?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_sort_as_their_numbers() {
+        assert!(message_sk(9) < message_sk(10));
+        assert!(message_sk(10) < message_sk(u64::MAX));
+        assert!(message_lsi1sk(1, 5) < message_lsi1sk(2, 0));
+        // A continuation sorts right after its head, before the next position.
+        let part = message_sk(5) + &part_suffix(1);
+        assert!(message_sk(5) < part && part < message_sk(6));
+        let times = [i64::MIN, -1_000, -1, 0, 1, 1_700_000_000_000, i64::MAX];
+        let keys: Vec<String> = times
+            .iter()
+            .map(|t| created_gsi1sk(*t, &"c".into()))
+            .collect();
+        assert!(keys.windows(2).all(|w| w[0] < w[1]), "{keys:?}");
+    }
+
+    #[test]
+    fn positions_parse_back() {
+        assert_eq!(position_in(&message_sk(42), MSG), Some(42));
+        assert_eq!(
+            position_in(&(message_sk(7) + &part_suffix(3)), MSG),
+            Some(7)
+        );
+        assert_eq!(position_in(&visible_sk(u64::MAX), SEEN), Some(u64::MAX));
+        assert_eq!(position_in("MSG#12", MSG), None);
+        assert_eq!(position_in(&visible_sk(1), MSG), None);
+    }
+}

@@ -1,0 +1,119 @@
+//! The DynamoDB storage adapter: every Bridle store port on ONE DynamoDB table, through the real
+//! `aws-sdk-dynamodb` client. The worker and webhook Lambdas use it; tests run it against
+//! `moto_server`.
+//!
+//! Depends on the `store` ports, `transcript` and `aws-sdk-dynamodb` only. Never on the engine,
+//! a backend or Lambda. The caller builds the [`Client`] (region, credentials, timeouts: every
+//! outside call needs a deadline, so give it a `TimeoutConfig`) and hands it in.
+//!
+//! # The table
+//!
+//! Key `pk` (S, hash) + `sk` (S, range); on-demand billing; TTL on `ttl` (epoch seconds).
+//! [`create_table`] makes exactly this; the infrastructure templates must declare the same.
+//!
+//! | record | `pk` | `sk` | other attributes |
+//! |---|---|---|---|
+//! | conversation | `CONV#<id>` | `META` | one per field; `gsi1pk = USER#<user>`, `gsi1sk = <created>#<id>` |
+//! | message | `CONV#<id>` | `MSG#<position>` | `segment`, `position`, `lsi1sk = MSG#<segment>#<position>`, `body` |
+//! | visible entry | `CONV#<id>` | `SEEN#<position>` | `position`, `body` |
+//! | body continuation | as its head | head's `sk` + `#PART#<n>` | `chunk = n`, `body`, (`lsi1sk` + `#PART#<n>`) |
+//! | job claim | `JOB#<job key>` | `CLAIM` | `status`, `expires_at_ms`, `attempt`, `keep_until_ms`, `ttl` |
+//!
+//! Numbers in keys are zero-padded so string order is numeric order: positions to 20 digits
+//! (all of `u64`), segments to 10 (all of `u32`). `created` is the creation time in ms with the
+//! sign bit flipped (`i64` → `u64`, order kept, negatives included), padded to 20 digits.
+//!
+//! Two indexes:
+//! - `gsi1` (global; `gsi1pk` hash, `gsi1sk` range, all attributes): `conversations_of` queries
+//!   `USER#<user>` backwards, which is newest first with ties by id descending. Global indexes
+//!   are eventually consistent: a conversation created a moment ago may be missing from the list.
+//! - `lsi1` (local; `pk` hash, `lsi1sk` range, all attributes): `messages(conversation, segment)`
+//!   queries `MSG#<segment>#` in it, reading only that segment, strongly consistent.
+//!
+//! Why messages are keyed by position alone and reached by segment through `lsi1`: positions
+//! are unique per conversation across segments, so `MSG#<position>` makes the one conditional
+//! `PutItem` (`attribute_not_exists(pk)`) the append-only guard for every segment at once, and
+//! `next_position` is one backwards `Query` with `Limit = 1`. The DESIGN sketch
+//! `MSG#<segment>#<position>` as the table key would need a second guard item per position and a
+//! transaction for every append; a filter on `segment` over the table key would read every old
+//! segment on every turn, so cost would grow with the age of the conversation. The local index
+//! reads exactly one segment, stays strongly consistent, and costs one extra index write per
+//! message. The price: a local index caps each conversation's items at 10 GB, and it must exist
+//! when the table is created.
+//!
+//! # Bodies and the 400 KB item limit
+//!
+//! Messages and visible entries store the serde JSON of the whole value in `body`, so reads
+//! give back what was written, byte for byte. A body over 350,000 bytes is cut (on character
+//! boundaries) into chunks: the head item holds the first chunk and `chunks = n`, continuation
+//! items `…#PART#001`, `…#PART#002`, … hold the rest, and all of them go in one
+//! `TransactWriteItems` whose head `Put` carries the `attribute_not_exists` condition, so a
+//! record is written whole or not at all. Reads put the chunks back together. A transaction
+//! carries at most 4 MB, so a body is limited to 10 chunks (3.5 MB); a bigger one is refused
+//! as [`StoreError::Unavailable`] with a source that says so.
+//!
+//! # Time to live
+//!
+//! Only finished job claims carry a `ttl` (their `keep_until_ms`, rounded up to seconds).
+//! DynamoDB deletes expired items late (and moto never), so every read treats an item whose
+//! `ttl` has passed as absent, and the claim's condition admits an expired record.
+//!
+//! # Errors
+//!
+//! A failed condition becomes `Conflict` (create, append) or `NotFound` (update). Everything
+//! else the service or the connection reports (throttling, internal errors, timeouts, a missing
+//! table) is [`StoreError::Unavailable`] with the SDK error as its source; the SDK has already
+//! retried what it retries (a retried transaction is idempotent: the SDK fills in its client
+//! request token). A stored body or attribute that does not decode is `Corrupt`.
+//!
+//! # Tests
+//!
+//! `tests/` runs the store conformance suite and raw-item checks against `moto_server`, started
+//! through `scripts/moto_server_serial.py`: moto does not apply a conditional write atomically
+//! under concurrent requests, which DynamoDB does and the suite's races check.
+
+mod body;
+mod claims;
+mod conversations;
+mod error;
+mod item;
+mod keys;
+mod messages;
+mod query;
+mod table;
+mod visible;
+
+pub use table::create_table;
+
+use aws_sdk_dynamodb::Client;
+
+/// The store ports on one DynamoDB table. Cheap to clone (the client is shared).
+#[derive(Debug, Clone)]
+pub struct DynamoStore {
+    client: Client,
+    table: String,
+    page_limit: Option<i32>,
+}
+
+impl DynamoStore {
+    /// The store on `table`, which must have the layout [`create_table`] makes.
+    pub fn new(client: Client, table: String) -> Self {
+        Self {
+            client,
+            table,
+            page_limit: None,
+        }
+    }
+
+    /// Cap every `Query` page at `items` items (DynamoDB also ends a page at 1 MB). Reads
+    /// follow `LastEvaluatedKey` either way; tests use a small cap to exercise that.
+    pub fn with_page_limit(mut self, items: i32) -> Self {
+        self.page_limit = Some(items);
+        self
+    }
+
+    /// The table this store uses.
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+}

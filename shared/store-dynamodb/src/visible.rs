@@ -1,0 +1,81 @@
+//! `VisibleStore`: what the user saw, one record per entry (`CONV#<id>` / `SEEN#<position>`),
+//! the whole entry as JSON.
+
+use crate::DynamoStore;
+use crate::body::{NewRecord, Record, assemble};
+use crate::item::{Item, corrupt, n, s};
+use crate::keys::{PK, SEEN, SK, TTL, conversation_pk, position_in, visible_sk};
+use crate::messages::next_after;
+use async_trait::async_trait;
+use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
+use store::{StoreError, VisibleEntry, VisibleStore};
+use transcript::ConversationId;
+
+const POSITION: &str = "position";
+
+#[async_trait]
+impl VisibleStore for DynamoStore {
+    async fn append_visible(&self, e: &VisibleEntry) -> Result<(), StoreError> {
+        let what = format!("visible entry {}@{}", e.conversation_id, e.position);
+        let body = serde_json::to_string(e).map_err(|err| corrupt(&what, err))?;
+        let record = NewRecord {
+            pk: conversation_pk(&e.conversation_id),
+            sk: visible_sk(e.position),
+            lsi1sk: None,
+            attrs: Item::from([(POSITION.into(), n(e.position))]),
+            body,
+        };
+        self.put_new(record, &what).await
+    }
+
+    async fn visible(
+        &self,
+        conversation: &ConversationId,
+    ) -> Result<Vec<VisibleEntry>, StoreError> {
+        let items = self.query_all(self.seen_query(conversation)).await?;
+        assemble(items)?
+            .into_iter()
+            .map(|record| decode(conversation, record))
+            .collect()
+    }
+
+    async fn next_visible_position(
+        &self,
+        conversation: &ConversationId,
+    ) -> Result<u64, StoreError> {
+        let query = self
+            .seen_query(conversation)
+            .projection_expression("#pk, #sk, #ttl")
+            .expression_attribute_names("#ttl", TTL)
+            .scan_index_forward(false);
+        next_after(self.query_first(query).await?, SEEN, conversation)
+    }
+}
+
+impl DynamoStore {
+    /// A conversation's visible items, strongly consistent.
+    fn seen_query(&self, conversation: &ConversationId) -> QueryFluentBuilder {
+        self.query()
+            .key_condition_expression("#pk = :pk AND begins_with(#sk, :seen)")
+            .expression_attribute_names("#pk", PK)
+            .expression_attribute_names("#sk", SK)
+            .expression_attribute_values(":pk", s(conversation_pk(conversation)))
+            .expression_attribute_values(":seen", s(SEEN))
+            .consistent_read(true)
+    }
+}
+
+/// The stored JSON, checked against the key it was stored under.
+fn decode(conversation: &ConversationId, record: Record) -> Result<VisibleEntry, StoreError> {
+    let sk = record
+        .head
+        .get(SK)
+        .and_then(|v| v.as_s().ok())
+        .map_or("", String::as_str);
+    let what = format!("visible entry {conversation} {sk}");
+    let entry: VisibleEntry = serde_json::from_str(&record.body).map_err(|e| corrupt(&what, e))?;
+    if &entry.conversation_id != conversation || position_in(sk, SEEN) != Some(entry.position) {
+        return Err(corrupt(what, "body does not match the item's key"));
+    }
+    Ok(entry)
+}
