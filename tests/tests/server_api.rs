@@ -89,6 +89,7 @@ async fn a_message_streams_tokens_tool_activity_and_effects_then_shows_in_histor
 #[tokio::test]
 async fn without_a_model_the_assistant_says_how_to_plug_one_in() {
     let model = bridle::backends::model_for(&bridle::config::BackendChoice::None)
+        .await
         .unwrap()
         .0;
     let server = TestServer::start(model, AppOptions::default()).await;

@@ -12,13 +12,8 @@ use std::time::Duration;
 pub const UNPLUGGED: &str = "My brain isn't plugged in yet: no model is configured, so I can't answer properly. \
 To connect one, restart Bridle with OPENAI_BASE_URL and OPENAI_MODEL set (for a local Ollama: \
 OPENAI_BASE_URL=http://127.0.0.1:11434/v1 OPENAI_MODEL=llama3.2; for a hosted API also set OPENAI_API_KEY), \
-or with BEDROCK_MODEL_ID for Amazon Bedrock. To try Bridle without any model, set \
+or with BEDROCK_MODEL_ID (and AWS credentials and region) for Amazon Bedrock. To try Bridle without any model, set \
 BRIDLE_BACKEND=scripted and BRIDLE_SCRIPT to a script file (see examples/demo-script.json).";
-
-/// What the assistant says when Bedrock is chosen but this build has no Bedrock adapter yet.
-pub const NO_BEDROCK: &str = "My brain isn't plugged in yet: BEDROCK_MODEL_ID is set, but this build of Bridle \
-does not include the Amazon Bedrock adapter yet. For now, use an OpenAI-compatible endpoint: set \
-BRIDLE_BACKEND=openai with OPENAI_BASE_URL and OPENAI_MODEL (and OPENAI_API_KEY if it needs one).";
 
 /// Why the configured model could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -40,14 +35,19 @@ pub enum BackendSetupError {
 }
 
 /// The model for a backend choice. `model_id` is what the engine sends on each call.
-pub fn model_for(
+pub async fn model_for(
     choice: &BackendChoice,
 ) -> Result<(Arc<dyn ChatModel>, String), BackendSetupError> {
     Ok(match choice {
         BackendChoice::None => (Arc::new(Unplugged(UNPLUGGED)), "none".into()),
         BackendChoice::Bedrock { model_id } => {
-            tracing::warn!(%model_id, "the Bedrock adapter is not in this build; answering with setup instructions");
-            (Arc::new(Unplugged(NO_BEDROCK)), model_id.clone())
+            // Region and credentials from the standard chain; AWS_ENDPOINT_URL_BEDROCK_RUNTIME
+            // is honoured.
+            let client = backend_bedrock::client_from_env().await;
+            (
+                Arc::new(backend_bedrock::BedrockModel::new(client, model_id.clone())),
+                model_id.clone(),
+            )
         }
         BackendChoice::Scripted { script } => {
             let path = script.display().to_string();

@@ -49,7 +49,7 @@ async fn serve() -> ExitCode {
         }
     };
     tracing::info!(?config, "starting");
-    let (model, model_id) = match backends::model_for(&config.backend) {
+    let (model, model_id) = match backends::model_for(&config.backend).await {
         Ok(m) => m,
         Err(err) => return fail("cannot set up the model", &err),
     };

@@ -40,7 +40,7 @@ async fn main() -> Result<(), Error> {
         config.table.clone(),
     ));
     let model = Arc::new(BedrockModel::new(
-        aws_sdk_bedrockruntime::Client::new(&aws),
+        backend_bedrock::client_from_env().await,
         config.model_id.clone(),
     ));
     // Tools arrive with the product domain; until then the assistant converses without them.

@@ -1,0 +1,95 @@
+//! Cold start: from process spawn to the bootstrap's first request to the Lambda Runtime API
+//! (a local stub here), for two binaries, alternating, many times; prints medians and the ratio.
+//!
+//! `scripts/cold-start` builds the binaries and runs this:
+//! `cold_start <webhook bootstrap> <baseline bootstrap> [runs]`.
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn time_to_first_request(binary: &str, listener: &TcpListener) -> Duration {
+    let port = listener.local_addr().unwrap().port();
+    let start = Instant::now();
+    let mut child = Command::new(binary)
+        .env_clear()
+        .env("AWS_LAMBDA_RUNTIME_API", format!("127.0.0.1:{port}"))
+        .env("AWS_LAMBDA_FUNCTION_NAME", "cold-start")
+        .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
+        .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
+        .env("AWS_LAMBDA_LOG_STREAM_NAME", "stream")
+        .env("AWS_LAMBDA_LOG_GROUP_NAME", "group")
+        .env("AWS_REGION", "eu-west-1")
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env(
+            "QUEUE_URL",
+            "https://sqs.eu-west-1.amazonaws.com/123456789012/bridle-turns.fifo",
+        )
+        .env("GENERIC_WEBHOOK_SECRET", "cold-start-secret")
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {binary}: {e}"));
+    let (mut conn, _) = listener.accept().unwrap();
+    let mut buf = [0u8; 1024];
+    let mut got = Vec::new();
+    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = conn.read(&mut buf).unwrap();
+        assert!(
+            n > 0,
+            "{binary} closed the connection before asking for work"
+        );
+        got.extend_from_slice(&buf[..n]);
+    }
+    let elapsed = start.elapsed();
+    let line = String::from_utf8_lossy(&got);
+    assert!(
+        line.starts_with("GET /2018-06-01/runtime/invocation/next"),
+        "{binary} asked: {}",
+        line.lines().next().unwrap_or_default()
+    );
+    let _ = conn.write_all(b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 0\r\n\r\n");
+    let _ = child.kill();
+    let _ = child.wait();
+    elapsed
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let (webhook, baseline) = (&args[1], &args[2]);
+    let runs: usize = args.get(3).map_or(40, |n| n.parse().unwrap());
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    // Warm the page cache for both, so we compare start-up, not disk reads.
+    for _ in 0..3 {
+        time_to_first_request(webhook, &listener);
+        time_to_first_request(baseline, &listener);
+    }
+    let (mut w, mut b) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        w.push(time_to_first_request(webhook, &listener));
+        b.push(time_to_first_request(baseline, &listener));
+    }
+    let (w, b) = (median(w), median(b));
+    println!("cold start, spawn → first Runtime API request, median of {runs}:");
+    println!(
+        "  webhook bootstrap            {:>8.2} ms",
+        w.as_secs_f64() * 1e3
+    );
+    println!(
+        "  hello-world lambda_runtime   {:>8.2} ms",
+        b.as_secs_f64() * 1e3
+    );
+    println!(
+        "  ratio webhook / hello-world  {:>8.2}",
+        w.as_secs_f64() / b.as_secs_f64()
+    );
+}
