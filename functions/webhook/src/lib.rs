@@ -13,7 +13,7 @@ mod refusal;
 pub use refusal::Refusal;
 
 use channels::{Channel, Inbound, InboundMessage, RawRequest};
-use queue::{Enqueued, JobQueue, TurnJob};
+use queue::{Enqueued, JobMedia, JobQueue, TurnJob};
 use serde_json::json;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -163,7 +163,15 @@ pub fn turn_job(m: InboundMessage, now_s: i64) -> TurnJob {
         external_user_id: m.external_user_id,
         text: m.text,
         button_id: m.button_id,
-        media: Vec::new(),
+        media: m
+            .media
+            .into_iter()
+            .map(|m| JobMedia {
+                reference: m.reference,
+                mime_type: m.mime_type,
+                size_bytes: m.size_bytes,
+            })
+            .collect(),
         received_at_ms: now_s * 1000,
     }
 }

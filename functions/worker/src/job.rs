@@ -2,7 +2,7 @@
 
 use crate::Worker;
 use aws_lambda_events::sqs::SqsMessage;
-use channels::Reply;
+use channels::Outgoing;
 use engine::{NullSink, TurnInput};
 use queue::TurnJob;
 use store::Claim;
@@ -95,11 +95,12 @@ impl Worker {
             .await
             .map_err(|e| format!("turn failed: {e}"))?;
         if !outcome.reply.trim().is_empty() {
-            let reply = Reply {
+            let reply = Outgoing {
                 conversation_key: job.conversation_key.clone(),
                 external_user_id: job.external_user_id.clone(),
                 in_reply_to: job.message_id.clone(),
                 text: outcome.reply,
+                ..Outgoing::default()
             };
             sender
                 .send(&reply)

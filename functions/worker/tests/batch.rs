@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 use aws_lambda_events::sqs::SqsEvent;
 use backend::{Reply, ScriptedModel};
-use channels::{Reply as Outgoing, SendError, Sender};
+use channels::{Delivered, Outgoing, SendError, Sender};
 use engine::{Engine, EngineOptions};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -34,12 +34,21 @@ struct Platform {
 
 #[async_trait]
 impl Sender for Platform {
-    async fn send(&self, reply: &Outgoing) -> Result<(), SendError> {
+    fn max_chars(&self) -> usize {
+        4_000
+    }
+    fn has_reactions(&self) -> bool {
+        false
+    }
+    async fn send(&self, reply: &Outgoing) -> Result<Delivered, SendError> {
         if self.refuse.lock().unwrap().as_deref() == Some(reply.conversation_key.as_str()) {
             return Err(SendError::Retryable { status: 503 });
         }
         self.sent.lock().unwrap().push(reply.clone());
-        Ok(())
+        Ok(Delivered {
+            pieces: vec![reply.text.clone()],
+            reacted: false,
+        })
     }
 }
 

@@ -11,10 +11,14 @@
 //! ```
 //!
 //! Any other `type` (`status`, `typing`, ...) is acknowledged and ignored. Replies are POSTed to
-//! the configured callback URL as `{"conversation", "user", "in_reply_to", "text"}`, signed the
-//! same way.
+//! the configured callback URL, one POST per piece of at most 4,000 characters, as
+//! `{"conversation", "user", "in_reply_to", "text", "buttons": [{"id", "title"}]}` (buttons on
+//! the last piece only), signed the same way. The channel has no reactions.
 
-use crate::{Channel, ChannelError, Inbound, InboundMessage, RawRequest, Reply, SendError, Sender};
+use crate::{
+    Channel, ChannelError, Delivered, Inbound, InboundMessage, Outgoing, RawRequest, SendError,
+    Sender,
+};
 use async_trait::async_trait;
 use hmac::{Hmac, Mac};
 use serde::Deserialize;
@@ -127,6 +131,7 @@ impl Channel for GenericChannel {
             conversation_key: field(p.conversation, "conversation")?,
             text,
             button_id,
+            media: Vec::new(),
         }]))
     }
 }
@@ -165,16 +170,11 @@ impl GenericSender {
     }
 }
 
-#[async_trait]
-impl Sender for GenericSender {
-    async fn send(&self, reply: &Reply) -> Result<(), SendError> {
-        let body = serde_json::json!({
-            "conversation": reply.conversation_key,
-            "user": reply.external_user_id,
-            "in_reply_to": reply.in_reply_to,
-            "text": reply.text,
-        })
-        .to_string();
+/// The longest piece the generic channel sends.
+pub const MAX_CHARS: usize = 4_000;
+
+impl GenericSender {
+    async fn post(&self, body: String) -> Result<(), SendError> {
         let ts = (self.clock)();
         let res = self
             .client
@@ -190,9 +190,59 @@ impl Sender for GenericSender {
         let status = res.status().as_u16();
         match status {
             200..=299 => Ok(()),
-            408 | 429 | 500..=599 => Err(SendError::Retryable { status }),
-            _ => Err(SendError::Rejected { status }),
+            429 => Err(SendError::RateLimited {
+                retry_after: res
+                    .headers()
+                    .get("retry-after")
+                    .and_then(|v| v.to_str().ok()?.trim().parse().ok())
+                    .map(Duration::from_secs),
+            }),
+            408 | 500..=599 => Err(SendError::Retryable { status }),
+            _ => Err(SendError::Rejected {
+                status,
+                reason: "the callback refused the reply".into(),
+            }),
         }
+    }
+}
+
+#[async_trait]
+impl Sender for GenericSender {
+    fn max_chars(&self) -> usize {
+        MAX_CHARS
+    }
+
+    fn has_reactions(&self) -> bool {
+        false
+    }
+
+    async fn send(&self, reply: &Outgoing) -> Result<Delivered, SendError> {
+        let pieces = crate::split::split(&reply.text, MAX_CHARS);
+        let last = pieces.len().saturating_sub(1);
+        for (i, piece) in pieces.iter().enumerate() {
+            let buttons: Vec<serde_json::Value> = if i == last {
+                reply
+                    .buttons
+                    .iter()
+                    .map(|b| serde_json::json!({"id": b.id, "title": b.title}))
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            let body = serde_json::json!({
+                "conversation": reply.conversation_key,
+                "user": reply.external_user_id,
+                "in_reply_to": reply.in_reply_to,
+                "text": piece,
+                "buttons": buttons,
+            })
+            .to_string();
+            self.post(body).await?;
+        }
+        Ok(Delivered {
+            pieces,
+            reacted: false,
+        })
     }
 }
 

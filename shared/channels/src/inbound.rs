@@ -34,6 +34,17 @@ pub struct InboundMessage {
     pub message_id: String,
     pub text: String,
     pub button_id: Option<String>,
+    /// Attachments, by reference (a platform media id or file URL; fetched by the worker).
+    pub media: Vec<InboundMedia>,
+}
+
+/// An attachment as the platform names it; the bytes are fetched later, with size caps.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InboundMedia {
+    /// The platform's handle: a WhatsApp media id, a Telegram file id, a Slack or Twilio URL.
+    pub reference: String,
+    pub mime_type: String,
+    pub size_bytes: Option<u64>,
 }
 
 /// What a verified delivery carries.

@@ -14,6 +14,7 @@
 pub mod generic;
 mod inbound;
 mod outbound;
+pub mod split;
 
-pub use inbound::{Channel, ChannelError, Inbound, InboundMessage, RawRequest};
-pub use outbound::{Reply, SendError, Sender};
+pub use inbound::{Channel, ChannelError, Inbound, InboundMedia, InboundMessage, RawRequest};
+pub use outbound::{Button, Delivered, Outgoing, SendError, Sender};

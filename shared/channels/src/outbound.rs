@@ -1,30 +1,83 @@
 use async_trait::async_trait;
+use std::time::Duration;
 
-/// A reply to deliver.
+/// A button as offered to the user (at most 3, titles at most 20 characters; the reply shaper
+/// enforces both before a sender sees them).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Reply {
-    pub conversation_key: String,
-    pub external_user_id: String,
-    /// The platform message this answers.
-    pub in_reply_to: String,
-    pub text: String,
+pub struct Button {
+    /// What comes back as `button_id` when it is pressed.
+    pub id: String,
+    pub title: String,
 }
 
-/// Why a reply could not be delivered.
+/// A reply to deliver, already shaped (markers stripped, limits applied).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Outgoing {
+    pub conversation_key: String,
+    pub external_user_id: String,
+    /// The platform message this answers (for reactions and threading).
+    pub in_reply_to: String,
+    /// The text; a sender splits it into the platform's message size on paragraph boundaries
+    /// and sends the pieces in order. May be empty when only a reaction is sent.
+    pub text: String,
+    /// Sent with the last piece only.
+    pub buttons: Vec<Button>,
+    /// An emoji to put on the user's message, where the platform has reactions.
+    pub reaction: Option<String>,
+    /// When the user last wrote (Unix ms), for platforms with a reply window (WhatsApp: 24 h).
+    pub user_last_message_ms: Option<i64>,
+}
+
+/// What actually went out, to be recorded in the visible transcript (so a retried turn never
+/// sends it again).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Delivered {
+    /// The text pieces sent, in order.
+    pub pieces: Vec<String>,
+    /// Whether the reaction was placed.
+    pub reacted: bool,
+}
+
+/// Why a reply could not be delivered, phrased as what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum SendError {
-    /// The platform is rate limiting or down: retry later.
+    /// The platform is rate limiting: wait, then retry.
+    #[error("rate limited by the platform (retry after {retry_after:?})")]
+    RateLimited { retry_after: Option<Duration> },
+    /// The platform failed (5xx, timeout): retrying may work.
     #[error("the platform did not accept the reply for now (HTTP {status})")]
     Retryable { status: u16 },
-    /// The platform refused it (bad token, blocked user): retrying will not help.
-    #[error("the platform refused the reply (HTTP {status})")]
-    Rejected { status: u16 },
+    /// The platform refused it (bad token, blocked user, bad request): retrying will not help.
+    #[error("the platform refused the reply (HTTP {status}): {reason}")]
+    Rejected { status: u16, reason: String },
+    /// WhatsApp: more than 24 h since the user's last message; only a template may be sent.
+    #[error("outside the platform's customer-service window; only a template may be sent")]
+    OutsideWindow,
     #[error("could not reach the platform")]
     Transport(#[source] reqwest::Error),
+}
+
+impl SendError {
+    /// Whether sending the same thing again later may succeed.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            SendError::RateLimited { .. } | SendError::Retryable { .. } | SendError::Transport(_)
+        )
+    }
 }
 
 /// Delivers replies on one platform.
 #[async_trait]
 pub trait Sender: Send + Sync {
-    async fn send(&self, reply: &Reply) -> Result<(), SendError>;
+    /// The longest text piece the platform takes, in characters.
+    fn max_chars(&self) -> usize;
+
+    /// Whether the platform has reactions.
+    fn has_reactions(&self) -> bool;
+
+    /// Send the reply: the reaction (if any) first, then the text pieces in order, buttons on
+    /// the last. On error, what went out before the error is lost to the caller, so senders
+    /// should fail before sending anything where they can (e.g. window checks).
+    async fn send(&self, reply: &Outgoing) -> Result<Delivered, SendError>;
 }

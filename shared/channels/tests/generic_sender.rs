@@ -6,7 +6,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use channels::generic::{GenericChannel, GenericSender};
-use channels::{Channel, RawRequest, Reply, SendError, Sender};
+use channels::{Button, Channel, Outgoing, RawRequest, SendError, Sender};
 use std::sync::{Arc, Mutex};
 
 #[derive(Clone, Default)]
@@ -53,12 +53,13 @@ async fn platform() -> (Platform, String) {
     (p, url)
 }
 
-fn reply() -> Reply {
-    Reply {
+fn reply() -> Outgoing {
+    Outgoing {
         conversation_key: "c-1".into(),
         external_user_id: "u-1".into(),
         in_reply_to: "m-1".into(),
         text: "Hello!".into(),
+        ..Outgoing::default()
     }
 }
 
@@ -66,13 +67,41 @@ fn reply() -> Reply {
 async fn replies_are_signed_and_delivered() {
     let (p, url) = platform().await;
     let sender = GenericSender::new(reqwest::Client::new(), url, "cb-secret");
-    sender.send(&reply()).await.unwrap();
+    let delivered = sender.send(&reply()).await.unwrap();
+    assert_eq!(delivered.pieces, ["Hello!"]);
     let got = p.got.lock().unwrap().clone();
     assert_eq!(
         got,
         [
-            serde_json::json!({"conversation": "c-1", "user": "u-1", "in_reply_to": "m-1", "text": "Hello!"})
+            serde_json::json!({"conversation": "c-1", "user": "u-1", "in_reply_to": "m-1",
+                            "text": "Hello!", "buttons": []})
         ]
+    );
+}
+
+#[tokio::test]
+async fn long_replies_go_out_in_order_with_buttons_on_the_last_piece() {
+    let (p, url) = platform().await;
+    let sender = GenericSender::new(reqwest::Client::new(), url, "cb-secret");
+    let para = "word ".repeat(798);
+    let text = format!("{}\n\nShall I go ahead?", para.trim());
+    let out = Outgoing {
+        text,
+        buttons: vec![Button {
+            id: "yes".into(),
+            title: "Yes".into(),
+        }],
+        ..reply()
+    };
+    let delivered = sender.send(&out).await.unwrap();
+    assert_eq!(delivered.pieces.len(), 2);
+    let got = p.got.lock().unwrap().clone();
+    assert_eq!(got.len(), 2);
+    assert_eq!(got[0]["buttons"], serde_json::json!([]));
+    assert_eq!(got[1]["text"], "Shall I go ahead?");
+    assert_eq!(
+        got[1]["buttons"],
+        serde_json::json!([{"id": "yes", "title": "Yes"}])
     );
 }
 
@@ -81,18 +110,17 @@ async fn refusals_say_whether_to_retry() {
     let (p, url) = platform().await;
     let sender = GenericSender::new(reqwest::Client::new(), url.clone(), "cb-secret");
     *p.answer.lock().unwrap() = 429;
-    assert!(matches!(
-        sender.send(&reply()).await,
-        Err(SendError::Retryable { status: 429 })
-    ));
+    let err = sender.send(&reply()).await.unwrap_err();
+    assert!(matches!(err, SendError::RateLimited { .. }) && err.is_retryable());
+    *p.answer.lock().unwrap() = 503;
+    let err = sender.send(&reply()).await.unwrap_err();
+    assert!(matches!(err, SendError::Retryable { status: 503 }) && err.is_retryable());
     *p.answer.lock().unwrap() = 403;
-    assert!(matches!(
-        sender.send(&reply()).await,
-        Err(SendError::Rejected { status: 403 })
-    ));
+    let err = sender.send(&reply()).await.unwrap_err();
+    assert!(matches!(err, SendError::Rejected { status: 403, .. }) && !err.is_retryable());
     let wrong_key = GenericSender::new(reqwest::Client::new(), url, "not-the-secret");
     assert!(matches!(
         wrong_key.send(&reply()).await,
-        Err(SendError::Rejected { status: 401 })
+        Err(SendError::Rejected { status: 401, .. })
     ));
 }
