@@ -14,7 +14,11 @@
 pub mod generic;
 mod inbound;
 mod outbound;
+pub mod slack;
 pub mod split;
+pub mod telegram;
+pub mod twilio;
+pub mod whatsapp;
 
 pub use inbound::{Channel, ChannelError, Inbound, InboundMedia, InboundMessage, RawRequest};
 pub use outbound::{Button, Delivered, Outgoing, SendError, Sender};

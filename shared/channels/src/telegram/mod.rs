@@ -1,0 +1,138 @@
+//! Telegram, through the Bot API.
+//!
+//! **Inbound: what Telegram proves, and what it does not.** Telegram does not sign webhook
+//! deliveries. When the webhook is registered with `setWebhook(url, secret_token=…)`, every
+//! delivery carries that token in `X-Telegram-Bot-Api-Secret-Token`; [`TelegramChannel`]
+//! requires the header exactly once and equal to the configured token (hashed, then compared in
+//! constant time, so neither content nor length leaks). That only proves the request was sent to
+//! the URL by someone who knows the token — in practice, Telegram delivering to the webhook you
+//! registered. The **body is not authenticated**: nothing binds it to the token, there is no
+//! timestamp and so no replay window, and a party able to read a delivery in flight (TLS
+//! terminates at your edge) could replay or alter it. Keep the token secret like a password,
+//! serve the webhook over HTTPS only, and rely on the dedupe key (`update_id`) against
+//! replays. Telegram also publishes its sending address ranges (149.154.160.0/20,
+//! 91.108.4.0/22); filtering on them is left to the network edge. An empty secret is refused at
+//! construction ([`ConfigError`]), as is one `setWebhook` would not accept.
+//!
+//! **What becomes a message.** Telegram posts one `Update` per delivery. A `message` from a
+//! person becomes one [`InboundMessage`](crate::InboundMessage): the dedupe key and message id
+//! are the `update_id`; the external user is `message.from.id`; the conversation is
+//! `message.chat.id`; the text is `text`, else `caption`; a photo is referenced by the `file_id`
+//! of its largest size (`image/jpeg`), a document by its `file_id` and `mime_type`. A button
+//! press (`callback_query` with `data`) becomes a message whose `button_id` is the data and
+//! whose text is the pressed button's label (found in the message's inline keyboard; the data
+//! when it is not there), from `callback_query.from.id` in `callback_query.message.chat.id`.
+//! With a configured bot username, `/command@ThatBot` loses its suffix and
+//! `/command@OtherBot` is ignored (it is another bot's, in a shared group).
+//!
+//! **What is ignored** (answered 200, never a turn): edits (`edited_message`: the user already
+//! got an answer to the first version), channel posts and their edits (a channel is not a
+//! person talking to the bot), messages from bots (loops) or on behalf of a chat (anonymous
+//! admins, a linked channel's automatic forwards: no person to answer), service messages
+//! (members joining or leaving, pins, title changes — no text, caption or media), messages
+//! whose only content is not handled yet (stickers, voice, video notes, locations, contacts,
+//! polls sent in a chat), membership updates (`my_chat_member`, `chat_member`, join requests),
+//! reactions, polls and poll answers, inline queries, payments, boosts, business-account
+//! traffic, button presses without `data` (game buttons) or on inline-mode messages (no chat
+//! to answer in), and any update kind not known here.
+//!
+//! **Outbound.** `POST {TELEGRAM_API_BASE}/bot{token}/sendMessage` — the token is part of the
+//! URL path, so [`TelegramSender`] never lets the URL reach a log, a `Debug` string or an error
+//! (transport errors are stripped of it, descriptions are scrubbed of it). Each piece is sent as
+//! `{"chat_id", "text", "parse_mode": "MarkdownV2", "link_preview_options": {"is_disabled":
+//! true}}`, at most [`MAX_CHARS`] (4,096) UTF-16 units *after* escaping; text is converted by
+//! [`format()`] (bold, italic, code, links as text plus the URL on its own line). Buttons go on
+//! the last piece as an inline keyboard, one per row (`callback_data` at most
+//! [`MAX_CALLBACK_DATA_BYTES`] bytes). A reaction goes first through `setMessageReaction`, on the
+//! message named by `in_reply_to` in the form `"{chat_id}:{message_id}"` — see
+//! [`reaction_target`]: the inbound message id is the `update_id`, which is *not* a Telegram
+//! message id, so the caller must keep the real one for reactions. Errors follow Telegram's
+//! envelope: 429 → rate limited (`parameters.retry_after`), 5xx and 408 → retryable, other 4xx
+//! (bad markup, bot blocked by the user, bad token) → rejected.
+//!
+//! The caller reads `TELEGRAM_SECRET_TOKEN` (and optionally `TELEGRAM_BOT_USERNAME`) for the
+//! inbound side, `TELEGRAM_BOT_TOKEN` and `TELEGRAM_API_BASE` ([`DEFAULT_API_BASE`] when unset)
+//! for the outbound side.
+
+mod format;
+mod parse;
+mod send;
+mod verify;
+
+pub use format::{escape, format};
+pub use parse::reaction_target;
+pub use send::{DEFAULT_TIMEOUT, TelegramSender};
+pub use verify::{ConfigError, MAX_SECRET_LEN, SECRET_HEADER};
+
+use crate::{Channel, ChannelError, Inbound, RawRequest};
+
+/// The channel's name: the route segment and [`InboundMessage::channel`](crate::InboundMessage).
+pub const NAME: &str = "telegram";
+/// The longest text message Telegram takes (`sendMessage`), counted here in UTF-16 units of the
+/// escaped MarkdownV2, which is never less than what Telegram counts.
+pub const MAX_CHARS: usize = 4_096;
+/// The longest `callback_data` of an inline button, in bytes.
+pub const MAX_CALLBACK_DATA_BYTES: usize = 64;
+/// Buttons sent on one message at most (Telegram refuses inline keyboards over 100 buttons).
+pub const MAX_BUTTONS: usize = 100;
+/// The Bot API's address, when `TELEGRAM_API_BASE` is not set.
+pub const DEFAULT_API_BASE: &str = "https://api.telegram.org";
+/// Environment variable: the bot token from BotFather (outbound).
+pub const ENV_BOT_TOKEN: &str = "TELEGRAM_BOT_TOKEN";
+/// Environment variable: the webhook secret token given to `setWebhook` (inbound).
+pub const ENV_SECRET_TOKEN: &str = "TELEGRAM_SECRET_TOKEN";
+/// Environment variable: the Bot API base URL (outbound; tests point it at a fake).
+pub const ENV_API_BASE: &str = "TELEGRAM_API_BASE";
+/// Environment variable (optional): the bot's username, for `/command@bot` in groups.
+pub const ENV_BOT_USERNAME: &str = "TELEGRAM_BOT_USERNAME";
+
+/// The inbound side: checks the webhook secret token, then parses the `Update`.
+pub struct TelegramChannel {
+    secret_token: Vec<u8>,
+    bot_username: Option<String>,
+}
+
+impl std::fmt::Debug for TelegramChannel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TelegramChannel")
+            .field("secret_token", &"[redacted]")
+            .field("bot_username", &self.bot_username)
+            .finish()
+    }
+}
+
+impl TelegramChannel {
+    /// `secret_token` is the one given to `setWebhook` (1-256 characters of `A-Z a-z 0-9 _ -`;
+    /// anything else, in particular an empty token, is refused). `bot_username` (with or without
+    /// the leading `@`) enables `/command@bot` handling in groups.
+    pub fn new(
+        secret_token: impl Into<String>,
+        bot_username: Option<String>,
+    ) -> Result<Self, ConfigError> {
+        let secret_token = secret_token.into();
+        verify::validate_secret(&secret_token)?;
+        let bot_username = bot_username
+            .map(|u| u.trim().trim_start_matches('@').to_owned())
+            .filter(|u| !u.is_empty());
+        Ok(Self {
+            secret_token: secret_token.into_bytes(),
+            bot_username,
+        })
+    }
+}
+
+impl Channel for TelegramChannel {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    /// Only the secret token header is checked (Telegram signs nothing and sends no time);
+    /// `now_s` is unused.
+    fn verify(&self, request: &RawRequest<'_>, _now_s: i64) -> Result<(), ChannelError> {
+        verify::check_secret(&self.secret_token, request)
+    }
+
+    fn parse(&self, request: &RawRequest<'_>) -> Result<Inbound, ChannelError> {
+        parse::parse_update(request.body, self.bot_username.as_deref())
+    }
+}

@@ -1,0 +1,82 @@
+//! The webhook secret token: configured with `setWebhook(secret_token=…)`, echoed by Telegram in
+//! `X-Telegram-Bot-Api-Secret-Token` on every delivery. It authenticates the sender of the
+//! request, not the body: Telegram signs nothing.
+
+use crate::{ChannelError, RawRequest};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+/// The header Telegram puts the secret token in (names are matched case-insensitively).
+pub const SECRET_HEADER: &str = "x-telegram-bot-api-secret-token";
+/// The longest secret token `setWebhook` accepts.
+pub const MAX_SECRET_LEN: usize = 256;
+
+/// Why a configuration value was refused at start-up.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// An empty secret would let any request through.
+    #[error("the Telegram webhook secret token is empty")]
+    EmptySecret,
+    /// `setWebhook` takes 1-256 characters of `A-Z`, `a-z`, `0-9`, `_` and `-`; Telegram would
+    /// refuse anything else, so no delivery could ever match.
+    #[error("the Telegram webhook secret token must be 1-256 characters of A-Z, a-z, 0-9, _ and -")]
+    InvalidSecret,
+    /// A bot token looks like `123456789:AA…` (digits, a colon, then `A-Z a-z 0-9 _ -`).
+    #[error("the Telegram bot token is empty or malformed")]
+    InvalidBotToken,
+    /// The API base must be an `http://` or `https://` URL.
+    #[error("the Telegram API base must be an http:// or https:// URL")]
+    InvalidApiBase,
+}
+
+/// Check a secret token as `setWebhook` would accept it.
+pub(crate) fn validate_secret(secret: &str) -> Result<(), ConfigError> {
+    if secret.is_empty() {
+        return Err(ConfigError::EmptySecret);
+    }
+    let allowed = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    if secret.len() > MAX_SECRET_LEN || !secret.chars().all(allowed) {
+        return Err(ConfigError::InvalidSecret);
+    }
+    Ok(())
+}
+
+/// The header must be present exactly once and equal the secret, byte for byte. Both sides are
+/// hashed before the constant-time comparison so that not even the length leaks.
+pub(crate) fn check_secret(secret: &[u8], request: &RawRequest<'_>) -> Result<(), ChannelError> {
+    let mut given = request
+        .headers
+        .iter()
+        .filter(|(k, _)| k.eq_ignore_ascii_case(SECRET_HEADER));
+    let value = given
+        .next()
+        .ok_or(ChannelError::BadSignature("missing secret token"))?;
+    if given.next().is_some() {
+        return Err(ChannelError::BadSignature("secret token header repeated"));
+    }
+    let expected = Sha256::digest(secret);
+    let got = Sha256::digest(value.1.as_bytes());
+    if expected.as_slice().ct_eq(got.as_slice()).into() {
+        Ok(())
+    } else {
+        Err(ChannelError::BadSignature("secret token mismatch"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_are_checked_like_set_webhook_does() {
+        assert_eq!(validate_secret(""), Err(ConfigError::EmptySecret));
+        assert_eq!(validate_secret("a b"), Err(ConfigError::InvalidSecret));
+        assert_eq!(validate_secret("é"), Err(ConfigError::InvalidSecret));
+        assert_eq!(
+            validate_secret(&"a".repeat(257)),
+            Err(ConfigError::InvalidSecret)
+        );
+        assert_eq!(validate_secret(&"a".repeat(256)), Ok(()));
+        assert_eq!(validate_secret("Az09_-"), Ok(()));
+    }
+}

@@ -1,0 +1,186 @@
+//! A verified Twilio Messaging webhook (form-encoded) into neutral [`Inbound`].
+
+use super::form;
+use crate::{ChannelError, Inbound, InboundMedia, InboundMessage};
+
+/// `MessageStatus` (or the older `SmsStatus`) values of an outbound message's status callback.
+/// An inbound message carries `SmsStatus=received` instead.
+pub const STATUS_CALLBACK_STATUSES: &[&str] = &[
+    "accepted",
+    "scheduled",
+    "canceled",
+    "queued",
+    "sending",
+    "sent",
+    "delivered",
+    "undelivered",
+    "failed",
+    "read",
+    "partially_delivered",
+];
+
+/// Twilio attaches at most 10 media items to a message.
+pub const MAX_MEDIA: usize = 10;
+
+/// The type given to an attachment Twilio sent without `MediaContentType{N}`.
+const UNKNOWN_MIME: &str = "application/octet-stream";
+
+struct Params(Vec<(String, String)>);
+
+impl Params {
+    /// The first value of `name`, if any.
+    fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn require(&self, names: &[&str]) -> Result<String, ChannelError> {
+        names
+            .iter()
+            .find_map(|n| self.get(n).filter(|v| !v.trim().is_empty()))
+            .map(str::to_owned)
+            .ok_or_else(|| ChannelError::Malformed(format!("a message needs `{}`", names[0])))
+    }
+}
+
+/// Parse a delivery; see the module docs for what is ignored.
+pub(crate) fn parse(body: &[u8]) -> Result<Inbound, ChannelError> {
+    let p = Params(
+        form::decode(body)
+            .map_err(|_| ChannelError::Malformed("body is not form-encoded".into()))?,
+    );
+    let status = p.get("MessageStatus").or_else(|| p.get("SmsStatus"));
+    if status.is_some_and(|s| STATUS_CALLBACK_STATUSES.contains(&s)) {
+        return Ok(Inbound::Ignored {
+            reason: "delivery status callback",
+        });
+    }
+    let num_media: usize = match p.get("NumMedia").map(str::trim) {
+        None | Some("") => 0,
+        Some(n) => n
+            .parse()
+            .map_err(|_| ChannelError::Malformed("`NumMedia` is not a number".into()))?,
+    };
+    let Some(text) = p.get("Body") else {
+        if num_media == 0 {
+            return Ok(Inbound::Ignored {
+                reason: "not an inbound message (no Body and no media)",
+            });
+        }
+        return message(&p, String::new(), num_media);
+    };
+    message(&p, text.to_owned(), num_media)
+}
+
+fn message(p: &Params, text: String, num_media: usize) -> Result<Inbound, ChannelError> {
+    let message_id = p.require(&["MessageSid", "SmsMessageSid", "SmsSid"])?;
+    let from = p.require(&["From"])?;
+    let to = p.require(&["To"])?;
+    let media: Vec<InboundMedia> = (0..num_media.min(MAX_MEDIA))
+        .filter_map(|i| {
+            let url = p.get(&format!("MediaUrl{i}")).filter(|u| !u.is_empty())?;
+            Some(InboundMedia {
+                reference: url.to_owned(),
+                mime_type: p
+                    .get(&format!("MediaContentType{i}"))
+                    .filter(|m| !m.is_empty())
+                    .unwrap_or(UNKNOWN_MIME)
+                    .to_owned(),
+                size_bytes: None,
+            })
+        })
+        .collect();
+    if text.trim().is_empty() && media.is_empty() {
+        return Ok(Inbound::Ignored {
+            reason: "empty message",
+        });
+    }
+    Ok(Inbound::Messages(vec![InboundMessage {
+        channel: super::NAME.into(),
+        conversation_key: super::conversation_key(&from, &to),
+        external_user_id: from,
+        message_id,
+        text,
+        button_id: None,
+        media,
+    }]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(body: &str) -> InboundMessage {
+        match parse(body.as_bytes()).unwrap() {
+            Inbound::Messages(mut m) if m.len() == 1 => m.remove(0),
+            other => panic!("expected one message, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_sms_becomes_a_message_keyed_by_the_number_pair() {
+        let m = one("MessageSid=SM1&From=%2B15551230000&To=%2B15559870000&Body=Hi+there");
+        assert_eq!(m.message_id, "SM1");
+        assert_eq!(m.external_user_id, "+15551230000");
+        assert_eq!(m.conversation_key, "+15551230000:+15559870000");
+        assert_eq!(m.text, "Hi there");
+        assert_eq!(m.button_id, None);
+    }
+
+    #[test]
+    fn older_sid_names_are_accepted() {
+        assert_eq!(one("SmsSid=SM2&From=a&To=b&Body=x").message_id, "SM2");
+        assert_eq!(
+            one("SmsMessageSid=SM3&SmsSid=SM3&From=a&To=b&Body=x").message_id,
+            "SM3"
+        );
+    }
+
+    #[test]
+    fn media_without_a_url_is_skipped_and_a_missing_type_is_octet_stream() {
+        let m = one("MessageSid=SM1&From=a&To=b&NumMedia=2&MediaUrl1=https%3A%2F%2Fm%2F1");
+        assert_eq!(
+            m.media,
+            [InboundMedia {
+                reference: "https://m/1".into(),
+                mime_type: UNKNOWN_MIME.into(),
+                size_bytes: None
+            }]
+        );
+        assert_eq!(m.text, "");
+    }
+
+    #[test]
+    fn what_is_not_an_inbound_message_is_ignored() {
+        for body in [
+            "MessageSid=SM1&MessageStatus=delivered&SmsStatus=delivered&From=a&To=b",
+            "SmsSid=SM1&SmsStatus=sent&From=a&To=b",
+            "CallSid=CA1&CallStatus=ringing&From=a&To=b",
+            "MessageSid=SM1&From=a&To=b&Body=+++&NumMedia=0",
+            "",
+        ] {
+            assert!(
+                matches!(parse(body.as_bytes()), Ok(Inbound::Ignored { .. })),
+                "{body}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_message_missing_its_ids_is_malformed() {
+        for body in [
+            "From=a&To=b&Body=hi",
+            "MessageSid=SM1&To=b&Body=hi",
+            "MessageSid=SM1&From=a&Body=hi",
+            "MessageSid=SM1&From=a&To=b&Body=hi&NumMedia=two",
+            "{\"Body\":\"hi\"}",
+        ] {
+            assert!(
+                matches!(parse(body.as_bytes()), Err(ChannelError::Malformed(_))),
+                "{body}"
+            );
+        }
+    }
+}

@@ -1,0 +1,364 @@
+//! Replies over Twilio's Messages API: one `POST …/Messages.json` per piece.
+
+use super::format::format;
+use crate::{Button, Delivered, Outgoing, SendError, Sender};
+use async_trait::async_trait;
+use serde::Deserialize;
+use std::time::Duration;
+
+/// Twilio's API base when `TWILIO_API_BASE` is not set.
+pub const DEFAULT_API_BASE: &str = "https://api.twilio.com";
+
+/// Twilio's limit on one message's `Body`, in characters. Twilio cuts a long body into carrier
+/// segments (160 GSM-7 or 70 UCS-2 characters) and the phone joins them; that is Twilio's
+/// business, not ours.
+pub const MAX_CHARS: usize = 1_600;
+
+/// At most this many numbered options are offered.
+pub const MAX_BUTTONS: usize = 3;
+
+/// An option's title is cut to this many characters.
+pub const MAX_BUTTON_TITLE: usize = 20;
+
+/// The deadline of each API request.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// The account a sender posts as: the account SID and its auth token (HTTP Basic auth).
+#[derive(Clone)]
+pub struct TwilioCredentials {
+    account_sid: String,
+    auth_token: String,
+}
+
+impl TwilioCredentials {
+    /// `account_sid` (`AC…`, from `TWILIO_ACCOUNT_SID`) and `auth_token` (`TWILIO_AUTH_TOKEN`).
+    pub fn new(account_sid: impl Into<String>, auth_token: impl Into<String>) -> Self {
+        Self {
+            account_sid: account_sid.into(),
+            auth_token: auth_token.into(),
+        }
+    }
+}
+
+impl std::fmt::Debug for TwilioCredentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TwilioCredentials")
+            .field("account_sid", &self.account_sid)
+            .field("auth_token", &"[redacted]")
+            .finish()
+    }
+}
+
+/// The outbound side: sends SMS replies from the business number of the conversation.
+#[derive(Debug)]
+pub struct TwilioSender {
+    client: reqwest::Client,
+    api_base: String,
+    credentials: TwilioCredentials,
+}
+
+impl TwilioSender {
+    /// `api_base` is `TWILIO_API_BASE` or [`DEFAULT_API_BASE`] (tests point it at a local fake).
+    pub fn new(
+        client: reqwest::Client,
+        api_base: impl Into<String>,
+        credentials: TwilioCredentials,
+    ) -> Self {
+        Self {
+            client,
+            api_base: api_base.into().trim_end_matches('/').to_owned(),
+            credentials,
+        }
+    }
+}
+
+/// The SMS bodies for a reply, in order: `text` formatted as plain text and split on paragraph
+/// boundaries, then the buttons as numbered options (`1. Yes`, one per line) appended to the last
+/// piece, or sent as a last piece of their own when they do not fit.
+pub fn pieces(text: &str, buttons: &[Button]) -> Vec<String> {
+    let mut pieces = crate::split::split(&format(text), MAX_CHARS);
+    let Some(options) = numbered_options(buttons) else {
+        return pieces;
+    };
+    match pieces.last_mut() {
+        Some(last) if last.chars().count() + 2 + options.chars().count() <= MAX_CHARS => {
+            last.push_str("\n\n");
+            last.push_str(&options);
+        }
+        _ => pieces.push(options),
+    }
+    pieces
+}
+
+fn numbered_options(buttons: &[Button]) -> Option<String> {
+    let lines: Vec<String> = buttons
+        .iter()
+        .take(MAX_BUTTONS)
+        .enumerate()
+        .map(|(i, b)| {
+            let title = format(&b.title)
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ");
+            let title: String = title.chars().take(MAX_BUTTON_TITLE).collect();
+            format!("{}. {}", i + 1, title)
+        })
+        .collect();
+    (!lines.is_empty()).then(|| lines.join("\n"))
+}
+
+/// `(To, From)`: the user's number and the business number, from the conversation key
+/// `user:business` (the user part is matched against `external_user_id` first, so a prefixed
+/// address such as `whatsapp:+1…` splits right).
+fn numbers(reply: &Outgoing) -> Result<(&str, &str), SendError> {
+    let user = reply.external_user_id.as_str();
+    let by_user = reply
+        .conversation_key
+        .strip_prefix(user)
+        .and_then(|rest| rest.strip_prefix(':'))
+        .filter(|_| !user.is_empty())
+        .map(|business| (user, business));
+    by_user
+        .or_else(|| reply.conversation_key.split_once(':'))
+        .filter(|(to, from)| !to.is_empty() && !from.is_empty())
+        .ok_or_else(|| SendError::Rejected {
+            status: 0,
+            reason: "the conversation key is not `user:business` (nothing was sent)".into(),
+        })
+}
+
+/// Twilio's error body: `{"code", "message", "more_info", "status"}`.
+#[derive(Deserialize)]
+struct ApiError {
+    code: Option<u32>,
+    message: Option<String>,
+}
+
+/// What a non-2xx answer means for the caller.
+fn classify(status: u16, retry_after: Option<&str>, body: &[u8]) -> SendError {
+    let err: Option<ApiError> = serde_json::from_slice(body).ok();
+    let code = err.as_ref().and_then(|e| e.code);
+    tracing::warn!(
+        status,
+        code,
+        message = err.as_ref().and_then(|e| e.message.as_deref()),
+        "Twilio did not accept a message"
+    );
+    match status {
+        429 => SendError::RateLimited {
+            retry_after: retry_after
+                .and_then(|v| v.trim().parse().ok())
+                .map(Duration::from_secs),
+        },
+        408 | 500..=599 => SendError::Retryable { status },
+        _ => SendError::Rejected {
+            status,
+            reason: reason(code),
+        },
+    }
+}
+
+/// A short, fixed reason: never Twilio's message verbatim (it may quote numbers or paths).
+fn reason(code: Option<u32>) -> String {
+    let Some(code) = code else {
+        return "Twilio refused the message".into();
+    };
+    let hint = match code {
+        20003 => "authentication failed (check the account SID and auth token)",
+        20404 => "resource not found (check the account SID)",
+        21211 => "invalid 'To' phone number",
+        21408 => "sending to this region is not enabled",
+        21606 => "the 'From' number cannot send to this destination",
+        21610 => "the recipient has opted out (replied STOP)",
+        21612 => "the 'To' number cannot be reached from the 'From' number",
+        21614 => "the 'To' number is not a mobile number",
+        21617 => "the message body is too long",
+        _ => return format!("Twilio error {code}"),
+    };
+    format!("Twilio error {code}: {hint}")
+}
+
+impl TwilioSender {
+    fn messages_url(&self) -> String {
+        format!(
+            "{}/2010-04-01/Accounts/{}/Messages.json",
+            self.api_base, self.credentials.account_sid
+        )
+    }
+
+    async fn post(&self, to: &str, from: &str, body: &str) -> Result<(), SendError> {
+        let form = form_urlencoded::Serializer::new(String::new())
+            .append_pair("To", to)
+            .append_pair("From", from)
+            .append_pair("Body", body)
+            .finish();
+        let res = self
+            .client
+            .post(self.messages_url())
+            .timeout(REQUEST_TIMEOUT)
+            .basic_auth(
+                &self.credentials.account_sid,
+                Some(&self.credentials.auth_token),
+            )
+            .header("content-type", super::FORM_CONTENT_TYPE)
+            .header("accept", "application/json")
+            .body(form)
+            .send()
+            .await
+            .map_err(SendError::Transport)?;
+        let status = res.status().as_u16();
+        if res.status().is_success() {
+            return Ok(());
+        }
+        let retry_after = res
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let body = res.bytes().await.unwrap_or_default();
+        Err(classify(status, retry_after.as_deref(), &body))
+    }
+}
+
+#[async_trait]
+impl Sender for TwilioSender {
+    fn max_chars(&self) -> usize {
+        MAX_CHARS
+    }
+
+    /// SMS has no reactions; a reply's `reaction` is dropped.
+    fn has_reactions(&self) -> bool {
+        false
+    }
+
+    async fn send(&self, reply: &Outgoing) -> Result<Delivered, SendError> {
+        let pieces = pieces(&reply.text, &reply.buttons);
+        if !pieces.is_empty() {
+            let (to, from) = numbers(reply)?;
+            for piece in &pieces {
+                self.post(to, from, piece).await?;
+            }
+        }
+        Ok(Delivered {
+            pieces,
+            reacted: false,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn button(id: &str, title: &str) -> Button {
+        Button {
+            id: id.into(),
+            title: title.into(),
+        }
+    }
+
+    #[test]
+    fn buttons_become_numbered_lines_on_the_last_piece() {
+        let buttons = [button("y", "Yes"), button("n", "**No**, thanks")];
+        assert_eq!(
+            pieces("Shall I book it?", &buttons),
+            ["Shall I book it?\n\n1. Yes\n2. No, thanks"]
+        );
+        assert_eq!(pieces("", &buttons), ["1. Yes\n2. No, thanks"]);
+        assert!(pieces("  ", &[]).is_empty());
+    }
+
+    #[test]
+    fn at_most_three_options_with_short_one_line_titles() {
+        let buttons = [
+            button("a", "A"),
+            button("b", "A very long title that\ngoes on"),
+            button("c", "C"),
+            button("d", "D"),
+        ];
+        assert_eq!(
+            pieces("Pick:", &buttons),
+            ["Pick:\n\n1. A\n2. A very long title th\n3. C"]
+        );
+    }
+
+    #[test]
+    fn options_that_do_not_fit_go_in_a_piece_of_their_own() {
+        let text = "x".repeat(MAX_CHARS - 5);
+        let p = pieces(&text, &[button("y", "Yes")]);
+        assert_eq!(p, [text, "1. Yes".to_owned()]);
+        let text = "x".repeat(MAX_CHARS - 8);
+        let p = pieces(&text, &[button("y", "Yes")]);
+        assert_eq!(p.len(), 1);
+        assert_eq!(p[0].chars().count(), MAX_CHARS);
+    }
+
+    #[test]
+    fn the_number_pair_comes_from_the_conversation_key() {
+        let reply = |key: &str, user: &str| Outgoing {
+            conversation_key: key.into(),
+            external_user_id: user.into(),
+            ..Outgoing::default()
+        };
+        let r = reply("+1555:+1999", "+1555");
+        assert_eq!(numbers(&r).unwrap(), ("+1555", "+1999"));
+        let r = reply("whatsapp:+1555:whatsapp:+1999", "whatsapp:+1555");
+        assert_eq!(numbers(&r).unwrap(), ("whatsapp:+1555", "whatsapp:+1999"));
+        let r = reply("+1555:+1999", "");
+        assert_eq!(numbers(&r).unwrap(), ("+1555", "+1999"));
+        for key in ["+1555", ":+1999", "+1555:"] {
+            assert!(matches!(
+                numbers(&reply(key, "+1555")),
+                Err(SendError::Rejected { status: 0, .. })
+            ));
+        }
+    }
+
+    #[test]
+    fn errors_say_what_to_do_without_quoting_twilio() {
+        let body = br#"{"code": 21610, "status": 400,
+            "message": "Attempt to send to unsubscribed recipient +15551230000",
+            "more_info": "https://www.twilio.com/docs/errors/21610"}"#;
+        match classify(400, None, body) {
+            SendError::Rejected { status, reason } => {
+                assert_eq!(status, 400);
+                assert!(
+                    reason.contains("21610") && !reason.contains("+1555"),
+                    "{reason}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            classify(429, Some("7"), b"{}"),
+            SendError::RateLimited { retry_after: Some(d) } if d == Duration::from_secs(7)
+        ));
+        assert!(matches!(
+            classify(429, Some("Wed, 21 Oct 2015 07:28:00 GMT"), b""),
+            SendError::RateLimited { retry_after: None }
+        ));
+        assert!(matches!(
+            classify(503, None, b"<html>"),
+            SendError::Retryable { status: 503 }
+        ));
+        assert!(matches!(
+            classify(408, None, b""),
+            SendError::Retryable { status: 408 }
+        ));
+        assert!(matches!(
+            classify(401, None, br#"{"code":20003,"message":"Authenticate"}"#),
+            SendError::Rejected { status: 401, .. }
+        ));
+    }
+
+    #[test]
+    fn debug_output_hides_the_auth_token() {
+        let creds = TwilioCredentials::new("AC123", "s3cret-token");
+        let sender = TwilioSender::new(reqwest::Client::new(), DEFAULT_API_BASE, creds);
+        let shown = format!("{sender:?}");
+        assert!(
+            !shown.contains("s3cret-token") && shown.contains("AC123"),
+            "{shown}"
+        );
+    }
+}
