@@ -2,7 +2,8 @@ use async_trait::async_trait;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use store::{
-    Claim, ConversationStore, JobClaims, MessageStore, StoreError, VisibleEntry, VisibleStore,
+    Claim, ConversationStore, Identities, JobClaims, MessageStore, StoreError, VisibleEntry,
+    VisibleStore,
 };
 use store_sqlite::SqliteStore;
 use transcript::{Conversation, ConversationId, Message, UserId};
@@ -90,5 +91,41 @@ impl JobClaims for FlakyStore {
     }
     async fn finish_job(&self, key: &str, keep_until: i64) -> Result<(), StoreError> {
         self.inner.finish_job(key, keep_until).await
+    }
+}
+
+#[async_trait]
+impl Identities for FlakyStore {
+    async fn create_link_code(
+        &self,
+        code: &str,
+        user: &UserId,
+        now: i64,
+        expires_at: i64,
+    ) -> Result<(), StoreError> {
+        self.inner
+            .create_link_code(code, user, now, expires_at)
+            .await
+    }
+    async fn consume_link_code(&self, code: &str, now: i64) -> Result<Option<UserId>, StoreError> {
+        self.inner.consume_link_code(code, now).await
+    }
+    async fn bind_identity(
+        &self,
+        channel: &str,
+        external_id: &str,
+        user: &UserId,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        self.inner
+            .bind_identity(channel, external_id, user, now)
+            .await
+    }
+    async fn identity(
+        &self,
+        channel: &str,
+        external_id: &str,
+    ) -> Result<Option<UserId>, StoreError> {
+        self.inner.identity(channel, external_id).await
     }
 }

@@ -105,24 +105,32 @@ impl Harness {
                 _ => {}
             }
         }
-        assert_eq!(
-            seen, outcome.reply,
-            "the reply differs from what was streamed"
-        );
+        // A reply with markers is shown as the shaped text; otherwise as it streamed.
+        let shaped = events.iter().find_map(|e| match e {
+            TurnEvent::Shaped { text, .. } => Some(text.clone()),
+            _ => None,
+        });
+        if shaped.is_none() {
+            assert_eq!(
+                seen, outcome.reply,
+                "the reply differs from what was streamed"
+            );
+        }
+        let shown = shaped.unwrap_or_else(|| outcome.reply.clone());
         assert!(
             matches!(events.last(), Some(TurnEvent::Done { end }) if *end == outcome.end),
             "a turn must end with a done event"
         );
         let visible = self.visible().await;
         let last = visible.last().unwrap();
-        if outcome.reply.is_empty() {
+        if shown.is_empty() {
             assert_eq!(
                 last.text, text,
                 "no reply: the user's message is the last entry"
             );
         } else {
             assert_eq!(
-                last.text, outcome.reply,
+                last.text, shown,
                 "visible transcript differs from what was shown"
             );
         }

@@ -125,6 +125,7 @@ async fn aws(scenarios: Vec<Scenario>) -> Aws {
         store.clone(),
         EngineOptions {
             model_id: "anthropic.claude-test".into(),
+            record_reply: false,
             ..EngineOptions::default()
         },
     );

@@ -142,3 +142,27 @@ async fn tool_calls_cut_off_by_max_tokens_are_not_run_but_answered() {
             .contains("NOT EXECUTED")
     );
 }
+
+#[tokio::test]
+async fn reply_markers_become_buttons_and_a_silent_reply_an_acknowledgement() {
+    let h = Harness::new([
+        Reply::text("Cancel the Spring Open?\n\n<buttons>Yes, cancel | No, keep it</buttons>"),
+        Reply::text("<silent/>"),
+    ])
+    .await;
+    let t = h.turn("cancel it").await;
+    assert_eq!(t.outcome.reply, "Cancel the Spring Open?");
+    let titles: Vec<&str> = t.outcome.buttons.iter().map(|b| b.title.as_str()).collect();
+    assert_eq!(titles, ["Yes, cancel", "No, keep it"]);
+    let entry = h.visible().await.last().unwrap().clone();
+    assert_eq!(entry.text, "Cancel the Spring Open?");
+    assert_eq!(entry.buttons.len(), 2);
+    // The model transcript keeps the exact words, markers included.
+    let said = h.transcript().await.last().unwrap().text();
+    assert!(said.contains("<buttons>"));
+
+    let t = h.turn("thanks").await;
+    assert!(t.outcome.silent);
+    assert_eq!(t.outcome.reply, "");
+    assert_eq!(h.visible().await.last().unwrap().text, lines::ACKNOWLEDGED);
+}

@@ -44,11 +44,31 @@ async function loadConversations() {
   return list;
 }
 
+// Buttons under a reply; pressing one sends its title as the next message.
+function buttonRow(buttons) {
+  const row = el("div", "choices");
+  for (const b of buttons) {
+    const btn = el("button", "choice", b.title);
+    btn.type = "button";
+    btn.addEventListener("click", () => {
+      if (state.busy) return;
+      $("#input").value = b.title;
+      $("#composer").requestSubmit();
+    });
+    row.append(btn);
+  }
+  return row;
+}
+
 async function loadHistory(id) {
   const data = await (await api(`/api/conversations/${id}/messages`)).json();
   const box = $("#messages");
   box.replaceChildren();
-  for (const m of data.messages) box.append(el("div", `msg ${m.role}`, m.text));
+  data.messages.forEach((m, i) => {
+    box.append(el("div", `msg ${m.role}`, m.text));
+    const last = i === data.messages.length - 1;
+    if (last && m.buttons && m.buttons.length) box.append(buttonRow(m.buttons));
+  });
   if (!data.messages.length) box.append(el("p", "empty", "Say hello to start."));
   scrollDown();
 }
@@ -106,6 +126,7 @@ async function send(text) {
   if (!state.conversation) await openConversation(await newConversation());
   const box = $("#messages");
   box.querySelector(".empty")?.remove();
+  box.querySelectorAll(".choices").forEach((row) => row.remove());
   box.append(el("div", "msg user", text));
   let bubble = null;
   let tools = null;
@@ -160,6 +181,13 @@ async function send(text) {
         const b = bubbleFor();
         if (b.textContent) b.append(document.createTextNode("\n\n"));
         b.append(el("span", "error", ev.message));
+        break;
+      }
+      case "shaped": {
+        // The reply carried markers: show the final text and its buttons instead.
+        const b = bubbleFor();
+        b.replaceChildren(document.createTextNode(ev.text));
+        if (ev.buttons.length) box.append(buttonRow(ev.buttons));
         break;
       }
       case "done":

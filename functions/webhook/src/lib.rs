@@ -80,6 +80,13 @@ impl Webhook {
         }
     }
 
+    /// The names of the channels that are on.
+    pub fn channel_names(&self) -> Vec<&'static str> {
+        let mut names: Vec<&'static str> = self.channels.keys().copied().collect();
+        names.sort_unstable();
+        names
+    }
+
     /// Verify, parse and enqueue one delivery.
     pub async fn handle(&self, req: Incoming<'_>) -> HttpResponse {
         match self.accept(req).await {
@@ -97,8 +104,13 @@ impl Webhook {
             .strip_prefix("/webhooks/")
             .filter(|n| !n.is_empty() && !n.contains('/'))
             .ok_or(Refusal::NoRoute)?;
-        let channel = self.channels.get(name).ok_or(Refusal::NoRoute)?;
-        if req.method != "POST" {
+        let channel = self.channels.get(name).ok_or(Refusal::NoRoute)?.clone();
+        let allowed = match req.method {
+            "POST" => true,
+            "GET" => channel.accepts_get(),
+            _ => false,
+        };
+        if !allowed {
             return Err(Refusal::MethodNotAllowed);
         }
         if req.body.len() > self.max_body_bytes {
@@ -131,7 +143,7 @@ impl Webhook {
             }),
             Inbound::Ignored { reason } => {
                 tracing::info!(channel = channel.name(), reason, "delivery ignored");
-                Ok(HttpResponse::json(200, json!({"status": "ignored"})))
+                Ok(acknowledge(channel.as_ref(), json!({"status": "ignored"})))
             }
             Inbound::Messages(messages) => {
                 let mut queued = 0;
@@ -145,12 +157,24 @@ impl Webhook {
                         Err(e) => return Err(Refusal::QueueFailed(e)),
                     }
                 }
-                Ok(HttpResponse::json(
-                    200,
+                Ok(acknowledge(
+                    channel.as_ref(),
                     json!({"status": "queued", "count": queued}),
                 ))
             }
         }
+    }
+}
+
+/// The 200 a platform expects: its own acknowledgement body if it has one, else `body` as JSON.
+fn acknowledge(channel: &dyn Channel, body: serde_json::Value) -> HttpResponse {
+    match channel.acknowledgement() {
+        Some((content_type, ack)) => HttpResponse {
+            status: 200,
+            content_type,
+            body: ack.to_owned(),
+        },
+        None => HttpResponse::json(200, body),
     }
 }
 

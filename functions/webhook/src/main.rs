@@ -1,8 +1,6 @@
 //! The webhook Lambda. Wiring only: configuration and clients once per cold start, then
 //! [`webhook::lambda::handle`] per request.
 
-use channels::Channel;
-use channels::generic::GenericChannel;
 use lambda_http::{Error, Request, service_fn};
 use queue::QueueSettings;
 use queue_sqs::SqsQueue;
@@ -19,20 +17,32 @@ async fn main() -> Result<(), Error> {
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
         .init();
-    let config = WebhookConfig::from_vars(|k| std::env::var(k).ok()).map_err(|problems| {
-        Error::from(format!(
-            "webhook misconfigured:\n  - {}",
-            problems.join("\n  - ")
-        ))
-    })?;
+    let env = |k: &str| std::env::var(k).ok();
+    let (config, channels) = match (
+        WebhookConfig::from_vars(env),
+        channels::config::inbound(&env),
+    ) {
+        (Ok(c), Ok(ch)) if !ch.is_empty() => (c, ch),
+        (config, channels) => {
+            let mut problems = config.err().unwrap_or_default();
+            match channels {
+                Err(p) => problems.extend(p),
+                Ok(ch) if ch.is_empty() => problems.push(
+                    "no channel is configured: set at least one channel's webhook secret".into(),
+                ),
+                Ok(_) => {}
+            }
+            return Err(Error::from(format!(
+                "webhook misconfigured:\n  - {}",
+                problems.join("\n  - ")
+            )));
+        }
+    };
     let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
     let sqs = aws_sdk_sqs::Client::new(&aws);
     let queue = SqsQueue::new(sqs, config.queue_url.clone(), QueueSettings::default());
-    let mut channels: Vec<Arc<dyn Channel>> = Vec::new();
-    if let Some(secret) = &config.generic_secret {
-        channels.push(Arc::new(GenericChannel::new(secret.as_bytes())));
-    }
     let webhook = Webhook::new(channels, Arc::new(queue), config.max_body_bytes);
+    tracing::info!(channels = ?webhook.channel_names(), "webhook ready");
     let webhook = &webhook;
     lambda_http::run(service_fn(move |req: Request| async move {
         let now_s = std::time::SystemTime::now()

@@ -2,12 +2,15 @@
 
 use crate::Worker;
 use aws_lambda_events::sqs::SqsMessage;
-use channels::Outgoing;
+use channels::{Button, Delivered, Outgoing, Sender};
+use engine::lines;
 use engine::{NullSink, TurnInput};
 use queue::TurnJob;
 use store::Claim;
+use store::{VisibleEntry, VisibleRole};
 use tokio::time::Instant;
 use tools::ActionId;
+use transcript::ConversationId;
 
 /// What became of one record.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,6 +72,11 @@ impl Worker {
     }
 
     async fn run_turn(&self, job: &TurnJob) -> Result<JobOutcome, String> {
+        if self.engine.records_replies() {
+            // The worker records what actually went out; an engine that records too would make
+            // every reply look delivered before it was sent.
+            return Err("misconfigured: the worker's engine must have record_reply off".into());
+        }
         let Some(conversation) = self
             .conversation_for(job)
             .await
@@ -89,24 +97,111 @@ impl Worker {
             text,
             action_id: ActionId(job.dedupe_key()),
         };
+        let conversation = input.conversation_id.clone();
         let outcome = self
             .engine
             .run_turn(input, &NullSink)
             .await
             .map_err(|e| format!("turn failed: {e}"))?;
-        if !outcome.reply.trim().is_empty() {
-            let reply = Outgoing {
-                conversation_key: job.conversation_key.clone(),
-                external_user_id: job.external_user_id.clone(),
-                in_reply_to: job.message_id.clone(),
-                text: outcome.reply,
-                ..Outgoing::default()
-            };
-            sender
-                .send(&reply)
-                .await
-                .map_err(|e| format!("sending the reply failed: {e}"))?;
-        }
+        self.deliver(job, &conversation, outcome, sender.as_ref())
+            .await?;
         Ok(JobOutcome::Done)
+    }
+
+    /// Send the reply unless an earlier attempt already did, then record what went out.
+    async fn deliver(
+        &self,
+        job: &TurnJob,
+        conversation: &ConversationId,
+        outcome: engine::TurnOutcome,
+        sender: &dyn Sender,
+    ) -> Result<(), String> {
+        let store_error = |e: store::StoreError| format!("store failed: {e}");
+        let conv = self
+            .store
+            .conversation(conversation)
+            .await
+            .map_err(store_error)?
+            .ok_or("the conversation disappeared")?;
+        let visible = self
+            .store
+            .visible(conversation)
+            .await
+            .map_err(store_error)?;
+        if visible
+            .iter()
+            .any(|e| e.turn == conv.turn && e.role == VisibleRole::Assistant)
+        {
+            tracing::info!(job = %job.dedupe_key(), "reply already delivered; not sending again");
+            return Ok(());
+        }
+        let buttons: Vec<Button> = outcome
+            .buttons
+            .iter()
+            .map(|b| Button {
+                id: b.id.clone(),
+                title: b.title.clone(),
+            })
+            .collect();
+        let mut reply = Outgoing {
+            conversation_key: job.conversation_key.clone(),
+            external_user_id: job.external_user_id.clone(),
+            in_reply_to: job.message_id.clone(),
+            text: outcome.reply.clone(),
+            buttons: buttons.clone(),
+            reaction: None,
+            user_last_message_ms: Some(job.received_at_ms),
+        };
+        if outcome.silent && sender.has_reactions() {
+            reply.text.clear();
+            reply.buttons.clear();
+            reply.reaction = Some(lines::ACKNOWLEDGED.to_owned());
+        }
+        let send_error = |e: channels::SendError| format!("sending the reply failed: {e}");
+        let nothing_to_send = reply.text.trim().is_empty() && reply.reaction.is_none();
+        let mut delivered = if nothing_to_send {
+            Delivered::default()
+        } else {
+            sender.send(&reply).await.map_err(send_error)?
+        };
+        if !delivered.reacted && (reply.reaction.is_some() || reply.text.trim().is_empty()) {
+            // The reaction did not go out (or there was nothing to say): never leave the user
+            // hanging.
+            let text = if outcome.reply.trim().is_empty() {
+                lines::ACKNOWLEDGED.to_owned()
+            } else {
+                outcome.reply.clone()
+            };
+            let fallback = Outgoing {
+                text,
+                reaction: None,
+                buttons,
+                ..reply.clone()
+            };
+            let more: Delivered = sender.send(&fallback).await.map_err(send_error)?;
+            delivered.pieces.extend(more.pieces);
+        }
+        let entry = VisibleEntry {
+            conversation_id: conversation.clone(),
+            position: self
+                .store
+                .next_visible_position(conversation)
+                .await
+                .map_err(store_error)?,
+            role: VisibleRole::Assistant,
+            text: delivered.pieces.join("\n\n"),
+            buttons: outcome
+                .buttons
+                .iter()
+                .map(|b| store::Button {
+                    id: b.id.clone(),
+                    title: b.title.clone(),
+                })
+                .collect(),
+            reaction: delivered.reacted.then(|| lines::ACKNOWLEDGED.to_owned()),
+            turn: conv.turn,
+            created_at_ms: (self.options.clock)(),
+        };
+        self.store.append_visible(&entry).await.map_err(store_error)
     }
 }

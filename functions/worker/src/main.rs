@@ -3,11 +3,8 @@
 
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
 use backend_bedrock::BedrockModel;
-use channels::Sender;
-use channels::generic::GenericSender;
 use engine::{Engine, EngineOptions};
 use lambda_runtime::{Error, LambdaEvent, service_fn};
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use store_dynamodb::DynamoStore;
@@ -28,12 +25,30 @@ async fn main() -> Result<(), Error> {
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
         .init();
-    let config = WorkerConfig::from_vars(|k| std::env::var(k).ok()).map_err(|problems| {
-        Error::from(format!(
-            "worker misconfigured:\n  - {}",
-            problems.join("\n  - ")
-        ))
-    })?;
+    let env = |k: &str| std::env::var(k).ok();
+    let http = reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(5))
+        .build()?;
+    let (config, senders) = match (
+        WorkerConfig::from_vars(env),
+        channels::config::senders(&env, &http),
+    ) {
+        (Ok(c), Ok(s)) if !s.is_empty() => (c, s),
+        (config, senders) => {
+            let mut problems = config.err().unwrap_or_default();
+            match senders {
+                Err(p) => problems.extend(p),
+                Ok(s) if s.is_empty() => problems.push(
+                    "no reply channel is configured: set at least one channel's credentials".into(),
+                ),
+                Ok(_) => {}
+            }
+            return Err(Error::from(format!(
+                "worker misconfigured:\n  - {}",
+                problems.join("\n  - ")
+            )));
+        }
+    };
     let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
     let store = Arc::new(DynamoStore::new(
         aws_sdk_dynamodb::Client::new(&aws),
@@ -51,29 +66,17 @@ async fn main() -> Result<(), Error> {
         EngineOptions {
             model_id: config.model_id.clone(),
             system_prompt: SYSTEM_PROMPT.into(),
+            record_reply: false,
             ..EngineOptions::default()
         },
     );
-    let http = reqwest::Client::builder()
-        .connect_timeout(Duration::from_secs(5))
-        .build()?;
-    let mut senders: HashMap<String, Arc<dyn Sender>> = HashMap::new();
-    if let Some((url, secret)) = &config.generic_callback {
-        senders.insert(
-            "generic".into(),
-            Arc::new(GenericSender::new(
-                http.clone(),
-                url.clone(),
-                secret.as_bytes(),
-            )),
-        );
-    }
     let worker = Worker {
         engine: Arc::new(engine),
         store,
         senders,
         options: WorkerOptions::default(),
     };
+    tracing::info!(senders = ?worker.senders.keys().collect::<Vec<_>>(), "worker ready");
     let worker = &worker;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
         let now_ms = std::time::SystemTime::now()

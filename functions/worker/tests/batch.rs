@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use store::{Claim, JobClaims, MessageStore};
+use store::{Claim, JobClaims, MessageStore, VisibleStore};
 use store_sqlite::SqliteStore;
 use tokio::time::Instant;
 use tools::Registry;
@@ -78,6 +78,7 @@ fn setup(replies: Vec<Reply>) -> Setup {
         store.clone(),
         EngineOptions {
             model_id: "m".into(),
+            record_reply: false,
             ..EngineOptions::default()
         },
     );
@@ -229,4 +230,52 @@ async fn a_turn_cut_off_by_the_deadline_is_resumed_by_the_redelivery() {
     let rows = s.store.messages(&"generic:c-a".into(), 0).await.unwrap();
     let users = rows.iter().filter(|m| m.role == Role::User).count();
     assert_eq!(users, 1, "the user message is not written twice");
+}
+
+#[tokio::test]
+async fn a_redelivery_after_the_claim_expired_never_sends_twice() {
+    let s = setup(
+        ["A one", "B one", "A two", "B two"]
+            .map(Reply::text)
+            .to_vec(),
+    );
+    let resp = s.worker.handle_batch(batch(), in_a_minute()).await;
+    assert!(failed(&resp).is_empty());
+    // Eight days later the done claims have expired; SQS (or a platform retry) brings the same
+    // messages again. The transcript and the visible record say they were answered and sent.
+    s.clock.fetch_add(8 * 24 * 3600 * 1000, Ordering::SeqCst);
+    let resp = s.worker.handle_batch(batch(), in_a_minute()).await;
+    assert!(failed(&resp).is_empty());
+    assert_eq!(
+        s.model.requests().len(),
+        4,
+        "no model call for finished turns"
+    );
+    assert_eq!(s.platform.sent().len(), 4, "nothing is sent twice");
+}
+
+#[tokio::test]
+async fn buttons_go_out_and_a_silent_reply_falls_back_to_text_without_reactions() {
+    let s = setup(vec![
+        Reply::text("Which one? <buttons>Spring Open | Summer Cup</buttons>"),
+        Reply::text("<silent/>"),
+        Reply::text("A two"),
+        Reply::text("B two"),
+    ]);
+    let resp = s.worker.handle_batch(batch(), in_a_minute()).await;
+    assert!(failed(&resp).is_empty());
+    let sent = s.platform.sent.lock().unwrap().clone();
+    assert_eq!(sent[0].text, "Which one?");
+    let titles: Vec<&str> = sent[0].buttons.iter().map(|b| b.title.as_str()).collect();
+    assert_eq!(titles, ["Spring Open", "Summer Cup"]);
+    // The generic-like platform has no reactions: the silent reply becomes a short text.
+    assert_eq!(sent[1].text, engine::lines::ACKNOWLEDGED);
+    let visible = s.store.visible(&"generic:c-b".into()).await.unwrap();
+    assert_eq!(visible[1].text, engine::lines::ACKNOWLEDGED);
+    let visible = s.store.visible(&"generic:c-a".into()).await.unwrap();
+    assert_eq!(
+        visible[1].buttons.len(),
+        2,
+        "what went out is recorded, buttons included"
+    );
 }

@@ -79,4 +79,16 @@ pub trait Channel: Send + Sync {
 
     /// Parse a verified delivery.
     fn parse(&self, request: &RawRequest<'_>) -> Result<Inbound, ChannelError>;
+
+    /// Whether the platform sends GET requests to the webhook (WhatsApp's verification
+    /// handshake); for the others a GET is refused before verification.
+    fn accepts_get(&self) -> bool {
+        false
+    }
+
+    /// The body to acknowledge a delivery with, as `(content type, body)`, when the platform
+    /// wants something other than JSON (Twilio expects TwiML).
+    fn acknowledgement(&self) -> Option<(&'static str, &'static str)> {
+        None
+    }
 }

@@ -11,6 +11,7 @@
 //!
 //! Depends on no engine, backend, store or AWS crate.
 
+pub mod config;
 pub mod generic;
 mod inbound;
 mod outbound;

@@ -27,6 +27,12 @@ pub enum TurnEvent {
     Effects { tool: String, effects: Value },
     /// Something failed; `message` is the calm sentence the user sees.
     Error { message: String },
+    /// The reply carried markers: this is the text to show instead of what streamed, with its
+    /// buttons (the web chat replaces the streamed bubble with it).
+    Shaped {
+        text: String,
+        buttons: Vec<crate::ShapedButton>,
+    },
     /// The turn is over.
     Done { end: TurnEnd },
 }

@@ -18,10 +18,12 @@ mod history;
 pub mod lines;
 mod options;
 mod resume;
+pub mod shape;
 mod turn;
 
 pub use error::EngineError;
 pub use events::{CollectSink, EventSink, NullSink, TurnEvent};
 pub use guard::{AllowAll, Denied, Guard, GuardCall};
 pub use options::EngineOptions;
+pub use shape::{Shaped, ShapedButton, shape};
 pub use turn::{Engine, TurnEnd, TurnInput, TurnOutcome};

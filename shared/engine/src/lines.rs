@@ -14,3 +14,5 @@ pub const MUDDLED: &str =
     "Sorry, I got muddled while working on that. Could you ask again, perhaps in other words?";
 pub const CYCLE_LIMIT: &str = "I've taken a lot of steps on this and stopped here so I don't go round in circles. Tell me how you'd like to continue.";
 pub const EMPTY: &str = "Sorry, I don't have an answer for that. Could you say a bit more?";
+/// What a silent reply shows where no reaction went out.
+pub const ACKNOWLEDGED: &str = "👍";

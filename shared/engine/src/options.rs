@@ -17,6 +17,9 @@ pub struct EngineOptions {
     /// Longest wait before the single retry of a call that streamed nothing.
     pub max_retry_wait: Duration,
     pub settings: InferenceSettings,
+    /// Record the reply in the visible transcript at the end of the turn. Set it off where the
+    /// caller delivers the reply itself and records what actually went out (the channel worker).
+    pub record_reply: bool,
 }
 
 impl Default for EngineOptions {
@@ -29,6 +32,7 @@ impl Default for EngineOptions {
             idle_timeout: Duration::from_secs(20),
             max_retry_wait: Duration::from_secs(2),
             settings: InferenceSettings::default(),
+            record_reply: true,
         }
     }
 }

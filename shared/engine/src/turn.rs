@@ -52,8 +52,12 @@ pub enum TurnEnd {
 #[derive(Debug, Clone, PartialEq)]
 pub struct TurnOutcome {
     pub end: TurnEnd,
-    /// Everything the user saw from the assistant in this turn.
+    /// The reply to deliver: everything the assistant said in this turn, markers stripped.
     pub reply: String,
+    /// Buttons to offer with the reply (from a `<buttons>` marker).
+    pub buttons: Vec<crate::ShapedButton>,
+    /// The model asked to answer with a reaction only (`<silent/>`).
+    pub silent: bool,
     pub model_calls: u32,
     pub usage: Usage,
 }
@@ -90,6 +94,12 @@ impl Engine {
             guard: Arc::new(AllowAll),
             options,
         }
+    }
+
+    /// Whether turns record the reply in the visible transcript themselves
+    /// ([`EngineOptions::record_reply`]).
+    pub fn records_replies(&self) -> bool {
+        self.options.record_reply
     }
 
     /// Put a guard (budgets, rate limits) in front of every model call.
@@ -501,15 +511,39 @@ impl<'a> Turn<'a> {
             self.say(lines::EMPTY).await?;
             end = TurnEnd::Muddled;
         }
-        if !self.shown.text.is_empty() && !self.reported {
-            self.append_visible(VisibleRole::Assistant, self.shown.text.clone())
+        let shaped = crate::shape(&self.shown.text);
+        let marked = shaped.text != self.shown.text || !shaped.buttons.is_empty() || shaped.silent;
+        // A silent reply has no reaction in the web chat: it shows a short acknowledgement.
+        let shown = if shaped.text.is_empty() && shaped.silent {
+            lines::ACKNOWLEDGED.to_owned()
+        } else {
+            shaped.text.clone()
+        };
+        if marked {
+            self.sink.emit(TurnEvent::Shaped {
+                text: shown.clone(),
+                buttons: shaped.buttons.clone(),
+            });
+        }
+        if self.engine.options.record_reply && !shown.is_empty() && !self.reported {
+            let buttons = shaped
+                .buttons
+                .iter()
+                .map(|b| store::Button {
+                    id: b.id.clone(),
+                    title: b.title.clone(),
+                })
+                .collect();
+            self.append_visible_with(VisibleRole::Assistant, shown, buttons)
                 .await?;
         }
         self.sink.emit(TurnEvent::Done { end });
         tracing::info!(?end, model_calls = self.model_calls, "turn finished");
         Ok(TurnOutcome {
             end,
-            reply: std::mem::take(&mut self.shown.text),
+            reply: shaped.text,
+            buttons: shaped.buttons,
+            silent: shaped.silent,
             model_calls: self.model_calls,
             usage: self.usage,
         })
@@ -556,12 +590,21 @@ impl<'a> Turn<'a> {
     }
 
     async fn append_visible(&mut self, role: VisibleRole, text: String) -> Result<(), EngineError> {
+        self.append_visible_with(role, text, Vec::new()).await
+    }
+
+    async fn append_visible_with(
+        &mut self,
+        role: VisibleRole,
+        text: String,
+        buttons: Vec<store::Button>,
+    ) -> Result<(), EngineError> {
         let entry = VisibleEntry {
             conversation_id: self.conv.id.clone(),
             position: self.next_visible,
             role,
             text,
-            buttons: Vec::new(),
+            buttons,
             reaction: None,
             turn: self.conv.turn,
             created_at_ms: now_ms(),

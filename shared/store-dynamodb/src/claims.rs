@@ -4,7 +4,7 @@
 
 use crate::DynamoStore;
 use crate::error::unavailable;
-use crate::item::{Item, corrupt, get_n, get_s, is_expired, n, s};
+use crate::item::{Item, corrupt, get_n, get_s, is_expired, n, s, ttl_for};
 use crate::keys::{CLAIM, PK, SK, TTL, job_pk};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::SdkError;
@@ -165,22 +165,9 @@ fn refused(old: &Item, what: &str) -> Result<Claim, StoreError> {
     }
 }
 
-/// The `ttl` (epoch seconds) that keeps a record at least until `keep_until_ms`.
-fn ttl_for(keep_until_ms: i64) -> i64 {
-    keep_until_ms.saturating_add(999).div_euclid(1000)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ttl_rounds_up_to_whole_seconds() {
-        assert_eq!(ttl_for(1_000), 1);
-        assert_eq!(ttl_for(1_001), 2);
-        assert_eq!(ttl_for(0), 0);
-        assert_eq!(ttl_for(i64::MAX), i64::MAX / 1000);
-    }
 
     #[test]
     fn outcomes_read_from_items() {

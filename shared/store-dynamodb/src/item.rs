@@ -57,6 +57,12 @@ pub(crate) fn is_expired(item: &Item, now_s: i64) -> bool {
     }
 }
 
+/// The `ttl` (epoch seconds) that keeps a record at least until `until_ms`: rounded up, so
+/// DynamoDB never deletes it before then.
+pub(crate) fn ttl_for(until_ms: i64) -> i64 {
+    until_ms.saturating_add(999).div_euclid(1000)
+}
+
 /// Wall-clock seconds since the epoch, for the `ttl` filter on reads.
 pub(crate) fn now_s() -> i64 {
     SystemTime::now()
@@ -99,6 +105,14 @@ mod tests {
             get_n::<u64>(&item, "gone", "t"),
             Err(StoreError::Corrupt { .. })
         ));
+    }
+
+    #[test]
+    fn ttl_rounds_up_to_whole_seconds() {
+        assert_eq!(ttl_for(1_000), 1);
+        assert_eq!(ttl_for(1_001), 2);
+        assert_eq!(ttl_for(0), 0);
+        assert_eq!(ttl_for(i64::MAX), i64::MAX / 1000);
     }
 
     #[test]

@@ -15,6 +15,10 @@ pub(crate) const LSI1SK: &str = "lsi1sk";
 pub(crate) const META: &str = "META";
 /// The sort key of a job's claim record.
 pub(crate) const CLAIM: &str = "CLAIM";
+/// The sort key of a link code's record.
+pub(crate) const LINK: &str = "LINK";
+/// The sort key of a bound channel account's record.
+pub(crate) const IDENT: &str = "IDENT";
 /// Sort-key prefix of messages (table key and `lsi1` key alike).
 pub(crate) const MSG: &str = "MSG#";
 /// Sort-key prefix of visible entries.
@@ -62,6 +66,16 @@ pub(crate) fn part_suffix(chunk: usize) -> String {
 
 pub(crate) fn job_pk(job_key: &str) -> String {
     format!("JOB#{job_key}")
+}
+
+pub(crate) fn link_code_pk(code: &str) -> String {
+    format!("{LINK}#{code}")
+}
+
+/// `IDENT#<channel>#<external id>`. Unambiguous because channel names never contain `#`
+/// (the `Identities` port says so); the external id may.
+pub(crate) fn identity_pk(channel: &str, external_id: &str) -> String {
+    format!("{IDENT}#{channel}#{external_id}")
 }
 
 /// The position in a `<prefix><20 digits>…` sort key.

@@ -18,6 +18,8 @@
 //! | visible entry | `CONV#<id>` | `SEEN#<position>` | `position`, `body` |
 //! | body continuation | as its head | head's `sk` + `#PART#<n>` | `chunk = n`, `body`, (`lsi1sk` + `#PART#<n>`) |
 //! | job claim | `JOB#<job key>` | `CLAIM` | `status`, `expires_at_ms`, `attempt`, `keep_until_ms`, `ttl` |
+//! | link code | `LINK#<code>` | `LINK` | `user_id`, `expires_at_ms`, `ttl`, `used_at_ms` once redeemed |
+//! | bound account | `IDENT#<channel>#<external id>` | `IDENT` | `user_id`, `bound_at_ms` |
 //!
 //! Numbers in keys are zero-padded so string order is numeric order: positions to 20 digits
 //! (all of `u64`), segments to 10 (all of `u32`). `created` is the creation time in ms with the
@@ -54,17 +56,22 @@
 //!
 //! # Time to live
 //!
-//! Only finished job claims carry a `ttl` (their `keep_until_ms`, rounded up to seconds).
-//! DynamoDB deletes expired items late (and moto never), so every read treats an item whose
-//! `ttl` has passed as absent, and the claim's condition admits an expired record.
+//! Finished job claims carry a `ttl` (their `keep_until_ms`, rounded up to seconds), and so do
+//! link codes (their `expires_at_ms`, rounded up). DynamoDB deletes expired items late (and
+//! moto never), so every read treats an item whose `ttl` has passed as absent, the claim's
+//! condition admits an expired record, and a link code is judged by its `expires_at_ms` in
+//! the conditions that create and redeem it: an expired code redeems nothing whether or not it
+//! is still there, and a new code of the same string replaces it. TTL only ever deletes what
+//! the conditions already treat as gone. Bound accounts never expire.
 //!
 //! # Errors
 //!
-//! A failed condition becomes `Conflict` (create, append) or `NotFound` (update). Everything
-//! else the service or the connection reports (throttling, internal errors, timeouts, a missing
-//! table) is [`StoreError::Unavailable`] with the SDK error as its source; the SDK has already
-//! retried what it retries (a retried transaction is idempotent: the SDK fills in its client
-//! request token). A stored body or attribute that does not decode is `Corrupt`.
+//! A failed condition becomes `Conflict` (create, append), `NotFound` (update) or `None`
+//! (redeeming a link code). Everything else the service or the connection reports (throttling,
+//! internal errors, timeouts, a missing table) is [`StoreError::Unavailable`] with the SDK
+//! error as its source; the SDK has already retried what it retries (a retried transaction is
+//! idempotent: the SDK fills in its client request token). A stored body or attribute that does
+//! not decode is `Corrupt`.
 //!
 //! # Tests
 //!
@@ -76,6 +83,7 @@ mod body;
 mod claims;
 mod conversations;
 mod error;
+mod identities;
 mod item;
 mod keys;
 mod messages;

@@ -9,8 +9,8 @@ use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailur
 use std::collections::HashMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 use store::{
-    Claim, ConversationStore, JobClaims, MessageStore, StoreError, VisibleEntry, VisibleRole,
-    VisibleStore,
+    Claim, ConversationStore, Identities, JobClaims, MessageStore, StoreError, VisibleEntry,
+    VisibleRole, VisibleStore,
 };
 use store_dynamodb::{DynamoStore, create_table};
 use support::fresh_store;
@@ -86,6 +86,49 @@ async fn a_done_claim_carries_a_ttl_and_no_attempt() {
         "keep_until rounded up to seconds"
     );
     assert!(!done.contains_key("attempt"));
+}
+
+#[tokio::test]
+async fn link_codes_and_identities_follow_the_documented_key_layout() {
+    let store = fresh_store().await;
+    let t0 = 1_800_000_000_000;
+    let expires = t0 + 1_800_001;
+    store
+        .create_link_code("K7-PLUM", &"alice".into(), t0, expires)
+        .await
+        .unwrap();
+    let code = get(&store, "LINK#K7-PLUM", "LINK")
+        .await
+        .expect("link code item");
+    assert_eq!(code["user_id"], s("alice"));
+    assert_eq!(code["expires_at_ms"], n(&expires.to_string()));
+    assert_eq!(
+        code["ttl"],
+        n("1800001801"),
+        "expires_at rounded up to seconds"
+    );
+    assert!(!code.contains_key("used_at_ms"));
+
+    assert_eq!(
+        store.consume_link_code("K7-PLUM", t0 + 5).await.unwrap(),
+        Some("alice".into())
+    );
+    let used = get(&store, "LINK#K7-PLUM", "LINK")
+        .await
+        .expect("a redeemed code stays until its TTL");
+    assert_eq!(used["used_at_ms"], n(&(t0 + 5).to_string()));
+    assert_eq!(used["ttl"], code["ttl"]);
+
+    store
+        .bind_identity("whatsapp", "+15550100", &"alice".into(), t0 + 6)
+        .await
+        .unwrap();
+    let ident = get(&store, "IDENT#whatsapp#+15550100", "IDENT")
+        .await
+        .expect("identity item");
+    assert_eq!(ident["user_id"], s("alice"));
+    assert_eq!(ident["bound_at_ms"], n(&(t0 + 6).to_string()));
+    assert!(!ident.contains_key("ttl"), "a binding never expires");
 }
 
 #[tokio::test]
@@ -343,6 +386,19 @@ async fn service_and_connection_failures_are_unavailable() {
         "{result:?}"
     );
     let result = missing_table.claim_job("j", 0, 1).await;
+    assert!(
+        matches!(result, Err(StoreError::Unavailable(_))),
+        "{result:?}"
+    );
+    // Not a refused condition: a failed redemption must not pass for an unknown code.
+    let result = missing_table.consume_link_code("K7-PLUM", 0).await;
+    assert!(
+        matches!(result, Err(StoreError::Unavailable(_))),
+        "{result:?}"
+    );
+    let result = missing_table
+        .create_link_code("K7-PLUM", &"u".into(), 0, 1)
+        .await;
     assert!(
         matches!(result, Err(StoreError::Unavailable(_))),
         "{result:?}"

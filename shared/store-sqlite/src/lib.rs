@@ -17,6 +17,7 @@
 mod claims;
 mod conversations;
 mod error;
+mod identities;
 mod messages;
 mod schema;
 mod visible;

@@ -48,6 +48,21 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         attempt       INTEGER NOT NULL,
         keep_until_ms INTEGER
     ) STRICT;",
+    // 3: link codes (one-time, expiring) and the channel accounts bound to users.
+    "CREATE TABLE link_codes (
+        code          TEXT    NOT NULL PRIMARY KEY,
+        user_id       TEXT    NOT NULL,
+        expires_at_ms INTEGER NOT NULL,
+        used_at_ms    INTEGER
+    ) STRICT;
+
+    CREATE TABLE identities (
+        channel     TEXT    NOT NULL,
+        external_id TEXT    NOT NULL,
+        user_id     TEXT    NOT NULL,
+        bound_at_ms INTEGER NOT NULL,
+        PRIMARY KEY (channel, external_id)
+    ) STRICT;",
 ];
 
 /// The schema version this build writes and understands.

@@ -21,6 +21,8 @@
 //!   empty. Positions are unique per conversation across segments.
 //! - `update_conversation` changes only the mutable fields (status, purpose, prompt version,
 //!   segment, turn); user, channel and creation time keep their stored values.
+//! - A link code is live while `now_ms < expires_at_ms`: at `expires_at_ms` it no longer
+//!   redeems, and a new code of the same string may replace it.
 
 use crate::{Button, Claim, Store, StoreError, VisibleEntry, VisibleRole};
 use serde_json::json;
@@ -50,6 +52,14 @@ macro_rules! conformance_tests {
             large_content_round_trips => check_large_content,
             job_claims_lifecycle => check_job_claims,
             done_job_claims_expire => check_done_claims_expire,
+            link_code_round_trip => check_link_code_round_trip,
+            link_code_redeems_once => check_link_code_redeems_once,
+            expired_link_code_redeems_nothing => check_expired_link_code,
+            unknown_link_code_redeems_nothing => check_unknown_link_code,
+            live_link_code_conflicts_expired_is_replaced => check_create_link_code_conflicts,
+            bind_and_look_up_identity => check_bind_identity,
+            rebinding_moves_the_identity => check_rebind_identity,
+            identities_are_per_channel => check_identities_per_channel,
         );
 
         #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -64,6 +74,13 @@ macro_rules! conformance_tests {
             use $crate::conformance::AsDynStore as _;
             let store = $make;
             $crate::conformance::check_concurrent_claims(store.as_dyn_store()).await;
+        }
+
+        #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn concurrent_link_code_consumers_one_winner() {
+            use $crate::conformance::AsDynStore as _;
+            let store = $make;
+            $crate::conformance::check_concurrent_link_code_consumers(store.as_dyn_store()).await;
         }
     };
     (@each $make:expr; $($test:ident => $check:ident),* $(,)?) => {
@@ -601,6 +618,333 @@ pub async fn check_concurrent_claims(store: &dyn Store) {
         });
         winner.unwrap_or_else(|msg| panic!("concurrent claim_job: {msg}"));
     }
+}
+
+/// The lifetime of a link code in these checks (DESIGN's default: 30 minutes).
+const LINK_CODE_LIFETIME_MS: i64 = 30 * 60 * 1_000;
+
+/// A link code redeems for the user it was made for; codes are independent of each other.
+pub async fn check_link_code_round_trip(store: &dyn Store) {
+    let t0 = 1_800_000_000_000;
+    let expires = t0 + LINK_CODE_LIFETIME_MS;
+    let (alice, bob) = (UserId::from("alice"), UserId::from("bob"));
+    store
+        .create_link_code("K7-PLUM", &alice, t0, expires)
+        .await
+        .unwrap();
+    store
+        .create_link_code("Q2-FERN", &bob, t0 + 5, expires + 5)
+        .await
+        .unwrap();
+
+    assert_eq!(
+        store
+            .consume_link_code("Q2-FERN", t0 + 1_000)
+            .await
+            .unwrap(),
+        Some(bob),
+        "a live code redeems for the user it was made for"
+    );
+    assert_eq!(
+        store
+            .consume_link_code("K7-PLUM", expires - 1)
+            .await
+            .unwrap(),
+        Some(alice),
+        "a code is still live one millisecond before it expires; redeeming another code \
+         must not touch it"
+    );
+}
+
+/// A code redeems once: every later redemption, however soon, gets `None`.
+pub async fn check_link_code_redeems_once(store: &dyn Store) {
+    let t0 = 1_800_000_000_000;
+    let user = UserId::from("alice");
+    store
+        .create_link_code("K7-PLUM", &user, t0, t0 + LINK_CODE_LIFETIME_MS)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.consume_link_code("K7-PLUM", t0 + 1).await.unwrap(),
+        Some(user)
+    );
+    for now in [t0 + 1, t0 + 2, t0 + 60_000] {
+        assert_eq!(
+            store.consume_link_code("K7-PLUM", now).await.unwrap(),
+            None,
+            "a redeemed code must not redeem again"
+        );
+    }
+}
+
+/// From its expiry on, a code that was never redeemed redeems nothing.
+pub async fn check_expired_link_code(store: &dyn Store) {
+    let t0 = 1_800_000_000_000;
+    let expires = t0 + LINK_CODE_LIFETIME_MS;
+    let user = UserId::from("alice");
+    store
+        .create_link_code("K7-PLUM", &user, t0, expires)
+        .await
+        .unwrap();
+    store
+        .create_link_code("Q2-FERN", &user, t0, expires)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.consume_link_code("K7-PLUM", expires).await.unwrap(),
+        None,
+        "a code is expired at its expires_at_ms"
+    );
+    assert_eq!(
+        store
+            .consume_link_code("Q2-FERN", expires + 86_400_000)
+            .await
+            .unwrap(),
+        None,
+        "a code long past its expiry redeems nothing"
+    );
+}
+
+/// An unknown code redeems nothing, and trying leaves no record behind.
+pub async fn check_unknown_link_code(store: &dyn Store) {
+    let t0 = 1_800_000_000_000;
+    assert_eq!(
+        store.consume_link_code("NO-SUCH", t0).await.unwrap(),
+        None,
+        "an unknown code redeems nothing"
+    );
+    assert_eq!(
+        store.consume_link_code("", t0).await.unwrap(),
+        None,
+        "the empty code redeems nothing"
+    );
+    let user = UserId::from("alice");
+    store
+        .create_link_code("NO-SUCH", &user, t0 + 1, t0 + LINK_CODE_LIFETIME_MS)
+        .await
+        .expect("a failed redemption must not leave a record that blocks creating the code");
+    assert_eq!(
+        store.consume_link_code("NO-SUCH", t0 + 2).await.unwrap(),
+        Some(user)
+    );
+}
+
+/// Creating a code that is live is a `Conflict`, redeemed or not, and keeps the stored code;
+/// from its expiry on, the code can be created again, for anyone, and redeems afresh.
+pub async fn check_create_link_code_conflicts(store: &dyn Store) {
+    let t0 = 1_800_000_000_000;
+    let expires = t0 + LINK_CODE_LIFETIME_MS;
+    let (alice, mallory, bob) = (
+        UserId::from("alice"),
+        UserId::from("mallory"),
+        UserId::from("bob"),
+    );
+    store
+        .create_link_code("K7-PLUM", &alice, t0, expires)
+        .await
+        .unwrap();
+
+    let result = store
+        .create_link_code("K7-PLUM", &mallory, t0 + 1, t0 + 1 + LINK_CODE_LIFETIME_MS)
+        .await;
+    assert_conflict(result, "creating a link code that is live");
+    let result = store
+        .create_link_code(
+            "K7-PLUM",
+            &alice,
+            expires - 1,
+            expires + LINK_CODE_LIFETIME_MS,
+        )
+        .await;
+    assert_conflict(
+        result,
+        "creating a link code one millisecond before it expires",
+    );
+    assert_eq!(
+        store.consume_link_code("K7-PLUM", t0 + 2).await.unwrap(),
+        Some(alice.clone()),
+        "a conflicting create must leave the stored code unchanged"
+    );
+    let result = store
+        .create_link_code("K7-PLUM", &mallory, t0 + 3, t0 + 3 + LINK_CODE_LIFETIME_MS)
+        .await;
+    assert_conflict(
+        result,
+        "creating a link code that was redeemed but is still live",
+    );
+
+    // Expired: the string is free again, and the new code starts unredeemed.
+    let later = expires + LINK_CODE_LIFETIME_MS;
+    store
+        .create_link_code("K7-PLUM", &bob, expires, later)
+        .await
+        .expect("a code may be created again from the moment the old one expires");
+    assert_eq!(
+        store
+            .consume_link_code("K7-PLUM", expires + 1)
+            .await
+            .unwrap(),
+        Some(bob),
+        "a replaced code redeems for its new user, whatever became of the old one"
+    );
+
+    // An expired code that was never redeemed is replaced the same way.
+    store
+        .create_link_code("Q2-FERN", &alice, t0, expires)
+        .await
+        .unwrap();
+    store
+        .create_link_code("Q2-FERN", &mallory, later, later + LINK_CODE_LIFETIME_MS)
+        .await
+        .expect("an expired, unredeemed code may be replaced");
+    assert_eq!(
+        store.consume_link_code("Q2-FERN", later + 1).await.unwrap(),
+        Some(mallory)
+    );
+}
+
+/// Many webhooks redeem one code at once: exactly one gets the user, the rest get `None`.
+pub async fn check_concurrent_link_code_consumers(store: &dyn Store) {
+    let t0 = 1_800_000_000_000;
+    let user = UserId::from("alice");
+    for round in 0..4 {
+        let code = format!("RACE-{round}");
+        let code = code.as_str();
+        store
+            .create_link_code(code, &user, t0, t0 + LINK_CODE_LIFETIME_MS)
+            .await
+            .unwrap();
+        let winner = race(|w| async move {
+            match store.consume_link_code(code, t0 + 1_000).await {
+                Ok(Some(user)) => (Some(user), Ok(())),
+                Ok(None) => (
+                    None,
+                    Err(StoreError::Conflict {
+                        what: format!("link code {code}, consumer {w}"),
+                    }),
+                ),
+                Err(e) => (None, Err(e)),
+            }
+        });
+        let winner = winner.unwrap_or_else(|msg| panic!("concurrent consume_link_code: {msg}"));
+        assert_eq!(
+            winner,
+            Some(user.clone()),
+            "the winner gets the code's user"
+        );
+        assert_eq!(
+            store.consume_link_code(code, t0 + 2_000).await.unwrap(),
+            None,
+            "after the race the code is redeemed"
+        );
+    }
+}
+
+/// A bound account reads back as its user; an unbound one as `None`; binding twice to the same
+/// user is harmless.
+pub async fn check_bind_identity(store: &dyn Store) {
+    let t0 = 1_800_000_000_000;
+    let alice = UserId::from("alice");
+    assert_eq!(
+        store.identity("whatsapp", "+491701234567").await.unwrap(),
+        None,
+        "an unbound account has no user"
+    );
+    store
+        .bind_identity("whatsapp", "+491701234567", &alice, t0)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.identity("whatsapp", "+491701234567").await.unwrap(),
+        Some(alice.clone()),
+        "a bound account reads back as its user"
+    );
+    store
+        .bind_identity("whatsapp", "+491701234567", &alice, t0 + 1)
+        .await
+        .expect("binding an account to its own user again is harmless");
+    assert_eq!(
+        store.identity("whatsapp", "+491701234567").await.unwrap(),
+        Some(alice)
+    );
+    assert_eq!(
+        store.identity("whatsapp", "+491701234568").await.unwrap(),
+        None,
+        "binding one account must not bind another"
+    );
+}
+
+/// Binding a bound account to someone else moves it; the user's other accounts stay.
+pub async fn check_rebind_identity(store: &dyn Store) {
+    let t0 = 1_800_000_000_000;
+    let (alice, bob) = (UserId::from("alice"), UserId::from("bob"));
+    store
+        .bind_identity("telegram", "5550001", &alice, t0)
+        .await
+        .unwrap();
+    store
+        .bind_identity("telegram", "5550002", &alice, t0)
+        .await
+        .unwrap();
+    store
+        .bind_identity("telegram", "5550001", &bob, t0 + 1_000)
+        .await
+        .expect("re-linking an account is not a conflict");
+    assert_eq!(
+        store.identity("telegram", "5550001").await.unwrap(),
+        Some(bob),
+        "re-linking moves the account to the new user"
+    );
+    assert_eq!(
+        store.identity("telegram", "5550002").await.unwrap(),
+        Some(alice),
+        "re-linking one account must leave the user's other accounts alone"
+    );
+}
+
+/// The same external id on two channels is two accounts; external ids may hold any character.
+pub async fn check_identities_per_channel(store: &dyn Store) {
+    let t0 = 1_800_000_000_000;
+    let (alice, bob, carol) = (
+        UserId::from("alice"),
+        UserId::from("bob"),
+        UserId::from("carol"),
+    );
+    store
+        .bind_identity("whatsapp", "+15550100", &alice, t0)
+        .await
+        .unwrap();
+    store
+        .bind_identity("sms", "+15550100", &bob, t0)
+        .await
+        .unwrap();
+    store
+        .bind_identity("slack", "T01#U02 \u{00e9}", &carol, t0)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.identity("whatsapp", "+15550100").await.unwrap(),
+        Some(alice)
+    );
+    assert_eq!(
+        store.identity("sms", "+15550100").await.unwrap(),
+        Some(bob),
+        "the same external id on another channel is another account"
+    );
+    assert_eq!(
+        store.identity("telegram", "+15550100").await.unwrap(),
+        None,
+        "an account bound on other channels is unbound on this one"
+    );
+    assert_eq!(
+        store.identity("slack", "T01#U02 \u{00e9}").await.unwrap(),
+        Some(carol)
+    );
+    assert_eq!(
+        store.identity("slack", "T01").await.unwrap(),
+        None,
+        "external ids are matched whole"
+    );
 }
 
 /// Run `write(w)` on `WRITERS` threads released together; the one value written, or what went

@@ -11,10 +11,12 @@ mod claims;
 #[cfg(feature = "test-support")]
 pub mod conformance;
 mod error;
+mod identities;
 mod visible;
 
 pub use claims::{Claim, JobClaims};
 pub use error::StoreError;
+pub use identities::Identities;
 pub use visible::{Button, VisibleEntry, VisibleRole};
 
 use async_trait::async_trait;
@@ -70,5 +72,5 @@ pub trait VisibleStore: Send + Sync {
 }
 
 /// Everything the engine and the worker need from storage, as one handle.
-pub trait Store: ConversationStore + MessageStore + VisibleStore + JobClaims {}
-impl<T: ConversationStore + MessageStore + VisibleStore + JobClaims> Store for T {}
+pub trait Store: ConversationStore + MessageStore + VisibleStore + JobClaims + Identities {}
+impl<T: ConversationStore + MessageStore + VisibleStore + JobClaims + Identities> Store for T {}

@@ -240,6 +240,7 @@ fn event_name(event: &TurnEvent) -> &'static str {
         TurnEvent::ToolResult { .. } => "tool_result",
         TurnEvent::Effects { .. } => "effects",
         TurnEvent::Error { .. } => "error",
+        TurnEvent::Shaped { .. } => "shaped",
         TurnEvent::Done { .. } => "done",
     }
 }

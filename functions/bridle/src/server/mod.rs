@@ -10,6 +10,7 @@ use crate::worker::Worker;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::get;
+use axum::serve::ListenerExt;
 use engine::Engine;
 use queue::JobQueue;
 use std::future::Future;
@@ -82,6 +83,13 @@ pub async fn run(
         max_concurrent: app.max_concurrent_turns,
     });
     let worker_task = tokio::spawn(worker.run(stop_rx));
+    // Streamed tokens are small writes: without TCP_NODELAY, Nagle plus delayed ACKs hold
+    // each one back ~40 ms.
+    let listener = listener.tap_io(|tcp| {
+        if let Err(err) = tcp.set_nodelay(true) {
+            tracing::warn!(%err, "could not set TCP_NODELAY");
+        }
+    });
     let served = axum::serve(listener, router(app))
         .with_graceful_shutdown(async move {
             shutdown.await;

@@ -94,6 +94,14 @@ impl TwilioChannel {
 }
 
 impl Channel for TwilioChannel {
+    fn acknowledgement(&self) -> Option<(&'static str, &'static str)> {
+        // An empty TwiML response: acknowledged, nothing sent back through Twilio's reply.
+        Some((
+            "text/xml",
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Response/>",
+        ))
+    }
+
     fn name(&self) -> &'static str {
         NAME
     }

@@ -143,6 +143,10 @@ impl Channel for WhatsAppChannel {
 
     /// GET: the verify token from the query string; anything else: `X-Hub-Signature-256` over
     /// the raw body. `now_s` is unused: Meta's deliveries carry no timestamp to check.
+    fn accepts_get(&self) -> bool {
+        true
+    }
+
     fn verify(&self, request: &RawRequest<'_>, _now_s: i64) -> Result<(), ChannelError> {
         if is_handshake(request) {
             self.verify_handshake(request)

@@ -1,0 +1,219 @@
+//! Which channels are on, from configuration. A channel whose secret is not configured is off
+//! (its webhook route answers 404), never open. Every problem is reported at once.
+//!
+//! Inbound (the webhook): `GENERIC_WEBHOOK_SECRET`; `WHATSAPP_APP_SECRET` +
+//! `WHATSAPP_VERIFY_TOKEN`; `TELEGRAM_SECRET_TOKEN` (+ `TELEGRAM_BOT_USERNAME`);
+//! `SLACK_SIGNING_SECRET`; `TWILIO_AUTH_TOKEN` + `PUBLIC_BASE_URL`.
+//!
+//! Outbound (the worker): `GENERIC_CALLBACK_URL` + `GENERIC_CALLBACK_SECRET`;
+//! `WHATSAPP_ACCESS_TOKEN` + `WHATSAPP_PHONE_NUMBER_ID`; `TELEGRAM_BOT_TOKEN`; `SLACK_BOT_TOKEN`;
+//! `TWILIO_ACCOUNT_SID` + `TWILIO_AUTH_TOKEN`; each platform's API base can be overridden with
+//! `WHATSAPP_API_BASE`, `TELEGRAM_API_BASE`, `SLACK_API_BASE`, `TWILIO_API_BASE` (tests point
+//! them at local fakes).
+
+use crate::generic::{GenericChannel, GenericSender};
+use crate::slack::{SlackChannel, SlackSender};
+use crate::telegram::{TelegramChannel, TelegramSender};
+use crate::twilio::{TwilioChannel, TwilioCredentials, TwilioSender};
+use crate::whatsapp::{WhatsAppChannel, WhatsAppSender};
+use crate::{Channel, Sender};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+type Vars<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+fn get(var: Vars<'_>, name: &str) -> Option<String> {
+    var(name).filter(|v| !v.trim().is_empty())
+}
+
+/// Both or neither: a half-configured channel is a mistake worth stopping for.
+fn pair(var: Vars<'_>, a: &str, b: &str, problems: &mut Vec<String>) -> Option<(String, String)> {
+    match (get(var, a), get(var, b)) {
+        (Some(x), Some(y)) => Some((x, y)),
+        (None, None) => None,
+        _ => {
+            problems.push(format!("set both {a} and {b}, or neither"));
+            None
+        }
+    }
+}
+
+/// The inbound channels that are configured.
+pub fn inbound(var: Vars<'_>) -> Result<Vec<Arc<dyn Channel>>, Vec<String>> {
+    let mut problems = Vec::new();
+    let mut channels: Vec<Arc<dyn Channel>> = Vec::new();
+    if let Some(secret) = get(var, "GENERIC_WEBHOOK_SECRET") {
+        channels.push(Arc::new(GenericChannel::new(secret.into_bytes())));
+    }
+    if let Some((secret, token)) = pair(
+        var,
+        "WHATSAPP_APP_SECRET",
+        "WHATSAPP_VERIFY_TOKEN",
+        &mut problems,
+    ) {
+        channels.push(Arc::new(WhatsAppChannel::new(
+            secret.into_bytes(),
+            token.into_bytes(),
+        )));
+    }
+    if let Some(secret) = get(var, "TELEGRAM_SECRET_TOKEN") {
+        match TelegramChannel::new(secret, get(var, "TELEGRAM_BOT_USERNAME")) {
+            Ok(c) => channels.push(Arc::new(c)),
+            Err(e) => problems.push(format!("TELEGRAM_SECRET_TOKEN: {e}")),
+        }
+    }
+    if let Some(secret) = get(var, "SLACK_SIGNING_SECRET") {
+        channels.push(Arc::new(SlackChannel::new(secret.into_bytes())));
+    }
+    if let Some(token) = get(var, "TWILIO_AUTH_TOKEN") {
+        match get(var, "PUBLIC_BASE_URL") {
+            Some(base) => channels.push(Arc::new(TwilioChannel::new(token.into_bytes(), base))),
+            None => problems.push(
+                "TWILIO_AUTH_TOKEN is set but PUBLIC_BASE_URL is not (Twilio signs the public URL)"
+                    .into(),
+            ),
+        }
+    }
+    if problems.is_empty() {
+        Ok(channels)
+    } else {
+        Err(problems)
+    }
+}
+
+/// The reply senders that are configured, by channel name.
+pub fn senders(
+    var: Vars<'_>,
+    client: &reqwest::Client,
+) -> Result<HashMap<String, Arc<dyn Sender>>, Vec<String>> {
+    let mut problems = Vec::new();
+    let mut senders: HashMap<String, Arc<dyn Sender>> = HashMap::new();
+    let base = |name: &str, default: &str| get(var, name).unwrap_or_else(|| default.to_owned());
+    if let Some((url, secret)) = pair(
+        var,
+        "GENERIC_CALLBACK_URL",
+        "GENERIC_CALLBACK_SECRET",
+        &mut problems,
+    ) {
+        senders.insert(
+            "generic".into(),
+            Arc::new(GenericSender::new(client.clone(), url, secret.into_bytes())),
+        );
+    }
+    if let Some((token, phone)) = pair(
+        var,
+        "WHATSAPP_ACCESS_TOKEN",
+        "WHATSAPP_PHONE_NUMBER_ID",
+        &mut problems,
+    ) {
+        let api = base("WHATSAPP_API_BASE", crate::whatsapp::DEFAULT_API_BASE);
+        senders.insert(
+            "whatsapp".into(),
+            Arc::new(WhatsAppSender::new(client.clone(), api, token, phone)),
+        );
+    }
+    if let Some(token) = get(var, "TELEGRAM_BOT_TOKEN") {
+        let api = base("TELEGRAM_API_BASE", crate::telegram::DEFAULT_API_BASE);
+        match TelegramSender::new(client.clone(), api, token) {
+            Ok(s) => {
+                senders.insert("telegram".into(), Arc::new(s));
+            }
+            Err(e) => problems.push(format!("TELEGRAM_BOT_TOKEN / TELEGRAM_API_BASE: {e}")),
+        }
+    }
+    if let Some(token) = get(var, "SLACK_BOT_TOKEN") {
+        let api = base("SLACK_API_BASE", crate::slack::DEFAULT_API_BASE);
+        senders.insert(
+            "slack".into(),
+            Arc::new(SlackSender::new(client.clone(), api, token)),
+        );
+    }
+    if let Some((sid, token)) = pair(
+        var,
+        "TWILIO_ACCOUNT_SID",
+        "TWILIO_AUTH_TOKEN",
+        &mut problems,
+    ) {
+        let api = base("TWILIO_API_BASE", crate::twilio::DEFAULT_API_BASE);
+        let credentials = TwilioCredentials::new(sid, token);
+        senders.insert(
+            "twilio".into(),
+            Arc::new(TwilioSender::new(client.clone(), api, credentials)),
+        );
+    }
+    if problems.is_empty() {
+        Ok(senders)
+    } else {
+        Err(problems)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        move |k| map.get(k).cloned()
+    }
+
+    #[test]
+    fn nothing_configured_means_no_channel_is_open() {
+        assert!(inbound(&vars(&[])).unwrap().is_empty());
+        assert!(
+            senders(&vars(&[]), &reqwest::Client::new())
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn each_configured_channel_is_on() {
+        let v = vars(&[
+            ("GENERIC_WEBHOOK_SECRET", "g"),
+            ("WHATSAPP_APP_SECRET", "w"),
+            ("WHATSAPP_VERIFY_TOKEN", "v"),
+            ("TELEGRAM_SECRET_TOKEN", "tg_secret"),
+            ("SLACK_SIGNING_SECRET", "s"),
+            ("TWILIO_AUTH_TOKEN", "t"),
+            ("PUBLIC_BASE_URL", "https://bridle.example"),
+        ]);
+        let names: Vec<&str> = inbound(&v).unwrap().iter().map(|c| c.name()).collect();
+        assert_eq!(
+            names,
+            ["generic", "whatsapp", "telegram", "slack", "twilio"]
+        );
+        let v = vars(&[
+            ("WHATSAPP_ACCESS_TOKEN", "a"),
+            ("WHATSAPP_PHONE_NUMBER_ID", "123"),
+            ("TELEGRAM_BOT_TOKEN", "123456:ABC-def"),
+            ("SLACK_BOT_TOKEN", "xoxb-1"),
+            ("TWILIO_ACCOUNT_SID", "AC1"),
+            ("TWILIO_AUTH_TOKEN", "t"),
+        ]);
+        let mut names: Vec<String> = senders(&v, &reqwest::Client::new())
+            .unwrap()
+            .into_keys()
+            .collect();
+        names.sort();
+        assert_eq!(names, ["slack", "telegram", "twilio", "whatsapp"]);
+    }
+
+    #[test]
+    fn half_configured_channels_are_reported_together() {
+        let v = vars(&[
+            ("WHATSAPP_APP_SECRET", "w"),
+            ("TWILIO_AUTH_TOKEN", "t"),
+            ("TELEGRAM_SECRET_TOKEN", "has spaces"),
+        ]);
+        let problems = inbound(&v).err().unwrap();
+        assert_eq!(problems.len(), 3, "{problems:?}");
+        assert!(
+            problems.iter().all(|p| !p.contains("has spaces")),
+            "no secret in messages"
+        );
+    }
+}

@@ -1,0 +1,100 @@
+//! `Identities`: link codes in `link_codes` (redeeming stamps `used_at_ms`; the row stays until
+//! a new code of the same string replaces it) and bound accounts in `identities`, one row per
+//! `(channel, external_id)`. Creating and redeeming are each one statement whose `WHERE`
+//! admits only what the port allows, so there is no read-then-write race.
+
+use crate::SqliteStore;
+use crate::error::unavailable;
+use async_trait::async_trait;
+use rusqlite::{OptionalExtension, params};
+use store::{Identities, StoreError};
+use transcript::UserId;
+
+#[async_trait]
+impl Identities for SqliteStore {
+    async fn create_link_code(
+        &self,
+        code: &str,
+        user: &UserId,
+        now_ms: i64,
+        expires_at_ms: i64,
+    ) -> Result<(), StoreError> {
+        let written = self
+            .conn()
+            .prepare_cached(
+                "INSERT INTO link_codes (code, user_id, expires_at_ms, used_at_ms)
+                 VALUES (?1, ?2, ?4, NULL)
+                 ON CONFLICT (code) DO UPDATE SET
+                     user_id = excluded.user_id,
+                     expires_at_ms = excluded.expires_at_ms,
+                     used_at_ms = NULL
+                 WHERE link_codes.expires_at_ms <= ?3",
+            )
+            .map_err(unavailable)?
+            .execute(params![code, user.0, now_ms, expires_at_ms])
+            .map_err(unavailable)?;
+        if written == 0 {
+            return Err(StoreError::Conflict {
+                what: format!("link code {code}"),
+            });
+        }
+        Ok(())
+    }
+
+    async fn consume_link_code(
+        &self,
+        code: &str,
+        now_ms: i64,
+    ) -> Result<Option<UserId>, StoreError> {
+        let user: Option<String> = self
+            .conn()
+            .prepare_cached(
+                "UPDATE link_codes SET used_at_ms = ?2
+                 WHERE code = ?1 AND used_at_ms IS NULL AND expires_at_ms > ?2
+                 RETURNING user_id",
+            )
+            .map_err(unavailable)?
+            .query_row(params![code, now_ms], |r| r.get(0))
+            .optional()
+            .map_err(unavailable)?;
+        Ok(user.map(UserId))
+    }
+
+    async fn bind_identity(
+        &self,
+        channel: &str,
+        external_id: &str,
+        user: &UserId,
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        self.conn()
+            .prepare_cached(
+                "INSERT INTO identities (channel, external_id, user_id, bound_at_ms)
+                 VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (channel, external_id) DO UPDATE SET
+                     user_id = excluded.user_id,
+                     bound_at_ms = excluded.bound_at_ms",
+            )
+            .map_err(unavailable)?
+            .execute(params![channel, external_id, user.0, now_ms])
+            .map_err(unavailable)?;
+        Ok(())
+    }
+
+    async fn identity(
+        &self,
+        channel: &str,
+        external_id: &str,
+    ) -> Result<Option<UserId>, StoreError> {
+        let user: Option<String> = self
+            .conn()
+            .prepare_cached(
+                "SELECT user_id FROM identities WHERE channel = ?1 AND external_id = ?2",
+            )
+            .map_err(unavailable)?
+            .query_row(params![channel, external_id], |r| r.get(0))
+            .optional()
+            .map_err(unavailable)?;
+        Ok(user.map(UserId))
+    }
+}

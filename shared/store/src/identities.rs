@@ -1,0 +1,65 @@
+use crate::StoreError;
+use async_trait::async_trait;
+use transcript::UserId;
+
+/// Who a channel account belongs to, and the one-time codes that link an account to a user.
+///
+/// Linking: a signed-in user asks for a code ([`create_link_code`](Self::create_link_code)),
+/// sends it from the channel account, and the webhook redeems it
+/// ([`consume_link_code`](Self::consume_link_code)) and binds the account to that user
+/// ([`bind_identity`](Self::bind_identity)). From then on the channel's messages run as that
+/// user ([`identity`](Self::identity)).
+///
+/// A code is live while `now_ms < expires_at_ms`: from `expires_at_ms` on it can be neither
+/// redeemed nor block a new code of the same string. Times are the caller's clock, as with
+/// [`JobClaims`](crate::JobClaims); stores that delete expired records by themselves (DynamoDB
+/// TTL) only ever remove records this rule already treats as absent.
+///
+/// `channel` is a channel name such as `whatsapp` or `telegram` and never contains `#`;
+/// `external_id` is the platform's id of the account (a phone number, a chat id) and may hold
+/// any character.
+#[async_trait]
+pub trait Identities: Send + Sync {
+    /// Store a new link code for `user`, live until `expires_at_ms`.
+    ///
+    /// [`StoreError::Conflict`] when the code exists and is live at `now_ms`, whether redeemed
+    /// or not (pick another code); the stored code is left alone. An expired code of the same
+    /// string is replaced, with its redemption forgotten.
+    async fn create_link_code(
+        &self,
+        code: &str,
+        user: &UserId,
+        now_ms: i64,
+        expires_at_ms: i64,
+    ) -> Result<(), StoreError>;
+
+    /// Redeem a code: the user it was created for, or `None` when it is unknown, expired at
+    /// `now_ms`, or already redeemed. One conditional write, so of any number of concurrent
+    /// redemptions exactly one gets the user.
+    async fn consume_link_code(
+        &self,
+        code: &str,
+        now_ms: i64,
+    ) -> Result<Option<UserId>, StoreError>;
+
+    /// Bind the account `external_id` on `channel` to `user`, recording `now_ms` as the time.
+    ///
+    /// An account belongs to one user at a time: binding an already bound account moves it to
+    /// the new user (re-linking), and the earlier binding is gone. Binding it to the user it
+    /// already belongs to is harmless.
+    async fn bind_identity(
+        &self,
+        channel: &str,
+        external_id: &str,
+        user: &UserId,
+        now_ms: i64,
+    ) -> Result<(), StoreError>;
+
+    /// The user the account `external_id` on `channel` is bound to, if any. The same external
+    /// id on another channel is another account.
+    async fn identity(
+        &self,
+        channel: &str,
+        external_id: &str,
+    ) -> Result<Option<UserId>, StoreError>;
+}
