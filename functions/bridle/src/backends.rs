@@ -105,3 +105,62 @@ impl ChatModel for Unplugged {
         Ok(Box::pin(futures::stream::iter(events)))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use backend::ModelEvent;
+    use futures::TryStreamExt;
+
+    fn request() -> ChatRequest {
+        ChatRequest {
+            model: String::new(),
+            system: String::new(),
+            messages: vec![],
+            tools: vec![],
+            settings: Default::default(),
+        }
+    }
+
+    #[tokio::test]
+    async fn the_scripted_backend_plays_the_script_file() {
+        let path = std::env::temp_dir().join(format!("bridle-script-{}.json", std::process::id()));
+        std::fs::write(
+            &path,
+            r#"{"replies": [{"steps": [{"say": "From the file."}, {"stop": "end_turn"}]}]}"#,
+        )
+        .unwrap();
+        let (model, id) = model_for(&BackendChoice::Scripted {
+            script: path.clone(),
+        })
+        .await
+        .unwrap();
+        assert_eq!((model.name(), id.as_str()), ("scripted", "scripted"));
+        let events: Vec<ModelEvent> = model
+            .stream(request())
+            .await
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap();
+        assert_eq!(events[0], ModelEvent::text("From "));
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_missing_or_broken_script_is_a_start_up_error() {
+        let missing = model_for(&BackendChoice::Scripted {
+            script: "/nonexistent/script.json".into(),
+        })
+        .await;
+        assert!(matches!(missing, Err(BackendSetupError::ReadScript { .. })));
+        let path = std::env::temp_dir().join(format!("bridle-bad-{}.json", std::process::id()));
+        std::fs::write(&path, "{\"replies\": 3}").unwrap();
+        let broken = model_for(&BackendChoice::Scripted {
+            script: path.clone(),
+        })
+        .await;
+        assert!(matches!(broken, Err(BackendSetupError::BadScript { .. })));
+        std::fs::remove_file(&path).unwrap();
+    }
+}
