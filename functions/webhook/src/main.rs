@@ -18,26 +18,18 @@ async fn main() -> Result<(), Error> {
         )
         .init();
     let env = |k: &str| std::env::var(k).ok();
-    let (config, channels) = match (
+    let (config, channels) = channels::config::with_channels(
         WebhookConfig::from_vars(env),
         channels::config::inbound(&env),
-    ) {
-        (Ok(c), Ok(ch)) if !ch.is_empty() => (c, ch),
-        (config, channels) => {
-            let mut problems = config.err().unwrap_or_default();
-            match channels {
-                Err(p) => problems.extend(p),
-                Ok(ch) if ch.is_empty() => problems.push(
-                    "no channel is configured: set at least one channel's webhook secret".into(),
-                ),
-                Ok(_) => {}
-            }
-            return Err(Error::from(format!(
-                "webhook misconfigured:\n  - {}",
-                problems.join("\n  - ")
-            )));
-        }
-    };
+        Vec::is_empty,
+        "no channel is configured: set at least one channel's webhook secret",
+    )
+    .map_err(|problems| {
+        Error::from(format!(
+            "webhook misconfigured:\n  - {}",
+            problems.join("\n  - ")
+        ))
+    })?;
     let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
     let sqs = aws_sdk_sqs::Client::new(&aws);
     let queue = SqsQueue::new(sqs, config.queue_url.clone(), QueueSettings::default());

@@ -5,6 +5,7 @@ use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
 use backend_bedrock::BedrockModel;
 use engine::{Engine, EngineOptions};
 use lambda_runtime::{Error, LambdaEvent, service_fn};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use store_dynamodb::DynamoStore;
@@ -29,26 +30,18 @@ async fn main() -> Result<(), Error> {
     let http = reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(5))
         .build()?;
-    let (config, senders) = match (
+    let (config, senders) = channels::config::with_channels(
         WorkerConfig::from_vars(env),
         channels::config::senders(&env, &http),
-    ) {
-        (Ok(c), Ok(s)) if !s.is_empty() => (c, s),
-        (config, senders) => {
-            let mut problems = config.err().unwrap_or_default();
-            match senders {
-                Err(p) => problems.extend(p),
-                Ok(s) if s.is_empty() => problems.push(
-                    "no reply channel is configured: set at least one channel's credentials".into(),
-                ),
-                Ok(_) => {}
-            }
-            return Err(Error::from(format!(
-                "worker misconfigured:\n  - {}",
-                problems.join("\n  - ")
-            )));
-        }
-    };
+        HashMap::is_empty,
+        "no reply channel is configured: set at least one channel's credentials",
+    )
+    .map_err(|problems| {
+        Error::from(format!(
+            "worker misconfigured:\n  - {}",
+            problems.join("\n  - ")
+        ))
+    })?;
     let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
     let store = Arc::new(DynamoStore::new(
         aws_sdk_dynamodb::Client::new(&aws),

@@ -38,6 +38,27 @@ fn pair(var: Vars<'_>, a: &str, b: &str, problems: &mut Vec<String>) -> Option<(
     }
 }
 
+/// Combine a function's own settings with its channels', reporting every problem at once and
+/// refusing to start with no channel at all (`none` says what to set).
+pub fn with_channels<C, T>(
+    own: Result<C, Vec<String>>,
+    channels: Result<T, Vec<String>>,
+    is_empty: impl Fn(&T) -> bool,
+    none: &str,
+) -> Result<(C, T), Vec<String>> {
+    match (own, channels) {
+        (Ok(c), Ok(t)) if !is_empty(&t) => Ok((c, t)),
+        (own, channels) => {
+            let mut problems = own.err().unwrap_or_default();
+            match channels {
+                Err(p) => problems.extend(p),
+                Ok(_) => problems.push(none.to_owned()),
+            }
+            Err(problems)
+        }
+    }
+}
+
 /// The inbound channels that are configured.
 pub fn inbound(var: Vars<'_>) -> Result<Vec<Arc<dyn Channel>>, Vec<String>> {
     let mut problems = Vec::new();
@@ -200,6 +221,21 @@ mod tests {
             .collect();
         names.sort();
         assert_eq!(names, ["slack", "telegram", "twilio", "whatsapp"]);
+    }
+
+    #[test]
+    fn own_and_channel_problems_are_reported_together() {
+        let none = "set at least one channel";
+        let both = with_channels::<(), Vec<u8>>(
+            Err(vec!["A".into()]),
+            Err(vec!["B".into()]),
+            Vec::is_empty,
+            none,
+        );
+        assert_eq!(both.err().unwrap(), ["A", "B"]);
+        let empty = with_channels::<(), Vec<u8>>(Ok(()), Ok(vec![]), Vec::is_empty, none);
+        assert_eq!(empty.err().unwrap(), [none]);
+        assert!(with_channels::<(), Vec<u8>>(Ok(()), Ok(vec![1]), Vec::is_empty, none).is_ok());
     }
 
     #[test]
