@@ -43,8 +43,17 @@ async fn main() -> Result<(), Error> {
         ))
     })?;
     let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    // Every outside call has a deadline (DESIGN.md invariant 5); the SDK sets none by default.
+    let timeouts = aws_config::timeout::TimeoutConfig::builder()
+        .connect_timeout(Duration::from_secs(2))
+        .operation_attempt_timeout(Duration::from_secs(3))
+        .operation_timeout(Duration::from_secs(10))
+        .build();
+    let dynamo = aws_sdk_dynamodb::config::Builder::from(&aws)
+        .timeout_config(timeouts)
+        .build();
     let store = Arc::new(DynamoStore::new(
-        aws_sdk_dynamodb::Client::new(&aws),
+        aws_sdk_dynamodb::Client::from_conf(dynamo),
         config.table.clone(),
     ));
     let model = Arc::new(BedrockModel::new(
