@@ -15,16 +15,14 @@
 //! `{"conversation", "user", "in_reply_to", "text", "buttons": [{"id", "title"}]}` (buttons on
 //! the last piece only), signed the same way. The channel has no reactions.
 
+use crate::signature::{given_digest, hmac_sha256, same};
 use crate::{
     Channel, ChannelError, Delivered, Inbound, InboundMessage, Outgoing, RawRequest, SendError,
     Sender,
 };
 use async_trait::async_trait;
-use hmac::{Hmac, Mac};
 use serde::Deserialize;
-use sha2::Sha256;
 use std::time::Duration;
-use subtle::ConstantTimeEq;
 
 pub const SIGNATURE_HEADER: &str = "x-bridle-signature";
 pub const TIMESTAMP_HEADER: &str = "x-bridle-timestamp";
@@ -33,11 +31,11 @@ pub const MAX_SKEW_S: i64 = 300;
 
 /// `sha256=<hex>` over `"{timestamp}.{body}"`.
 pub fn sign(secret: &[u8], timestamp: i64, body: &[u8]) -> String {
-    let mut mac = Hmac::<Sha256>::new_from_slice(secret).expect("HMAC takes any key length");
-    mac.update(timestamp.to_string().as_bytes());
-    mac.update(b".");
-    mac.update(body);
-    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
+    format!("sha256={}", hex::encode(digest(secret, timestamp, body)))
+}
+
+fn digest(secret: &[u8], timestamp: i64, body: &[u8]) -> [u8; 32] {
+    hmac_sha256(secret, &[timestamp.to_string().as_bytes(), b".", body])
 }
 
 /// The inbound side.
@@ -85,20 +83,8 @@ impl Channel for GenericChannel {
         if (now_s - timestamp).abs() > MAX_SKEW_S {
             return Err(ChannelError::BadSignature("timestamp too far from now"));
         }
-        let given = request
-            .header(SIGNATURE_HEADER)
-            .ok_or(ChannelError::BadSignature("missing signature"))?;
-        let given = given
-            .strip_prefix("sha256=")
-            .and_then(|h| hex::decode(h.trim()).ok())
-            .ok_or(ChannelError::BadSignature("malformed signature"))?;
-        let mut mac =
-            Hmac::<Sha256>::new_from_slice(&self.secret).expect("HMAC takes any key length");
-        mac.update(timestamp.to_string().as_bytes());
-        mac.update(b".");
-        mac.update(request.body);
-        let expected = mac.finalize().into_bytes();
-        if expected.as_slice().ct_eq(&given).into() {
+        let given = given_digest(request, SIGNATURE_HEADER, "sha256=")?;
+        if same(&digest(&self.secret, timestamp, request.body), &given) {
             Ok(())
         } else {
             Err(ChannelError::BadSignature("signature mismatch"))

@@ -15,6 +15,7 @@ pub mod config;
 pub mod generic;
 mod inbound;
 mod outbound;
+mod signature;
 pub mod slack;
 pub mod split;
 pub mod telegram;

@@ -2,10 +2,8 @@
 //! "v0:{X-Slack-Request-Timestamp}:{raw body}")>`, refused when the timestamp is more than
 //! [`MAX_SKEW_S`] from now.
 
+use crate::signature::{given_digest, hmac_sha256, same};
 use crate::{ChannelError, RawRequest};
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
-use subtle::ConstantTimeEq;
 
 /// The header carrying the signature (matched case-insensitively).
 pub const SIGNATURE_HEADER: &str = "x-slack-signature";
@@ -19,13 +17,10 @@ pub const MAX_SKEW_S: u64 = 300;
 const VERSION: &str = "v0";
 
 fn mac(secret: &[u8], timestamp: &str, body: &[u8]) -> [u8; 32] {
-    let mut mac = Hmac::<Sha256>::new_from_slice(secret).expect("HMAC takes any key length");
-    mac.update(VERSION.as_bytes());
-    mac.update(b":");
-    mac.update(timestamp.as_bytes());
-    mac.update(b":");
-    mac.update(body);
-    mac.finalize().into_bytes().into()
+    hmac_sha256(
+        secret,
+        &[VERSION.as_bytes(), b":", timestamp.as_bytes(), b":", body],
+    )
 }
 
 /// The `X-Slack-Signature` value Slack would send: `v0=<lowercase hex>` over
@@ -61,23 +56,11 @@ pub(super) fn check(
     if now_s.abs_diff(ts) > MAX_SKEW_S {
         return Err(ChannelError::BadSignature("timestamp too far from now"));
     }
-    let given = request
-        .header(SIGNATURE_HEADER)
-        .ok_or(ChannelError::BadSignature("missing signature"))?;
-    let given = given
-        .trim()
-        .strip_prefix("v0=")
-        .and_then(|h| hex::decode(h).ok())
-        .filter(|g| g.len() == 32)
-        .ok_or(ChannelError::BadSignature("malformed signature"))?;
+    let given = given_digest(request, SIGNATURE_HEADER, "v0=")?;
     if signing_secret.is_empty() {
         return Err(ChannelError::BadSignature("no signing secret configured"));
     }
-    if mac(signing_secret, timestamp, request.body)
-        .as_slice()
-        .ct_eq(&given)
-        .into()
-    {
+    if same(&mac(signing_secret, timestamp, request.body), &given) {
         Ok(())
     } else {
         Err(ChannelError::BadSignature("signature mismatch"))

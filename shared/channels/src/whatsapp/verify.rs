@@ -1,17 +1,13 @@
 //! `X-Hub-Signature-256`: HMAC-SHA256 of the raw body under the app secret.
 
+use crate::signature::{given_digest, hmac_sha256, same};
 use crate::{ChannelError, RawRequest};
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
-use subtle::ConstantTimeEq;
 
 /// The header Meta signs deliveries with (matched case-insensitively).
 pub const SIGNATURE_HEADER: &str = "x-hub-signature-256";
 
 fn mac(app_secret: &[u8], body: &[u8]) -> [u8; 32] {
-    let mut mac = Hmac::<Sha256>::new_from_slice(app_secret).expect("HMAC takes any key length");
-    mac.update(body);
-    mac.finalize().into_bytes().into()
+    hmac_sha256(app_secret, &[body])
 }
 
 /// The header value Meta would send for `body`: `sha256=<lowercase hex>`. For tests and fakes.
@@ -24,23 +20,11 @@ pub(super) fn check_signature(
     app_secret: &[u8],
     request: &RawRequest<'_>,
 ) -> Result<(), ChannelError> {
-    let given = request
-        .header(SIGNATURE_HEADER)
-        .ok_or(ChannelError::BadSignature("missing signature"))?;
-    let given = given
-        .trim()
-        .strip_prefix("sha256=")
-        .and_then(|h| hex::decode(h).ok())
-        .filter(|g| g.len() == 32)
-        .ok_or(ChannelError::BadSignature("malformed signature"))?;
+    let given = given_digest(request, SIGNATURE_HEADER, "sha256=")?;
     if app_secret.is_empty() {
         return Err(ChannelError::BadSignature("no app secret configured"));
     }
-    if mac(app_secret, request.body)
-        .as_slice()
-        .ct_eq(&given)
-        .into()
-    {
+    if same(&mac(app_secret, request.body), &given) {
         Ok(())
     } else {
         Err(ChannelError::BadSignature("signature mismatch"))
