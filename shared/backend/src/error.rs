@@ -1,6 +1,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+/// A request feature the product works without.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OptionalFeature {
+    /// Prompt-cache points.
+    PromptCache,
+    /// Extended reasoning settings.
+    Reasoning,
+}
+
 /// Why a model call failed, phrased as what the caller should do about it.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum BackendError {
@@ -25,6 +34,13 @@ pub enum BackendError {
     /// Replayed reasoning was rejected (e.g. a signature no longer valid): strip it and retry.
     #[error("the provider rejected replayed reasoning: {message}")]
     ReasoningRejected { message: String },
+    /// The provider refused an optional feature (cache points, reasoning settings): drop the
+    /// feature and carry on without it.
+    #[error("the provider rejected an optional feature ({feature:?}): {message}")]
+    FeatureRejected {
+        feature: OptionalFeature,
+        message: String,
+    },
     /// The connection or the stream broke (including malformed frames).
     #[error("transport failure: {message}")]
     Transport {
@@ -63,6 +79,7 @@ impl BackendError {
             BackendError::Auth { .. } => "auth",
             BackendError::InvalidRequest { .. } => "invalid_request",
             BackendError::ReasoningRejected { .. } => "reasoning_rejected",
+            BackendError::FeatureRejected { .. } => "feature_rejected",
             BackendError::Transport { .. } => "transport",
         }
     }

@@ -12,7 +12,7 @@ mod request;
 mod script_file;
 mod scripted;
 
-pub use error::BackendError;
+pub use error::{BackendError, OptionalFeature};
 pub use event::{EventStream, ModelEvent, ReasoningDelta};
 pub use request::{ChatMessage, ChatRequest, InferenceSettings, ToolSpec};
 pub use script_file::ScriptError;

@@ -35,6 +35,14 @@ pub struct InferenceSettings {
     pub stop_sequences: Vec<String>,
     /// Token budget for extended reasoning, when the model supports it.
     pub reasoning_budget: Option<u32>,
+    /// Ask the provider to cache the stable prefix (system, tools, history) where the model
+    /// supports it. Adapters without prompt caching ignore it.
+    #[serde(default = "yes")]
+    pub prompt_cache: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl Default for InferenceSettings {
@@ -44,6 +52,7 @@ impl Default for InferenceSettings {
             temperature: None,
             stop_sequences: Vec::new(),
             reasoning_budget: None,
+            prompt_cache: true,
         }
     }
 }
