@@ -80,6 +80,14 @@ impl Harness {
         }
     }
 
+    /// Change the engine (context source, clock, …) before the first turn.
+    pub fn customise(self, f: impl FnOnce(Engine) -> Engine) -> Self {
+        Self {
+            engine: f(self.engine),
+            ..self
+        }
+    }
+
     /// Run one turn and check the invariant every turn must keep: what the user saw (tokens and
     /// error lines) is exactly the reply, and exactly what the visible transcript recorded.
     pub async fn turn(&self, text: &str) -> Turned {

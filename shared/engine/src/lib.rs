@@ -11,19 +11,27 @@
 //! or Lambda. No storage transaction spans a model call.
 
 mod call;
+mod compact;
+pub mod context;
 mod error;
 mod events;
 mod guard;
 mod history;
+mod lean;
 pub mod lines;
 mod options;
+pub mod prompt;
 mod resume;
 pub mod shape;
 mod turn;
 
+pub use compact::COMPACTION_PROMPT;
+pub use context::{ContextFacts, ContextSource, NoFacts};
 pub use error::EngineError;
 pub use events::{CollectSink, EventSink, NullSink, TurnEvent};
 pub use guard::{AllowAll, Denied, Guard, GuardCall};
+pub use lean::Lean;
 pub use options::EngineOptions;
+pub use prompt::{DEFAULT_SYSTEM_PROMPT, PROMPT_VERSION, SystemPrompt};
 pub use shape::{Shaped, ShapedButton, shape};
 pub use turn::{Engine, TurnEnd, TurnInput, TurnOutcome};

@@ -8,6 +8,8 @@ pub struct EngineOptions {
     pub model_id: String,
     /// The frozen system prompt.
     pub system_prompt: String,
+    /// Its version, recorded on the conversation ([`crate::PROMPT_VERSION`] for the default).
+    pub prompt_version: String,
     /// Model↔tool round trips per user message.
     pub max_cycles: u32,
     /// Whole-call deadline (open + stream).
@@ -20,19 +22,26 @@ pub struct EngineOptions {
     /// Record the reply in the visible transcript at the end of the turn. Set it off where the
     /// caller delivers the reply itself and records what actually went out (the channel worker).
     pub record_reply: bool,
+    /// Non-reasoning characters in the current segment above which a turn first compacts.
+    pub compaction_threshold_chars: usize,
+    /// Output budget of the notes call.
+    pub compaction_max_tokens: u32,
 }
 
 impl Default for EngineOptions {
     fn default() -> Self {
         Self {
             model_id: String::new(),
-            system_prompt: String::new(),
+            system_prompt: crate::DEFAULT_SYSTEM_PROMPT.to_owned(),
+            prompt_version: crate::PROMPT_VERSION.to_owned(),
             max_cycles: 12,
             call_timeout: Duration::from_secs(60),
             idle_timeout: Duration::from_secs(20),
             max_retry_wait: Duration::from_secs(2),
             settings: InferenceSettings::default(),
             record_reply: true,
+            compaction_threshold_chars: 180_000,
+            compaction_max_tokens: 4_000,
         }
     }
 }

@@ -1,7 +1,12 @@
 use crate::call::{Limits, Shown, Streamed, stream_call};
+use crate::compact;
+use crate::context::{self, ContextFacts, ContextSource};
 use crate::history::to_chat_messages;
+use crate::lean::Lean;
 use crate::resume::{self, Next, tool_calls};
-use crate::{AllowAll, EngineError, EngineOptions, EventSink, Guard, GuardCall, TurnEvent, lines};
+use crate::{
+    AllowAll, EngineError, EngineOptions, EventSink, Guard, GuardCall, NullSink, TurnEvent, lines,
+};
 use backend::{BackendError, ChatModel, ChatRequest, ToolSpec};
 use serde::Serialize;
 use serde_json::json;
@@ -62,12 +67,18 @@ pub struct TurnOutcome {
     pub usage: Usage,
 }
 
+/// Milliseconds since the Unix epoch (injectable for tests).
+pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
+
 /// The harness core: holds the model, the tools, the store and the guard.
 pub struct Engine {
     model: Arc<dyn ChatModel>,
     tools: Arc<Registry>,
     store: Arc<dyn Store>,
     guard: Arc<dyn Guard>,
+    context: Option<Arc<dyn ContextSource>>,
+    lean: Arc<Lean>,
+    clock: Clock,
     options: EngineOptions,
 }
 
@@ -92,8 +103,29 @@ impl Engine {
             tools,
             store,
             guard: Arc::new(AllowAll),
+            context: None,
+            lean: Arc::new(Lean::default()),
+            clock: Arc::new(now_ms),
             options,
         }
+    }
+
+    /// Open every user message with a `<context>` block built from `source`, fresh each turn
+    /// and stored verbatim.
+    pub fn with_context(mut self, source: Arc<dyn ContextSource>) -> Self {
+        self.context = Some(source);
+        self
+    }
+
+    /// The clock the context block and the stored rows use.
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The optional features this process has stopped using.
+    pub fn lean(&self) -> &Lean {
+        &self.lean
     }
 
     /// Whether turns record the reply in the visible transcript themselves
@@ -145,6 +177,8 @@ struct Turn<'a> {
     resume: Option<Next>,
     /// The assistant's visible entry for this turn is already stored (a resumed turn).
     reported: bool,
+    /// The provider rejected replayed reasoning: send history without it for the rest of the turn.
+    strip_reasoning: bool,
 }
 
 /// What the loop does after an answer that asked for tools.
@@ -173,6 +207,10 @@ impl<'a> Turn<'a> {
         let resumed = resume::find(&history, &input.action_id.0);
         if resumed.is_none() {
             conv.turn += 1;
+            if conv.prompt_version != engine.options.prompt_version {
+                tracing::info!(from = %conv.prompt_version, to = %engine.options.prompt_version, "system prompt version changed");
+                conv.prompt_version = engine.options.prompt_version.clone();
+            }
             store.update_conversation(&conv).await?;
         }
         let next_position = store.next_position(id).await?;
@@ -208,10 +246,13 @@ impl<'a> Turn<'a> {
             action_id: input.action_id.0.clone(),
             resume: None,
             reported: false,
+            strip_reasoning: false,
         };
         match resumed {
             None => {
-                turn.append(Role::User, vec![Part::text(&input.text)], None)
+                turn.compact_if_needed().await?;
+                let text = turn.user_message_text(&input.text).await;
+                turn.append(Role::User, vec![Part::text(text)], None)
                     .await?;
                 turn.append_visible(VisibleRole::User, input.text.clone())
                     .await?;
@@ -368,30 +409,50 @@ impl<'a> Turn<'a> {
         })
     }
 
-    /// One model call, retried once when it failed before anything was streamed.
+    /// One model call. When it failed before anything was streamed, it is tried again: once
+    /// without replayed reasoning if the provider rejected it, once without each optional
+    /// feature the provider refused (lean mode), and once after a transient failure.
     /// The outer `Err` is a guard denial.
     async fn call_with_retry(
         &mut self,
         acc: &mut Streamed,
     ) -> Result<Result<(StopReason, Usage), BackendError>, crate::Denied> {
-        let first = self.call_once(acc).await?;
-        let err = match first {
-            Err(err) if !acc.emitted && err.is_retryable() => err,
-            other => return Ok(other),
-        };
-        let wait = match &err {
-            BackendError::Throttled {
-                retry_after: Some(d),
-            } => *d,
-            _ => Duration::from_millis(250),
-        };
-        if wait > self.engine.options.max_retry_wait {
-            return Ok(Err(err));
+        let mut retried = false;
+        loop {
+            let err = match self.call_once(acc).await? {
+                Err(err) if !acc.emitted => err,
+                other => return Ok(other),
+            };
+            match &err {
+                BackendError::ReasoningRejected { .. } if !self.strip_reasoning => {
+                    tracing::warn!(error = %err, "replayed reasoning rejected; retrying without it");
+                    self.strip_reasoning = true;
+                }
+                BackendError::FeatureRejected { feature, .. }
+                    if !self.engine.lean.dropped(*feature) =>
+                {
+                    if self.engine.lean.drop_feature(*feature) {
+                        tracing::warn!(?feature, error = %err, "the provider refused an optional feature; lean mode from now on");
+                    }
+                }
+                _ if err.is_retryable() && !retried => {
+                    retried = true;
+                    let wait = match &err {
+                        BackendError::Throttled {
+                            retry_after: Some(d),
+                        } => *d,
+                        _ => Duration::from_millis(250),
+                    };
+                    if wait > self.engine.options.max_retry_wait {
+                        return Ok(Err(err));
+                    }
+                    tracing::warn!(error = %err, kind = err.kind(), "model call failed before streaming; retrying once");
+                    tokio::time::sleep(wait).await;
+                }
+                _ => return Ok(Err(err)),
+            }
+            *acc = Streamed::default();
         }
-        tracing::warn!(error = %err, kind = err.kind(), "model call failed before streaming; retrying once");
-        tokio::time::sleep(wait).await;
-        *acc = Streamed::default();
-        self.call_once(acc).await
     }
 
     async fn call_once(
@@ -429,13 +490,119 @@ impl<'a> Turn<'a> {
 
     fn request(&self) -> ChatRequest {
         let o = &self.engine.options;
+        let mut settings = o.settings.clone();
+        self.engine.lean.apply(&mut settings);
+        let messages = if self.strip_reasoning {
+            to_chat_messages(&without_reasoning(&self.history))
+        } else {
+            to_chat_messages(&self.history)
+        };
         ChatRequest {
             model: o.model_id.clone(),
             system: o.system_prompt.clone(),
-            messages: to_chat_messages(&self.history),
+            messages,
             tools: self.tools.clone(),
-            settings: o.settings.clone(),
+            settings,
         }
+    }
+
+    /// The user's message as stored and sent: with the context block when the engine has a
+    /// context source, else the words alone.
+    async fn user_message_text(&self, text: &str) -> String {
+        let Some(source) = &self.engine.context else {
+            return text.to_owned();
+        };
+        let facts = source.facts(&self.conv).await.unwrap_or_else(|err| {
+            tracing::warn!(error = %err, "context facts unavailable; the block has time and channel only");
+            ContextFacts::default()
+        });
+        context::render(&facts, &self.conv, (self.engine.clock)(), text)
+    }
+
+    /// When the current segment is past the threshold, ask the model for notes and continue in
+    /// a new segment that opens with them. Any failure leaves the history as it was.
+    async fn compact_if_needed(&mut self) -> Result<(), EngineError> {
+        let engine = self.engine;
+        let o = &engine.options;
+        let chars = compact::content_chars(&self.history);
+        if chars <= o.compaction_threshold_chars {
+            return Ok(());
+        }
+        let next_segment = self.conv.segment + 1;
+        // A crash after the notes were written but before the conversation moved on: reuse them.
+        let written = engine.store.messages(&self.conv.id, next_segment).await?;
+        if !written.is_empty() {
+            self.conv.segment = next_segment;
+            engine.store.update_conversation(&self.conv).await?;
+            self.history = written;
+            return Ok(());
+        }
+        let request = compact::notes_request(&o.model_id, &self.history, o.compaction_max_tokens);
+        self.model_calls += 1;
+        let call = GuardCall {
+            conversation: &self.conv,
+            call_number: self.model_calls,
+            request: &request,
+        };
+        if let Err(denied) = engine.guard.before_model_call(&call).await {
+            tracing::warn!(reason = %denied.reason, "compaction skipped: guard denied the call");
+            return Ok(());
+        }
+        let limits = Limits {
+            call_timeout: o.call_timeout,
+            idle_timeout: o.idle_timeout,
+        };
+        let started = tokio::time::Instant::now();
+        let mut acc = Streamed::default();
+        let result = stream_call(
+            engine.model.as_ref(),
+            request,
+            limits,
+            &NullSink,
+            &mut Shown::default(),
+            &mut acc,
+        )
+        .await;
+        let (stop, usage) = match result {
+            Ok(done) => done,
+            Err(err) => {
+                tracing::warn!(error = %err, kind = err.kind(), chars, "compaction failed; carrying on with the full history");
+                return Ok(());
+            }
+        };
+        engine.guard.after_model_call(&self.conv, &usage).await;
+        self.usage += usage;
+        let notes: String = acc.parts.iter().filter_map(Part::as_text).collect();
+        if notes.trim().is_empty() || !matches!(stop, StopReason::EndTurn | StopReason::MaxTokens) {
+            tracing::warn!(
+                stop_reason = stop.as_str(),
+                chars,
+                "compaction produced no notes; carrying on with the full history"
+            );
+            return Ok(());
+        }
+        let mut record = self.call_record(
+            Some(stop),
+            None,
+            usage,
+            started.elapsed().as_millis() as u64,
+        );
+        record.tools_offered.clear();
+        self.conv.segment = next_segment;
+        self.history.clear();
+        self.append(
+            Role::User,
+            vec![Part::text(compact::notes_message_text(&notes))],
+            Some(record),
+        )
+        .await?;
+        engine.store.update_conversation(&self.conv).await?;
+        tracing::info!(
+            segment = next_segment,
+            chars,
+            "compacted into a new segment"
+        );
+        Ok(())
     }
 
     /// Log the raw error; record and show what the user saw plus a calm sentence.
@@ -581,7 +748,7 @@ impl<'a> Turn<'a> {
             parts,
             call,
             action_id: Some(self.action_id.clone()),
-            created_at_ms: now_ms(),
+            created_at_ms: (self.engine.clock)(),
         };
         self.engine.store.append_message(&message).await?;
         self.next_position += 1;
@@ -607,12 +774,30 @@ impl<'a> Turn<'a> {
             buttons,
             reaction: None,
             turn: self.conv.turn,
-            created_at_ms: now_ms(),
+            created_at_ms: (self.engine.clock)(),
         };
         self.engine.store.append_visible(&entry).await?;
         self.next_visible += 1;
         Ok(())
     }
+}
+
+/// History rows without reasoning parts (rows left empty are dropped).
+fn without_reasoning(rows: &[Message]) -> Vec<Message> {
+    rows.iter()
+        .filter_map(|row| {
+            let parts: Vec<Part> = row
+                .parts
+                .iter()
+                .filter(|p| !matches!(p, Part::Reasoning(_)))
+                .cloned()
+                .collect();
+            (!parts.is_empty()).then(|| Message {
+                parts,
+                ..row.clone()
+            })
+        })
+        .collect()
 }
 
 fn now_ms() -> i64 {

@@ -193,7 +193,8 @@ pub(crate) fn exception_for(err: &BackendError) -> Frame {
         BackendError::ReasoningRejected { .. } => {
             Frame::exception("validationException", REASONING_REJECTED_MESSAGE)
         }
-        BackendError::InvalidRequest { message } => {
+        BackendError::InvalidRequest { message }
+        | BackendError::FeatureRejected { message, .. } => {
             Frame::exception("validationException", message)
         }
         BackendError::Auth { message } => Frame::exception("accessDeniedException", message),

@@ -117,7 +117,8 @@ impl Scenario {
             BackendError::ReasoningRejected { .. } => {
                 Self::validation_error(REASONING_REJECTED_MESSAGE)
             }
-            BackendError::InvalidRequest { message } => Self::validation_error(message),
+            BackendError::InvalidRequest { message }
+            | BackendError::FeatureRejected { message, .. } => Self::validation_error(message),
             BackendError::Auth { .. } => Self::http_error(
                 403,
                 "AccessDeniedException",

@@ -1,0 +1,174 @@
+//! Compaction: when the current segment grows past the threshold, the model writes notes
+//! (facts, decisions, preferences, open questions, promises) and the conversation continues in
+//! a new segment that opens with them. Old rows stay for audit; only the current segment is
+//! replayed.
+
+use backend::{ChatMessage, ChatRequest, InferenceSettings};
+use transcript::{Message, Part, Role};
+
+/// The summariser's instructions (a request of its own: no tools, low effort).
+pub const COMPACTION_PROMPT: &str = "You write notes that replace the earlier part of a \
+conversation between a user and an assistant. Write only these five kinds of lines, under \
+these headings, leaving out a heading with nothing under it: Facts (about the user and their \
+world), Decisions, Preferences, Open questions, Promises (what the assistant said it would \
+do). One short line per item. Keep record ids and dates exactly as written. Nothing else: no \
+greeting, no commentary, no advice.";
+
+/// The last instruction, after the transcript.
+const WRITE_NOTES: &str = "Write the notes now.";
+
+/// Longest rendering of one tool input or result inside the summariser's transcript.
+const MAX_PART_CHARS: usize = 2_000;
+
+/// Characters of non-reasoning content in `rows` (text, tool inputs and results, media refs).
+pub(crate) fn content_chars(rows: &[Message]) -> usize {
+    rows.iter()
+        .flat_map(|m| &m.parts)
+        .map(Part::content_chars)
+        .sum()
+}
+
+/// The request that asks for notes: the segment rendered as plain text in one user message
+/// (no tool blocks, no reasoning), so it is valid for every provider without a tool list.
+pub(crate) fn notes_request(model: &str, rows: &[Message], max_tokens: u32) -> ChatRequest {
+    let mut transcript = String::from("<transcript>\n");
+    for row in rows {
+        let who = match row.role {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+        };
+        for part in &row.parts {
+            let line = match part {
+                Part::Text { text } => text.clone(),
+                Part::Reasoning(_) => continue,
+                Part::ToolUse { name, input, .. } => {
+                    format!("[called {name} {}]", clip(&input.to_string()))
+                }
+                Part::ToolResult { content, .. } => {
+                    format!("[result {}]", clip(&content.to_string()))
+                }
+                Part::Image(media) | Part::Document(media) => {
+                    format!("[attachment {} {}]", media.mime_type, media.key)
+                }
+            };
+            transcript.push_str(who);
+            transcript.push_str(": ");
+            transcript.push_str(&line);
+            transcript.push('\n');
+        }
+    }
+    transcript.push_str("</transcript>\n\n");
+    transcript.push_str(WRITE_NOTES);
+    ChatRequest {
+        model: model.to_owned(),
+        system: COMPACTION_PROMPT.to_owned(),
+        messages: vec![ChatMessage {
+            role: Role::User,
+            parts: vec![Part::text(transcript)],
+        }],
+        tools: Vec::new(),
+        settings: InferenceSettings {
+            max_tokens,
+            temperature: Some(0.0),
+            stop_sequences: Vec::new(),
+            reasoning_budget: None,
+            prompt_cache: false,
+        },
+    }
+}
+
+/// The first message of the new segment.
+pub(crate) fn notes_message_text(notes: &str) -> String {
+    format!("<notes>\n{}\n</notes>", notes.trim())
+}
+
+fn clip(s: &str) -> String {
+    if s.chars().count() <= MAX_PART_CHARS {
+        return s.to_owned();
+    }
+    let mut out: String = s.chars().take(MAX_PART_CHARS).collect();
+    out.push('…');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use transcript::Reasoning;
+
+    fn row(role: Role, parts: Vec<Part>) -> Message {
+        Message {
+            conversation_id: "c".into(),
+            segment: 0,
+            position: 0,
+            role,
+            parts,
+            call: None,
+            action_id: None,
+            created_at_ms: 0,
+        }
+    }
+
+    #[test]
+    fn reasoning_does_not_count_toward_the_threshold() {
+        let rows = [
+            row(Role::User, vec![Part::text("héllo")]),
+            row(
+                Role::Assistant,
+                vec![
+                    Part::Reasoning(Reasoning::Text {
+                        text: "x".repeat(10_000),
+                        signature: None,
+                    }),
+                    Part::ToolUse {
+                        id: "t".into(),
+                        name: "add".into(),
+                        input: json!({"a": 1}),
+                    },
+                ],
+            ),
+        ];
+        assert_eq!(content_chars(&rows), 5 + 3 + r#"{"a":1}"#.len());
+    }
+
+    #[test]
+    fn the_notes_request_is_plain_text_without_tools_or_reasoning() {
+        let rows = [
+            row(Role::User, vec![Part::text("book it")]),
+            row(
+                Role::Assistant,
+                vec![
+                    Part::Reasoning(Reasoning::Text {
+                        text: "secret thoughts".into(),
+                        signature: Some("sig".into()),
+                    }),
+                    Part::ToolUse {
+                        id: "t".into(),
+                        name: "create_event".into(),
+                        input: json!({"title": "Z"}),
+                    },
+                ],
+            ),
+            row(
+                Role::Tool,
+                vec![Part::ToolResult {
+                    tool_use_id: "t".into(),
+                    content: json!({"id": "ev_1"}),
+                    is_error: false,
+                }],
+            ),
+        ];
+        let req = notes_request("m", &rows, 1_000);
+        assert!(req.tools.is_empty());
+        assert_eq!(req.messages.len(), 1);
+        assert!(!req.settings.prompt_cache);
+        let text = req.messages[0].parts[0].as_text().unwrap();
+        assert!(text.contains("user: book it"));
+        assert!(text.contains(r#"assistant: [called create_event {"title":"Z"}]"#));
+        assert!(text.contains(r#"tool: [result {"id":"ev_1"}]"#));
+        assert!(!text.contains("secret thoughts"));
+        assert!(text.ends_with(WRITE_NOTES));
+    }
+}
