@@ -30,7 +30,7 @@ async fn main() -> Result<(), Error> {
             problems.join("\n  - ")
         ))
     })?;
-    let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let aws = aws_roots::load_config().await;
     let sqs = aws_sdk_sqs::Client::new(&aws);
     let queue = SqsQueue::new(sqs, config.queue_url.clone(), QueueSettings::default());
     let webhook = Webhook::new(channels, Arc::new(queue), config.max_body_bytes);

@@ -42,7 +42,7 @@ async fn main() -> Result<(), Error> {
             problems.join("\n  - ")
         ))
     })?;
-    let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let aws = aws_roots::load_config().await;
     // Every outside call has a deadline (DESIGN.md invariant 5); the SDK sets none by default.
     let timeouts = aws_config::timeout::TimeoutConfig::builder()
         .connect_timeout(Duration::from_secs(2))
