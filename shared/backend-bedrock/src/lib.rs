@@ -15,12 +15,14 @@
 //! [`ModelEvent`]: backend::ModelEvent
 //! [`BackendError`]: backend::BackendError
 
+mod cache;
 mod client;
 mod convert;
 mod document;
 mod error;
 mod events;
 
+pub use cache::{CachePoints, MAX_CACHE_POINTS, cache_points_for};
 pub use client::{BedrockModel, client_from_env};
 pub use convert::into_bedrock;
 pub use document::{from_document, to_document};
