@@ -21,6 +21,7 @@ mod convert;
 mod document;
 mod error;
 mod events;
+mod sorted_body;
 
 pub use cache::{CachePoints, MAX_CACHE_POINTS, cache_points_for};
 pub use client::{BedrockModel, client_from_env};
