@@ -1,10 +1,12 @@
-//! The I/O: send the converted input with `ConverseStream`, map a failure before any event, then
-//! pull decoded events from the SDK's receiver through the mapper. Deadlines, idle timeouts and
-//! the single retry are the engine's job.
+//! The I/O: send the converted input with `ConverseStream` (its JSON body written with sorted
+//! keys, so identical requests are identical bytes; see `sorted_body`), map a failure before
+//! any event, then pull decoded events from the SDK's receiver through the mapper. Deadlines,
+//! idle timeouts and the single retry are the engine's job.
 
 use crate::convert::into_bedrock;
 use crate::error::{excerpt, from_open_error, from_stream_error};
 use crate::events::{BedrockEventMapper, Mapped};
+use crate::sorted_body::SortedJsonBody;
 use async_trait::async_trait;
 use aws_config::BehaviorVersion;
 use aws_sdk_bedrockruntime::Client;
@@ -66,6 +68,7 @@ impl ChatModel for BedrockModel {
             model = input.model_id.as_deref().unwrap_or_default(),
             messages = input.messages.as_ref().map_or(0, Vec::len),
             tools = request.tools.len(),
+            prompt_cache = request.settings.prompt_cache,
             "opening ConverseStream"
         );
         let started = Instant::now();
@@ -78,6 +81,8 @@ impl ChatModel for BedrockModel {
             .set_inference_config(input.inference_config)
             .set_tool_config(input.tool_config)
             .set_additional_model_request_fields(input.additional_model_request_fields)
+            .customize()
+            .interceptor(SortedJsonBody)
             .send()
             .await
             .map_err(|err| {

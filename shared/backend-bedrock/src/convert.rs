@@ -25,7 +25,11 @@
 //! - `inferenceConfig` carries `maxTokens`, and `temperature` and `stopSequences` when set.
 //! - A reasoning budget becomes `additionalModelRequestFields`
 //!   `{"thinking": {"type": "enabled", "budget_tokens": N}}` (Anthropic's form), only when set.
+//! - With `settings.prompt_cache`, `cachePoint` blocks go where the model accepts them (see
+//!   [`crate::cache`]): after the system prompt, after the last tool, at the end of the last
+//!   message unless it ends with a reasoning block. Each point only where its field is present.
 
+use crate::cache::{CachePoints, cache_point, cache_points_for};
 use crate::document::to_document;
 use aws_sdk_bedrockruntime::error::BuildError;
 use aws_sdk_bedrockruntime::operation::converse_stream::ConverseStreamInput;
@@ -57,9 +61,21 @@ fn build(request: &ChatRequest, fallback_model: &str) -> Result<ConverseStreamIn
     } else {
         &request.model
     };
-    let system = (!request.system.trim().is_empty())
-        .then(|| vec![SystemContentBlock::Text(request.system.clone())]);
     let settings = &request.settings;
+    let points = if settings.prompt_cache {
+        cache_points_for(model)
+    } else {
+        CachePoints::default()
+    };
+    let system = if request.system.trim().is_empty() {
+        None
+    } else {
+        let mut blocks = vec![SystemContentBlock::Text(request.system.clone())];
+        if points.system {
+            blocks.push(SystemContentBlock::CachePoint(cache_point()?));
+        }
+        Some(blocks)
+    };
     let inference = InferenceConfiguration::builder()
         .max_tokens(i32::try_from(settings.max_tokens).unwrap_or(i32::MAX))
         .set_temperature(settings.temperature)
@@ -70,7 +86,10 @@ fn build(request: &ChatRequest, fallback_model: &str) -> Result<ConverseStreamIn
     let tool_config = if request.tools.is_empty() {
         None
     } else {
-        let tools = request.tools.iter().map(tool).collect::<Result<_, _>>()?;
+        let mut tools: Vec<Tool> = request.tools.iter().map(tool).collect::<Result<_, _>>()?;
+        if points.tools {
+            tools.push(Tool::CachePoint(cache_point()?));
+        }
         Some(
             ToolConfiguration::builder()
                 .set_tools(Some(tools))
@@ -80,14 +99,33 @@ fn build(request: &ChatRequest, fallback_model: &str) -> Result<ConverseStreamIn
     let thinking = settings.reasoning_budget.map(|budget| {
         to_document(&json!({"thinking": {"type": "enabled", "budget_tokens": budget}}))
     });
+    let mut messages = messages(request)?;
+    if points.messages {
+        mark_last_message(&mut messages)?;
+    }
     ConverseStreamInput::builder()
         .model_id(model)
         .set_system(system)
-        .set_messages(Some(messages(request)?))
+        .set_messages(Some(messages))
         .inference_config(inference)
         .set_tool_config(tool_config)
         .set_additional_model_request_fields(thinking)
         .build()
+}
+
+/// A cache point at the end of the last message, unless that message ends with reasoning
+/// (a cache point directly after a reasoning block is not accepted).
+fn mark_last_message(messages: &mut [Message]) -> Result<(), BuildError> {
+    let Some(last) = messages.last_mut() else {
+        return Ok(());
+    };
+    if !matches!(
+        last.content.last(),
+        Some(ContentBlock::ReasoningContent(_)) | None
+    ) {
+        last.content.push(ContentBlock::CachePoint(cache_point()?));
+    }
+    Ok(())
 }
 
 /// One Converse message being assembled: tool results first, then everything else.
@@ -330,8 +368,10 @@ mod tests {
             system: String::new(),
             messages,
             tools: vec![],
+            // Cache points are pinned in `cache.rs` and on the wire; here they would be noise.
             settings: InferenceSettings {
                 max_tokens: 100,
+                prompt_cache: false,
                 ..InferenceSettings::default()
             },
         }
@@ -409,6 +449,7 @@ mod tests {
             temperature: Some(0.5),
             stop_sequences: vec!["\nUser:".into()],
             reasoning_budget: Some(2048),
+            prompt_cache: false,
         };
         let input = convert(&req);
         assert_eq!(input.model_id.as_deref(), Some("anthropic.claude-sonnet-4"));

@@ -8,11 +8,17 @@
 //!   `None`); `ServiceUnavailableException`, `ModelNotReadyException`,
 //!   `InternalServerException` and `ModelErrorException` → `Overloaded`;
 //!   `ModelTimeoutException` → `Timeout` after the time the call took.
-//! - `ValidationException` → `ContextTooLong` when its wording says the input is too long for
-//!   the model (Bedrock's and each model family's phrasing), `ReasoningRejected` when it says a
-//!   thinking/reasoning signature (or redacted thinking) is invalid, else `InvalidRequest`.
-//! - `AccessDeniedException` and the signing/credential codes (`UnrecognizedClientException`,
-//!   `ExpiredTokenException`, ...) → `Auth`; `ResourceNotFoundException` → `InvalidRequest`.
+//! - `ValidationException`, by its wording, in this order: `ReasoningRejected` when it says a
+//!   replayed thinking/reasoning signature (or redacted thinking) is invalid (checked first, so
+//!   a signature problem is never taken for a settings problem); `ContextTooLong` when the input
+//!   is too long for the model (Bedrock's and each model family's phrasing);
+//!   `FeatureRejected { PromptCache }` when it refuses prompt caching or names cache points;
+//!   `FeatureRejected { Reasoning }` when it refuses the reasoning settings (an extraneous or
+//!   unsupported `thinking`/`reasoning_config` key, a bad budget); else `InvalidRequest`.
+//! - `AccessDeniedException` → `FeatureRejected { PromptCache }` when it is Bedrock's prompt
+//!   caching refusal ("... your request did not allow prompt caching"), else `Auth`, as are the
+//!   signing/credential codes (`UnrecognizedClientException`, `ExpiredTokenException`, ...);
+//!   `ResourceNotFoundException` → `InvalidRequest`.
 //! - `ModelStreamErrorException` → by the model's original status: 429 → `Throttled`, 5xx →
 //!   `Overloaded`, otherwise `Transport`.
 //! - A request that could not be built or signed (no credentials, no region) → `Auth`: an
@@ -29,7 +35,7 @@ use aws_sdk_bedrockruntime::error::{DisplayErrorContext, ProvideErrorMetadata, S
 use aws_sdk_bedrockruntime::operation::converse_stream::ConverseStreamError;
 use aws_sdk_bedrockruntime::types::error::{ConverseStreamOutputError, ModelStreamErrorException};
 use aws_smithy_types::event_stream::RawMessage;
-use backend::BackendError;
+use backend::{BackendError, OptionalFeature};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -46,6 +52,35 @@ const CONTEXT_TOO_LONG: &[&str] = &[
     "context window",         // "... exceeds the model's context window"
     "context_window",         // model_context_window_exceeded
     "maximum context length", // Llama, Mistral
+];
+
+/// How Bedrock refuses cache points: its own refusal (as `ValidationException` or
+/// `AccessDeniedException`) and any validation message that names them.
+const PROMPT_CACHE_REFUSED: &[&str] = &[
+    "did not allow prompt caching", // "You invoked an unsupported model or your request did not allow prompt caching."
+    "prompt caching",
+    "cachepoint",
+    "cache point",
+    "cache_point",
+    "cache_control", // Anthropic's own name, in "The model returned the following errors: ..."
+];
+
+/// The parameter names under which reasoning is requested.
+const REASONING_KEYS: &[&str] = &[
+    "thinking",
+    "reasoning_config",
+    "reasoningconfig",
+    "reasoning_effort",
+];
+
+/// How a model says it does not take a parameter.
+const NOT_ACCEPTED: &[&str] = &[
+    "extraneous key",                 // "#: extraneous key [thinking] is not permitted"
+    "extra inputs are not permitted", // "thinking: Extra inputs are not permitted"
+    "not supported",
+    "unsupported",
+    "not permitted",
+    "not allowed",
 ];
 
 /// The error for a call that failed before any event. `elapsed` is how long the call took
@@ -88,7 +123,7 @@ pub(crate) fn from_service_error(
         | E::ModelErrorException(_) => BackendError::Overloaded,
         E::ModelTimeoutException(_) => BackendError::Timeout { after: elapsed },
         E::ValidationException(e) => from_validation(e.message().unwrap_or_default()),
-        E::AccessDeniedException(e) => auth("AccessDeniedException", e.message()),
+        E::AccessDeniedException(e) => access_denied("AccessDeniedException", e.message()),
         E::ResourceNotFoundException(e) => BackendError::InvalidRequest {
             message: format!(
                 "the model or resource was not found: {}",
@@ -134,17 +169,52 @@ pub(crate) fn from_stream_exception(err: ConverseStreamOutputError) -> BackendEr
 /// A `ValidationException`, told apart by its wording.
 pub(crate) fn from_validation(message: &str) -> BackendError {
     let lower = message.to_lowercase();
-    if CONTEXT_TOO_LONG.iter().any(|needle| lower.contains(needle)) {
-        BackendError::ContextTooLong
-    } else if is_reasoning_rejection(&lower) {
+    if is_reasoning_rejection(&lower) {
         BackendError::ReasoningRejected {
             message: excerpt(message),
         }
+    } else if CONTEXT_TOO_LONG.iter().any(|needle| lower.contains(needle)) {
+        BackendError::ContextTooLong
+    } else if is_prompt_cache_refusal(&lower) {
+        feature_rejected(OptionalFeature::PromptCache, message)
+    } else if is_reasoning_settings_refusal(&lower) {
+        feature_rejected(OptionalFeature::Reasoning, message)
     } else {
         BackendError::InvalidRequest {
             message: excerpt(message),
         }
     }
+}
+
+/// An `AccessDeniedException`: Bedrock's prompt-caching refusal, or a permissions problem.
+fn access_denied(code: &str, message: Option<&str>) -> BackendError {
+    let said = message.unwrap_or_default();
+    if is_prompt_cache_refusal(&said.to_lowercase()) {
+        feature_rejected(OptionalFeature::PromptCache, said)
+    } else {
+        auth(code, message)
+    }
+}
+
+fn feature_rejected(feature: OptionalFeature, message: &str) -> BackendError {
+    BackendError::FeatureRejected {
+        feature,
+        message: excerpt(message),
+    }
+}
+
+fn is_prompt_cache_refusal(lower: &str) -> bool {
+    PROMPT_CACHE_REFUSED
+        .iter()
+        .any(|needle| lower.contains(needle))
+}
+
+fn is_reasoning_settings_refusal(lower: &str) -> bool {
+    let names_reasoning = REASONING_KEYS.iter().any(|key| lower.contains(key));
+    let refused = NOT_ACCEPTED.iter().any(|needle| lower.contains(needle))
+        || lower.contains("budget_tokens")
+        || lower.contains("when thinking is enabled");
+    names_reasoning && refused
 }
 
 fn is_reasoning_rejection(lower: &str) -> bool {
@@ -182,7 +252,7 @@ fn from_code(code: Option<&str>, message: Option<&str>, status: Option<u16>) -> 
     .iter()
     .any(|c| lower.contains(c));
     if is_auth_code || matches!(status, Some(401 | 403)) {
-        return auth(code, message);
+        return access_denied(code, message);
     }
     if lower.contains("throttl") || lower.contains("quotaexceeded") || status == Some(429) {
         return BackendError::Throttled { retry_after: None };
@@ -415,6 +485,115 @@ mod tests {
             open(validation(message), 400),
             BackendError::InvalidRequest { .. }
         ));
+    }
+
+    fn feature(err: &BackendError) -> Option<OptionalFeature> {
+        match err {
+            BackendError::FeatureRejected { feature, .. } => Some(*feature),
+            _ => None,
+        }
+    }
+
+    const CACHE_REFUSED: &str = "You invoked an unsupported model or your request did not allow prompt caching. See the documentation for more information.";
+
+    #[test]
+    fn bedrocks_prompt_cache_refusal_as_validation_or_access_denied() {
+        let as_validation = open(validation(CACHE_REFUSED), 400);
+        assert_eq!(
+            feature(&as_validation),
+            Some(OptionalFeature::PromptCache),
+            "{as_validation:?}"
+        );
+        let as_access_denied = open(
+            ConverseStreamError::AccessDeniedException(
+                AccessDeniedException::builder()
+                    .message(CACHE_REFUSED)
+                    .build(),
+            ),
+            403,
+        );
+        assert_eq!(
+            feature(&as_access_denied),
+            Some(OptionalFeature::PromptCache),
+            "{as_access_denied:?}"
+        );
+        // Unmodelled, mid-stream, by code and status: the same.
+        let in_stream = from_stream_exception(ConverseStreamOutputError::generic(generic(
+            "accessDeniedException",
+            CACHE_REFUSED,
+        )));
+        assert_eq!(feature(&in_stream), Some(OptionalFeature::PromptCache));
+        // A plain permissions problem stays an operator's problem.
+        let denied = open(
+            ConverseStreamError::AccessDeniedException(
+                AccessDeniedException::builder()
+                    .message("You don't have access to the model with the specified model ID.")
+                    .build(),
+            ),
+            403,
+        );
+        assert!(matches!(denied, BackendError::Auth { .. }), "{denied:?}");
+    }
+
+    #[test]
+    fn validation_messages_naming_cache_points_reject_prompt_caching() {
+        for message in [
+            "Malformed input request: #/system/1: extraneous key [cachePoint] is not permitted, please reformat your input and try again.",
+            "The model does not support cache point in tools.",
+            "Prompt caching is not supported for this model.",
+            "The model returned the following errors: A maximum of 4 blocks with cache_control may be provided. Found 5.",
+        ] {
+            let err = open(validation(message), 400);
+            assert_eq!(
+                feature(&err),
+                Some(OptionalFeature::PromptCache),
+                "{message}"
+            );
+        }
+    }
+
+    #[test]
+    fn rejected_reasoning_settings() {
+        for message in [
+            "Malformed input request: #: extraneous key [thinking] is not permitted, please reformat your input and try again.",
+            "The model returned the following errors: thinking: Extra inputs are not permitted",
+            "reasoning_config is not supported by this model",
+            "The model returned the following errors: thinking.budget_tokens: Input should be greater than or equal to 1024",
+            "The model returned the following errors: `temperature` may only be set to 1 when thinking is enabled.",
+        ] {
+            let err = open(validation(message), 400);
+            assert_eq!(feature(&err), Some(OptionalFeature::Reasoning), "{message}");
+        }
+    }
+
+    #[test]
+    fn an_invalid_signature_is_never_taken_for_a_settings_problem() {
+        for message in [
+            "The model returned the following errors: messages.39.content.0: Invalid signature in thinking block",
+            "The model returned the following errors: messages.39.content.0: Invalid `signature` in `thinking` block",
+            // Even when the wording also says something is not permitted or names caching.
+            "messages.3.content.0: Invalid signature in thinking block; thinking blocks are not permitted to change (prompt caching)",
+        ] {
+            assert!(
+                matches!(
+                    open(validation(message), 400),
+                    BackendError::ReasoningRejected { .. }
+                ),
+                "{message}"
+            );
+        }
+    }
+
+    #[test]
+    fn feature_rejections_keep_the_secret_scrubbing() {
+        let err = open(
+            validation(&format!("{CACHE_REFUSED} (caller AKIAIOSFODNN7EXAMPLE)")),
+            400,
+        );
+        let shown = format!("{err} / {err:?}");
+        assert_eq!(feature(&err), Some(OptionalFeature::PromptCache));
+        assert!(!shown.contains("AKIAIOSFODNN7EXAMPLE"), "{shown}");
+        assert!(shown.contains("caller [redacted]"), "{shown}");
     }
 
     #[test]

@@ -4,8 +4,10 @@
 //! The wire work is pure and lives apart from I/O: [`into_bedrock`] builds the SDK's
 //! `ConverseStreamInput` from a neutral request, [`BedrockEventMapper`] turns each decoded stream
 //! event into neutral [`ModelEvent`]s, and [`to_document`]/[`from_document`] convert JSON values
-//! to and from Smithy documents. Only [`BedrockModel`] touches the network, through
-//! `aws-sdk-bedrockruntime`, which also does the signing and the event-stream framing. SDK
+//! to and from Smithy documents; [`cache_points_for`] says where a model takes prompt-cache
+//! points. Only [`BedrockModel`] touches the network, through
+//! `aws-sdk-bedrockruntime`, which also does the signing and the event-stream framing (an
+//! interceptor writes the JSON body with sorted keys, so equal requests are equal bytes). SDK
 //! failures become the port's own [`BackendError`]; this crate adds no error enum.
 //!
 //! Depends on `backend` and `transcript` (plus the AWS SDK). It must never depend on the engine
@@ -15,12 +17,15 @@
 //! [`ModelEvent`]: backend::ModelEvent
 //! [`BackendError`]: backend::BackendError
 
+mod cache;
 mod client;
 mod convert;
 mod document;
 mod error;
 mod events;
+mod sorted_body;
 
+pub use cache::{CachePoints, MAX_CACHE_POINTS, cache_points_for};
 pub use client::{BedrockModel, client_from_env};
 pub use convert::into_bedrock;
 pub use document::{from_document, to_document};

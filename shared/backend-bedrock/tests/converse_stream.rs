@@ -517,6 +517,7 @@ async fn bedrock_receives_the_converse_request_body() {
             temperature: Some(0.5),
             stop_sequences: vec!["\nUser:".into()],
             reasoning_budget: Some(2048),
+            prompt_cache: true,
         },
     };
     let items: Vec<_> = model.stream(request).await.unwrap().collect().await;
@@ -539,7 +540,7 @@ async fn bedrock_receives_the_converse_request_body() {
     assert_eq!(
         seen.body,
         json!({
-            "system": [{"text": "You are Bridle."}],
+            "system": [{"text": "You are Bridle."}, {"cachePoint": {"type": "default"}}],
             "messages": [
                 {"role": "user", "content": [{"text": "Weather in Oslo and Rome?"}]},
                 {"role": "assistant", "content": [
@@ -556,6 +557,7 @@ async fn bedrock_receives_the_converse_request_body() {
                                     "content": [{"text": "The weather service is down."}],
                                     "status": "error"}},
                     {"text": "And tomorrow?"},
+                    {"cachePoint": {"type": "default"}},
                 ]},
             ],
             "inferenceConfig": {"maxTokens": 1024, "temperature": 0.5, "stopSequences": ["\nUser:"]},
@@ -567,7 +569,7 @@ async fn bedrock_receives_the_converse_request_body() {
                     "properties": {"city": {"type": "string"}},
                     "required": ["city"],
                 }},
-            }}]},
+            }}, {"cachePoint": {"type": "default"}}]},
             "additionalModelRequestFields": {"thinking": {"type": "enabled", "budget_tokens": 2048}},
         }),
         "\n got: {}",

@@ -12,7 +12,9 @@
 
 use crate::frame::Frame;
 use crate::scenario::Piece;
-use backend::{BackendError, ModelEvent, ReasoningDelta, Reply, Step, StopReason, Usage};
+use backend::{
+    BackendError, ModelEvent, OptionalFeature, ReasoningDelta, Reply, Step, StopReason, Usage,
+};
 use serde_json::Value;
 
 /// The pieces of a reply's stream; `usage` is what `metadata` reports.
@@ -193,8 +195,10 @@ pub(crate) fn exception_for(err: &BackendError) -> Frame {
         BackendError::ReasoningRejected { .. } => {
             Frame::exception("validationException", REASONING_REJECTED_MESSAGE)
         }
-        BackendError::InvalidRequest { message }
-        | BackendError::FeatureRejected { message, .. } => {
+        BackendError::FeatureRejected { feature, .. } => {
+            Frame::exception("validationException", feature_rejected_message(*feature))
+        }
+        BackendError::InvalidRequest { message } => {
             Frame::exception("validationException", message)
         }
         BackendError::Auth { message } => Frame::exception("accessDeniedException", message),
@@ -207,6 +211,21 @@ pub(crate) const CONTEXT_TOO_LONG_MESSAGE: &str = "Input is too long for request
 
 /// Anthropic's wording (through Bedrock) for a replayed thinking block it no longer accepts.
 pub(crate) const REASONING_REJECTED_MESSAGE: &str = "The model returned the following errors: messages.1.content.0: Invalid `signature` in `thinking` block";
+
+/// Bedrock's refusal of cache points (seen as a `ValidationException`, and for some models
+/// and accounts as an `AccessDeniedException`).
+pub(crate) const PROMPT_CACHE_REFUSED_MESSAGE: &str = "You invoked an unsupported model or your request did not allow prompt caching. See the documentation for more information.";
+
+/// Bedrock's refusal of reasoning settings a model does not take.
+pub(crate) const REASONING_SETTINGS_REFUSED_MESSAGE: &str = "Malformed input request: #: extraneous key [thinking] is not permitted, please reformat your input and try again.";
+
+/// Bedrock's wording when it refuses `feature`.
+pub(crate) fn feature_rejected_message(feature: OptionalFeature) -> &'static str {
+    match feature {
+        OptionalFeature::PromptCache => PROMPT_CACHE_REFUSED_MESSAGE,
+        OptionalFeature::Reasoning => REASONING_SETTINGS_REFUSED_MESSAGE,
+    }
+}
 
 #[cfg(test)]
 mod tests {

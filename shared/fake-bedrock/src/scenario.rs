@@ -2,7 +2,10 @@
 //! frames), possibly damaged on the way, or an HTTP error before any event.
 
 use crate::frame::Frame;
-use crate::reply::{CONTEXT_TOO_LONG_MESSAGE, REASONING_REJECTED_MESSAGE, estimated_usage, pieces};
+use crate::reply::{
+    CONTEXT_TOO_LONG_MESSAGE, REASONING_REJECTED_MESSAGE, estimated_usage,
+    feature_rejected_message, pieces,
+};
 use backend::{BackendError, Reply, Usage};
 use std::time::Duration;
 
@@ -98,6 +101,11 @@ impl Scenario {
         Self::http_error(400, "ValidationException", message)
     }
 
+    /// HTTP 403 `AccessDeniedException` with this message.
+    pub fn access_denied(message: &str) -> Self {
+        Self::http_error(403, "AccessDeniedException", message)
+    }
+
     /// The HTTP error Bedrock would answer for a call failing with `err` before streaming
     /// (what [`Reply::error`] scripts for the scripted model).
     pub fn open_error(err: &BackendError) -> Self {
@@ -117,8 +125,10 @@ impl Scenario {
             BackendError::ReasoningRejected { .. } => {
                 Self::validation_error(REASONING_REJECTED_MESSAGE)
             }
-            BackendError::InvalidRequest { message }
-            | BackendError::FeatureRejected { message, .. } => Self::validation_error(message),
+            BackendError::FeatureRejected { feature, .. } => {
+                Self::validation_error(feature_rejected_message(*feature))
+            }
+            BackendError::InvalidRequest { message } => Self::validation_error(message),
             BackendError::Auth { .. } => Self::http_error(
                 403,
                 "AccessDeniedException",

@@ -26,6 +26,8 @@ pub struct RecordedRequest {
     pub headers: BTreeMap<String, String>,
     /// The JSON body (a string holding the raw text if it was not JSON).
     pub body: Value,
+    /// The body exactly as received, for byte-level comparisons.
+    pub raw_body: Bytes,
 }
 
 #[derive(Debug, Default)]
@@ -100,6 +102,7 @@ async fn converse_stream(
             .collect(),
         body: serde_json::from_slice(&request_body)
             .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&request_body).into_owned())),
+        raw_body: request_body,
     });
     let next = shared.scenarios.lock().unwrap().pop_front();
     let Some(scenario) = next else {
