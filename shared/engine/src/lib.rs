@@ -11,6 +11,7 @@
 //! or Lambda. No storage transaction spans a model call.
 
 mod call;
+mod confirm;
 mod error;
 mod events;
 mod guard;
@@ -21,6 +22,10 @@ mod resume;
 pub mod shape;
 mod turn;
 
+pub use confirm::{
+    Clock, ConfirmationGate, ConfirmationOptions, RiskPolicy, call_hash, needs_confirmation,
+    risk_policy,
+};
 pub use error::EngineError;
 pub use events::{CollectSink, EventSink, NullSink, TurnEvent};
 pub use guard::{AllowAll, Denied, Guard, GuardCall};

@@ -69,6 +69,7 @@ pub struct Engine {
     store: Arc<dyn Store>,
     guard: Arc<dyn Guard>,
     options: EngineOptions,
+    pub(crate) confirmation: Option<Arc<crate::ConfirmationGate>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -93,6 +94,7 @@ impl Engine {
             store,
             guard: Arc::new(AllowAll),
             options,
+            confirmation: None,
         }
     }
 
@@ -466,7 +468,10 @@ impl<'a> Turn<'a> {
         let engine = self.engine;
         let mut results = Vec::with_capacity(calls.len());
         for call in calls {
-            let outcome = engine.tools.run(&self.ctx, &self.conv.purpose, call).await;
+            let outcome = match engine.hold_for_confirmation(&self.ctx, call).await {
+                Some(held) => held,
+                None => engine.tools.run(&self.ctx, &self.conv.purpose, call).await,
+            };
             self.sink.emit(TurnEvent::ToolResult {
                 id: call.id.clone(),
                 name: call.name.clone(),
