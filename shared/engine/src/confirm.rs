@@ -171,6 +171,29 @@ impl Engine {
     }
 }
 
+/// A [`RiskPolicy`] from an async closure over owned arguments, so a domain crate that must not
+/// depend on the engine can still be plugged in: `risk_policy(move |ctx, tool, args| …)`.
+pub fn risk_policy<F, Fut>(f: F) -> impl RiskPolicy
+where
+    F: Fn(Ctx, String, Value) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Option<String>> + Send + 'static,
+{
+    PolicyFn(f)
+}
+
+struct PolicyFn<F>(F);
+
+#[async_trait]
+impl<F, Fut> RiskPolicy for PolicyFn<F>
+where
+    F: Fn(Ctx, String, Value) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Option<String>> + Send + 'static,
+{
+    async fn assess(&self, ctx: &Ctx, tool: &str, args: &Value) -> Option<String> {
+        (self.0)(ctx.clone(), tool.to_owned(), args.clone()).await
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -192,28 +215,5 @@ mod tests {
             a,
             call_hash("publish_event", &json!({"event_id": "e1", "notify": true}))
         );
-    }
-}
-
-/// A [`RiskPolicy`] from an async closure over owned arguments, so a domain crate that must not
-/// depend on the engine can still be plugged in: `risk_policy(move |ctx, tool, args| …)`.
-pub fn risk_policy<F, Fut>(f: F) -> impl RiskPolicy
-where
-    F: Fn(Ctx, String, Value) -> Fut + Send + Sync + 'static,
-    Fut: std::future::Future<Output = Option<String>> + Send + 'static,
-{
-    PolicyFn(f)
-}
-
-struct PolicyFn<F>(F);
-
-#[async_trait]
-impl<F, Fut> RiskPolicy for PolicyFn<F>
-where
-    F: Fn(Ctx, String, Value) -> Fut + Send + Sync + 'static,
-    Fut: std::future::Future<Output = Option<String>> + Send + 'static,
-{
-    async fn assess(&self, ctx: &Ctx, tool: &str, args: &Value) -> Option<String> {
-        (self.0)(ctx.clone(), tool.to_owned(), args.clone()).await
     }
 }
