@@ -129,3 +129,80 @@ impl Identities for FlakyStore {
         self.inner.identity(channel, external_id).await
     }
 }
+
+// The domain ports pass straight through: only message appends are flaky.
+
+#[async_trait]
+impl store::Records for FlakyStore {
+    async fn record(&self, kind: &str, id: &str) -> Result<Option<store::Record>, StoreError> {
+        self.inner.record(kind, id).await
+    }
+    async fn records_of(
+        &self,
+        owner: &UserId,
+        kind: &str,
+    ) -> Result<Vec<store::Record>, StoreError> {
+        self.inner.records_of(owner, kind).await
+    }
+    async fn commit(&self, commit: &store::ActionCommit) -> Result<(), StoreError> {
+        self.inner.commit(commit).await
+    }
+    async fn undo_last(
+        &self,
+        user: &UserId,
+        undo_action_id: &str,
+        now_ms: i64,
+    ) -> Result<store::UndoOutcome, StoreError> {
+        self.inner.undo_last(user, undo_action_id, now_ms).await
+    }
+    async fn audit_log(&self, user: &UserId) -> Result<Vec<store::AuditEntry>, StoreError> {
+        self.inner.audit_log(user).await
+    }
+}
+
+#[async_trait]
+impl store::Confirmations for FlakyStore {
+    async fn put_pending(&self, pending: &store::Pending) -> Result<(), StoreError> {
+        self.inner.put_pending(pending).await
+    }
+    async fn take_pending(
+        &self,
+        conversation: &ConversationId,
+        hash: &str,
+        current_action: &str,
+        now_ms: i64,
+    ) -> Result<Option<store::Pending>, StoreError> {
+        self.inner
+            .take_pending(conversation, hash, current_action, now_ms)
+            .await
+    }
+}
+
+#[async_trait]
+impl store::Accounts for FlakyStore {
+    async fn account(&self, user: &UserId) -> Result<Option<store::Account>, StoreError> {
+        self.inner.account(user).await
+    }
+    async fn put_account(&self, account: &store::Account) -> Result<(), StoreError> {
+        self.inner.put_account(account).await
+    }
+}
+
+#[async_trait]
+impl store::ActiveRecords for FlakyStore {
+    async fn set_active(
+        &self,
+        conversation: &ConversationId,
+        kind: &str,
+        id: &str,
+    ) -> Result<(), StoreError> {
+        self.inner.set_active(conversation, kind, id).await
+    }
+    async fn active(
+        &self,
+        conversation: &ConversationId,
+        kind: &str,
+    ) -> Result<Option<String>, StoreError> {
+        self.inner.active(conversation, kind).await
+    }
+}

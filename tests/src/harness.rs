@@ -49,23 +49,42 @@ impl Harness {
     pub async fn build(
         replies: impl IntoIterator<Item = Reply>,
         tools: Option<Registry>,
-        mut options: EngineOptions,
+        options: EngineOptions,
         guard: Option<Arc<dyn Guard>>,
     ) -> Self {
         let calls = Calls::default();
         let tools = tools.unwrap_or_else(|| sample_tools(calls.clone()));
-        let model = Arc::new(ScriptedModel::new(replies));
         let store = Arc::new(SqliteStore::open_in_memory().unwrap());
+        let mut harness = Self::build_on(store, replies, tools, options, |engine| match guard {
+            Some(g) => engine.with_guard(g),
+            None => engine,
+        })
+        .await;
+        harness.calls = calls;
+        harness
+    }
+
+    /// The engine on a given store and tools; `configure` adds guards or gates to it.
+    pub async fn build_on(
+        store: Arc<SqliteStore>,
+        replies: impl IntoIterator<Item = Reply>,
+        tools: Registry,
+        mut options: EngineOptions,
+        configure: impl FnOnce(Engine) -> Engine,
+    ) -> Self {
+        let model = Arc::new(ScriptedModel::new(replies));
         if options.model_id.is_empty() {
             options.model_id = "test-model".into();
         }
         if options.system_prompt.is_empty() {
             options.system_prompt = "You are Bridle's test assistant.".into();
         }
-        let mut engine = Engine::new(model.clone(), Arc::new(tools), store.clone(), options);
-        if let Some(g) = guard {
-            engine = engine.with_guard(g);
-        }
+        let engine = configure(Engine::new(
+            model.clone(),
+            Arc::new(tools),
+            store.clone(),
+            options,
+        ));
         let conversation = ConversationId::from("conv-1");
         let mut conv = Conversation::new(conversation.clone(), "user-1", "web", "planner");
         conv.created_at_ms = 1;
@@ -74,7 +93,7 @@ impl Harness {
             model,
             store,
             engine,
-            calls,
+            calls: Calls::default(),
             conversation,
             turns: Default::default(),
         }

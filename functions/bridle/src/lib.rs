@@ -8,6 +8,7 @@ pub mod backends;
 pub mod config;
 pub mod hub;
 pub mod notes;
+pub mod planning;
 pub mod server;
 pub mod worker;
 
@@ -24,7 +25,8 @@ use tools::Registry;
 pub const SYSTEM_PROMPT: &str = "You are Bridle, a helpful assistant in a web chat. \
 Answer briefly and plainly. You can keep notes for the user with the add_note, list_notes and \
 delete_note tools; use them when the user asks you to remember, recall or forget something. \
-When a tool returns an error, read it and either fix your call or tell the user what happened.";
+You can plan events and their attendees with the event tools, and undo the user's last change \
+with undo. When a tool returns an error, read it and either fix your call or tell the user what happened.";
 
 /// Where the server keeps its data.
 #[derive(Debug, Clone)]
@@ -91,9 +93,11 @@ pub fn build_app(
         ),
     };
     let notes = Arc::new(notes);
+    let store: Arc<SqliteStore> = Arc::new(store);
     let mut registry = Registry::default();
     notes::register(&mut registry, notes.clone())?;
-    let store: Arc<SqliteStore> = Arc::new(store);
+    let planner = planning::planner_tools(&mut registry, store.clone())?;
+    planning::ensure_local_account(store.as_ref())?;
     let engine = Engine::new(
         model,
         Arc::new(registry),
@@ -107,7 +111,8 @@ pub fn build_app(
             },
             ..options.engine.clone()
         },
-    );
+    )
+    .with_confirmation(planning::confirmation_gate(planner, store.clone()));
     Ok(server::App {
         store,
         queue: Arc::new(queue),

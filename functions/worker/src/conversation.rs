@@ -24,6 +24,8 @@ impl Worker {
                 let mut conv =
                     Conversation::new(id.clone(), user.clone(), &job.channel, CHANNEL_PURPOSE);
                 conv.created_at_ms = (self.options.clock)();
+                crate::planning::ensure_account(self.store.as_ref(), &user, &job.external_user_id)
+                    .await?;
                 match self.store.create_conversation(&conv).await {
                     Ok(()) => conv,
                     // Created concurrently: read the winner's.

@@ -15,6 +15,7 @@
 pub mod config;
 mod conversation;
 mod job;
+pub mod planning;
 
 pub use job::JobOutcome;
 

@@ -60,10 +60,11 @@ async fn main() -> Result<(), Error> {
         backend_bedrock::client_from_env().await,
         config.model_id.clone(),
     ));
-    // Tools arrive with the product domain; until then the assistant converses without them.
+    let mut registry = Registry::default();
+    let planner = worker::planning::planner_tools(&mut registry, store.clone())?;
     let engine = Engine::new(
         model,
-        Arc::new(Registry::default()),
+        Arc::new(registry),
         store.clone(),
         EngineOptions {
             model_id: config.model_id.clone(),
@@ -71,7 +72,8 @@ async fn main() -> Result<(), Error> {
             record_reply: false,
             ..EngineOptions::default()
         },
-    );
+    )
+    .with_confirmation(worker::planning::confirmation_gate(planner, store.clone()));
     let worker = Worker {
         engine: Arc::new(engine),
         store,

@@ -13,6 +13,7 @@
 mod call;
 mod compact;
 pub mod context;
+mod confirm;
 mod error;
 mod events;
 mod guard;
@@ -27,6 +28,10 @@ mod turn;
 
 pub use compact::COMPACTION_PROMPT;
 pub use context::{ContextFacts, ContextSource, NoFacts};
+pub use confirm::{
+    Clock, ConfirmationGate, ConfirmationOptions, RiskPolicy, call_hash, needs_confirmation,
+    risk_policy,
+};
 pub use error::EngineError;
 pub use events::{CollectSink, EventSink, NullSink, TurnEvent};
 pub use guard::{AllowAll, Denied, Guard, GuardCall};

@@ -3,6 +3,7 @@ use crate::compact;
 use crate::context::{self, ContextFacts, ContextSource};
 use crate::history::to_chat_messages;
 use crate::lean::Lean;
+use crate::Clock;
 use crate::resume::{self, Next, tool_calls};
 use crate::{
     AllowAll, EngineError, EngineOptions, EventSink, Guard, GuardCall, NullSink, TurnEvent, lines,
@@ -67,9 +68,6 @@ pub struct TurnOutcome {
     pub usage: Usage,
 }
 
-/// Milliseconds since the Unix epoch (injectable for tests).
-pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
-
 /// The harness core: holds the model, the tools, the store and the guard.
 pub struct Engine {
     model: Arc<dyn ChatModel>,
@@ -80,6 +78,7 @@ pub struct Engine {
     lean: Arc<Lean>,
     clock: Clock,
     options: EngineOptions,
+    pub(crate) confirmation: Option<Arc<crate::ConfirmationGate>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -107,6 +106,7 @@ impl Engine {
             lean: Arc::new(Lean::default()),
             clock: Arc::new(now_ms),
             options,
+            confirmation: None,
         }
     }
 
@@ -633,7 +633,10 @@ impl<'a> Turn<'a> {
         let engine = self.engine;
         let mut results = Vec::with_capacity(calls.len());
         for call in calls {
-            let outcome = engine.tools.run(&self.ctx, &self.conv.purpose, call).await;
+            let outcome = match engine.hold_for_confirmation(&self.ctx, call).await {
+                Some(held) => held,
+                None => engine.tools.run(&self.ctx, &self.conv.purpose, call).await,
+            };
             self.sink.emit(TurnEvent::ToolResult {
                 id: call.id.clone(),
                 name: call.name.clone(),

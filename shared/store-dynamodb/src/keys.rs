@@ -78,6 +78,49 @@ pub(crate) fn identity_pk(channel: &str, external_id: &str) -> String {
     format!("{IDENT}#{channel}#{external_id}")
 }
 
+/// The sort key of a record's item.
+pub(crate) const REC: &str = "REC";
+/// The sort key of a user's audit head (the last sequence number used).
+pub(crate) const HEAD: &str = "HEAD";
+/// Sort-key prefix of audit rows.
+pub(crate) const ACT: &str = "ACT#";
+/// Sort-key prefix of pending confirmations.
+pub(crate) const PENDING: &str = "PENDING#";
+/// Sort-key prefix of a conversation's active records.
+pub(crate) const ACTIVE: &str = "ACTIVE#";
+/// The sort key of an account.
+pub(crate) const ACCOUNT: &str = "ACCOUNT";
+
+/// `REC#<kind>#<id>`. Unambiguous because record kinds never contain `#`; the id may.
+pub(crate) fn record_pk(kind: &str, id: &str) -> String {
+    format!("{REC}#{kind}#{id}")
+}
+
+/// The `gsi1` partition listing one owner's records of one kind.
+pub(crate) fn owner_gsi1pk(owner: &UserId, kind: &str) -> String {
+    format!("OWNER#{owner}#{kind}")
+}
+
+pub(crate) fn audit_pk(user: &UserId) -> String {
+    format!("AUDIT#{user}")
+}
+
+pub(crate) fn audit_sk(seq: u64) -> String {
+    format!("{ACT}{seq:020}")
+}
+
+pub(crate) fn pending_sk(hash: &str) -> String {
+    format!("{PENDING}{hash}")
+}
+
+pub(crate) fn active_sk(kind: &str) -> String {
+    format!("{ACTIVE}{kind}")
+}
+
+pub(crate) fn account_pk(user: &UserId) -> String {
+    format!("USER#{user}")
+}
+
 /// The position in a `<prefix><20 digits>…` sort key.
 pub(crate) fn position_in(sk: &str, prefix: &str) -> Option<u64> {
     sk.strip_prefix(prefix)?.get(..20)?.parse().ok()

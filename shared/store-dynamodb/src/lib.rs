@@ -20,6 +20,12 @@
 //! | job claim | `JOB#<job key>` | `CLAIM` | `status`, `expires_at_ms`, `attempt`, `keep_until_ms`, `ttl` |
 //! | link code | `LINK#<code>` | `LINK` | `user_id`, `expires_at_ms`, `ttl`, `used_at_ms` once redeemed |
 //! | bound account | `IDENT#<channel>#<external id>` | `IDENT` | `user_id`, `bound_at_ms` |
+//! | owned record | `REC#<kind>#<id>` | `REC` | `kind`, `rid`, `owner`, `body` (canonical JSON); `gsi1pk = OWNER#<owner>#<kind>`, `gsi1sk = <id>` |
+//! | audit head | `AUDIT#<user>` | `HEAD` | `seq` (the last row's number) |
+//! | audit row | `AUDIT#<user>` | `ACT#<seq>` | `action_id`, `actor`, `by_user`, `at_ms`, `changes` (JSON), `reverts`, `undone_by` |
+//! | pending confirmation | `CONV#<id>` | `PENDING#<hash>` | `created_on_action`, `description`, `expires_at_ms`, `ttl` |
+//! | active record | `CONV#<id>` | `ACTIVE#<kind>` | `rid` |
+//! | account | `USER#<user>` | `ACCOUNT` | `status`, `display_name`, `time_zone` |
 //!
 //! Numbers in keys are zero-padded so string order is numeric order: positions to 20 digits
 //! (all of `u64`), segments to 10 (all of `u32`). `created` is the creation time in ms with the
@@ -42,6 +48,26 @@
 //! reads exactly one segment, stays strongly consistent, and costs one extra index write per
 //! message. The price: a local index caps each conversation's items at 10 GB, and it must exist
 //! when the table is created.
+//!
+//! # Records, audit and undo
+//!
+//! A commit is one `TransactWriteItems`: a conditional `Put` or `Delete` per record change
+//! (`attribute_not_exists(pk)` for a create; `body = :before AND owner = :owner` otherwise,
+//! bodies being canonical JSON), an `Update` of the user's audit head from the sequence number
+//! read just before (`seq = :prev`, or `attribute_not_exists` for the first row), and the
+//! audit row `ACT#<seq + 1>`. The head makes the user's rows a gap-free sequence in commit
+//! order; when a concurrent commit of the same user moved it, the transaction is cancelled on
+//! the head alone and is tried again (a few times) with the new number. A cancellation on a
+//! record's condition is `Conflict`. Undo reads the user's audit partition, picks the rows to
+//! revert (`store::rows_to_undo`) and writes, in one transaction, the reverting changes (each
+//! conditioned on the record still holding what the action left), `undone_by` on each row
+//! (conditioned on it being unset) and the undo's own row. A transaction holds at most 100
+//! items, so one action changes at most about 95 records; undo reads the whole audit partition.
+//!
+//! A user's records are listed through `gsi1` (`OWNER#<owner>#<kind>`, by id): global indexes
+//! are eventually consistent, so a record written a moment ago may be missing from the list (a
+//! single record read by `(kind, id)` is strongly consistent). Record kinds and channel names
+//! never contain `#`.
 //!
 //! # Bodies and the 400 KB item limit
 //!
@@ -79,8 +105,11 @@
 //! through `scripts/moto_server_serial.py`: moto does not apply a conditional write atomically
 //! under concurrent requests, which DynamoDB does and the suite's races check.
 
+mod accounts;
+mod audit;
 mod body;
 mod claims;
+mod confirmations;
 mod conversations;
 mod error;
 mod identities;
@@ -88,7 +117,9 @@ mod item;
 mod keys;
 mod messages;
 mod query;
+mod records;
 mod table;
+mod undo;
 mod visible;
 
 pub use table::create_table;

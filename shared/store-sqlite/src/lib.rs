@@ -14,11 +14,14 @@
 //! Depends on the `store` ports, `transcript` and `rusqlite` only. Never on AWS, a backend or
 //! the engine.
 
+mod accounts;
 mod claims;
+mod confirmations;
 mod conversations;
 mod error;
 mod identities;
 mod messages;
+mod records;
 mod schema;
 mod visible;
 

@@ -63,6 +63,52 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         bound_at_ms INTEGER NOT NULL,
         PRIMARY KEY (channel, external_id)
     ) STRICT;",
+    // 4: owned records with their audit log (undo stack), pending confirmations, accounts, and
+    // each conversation's active record.
+    "CREATE TABLE records (
+        kind     TEXT NOT NULL,
+        id       TEXT NOT NULL,
+        owner_id TEXT NOT NULL,
+        body     TEXT NOT NULL,
+        PRIMARY KEY (kind, id)
+    ) STRICT;
+    CREATE INDEX records_by_owner ON records (owner_id, kind, id);
+
+    CREATE TABLE audit (
+        user_id   TEXT    NOT NULL,
+        seq       INTEGER NOT NULL,
+        action_id TEXT    NOT NULL,
+        actor     TEXT    NOT NULL,
+        by_user   INTEGER NOT NULL,
+        at_ms     INTEGER NOT NULL,
+        changes   TEXT    NOT NULL,
+        reverts   TEXT,
+        undone_by TEXT,
+        PRIMARY KEY (user_id, seq)
+    ) STRICT;
+
+    CREATE TABLE pending_confirmations (
+        conversation_id   TEXT    NOT NULL,
+        hash              TEXT    NOT NULL,
+        created_on_action TEXT    NOT NULL,
+        description       TEXT    NOT NULL,
+        expires_at_ms     INTEGER NOT NULL,
+        PRIMARY KEY (conversation_id, hash)
+    ) STRICT;
+
+    CREATE TABLE accounts (
+        user_id      TEXT NOT NULL PRIMARY KEY,
+        status       TEXT NOT NULL CHECK (status IN ('active', 'paused', 'closed')),
+        display_name TEXT NOT NULL,
+        time_zone    TEXT NOT NULL
+    ) STRICT;
+
+    CREATE TABLE active_records (
+        conversation_id TEXT NOT NULL,
+        kind            TEXT NOT NULL,
+        id              TEXT NOT NULL,
+        PRIMARY KEY (conversation_id, kind)
+    ) STRICT;",
 ];
 
 /// The schema version this build writes and understands.

@@ -24,6 +24,7 @@
 //! - A link code is live while `now_ms < expires_at_ms`: at `expires_at_ms` it no longer
 //!   redeems, and a new code of the same string may replace it.
 
+pub use crate::conformance_records::*;
 use crate::{Button, Claim, Store, StoreError, VisibleEntry, VisibleRole};
 use serde_json::json;
 use transcript::{
@@ -60,7 +61,28 @@ macro_rules! conformance_tests {
             bind_and_look_up_identity => check_bind_identity,
             rebinding_moves_the_identity => check_rebind_identity,
             identities_are_per_channel => check_identities_per_channel,
+            records_commit_and_read => check_records_commit_and_read,
+            records_conflict_writes_nothing => check_records_conflict_writes_nothing,
+            undo_is_lifo_per_user => check_undo_lifo,
+            undo_conflict_and_other_parties => check_undo_conflict_and_other_parties,
+            pending_confirmations => check_pending_confirmations,
+            accounts => check_accounts,
+            active_records => check_active_records,
         );
+
+        #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn concurrent_commits_one_winner() {
+            use $crate::conformance::AsDynStore as _;
+            let store = $make;
+            $crate::conformance::check_concurrent_commits(store.as_dyn_store()).await;
+        }
+
+        #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn concurrent_take_pending_one_winner() {
+            use $crate::conformance::AsDynStore as _;
+            let store = $make;
+            $crate::conformance::check_concurrent_take_pending(store.as_dyn_store()).await;
+        }
 
         #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn concurrent_appends_one_winner() {

@@ -7,6 +7,9 @@ pub enum StoreError {
     /// The record to update does not exist.
     #[error("not found: {what}")]
     NotFound { what: String },
+    /// The request cannot be stored as given (a caller bug): fix the call, do not retry it.
+    #[error("invalid: {what}")]
+    Invalid { what: String },
     /// A stored row could not be decoded: data corruption or a schema mismatch.
     #[error("corrupt record {what}")]
     Corrupt {

@@ -7,16 +7,31 @@
 //!
 //! Depends on `transcript` only. Never on AWS, Lambda, a backend or the engine.
 
+mod accounts;
+mod active;
+mod canonical;
 mod claims;
+mod confirmations;
 #[cfg(feature = "test-support")]
 pub mod conformance;
+#[cfg(feature = "test-support")]
+pub mod conformance_records;
 mod error;
 mod identities;
+mod records;
 mod visible;
 
+pub use accounts::{Account, AccountStatus, Accounts};
+pub use active::ActiveRecords;
+pub use canonical::canonical_json;
 pub use claims::{Claim, JobClaims};
+pub use confirmations::{Confirmations, Pending};
 pub use error::StoreError;
 pub use identities::Identities;
+pub use records::{
+    ActionCommit, ActorKind, AuditEntry, Change, Record, Records, UndoOutcome, reverting_changes,
+    rows_to_undo,
+};
 pub use visible::{Button, VisibleEntry, VisibleRole};
 
 use async_trait::async_trait;
@@ -72,5 +87,28 @@ pub trait VisibleStore: Send + Sync {
 }
 
 /// Everything the engine and the worker need from storage, as one handle.
-pub trait Store: ConversationStore + MessageStore + VisibleStore + JobClaims + Identities {}
-impl<T: ConversationStore + MessageStore + VisibleStore + JobClaims + Identities> Store for T {}
+pub trait Store:
+    ConversationStore
+    + MessageStore
+    + VisibleStore
+    + JobClaims
+    + Identities
+    + Records
+    + Confirmations
+    + Accounts
+    + ActiveRecords
+{
+}
+impl<
+    T: ConversationStore
+        + MessageStore
+        + VisibleStore
+        + JobClaims
+        + Identities
+        + Records
+        + Confirmations
+        + Accounts
+        + ActiveRecords,
+> Store for T
+{
+}

@@ -1,0 +1,44 @@
+use store::StoreError;
+use tools::ToolError;
+
+/// Why a planner operation did not happen, phrased for the caller (and the model).
+#[derive(Debug, thiserror::Error)]
+pub enum PlannerError {
+    /// Absent, or not the caller's (the two are never told apart).
+    #[error("No {kind} with id {id}.")]
+    NotFound { kind: &'static str, id: String },
+    /// The request breaks a rule of the domain: fix it or tell the user.
+    #[error("{0}")]
+    Rule(String),
+    /// The account may not act (paused, closed, or unknown).
+    #[error("This account cannot make changes right now ({0}).")]
+    AccountInactive(String),
+    /// Someone changed the record meanwhile: read it again and retry.
+    #[error("That changed in the meantime; look again and retry.")]
+    Changed,
+    /// Storage failed: retry later.
+    #[error("storage failed")]
+    Store(#[source] StoreError),
+}
+
+impl From<StoreError> for PlannerError {
+    fn from(err: StoreError) -> Self {
+        match err {
+            StoreError::Conflict { .. } => PlannerError::Changed,
+            other => PlannerError::Store(other),
+        }
+    }
+}
+
+impl From<PlannerError> for ToolError {
+    fn from(err: PlannerError) -> Self {
+        let code = match &err {
+            PlannerError::NotFound { .. } => "not_found",
+            PlannerError::Rule(_) => "rule",
+            PlannerError::AccountInactive(_) => "account_inactive",
+            PlannerError::Changed => "changed",
+            PlannerError::Store(_) => return ToolError::internal(err),
+        };
+        ToolError::domain(code, err.to_string())
+    }
+}

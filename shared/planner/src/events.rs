@@ -1,0 +1,183 @@
+//! Event services: create, update, publish, cancel, list, focus, undo.
+
+use crate::service::{Access, Caller, change, new_id};
+use crate::{EVENT, Event, EventStatus, Planner, PlannerError};
+use store::UndoOutcome;
+
+/// The fields an update may change; `None` keeps the stored value.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EventChanges {
+    pub title: Option<String>,
+    pub starts_at: Option<String>,
+    pub venue: Option<String>,
+    pub capacity: Option<u32>,
+}
+
+/// What a new event needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewEvent {
+    pub title: String,
+    pub starts_at: String,
+    pub venue: String,
+    pub capacity: u32,
+}
+
+impl Planner {
+    /// Create a draft event; it becomes the conversation's active event.
+    pub async fn create_event(
+        &self,
+        caller: &Caller,
+        new: NewEvent,
+    ) -> Result<Event, PlannerError> {
+        if new.title.trim().is_empty() {
+            return Err(PlannerError::Rule("An event needs a title.".into()));
+        }
+        let event = Event {
+            id: new_id("ev"),
+            title: new.title.trim().to_owned(),
+            starts_at: new.starts_at,
+            venue: new.venue,
+            capacity: new.capacity,
+            status: EventStatus::Draft,
+            registered: 0,
+        };
+        let c = change(EVENT, &event.id, &caller.user, None, Some(&event));
+        self.write(Access::Owner(caller), vec![c]).await?;
+        self.set_focus(caller, &event.id).await?;
+        Ok(event)
+    }
+
+    pub async fn update_event(
+        &self,
+        caller: &Caller,
+        event_id: &str,
+        changes: EventChanges,
+    ) -> Result<Event, PlannerError> {
+        let (mut event, before) = self.owned::<Event>(&caller.user, EVENT, event_id).await?;
+        if event.status == EventStatus::Cancelled {
+            return Err(PlannerError::Rule(format!(
+                "{} is cancelled; it cannot be changed.",
+                event.title
+            )));
+        }
+        if let Some(title) = changes.title {
+            if title.trim().is_empty() {
+                return Err(PlannerError::Rule("An event needs a title.".into()));
+            }
+            event.title = title.trim().to_owned();
+        }
+        if let Some(capacity) = changes.capacity {
+            if capacity < event.registered {
+                return Err(PlannerError::Rule(format!(
+                    "{} already has {} attendees; the capacity cannot go below that.",
+                    event.title, event.registered
+                )));
+            }
+            event.capacity = capacity;
+        }
+        event.starts_at = changes.starts_at.unwrap_or(event.starts_at);
+        event.venue = changes.venue.unwrap_or(event.venue);
+        let c = change(EVENT, event_id, &caller.user, Some(before), Some(&event));
+        self.write(Access::Owner(caller), vec![c]).await?;
+        Ok(event)
+    }
+
+    pub async fn publish_event(
+        &self,
+        caller: &Caller,
+        event_id: &str,
+    ) -> Result<Event, PlannerError> {
+        self.set_status(caller, event_id, EventStatus::Published)
+            .await
+    }
+
+    pub async fn cancel_event(
+        &self,
+        caller: &Caller,
+        event_id: &str,
+    ) -> Result<Event, PlannerError> {
+        self.set_status(caller, event_id, EventStatus::Cancelled)
+            .await
+    }
+
+    async fn set_status(
+        &self,
+        caller: &Caller,
+        event_id: &str,
+        to: EventStatus,
+    ) -> Result<Event, PlannerError> {
+        let (mut event, before) = self.owned::<Event>(&caller.user, EVENT, event_id).await?;
+        match (event.status, to) {
+            (EventStatus::Cancelled, _) => {
+                return Err(PlannerError::Rule(format!(
+                    "{} is already cancelled.",
+                    event.title
+                )));
+            }
+            (EventStatus::Published, EventStatus::Published) => {
+                return Err(PlannerError::Rule(format!(
+                    "{} is already published.",
+                    event.title
+                )));
+            }
+            _ => {}
+        }
+        event.status = to;
+        let c = change(EVENT, event_id, &caller.user, Some(before), Some(&event));
+        self.write(Access::Owner(caller), vec![c]).await?;
+        Ok(event)
+    }
+
+    /// The caller's events, soonest first.
+    pub async fn list_events(&self, caller: &Caller) -> Result<Vec<Event>, PlannerError> {
+        let mut events = Vec::new();
+        for record in self.store.records_of(&caller.user, EVENT).await? {
+            if let Ok(event) = serde_json::from_value::<Event>(record.value) {
+                events.push(event);
+            }
+        }
+        events.sort_by(|a, b| (&a.starts_at, &a.id).cmp(&(&b.starts_at, &b.id)));
+        Ok(events)
+    }
+
+    /// Make `event_id` the conversation's active event (only the caller's own).
+    pub async fn focus_event(
+        &self,
+        caller: &Caller,
+        event_id: &str,
+    ) -> Result<Event, PlannerError> {
+        let (event, _) = self.owned::<Event>(&caller.user, EVENT, event_id).await?;
+        self.set_focus(caller, &event.id).await?;
+        Ok(event)
+    }
+
+    async fn set_focus(&self, caller: &Caller, event_id: &str) -> Result<(), PlannerError> {
+        if let Some(conversation) = &caller.conversation {
+            self.store.set_active(conversation, EVENT, event_id).await?;
+        }
+        Ok(())
+    }
+
+    /// Revert the caller's most recent action (all its changes), strictly last in, first out.
+    /// Returns a sentence for the user.
+    pub async fn undo(&self, caller: &Caller) -> Result<String, PlannerError> {
+        self.check_active(&caller.user).await?;
+        let outcome = self
+            .store
+            .undo_last(&caller.user, &caller.action_id, self.now())
+            .await?;
+        Ok(match outcome {
+            UndoOutcome::Undone { changes, .. } => {
+                format!(
+                    "Undone: the last action ({} change(s)) was reverted.",
+                    changes.len()
+                )
+            }
+            UndoOutcome::NothingToUndo => "There is nothing to undo.".into(),
+            UndoOutcome::ChangedSince { kind, id, .. } => format!(
+                "Cannot undo: {kind} {id} was changed since (for example by a registration), \
+                 so nothing was reverted."
+            ),
+        })
+    }
+}

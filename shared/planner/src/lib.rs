@@ -1,0 +1,35 @@
+//! An example product domain — events and the people attending them — showing how a product
+//! plugs into Bridle safely.
+//!
+//! - **One service layer** ([`Planner`]) owns all business rules and permissions. Tools are
+//!   thin adapters over it ([`register`]), registered at start-up; their schemas never name a
+//!   user: who acts comes from [`tools::Ctx`], built from authentication.
+//! - **One gate** ([`Planner::owned`]): a record is loaded only if the caller owns it; another
+//!   user's id reads exactly like an id that does not exist.
+//! - **One transaction helper** (`Planner::write`): every mutation checks the account is
+//!   active and the caller owns every record touched, then writes the changes and the audit
+//!   row in one atomic [`store::Records::commit`]. That audit row is what `undo` reverts.
+//! - A **public entry point** ([`Planner::register_public`]) for a registration form: audited
+//!   under the event's owner as actor `public`, not on the owner's undo stack.
+//! - **Risk** ([`Planner::assess_risk`]): which calls need the user's confirmation, described
+//!   from stored state; the engine's confirmation gate asks it.
+//! - The **active event** of a conversation and a compact [`snapshot`](Planner::snapshot) for
+//!   the per-turn context block.
+//!
+//! Depends on the store ports, `tools` and `transcript`. Never on the engine, AWS or Lambda.
+
+mod error;
+mod events;
+mod model;
+mod people;
+mod risk;
+mod service;
+mod snapshot;
+mod tools_def;
+
+pub use error::PlannerError;
+pub use events::{EventChanges, NewEvent};
+pub use model::{ATTENDEE, Attendee, EVENT, Event, EventStatus};
+pub use service::{Caller, Clock, Planner};
+pub use snapshot::{EventLine, Snapshot};
+pub use tools_def::{PURPOSE, register};

@@ -1,0 +1,176 @@
+//! The service core: who is calling, the ownership gate, and the one transaction helper every
+//! mutation goes through.
+
+use crate::PlannerError;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use std::sync::Arc;
+use store::{AccountStatus, ActionCommit, ActorKind, Change, Store};
+use tools::{Actor, Ctx};
+use transcript::{ConversationId, UserId};
+
+/// Unix milliseconds now; injectable for tests.
+pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
+
+/// Who is acting, from authentication (never from model output).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    pub user: UserId,
+    pub actor: ActorKind,
+    /// The request's action id: audit rows carry it, undo reverts by it.
+    pub action_id: String,
+    pub conversation: Option<ConversationId>,
+}
+
+impl Caller {
+    /// The caller a tool call runs as.
+    pub fn from_ctx(ctx: &Ctx) -> Self {
+        Self {
+            user: ctx.user_id.clone(),
+            actor: match ctx.actor {
+                Actor::User => ActorKind::User,
+                Actor::Agent => ActorKind::Agent,
+                Actor::Mcp => ActorKind::Mcp,
+            },
+            action_id: ctx.action_id.0.clone(),
+            conversation: Some(ctx.conversation_id.clone()),
+        }
+    }
+}
+
+/// How a write is allowed: as the owner of the records, or as a public party acting on an
+/// owner's records through a public entry point (audited under the owner, not undoable by them).
+pub(crate) enum Access<'a> {
+    Owner(&'a Caller),
+    Public {
+        owner: &'a UserId,
+        action_id: &'a str,
+    },
+}
+
+/// The planner's service layer. Cheap to share behind an `Arc`.
+pub struct Planner {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) clock: Clock,
+}
+
+impl std::fmt::Debug for Planner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Planner").finish_non_exhaustive()
+    }
+}
+
+impl Planner {
+    pub fn new(store: Arc<dyn Store>) -> Self {
+        Self {
+            store,
+            clock: Arc::new(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+            }),
+        }
+    }
+
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The gate: the record `(kind, id)` and its stored value, only if `user` owns it. Absent
+    /// and someone else's are the same [`PlannerError::NotFound`].
+    pub async fn owned<T: DeserializeOwned>(
+        &self,
+        user: &UserId,
+        kind: &'static str,
+        id: &str,
+    ) -> Result<(T, Value), PlannerError> {
+        let not_found = || PlannerError::NotFound {
+            kind,
+            id: id.to_owned(),
+        };
+        let record = self.store.record(kind, id).await?.ok_or_else(not_found)?;
+        if &record.owner != user {
+            return Err(not_found());
+        }
+        let typed = serde_json::from_value(record.value.clone()).map_err(|e| {
+            PlannerError::Store(store::StoreError::Corrupt {
+                what: format!("{kind}/{id}"),
+                source: Box::new(e),
+            })
+        })?;
+        Ok((typed, record.value))
+    }
+
+    /// The account may act: it exists and is active.
+    pub(crate) async fn check_active(&self, user: &UserId) -> Result<(), PlannerError> {
+        match self.store.account(user).await? {
+            Some(a) if a.status == AccountStatus::Active => Ok(()),
+            Some(a) => Err(PlannerError::AccountInactive(a.status.as_str().to_owned())),
+            None => Err(PlannerError::AccountInactive("no account".into())),
+        }
+    }
+
+    /// The one transaction helper: check access, then write `changes` and the audit row
+    /// atomically. Every change must be of a record owned by the acting account.
+    pub(crate) async fn write(
+        &self,
+        access: Access<'_>,
+        changes: Vec<Change>,
+    ) -> Result<(), PlannerError> {
+        let (user, actor, action_id, by_user) = match access {
+            Access::Owner(caller) => (&caller.user, caller.actor, caller.action_id.as_str(), true),
+            Access::Public { owner, action_id } => (owner, ActorKind::Public, action_id, false),
+        };
+        self.check_active(user).await?;
+        if let Some(foreign) = changes.iter().find(|c| &c.owner != user) {
+            // A service bug, never a user error: refuse rather than touch another tenant.
+            tracing::error!(kind = %foreign.kind, id = %foreign.id, "a write touched a record of another owner");
+            return Err(PlannerError::NotFound {
+                kind: if foreign.kind == crate::EVENT {
+                    crate::EVENT
+                } else {
+                    crate::ATTENDEE
+                },
+                id: foreign.id.clone(),
+            });
+        }
+        let commit = ActionCommit {
+            action_id: action_id.to_owned(),
+            actor,
+            user: user.clone(),
+            by_user,
+            at_ms: (self.clock)(),
+            changes,
+        };
+        Ok(self.store.commit(&commit).await?)
+    }
+
+    pub(crate) fn now(&self) -> i64 {
+        (self.clock)()
+    }
+}
+
+/// A change from `before` (as stored) to `after`.
+pub(crate) fn change<T: Serialize>(
+    kind: &str,
+    id: &str,
+    owner: &UserId,
+    before: Option<Value>,
+    after: Option<&T>,
+) -> Change {
+    Change {
+        kind: kind.to_owned(),
+        id: id.to_owned(),
+        owner: owner.clone(),
+        before,
+        after: after.map(|a| serde_json::to_value(a).unwrap_or(Value::Null)),
+    }
+}
+
+/// A fresh id with a readable prefix, e.g. `ev-1a2b3c4d`.
+pub(crate) fn new_id(prefix: &str) -> String {
+    let uuid = uuid::Uuid::new_v4().simple().to_string();
+    format!("{prefix}-{}", &uuid[..10])
+}

@@ -1,0 +1,89 @@
+//! A compact picture of the user's planner state for the per-turn context block.
+
+use crate::{Caller, EVENT, Event, Planner, PlannerError};
+use serde::Serialize;
+use store::ActorKind;
+use transcript::{ConversationId, UserId};
+
+/// One event in a line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EventLine {
+    pub id: String,
+    pub title: String,
+    /// The date part of `starts_at`.
+    pub date: String,
+    pub status: String,
+}
+
+/// The user's events and the conversation's active event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Snapshot {
+    pub events: Vec<EventLine>,
+    /// The active event in full, when there is one and it is still the user's.
+    pub active: Option<Event>,
+    /// Both, as compact text.
+    pub text: String,
+}
+
+impl Planner {
+    /// The user's events (compact) and the active event of `conversation` (details).
+    pub async fn snapshot(
+        &self,
+        user: &UserId,
+        conversation: &ConversationId,
+    ) -> Result<Snapshot, PlannerError> {
+        let caller = Caller {
+            user: user.clone(),
+            actor: ActorKind::User,
+            action_id: String::new(),
+            conversation: Some(conversation.clone()),
+        };
+        let events: Vec<EventLine> = self
+            .list_events(&caller)
+            .await?
+            .into_iter()
+            .map(|e| EventLine {
+                date: e.starts_at.get(..10).unwrap_or(&e.starts_at).to_owned(),
+                status: e.status.as_str().to_owned(),
+                id: e.id,
+                title: e.title,
+            })
+            .collect();
+        let active = match self.store.active(conversation, EVENT).await? {
+            // Through the gate: a stale or foreign pointer shows nothing.
+            Some(id) => self
+                .owned::<Event>(user, EVENT, &id)
+                .await
+                .ok()
+                .map(|(e, _)| e),
+            None => None,
+        };
+        let mut text = String::from("Events:");
+        if events.is_empty() {
+            text.push_str(" none");
+        }
+        for e in &events {
+            text.push_str(&format!(
+                "\n- {} | {} | {} | {}",
+                e.id, e.title, e.date, e.status
+            ));
+        }
+        if let Some(a) = &active {
+            text.push_str(&format!(
+                "\nActive event: {} \"{}\" at {}, {}; {}; {} of {} places taken",
+                a.id,
+                a.title,
+                a.venue,
+                a.starts_at,
+                a.status.as_str(),
+                a.registered,
+                a.capacity
+            ));
+        }
+        Ok(Snapshot {
+            events,
+            active,
+            text,
+        })
+    }
+}

@@ -1,0 +1,434 @@
+//! The planner's service layer on a real (in-memory) SQLite store: the ownership gate, the
+//! transaction helper's access checks, undo, the public entry point, risk and the snapshot.
+
+use planner::{Caller, EventChanges, EventStatus, NewEvent, Planner, PlannerError};
+use serde_json::json;
+use std::sync::Arc;
+use store::{Account, AccountStatus, Accounts, ActorKind, Records, Store};
+use store_sqlite::SqliteStore;
+use tools::{ActionId, Actor, Ctx};
+use transcript::{ConversationId, UserId};
+
+struct World {
+    store: Arc<SqliteStore>,
+    planner: Planner,
+}
+
+async fn world() -> World {
+    let store = Arc::new(SqliteStore::open_in_memory().unwrap());
+    for user in ["alice", "bob"] {
+        store
+            .put_account(&account(user, AccountStatus::Active))
+            .await
+            .unwrap();
+    }
+    let planner = Planner::new(store.clone() as Arc<dyn Store>);
+    World { store, planner }
+}
+
+fn account(user: &str, status: AccountStatus) -> Account {
+    Account {
+        user: UserId::from(user),
+        status,
+        display_name: user.into(),
+        time_zone: "Europe/Madrid".into(),
+    }
+}
+
+fn caller(user: &str, action: &str) -> Caller {
+    Caller::from_ctx(&ctx(user, action))
+}
+
+fn ctx(user: &str, action: &str) -> Ctx {
+    Ctx {
+        user_id: UserId::from(user),
+        actor: Actor::Agent,
+        action_id: ActionId(action.into()),
+        conversation_id: ConversationId::from(format!("conv-{user}")),
+    }
+}
+
+fn spring() -> NewEvent {
+    NewEvent {
+        title: "Spring Open".into(),
+        starts_at: "2025-04-12T10:00".into(),
+        venue: "Court 1".into(),
+        capacity: 2,
+    }
+}
+
+#[tokio::test]
+async fn another_users_ids_read_as_absent_everywhere() {
+    let w = world().await;
+    let alice = caller("alice", "a1");
+    let event = w.planner.create_event(&alice, spring()).await.unwrap();
+    let dana = w
+        .planner
+        .register_attendee(
+            &caller("alice", "a2"),
+            &event.id,
+            "Dana Lee",
+            "dana@example.com",
+        )
+        .await
+        .unwrap();
+
+    let bob = caller("bob", "b1");
+    let absent = |r: Result<_, PlannerError>| match r {
+        Err(e @ PlannerError::NotFound { .. }) => e.to_string(),
+        other => panic!("expected not found, got {other:?}"),
+    };
+    let foreign = [
+        absent(
+            w.planner
+                .update_event(&bob, &event.id, EventChanges::default())
+                .await
+                .map(drop),
+        ),
+        absent(w.planner.publish_event(&bob, &event.id).await.map(drop)),
+        absent(w.planner.cancel_event(&bob, &event.id).await.map(drop)),
+        absent(w.planner.focus_event(&bob, &event.id).await.map(drop)),
+        absent(w.planner.list_attendees(&bob, &event.id).await.map(drop)),
+        absent(
+            w.planner
+                .register_attendee(&bob, &event.id, "Eve", "eve@example.com")
+                .await
+                .map(drop),
+        ),
+    ];
+    let missing = absent(w.planner.publish_event(&bob, "ev-nope").await.map(drop));
+    for message in &foreign {
+        assert_eq!(
+            message.replace(&event.id, "ID"),
+            missing.replace("ev-nope", "ID"),
+            "someone else's event must read exactly like a missing one"
+        );
+    }
+    absent(w.planner.withdraw_attendee(&bob, &dana.id).await.map(drop));
+    assert!(w.planner.list_events(&bob).await.unwrap().is_empty());
+    assert_eq!(
+        w.store.audit_log(&UserId::from("bob")).await.unwrap(),
+        vec![]
+    );
+    let stored = w.planner.list_events(&alice).await.unwrap();
+    assert_eq!(
+        stored[0].status,
+        EventStatus::Draft,
+        "nothing of alice's changed"
+    );
+    assert_eq!(stored[0].registered, 1);
+}
+
+#[tokio::test]
+async fn a_paused_or_unknown_account_changes_nothing() {
+    let w = world().await;
+    let event = w
+        .planner
+        .create_event(&caller("alice", "a1"), spring())
+        .await
+        .unwrap();
+    w.store
+        .put_account(&account("alice", AccountStatus::Paused))
+        .await
+        .unwrap();
+    let err = w
+        .planner
+        .publish_event(&caller("alice", "a2"), &event.id)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, PlannerError::AccountInactive(ref s) if s == "paused"),
+        "{err:?}"
+    );
+    let err = w
+        .planner
+        .create_event(&caller("carol", "c1"), spring())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, PlannerError::AccountInactive(_)), "{err:?}");
+    let err = w.planner.undo(&caller("alice", "a3")).await.unwrap_err();
+    assert!(matches!(err, PlannerError::AccountInactive(_)), "{err:?}");
+    assert_eq!(
+        w.store
+            .audit_log(&UserId::from("alice"))
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn every_change_is_audited_with_action_actor_and_snapshots() {
+    let w = world().await;
+    let event = w
+        .planner
+        .create_event(&caller("alice", "a1"), spring())
+        .await
+        .unwrap();
+    w.planner
+        .publish_event(&caller("alice", "a2"), &event.id)
+        .await
+        .unwrap();
+    let log = w.store.audit_log(&UserId::from("alice")).await.unwrap();
+    assert_eq!(log.len(), 2);
+    assert_eq!(log[0].action_id, "a2");
+    assert_eq!(log[0].actor, ActorKind::Agent);
+    let c = &log[0].changes[0];
+    assert_eq!(c.before.as_ref().unwrap()["status"], json!("draft"));
+    assert_eq!(c.after.as_ref().unwrap()["status"], json!("published"));
+}
+
+#[tokio::test]
+async fn undo_is_lifo_and_leaves_public_registrations_alone() {
+    let w = world().await;
+    let alice = |a: &str| caller("alice", a);
+    let event = w
+        .planner
+        .create_event(&alice("a1"), spring())
+        .await
+        .unwrap();
+    w.planner
+        .update_event(
+            &alice("a2"),
+            &event.id,
+            EventChanges {
+                title: Some("Spring Open Cup".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    w.planner
+        .publish_event(&alice("a3"), &event.id)
+        .await
+        .unwrap();
+    let dana = w
+        .planner
+        .register_attendee(&alice("a4"), &event.id, "Dana Lee", "dana@example.com")
+        .await
+        .unwrap();
+
+    // Undo a4: the attendee and the event's count go back together.
+    assert!(
+        w.planner
+            .undo(&alice("u1"))
+            .await
+            .unwrap()
+            .starts_with("Undone")
+    );
+    assert!(
+        w.planner
+            .list_attendees(&alice("x"), &event.id)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        w.planner.list_events(&alice("x")).await.unwrap()[0].registered,
+        0
+    );
+    assert!(
+        w.store
+            .record("attendee", &dana.id)
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    // A stranger registers through the public form: not alice's action to undo.
+    let sam = w
+        .planner
+        .register_public("form-1", &event.id, "Sam Roe", "sam@example.com")
+        .await
+        .unwrap();
+    let log = w.store.audit_log(&UserId::from("alice")).await.unwrap();
+    assert_eq!((log[0].actor, log[0].by_user), (ActorKind::Public, false));
+
+    // Undoing a3 (publish) would have to rewrite the event the registration changed: refused.
+    let refused = w.planner.undo(&alice("u2")).await.unwrap();
+    assert!(refused.starts_with("Cannot undo"), "{refused}");
+    let events = w.planner.list_events(&alice("x")).await.unwrap();
+    assert_eq!(
+        (events[0].status, events[0].registered),
+        (EventStatus::Published, 1)
+    );
+    assert!(w.store.record("attendee", &sam.id).await.unwrap().is_some());
+
+    // Once alice withdraws Sam herself, undo takes that back first (LIFO), then stops again.
+    w.planner
+        .withdraw_attendee(&alice("a5"), &sam.id)
+        .await
+        .unwrap();
+    assert!(
+        w.planner
+            .undo(&alice("u3"))
+            .await
+            .unwrap()
+            .starts_with("Undone")
+    );
+    assert!(
+        w.store.record("attendee", &sam.id).await.unwrap().is_some(),
+        "Sam is back"
+    );
+}
+
+#[tokio::test]
+async fn drafts_are_not_public_and_capacity_holds() {
+    let w = world().await;
+    let event = w
+        .planner
+        .create_event(&caller("alice", "a1"), spring())
+        .await
+        .unwrap();
+    let err = w
+        .planner
+        .register_public("f1", &event.id, "Sam", "s@x.org")
+        .await
+        .unwrap_err();
+    assert!(matches!(err, PlannerError::NotFound { .. }), "{err:?}");
+    w.planner
+        .publish_event(&caller("alice", "a2"), &event.id)
+        .await
+        .unwrap();
+    w.planner
+        .register_public("f2", &event.id, "Sam", "s@x.org")
+        .await
+        .unwrap();
+    w.planner
+        .register_public("f3", &event.id, "Kim", "k@x.org")
+        .await
+        .unwrap();
+    let err = w
+        .planner
+        .register_public("f4", &event.id, "Lou", "l@x.org")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, PlannerError::Rule(ref m) if m.contains("full")),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn risk_is_described_from_stored_state() {
+    let w = world().await;
+    let event = w
+        .planner
+        .create_event(&caller("alice", "a1"), spring())
+        .await
+        .unwrap();
+    let dana = w
+        .planner
+        .register_attendee(
+            &caller("alice", "a2"),
+            &event.id,
+            "Dana Lee",
+            "dana@example.com",
+        )
+        .await
+        .unwrap();
+    let alice = ctx("alice", "a3");
+    let id = json!({"event_id": event.id});
+    assert_eq!(
+        w.planner.assess_risk(&alice, "cancel_event", &id).await,
+        None,
+        "a draft is not risky"
+    );
+    assert_eq!(
+        w.planner
+            .assess_risk(
+                &alice,
+                "withdraw_attendee",
+                &json!({"attendee_id": dana.id})
+            )
+            .await
+            .as_deref(),
+        Some("Withdraw Dana Lee from Spring Open")
+    );
+    w.planner
+        .publish_event(&caller("alice", "a4"), &event.id)
+        .await
+        .unwrap();
+    assert_eq!(
+        w.planner
+            .assess_risk(&alice, "cancel_event", &id)
+            .await
+            .as_deref(),
+        Some("Cancel Spring Open on 2025-04-12T10:00 (1 registered)")
+    );
+    let moved = json!({"event_id": event.id, "venue": "Court 9", "title": "X"});
+    assert_eq!(
+        w.planner
+            .assess_risk(&alice, "update_event", &moved)
+            .await
+            .as_deref(),
+        Some("Move Spring Open (published, 1 registered) from Court 1 to Court 9")
+    );
+    let renamed = json!({"event_id": event.id, "title": "Spring Open 2025", "venue": "Court 1"});
+    assert_eq!(
+        w.planner
+            .assess_risk(&alice, "update_event", &renamed)
+            .await,
+        None
+    );
+    assert_eq!(
+        w.planner.assess_risk(&alice, "publish_event", &id).await,
+        None
+    );
+    assert_eq!(
+        w.planner
+            .assess_risk(&ctx("bob", "b1"), "cancel_event", &id)
+            .await,
+        None,
+        "not bob's: it fails as not found when it runs"
+    );
+}
+
+#[tokio::test]
+async fn the_snapshot_shows_events_and_the_active_one() {
+    let w = world().await;
+    let alice = caller("alice", "a1");
+    let conv = ConversationId::from("conv-alice");
+    let empty = w.planner.snapshot(&alice.user, &conv).await.unwrap();
+    assert_eq!(empty.text, "Events: none");
+    let first = w.planner.create_event(&alice, spring()).await.unwrap();
+    let summer = NewEvent {
+        title: "Summer Cup".into(),
+        starts_at: "2025-07-01T09:30".into(),
+        ..spring()
+    };
+    let second = w
+        .planner
+        .create_event(&caller("alice", "a2"), summer)
+        .await
+        .unwrap();
+    let snap = w.planner.snapshot(&alice.user, &conv).await.unwrap();
+    assert_eq!(snap.events.len(), 2);
+    assert_eq!(
+        snap.active.as_ref().map(|e| e.id.as_str()),
+        Some(second.id.as_str()),
+        "a create focuses"
+    );
+    assert_eq!(
+        snap.text,
+        format!(
+            "Events:\n- {} | Spring Open | 2025-04-12 | draft\n- {} | Summer Cup | 2025-07-01 | draft\n\
+             Active event: {} \"Summer Cup\" at Court 1, 2025-07-01T09:30; draft; 0 of 2 places taken",
+            first.id, second.id, second.id
+        )
+    );
+    w.planner
+        .focus_event(&caller("alice", "a3"), &first.id)
+        .await
+        .unwrap();
+    let snap = w.planner.snapshot(&alice.user, &conv).await.unwrap();
+    assert_eq!(snap.active.unwrap().id, first.id);
+    // Bob's view of alice's conversation pointer shows nothing of hers.
+    let bobs = w
+        .planner
+        .snapshot(&UserId::from("bob"), &conv)
+        .await
+        .unwrap();
+    assert_eq!((bobs.events.len(), bobs.active), (0, None));
+}

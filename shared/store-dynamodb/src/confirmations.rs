@@ -1,0 +1,84 @@
+//! `Confirmations`: one item per pending confirmation (`CONV#<id>` / `PENDING#<hash>`) with a
+//! `ttl`. Taking is one conditional `DeleteItem` that admits only a live record of another
+//! action and returns the old item, so a record is consumed once.
+
+use crate::DynamoStore;
+use crate::error::unavailable;
+use crate::item::{Item, get_n, get_s, n, s, ttl_for};
+use crate::keys::{PK, SK, TTL, conversation_pk, pending_sk};
+use async_trait::async_trait;
+use aws_sdk_dynamodb::types::ReturnValue;
+use store::{Confirmations, Pending, StoreError};
+use transcript::ConversationId;
+
+const CREATED_ON_ACTION: &str = "created_on_action";
+const DESCRIPTION: &str = "description";
+const EXPIRES_AT_MS: &str = "expires_at_ms";
+
+#[async_trait]
+impl Confirmations for DynamoStore {
+    async fn put_pending(&self, pending: &Pending) -> Result<(), StoreError> {
+        let item = Item::from([
+            (PK.into(), s(conversation_pk(&pending.conversation))),
+            (SK.into(), s(pending_sk(&pending.hash))),
+            (CREATED_ON_ACTION.into(), s(&pending.created_on_action)),
+            (DESCRIPTION.into(), s(&pending.description)),
+            (EXPIRES_AT_MS.into(), n(pending.expires_at_ms)),
+            (TTL.into(), n(ttl_for(pending.expires_at_ms))),
+        ]);
+        self.client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .send()
+            .await
+            .map_err(unavailable)?;
+        Ok(())
+    }
+
+    async fn take_pending(
+        &self,
+        conversation: &ConversationId,
+        hash: &str,
+        current_action: &str,
+        now_ms: i64,
+    ) -> Result<Option<Pending>, StoreError> {
+        let taken = self
+            .client
+            .delete_item()
+            .table_name(&self.table)
+            .key(PK, s(conversation_pk(conversation)))
+            .key(SK, s(pending_sk(hash)))
+            .condition_expression(
+                "attribute_exists(pk) AND #action <> :current AND #expires > :now",
+            )
+            .expression_attribute_names("#action", CREATED_ON_ACTION)
+            .expression_attribute_names("#expires", EXPIRES_AT_MS)
+            .expression_attribute_values(":current", s(current_action))
+            .expression_attribute_values(":now", n(now_ms))
+            .return_values(ReturnValue::AllOld)
+            .send()
+            .await;
+        match taken {
+            Ok(out) => {
+                let item = out.attributes.unwrap_or_default();
+                let what = format!("pending confirmation {conversation}/{hash}");
+                Ok(Some(Pending {
+                    conversation: conversation.clone(),
+                    hash: hash.to_owned(),
+                    created_on_action: get_s(&item, CREATED_ON_ACTION, &what)?.to_owned(),
+                    description: get_s(&item, DESCRIPTION, &what)?.to_owned(),
+                    expires_at_ms: get_n(&item, EXPIRES_AT_MS, &what)?,
+                }))
+            }
+            // Absent, expired (whether or not TTL deleted it yet) or of the current action.
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(unavailable(e)),
+        }
+    }
+}

@@ -1,0 +1,126 @@
+//! `Records` reads and commits (see the crate docs for the transaction). Undo is `undo.rs`.
+
+use crate::DynamoStore;
+use crate::audit::{BODY, OWNER, RID, audit_entry, refused_items};
+use crate::error::unavailable;
+use crate::item::{Item, corrupt, get_s, s};
+use crate::keys::{ACT, GSI1, GSI1PK, PK, REC, SK, audit_pk, owner_gsi1pk, record_pk};
+use async_trait::async_trait;
+use store::{ActionCommit, AuditEntry, Record, Records, StoreError, UndoOutcome};
+use transcript::UserId;
+
+/// How often a write is tried again when only the audit head moved under it.
+pub(crate) const TRIES: usize = 8;
+
+#[async_trait]
+impl Records for DynamoStore {
+    async fn record(&self, kind: &str, id: &str) -> Result<Option<Record>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key(PK, s(record_pk(kind, id)))
+            .key(SK, s(REC))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(unavailable)?;
+        out.item.map(|item| record(kind, &item)).transpose()
+    }
+
+    async fn records_of(&self, owner: &UserId, kind: &str) -> Result<Vec<Record>, StoreError> {
+        let items = self
+            .query_all(
+                self.query()
+                    .index_name(GSI1)
+                    .key_condition_expression("#gsi1pk = :owner")
+                    .expression_attribute_names("#gsi1pk", GSI1PK)
+                    .expression_attribute_values(":owner", s(owner_gsi1pk(owner, kind))),
+            )
+            .await?;
+        items.iter().map(|item| record(kind, item)).collect()
+    }
+
+    async fn commit(&self, commit: &ActionCommit) -> Result<(), StoreError> {
+        commit.validate()?;
+        for _ in 0..TRIES {
+            let prev = self.audit_head(&commit.user).await?;
+            let mut writes = Vec::with_capacity(commit.changes.len() + 2);
+            for change in &commit.changes {
+                writes.push(self.change_write(change)?);
+            }
+            writes.push(self.head_bump(&commit.user, prev)?);
+            writes.push(self.audit_put(&AuditEntry {
+                seq: prev + 1,
+                action_id: commit.action_id.clone(),
+                actor: commit.actor,
+                user: commit.user.clone(),
+                by_user: commit.by_user,
+                at_ms: commit.at_ms,
+                changes: commit.changes.clone(),
+                reverts: None,
+                undone_by: None,
+            })?);
+            let sent = self
+                .client
+                .transact_write_items()
+                .set_transact_items(Some(writes))
+                .send()
+                .await;
+            let Err(err) = sent else { return Ok(()) };
+            let Some(refused) = refused_items(&err) else {
+                return Err(unavailable(err));
+            };
+            if let Some(stale) = (0..commit.changes.len()).find(|&i| refused.get(i) == Some(&true))
+            {
+                let c = &commit.changes[stale];
+                return Err(StoreError::Conflict {
+                    what: format!("{}/{} changed since it was read", c.kind, c.id),
+                });
+            }
+            if !refused.iter().any(|r| *r) {
+                return Err(unavailable(err));
+            }
+            // Only the audit head moved: another commit of this user got in first.
+        }
+        Err(StoreError::Unavailable(
+            format!("audit log of {}: too many concurrent writers", commit.user).into(),
+        ))
+    }
+
+    async fn undo_last(
+        &self,
+        user: &UserId,
+        undo_action_id: &str,
+        now_ms: i64,
+    ) -> Result<UndoOutcome, StoreError> {
+        self.undo(user, undo_action_id, now_ms).await
+    }
+
+    async fn audit_log(&self, user: &UserId) -> Result<Vec<AuditEntry>, StoreError> {
+        let items = self
+            .query_all(
+                self.query()
+                    .key_condition_expression("#pk = :pk AND begins_with(#sk, :act)")
+                    .expression_attribute_names("#pk", PK)
+                    .expression_attribute_names("#sk", SK)
+                    .expression_attribute_values(":pk", s(audit_pk(user)))
+                    .expression_attribute_values(":act", s(ACT))
+                    .scan_index_forward(false)
+                    .consistent_read(true),
+            )
+            .await?;
+        items.iter().map(|item| audit_entry(item, user)).collect()
+    }
+}
+
+fn record(kind: &str, item: &Item) -> Result<Record, StoreError> {
+    let id = get_s(item, RID, &format!("record of kind {kind}"))?;
+    let what = format!("record {kind}/{id}");
+    Ok(Record {
+        kind: kind.to_owned(),
+        id: id.to_owned(),
+        owner: UserId(get_s(item, OWNER, &what)?.to_owned()),
+        value: serde_json::from_str(get_s(item, BODY, &what)?).map_err(|e| corrupt(&what, e))?,
+    })
+}

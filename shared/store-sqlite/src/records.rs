@@ -1,0 +1,253 @@
+//! `Records`: rows of `records` (canonical JSON bodies, so a `before` is compared as text) and
+//! the per-user `audit` log. A commit or an undo is one immediate transaction: every `before`
+//! is checked and every row written under the write lock, or nothing is.
+
+use crate::SqliteStore;
+use crate::error::{corrupt, unavailable};
+use async_trait::async_trait;
+use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, params};
+use store::{
+    ActionCommit, ActorKind, AuditEntry, Change, Record, Records, StoreError, UndoOutcome,
+    canonical_json, reverting_changes, rows_to_undo,
+};
+use transcript::UserId;
+
+#[async_trait]
+impl Records for SqliteStore {
+    async fn record(&self, kind: &str, id: &str) -> Result<Option<Record>, StoreError> {
+        let row: Option<(String, String)> = self
+            .conn()
+            .prepare_cached("SELECT owner_id, body FROM records WHERE kind = ?1 AND id = ?2")
+            .map_err(unavailable)?
+            .query_row(params![kind, id], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()
+            .map_err(unavailable)?;
+        row.map(|(owner, body)| record(kind, id, owner, &body))
+            .transpose()
+    }
+
+    async fn records_of(&self, owner: &UserId, kind: &str) -> Result<Vec<Record>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT id, body FROM records WHERE owner_id = ?1 AND kind = ?2 ORDER BY id",
+            )
+            .map_err(unavailable)?;
+        let rows = stmt
+            .query_map(params![owner.0, kind], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+            })
+            .map_err(unavailable)?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (id, body) = row.map_err(unavailable)?;
+            out.push(record(kind, &id, owner.0.clone(), &body)?);
+        }
+        Ok(out)
+    }
+
+    async fn commit(&self, commit: &ActionCommit) -> Result<(), StoreError> {
+        commit.validate()?;
+        let mut conn = self.conn();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(unavailable)?;
+        if let Some(stale) = first_stale(&tx, &commit.changes)? {
+            return Err(StoreError::Conflict {
+                what: format!("{}/{} changed since it was read", stale.kind, stale.id),
+            });
+        }
+        apply(&tx, &commit.changes)?;
+        append_audit(&tx, &audit_row(commit, None))?;
+        tx.commit().map_err(unavailable)
+    }
+
+    async fn undo_last(
+        &self,
+        user: &UserId,
+        undo_action_id: &str,
+        now_ms: i64,
+    ) -> Result<UndoOutcome, StoreError> {
+        let mut conn = self.conn();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(unavailable)?;
+        let rows = rows_to_undo(&audit_log(&tx, user)?);
+        let Some(action_id) = rows.first().map(|r| r.action_id.clone()) else {
+            return Ok(UndoOutcome::NothingToUndo);
+        };
+        let changes = reverting_changes(&rows);
+        if let Some(stale) = first_stale(&tx, &changes)? {
+            return Ok(UndoOutcome::ChangedSince {
+                action_id,
+                kind: stale.kind.clone(),
+                id: stale.id.clone(),
+            });
+        }
+        apply(&tx, &changes)?;
+        for row in &rows {
+            tx.prepare_cached("UPDATE audit SET undone_by = ?3 WHERE user_id = ?1 AND seq = ?2")
+                .map_err(unavailable)?
+                .execute(params![
+                    user.0,
+                    crate::error::to_sql(row.seq, "seq")?,
+                    undo_action_id
+                ])
+                .map_err(unavailable)?;
+        }
+        let undo = ActionCommit {
+            action_id: undo_action_id.to_owned(),
+            actor: ActorKind::User,
+            user: user.clone(),
+            by_user: true,
+            at_ms: now_ms,
+            changes: changes.clone(),
+        };
+        append_audit(&tx, &audit_row(&undo, Some(action_id.clone())))?;
+        tx.commit().map_err(unavailable)?;
+        Ok(UndoOutcome::Undone { action_id, changes })
+    }
+
+    async fn audit_log(&self, user: &UserId) -> Result<Vec<AuditEntry>, StoreError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction().map_err(unavailable)?;
+        audit_log(&tx, user)
+    }
+}
+
+fn record(kind: &str, id: &str, owner: String, body: &str) -> Result<Record, StoreError> {
+    let value =
+        serde_json::from_str(body).map_err(|e| corrupt(format!("record {kind}/{id}"), e))?;
+    Ok(Record {
+        kind: kind.to_owned(),
+        id: id.to_owned(),
+        owner: UserId(owner),
+        value,
+    })
+}
+
+/// The first change whose `before` (and owner) is not what is stored.
+fn first_stale<'c>(
+    tx: &Transaction<'_>,
+    changes: &'c [Change],
+) -> Result<Option<&'c Change>, StoreError> {
+    for c in changes {
+        let stored: Option<(String, String)> = tx
+            .prepare_cached("SELECT owner_id, body FROM records WHERE kind = ?1 AND id = ?2")
+            .map_err(unavailable)?
+            .query_row(params![c.kind, c.id], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()
+            .map_err(unavailable)?;
+        let matches = match (&c.before, stored) {
+            (None, None) => true,
+            (Some(before), Some((owner, body))) => {
+                owner == c.owner.0 && body == canonical_json(before)
+            }
+            _ => false,
+        };
+        if !matches {
+            return Ok(Some(c));
+        }
+    }
+    Ok(None)
+}
+
+fn apply(tx: &Transaction<'_>, changes: &[Change]) -> Result<(), StoreError> {
+    for c in changes {
+        match &c.after {
+            Some(after) => tx
+                .prepare_cached(
+                    "INSERT INTO records (kind, id, owner_id, body) VALUES (?1, ?2, ?3, ?4)
+                     ON CONFLICT (kind, id) DO UPDATE SET owner_id = excluded.owner_id, body = excluded.body",
+                )
+                .map_err(unavailable)?
+                .execute(params![c.kind, c.id, c.owner.0, canonical_json(after)]),
+            None => tx
+                .prepare_cached("DELETE FROM records WHERE kind = ?1 AND id = ?2")
+                .map_err(unavailable)?
+                .execute(params![c.kind, c.id]),
+        }
+        .map_err(unavailable)?;
+    }
+    Ok(())
+}
+
+fn audit_row(commit: &ActionCommit, reverts: Option<String>) -> AuditEntry {
+    AuditEntry {
+        seq: 0,
+        action_id: commit.action_id.clone(),
+        actor: commit.actor,
+        user: commit.user.clone(),
+        by_user: commit.by_user,
+        at_ms: commit.at_ms,
+        changes: commit.changes.clone(),
+        reverts,
+        undone_by: None,
+    }
+}
+
+/// Append `row` at the user's next sequence number (its `seq` is ignored).
+fn append_audit(tx: &Transaction<'_>, row: &AuditEntry) -> Result<(), StoreError> {
+    let changes = serde_json::to_string(&row.changes).map_err(|e| StoreError::Invalid {
+        what: format!("audit changes of {}: {e}", row.action_id),
+    })?;
+    tx.prepare_cached(
+        "INSERT INTO audit (user_id, seq, action_id, actor, by_user, at_ms, changes, reverts)
+         VALUES (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM audit WHERE user_id = ?1),
+                 ?2, ?3, ?4, ?5, ?6, ?7)",
+    )
+    .map_err(unavailable)?
+    .execute(params![
+        row.user.0,
+        row.action_id,
+        row.actor.as_str(),
+        row.by_user,
+        row.at_ms,
+        changes,
+        row.reverts
+    ])
+    .map_err(unavailable)?;
+    Ok(())
+}
+
+fn audit_log(tx: &Transaction<'_>, user: &UserId) -> Result<Vec<AuditEntry>, StoreError> {
+    let mut stmt = tx
+        .prepare_cached(
+            "SELECT seq, action_id, actor, by_user, at_ms, changes, reverts, undone_by
+             FROM audit WHERE user_id = ?1 ORDER BY seq DESC",
+        )
+        .map_err(unavailable)?;
+    let rows = stmt
+        .query_map(params![user.0], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, bool>(3)?,
+                r.get::<_, i64>(4)?,
+                r.get::<_, String>(5)?,
+                r.get::<_, Option<String>>(6)?,
+                r.get::<_, Option<String>>(7)?,
+            ))
+        })
+        .map_err(unavailable)?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (seq, action_id, actor, by_user, at_ms, changes, reverts, undone_by) =
+            row.map_err(unavailable)?;
+        let what = || format!("audit row {}#{seq}", user.0);
+        out.push(AuditEntry {
+            seq: crate::error::from_sql(seq, what)?,
+            actor: ActorKind::parse(&actor)
+                .ok_or_else(|| corrupt(what(), format!("unknown actor {actor:?}")))?,
+            changes: serde_json::from_str(&changes).map_err(|e| corrupt(what(), e))?,
+            action_id,
+            user: user.clone(),
+            by_user,
+            at_ms,
+            reverts,
+            undone_by,
+        });
+    }
+    Ok(out)
+}

@@ -1,0 +1,220 @@
+//! `Records`: the generic, owned-record store a product domain sits on, with its audit log and
+//! undo stack.
+//!
+//! A record is a JSON value stored under `(kind, id)` and owned by one user. Every write is an
+//! [`ActionCommit`]: several record changes plus one audit row, applied atomically. Changes are
+//! optimistic: each [`Change::before`] must equal what is stored (compared as
+//! [`canonical_json`](crate::canonical_json)), else the whole commit is
+//! [`StoreError::Conflict`] and nothing is written.
+//!
+//! Undo ([`Records::undo_last`]) reverts the newest action still on a user's undo stack: the
+//! audit rows that the user initiated (`by_user`), that are not undone yet and that are not
+//! themselves undos. All rows of that action id are reverted together, in one atomic write,
+//! each record conditioned on still holding what the action left there.
+
+use crate::StoreError;
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use transcript::UserId;
+
+/// One stored record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    pub kind: String,
+    pub id: String,
+    pub owner: UserId,
+    pub value: Value,
+}
+
+/// One record change of a commit: `None` before = create, `None` after = delete.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Change {
+    pub kind: String,
+    pub id: String,
+    pub owner: UserId,
+    pub before: Option<Value>,
+    pub after: Option<Value>,
+}
+
+/// Who made an action, for the audit log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ActorKind {
+    /// The user directly (a button, a form of their own).
+    User,
+    /// The model, on the user's behalf.
+    Agent,
+    /// An MCP client, on the user's behalf.
+    Mcp,
+    /// Someone else through a public entry point (a registration form).
+    Public,
+}
+
+impl ActorKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ActorKind::User => "user",
+            ActorKind::Agent => "agent",
+            ActorKind::Mcp => "mcp",
+            ActorKind::Public => "public",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        Some(match text {
+            "user" => ActorKind::User,
+            "agent" => ActorKind::Agent,
+            "mcp" => ActorKind::Mcp,
+            "public" => ActorKind::Public,
+            _ => return None,
+        })
+    }
+}
+
+/// One atomic write: the changes and the audit row that records them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ActionCommit {
+    /// The request's action id (one user turn); several commits may share it.
+    pub action_id: String,
+    pub actor: ActorKind,
+    /// Whose audit log (and undo stack) the row goes to: the owner of the records.
+    pub user: UserId,
+    /// Initiated by `user` (themselves or their agent): on their undo stack. `false` for other
+    /// parties, e.g. a public registration form.
+    pub by_user: bool,
+    pub at_ms: i64,
+    pub changes: Vec<Change>,
+}
+
+impl ActionCommit {
+    /// What every adapter refuses before touching storage: no change, a change from nothing to
+    /// nothing, or two changes of one record.
+    pub fn validate(&self) -> Result<(), StoreError> {
+        let invalid = |what: String| Err(StoreError::Invalid { what });
+        if self.changes.is_empty() {
+            return invalid(format!("action {} has no changes", self.action_id));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for c in &self.changes {
+            if c.before.is_none() && c.after.is_none() {
+                return invalid(format!("change of {}/{} does nothing", c.kind, c.id));
+            }
+            if !seen.insert((c.kind.as_str(), c.id.as_str())) {
+                return invalid(format!(
+                    "{}/{} is changed twice in one commit",
+                    c.kind, c.id
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One row of the audit log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditEntry {
+    /// Per-user sequence number, from 1, in commit order.
+    pub seq: u64,
+    pub action_id: String,
+    pub actor: ActorKind,
+    pub user: UserId,
+    pub by_user: bool,
+    pub at_ms: i64,
+    pub changes: Vec<Change>,
+    /// For an undo's own row: the action id it reverted (never on the undo stack itself).
+    pub reverts: Option<String>,
+    /// Set once the row was reverted: the undo's action id.
+    pub undone_by: Option<String>,
+}
+
+impl AuditEntry {
+    /// On the user's undo stack: theirs, not undone, not an undo.
+    pub fn on_undo_stack(&self) -> bool {
+        self.by_user && self.undone_by.is_none() && self.reverts.is_none()
+    }
+}
+
+/// What [`Records::undo_last`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum UndoOutcome {
+    /// The action was reverted; `changes` are the reverting changes that were written.
+    Undone {
+        action_id: String,
+        changes: Vec<Change>,
+    },
+    /// The user's undo stack is empty.
+    NothingToUndo,
+    /// A record of the newest action changed since (a later edit by someone else): nothing was
+    /// reverted. The stack is unchanged.
+    ChangedSince {
+        action_id: String,
+        kind: String,
+        id: String,
+    },
+}
+
+/// Owned records, their audit log and undo. See the module docs.
+#[async_trait]
+pub trait Records: Send + Sync {
+    /// The record `(kind, id)`, whoever owns it. Gating by owner is the caller's job.
+    async fn record(&self, kind: &str, id: &str) -> Result<Option<Record>, StoreError>;
+
+    /// The records of `kind` owned by `owner`, by id.
+    async fn records_of(&self, owner: &UserId, kind: &str) -> Result<Vec<Record>, StoreError>;
+
+    /// Apply every change and append the audit row, atomically. [`StoreError::Conflict`] when a
+    /// `before` does not match the stored record (or its owner), [`StoreError::Invalid`] when
+    /// the commit breaks [`ActionCommit::validate`]; in both cases nothing is written.
+    async fn commit(&self, commit: &ActionCommit) -> Result<(), StoreError>;
+
+    /// Revert the newest action on `user`'s undo stack (see the module docs), mark its rows
+    /// undone by `undo_action_id` and append the undo's own audit row, atomically.
+    async fn undo_last(
+        &self,
+        user: &UserId,
+        undo_action_id: &str,
+        now_ms: i64,
+    ) -> Result<UndoOutcome, StoreError>;
+
+    /// The user's audit log, newest first.
+    async fn audit_log(&self, user: &UserId) -> Result<Vec<AuditEntry>, StoreError>;
+}
+
+/// The reverting changes for the rows of one action (oldest first): per record, from what the
+/// action's last change left back to what its first change found. Records the action created
+/// and deleted again are left out. Ordered by kind and id.
+pub fn reverting_changes(rows: &[AuditEntry]) -> Vec<Change> {
+    let mut net: BTreeMap<(String, String), Change> = BTreeMap::new();
+    for row in rows {
+        for c in &row.changes {
+            net.entry((c.kind.clone(), c.id.clone()))
+                .and_modify(|n| n.after = c.after.clone())
+                .or_insert_with(|| c.clone());
+        }
+    }
+    net.into_values()
+        .filter(|c| c.before.is_some() || c.after.is_some())
+        .map(|c| Change {
+            before: c.after,
+            after: c.before,
+            ..c
+        })
+        .collect()
+}
+
+/// The rows an undo reverts, given a user's audit log newest first: the newest row on the undo
+/// stack and every other stacked row of its action, oldest first.
+pub fn rows_to_undo(log_newest_first: &[AuditEntry]) -> Vec<AuditEntry> {
+    let Some(top) = log_newest_first.iter().find(|e| e.on_undo_stack()) else {
+        return Vec::new();
+    };
+    let mut rows: Vec<AuditEntry> = log_newest_first
+        .iter()
+        .filter(|e| e.on_undo_stack() && e.action_id == top.action_id)
+        .cloned()
+        .collect();
+    rows.reverse();
+    rows
+}

@@ -1,0 +1,422 @@
+//! The confirmation gate and undo end to end: the real engine and tool runner, the planner's
+//! tools on in-memory SQLite, and a scripted model that repeats calls across user turns.
+
+use backend::Reply;
+use engine::{ConfirmationGate, ConfirmationOptions, EngineOptions, risk_policy};
+use planner::{Caller, NewEvent, Planner};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+use store::{Account, AccountStatus, Accounts, Records, Store};
+use store_sqlite::SqliteStore;
+use tests::Harness;
+use tools::Registry;
+use transcript::{Part, Role, UserId};
+
+const HOUR_MS: i64 = 3_600_000;
+
+struct Setup {
+    h: Harness,
+    store: Arc<SqliteStore>,
+    planner: Arc<Planner>,
+    now: Arc<AtomicI64>,
+}
+
+/// The harness (user-1 in conv-1) with the planner tools behind the confirmation gate, a
+/// settable clock, and a published "Spring Open" with Dana Lee registered.
+async fn setup() -> (Setup, String, String) {
+    let store = Arc::new(SqliteStore::open_in_memory().unwrap());
+    for user in ["user-1", "user-2"] {
+        store
+            .put_account(&Account {
+                user: UserId::from(user),
+                status: AccountStatus::Active,
+                display_name: user.into(),
+                time_zone: "UTC".into(),
+            })
+            .await
+            .unwrap();
+    }
+    let now = Arc::new(AtomicI64::new(1_700_000_000_000));
+    let clock = {
+        let now = now.clone();
+        Arc::new(move || now.load(Ordering::SeqCst))
+    };
+    let dyn_store: Arc<dyn Store> = store.clone();
+    let planner = Arc::new(Planner::new(dyn_store).with_clock(clock.clone()));
+    let mut tools = Registry::default();
+    planner::register(&mut tools, planner.clone(), &[planner::PURPOSE]).unwrap();
+    let policy = {
+        let planner = planner.clone();
+        risk_policy(move |ctx, tool, args| {
+            let planner = planner.clone();
+            async move { planner.assess_risk(&ctx, &tool, &args).await }
+        })
+    };
+    let gate = ConfirmationGate::new(Arc::new(policy), store.clone())
+        .with_options(ConfirmationOptions {
+            ttl: Duration::from_secs(3600),
+        })
+        .with_clock(clock);
+    let h = Harness::build_on(store.clone(), [], tools, EngineOptions::default(), |e| {
+        e.with_confirmation(Arc::new(gate))
+    })
+    .await;
+    let owner = Caller {
+        user: UserId::from("user-1"),
+        actor: store::ActorKind::User,
+        action_id: "setup".into(),
+        conversation: None,
+    };
+    let event = planner
+        .create_event(
+            &owner,
+            NewEvent {
+                title: "Spring Open".into(),
+                starts_at: "2025-04-12T10:00".into(),
+                venue: "Court 1".into(),
+                capacity: 10,
+            },
+        )
+        .await
+        .unwrap();
+    planner.publish_event(&owner, &event.id).await.unwrap();
+    let dana = planner
+        .register_attendee(&owner, &event.id, "Dana Lee", "dana@example.com")
+        .await
+        .unwrap();
+    (
+        Setup {
+            h,
+            store,
+            planner,
+            now,
+        },
+        event.id,
+        dana.id,
+    )
+}
+
+impl Setup {
+    /// One user turn in which the model makes `call` and then says "ok"; the tool result.
+    async fn turn_calling(&self, tool: &str, args: Value) -> Value {
+        self.h.model.push(Reply::tool_call("c1", tool, args));
+        self.h.model.push(Reply::text("ok"));
+        self.h.turn("please").await;
+        self.last_result().await
+    }
+
+    async fn last_result(&self) -> Value {
+        let transcript = self.h.transcript().await;
+        let tool_message = transcript
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::Tool)
+            .unwrap();
+        match tool_message.parts.last().unwrap() {
+            Part::ToolResult { content, .. } => content.clone(),
+            other => panic!("not a tool result: {other:?}"),
+        }
+    }
+
+    async fn attendees(&self, event: &str) -> usize {
+        let owner = Caller {
+            user: UserId::from("user-1"),
+            actor: store::ActorKind::User,
+            action_id: "read".into(),
+            conversation: None,
+        };
+        self.planner
+            .list_attendees(&owner, event)
+            .await
+            .unwrap()
+            .len()
+    }
+}
+
+fn refused(result: &Value) -> Option<&str> {
+    result["error"]
+        .as_str()
+        .filter(|e| e.starts_with("NOT EXECUTED: needs confirmation"))
+}
+
+#[tokio::test]
+async fn a_risky_call_runs_only_when_repeated_on_a_later_turn() {
+    let (s, event, dana) = setup().await;
+    let args = json!({"attendee_id": dana});
+
+    // One turn: the model calls, is refused, and tries again at once.
+    s.h.model
+        .push(Reply::tool_call("c1", "withdraw_attendee", args.clone()));
+    s.h.model
+        .push(Reply::tool_call("c2", "withdraw_attendee", args.clone()));
+    s.h.model
+        .push(Reply::text("Shall I withdraw Dana Lee from Spring Open?"));
+    s.h.turn("withdraw dana").await;
+    let transcript = s.h.transcript().await;
+    let results: Vec<&Value> = transcript
+        .iter()
+        .filter(|m| m.role == Role::Tool)
+        .flat_map(|m| m.parts.iter())
+        .map(|p| match p {
+            Part::ToolResult { content, .. } => content,
+            other => panic!("not a tool result: {other:?}"),
+        })
+        .collect();
+    assert_eq!(results.len(), 2);
+    assert_eq!(
+        refused(results[0]),
+        Some(
+            "NOT EXECUTED: needs confirmation: Withdraw Dana Lee from Spring Open. Ask the user \
+             once, in one line, and call again with identical arguments if they say yes."
+        ),
+        "{}",
+        results[0]
+    );
+    assert!(
+        refused(results[1]).is_some(),
+        "a repeat on the same turn is no confirmation"
+    );
+    assert_eq!(s.attendees(&event).await, 1);
+
+    // The user says yes; the model repeats the call with identical arguments (keys reordered).
+    let yes = s.turn_calling("withdraw_attendee", args.clone()).await;
+    assert_eq!(yes["name"], json!("Dana Lee"), "{yes}");
+    assert_eq!(s.attendees(&event).await, 0);
+}
+
+#[tokio::test]
+async fn different_arguments_are_not_confirmed() {
+    let (s, event, _) = setup().await;
+    let first = s
+        .turn_calling(
+            "update_event",
+            json!({"event_id": event, "venue": "Court 9"}),
+        )
+        .await;
+    assert!(
+        refused(&first).unwrap().contains("from Court 1 to Court 9"),
+        "{first}"
+    );
+    let other = s
+        .turn_calling(
+            "update_event",
+            json!({"event_id": event, "venue": "Court 7"}),
+        )
+        .await;
+    assert!(
+        refused(&other).is_some(),
+        "another venue needs its own yes: {other}"
+    );
+    let same_keys_reordered: Value =
+        serde_json::from_str(&format!(r#"{{"venue": "Court 7", "event_id": "{event}"}}"#)).unwrap();
+    let yes = s.turn_calling("update_event", same_keys_reordered).await;
+    assert_eq!(yes["venue"], json!("Court 7"), "{yes}");
+}
+
+#[tokio::test]
+async fn a_confirmation_expires_after_the_ttl_and_is_not_replayable() {
+    let (s, event, _) = setup().await;
+    let args = json!({"event_id": event});
+    assert!(refused(&s.turn_calling("cancel_event", args.clone()).await).is_some());
+    s.now.fetch_add(HOUR_MS, Ordering::SeqCst);
+    let late = s.turn_calling("cancel_event", args.clone()).await;
+    assert!(refused(&late).is_some(), "expired after an hour: {late}");
+    s.now.fetch_add(HOUR_MS - 1, Ordering::SeqCst);
+    let yes = s.turn_calling("cancel_event", args.clone()).await;
+    assert_eq!(yes["status"], json!("cancelled"), "{yes}");
+
+    // Consumed: withdrawing twice with one yes is impossible.
+    let (s, event, dana) = setup().await;
+    let args = json!({"attendee_id": dana});
+    s.turn_calling("withdraw_attendee", args.clone()).await;
+    s.turn_calling("withdraw_attendee", args.clone()).await;
+    assert_eq!(s.attendees(&event).await, 0);
+    // Put Dana back (a new attendee id would change the arguments, so undo the withdrawal).
+    s.turn_calling("undo", json!({})).await;
+    assert_eq!(s.attendees(&event).await, 1);
+    let replay = s.turn_calling("withdraw_attendee", args).await;
+    assert!(
+        refused(&replay).is_some(),
+        "the earlier yes was used up: {replay}"
+    );
+    assert_eq!(s.attendees(&event).await, 1);
+}
+
+#[tokio::test]
+async fn the_description_comes_from_the_database() {
+    let (s, event, dana) = setup().await;
+    let args = json!({"attendee_id": dana});
+    assert!(
+        refused(&s.turn_calling("withdraw_attendee", args.clone()).await)
+            .unwrap()
+            .contains("Dana Lee from Spring Open")
+    );
+
+    // The event is renamed in the database (not by the model): the next ask names it.
+    let owner = Caller {
+        user: UserId::from("user-1"),
+        actor: store::ActorKind::User,
+        action_id: "rename".into(),
+        conversation: None,
+    };
+    s.planner
+        .update_event(
+            &owner,
+            &event,
+            planner::EventChanges {
+                title: Some("Autumn Classic".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let again = s.turn_calling("withdraw_attendee", args.clone()).await;
+    assert!(
+        refused(&again)
+            .unwrap()
+            .contains("Withdraw Dana Lee from Autumn Classic"),
+        "what the user confirmed no longer describes the call, so they are asked again: {again}"
+    );
+    assert_eq!(s.attendees(&event).await, 1);
+    let yes = s.turn_calling("withdraw_attendee", args).await;
+    assert_eq!(yes["name"], json!("Dana Lee"), "{yes}");
+}
+
+#[tokio::test]
+async fn another_users_record_is_not_found_through_the_tools() {
+    let (s, _, _) = setup().await;
+    // The conversation belongs to user-1; make user-2 own an event and try to touch it.
+    let bob = Caller {
+        user: UserId::from("user-2"),
+        actor: store::ActorKind::User,
+        action_id: "b1".into(),
+        conversation: None,
+    };
+    let bobs = s
+        .planner
+        .create_event(
+            &bob,
+            NewEvent {
+                title: "Bob's Cup".into(),
+                starts_at: "2025-05-01T10:00".into(),
+                venue: "Hall".into(),
+                capacity: 5,
+            },
+        )
+        .await
+        .unwrap();
+    let foreign = s
+        .turn_calling("publish_event", json!({"event_id": bobs.id}))
+        .await;
+    let missing = s
+        .turn_calling("publish_event", json!({"event_id": "ev-nope"}))
+        .await;
+    assert_eq!(
+        foreign["error"],
+        json!(format!("No event with id {}.", bobs.id)),
+        "{foreign}"
+    );
+    assert_eq!(missing["error"], json!("No event with id ev-nope."));
+    let foreign = s
+        .turn_calling("list_attendees", json!({"event_id": bobs.id}))
+        .await;
+    assert!(
+        foreign["error"].as_str().unwrap().starts_with("No event"),
+        "{foreign}"
+    );
+    assert_eq!(
+        s.store
+            .record("event", &bobs.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .value["status"],
+        json!("draft")
+    );
+}
+
+#[test]
+fn no_planner_schema_can_name_whose_data_to_touch() {
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open_in_memory().unwrap());
+    let mut tools = Registry::default();
+    planner::register(
+        &mut tools,
+        Arc::new(Planner::new(store)),
+        &[planner::PURPOSE],
+    )
+    .unwrap();
+    let catalog = tools.catalog_for(planner::PURPOSE);
+    assert_eq!(catalog.len(), 10, "every planner tool is registered");
+    fn names(schema: &Value, out: &mut Vec<String>) {
+        match schema {
+            Value::Object(map) => {
+                if let Some(Value::Object(props)) = map.get("properties") {
+                    out.extend(props.keys().cloned());
+                }
+                map.values().for_each(|v| names(v, out));
+            }
+            Value::Array(items) => items.iter().for_each(|v| names(v, out)),
+            _ => {}
+        }
+    }
+    for def in catalog {
+        let mut fields = Vec::new();
+        names(&def.input_schema, &mut fields);
+        for field in fields {
+            let f = field.to_lowercase();
+            assert!(
+                !["user", "owner", "account", "tenant", "actor"]
+                    .iter()
+                    .any(|w| f.contains(w)),
+                "{} has a field naming whose data to touch: {field}",
+                def.name
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn undo_through_the_tool_is_lifo_and_skips_public_registrations() {
+    let (s, event, _) = setup().await;
+    let created = s
+        .turn_calling("create_event", json!({"title": "Summer Cup", "starts_at": "2025-07-01T09:00", "venue": "Hall", "capacity": 3}))
+        .await;
+    let summer = created["id"].as_str().unwrap().to_owned();
+    s.turn_calling(
+        "update_event",
+        json!({"event_id": summer, "title": "Summer Cup 2025"}),
+    )
+    .await;
+    s.planner
+        .register_public("form-1", &event, "Sam Roe", "sam@example.com")
+        .await
+        .unwrap();
+
+    let undo = s.turn_calling("undo", json!({})).await;
+    assert!(
+        undo["result"].as_str().unwrap().starts_with("Undone"),
+        "{undo}"
+    );
+    assert_eq!(
+        s.store
+            .record("event", &summer)
+            .await
+            .unwrap()
+            .unwrap()
+            .value["title"],
+        json!("Summer Cup")
+    );
+    assert_eq!(
+        s.attendees(&event).await,
+        2,
+        "Sam's public registration stays"
+    );
+    s.turn_calling("undo", json!({})).await;
+    assert!(
+        s.store.record("event", &summer).await.unwrap().is_none(),
+        "then the create"
+    );
+    assert_eq!(s.attendees(&event).await, 2);
+}
