@@ -9,6 +9,7 @@ import { BridleStack } from '../lib/stack';
 const app = new App();
 const arch = app.node.tryGetContext('architecture') === 'x86_64' ? Architecture.X86_64 : Architecture.ARM_64;
 new BridleStack(app, 'Bridle', {
+  analyticsReporting: false,
   architecture: arch,
   // `-c prebuiltDir=../../target/lambda` uses the zips scripts/build-lambdas made (CI builds once).
   prebuiltDir: app.node.tryGetContext('prebuiltDir'),
