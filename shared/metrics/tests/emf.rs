@@ -9,7 +9,10 @@ fn valid_emf(line: &str) -> Value {
     assert!(!line.contains('\n'), "one line per event");
     let v: Value = serde_json::from_str(line).expect("JSON");
     let aws = &v["_aws"];
-    assert!(aws["Timestamp"].as_i64().unwrap() > 1_600_000_000_000, "ms timestamp");
+    assert!(
+        aws["Timestamp"].as_i64().unwrap() > 1_600_000_000_000,
+        "ms timestamp"
+    );
     let directives = aws["CloudWatchMetrics"].as_array().unwrap();
     assert_eq!(directives.len(), 1);
     for d in directives {
@@ -17,7 +20,10 @@ fn valid_emf(line: &str) -> Value {
         for set in d["Dimensions"].as_array().unwrap() {
             for key in set.as_array().unwrap() {
                 let key = key.as_str().unwrap();
-                assert!(v[key].is_string(), "dimension {key} has a value on the root");
+                assert!(
+                    v[key].is_string(),
+                    "dimension {key} has a value on the root"
+                );
             }
         }
         let defs = d["Metrics"].as_array().unwrap();

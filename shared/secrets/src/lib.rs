@@ -42,8 +42,8 @@ impl std::fmt::Debug for SecretVars {
 impl SecretVars {
     /// Parse the secret's string: a JSON object whose values are strings.
     pub fn parse(arn: &str, text: &str) -> Result<Self, SecretsError> {
-        let value: serde_json::Value =
-            serde_json::from_str(text).map_err(|_| SecretsError::NotAnObject { arn: arn.into() })?;
+        let value: serde_json::Value = serde_json::from_str(text)
+            .map_err(|_| SecretsError::NotAnObject { arn: arn.into() })?;
         let object = value
             .as_object()
             .ok_or_else(|| SecretsError::NotAnObject { arn: arn.into() })?;

@@ -17,9 +17,15 @@ fn sdk_config() -> aws_config::SdkConfig {
         .behavior_version(BehaviorVersion::latest())
         .region(Region::new("us-east-1"))
         .endpoint_url(endpoint)
-        .credentials_provider(aws_sdk_secretsmanager::config::SharedCredentialsProvider::new(
-            Credentials::new("test", "test", None, None, "bridle-tests"),
-        ))
+        .credentials_provider(
+            aws_sdk_secretsmanager::config::SharedCredentialsProvider::new(Credentials::new(
+                "test",
+                "test",
+                None,
+                None,
+                "bridle-tests",
+            )),
+        )
         .build()
 }
 
@@ -57,7 +63,11 @@ async fn the_secret_supplies_what_the_environment_does_not() {
         _ => None,
     };
     let var = secrets.layered(env);
-    assert_eq!(var("TELEGRAM_SECRET_TOKEN").unwrap(), "from-env", "env wins");
+    assert_eq!(
+        var("TELEGRAM_SECRET_TOKEN").unwrap(),
+        "from-env",
+        "env wins"
+    );
     assert_eq!(
         var("SLACK_SIGNING_SECRET").unwrap(),
         "s3cr3t-value",
