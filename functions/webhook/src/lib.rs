@@ -44,6 +44,7 @@ pub struct Webhook {
     channels: HashMap<&'static str, Arc<dyn Channel>>,
     queue: Arc<dyn JobQueue>,
     max_body_bytes: usize,
+    metrics: metrics::Metrics,
 }
 
 impl std::fmt::Debug for Webhook {
@@ -77,7 +78,14 @@ impl Webhook {
             channels: channels.into_iter().map(|c| (c.name(), c)).collect(),
             queue,
             max_body_bytes,
+            metrics: metrics::Metrics::default(),
         }
+    }
+
+    /// Send the accepted/rejected metrics (EMF lines) to `metrics` instead of stdout.
+    pub fn with_metrics(mut self, metrics: metrics::Metrics) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     /// The names of the channels that are on.
@@ -93,6 +101,7 @@ impl Webhook {
             Ok(response) => response,
             Err(refusal) => {
                 refusal.log();
+                self.metrics.webhook_rejected(refusal.reason());
                 refusal.response()
             }
         }
@@ -157,6 +166,7 @@ impl Webhook {
                         Err(e) => return Err(Refusal::QueueFailed(e)),
                     }
                 }
+                self.metrics.webhook_accepted(channel.name(), queued);
                 Ok(acknowledge(
                     channel.as_ref(),
                     json!({"status": "queued", "count": queued}),

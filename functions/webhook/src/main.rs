@@ -18,9 +18,15 @@ async fn main() -> Result<(), Error> {
         )
         .init();
     let env = |k: &str| std::env::var(k).ok();
+    let aws = aws_roots::load_config().await;
+    // Signing secrets from Secrets Manager (BRIDLE_SECRETS_ARN), read once per cold start.
+    let secrets = secrets::load(env, &aws)
+        .await
+        .map_err(|e| Error::from(e.to_string()))?;
+    let var = secrets.layered(env);
     let (config, channels) = channels::config::with_channels(
-        WebhookConfig::from_vars(env),
-        channels::config::inbound(&env),
+        WebhookConfig::from_vars(&var),
+        channels::config::inbound(&var),
         Vec::is_empty,
         "no channel is configured: set at least one channel's webhook secret",
     )
@@ -30,10 +36,19 @@ async fn main() -> Result<(), Error> {
             problems.join("\n  - ")
         ))
     })?;
-    let aws = aws_roots::load_config().await;
     let sqs = aws_sdk_sqs::Client::new(&aws);
+    // Warm the queue's TLS connection at init, so the first delivery does not pay for it.
+    let warm = sqs
+        .get_queue_attributes()
+        .queue_url(&config.queue_url)
+        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::FifoQueue)
+        .send();
+    if let Err(e) = tokio::time::timeout(std::time::Duration::from_secs(3), warm).await {
+        tracing::warn!(error = %e, "could not warm the queue connection");
+    }
     let queue = SqsQueue::new(sqs, config.queue_url.clone(), QueueSettings::default());
-    let webhook = Webhook::new(channels, Arc::new(queue), config.max_body_bytes);
+    let webhook = Webhook::new(channels, Arc::new(queue), config.max_body_bytes)
+        .with_metrics(metrics::Metrics::from_vars(env));
     tracing::info!(channels = ?webhook.channel_names(), "webhook ready");
     let webhook = &webhook;
     lambda_http::run(service_fn(move |req: Request| async move {

@@ -98,11 +98,15 @@ impl Worker {
             action_id: ActionId(job.dedupe_key()),
         };
         let conversation = input.conversation_id.clone();
+        let started = Instant::now();
         let outcome = self
             .engine
             .run_turn(input, &NullSink)
             .await
             .map_err(|e| format!("turn failed: {e}"))?;
+        self.options
+            .metrics
+            .turn(&crate::turn_metrics(job, &outcome, started.elapsed()));
         self.deliver(job, &conversation, outcome, sender.as_ref())
             .await?;
         Ok(JobOutcome::Done)

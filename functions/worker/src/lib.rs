@@ -41,6 +41,8 @@ pub struct WorkerOptions {
     pub keep_done: Duration,
     /// Unix milliseconds now (injectable for tests).
     pub clock: Arc<dyn Fn() -> i64 + Send + Sync>,
+    /// Where the turn metrics (EMF lines) go.
+    pub metrics: metrics::Metrics,
 }
 
 impl std::fmt::Debug for WorkerOptions {
@@ -67,6 +69,7 @@ impl Default for WorkerOptions {
                     .map(|d| d.as_millis() as i64)
                     .unwrap_or(0)
             }),
+            metrics: metrics::Metrics::default(),
         }
     }
 }
@@ -120,5 +123,26 @@ impl Worker {
         let mut response = SqsBatchResponse::default();
         response.batch_item_failures = failures;
         response
+    }
+}
+
+/// The metrics of one turn: model calls and tokens by kind from the outcome. Tool errors are not
+/// in `TurnOutcome` yet, and the cost is left out until the budget work provides prices
+/// (`estimated_usd`), so neither is reported rather than reported as zero.
+pub fn turn_metrics(
+    job: &queue::TurnJob,
+    outcome: &engine::TurnOutcome,
+    took: std::time::Duration,
+) -> metrics::TurnMetrics {
+    metrics::TurnMetrics {
+        channel: job.channel.clone(),
+        model_calls: outcome.model_calls,
+        input_tokens: outcome.usage.input_tokens,
+        output_tokens: outcome.usage.output_tokens,
+        cache_read_tokens: outcome.usage.cache_read_tokens,
+        cache_write_tokens: outcome.usage.cache_write_tokens,
+        tool_errors: None,
+        estimated_usd: None,
+        duration_ms: took.as_millis() as u64,
     }
 }

@@ -27,12 +27,18 @@ async fn main() -> Result<(), Error> {
         )
         .init();
     let env = |k: &str| std::env::var(k).ok();
+    let aws = aws_roots::load_config().await;
+    // Reply credentials from Secrets Manager (BRIDLE_SECRETS_ARN), read once per cold start.
+    let secrets = secrets::load(env, &aws)
+        .await
+        .map_err(|e| Error::from(e.to_string()))?;
+    let var = secrets.layered(env);
     let http = reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(5))
         .build()?;
     let (config, senders) = channels::config::with_channels(
-        WorkerConfig::from_vars(env),
-        channels::config::senders(&env, &http),
+        WorkerConfig::from_vars(&var),
+        channels::config::senders(&var, &http),
         HashMap::is_empty,
         "no reply channel is configured: set at least one channel's credentials",
     )
@@ -42,7 +48,6 @@ async fn main() -> Result<(), Error> {
             problems.join("\n  - ")
         ))
     })?;
-    let aws = aws_roots::load_config().await;
     // Every outside call has a deadline (DESIGN.md invariant 5); the SDK sets none by default.
     let timeouts = aws_config::timeout::TimeoutConfig::builder()
         .connect_timeout(Duration::from_secs(2))
@@ -78,7 +83,10 @@ async fn main() -> Result<(), Error> {
         engine: Arc::new(engine),
         store,
         senders,
-        options: WorkerOptions::default(),
+        options: WorkerOptions {
+            metrics: metrics::Metrics::from_vars(env),
+            ..WorkerOptions::default()
+        },
     };
     tracing::info!(senders = ?worker.senders.keys().collect::<Vec<_>>(), "worker ready");
     let worker = &worker;

@@ -1,0 +1,67 @@
+"""compare.py catches a difference between the stacks, and passes identical ones.
+
+Run: python -m unittest infra/test_compare.py, with BRIDLE_CDK_TEMPLATE pointing at the
+synthesized CDK template (infra/check sets it)."""
+
+import copy
+import json
+import os
+import unittest
+
+import compare
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class CompareTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.sam = compare.expand_sam(os.path.join(HERE, "template.yaml"))
+        path = os.environ.get("BRIDLE_CDK_TEMPLATE", os.path.join(HERE, "cdk", "cdk.out", "Bridle.template.json"))
+        with open(path) as f:
+            cls.cdk = json.load(f)
+
+    def problems_after(self, change):
+        cdk = copy.deepcopy(self.cdk)
+        change(cdk["Resources"])
+        return compare.compare(self.sam, cdk)
+
+    def test_the_two_stacks_agree(self):
+        self.assertEqual(compare.compare(self.sam, self.cdk), [])
+
+    def test_a_different_max_receive_count_is_caught(self):
+        def change(r):
+            r["TurnQueue"]["Properties"]["RedrivePolicy"]["maxReceiveCount"] = 3
+        problems = self.problems_after(change)
+        self.assertTrue(any(p.startswith("TurnQueue.RedrivePolicy") for p in problems), problems)
+
+    def test_an_extra_iam_action_is_caught(self):
+        def change(r):
+            st = r["WebhookRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
+            st.append({"Effect": "Allow", "Action": "sqs:DeleteQueue", "Resource": "*"})
+        problems = self.problems_after(change)
+        self.assertTrue(any(p.startswith("WebhookRole.Policies") for p in problems), problems)
+
+    def test_a_missing_route_is_caught(self):
+        def change(r):
+            for lid in [k for k, v in r.items() if v["Type"] == "AWS::ApiGatewayV2::Route"
+                        and v["Properties"]["RouteKey"] == "POST /webhooks/slack"]:
+                del r[lid]
+        problems = self.problems_after(change)
+        self.assertTrue(any(p.startswith("routes") for p in problems), problems)
+
+    def test_a_resource_only_one_side_has_is_caught(self):
+        def change(r):
+            del r["BedrockThrottlesAlarm"]
+        problems = self.problems_after(change)
+        self.assertIn("BedrockThrottlesAlarm (AWS::CloudWatch::Alarm): only in the SAM template", problems)
+
+    def test_a_different_event_source_setting_is_caught(self):
+        def change(r):
+            r["WorkerFunctionTurns"]["Properties"]["FunctionResponseTypes"] = []
+        problems = self.problems_after(change)
+        self.assertTrue(any(p.startswith("WorkerFunctionTurns.FunctionResponseTypes") for p in problems), problems)
+
+
+if __name__ == "__main__":
+    unittest.main()
