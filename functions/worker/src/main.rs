@@ -11,7 +11,7 @@ use std::time::Duration;
 use store_dynamodb::DynamoStore;
 use tools::Registry;
 use worker::config::WorkerConfig;
-use worker::{Worker, WorkerOptions};
+use worker::{ChannelJobs, JobOptions, Worker, WorkerOptions};
 
 /// The frozen system prompt for channel conversations.
 const SYSTEM_PROMPT: &str = "You are Bridle, a helpful assistant people reach by message. \
@@ -73,12 +73,18 @@ async fn main() -> Result<(), Error> {
         },
     );
     let worker = Worker {
-        engine: Arc::new(engine),
-        store,
-        senders,
+        jobs: ChannelJobs {
+            engine: Arc::new(engine),
+            store,
+            senders,
+            options: JobOptions {
+                signup_url: config.public_base_url.clone(),
+                ..JobOptions::default()
+            },
+        },
         options: WorkerOptions::default(),
     };
-    tracing::info!(senders = ?worker.senders.keys().collect::<Vec<_>>(), "worker ready");
+    tracing::info!(jobs = ?worker.jobs, "worker ready");
     let worker = &worker;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
         let now_ms = std::time::SystemTime::now()

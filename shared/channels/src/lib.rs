@@ -14,6 +14,7 @@
 pub mod config;
 pub mod generic;
 mod inbound;
+pub mod link_code;
 mod outbound;
 mod signature;
 pub mod slack;
