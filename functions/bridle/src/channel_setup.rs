@@ -11,7 +11,7 @@ use std::sync::Arc;
 pub const LINK_CODE_LIFETIME_MS: i64 = 30 * 60 * 1000;
 
 /// Which channels are on, and how people reach them.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct ChannelSetup {
     /// Verified inbound webhooks (`/webhooks/{name}`).
     pub inbound: Vec<Arc<dyn Channel>>,
@@ -38,6 +38,19 @@ impl std::fmt::Debug for ChannelSetup {
             .field("public_base_url", &self.public_base_url)
             .field("open_chat", &self.open_chat)
             .finish()
+    }
+}
+
+impl Default for ChannelSetup {
+    /// No channel: every `/webhooks/*` route answers 404.
+    fn default() -> Self {
+        Self {
+            inbound: Vec::new(),
+            senders: HashMap::new(),
+            public_base_url: None,
+            open_chat: OpenChat::default(),
+            max_webhook_body_bytes: webhook::DEFAULT_MAX_BODY_BYTES,
+        }
     }
 }
 
