@@ -3,6 +3,7 @@
 mod api;
 mod assets;
 mod errors;
+mod link;
 mod webhooks;
 
 pub use webhooks::Channels;
@@ -12,7 +13,7 @@ use crate::notes::Notes;
 use crate::worker::Worker;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{any, get};
+use axum::routing::{any, get, post};
 use axum::serve::ListenerExt;
 use engine::Engine;
 use queue::JobQueue;
@@ -67,6 +68,7 @@ pub fn router(app: App) -> Router {
             get(api::history).post(api::post_message),
         )
         .route("/api/notes", get(api::list_notes))
+        .route("/api/link-code", post(link::create_link_code))
         .fallback(errors::not_found)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES));
     // The webhook applies its own cap (and says 413 in its own words); let it see one byte more.
