@@ -102,9 +102,12 @@ mod tests {
             assert_eq!(canonical(&code).as_deref(), Some(code.as_str()));
             let shown = display(&code);
             assert_eq!(shown.len(), 9);
-            assert_eq!(find(&format!("my code is {shown}, thanks")), [code.clone()]);
-            assert_eq!(find(&shown.to_lowercase()), [code.clone()]);
-            assert_eq!(find(&format!("/start {code}")), [code.clone()]);
+            assert_eq!(
+                find(&format!("my code is {shown}, thanks")),
+                vec![code.clone()]
+            );
+            assert_eq!(find(&shown.to_lowercase()), vec![code.clone()]);
+            assert_eq!(find(&format!("/start {code}")), vec![code.clone()]);
             assert!(is_only_a_code(&format!("/start {code}")));
             assert!(is_only_a_code(&format!(" {shown}. ")));
         }
