@@ -21,13 +21,13 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use store::{Claim, JobClaims, MessageStore};
+use store::{Claim, Identities, JobClaims, MessageStore};
 use store_dynamodb::DynamoStore;
 use tests::{Calls, sample_tools};
 use tokio::time::Instant;
 use transcript::{Role, StopReason};
 use webhook::Webhook;
-use worker::{Worker, WorkerOptions};
+use worker::{ChannelJobs, JobOptions, Worker, WorkerOptions};
 
 const NOW_S: i64 = 1_800_000_000;
 
@@ -81,7 +81,17 @@ struct Aws {
     clock: Arc<AtomicI64>,
 }
 
+/// The AWS path with the sender `u-42` linked to the user `alice`.
 async fn aws(scenarios: Vec<Scenario>) -> Aws {
+    let aws = aws_unlinked(scenarios).await;
+    aws.store
+        .bind_identity("generic", "u-42", &"alice".into(), NOW_S * 1000)
+        .await
+        .unwrap();
+    aws
+}
+
+async fn aws_unlinked(scenarios: Vec<Scenario>) -> Aws {
     let endpoint = moto();
     let name = format!("bridle-{}", uuid::Uuid::new_v4().simple());
     let sqs = aws_sdk_sqs::Client::from_conf(
@@ -142,12 +152,18 @@ async fn aws(scenarios: Vec<Scenario>) -> Aws {
     let clock = Arc::new(AtomicI64::new(NOW_S * 1000));
     let c = clock.clone();
     let worker = Worker {
-        engine: Arc::new(engine),
-        store: store.clone(),
-        senders,
+        jobs: ChannelJobs {
+            engine: Arc::new(engine),
+            store: store.clone(),
+            senders,
+            options: JobOptions {
+                signup_url: "https://bridle.example/".into(),
+                clock: Arc::new(move || c.load(Ordering::SeqCst)),
+                ..JobOptions::default()
+            },
+        },
         options: WorkerOptions {
             safety_margin: Duration::from_secs(1),
-            clock: Arc::new(move || c.load(Ordering::SeqCst)),
             ..WorkerOptions::default()
         },
     };
@@ -177,9 +193,14 @@ fn event(name: &str) -> String {
 
 /// The message event with another message id, re-signed.
 fn message_event(id: &str) -> String {
+    message_event_saying(id, "What's on my list?")
+}
+
+/// A message event with this id and text, signed.
+fn message_event_saying(id: &str, text: &str) -> String {
     let mut e: Value = serde_json::from_str(&event("apigw-generic-message")).unwrap();
     let body = json!({"type": "message", "id": id, "user": "u-42", "conversation": "c-7",
-                      "text": "What's on my list?"})
+                      "text": text})
     .to_string();
     e["headers"]["x-bridle-signature"] = json!(channels::generic::sign(
         b"test-secret",
@@ -261,7 +282,10 @@ impl Aws {
     }
 
     async fn transcript(&self) -> Vec<transcript::Message> {
-        self.store.messages(&"generic:c-7".into(), 0).await.unwrap()
+        self.store
+            .messages(&"generic:c-7@alice".into(), 0)
+            .await
+            .unwrap()
     }
 
     fn replies(&self) -> Vec<String> {
@@ -378,4 +402,45 @@ async fn a_worker_killed_mid_turn_is_resumed_without_repeating_anything() {
     );
     assert_eq!(aws.replies(), ["Checking.\n\nYou have two events."]);
     assert_eq!(aws.bedrock.requests().len(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_sender_is_onboarded_then_links_with_a_code_on_dynamodb() {
+    let aws = aws_unlinked(vec![Scenario::reply(&Reply::text("Hello, Alice."))]).await;
+    assert_eq!(aws.post(&message_event_saying("m-1", "hi")).await, 200);
+    assert_eq!(aws.work(aws.poll().await, Duration::from_secs(30)).await, 0);
+    let now = aws.clock.load(Ordering::SeqCst);
+    aws.store
+        .create_link_code("K7PQ2345", &"alice".into(), now, now + 30 * 60 * 1000)
+        .await
+        .unwrap();
+    let link = message_event_saying("m-2", "here is my code: k7pq-2345");
+    assert_eq!(aws.post(&link).await, 200);
+    assert_eq!(aws.work(aws.poll().await, Duration::from_secs(30)).await, 0);
+    assert_eq!(
+        aws.store.identity("generic", "u-42").await.unwrap(),
+        Some("alice".into()),
+        "the code bound the account in DynamoDB"
+    );
+    assert_eq!(aws.post(&message_event_saying("m-3", "hello")).await, 200);
+    assert_eq!(aws.work(aws.poll().await, Duration::from_secs(30)).await, 0);
+    let replies = aws.replies();
+    assert_eq!(replies.len(), 3, "{replies:?}");
+    assert!(
+        replies[0].contains("https://bridle.example/"),
+        "onboarding links the web app"
+    );
+    assert!(replies[1].starts_with("Linked!"), "{}", replies[1]);
+    assert_eq!(replies[2], "Hello, Alice.");
+    assert_eq!(
+        aws.bedrock.requests().len(),
+        1,
+        "only the linked message reached the model"
+    );
+    let rows = aws.transcript().await;
+    assert_eq!(
+        rows[0].text(),
+        "hello",
+        "the turn ran in alice's conversation"
+    );
 }

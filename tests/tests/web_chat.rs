@@ -215,3 +215,73 @@ async fn a_person_chats_sees_streaming_and_tools_and_history_survives_reload() {
     server.stop().await;
     let _ = std::fs::remove_dir_all(&profile);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_gets_a_link_code_with_open_the_chat_links() {
+    let vars: std::collections::HashMap<&str, &str> = [
+        ("TELEGRAM_SECRET_TOKEN", "tg-secret"),
+        ("TELEGRAM_BOT_TOKEN", "123456:ABC-def"),
+        ("TELEGRAM_BOT_USERNAME", "bridlebot"),
+        ("SLACK_SIGNING_SECRET", "s"),
+        ("SLACK_BOT_TOKEN", "xoxb-1"),
+    ]
+    .into_iter()
+    .collect();
+    let channels = bridle::channel_setup::ChannelSetup::from_vars(
+        &|k| vars.get(k).map(|v| (*v).to_owned()),
+        &reqwest::Client::new(),
+    )
+    .unwrap();
+    let server = TestServer::start(
+        Arc::new(ScriptedModel::new([])),
+        AppOptions {
+            channels,
+            ..AppOptions::default()
+        },
+    )
+    .await;
+    let driver = start_driver().await;
+    let profile = std::env::temp_dir().join(format!("bridle-chromium-link-{}", std::process::id()));
+    let c = browser(&driver, &profile).await;
+    c.goto(&server.base).await.unwrap();
+    c.find(Locator::Id("link-button"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let shown = eventually("the link code", || async {
+        let t = text_of(&c, "#link-result .link-code").await?;
+        (!t.is_empty()).then_some(t)
+    })
+    .await;
+    let code = channels::link_code::canonical(&shown).expect("a code is shown");
+    let telegram = c
+        .find(Locator::Css("#link-result a[href^='https://t.me/']"))
+        .await
+        .unwrap()
+        .attr("href")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(telegram, format!("https://t.me/bridlebot?start={code}"));
+    let slack = text_of(&c, "#link-result li:nth-child(2)").await.unwrap();
+    assert!(slack.contains(&shown), "{slack}");
+    // The code shown is live for the signed-in user.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    assert_eq!(
+        server
+            .app
+            .store
+            .consume_link_code(&code, now)
+            .await
+            .unwrap(),
+        Some("local".into())
+    );
+    c.close().await.unwrap();
+    server.stop().await;
+    let _ = std::fs::remove_dir_all(&profile);
+}

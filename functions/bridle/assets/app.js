@@ -246,3 +246,33 @@ window.addEventListener("hashchange", () => {
     setStatus(err.message);
   }
 })();
+
+// "Link a messaging app": a one-time code and per-platform "open the chat" links.
+async function getLinkCode() {
+  const out = $("#link-result");
+  out.replaceChildren();
+  try {
+    const data = await (await api("/api/link-code", { method: "POST" })).json();
+    out.append(el("p", "link-code", data.code));
+    const minutes = Math.round((data.expires_at_ms - Date.now()) / 60000);
+    out.append(el("p", "hint", `Works once, for ${minutes} minutes. Send it to Bridle:`));
+    const ul = el("ul", "link-list");
+    for (const l of data.links) {
+      const li = el("li");
+      if (l.url) {
+        const a = el("a", "", `Open ${l.label}`);
+        a.href = l.url;
+        a.target = "_blank";
+        a.rel = "noopener";
+        li.append(a, el("span", "hint", ` — ${l.instruction}`));
+      } else {
+        li.append(el("strong", "", `${l.label}: `), el("span", "", l.instruction));
+      }
+      ul.append(li);
+    }
+    out.append(ul);
+  } catch (err) {
+    out.append(el("p", "error", err.message));
+  }
+}
+$("#link-button").addEventListener("click", getLinkCode);

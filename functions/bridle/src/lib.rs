@@ -5,6 +5,7 @@
 //! here takes its dependencies as arguments, so tests run the real server in-process.
 
 pub mod backends;
+pub mod channel_setup;
 pub mod config;
 pub mod hub;
 pub mod notes;
@@ -28,6 +29,11 @@ delete_note tools; use them when the user asks you to remember, recall or forget
 You can plan events and their attendees with the event tools, and undo the user's last change \
 with undo. When a tool returns an error, read it and either fix your call or tell the user what happened.";
 
+/// The frozen system prompt of conversations that arrive through messaging channels.
+pub const CHANNEL_SYSTEM_PROMPT: &str = "You are Bridle, a helpful assistant people reach by \
+message. Answer briefly and plainly; your words are read on a phone. You can keep notes for the \
+user with the add_note, list_notes and delete_note tools.";
+
 /// Where the server keeps its data.
 #[derive(Debug, Clone)]
 pub enum Db {
@@ -45,6 +51,8 @@ pub struct AppOptions {
     pub max_concurrent_turns: usize,
     pub engine: EngineOptions,
     pub queue: QueueSettings,
+    /// Messaging channels (`/webhooks/*`); none by default.
+    pub channels: channel_setup::ChannelSetup,
 }
 
 impl Default for AppOptions {
@@ -56,6 +64,7 @@ impl Default for AppOptions {
             max_concurrent_turns: 8,
             engine: EngineOptions::default(),
             queue: QueueSettings::default(),
+            channels: channel_setup::ChannelSetup::default(),
         }
     }
 }
@@ -98,9 +107,13 @@ pub fn build_app(
     notes::register(&mut registry, notes.clone())?;
     let planner = planning::planner_tools(&mut registry, store.clone())?;
     planning::ensure_local_account(store.as_ref())?;
+    let gate = planning::confirmation_gate(planner, store.clone());
+    let registry = Arc::new(registry);
+    let queue = Arc::new(queue);
+    let channels = channel_jobs_for(&model, &registry, &store, &queue, &gate, &options);
     let engine = Engine::new(
         model,
-        Arc::new(registry),
+        registry,
         store.clone(),
         EngineOptions {
             model_id: options.model_id.clone(),
@@ -112,14 +125,62 @@ pub fn build_app(
             ..options.engine.clone()
         },
     )
-    .with_confirmation(planning::confirmation_gate(planner, store.clone()));
+    .with_confirmation(gate);
     Ok(server::App {
         store,
-        queue: Arc::new(queue),
+        queue,
         engine: Arc::new(engine),
+        channels,
         hub: Arc::default(),
         notes,
         max_message_chars: options.max_message_chars,
         max_concurrent_turns: options.max_concurrent_turns,
     })
+}
+
+/// The channel side of the app: the webhook handler on the local queue, and the channel jobs
+/// (an engine of their own with `record_reply` off: delivery records what went out).
+fn channel_jobs_for(
+    model: &Arc<dyn ChatModel>,
+    registry: &Arc<Registry>,
+    store: &Arc<SqliteStore>,
+    queue: &Arc<SqliteQueue>,
+    gate: &Arc<engine::ConfirmationGate>,
+    options: &AppOptions,
+) -> server::Channels {
+    let setup = options.channels.clone();
+    let engine = Engine::new(
+        model.clone(),
+        registry.clone(),
+        store.clone(),
+        EngineOptions {
+            model_id: options.model_id.clone(),
+            system_prompt: CHANNEL_SYSTEM_PROMPT.to_owned(),
+            record_reply: false,
+            ..options.engine.clone()
+        },
+    )
+    .with_confirmation(gate.clone());
+    let jobs = channel_jobs::ChannelJobs {
+        engine: Arc::new(engine),
+        store: store.clone(),
+        senders: setup.senders.clone(),
+        options: channel_jobs::JobOptions {
+            signup_url: setup
+                .public_base_url
+                .clone()
+                .unwrap_or_else(|| "http://127.0.0.1:8080/".to_owned()),
+            ..channel_jobs::JobOptions::default()
+        },
+    };
+    let webhook = webhook::Webhook::new(
+        setup.inbound.clone(),
+        queue.clone(),
+        setup.max_webhook_body_bytes,
+    );
+    server::Channels {
+        webhook: Arc::new(webhook),
+        jobs: Arc::new(jobs),
+        setup: Arc::new(setup),
+    }
 }

@@ -1,9 +1,11 @@
 //! The `bridle` command. Wiring only: parse, configure, build, run.
 
-use bridle::config::ServeConfig;
+use bridle::channel_setup::ChannelSetup;
+use bridle::config::{ConfigErrors, ServeConfig};
 use bridle::{AppOptions, Db, backends, build_app, server};
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
+use std::time::Duration;
 
 /// Bridle: a chat-agent harness.
 #[derive(Debug, Parser)]
@@ -41,13 +43,30 @@ fn main() -> ExitCode {
 }
 
 async fn serve() -> ExitCode {
-    let config = match ServeConfig::from_vars(|k| std::env::var(k).ok()) {
+    let env = |k: &str| std::env::var(k).ok();
+    let http = match reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(5))
+        .build()
+    {
         Ok(c) => c,
-        Err(errors) => {
-            eprintln!("{errors}");
+        Err(err) => return fail("cannot build the HTTP client", &err),
+    };
+    let (config, mut channels) = match (
+        ServeConfig::from_vars(env),
+        ChannelSetup::from_vars(&env, &http),
+    ) {
+        (Ok(c), Ok(ch)) => (c, ch),
+        (config, channels) => {
+            let mut problems = config.err().map(|e| e.0).unwrap_or_default();
+            problems.extend(channels.err().unwrap_or_default());
+            eprintln!("{}", ConfigErrors(problems));
             return ExitCode::from(2);
         }
     };
+    if channels.public_base_url.is_none() {
+        channels.public_base_url = Some(format!("http://{}/", config.addr));
+    }
+    tracing::info!(?channels, "channels");
     tracing::info!(?config, "starting");
     let (model, model_id) = match backends::model_for(&config.backend).await {
         Ok(m) => m,
@@ -58,6 +77,7 @@ async fn serve() -> ExitCode {
         model_id,
         max_message_chars: config.max_message_chars,
         max_concurrent_turns: config.max_concurrent_turns,
+        channels,
         ..AppOptions::default()
     };
     let app = match build_app(model, options) {

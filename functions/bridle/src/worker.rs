@@ -1,7 +1,10 @@
 //! The local worker: takes turn jobs off the embedded queue and runs them, one conversation at a
 //! time (the queue delivers at most one job per conversation) and several conversations at once.
+//! Web chat jobs stream their turn to the waiting request; messaging-channel jobs run through
+//! [`ChannelJobs`], the same code as the worker Lambda (claim, identity, turn, deliver, record).
 
 use crate::hub::Hub;
+use channel_jobs::{ChannelJobs, JobOutcome};
 use engine::{Engine, EngineError, EventSink, TurnEnd, TurnEvent, TurnInput, lines};
 use futures::FutureExt;
 use queue::{Delivery, JobQueue, TurnJob};
@@ -16,12 +19,19 @@ use tools::ActionId;
 /// How long one receive waits for work before checking for shutdown.
 const POLL: Duration = Duration::from_millis(500);
 
+/// Longest a channel job may run before it is released for another try.
+const CHANNEL_JOB_BUDGET: Duration = Duration::from_secs(10 * 60);
+
+/// The channel name of web chat jobs.
+const WEB: &str = "web";
+
 /// Runs turn jobs from a queue.
 pub struct Worker {
     pub queue: Arc<dyn JobQueue>,
     pub store: Arc<dyn Store>,
     pub engine: Arc<Engine>,
     pub hub: Arc<Hub>,
+    pub channels: Arc<ChannelJobs>,
     pub max_concurrent: usize,
 }
 
@@ -84,6 +94,9 @@ impl Worker {
     }
 
     async fn handle(&self, delivery: Delivery) {
+        if delivery.job.channel != WEB {
+            return self.handle_channel_job(delivery).await;
+        }
         let key = delivery.job.dedupe_key();
         let sink = self.hub.sink(&key);
         let outcome = AssertUnwindSafe(self.process(&delivery.job, &sink))
@@ -112,6 +125,27 @@ impl Worker {
         let settled = match handled {
             Handled::Done => self.queue.ack(&delivery.receipt).await,
             Handled::Retry => self.queue.release(&delivery.receipt).await,
+        };
+        if let Err(err) = settled {
+            tracing::warn!(error = %err, job = %key, "could not settle the job with the queue");
+        }
+    }
+
+    async fn handle_channel_job(&self, delivery: Delivery) {
+        let key = delivery.job.dedupe_key();
+        let outcome = AssertUnwindSafe(self.channels.run(&delivery.job, CHANNEL_JOB_BUDGET))
+            .catch_unwind()
+            .await
+            .unwrap_or_else(|_| JobOutcome::Failed("the job panicked".into()));
+        let settled = match &outcome {
+            JobOutcome::Failed(why) => {
+                tracing::warn!(job = %key, reason = %why, receive_count = delivery.receive_count, "channel job failed; it will be retried");
+                self.queue.release(&delivery.receipt).await
+            }
+            other => {
+                tracing::info!(job = %key, outcome = ?other, "channel job handled");
+                self.queue.ack(&delivery.receipt).await
+            }
         };
         if let Err(err) = settled {
             tracing::warn!(error = %err, job = %key, "could not settle the job with the queue");

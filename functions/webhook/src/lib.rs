@@ -3,10 +3,12 @@
 //! here, and this crate links no engine and no backend (small binary, fast cold start).
 //!
 //! [`Webhook::handle`] is plain data in, plain data out, so the Lambda adapter
-//! ([`lambda::handle`]), the local server and the tests share it. Every refusal is mapped to an
+//! (`lambda::handle`, feature `lambda`, on by default), the local server (`bridle serve`, which
+//! uses this crate without the feature) and the tests share it. Every refusal is mapped to an
 //! HTTP status in one place ([`Refusal`]); internals never reach the response.
 
 pub mod config;
+#[cfg(feature = "lambda")]
 pub mod lambda;
 mod refusal;
 

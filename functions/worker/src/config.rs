@@ -8,6 +8,8 @@ pub struct WorkerConfig {
     pub table: String,
     /// `BEDROCK_MODEL_ID`: a model id or an inference-profile ARN.
     pub model_id: String,
+    /// `PUBLIC_BASE_URL`: where people reach the web app (the onboarding reply links to it).
+    pub public_base_url: String,
 }
 
 impl WorkerConfig {
@@ -25,8 +27,16 @@ impl WorkerConfig {
             "BEDROCK_MODEL_ID",
             "a Bedrock model id or inference-profile ARN",
         );
+        let public_base_url = need(
+            "PUBLIC_BASE_URL",
+            "the public https URL of the web app, linked from the onboarding reply",
+        );
         if problems.is_empty() {
-            Ok(Self { table, model_id })
+            Ok(Self {
+                table,
+                model_id,
+                public_base_url,
+            })
         } else {
             Err(problems)
         }
@@ -40,12 +50,13 @@ mod tests {
     #[test]
     fn every_problem_at_once() {
         let err = WorkerConfig::from_vars(|_| None).unwrap_err();
-        assert_eq!(err.len(), 2, "{err:?}");
+        assert_eq!(err.len(), 3, "{err:?}");
         let ok = WorkerConfig::from_vars(|k| {
             Some(
                 match k {
                     "TABLE_NAME" => "bridle",
                     "BEDROCK_MODEL_ID" => "anthropic.claude",
+                    "PUBLIC_BASE_URL" => "https://bridle.example",
                     _ => return None,
                 }
                 .into(),

@@ -11,7 +11,7 @@ use std::time::Duration;
 use store_dynamodb::DynamoStore;
 use tools::Registry;
 use worker::config::WorkerConfig;
-use worker::{Worker, WorkerOptions};
+use worker::{ChannelJobs, JobOptions, Worker, WorkerOptions};
 
 /// The frozen system prompt for channel conversations.
 const SYSTEM_PROMPT: &str = "You are Bridle, a helpful assistant people reach by message. \
@@ -80,15 +80,19 @@ async fn main() -> Result<(), Error> {
     )
     .with_confirmation(worker::planning::confirmation_gate(planner, store.clone()));
     let worker = Worker {
-        engine: Arc::new(engine),
-        store,
-        senders,
-        options: WorkerOptions {
-            metrics: metrics::Metrics::from_vars(env),
-            ..WorkerOptions::default()
+        jobs: ChannelJobs {
+            engine: Arc::new(engine),
+            store,
+            senders,
+            options: JobOptions {
+                signup_url: config.public_base_url.clone(),
+                metrics: metrics::Metrics::from_vars(env),
+                ..JobOptions::default()
+            },
         },
+        options: WorkerOptions::default(),
     };
-    tracing::info!(senders = ?worker.senders.keys().collect::<Vec<_>>(), "worker ready");
+    tracing::info!(jobs = ?worker.jobs, "worker ready");
     let worker = &worker;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
         let now_ms = std::time::SystemTime::now()

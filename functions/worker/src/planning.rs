@@ -1,13 +1,12 @@
 //! The planner example domain on the worker: its tools for channel conversations, the
-//! confirmation gate with the planner's risk policy, and an account for a new channel user.
+//! confirmation gate with the planner's risk policy.
 
-use crate::conversation::CHANNEL_PURPOSE;
+use channel_jobs::CHANNEL_PURPOSE;
 use engine::{ConfirmationGate, risk_policy};
 use planner::Planner;
 use std::sync::Arc;
-use store::{Account, AccountStatus, Store, StoreError};
+use store::Store;
 use tools::{Registry, RegistryError};
-use transcript::UserId;
 
 /// Register the planner tools for channel conversations, on `store`.
 pub fn planner_tools(
@@ -30,23 +29,4 @@ pub fn confirmation_gate(planner: Arc<Planner>, store: Arc<dyn Store>) -> Arc<Co
         async move { planner.assess_risk(&ctx, &tool, &args).await }
     });
     Arc::new(ConfirmationGate::new(Arc::new(policy), store))
-}
-
-/// A channel user gets an active account on first contact; an existing one is left alone.
-pub(crate) async fn ensure_account(
-    store: &dyn Store,
-    user: &UserId,
-    display_name: &str,
-) -> Result<(), StoreError> {
-    if store.account(user).await?.is_none() {
-        store
-            .put_account(&Account {
-                user: user.clone(),
-                status: AccountStatus::Active,
-                display_name: display_name.to_owned(),
-                time_zone: "UTC".into(),
-            })
-            .await?;
-    }
-    Ok(())
 }

@@ -10,12 +10,12 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use store::{Claim, JobClaims, MessageStore, VisibleStore};
+use store::{Claim, Identities, JobClaims, MessageStore, VisibleStore};
 use store_sqlite::SqliteStore;
 use tokio::time::Instant;
 use tools::Registry;
 use transcript::Role;
-use worker::{Worker, WorkerOptions};
+use worker::{ChannelJobs, JobOptions, Worker, WorkerOptions};
 
 fn batch() -> SqsEvent {
     let path = format!(
@@ -69,7 +69,7 @@ struct Setup {
     clock: Arc<AtomicI64>,
 }
 
-fn setup(replies: Vec<Reply>) -> Setup {
+async fn setup(replies: Vec<Reply>) -> Setup {
     let store = Arc::new(SqliteStore::open_in_memory().unwrap());
     let model = Arc::new(ScriptedModel::new(replies));
     let engine = Engine::new(
@@ -87,14 +87,25 @@ fn setup(replies: Vec<Reply>) -> Setup {
     let c = clock.clone();
     let mut senders: HashMap<String, Arc<dyn Sender>> = HashMap::new();
     senders.insert("generic".into(), platform.clone());
+    // The sample batch's senders have linked their accounts.
+    let now = clock.load(Ordering::SeqCst);
+    for (external, user) in [("u-1", "alice"), ("u-2", "bob")] {
+        store
+            .bind_identity("generic", external, &user.into(), now)
+            .await
+            .unwrap();
+    }
     let worker = Worker {
-        engine: Arc::new(engine),
-        store: store.clone(),
-        senders,
-        options: WorkerOptions {
-            clock: Arc::new(move || c.load(Ordering::SeqCst)),
-            ..WorkerOptions::default()
+        jobs: ChannelJobs {
+            engine: Arc::new(engine),
+            store: store.clone(),
+            senders,
+            options: JobOptions {
+                clock: Arc::new(move || c.load(Ordering::SeqCst)),
+                ..JobOptions::default()
+            },
         },
+        options: WorkerOptions::default(),
     };
     Setup {
         worker,
@@ -129,7 +140,8 @@ async fn a_batch_runs_in_order_and_a_redelivery_runs_nothing_again() {
         ["A one", "B one", "A two", "B two"]
             .map(Reply::text)
             .to_vec(),
-    );
+    )
+    .await;
     let resp = s.worker.handle_batch(batch(), in_a_minute()).await;
     assert!(failed(&resp).is_empty());
     assert_eq!(
@@ -142,7 +154,11 @@ async fn a_batch_runs_in_order_and_a_redelivery_runs_nothing_again() {
         ]
         .map(|(a, b)| (a.to_owned(), b.to_owned()))
     );
-    let a = s.store.messages(&"generic:c-a".into(), 0).await.unwrap();
+    let a = s
+        .store
+        .messages(&"generic:c-a@alice".into(), 0)
+        .await
+        .unwrap();
     let texts: Vec<String> = a.iter().map(|m| m.text()).collect();
     assert_eq!(texts, ["first in A", "A one", "second in A", "A two"]);
     assert_eq!(
@@ -161,7 +177,7 @@ async fn a_batch_runs_in_order_and_a_redelivery_runs_nothing_again() {
 
 #[tokio::test]
 async fn after_a_failure_the_rest_of_that_conversation_waits_and_others_go_on() {
-    let s = setup(["A one", "B one", "B two"].map(Reply::text).to_vec());
+    let s = setup(["A one", "B one", "B two"].map(Reply::text).to_vec()).await;
     *s.platform.refuse.lock().unwrap() = Some("c-a".into());
     let resp = s.worker.handle_batch(batch(), in_a_minute()).await;
     assert_eq!(
@@ -176,13 +192,17 @@ async fn after_a_failure_the_rest_of_that_conversation_waits_and_others_go_on() 
             ("m-4".to_owned(), "B two".to_owned())
         ]
     );
-    let a = s.store.messages(&"generic:c-a".into(), 0).await.unwrap();
+    let a = s
+        .store
+        .messages(&"generic:c-a@alice".into(), 0)
+        .await
+        .unwrap();
     assert_eq!(a.len(), 2, "A's second message never started");
 }
 
 #[tokio::test]
 async fn a_job_another_worker_holds_is_left_alone() {
-    let s = setup(["B one", "B two"].map(Reply::text).to_vec());
+    let s = setup(["B one", "B two"].map(Reply::text).to_vec()).await;
     let now = s.clock.load(Ordering::SeqCst);
     s.store
         .claim_job("generic#m-1", now, now + 600_000)
@@ -195,7 +215,7 @@ async fn a_job_another_worker_holds_is_left_alone() {
 
 #[tokio::test]
 async fn an_undecodable_record_fails_and_holds_its_conversation() {
-    let s = setup(["B one", "B two"].map(Reply::text).to_vec());
+    let s = setup(["B one", "B two"].map(Reply::text).to_vec()).await;
     let mut event = batch();
     event.records[0].body = Some(r#"{"v":9,"job":{}}"#.into());
     let resp = s.worker.handle_batch(event, in_a_minute()).await;
@@ -207,7 +227,8 @@ async fn a_turn_cut_off_by_the_deadline_is_resumed_by_the_redelivery() {
     let s = setup(vec![
         Reply::new().then_stall(),
         Reply::text("Here you are."),
-    ]);
+    ])
+    .await;
     let mut event = batch();
     event.records.truncate(1);
     // The function has 20 s left: the stalled turn gets 15 s, then the record fails.
@@ -227,7 +248,11 @@ async fn a_turn_cut_off_by_the_deadline_is_resumed_by_the_redelivery() {
         s.platform.sent(),
         [("m-1".to_owned(), "Here you are.".to_owned())]
     );
-    let rows = s.store.messages(&"generic:c-a".into(), 0).await.unwrap();
+    let rows = s
+        .store
+        .messages(&"generic:c-a@alice".into(), 0)
+        .await
+        .unwrap();
     let users = rows.iter().filter(|m| m.role == Role::User).count();
     assert_eq!(users, 1, "the user message is not written twice");
 }
@@ -238,7 +263,8 @@ async fn a_redelivery_after_the_claim_expired_never_sends_twice() {
         ["A one", "B one", "A two", "B two"]
             .map(Reply::text)
             .to_vec(),
-    );
+    )
+    .await;
     let resp = s.worker.handle_batch(batch(), in_a_minute()).await;
     assert!(failed(&resp).is_empty());
     // Eight days later the done claims have expired; SQS (or a platform retry) brings the same
@@ -261,7 +287,8 @@ async fn buttons_go_out_and_a_silent_reply_falls_back_to_text_without_reactions(
         Reply::text("<silent/>"),
         Reply::text("A two"),
         Reply::text("B two"),
-    ]);
+    ])
+    .await;
     let resp = s.worker.handle_batch(batch(), in_a_minute()).await;
     assert!(failed(&resp).is_empty());
     let sent = s.platform.sent.lock().unwrap().clone();
@@ -270,12 +297,45 @@ async fn buttons_go_out_and_a_silent_reply_falls_back_to_text_without_reactions(
     assert_eq!(titles, ["Spring Open", "Summer Cup"]);
     // The generic-like platform has no reactions: the silent reply becomes a short text.
     assert_eq!(sent[1].text, engine::lines::ACKNOWLEDGED);
-    let visible = s.store.visible(&"generic:c-b".into()).await.unwrap();
+    let visible = s.store.visible(&"generic:c-b@bob".into()).await.unwrap();
     assert_eq!(visible[1].text, engine::lines::ACKNOWLEDGED);
-    let visible = s.store.visible(&"generic:c-a".into()).await.unwrap();
+    let visible = s.store.visible(&"generic:c-a@alice".into()).await.unwrap();
     assert_eq!(
         visible[1].buttons.len(),
         2,
         "what went out is recorded, buttons included"
     );
+}
+
+#[tokio::test]
+async fn an_unlinked_sender_gets_the_onboarding_reply_and_no_model_call() {
+    let s = setup(["B one", "A two", "B two"].map(Reply::text).to_vec()).await;
+    let mut event = batch();
+    let body = event.records[0].body.take().unwrap();
+    event.records[0].body = Some(body.replace("u-1", "u-9"));
+    let resp = s.worker.handle_batch(event, in_a_minute()).await;
+    assert!(failed(&resp).is_empty());
+    let sent = s.platform.sent();
+    assert_eq!(sent.len(), 4);
+    assert_eq!(sent[0].0, "m-1");
+    assert!(
+        sent[0].1.contains("1. ") && sent[0].1.contains("3. "),
+        "{}",
+        sent[0].1
+    );
+    assert_eq!(
+        s.model.requests().len(),
+        3,
+        "the unlinked sender cost no model call"
+    );
+    // The onboarding exchange is in the chat's lobby, not in anyone's conversation.
+    let lobby = s.store.visible(&"generic:c-a".into()).await.unwrap();
+    assert_eq!(lobby.len(), 2);
+    assert_eq!(lobby[1].text, sent[0].1);
+    let a = s
+        .store
+        .messages(&"generic:c-a@alice".into(), 0)
+        .await
+        .unwrap();
+    assert_eq!(a.len(), 2, "alice's own message still ran");
 }

@@ -242,6 +242,7 @@ mod tests {
                 temperature: Some(0.7),
                 stop_sequences: vec!["\nUser:".into()],
                 reasoning_budget: Some(2048),
+                prompt_cache: true,
             },
         };
         check(

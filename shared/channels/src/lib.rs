@@ -14,6 +14,8 @@
 pub mod config;
 pub mod generic;
 mod inbound;
+pub mod link_code;
+pub mod open_chat;
 mod outbound;
 mod signature;
 pub mod slack;

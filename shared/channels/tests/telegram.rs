@@ -184,7 +184,7 @@ fn a_text_message() {
             channel: "telegram".into(),
             external_user_id: "111222333".into(),
             conversation_key: "111222333".into(),
-            message_id: "845120331".into(),
+            message_id: "111222333:4021".into(),
             text: "Can you move my dentist appointment to Thursday? ✨".into(),
             button_id: None,
             media: vec![],
@@ -198,7 +198,7 @@ fn a_command_for_this_bot_in_a_group() {
     assert_eq!(m.text, "/ask what's on tomorrow?");
     assert_eq!(m.conversation_key, "-1001987654321");
     assert_eq!(m.external_user_id, "111222333");
-    assert_eq!(m.message_id, "845120332");
+    assert_eq!(m.message_id, "-1001987654321:9001");
 }
 
 #[test]
@@ -209,7 +209,7 @@ fn a_button_press() {
             channel: "telegram".into(),
             external_user_id: "111222333".into(),
             conversation_key: "111222333".into(),
-            message_id: "845120334".into(),
+            message_id: "111222333:4022:4382bfdwdsb323b2d9".into(),
             text: "Yes, book it".into(),
             button_id: Some("confirm:7f3a".into()),
             media: vec![],

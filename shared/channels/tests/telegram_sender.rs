@@ -388,3 +388,35 @@ async fn every_call_has_a_deadline() {
     assert!(matches!(err, SendError::Transport(_)) && err.is_retryable());
     assert!(!all_text(&err).contains(TOKEN));
 }
+
+#[tokio::test]
+async fn a_reply_to_a_button_press_answers_the_callback_query_first() {
+    let (api, base) = fake_api().await;
+    let press = Outgoing {
+        in_reply_to: "111222333:4022:4382bfdwdsb323b2d9".into(),
+        ..reply("Booked.")
+    };
+    sender(&base).send(&press).await.unwrap();
+    let calls = api.calls();
+    let paths: Vec<&str> = calls.iter().map(|c| c.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            format!("/bot{TOKEN}/answerCallbackQuery"),
+            format!("/bot{TOKEN}/sendMessage")
+        ]
+    );
+    assert_eq!(
+        calls[0].body,
+        json!({"callback_query_id": "4382bfdwdsb323b2d9"})
+    );
+    // A refused answer (the press is too old) does not cost the user the reply.
+    api.answer(
+        400,
+        json!({"ok": false, "error_code": 400,
+        "description": "Bad Request: query is too old"}),
+        None,
+    );
+    let delivered = sender(&base).send(&press).await.unwrap();
+    assert_eq!(delivered.pieces, ["Booked."]);
+}

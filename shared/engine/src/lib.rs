@@ -12,8 +12,8 @@
 
 mod call;
 mod compact;
-pub mod context;
 mod confirm;
+pub mod context;
 mod error;
 mod events;
 mod guard;
@@ -27,11 +27,11 @@ pub mod shape;
 mod turn;
 
 pub use compact::COMPACTION_PROMPT;
-pub use context::{ContextFacts, ContextSource, NoFacts};
 pub use confirm::{
     Clock, ConfirmationGate, ConfirmationOptions, RiskPolicy, call_hash, needs_confirmation,
     risk_policy,
 };
+pub use context::{ContextFacts, ContextSource, NoFacts};
 pub use error::EngineError;
 pub use events::{CollectSink, EventSink, NullSink, TurnEvent};
 pub use guard::{AllowAll, Denied, Guard, GuardCall};

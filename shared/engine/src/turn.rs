@@ -1,9 +1,9 @@
+use crate::Clock;
 use crate::call::{Limits, Shown, Streamed, stream_call};
 use crate::compact;
 use crate::context::{self, ContextFacts, ContextSource};
 use crate::history::to_chat_messages;
 use crate::lean::Lean;
-use crate::Clock;
 use crate::resume::{self, Next, tool_calls};
 use crate::{
     AllowAll, EngineError, EngineOptions, EventSink, Guard, GuardCall, NullSink, TurnEvent, lines,

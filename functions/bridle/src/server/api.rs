@@ -63,7 +63,8 @@ pub async fn list_conversations(
         .await
         .map_err(ApiError::internal)?;
     let mut out = Vec::with_capacity(convs.len());
-    for c in convs {
+    // Conversations held on a messaging app are answered there, not here.
+    for c in convs.into_iter().filter(|c| c.channel == "web") {
         let visible = app.store.visible(&c.id).await.map_err(ApiError::internal)?;
         let preview = visible
             .iter()

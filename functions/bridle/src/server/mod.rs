@@ -3,13 +3,17 @@
 mod api;
 mod assets;
 mod errors;
+mod link;
+mod webhooks;
+
+pub use webhooks::Channels;
 
 use crate::hub::Hub;
 use crate::notes::Notes;
 use crate::worker::Worker;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::routing::get;
+use axum::routing::{any, get, post};
 use axum::serve::ListenerExt;
 use engine::Engine;
 use queue::JobQueue;
@@ -33,6 +37,8 @@ pub struct App {
     pub engine: Arc<Engine>,
     pub hub: Arc<Hub>,
     pub notes: Arc<Notes>,
+    /// Messaging channels: webhooks in, channel jobs out.
+    pub channels: Channels,
     pub max_message_chars: usize,
     pub max_concurrent_turns: usize,
 }
@@ -48,7 +54,7 @@ impl std::fmt::Debug for App {
 
 /// The HTTP routes.
 pub fn router(app: App) -> Router {
-    Router::new()
+    let api = Router::new()
         .route("/", get(assets::index))
         .route("/app.js", get(assets::script))
         .route("/app.css", get(assets::style))
@@ -62,9 +68,15 @@ pub fn router(app: App) -> Router {
             get(api::history).post(api::post_message),
         )
         .route("/api/notes", get(api::list_notes))
+        .route("/api/link-code", post(link::create_link_code))
         .fallback(errors::not_found)
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .with_state(app)
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES));
+    // The webhook applies its own cap (and says 413 in its own words); let it see one byte more.
+    let webhook_cap = app.channels.setup.max_webhook_body_bytes + 1;
+    let webhooks = Router::new()
+        .route("/webhooks/{channel}", any(webhooks::receive))
+        .layer(DefaultBodyLimit::max(webhook_cap));
+    api.merge(webhooks).with_state(app)
 }
 
 /// Serve until `shutdown` completes, running the worker beside the HTTP server. Running turns
@@ -80,6 +92,7 @@ pub async fn run(
         store: app.store.clone(),
         engine: app.engine.clone(),
         hub: app.hub.clone(),
+        channels: app.channels.jobs.clone(),
         max_concurrent: app.max_concurrent_turns,
     });
     let worker_task = tokio::spawn(worker.run(stop_rx));

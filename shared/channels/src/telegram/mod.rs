@@ -44,9 +44,10 @@
 //! [`format()`] (bold, italic, code, links as text plus the URL on its own line). Buttons go on
 //! the last piece as an inline keyboard, one per row (`callback_data` at most
 //! [`MAX_CALLBACK_DATA_BYTES`] bytes). A reaction goes first through `setMessageReaction`, on the
-//! message named by `in_reply_to` in the form `"{chat_id}:{message_id}"` — see
-//! [`reaction_target`]: the inbound message id is the `update_id`, which is *not* a Telegram
-//! message id, so the caller must keep the real one for reactions. Errors follow Telegram's
+//! message named by `in_reply_to` in the form `"{chat_id}:{message_id}"`, which is the inbound
+//! message id the parser makes (so the job's id is the reaction target; a button press is
+//! `"{chat_id}:{message_id}:{callback_query_id}"`, and the sender first answers the callback
+//! query so the user's button stops spinning). Errors follow Telegram's
 //! envelope: 429 → rate limited (`parameters.retry_after`), 5xx and 408 → retryable, other 4xx
 //! (bad markup, bot blocked by the user, bad token) → rejected.
 //!

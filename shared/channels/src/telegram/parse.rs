@@ -104,6 +104,7 @@ struct Document {
 
 #[derive(Deserialize)]
 struct Message {
+    message_id: i64,
     from: Option<User>,
     sender_chat: Option<serde::de::IgnoredAny>,
     chat: Chat,
@@ -118,6 +119,7 @@ struct Message {
 
 #[derive(Deserialize)]
 struct CallbackMessage {
+    message_id: i64,
     chat: Chat,
     /// Kept loose: only used to find the pressed button's label.
     reply_markup: Option<Value>,
@@ -125,6 +127,7 @@ struct CallbackMessage {
 
 #[derive(Deserialize)]
 struct CallbackQuery {
+    id: String,
     from: User,
     message: Option<CallbackMessage>,
     data: Option<String>,
@@ -147,11 +150,12 @@ pub(crate) fn parse_update(
         .ok_or_else(|| ChannelError::Malformed("an update needs a numeric `update_id`".into()))?
         .to_string();
     if let Some(message) = update.get("message") {
-        return parse_message(message, update_id, bot_username);
+        return parse_message(message, bot_username);
     }
     if let Some(query) = update.get("callback_query") {
-        return parse_callback(query, update_id);
+        return parse_callback(query);
     }
+    let _ = update_id;
     let reason = IGNORED_UPDATES
         .iter()
         .find(|(key, _)| update.contains_key(*key))
@@ -159,12 +163,11 @@ pub(crate) fn parse_update(
     Ok(Inbound::Ignored { reason })
 }
 
-fn parse_message(
-    raw: &Value,
-    message_id: String,
-    bot_username: Option<&str>,
-) -> Result<Inbound, ChannelError> {
+/// A message's id: `"{chat_id}:{message_id}"` — unique per message (Telegram numbers messages
+/// per chat), the same on every redelivery of its update, and what a reaction needs.
+fn parse_message(raw: &Value, bot_username: Option<&str>) -> Result<Inbound, ChannelError> {
     let m = Message::deserialize(raw).map_err(|e| malformed("bad `message`", e))?;
+    let message_id = format!("{}:{}", m.chat.id, m.message_id);
     let Some(from) = m.from else {
         return Ok(Inbound::Ignored {
             reason: "message without a sender",
@@ -252,7 +255,10 @@ fn addressed_to_us(text: String, bot_username: Option<&str>) -> Option<String> {
     Some(format!("{}{}", &text[..at], &text[command_end..]))
 }
 
-fn parse_callback(raw: &Value, message_id: String) -> Result<Inbound, ChannelError> {
+/// A button press's id: `"{chat_id}:{message_id}:{callback_query_id}"` (the bot's message that
+/// carried the button, then the press): unique per press, and the sender answers the callback
+/// query from it (`answerCallbackQuery`) so the user's spinner stops.
+fn parse_callback(raw: &Value) -> Result<Inbound, ChannelError> {
     let q = CallbackQuery::deserialize(raw).map_err(|e| malformed("bad `callback_query`", e))?;
     let Some(data) = q.data.filter(|d| !d.is_empty()) else {
         return Ok(Inbound::Ignored {
@@ -269,6 +275,7 @@ fn parse_callback(raw: &Value, message_id: String) -> Result<Inbound, ChannelErr
             reason: "callback from a bot",
         });
     }
+    let message_id = format!("{}:{}:{}", message.chat.id, message.message_id, q.id);
     let text = message
         .reply_markup
         .as_ref()

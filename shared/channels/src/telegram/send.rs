@@ -236,6 +236,14 @@ fn reaction_message_id(reply: &Outgoing) -> Option<i64> {
     message.parse().ok()
 }
 
+/// The callback query a reply answers, when `in_reply_to` names a button press
+/// (`"{chat_id}:{message_id}:{callback_query_id}"`).
+fn callback_query_id(reply: &Outgoing) -> Option<&str> {
+    let mut parts = reply.in_reply_to.splitn(3, ':');
+    let (_, _, id) = (parts.next()?, parts.next()?, parts.next()?);
+    Some(id).filter(|id| !id.is_empty())
+}
+
 #[async_trait]
 impl Sender for TelegramSender {
     fn max_chars(&self) -> usize {
@@ -255,6 +263,14 @@ impl Sender for TelegramSender {
     /// MarkdownV2 escaping), in order.
     async fn send(&self, reply: &Outgoing) -> Result<Delivered, SendError> {
         let pieces = render(&reply.text);
+        if let Some(id) = callback_query_id(reply) {
+            // Stops the spinner on the pressed button. Telegram accepts it only for a while
+            // after the press; a refusal must not cost the user the reply.
+            let body = json!({"callback_query_id": id});
+            if let Err(e) = self.call("answerCallbackQuery", &body).await {
+                tracing::info!(error = %e, "callback query not answered");
+            }
+        }
         let mut reacted = false;
         if let Some(emoji) = reply.reaction.as_deref() {
             // Telegram lists its reaction emoji without the U+FE0F variation selector.

@@ -1,0 +1,112 @@
+//! The messaging channels of `bridle serve`: the same configuration as the Lambdas
+//! ([`channels::config`]: a channel without its secret is off and its route answers 404),
+//! plus what the web app needs to hand out link codes.
+
+use channels::open_chat::OpenChat;
+use channels::{Channel, Sender};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Link codes live this long (DESIGN's default).
+pub const LINK_CODE_LIFETIME_MS: i64 = 30 * 60 * 1000;
+
+/// Which channels are on, and how people reach them.
+#[derive(Clone)]
+pub struct ChannelSetup {
+    /// Verified inbound webhooks (`/webhooks/{name}`).
+    pub inbound: Vec<Arc<dyn Channel>>,
+    /// Reply senders by channel name.
+    pub senders: HashMap<String, Arc<dyn Sender>>,
+    /// Where people reach the web app (`PUBLIC_BASE_URL`); the onboarding reply links to it.
+    pub public_base_url: Option<String>,
+    /// Pre-filled "open the chat" links.
+    pub open_chat: OpenChat,
+    /// Largest webhook body (`MAX_BODY_BYTES`, as in the webhook Lambda).
+    pub max_webhook_body_bytes: usize,
+}
+
+impl std::fmt::Debug for ChannelSetup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut senders: Vec<&String> = self.senders.keys().collect();
+        senders.sort();
+        f.debug_struct("ChannelSetup")
+            .field(
+                "inbound",
+                &self.inbound.iter().map(|c| c.name()).collect::<Vec<_>>(),
+            )
+            .field("senders", &senders)
+            .field("public_base_url", &self.public_base_url)
+            .field("open_chat", &self.open_chat)
+            .finish()
+    }
+}
+
+impl Default for ChannelSetup {
+    /// No channel: every `/webhooks/*` route answers 404.
+    fn default() -> Self {
+        Self {
+            inbound: Vec::new(),
+            senders: HashMap::new(),
+            public_base_url: None,
+            open_chat: OpenChat::default(),
+            max_webhook_body_bytes: webhook::DEFAULT_MAX_BODY_BYTES,
+        }
+    }
+}
+
+impl ChannelSetup {
+    /// From the environment; every problem at once. No channel configured is fine locally.
+    pub fn from_vars(
+        var: &dyn Fn(&str) -> Option<String>,
+        http: &reqwest::Client,
+    ) -> Result<Self, Vec<String>> {
+        let mut problems = Vec::new();
+        let inbound = channels::config::inbound(var).unwrap_or_else(|p| {
+            problems.extend(p);
+            Vec::new()
+        });
+        let senders = channels::config::senders(var, http).unwrap_or_else(|p| {
+            problems.extend(p);
+            HashMap::new()
+        });
+        let open_chat = OpenChat::from_vars(var).unwrap_or_else(|p| {
+            problems.extend(p);
+            OpenChat::default()
+        });
+        let max_webhook_body_bytes = match var("MAX_BODY_BYTES").filter(|v| !v.trim().is_empty()) {
+            None => webhook::DEFAULT_MAX_BODY_BYTES,
+            Some(v) => v.trim().parse().unwrap_or_else(|_| {
+                problems.push(format!("MAX_BODY_BYTES={v:?} is not a number of bytes"));
+                webhook::DEFAULT_MAX_BODY_BYTES
+            }),
+        };
+        for c in &inbound {
+            if !senders.contains_key(c.name()) {
+                problems.push(format!(
+                    "the {} webhook is on but its replies have nowhere to go: set its sender credentials too",
+                    c.name()
+                ));
+            }
+        }
+        if problems.is_empty() {
+            Ok(Self {
+                inbound,
+                senders,
+                public_base_url: var("PUBLIC_BASE_URL").filter(|v| !v.trim().is_empty()),
+                open_chat,
+                max_webhook_body_bytes,
+            })
+        } else {
+            Err(problems)
+        }
+    }
+
+    /// The names of the channels people can link (inbound and outbound both on).
+    pub fn linkable(&self) -> Vec<&'static str> {
+        self.inbound
+            .iter()
+            .map(|c| c.name())
+            .filter(|n| self.senders.contains_key(*n))
+            .collect()
+    }
+}

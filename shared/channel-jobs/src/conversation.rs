@@ -1,0 +1,88 @@
+//! Which conversation a job belongs to. A linked sender's conversation is per channel chat and
+//! per user (`{channel}:{conversation key}@{user}`), owned by the bound user: linking the
+//! account to someone else starts a fresh conversation and never shows them the earlier
+//! owner's history. Before linking, the harness's replies are recorded in the chat's *lobby*
+//! (`{channel}:{conversation key}`), which belongs to no user and never reaches the model.
+
+use crate::ChannelJobs;
+use queue::TurnJob;
+use store::{Account, AccountStatus, StoreError};
+use transcript::{Conversation, ConversationId, UserId};
+
+/// The purpose (tool catalogue and prompt) of conversations that arrive through channels.
+pub const CHANNEL_PURPOSE: &str = "chat";
+
+/// The bound user's conversation in this chat, created on first contact.
+pub async fn user_conversation(
+    jobs: &ChannelJobs,
+    job: &TurnJob,
+    user: &UserId,
+) -> Result<ConversationId, StoreError> {
+    let id = ConversationId(format!(
+        "{}:{}@{}",
+        job.channel, job.conversation_key, user.0
+    ));
+    let conv = ensure(jobs, &id, user, &job.channel).await?;
+    ensure_account(jobs, user, &job.external_user_id).await?;
+    if &conv.user_id != user {
+        // The id names the user, so only a corrupt row gets here; never answer into it.
+        return Err(StoreError::Conflict {
+            what: format!("conversation {id} of another user"),
+        });
+    }
+    Ok(id)
+}
+
+/// The chat's lobby: where replies to a sender that is not linked are recorded.
+pub async fn lobby_conversation(
+    jobs: &ChannelJobs,
+    job: &TurnJob,
+) -> Result<ConversationId, StoreError> {
+    let id = ConversationId(format!("{}:{}", job.channel, job.conversation_key));
+    let owner = UserId(format!("unlinked:{}", id.0));
+    ensure(jobs, &id, &owner, &job.channel).await?;
+    Ok(id)
+}
+
+async fn ensure(
+    jobs: &ChannelJobs,
+    id: &ConversationId,
+    user: &UserId,
+    channel: &str,
+) -> Result<Conversation, StoreError> {
+    if let Some(c) = jobs.store.conversation(id).await? {
+        return Ok(c);
+    }
+    let mut conv = Conversation::new(id.clone(), user.clone(), channel, CHANNEL_PURPOSE);
+    conv.created_at_ms = (jobs.options.clock)();
+    match jobs.store.create_conversation(&conv).await {
+        Ok(()) => Ok(conv),
+        // Created concurrently: read the winner's.
+        Err(StoreError::Conflict { .. }) => jobs
+            .store
+            .conversation(id)
+            .await?
+            .ok_or_else(|| StoreError::NotFound { what: id.0.clone() }),
+        Err(e) => Err(e),
+    }
+}
+
+/// A linked user gets an active account on first contact (the product UI would create it);
+/// an existing one — paused or not — is left alone.
+async fn ensure_account(
+    jobs: &ChannelJobs,
+    user: &UserId,
+    display_name: &str,
+) -> Result<(), StoreError> {
+    if jobs.store.account(user).await?.is_none() {
+        jobs.store
+            .put_account(&Account {
+                user: user.clone(),
+                status: AccountStatus::Active,
+                display_name: display_name.to_owned(),
+                time_zone: "UTC".into(),
+            })
+            .await?;
+    }
+    Ok(())
+}

@@ -1,0 +1,171 @@
+//! Sending a reply and recording what went out. A turn's reply is sent unless an earlier
+//! attempt already recorded it; a `<silent/>` reply is a reaction where the platform has one,
+//! else a short text — the user is never left hanging.
+
+use crate::ChannelJobs;
+use channels::{Button, Delivered, Outgoing, Sender};
+use engine::lines;
+use queue::TurnJob;
+use store::{VisibleEntry, VisibleRole};
+use transcript::ConversationId;
+
+fn store_error(e: store::StoreError) -> String {
+    format!("store failed: {e}")
+}
+
+fn send_error(e: channels::SendError) -> String {
+    format!("sending the reply failed: {e}")
+}
+
+fn outgoing(job: &TurnJob, text: String, buttons: Vec<Button>) -> Outgoing {
+    Outgoing {
+        conversation_key: job.conversation_key.clone(),
+        external_user_id: job.external_user_id.clone(),
+        in_reply_to: job.message_id.clone(),
+        text,
+        buttons,
+        reaction: None,
+        user_last_message_ms: Some(job.received_at_ms),
+    }
+}
+
+impl ChannelJobs {
+    /// Send the turn's reply unless an earlier attempt already did, then record what went out.
+    pub(crate) async fn deliver_turn(
+        &self,
+        job: &TurnJob,
+        conversation: &ConversationId,
+        outcome: engine::TurnOutcome,
+        sender: &dyn Sender,
+    ) -> Result<(), String> {
+        let conv = self
+            .store
+            .conversation(conversation)
+            .await
+            .map_err(store_error)?
+            .ok_or("the conversation disappeared")?;
+        let visible = self
+            .store
+            .visible(conversation)
+            .await
+            .map_err(store_error)?;
+        if visible
+            .iter()
+            .any(|e| e.turn == conv.turn && e.role == VisibleRole::Assistant)
+        {
+            tracing::info!(job = %job.dedupe_key(), "reply already delivered; not sending again");
+            return Ok(());
+        }
+        let buttons: Vec<Button> = outcome
+            .buttons
+            .iter()
+            .map(|b| Button {
+                id: b.id.clone(),
+                title: b.title.clone(),
+            })
+            .collect();
+        let mut reply = outgoing(job, outcome.reply.clone(), buttons.clone());
+        if outcome.silent && sender.has_reactions() {
+            reply.text.clear();
+            reply.buttons.clear();
+            reply.reaction = Some(lines::ACKNOWLEDGED.to_owned());
+        }
+        let nothing_to_send = reply.text.trim().is_empty() && reply.reaction.is_none();
+        let mut delivered = if nothing_to_send {
+            Delivered::default()
+        } else {
+            sender.send(&reply).await.map_err(send_error)?
+        };
+        if !delivered.reacted && (reply.reaction.is_some() || reply.text.trim().is_empty()) {
+            // The reaction did not go out (or there was nothing to say): never leave the user
+            // hanging.
+            let text = if outcome.reply.trim().is_empty() {
+                lines::ACKNOWLEDGED.to_owned()
+            } else {
+                outcome.reply.clone()
+            };
+            let fallback = Outgoing {
+                text,
+                reaction: None,
+                buttons,
+                ..reply.clone()
+            };
+            let more: Delivered = sender.send(&fallback).await.map_err(send_error)?;
+            delivered.pieces.extend(more.pieces);
+        }
+        let entry = VisibleEntry {
+            conversation_id: conversation.clone(),
+            position: self
+                .store
+                .next_visible_position(conversation)
+                .await
+                .map_err(store_error)?,
+            role: VisibleRole::Assistant,
+            text: delivered.pieces.join("\n\n"),
+            buttons: outcome
+                .buttons
+                .iter()
+                .map(|b| store::Button {
+                    id: b.id.clone(),
+                    title: b.title.clone(),
+                })
+                .collect(),
+            reaction: delivered.reacted.then(|| lines::ACKNOWLEDGED.to_owned()),
+            turn: conv.turn,
+            created_at_ms: (self.options.clock)(),
+        };
+        self.store.append_visible(&entry).await.map_err(store_error)
+    }
+
+    /// Send one of the harness's own replies (no model call), then record the exchange in the
+    /// visible transcript as a turn of its own. The claim keeps a redelivery from sending it
+    /// again; only a worker that dies between sending and finishing the claim can repeat it.
+    pub(crate) async fn deliver_harness_reply(
+        &self,
+        job: &TurnJob,
+        conversation: &ConversationId,
+        text: &str,
+        sender: &dyn Sender,
+    ) -> Result<(), String> {
+        let delivered = sender
+            .send(&outgoing(job, text.to_owned(), Vec::new()))
+            .await
+            .map_err(send_error)?;
+        let mut conv = self
+            .store
+            .conversation(conversation)
+            .await
+            .map_err(store_error)?
+            .ok_or("the conversation disappeared")?;
+        conv.turn += 1;
+        self.store
+            .update_conversation(&conv)
+            .await
+            .map_err(store_error)?;
+        let now = (self.options.clock)();
+        for (role, text) in [
+            (VisibleRole::User, job.text.clone()),
+            (VisibleRole::Assistant, delivered.pieces.join("\n\n")),
+        ] {
+            let entry = VisibleEntry {
+                conversation_id: conversation.clone(),
+                position: self
+                    .store
+                    .next_visible_position(conversation)
+                    .await
+                    .map_err(store_error)?,
+                role,
+                text,
+                buttons: Vec::new(),
+                reaction: None,
+                turn: conv.turn,
+                created_at_ms: now,
+            };
+            self.store
+                .append_visible(&entry)
+                .await
+                .map_err(store_error)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,230 @@
+//! One channel job, end to end, as the worker Lambda and `bridle serve` both run it:
+//!
+//! 1. **claim** the job (one conditional write), so a duplicate delivery never starts a second
+//!    turn and a job whose worker died is taken over;
+//! 2. **resolve identity** from the verified sender, never from the model: a link code in the
+//!    text binds the account and is confirmed; an unknown sender gets the onboarding reply; a
+//!    bound sender's turn runs as the bound user ([`identity`]);
+//! 3. **run the turn** in the conversation of that chat and user;
+//! 4. **deliver** through the channel's [`Sender`] and **record** what actually went out in the
+//!    visible transcript (an attempt that finds the reply recorded does not send again);
+//! 5. mark the claim done.
+//!
+//! The harness's own replies (onboarding, link confirmation, a stale code) make no model call.
+//! Depends on the ports only (engine, store, channels, queue): no AWS, no Lambda, no HTTP server.
+
+mod conversation;
+mod deliver;
+pub mod identity;
+pub mod lines;
+
+pub use conversation::{CHANNEL_PURPOSE, lobby_conversation, user_conversation};
+
+use channels::Sender;
+use engine::{Engine, NullSink, TurnInput};
+use identity::Resolved;
+use queue::TurnJob;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+use store::{Claim, Store};
+use tools::ActionId;
+
+/// Unix milliseconds now; injectable for tests.
+pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
+
+/// The system clock as a [`Clock`].
+pub fn system_clock() -> Clock {
+    Arc::new(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0)
+    })
+}
+
+/// The knobs of channel jobs.
+#[derive(Clone)]
+pub struct JobOptions {
+    /// Added to a turn's deadline to make its claim's expiry.
+    pub claim_slack: Duration,
+    /// How long a done claim is remembered (duplicates arriving later are skipped).
+    pub keep_done: Duration,
+    /// Where people get a link code (the web app, from `PUBLIC_BASE_URL`); shown in the
+    /// onboarding reply.
+    pub signup_url: String,
+    pub clock: Clock,
+    /// Where the turn metrics (EMF lines) go.
+    pub metrics: metrics::Metrics,
+}
+
+impl std::fmt::Debug for JobOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobOptions")
+            .field("claim_slack", &self.claim_slack)
+            .field("keep_done", &self.keep_done)
+            .field("signup_url", &self.signup_url)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for JobOptions {
+    fn default() -> Self {
+        Self {
+            claim_slack: Duration::from_secs(30),
+            keep_done: Duration::from_secs(7 * 24 * 3600),
+            signup_url: "http://localhost:8080/".into(),
+            clock: system_clock(),
+            metrics: metrics::Metrics::default(),
+        }
+    }
+}
+
+/// What became of one job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobOutcome {
+    /// The turn ran (or resumed) and its reply was sent.
+    Done,
+    /// The harness answered by itself (onboarding, link confirmation, stale code); no model call.
+    Answered(Resolved),
+    /// Nothing to do: the job was done before, or is not for us.
+    Skipped(&'static str),
+    /// Not done: retry it later (SQS redelivers it; the local queue releases it).
+    Failed(String),
+}
+
+/// Everything a channel job needs, built once.
+pub struct ChannelJobs {
+    /// Must run with `record_reply` off: delivery records what actually went out.
+    pub engine: Arc<Engine>,
+    pub store: Arc<dyn Store>,
+    /// Reply senders by channel name.
+    pub senders: HashMap<String, Arc<dyn Sender>>,
+    pub options: JobOptions,
+}
+
+impl std::fmt::Debug for ChannelJobs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut names: Vec<&String> = self.senders.keys().collect();
+        names.sort();
+        f.debug_struct("ChannelJobs")
+            .field("senders", &names)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ChannelJobs {
+    /// Run one job within `budget`: claim, answer, mark done.
+    pub async fn run(&self, job: &TurnJob, budget: Duration) -> JobOutcome {
+        if budget.is_zero() {
+            return JobOutcome::Failed("no time left for this job".into());
+        }
+        let o = &self.options;
+        let key = job.dedupe_key();
+        let now = (o.clock)();
+        let expires = now + (budget + o.claim_slack).as_millis() as i64;
+        match self.store.claim_job(&key, now, expires).await {
+            Ok(Claim::Done) => return JobOutcome::Skipped("already done"),
+            Ok(Claim::Busy { .. }) => {
+                return JobOutcome::Failed("another worker holds this job".into());
+            }
+            Ok(Claim::TakenOver { attempt }) => {
+                tracing::warn!(job = %key, attempt, "taking over a job whose worker died");
+            }
+            Ok(Claim::Fresh) => {}
+            Err(e) => return JobOutcome::Failed(format!("claim failed: {e}")),
+        }
+        let outcome = match tokio::time::timeout(budget, self.answer(job)).await {
+            Ok(Ok(outcome)) => outcome,
+            Ok(Err(why)) => return JobOutcome::Failed(why),
+            Err(_) => {
+                // The claim stays until it expires; the redelivery then resumes the turn.
+                return JobOutcome::Failed(format!("turn deadline of {budget:?} passed"));
+            }
+        };
+        if matches!(outcome, JobOutcome::Done | JobOutcome::Answered(_)) {
+            let keep_until = (o.clock)() + o.keep_done.as_millis() as i64;
+            if let Err(e) = self.store.finish_job(&key, keep_until).await {
+                return JobOutcome::Failed(format!("could not mark the job done: {e}"));
+            }
+        }
+        outcome
+    }
+
+    /// Resolve who is writing, then answer: by the harness (no model call) or with a turn.
+    async fn answer(&self, job: &TurnJob) -> Result<JobOutcome, String> {
+        if self.engine.records_replies() {
+            // Delivery records what actually went out; an engine that records too would make
+            // every reply look delivered before it was sent.
+            return Err("misconfigured: the channel engine must have record_reply off".into());
+        }
+        let Some(sender) = self.senders.get(&job.channel) else {
+            tracing::error!(channel = %job.channel, "no sender configured for this channel");
+            return Ok(JobOutcome::Skipped("no sender for this channel"));
+        };
+        let sender = sender.as_ref();
+        let store_error = |e: store::StoreError| format!("store failed: {e}");
+        let resolved = identity::resolve(self.store.as_ref(), job, (self.options.clock)())
+            .await
+            .map_err(store_error)?;
+        let user = match &resolved {
+            Resolved::Bound(user) => user.clone(),
+            other => {
+                let text = lines::harness_reply(other, &self.options.signup_url);
+                let conversation = match other.user() {
+                    Some(user) => user_conversation(self, job, user).await,
+                    None => lobby_conversation(self, job).await,
+                }
+                .map_err(store_error)?;
+                self.deliver_harness_reply(job, &conversation, &text, sender)
+                    .await?;
+                tracing::info!(job = %job.dedupe_key(), outcome = ?other, "answered by the harness");
+                return Ok(JobOutcome::Answered(other.clone()));
+            }
+        };
+        let conversation = user_conversation(self, job, &user)
+            .await
+            .map_err(store_error)?;
+        let text = match (&job.button_id, job.text.trim().is_empty()) {
+            (Some(button), true) => format!("[pressed button {button}]"),
+            _ => job.text.clone(),
+        };
+        let input = TurnInput {
+            conversation_id: conversation.clone(),
+            text,
+            action_id: ActionId(job.dedupe_key()),
+        };
+        let started = std::time::Instant::now();
+        let outcome = self
+            .engine
+            .run_turn(input, &NullSink)
+            .await
+            .map_err(|e| format!("turn failed: {e}"))?;
+        self.options
+            .metrics
+            .turn(&turn_metrics(job, &outcome, started.elapsed()));
+        self.deliver_turn(job, &conversation, outcome, sender)
+            .await?;
+        Ok(JobOutcome::Done)
+    }
+}
+
+/// The EMF figures of one turn.
+pub fn turn_metrics(
+    job: &queue::TurnJob,
+    outcome: &engine::TurnOutcome,
+    took: Duration,
+) -> metrics::TurnMetrics {
+    metrics::TurnMetrics {
+        channel: job.channel.clone(),
+        model_calls: outcome.model_calls,
+        input_tokens: outcome.usage.input_tokens,
+        output_tokens: outcome.usage.output_tokens,
+        cache_read_tokens: outcome.usage.cache_read_tokens,
+        cache_write_tokens: outcome.usage.cache_write_tokens,
+        tool_errors: None,
+        estimated_usd: None,
+        duration_ms: took.as_millis() as u64,
+    }
+}

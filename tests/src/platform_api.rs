@@ -1,0 +1,111 @@
+//! A fake platform API (WhatsApp Graph, Telegram Bot API, Slack Web API, Twilio REST) on a
+//! loopback port: records every call in order and answers like the platform, or with a
+//! scripted refusal for calls whose path or body contains a given marker.
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{Method, StatusCode, Uri};
+use axum::routing::any;
+use serde_json::{Value, json};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// One call the platform received.
+#[derive(Debug, Clone)]
+pub struct ApiCall {
+    pub method: String,
+    pub path: String,
+    /// The raw body (JSON or a form).
+    pub body: String,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    calls: Vec<ApiCall>,
+    /// Calls whose path or body contains the marker get this status and body.
+    refuse: Vec<(String, u16, Value)>,
+}
+
+/// The running fake.
+#[derive(Debug, Clone, Default)]
+pub struct PlatformApi {
+    inner: Arc<Mutex<Inner>>,
+    pub base: String,
+}
+
+/// What every platform accepts as success (each reads only its own fields).
+fn accepted() -> Value {
+    json!({
+        "ok": true,
+        "result": {"message_id": 9000},
+        "ts": "1700000000.000100",
+        "channel": "D0PNCRP9N",
+        "sid": "SM00000000000000000000000000000000",
+        "status": "queued",
+        "messaging_product": "whatsapp",
+        "messages": [{"id": "wamid.out"}]
+    })
+}
+
+async fn receive(
+    State(api): State<PlatformApi>,
+    method: Method,
+    uri: Uri,
+    body: Bytes,
+) -> (StatusCode, axum::Json<Value>) {
+    let call = ApiCall {
+        method: method.to_string(),
+        path: uri.path().to_owned(),
+        body: String::from_utf8_lossy(&body).into_owned(),
+    };
+    let mut inner = api.inner.lock().unwrap();
+    let refusal = inner
+        .refuse
+        .iter()
+        .find(|(marker, _, _)| call.path.contains(marker) || call.body.contains(marker))
+        .cloned();
+    inner.calls.push(call);
+    match refusal {
+        Some((_, status, body)) => (StatusCode::from_u16(status).unwrap(), axum::Json(body)),
+        None => (StatusCode::OK, axum::Json(accepted())),
+    }
+}
+
+impl PlatformApi {
+    pub async fn start() -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let api = PlatformApi {
+            base: format!("http://{}", listener.local_addr().unwrap()),
+            ..PlatformApi::default()
+        };
+        let app = Router::new().fallback(any(receive)).with_state(api.clone());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        api
+    }
+
+    /// Answer calls containing `marker` (in the path or body) with this status and body.
+    pub fn refuse(&self, marker: &str, status: u16, body: Value) {
+        self.inner
+            .lock()
+            .unwrap()
+            .refuse
+            .push((marker.to_owned(), status, body));
+    }
+
+    pub fn calls(&self) -> Vec<ApiCall> {
+        self.inner.lock().unwrap().calls.clone()
+    }
+
+    /// Wait (at most 10 s) until at least `n` calls arrived; then the calls.
+    pub async fn wait_for(&self, n: usize) -> Vec<ApiCall> {
+        for _ in 0..500 {
+            let calls = self.calls();
+            if calls.len() >= n {
+                return calls;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("expected {n} platform calls, got {:#?}", self.calls());
+    }
+}
