@@ -23,7 +23,7 @@ mod turn;
 
 pub use error::EngineError;
 pub use events::{CollectSink, EventSink, NullSink, TurnEvent};
-pub use guard::{AllowAll, Denied, Guard, GuardCall};
+pub use guard::{AllowAll, Denied, Guard, GuardCall, Permit};
 pub use options::EngineOptions;
 pub use shape::{Shaped, ShapedButton, shape};
 pub use turn::{Engine, TurnEnd, TurnInput, TurnOutcome};

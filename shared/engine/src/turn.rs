@@ -406,7 +406,7 @@ impl<'a> Turn<'a> {
             call_number: self.model_calls,
             request: &request,
         };
-        engine.guard.before_model_call(&guard_call).await?;
+        let permit = engine.guard.before_model_call(&guard_call).await?;
         self.shown.close_block();
         let limits = Limits {
             call_timeout: engine.options.call_timeout,
@@ -422,7 +422,10 @@ impl<'a> Turn<'a> {
         )
         .await;
         if let Ok((_, usage)) = &result {
-            engine.guard.after_model_call(&self.conv, usage).await;
+            engine
+                .guard
+                .after_model_call(&self.conv, permit, usage)
+                .await;
         }
         Ok(result)
     }

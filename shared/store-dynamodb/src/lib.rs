@@ -20,6 +20,7 @@
 //! | job claim | `JOB#<job key>` | `CLAIM` | `status`, `expires_at_ms`, `attempt`, `keep_until_ms`, `ttl` |
 //! | link code | `LINK#<code>` | `LINK` | `user_id`, `expires_at_ms`, `ttl`, `used_at_ms` once redeemed |
 //! | bound account | `IDENT#<channel>#<external id>` | `IDENT` | `user_id`, `bound_at_ms` |
+//! | budget bucket | `BUDGET#<scope>#<window>#<start>` | `BUCKET` | `used`, `scope`, `win`, `start_ms`, `ttl`; `gsi1pk = BUDGETS#<window>#<start>`, `gsi1sk = <scope>` |
 //!
 //! Numbers in keys are zero-padded so string order is numeric order: positions to 20 digits
 //! (all of `u64`), segments to 10 (all of `u32`). `created` is the creation time in ms with the
@@ -80,6 +81,7 @@
 //! under concurrent requests, which DynamoDB does and the suite's races check.
 
 mod body;
+mod budget;
 mod claims;
 mod conversations;
 mod error;

@@ -14,6 +14,7 @@
 //! Depends on the `store` ports, `transcript` and `rusqlite` only. Never on AWS, a backend or
 //! the engine.
 
+mod budget;
 mod claims;
 mod conversations;
 mod error;

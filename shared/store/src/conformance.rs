@@ -24,6 +24,13 @@
 //! - A link code is live while `now_ms < expires_at_ms`: at `expires_at_ms` it no longer
 //!   redeems, and a new code of the same string may replace it.
 
+mod budget;
+
+pub use budget::{
+    check_budget_buckets_of_window, check_budget_reserve_and_settle,
+    check_budget_trip_adds_nothing, check_concurrent_reservations,
+};
+
 use crate::{Button, Claim, Store, StoreError, VisibleEntry, VisibleRole};
 use serde_json::json;
 use transcript::{
@@ -60,7 +67,17 @@ macro_rules! conformance_tests {
             bind_and_look_up_identity => check_bind_identity,
             rebinding_moves_the_identity => check_rebind_identity,
             identities_are_per_channel => check_identities_per_channel,
+            budget_reserve_and_settle => check_budget_reserve_and_settle,
+            budget_trip_adds_nothing => check_budget_trip_adds_nothing,
+            budget_buckets_of_window => check_budget_buckets_of_window,
         );
+
+        #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn concurrent_reservations_never_pass_the_cap() {
+            use $crate::conformance::AsDynStore as _;
+            let store = $make;
+            $crate::conformance::check_concurrent_reservations(store.as_dyn_store()).await;
+        }
 
         #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn concurrent_appends_one_winner() {

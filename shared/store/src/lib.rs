@@ -7,6 +7,7 @@
 //!
 //! Depends on `transcript` only. Never on AWS, Lambda, a backend or the engine.
 
+mod budget;
 mod claims;
 #[cfg(feature = "test-support")]
 pub mod conformance;
@@ -14,6 +15,7 @@ mod error;
 mod identities;
 mod visible;
 
+pub use budget::{Adjustment, BucketKey, BucketUsage, BudgetLedger, Charge, Reserve};
 pub use claims::{Claim, JobClaims};
 pub use error::StoreError;
 pub use identities::Identities;
@@ -72,5 +74,11 @@ pub trait VisibleStore: Send + Sync {
 }
 
 /// Everything the engine and the worker need from storage, as one handle.
-pub trait Store: ConversationStore + MessageStore + VisibleStore + JobClaims + Identities {}
-impl<T: ConversationStore + MessageStore + VisibleStore + JobClaims + Identities> Store for T {}
+pub trait Store:
+    ConversationStore + MessageStore + VisibleStore + JobClaims + Identities + BudgetLedger
+{
+}
+impl<T: ConversationStore + MessageStore + VisibleStore + JobClaims + Identities + BudgetLedger>
+    Store for T
+{
+}
