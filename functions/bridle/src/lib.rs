@@ -5,7 +5,9 @@
 //! here takes its dependencies as arguments, so tests run the real server in-process.
 
 pub mod backends;
+pub mod budget_report;
 pub mod config;
+pub mod guards;
 pub mod hub;
 pub mod notes;
 pub mod server;
@@ -43,6 +45,10 @@ pub struct AppOptions {
     pub max_concurrent_turns: usize,
     pub engine: EngineOptions,
     pub queue: QueueSettings,
+    /// Budgets and cheap guards in front of every model call.
+    pub guards: guards::GuardOptions,
+    /// `BRIDLE_ADMIN_TOKEN`: opens `/admin/budget`; `None` keeps it hidden (404).
+    pub admin_token: Option<String>,
 }
 
 impl Default for AppOptions {
@@ -54,6 +60,8 @@ impl Default for AppOptions {
             max_concurrent_turns: 8,
             engine: EngineOptions::default(),
             queue: QueueSettings::default(),
+            guards: guards::GuardOptions::default(),
+            admin_token: None,
         }
     }
 }
@@ -107,7 +115,14 @@ pub fn build_app(
             },
             ..options.engine.clone()
         },
-    );
+    )
+    .with_guard(Arc::new(budget::Guards::standard(budget::StandardGuards {
+        ledger: store.clone(),
+        config: options.guards.budget.clone(),
+        accounts: options.guards.accounts.clone(),
+        clock: options.guards.clock.clone(),
+        no_model: options.guards.no_model.clone(),
+    })));
     Ok(server::App {
         store,
         queue: Arc::new(queue),
@@ -116,5 +131,8 @@ pub fn build_app(
         notes,
         max_message_chars: options.max_message_chars,
         max_concurrent_turns: options.max_concurrent_turns,
+        budget: options.guards.budget.clone(),
+        clock: options.guards.clock.clone(),
+        admin_token: options.admin_token.clone(),
     })
 }

@@ -42,6 +42,8 @@ async fn main() -> Result<(), Error> {
             problems.join("\n  - ")
         ))
     })?;
+    let budget_config = budget::BudgetConfig::from_vars(env)
+        .map_err(|e| Error::from(format!("worker misconfigured: {e}")))?;
     let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
     // Every outside call has a deadline (DESIGN.md invariant 5); the SDK sets none by default.
     let timeouts = aws_config::timeout::TimeoutConfig::builder()
@@ -71,7 +73,16 @@ async fn main() -> Result<(), Error> {
             record_reply: false,
             ..EngineOptions::default()
         },
-    );
+    )
+    // No model call without the cheap guards and the budget (DESIGN.md invariant 9). Paused
+    // accounts: none until the accounts store is connected.
+    .with_guard(Arc::new(budget::Guards::standard(budget::StandardGuards {
+        ledger: store.clone(),
+        config: Arc::new(budget_config),
+        accounts: Arc::new(budget::InMemoryAccounts::default()),
+        clock: budget::system_clock(),
+        no_model: None,
+    })));
     let worker = Worker {
         engine: Arc::new(engine),
         store,

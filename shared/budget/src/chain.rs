@@ -45,3 +45,42 @@ impl Guard for Guards {
         }
     }
 }
+
+/// What [`Guards::standard`] needs.
+pub struct StandardGuards {
+    pub ledger: Arc<dyn store::BudgetLedger>,
+    pub config: Arc<crate::BudgetConfig>,
+    pub accounts: Arc<dyn crate::AccountStatus>,
+    pub clock: crate::Clock,
+    /// `Some(line)` when no model is configured: every call is answered with `line`.
+    pub no_model: Option<String>,
+}
+
+impl std::fmt::Debug for StandardGuards {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StandardGuards")
+            .field("no_model", &self.no_model.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Guards {
+    /// The chain every deployment runs, cheapest first: no model configured → paused account →
+    /// messages per conversation per hour → budget.
+    pub fn standard(s: StandardGuards) -> Self {
+        let mut guards: Vec<Arc<dyn Guard>> = Vec::new();
+        if let Some(line) = s.no_model {
+            guards.push(Arc::new(crate::NoModel(line)));
+        }
+        guards.push(Arc::new(crate::PausedAccounts(s.accounts)));
+        guards.push(Arc::new(crate::ConversationRate::new(
+            s.ledger.clone(),
+            s.config.clone(),
+            s.clock.clone(),
+        )));
+        guards.push(Arc::new(crate::BudgetGuard::new(
+            s.ledger, s.config, s.clock,
+        )));
+        Self(guards)
+    }
+}

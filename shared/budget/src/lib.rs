@@ -36,7 +36,7 @@ pub mod report;
 
 pub use accounts::{AccountStatus, InMemoryAccounts, PausedAccounts};
 pub use bucket::{Bucket, Unit};
-pub use chain::Guards;
+pub use chain::{Guards, StandardGuards};
 pub use clock::{Clock, system_clock};
 pub use config::{BudgetConfig, Cap, Source};
 pub use error::BudgetError;

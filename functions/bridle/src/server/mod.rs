@@ -1,8 +1,10 @@
 //! The local server: the web chat, its HTTP API, and the worker, in one process.
 
+mod admin;
 mod api;
 mod assets;
 mod errors;
+mod usage;
 
 use crate::hub::Hub;
 use crate::notes::Notes;
@@ -35,6 +37,11 @@ pub struct App {
     pub notes: Arc<Notes>,
     pub max_message_chars: usize,
     pub max_concurrent_turns: usize,
+    /// Caps and prices (meter, admin page).
+    pub budget: Arc<budget::BudgetConfig>,
+    pub clock: budget::Clock,
+    /// Opens `/admin/budget`; `None`: the page does not exist.
+    pub admin_token: Option<String>,
 }
 
 impl std::fmt::Debug for App {
@@ -62,6 +69,8 @@ pub fn router(app: App) -> Router {
             get(api::history).post(api::post_message),
         )
         .route("/api/notes", get(api::list_notes))
+        .route("/api/usage", get(usage::usage))
+        .route("/admin/budget", get(admin::budget_page))
         .fallback(errors::not_found)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(app)
