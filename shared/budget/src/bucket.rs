@@ -15,9 +15,8 @@ const MINUTE_MS: i64 = 60_000;
 const HOUR_MS: i64 = 60 * MINUTE_MS;
 const DAYS_30_MS: i64 = 30 * 24 * HOUR_MS;
 
-/// One kind of counter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
+/// One kind of counter. Serialised as its [`name`](Bucket::name).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Bucket {
     /// A user's tokens (input, output, cache read and write) in the current minute.
     UserTokensMinute,
@@ -31,6 +30,12 @@ pub enum Bucket {
     ConversationMessagesHour,
     /// One conversation's micro-dollars in the current 30-day window (no cap; for reports).
     ConversationUsd30d,
+}
+
+impl Serialize for Bucket {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
 }
 
 /// What a bucket counts.
