@@ -165,7 +165,7 @@ impl ServeConfig {
             }
         };
 
-        let budget = budget::BudgetConfig::from_vars(&var).unwrap_or_else(|err| {
+        let budget = budget::BudgetConfig::from_vars(var).unwrap_or_else(|err| {
             problems.push(err.to_string());
             budget::BudgetConfig::default()
         });

@@ -4,7 +4,7 @@
 use super::render::amount;
 use super::{EVERYONE, Report};
 
-const WIDTH: f64 = 720.0;
+const WIDTH: f64 = 820.0;
 const LABEL: f64 = 260.0;
 const BAR: f64 = 360.0;
 const ROW: f64 = 28.0;
