@@ -206,3 +206,23 @@ impl store::ActiveRecords for FlakyStore {
         self.inner.active(conversation, kind).await
     }
 }
+
+#[async_trait]
+impl store::BudgetLedger for FlakyStore {
+    async fn reserve(&self, charges: &[store::Charge]) -> Result<store::Reserve, StoreError> {
+        self.inner.reserve(charges).await
+    }
+    async fn adjust(&self, adjustments: &[store::Adjustment]) -> Result<(), StoreError> {
+        self.inner.adjust(adjustments).await
+    }
+    async fn bucket_usage(&self, buckets: &[store::BucketKey]) -> Result<Vec<u64>, StoreError> {
+        self.inner.bucket_usage(buckets).await
+    }
+    async fn buckets_of_window(
+        &self,
+        window: &str,
+        start_ms: i64,
+    ) -> Result<Vec<store::BucketUsage>, StoreError> {
+        self.inner.buckets_of_window(window, start_ms).await
+    }
+}

@@ -2,7 +2,7 @@
 
 use async_trait::async_trait;
 use backend::{BackendError, Reply};
-use engine::{Denied, EngineOptions, Guard, GuardCall, TurnEnd, TurnEvent, lines};
+use engine::{Denied, EngineOptions, Guard, GuardCall, Permit, TurnEnd, TurnEvent, lines};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
@@ -205,7 +205,7 @@ struct DenyFrom {
 
 #[async_trait]
 impl Guard for DenyFrom {
-    async fn before_model_call(&self, call: &GuardCall<'_>) -> Result<(), Denied> {
+    async fn before_model_call(&self, call: &GuardCall<'_>) -> Result<Permit, Denied> {
         let n = self.seen.fetch_add(1, Ordering::SeqCst) + 1;
         assert_eq!(call.call_number, n);
         assert_eq!(call.conversation.user_id.0, "user-1");
@@ -215,11 +215,21 @@ impl Guard for DenyFrom {
                 user_message: "You've reached this hour's limit. It resets soon.".into(),
             });
         }
-        Ok(())
+        Ok(Permit::carrying(n))
     }
 
-    async fn after_model_call(&self, _: &transcript::Conversation, usage: &transcript::Usage) {
+    async fn after_model_call(
+        &self,
+        _: &transcript::Conversation,
+        permit: Permit,
+        usage: &transcript::Usage,
+    ) {
         assert!(usage.output_tokens > 0);
+        // The permit of the same call comes back.
+        assert_eq!(
+            permit.take::<u32>(),
+            Some(self.settled.load(Ordering::SeqCst) + 1)
+        );
         self.settled.fetch_add(1, Ordering::SeqCst);
     }
 }

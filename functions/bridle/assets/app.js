@@ -194,10 +194,44 @@ async function send(text) {
         bubble?.classList.remove("streaming");
         thinking?.remove();
         loadConversations();
+        loadUsage();
         break;
     }
     scrollDown();
   });
+}
+
+// The usage meter stays hidden until a budget bucket is nearly full (GET /api/usage says when).
+const BUCKET_LABELS = {
+  user_tokens_minute: "this minute",
+  user_tokens_hour: "this hour",
+  user_usd_30d: "this month",
+  global_usd_30d: "service-wide",
+};
+
+async function loadUsage() {
+  const meter = $("#usage-meter");
+  try {
+    const usage = await (await api("/api/usage")).json();
+    meter.replaceChildren();
+    meter.hidden = !usage.show;
+    if (!usage.show) return;
+    meter.append(el("span", "meter-title", "Usage"));
+    for (const b of usage.buckets) {
+      if (b.fraction < usage.show_from) continue;
+      const pct = Math.min(100, Math.round(b.fraction * 100));
+      const row = el("span", "meter-row");
+      row.dataset.bucket = b.bucket;
+      const bar = el("span", "meter-bar");
+      const fill = el("span", "meter-fill");
+      fill.style.width = pct + "%";
+      bar.append(fill);
+      row.append(el("span", "meter-label", BUCKET_LABELS[b.bucket] || b.bucket), bar, el("span", "meter-pct", pct + "%"));
+      meter.append(row);
+    }
+  } catch {
+    meter.hidden = true;
+  }
 }
 
 $("#composer").addEventListener("submit", async (e) => {
@@ -237,6 +271,7 @@ window.addEventListener("hashchange", () => {
 (async () => {
   try {
     await loadNotes(false);
+    loadUsage();
     const list = await loadConversations();
     const wanted = location.hash.slice(1);
     if (wanted) await openConversation(wanted);

@@ -32,6 +32,10 @@ pub struct ServeConfig {
     pub max_message_chars: usize,
     /// Turns run at once (across conversations; one per conversation at a time).
     pub max_concurrent_turns: usize,
+    /// Caps, prices and the reservation size (`BRIDLE_CAP_*`, `BRIDLE_PRICES_FILE`, …).
+    pub budget: budget::BudgetConfig,
+    /// `BRIDLE_ADMIN_TOKEN`: opens `/admin/budget`.
+    pub admin_token: Option<String>,
 }
 
 // Hand-written so the API key never reaches a log line.
@@ -56,6 +60,15 @@ impl fmt::Debug for ServeConfig {
             .field("backend", &backend)
             .field("max_message_chars", &self.max_message_chars)
             .field("max_concurrent_turns", &self.max_concurrent_turns)
+            .field("budget", &self.budget)
+            .field(
+                "admin_token",
+                &if self.admin_token.is_some() {
+                    "set"
+                } else {
+                    "none"
+                },
+            )
             .finish()
     }
 }
@@ -152,6 +165,12 @@ impl ServeConfig {
             }
         };
 
+        let budget = budget::BudgetConfig::from_vars(var).unwrap_or_else(|err| {
+            problems.push(err.to_string());
+            budget::BudgetConfig::default()
+        });
+        let admin_token = var("BRIDLE_ADMIN_TOKEN").map(|t| t.trim().to_owned());
+
         if problems.is_empty() {
             Ok(Self {
                 addr,
@@ -159,6 +178,8 @@ impl ServeConfig {
                 backend,
                 max_message_chars,
                 max_concurrent_turns,
+                budget,
+                admin_token,
             })
         } else {
             Err(ConfigErrors(problems))

@@ -5,8 +5,10 @@
 //! here takes its dependencies as arguments, so tests run the real server in-process.
 
 pub mod backends;
+pub mod budget_report;
 pub mod channel_setup;
 pub mod config;
+pub mod guards;
 pub mod hub;
 pub mod notes;
 pub mod planning;
@@ -53,6 +55,10 @@ pub struct AppOptions {
     pub queue: QueueSettings,
     /// Messaging channels (`/webhooks/*`); none by default.
     pub channels: channel_setup::ChannelSetup,
+    /// Budgets and cheap guards in front of every model call.
+    pub guards: guards::GuardOptions,
+    /// `BRIDLE_ADMIN_TOKEN`: opens `/admin/budget`; `None` keeps it hidden (404).
+    pub admin_token: Option<String>,
 }
 
 impl Default for AppOptions {
@@ -65,6 +71,8 @@ impl Default for AppOptions {
             engine: EngineOptions::default(),
             queue: QueueSettings::default(),
             channels: channel_setup::ChannelSetup::default(),
+            guards: guards::GuardOptions::default(),
+            admin_token: None,
         }
     }
 }
@@ -110,7 +118,23 @@ pub fn build_app(
     let gate = planning::confirmation_gate(planner, store.clone());
     let registry = Arc::new(registry);
     let queue = Arc::new(queue);
-    let channels = channel_jobs_for(&model, &registry, &store, &queue, &gate, &options);
+    let guard: Arc<dyn engine::Guard> =
+        Arc::new(budget::Guards::standard(budget::StandardGuards {
+            ledger: store.clone(),
+            config: options.guards.budget.clone(),
+            accounts: options
+                .guards
+                .accounts
+                .clone()
+                .unwrap_or_else(|| Arc::new(budget::StoreAccounts(store.clone()))),
+            clock: options.guards.clock.clone(),
+            no_model: options.guards.no_model.clone(),
+        }));
+    let extras = EngineExtras {
+        gate: gate.clone(),
+        guard: guard.clone(),
+    };
+    let channels = channel_jobs_for(&model, &registry, &store, &queue, &extras, &options);
     let engine = Engine::new(
         model,
         registry,
@@ -125,7 +149,8 @@ pub fn build_app(
             ..options.engine.clone()
         },
     )
-    .with_confirmation(gate);
+    .with_confirmation(gate)
+    .with_guard(guard);
     Ok(server::App {
         store,
         queue,
@@ -135,7 +160,16 @@ pub fn build_app(
         notes,
         max_message_chars: options.max_message_chars,
         max_concurrent_turns: options.max_concurrent_turns,
+        budget: options.guards.budget.clone(),
+        clock: options.guards.clock.clone(),
+        admin_token: options.admin_token.clone(),
     })
+}
+
+/// What both engines (web chat and channels) put around every model and tool call.
+struct EngineExtras {
+    gate: Arc<engine::ConfirmationGate>,
+    guard: Arc<dyn engine::Guard>,
 }
 
 /// The channel side of the app: the webhook handler on the local queue, and the channel jobs
@@ -145,7 +179,7 @@ fn channel_jobs_for(
     registry: &Arc<Registry>,
     store: &Arc<SqliteStore>,
     queue: &Arc<SqliteQueue>,
-    gate: &Arc<engine::ConfirmationGate>,
+    extras: &EngineExtras,
     options: &AppOptions,
 ) -> server::Channels {
     let setup = options.channels.clone();
@@ -160,7 +194,8 @@ fn channel_jobs_for(
             ..options.engine.clone()
         },
     )
-    .with_confirmation(gate.clone());
+    .with_confirmation(extras.gate.clone())
+    .with_guard(extras.guard.clone());
     let jobs = channel_jobs::ChannelJobs {
         engine: Arc::new(engine),
         store: store.clone(),

@@ -1,10 +1,15 @@
 //! The `bridle` command. Wiring only: parse, configure, build, run.
 
+use bridle::budget_report::{self, Format, LedgerSource, ReportOptions};
 use bridle::channel_setup::ChannelSetup;
-use bridle::config::{ConfigErrors, ServeConfig};
+use bridle::config::ConfigErrors;
+use bridle::config::{BackendChoice, ServeConfig};
+use bridle::guards::GuardOptions;
 use bridle::{AppOptions, Db, backends, build_app, server};
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Bridle: a chat-agent harness.
@@ -21,6 +26,36 @@ enum Command {
     /// BRIDLE_DB (default ./bridle.db). The model comes from BRIDLE_BACKEND / OPENAI_* /
     /// BEDROCK_MODEL_ID / BRIDLE_SCRIPT; without one, the assistant explains how to connect it.
     Serve,
+    /// Budgets: usage against caps, with prices and caps and where they came from.
+    #[command(subcommand)]
+    Budget(BudgetCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum BudgetCommand {
+    /// Per user and window: usage, cap, fill; the global fill; the top conversations by cost.
+    /// Caps and prices come from the same BRIDLE_CAP_* / BRIDLE_PRICES_FILE variables as
+    /// `serve`.
+    Report(ReportArgs),
+}
+
+#[derive(Debug, Args)]
+struct ReportArgs {
+    /// The local server's SQLite file (default: BRIDLE_DB or ./bridle.db).
+    #[arg(long, conflicts_with = "dynamodb_table")]
+    db: Option<PathBuf>,
+    /// Read a DynamoDB table instead (region and credentials from the AWS environment).
+    #[arg(long)]
+    dynamodb_table: Option<String>,
+    /// Print JSON.
+    #[arg(long, conflicts_with = "csv")]
+    json: bool,
+    /// Print CSV.
+    #[arg(long)]
+    csv: bool,
+    /// How many conversations to list.
+    #[arg(long, default_value_t = 10)]
+    top: usize,
 }
 
 fn main() -> ExitCode {
@@ -39,6 +74,42 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::Serve => runtime.block_on(serve()),
+        Command::Budget(BudgetCommand::Report(args)) => runtime.block_on(report(args)),
+    }
+}
+
+async fn report(args: ReportArgs) -> ExitCode {
+    let config = match budget::BudgetConfig::from_vars(|k| std::env::var(k).ok()) {
+        Ok(c) => c,
+        Err(err) => return fail("the budget settings are not valid", &err),
+    };
+    let source = match args.dynamodb_table {
+        Some(table) => LedgerSource::DynamoDb { table },
+        None => LedgerSource::Sqlite(args.db.unwrap_or_else(|| {
+            PathBuf::from(std::env::var("BRIDLE_DB").unwrap_or_else(|_| "./bridle.db".into()))
+        })),
+    };
+    let ledger = match budget_report::open_ledger(&source).await {
+        Ok(l) => l,
+        Err(err) => return fail("cannot open the budget ledger", &err),
+    };
+    let options = ReportOptions {
+        format: if args.json {
+            Format::Json
+        } else if args.csv {
+            Format::Csv
+        } else {
+            Format::Table
+        },
+        top: args.top,
+        now_ms: (budget::system_clock())(),
+    };
+    match budget_report::report(ledger.as_ref(), &config, &options).await {
+        Ok(text) => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(err) => fail("cannot read the budget ledger", &err),
     }
 }
 
@@ -78,6 +149,13 @@ async fn serve() -> ExitCode {
         max_message_chars: config.max_message_chars,
         max_concurrent_turns: config.max_concurrent_turns,
         channels,
+        guards: GuardOptions {
+            budget: Arc::new(config.budget.clone()),
+            no_model: (config.backend == BackendChoice::None)
+                .then(|| backends::UNPLUGGED.to_owned()),
+            ..GuardOptions::default()
+        },
+        admin_token: config.admin_token.clone(),
         ..AppOptions::default()
     };
     let app = match build_app(model, options) {

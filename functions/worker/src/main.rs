@@ -48,6 +48,8 @@ async fn main() -> Result<(), Error> {
             problems.join("\n  - ")
         ))
     })?;
+    let budget_config = budget::BudgetConfig::from_vars(&var)
+        .map_err(|e| Error::from(format!("worker misconfigured: {e}")))?;
     // Every outside call has a deadline (DESIGN.md invariant 5); the SDK sets none by default.
     let timeouts = aws_config::timeout::TimeoutConfig::builder()
         .connect_timeout(Duration::from_secs(2))
@@ -78,7 +80,15 @@ async fn main() -> Result<(), Error> {
             ..EngineOptions::default()
         },
     )
-    .with_confirmation(worker::planning::confirmation_gate(planner, store.clone()));
+    .with_confirmation(worker::planning::confirmation_gate(planner, store.clone()))
+    // No model call without the cheap guards and the budget (DESIGN.md invariant 9).
+    .with_guard(Arc::new(budget::Guards::standard(budget::StandardGuards {
+        ledger: store.clone(),
+        config: Arc::new(budget_config),
+        accounts: Arc::new(budget::StoreAccounts(store.clone())),
+        clock: budget::system_clock(),
+        no_model: None,
+    })));
     let worker = Worker {
         jobs: ChannelJobs {
             engine: Arc::new(engine),

@@ -1,5 +1,6 @@
 use async_trait::async_trait;
 use backend::ChatRequest;
+use std::any::Any;
 use transcript::{Conversation, Usage};
 
 /// The call about to be made, as a guard sees it.
@@ -20,13 +21,38 @@ pub struct Denied {
     pub user_message: String,
 }
 
+/// What a guard hands from [`Guard::before_model_call`] to [`Guard::after_model_call`] of the
+/// same call (a budget reservation, say). Opaque to the engine; empty for most guards.
+#[derive(Debug, Default)]
+pub struct Permit(Option<Box<dyn Any + Send + Sync>>);
+
+impl Permit {
+    /// A permit that carries `value` to `after_model_call`.
+    pub fn carrying<T: Any + Send + Sync>(value: T) -> Self {
+        Self(Some(Box::new(value)))
+    }
+
+    /// The carried value, if it is a `T`.
+    pub fn take<T: Any>(self) -> Option<T> {
+        self.0?.downcast::<T>().ok().map(|b| *b)
+    }
+}
+
 /// Runs before **every** model call; budgets and rate limits plug in here.
 #[async_trait]
 pub trait Guard: Send + Sync {
-    async fn before_model_call(&self, call: &GuardCall<'_>) -> Result<(), Denied>;
+    async fn before_model_call(&self, call: &GuardCall<'_>) -> Result<Permit, Denied>;
 
-    /// Called after each model call that completed, with its real usage (settle a reservation).
-    async fn after_model_call(&self, _conversation: &Conversation, _usage: &Usage) {}
+    /// Called after each model call that completed, with the permit its `before_model_call`
+    /// gave and the real usage (settle a reservation). A call that failed is not reported: its
+    /// reservation stays as it was.
+    async fn after_model_call(
+        &self,
+        _conversation: &Conversation,
+        _permit: Permit,
+        _usage: &Usage,
+    ) {
+    }
 }
 
 /// Lets every call through.
@@ -35,7 +61,7 @@ pub struct AllowAll;
 
 #[async_trait]
 impl Guard for AllowAll {
-    async fn before_model_call(&self, _: &GuardCall<'_>) -> Result<(), Denied> {
-        Ok(())
+    async fn before_model_call(&self, _: &GuardCall<'_>) -> Result<Permit, Denied> {
+        Ok(Permit::default())
     }
 }

@@ -467,7 +467,7 @@ impl<'a> Turn<'a> {
             call_number: self.model_calls,
             request: &request,
         };
-        engine.guard.before_model_call(&guard_call).await?;
+        let permit = engine.guard.before_model_call(&guard_call).await?;
         self.shown.close_block();
         let limits = Limits {
             call_timeout: engine.options.call_timeout,
@@ -483,7 +483,10 @@ impl<'a> Turn<'a> {
         )
         .await;
         if let Ok((_, usage)) = &result {
-            engine.guard.after_model_call(&self.conv, usage).await;
+            engine
+                .guard
+                .after_model_call(&self.conv, permit, usage)
+                .await;
         }
         Ok(result)
     }
@@ -544,10 +547,13 @@ impl<'a> Turn<'a> {
             call_number: self.model_calls,
             request: &request,
         };
-        if let Err(denied) = engine.guard.before_model_call(&call).await {
-            tracing::warn!(reason = %denied.reason, "compaction skipped: guard denied the call");
-            return Ok(());
-        }
+        let permit = match engine.guard.before_model_call(&call).await {
+            Ok(permit) => permit,
+            Err(denied) => {
+                tracing::warn!(reason = %denied.reason, "compaction skipped: guard denied the call");
+                return Ok(());
+            }
+        };
         let limits = Limits {
             call_timeout: o.call_timeout,
             idle_timeout: o.idle_timeout,
@@ -570,7 +576,10 @@ impl<'a> Turn<'a> {
                 return Ok(());
             }
         };
-        engine.guard.after_model_call(&self.conv, &usage).await;
+        engine
+            .guard
+            .after_model_call(&self.conv, permit, &usage)
+            .await;
         self.usage += usage;
         let notes: String = acc.parts.iter().filter_map(Part::as_text).collect();
         if notes.trim().is_empty() || !matches!(stop, StopReason::EndTurn | StopReason::MaxTokens) {

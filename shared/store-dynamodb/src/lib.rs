@@ -26,6 +26,7 @@
 //! | pending confirmation | `CONV#<id>` | `PENDING#<hash>` | `created_on_action`, `description`, `expires_at_ms`, `ttl` |
 //! | active record | `CONV#<id>` | `ACTIVE#<kind>` | `rid` |
 //! | account | `USER#<user>` | `ACCOUNT` | `status`, `display_name`, `time_zone` |
+//! | budget bucket | `BUDGET#<scope>#<window>#<start>` | `BUCKET` | `used`, `scope`, `win`, `start_ms`, `ttl`; `gsi1pk = BUDGETS#<window>#<start>`, `gsi1sk = <scope>` |
 //!
 //! Numbers in keys are zero-padded so string order is numeric order: positions to 20 digits
 //! (all of `u64`), segments to 10 (all of `u32`). `created` is the creation time in ms with the
@@ -108,6 +109,7 @@
 mod accounts;
 mod audit;
 mod body;
+mod budget;
 mod claims;
 mod confirmations;
 mod conversations;

@@ -15,6 +15,7 @@
 //! the engine.
 
 mod accounts;
+mod budget;
 mod claims;
 mod confirmations;
 mod conversations;

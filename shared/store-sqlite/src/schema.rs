@@ -109,6 +109,16 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         id              TEXT NOT NULL,
         PRIMARY KEY (conversation_id, kind)
     ) STRICT;",
+    // 5: budget ledger buckets (see budget.rs).
+    "CREATE TABLE budget_buckets (
+        scope         TEXT    NOT NULL,
+        win           TEXT    NOT NULL,
+        start_ms      INTEGER NOT NULL,
+        used          INTEGER NOT NULL,
+        expires_at_ms INTEGER NOT NULL,
+        PRIMARY KEY (scope, win, start_ms)
+    ) STRICT;
+    CREATE INDEX budget_buckets_by_window ON budget_buckets (win, start_ms, scope);",
 ];
 
 /// The schema version this build writes and understands.

@@ -25,6 +25,13 @@
 //!   redeems, and a new code of the same string may replace it.
 
 pub use crate::conformance_records::*;
+mod budget;
+
+pub use budget::{
+    check_budget_buckets_of_window, check_budget_reserve_and_settle,
+    check_budget_trip_adds_nothing, check_concurrent_reservations,
+};
+
 use crate::{Button, Claim, Store, StoreError, VisibleEntry, VisibleRole};
 use serde_json::json;
 use transcript::{
@@ -68,6 +75,9 @@ macro_rules! conformance_tests {
             pending_confirmations => check_pending_confirmations,
             accounts => check_accounts,
             active_records => check_active_records,
+            budget_reserve_and_settle => check_budget_reserve_and_settle,
+            budget_trip_adds_nothing => check_budget_trip_adds_nothing,
+            budget_buckets_of_window => check_budget_buckets_of_window,
         );
 
         #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -82,6 +92,13 @@ macro_rules! conformance_tests {
             use $crate::conformance::AsDynStore as _;
             let store = $make;
             $crate::conformance::check_concurrent_take_pending(store.as_dyn_store()).await;
+        }
+
+        #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn concurrent_reservations_never_pass_the_cap() {
+            use $crate::conformance::AsDynStore as _;
+            let store = $make;
+            $crate::conformance::check_concurrent_reservations(store.as_dyn_store()).await;
         }
 
         #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,6 +9,7 @@
 
 mod accounts;
 mod active;
+mod budget;
 mod canonical;
 mod claims;
 mod confirmations;
@@ -23,6 +24,7 @@ mod visible;
 
 pub use accounts::{Account, AccountStatus, Accounts};
 pub use active::ActiveRecords;
+pub use budget::{Adjustment, BucketKey, BucketUsage, BudgetLedger, Charge, Reserve};
 pub use canonical::canonical_json;
 pub use claims::{Claim, JobClaims};
 pub use confirmations::{Confirmations, Pending};
@@ -97,6 +99,7 @@ pub trait Store:
     + Confirmations
     + Accounts
     + ActiveRecords
+    + BudgetLedger
 {
 }
 impl<
@@ -108,7 +111,8 @@ impl<
         + Records
         + Confirmations
         + Accounts
-        + ActiveRecords,
+        + ActiveRecords
+        + BudgetLedger,
 > Store for T
 {
 }

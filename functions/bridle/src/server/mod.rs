@@ -1,5 +1,6 @@
 //! The local server: the web chat, its HTTP API, and the worker, in one process.
 
+mod admin;
 mod api;
 mod assets;
 mod errors;
@@ -7,6 +8,7 @@ mod link;
 mod webhooks;
 
 pub use webhooks::Channels;
+mod usage;
 
 use crate::hub::Hub;
 use crate::notes::Notes;
@@ -41,6 +43,11 @@ pub struct App {
     pub channels: Channels,
     pub max_message_chars: usize,
     pub max_concurrent_turns: usize,
+    /// Caps and prices (meter, admin page).
+    pub budget: Arc<budget::BudgetConfig>,
+    pub clock: budget::Clock,
+    /// Opens `/admin/budget`; `None`: the page does not exist.
+    pub admin_token: Option<String>,
 }
 
 impl std::fmt::Debug for App {
@@ -69,6 +76,8 @@ pub fn router(app: App) -> Router {
         )
         .route("/api/notes", get(api::list_notes))
         .route("/api/link-code", post(link::create_link_code))
+        .route("/api/usage", get(usage::usage))
+        .route("/admin/budget", get(admin::budget_page))
         .fallback(errors::not_found)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES));
     // The webhook applies its own cap (and says 413 in its own words); let it see one byte more.

@@ -1,0 +1,183 @@
+//! `/admin/budget`: the finance report as a page, with spend against caps as an inline SVG
+//! chart. Only when `BRIDLE_ADMIN_TOKEN` is set (otherwise 404), and only with that token as
+//! `Authorization: Bearer …` or `?token=…` (otherwise 401); compared in constant time.
+
+use super::App;
+use super::errors::ApiError;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{Html, IntoResponse, Response};
+use budget::Unit;
+use budget::report::render::amount;
+use budget::report::{EVERYONE, Report, chart};
+use std::collections::HashMap;
+use subtle::ConstantTimeEq;
+
+/// Conversations listed on the page.
+const TOP: usize = 10;
+
+fn presented(headers: &HeaderMap, query: &HashMap<String, String>) -> Option<String> {
+    let bearer = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(|t| t.trim().to_owned());
+    bearer.or_else(|| query.get("token").cloned())
+}
+
+/// Equal tokens, in time that does not depend on where they differ.
+fn token_matches(expected: &str, given: &str) -> bool {
+    expected.as_bytes().ct_eq(given.as_bytes()).into()
+}
+
+pub async fn budget_page(
+    State(app): State<App>,
+    headers: HeaderMap,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    let Some(expected) = app.admin_token.as_deref() else {
+        return super::errors::not_found().await.into_response();
+    };
+    let authorised =
+        presented(&headers, &query).is_some_and(|given| token_matches(expected, &given));
+    if !authorised {
+        return (
+            StatusCode::UNAUTHORIZED,
+            [(header::WWW_AUTHENTICATE, "Bearer")],
+            "This page needs the admin token (Authorization: Bearer … or ?token=…).",
+        )
+            .into_response();
+    }
+    let ledger: std::sync::Arc<dyn store::BudgetLedger> = app.store.clone();
+    match Report::build(ledger.as_ref(), &app.budget, (app.clock)(), TOP).await {
+        Ok(report) => Html(page(&report)).into_response(),
+        Err(err) => ApiError::internal(err).into_response(),
+    }
+}
+
+fn esc(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+fn table(id: &str, header: &[&str], rows: Vec<Vec<String>>) -> String {
+    let mut out = format!("<table id=\"{id}\"><thead><tr>");
+    for h in header {
+        out += &format!("<th>{}</th>", esc(h));
+    }
+    out += "</tr></thead><tbody>";
+    for row in rows {
+        out += "<tr>";
+        for cell in row {
+            out += &format!("<td>{}</td>", esc(&cell));
+        }
+        out += "</tr>";
+    }
+    out + "</tbody></table>"
+}
+
+fn usd(micros: u64) -> String {
+    amount(Unit::Microdollars, micros)
+}
+
+/// The whole page (no script, no external resources).
+pub fn page(report: &Report) -> String {
+    let usage = report
+        .usage
+        .iter()
+        .map(|r| {
+            vec![
+                if r.subject == EVERYONE {
+                    "(everyone)".into()
+                } else {
+                    r.subject.clone()
+                },
+                r.bucket.name().into(),
+                amount(r.unit, r.used),
+                r.cap.map_or("none".into(), |c| amount(r.unit, c)),
+                r.cap
+                    .map_or("-".into(), |_| format!("{:.1}%", r.fill * 100.0)),
+            ]
+        })
+        .collect();
+    let convs = report
+        .top_conversations
+        .iter()
+        .map(|c| vec![c.conversation.clone(), usd(c.usd_micros)])
+        .collect();
+    let caps = report
+        .caps
+        .iter()
+        .map(|c| {
+            vec![
+                c.bucket.name().into(),
+                c.cap.map_or("off".into(), |v| amount(c.unit, v)),
+                c.source.to_string(),
+            ]
+        })
+        .collect();
+    let prices = report
+        .prices
+        .iter()
+        .map(|p| {
+            vec![
+                if p.model == EVERYONE {
+                    "(any other model)".into()
+                } else {
+                    p.model.clone()
+                },
+                budget::money::usd_exact(p.input),
+                budget::money::usd_exact(p.output),
+                budget::money::usd_exact(p.cache_read),
+                budget::money::usd_exact(p.cache_write),
+                p.source.to_string(),
+            ]
+        })
+        .collect();
+    format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <title>Bridle · budget</title><style>\
+         body{{font-family:sans-serif;margin:2rem;color:#222}}\
+         table{{border-collapse:collapse;margin:0 0 1.5rem}}\
+         th,td{{border-bottom:1px solid #ddd;padding:.3rem .8rem;text-align:left}}\
+         h2{{margin-top:2rem}}</style></head><body>\
+         <h1>Budget</h1><p>Current windows (fixed, aligned to the Unix epoch).</p>\
+         <h2>Spend against caps</h2>{chart}\
+         <h2>Usage</h2>{usage}\
+         <h2>Top conversations by cost</h2>{convs}\
+         <h2>Caps</h2>{caps}\
+         <h2>Prices (USD per million tokens)</h2>{prices}\
+         </body></html>",
+        chart = chart::svg(report),
+        usage = table("usage", &["user", "bucket", "used", "cap", "fill"], usage),
+        convs = table("conversations", &["conversation", "cost"], convs),
+        caps = table("caps", &["bucket", "cap", "source"], caps),
+        prices = table(
+            "prices",
+            &[
+                "model",
+                "input",
+                "output",
+                "cache read",
+                "cache write",
+                "source"
+            ],
+            prices
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_compare_whole() {
+        assert!(token_matches("s3cret", "s3cret"));
+        assert!(!token_matches("s3cret", "s3cre"));
+        assert!(!token_matches("s3cret", "s3cret!"));
+        assert!(!token_matches("s3cret", ""));
+    }
+}

@@ -1,0 +1,86 @@
+//! Several guards in a row.
+
+use async_trait::async_trait;
+use engine::{Denied, Guard, GuardCall, Permit};
+use std::sync::Arc;
+use transcript::{Conversation, Usage};
+
+/// Runs guards in order; the first denial wins. Put the cheap ones first (no model, paused
+/// account, conversation rate) and the budget last, so a denied call reserves nothing. When a
+/// later guard denies, the earlier ones are told the call used nothing (their reservations are
+/// given back).
+#[derive(Clone, Default)]
+pub struct Guards(pub Vec<Arc<dyn Guard>>);
+
+impl std::fmt::Debug for Guards {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Guards({})", self.0.len())
+    }
+}
+
+#[async_trait]
+impl Guard for Guards {
+    async fn before_model_call(&self, call: &GuardCall<'_>) -> Result<Permit, Denied> {
+        let mut permits = Vec::with_capacity(self.0.len());
+        for guard in &self.0 {
+            match guard.before_model_call(call).await {
+                Ok(permit) => permits.push(permit),
+                Err(denied) => {
+                    for (guard, permit) in self.0.iter().zip(permits) {
+                        guard
+                            .after_model_call(call.conversation, permit, &Usage::default())
+                            .await;
+                    }
+                    return Err(denied);
+                }
+            }
+        }
+        Ok(Permit::carrying(permits))
+    }
+
+    async fn after_model_call(&self, conversation: &Conversation, permit: Permit, usage: &Usage) {
+        let permits = permit.take::<Vec<Permit>>().unwrap_or_default();
+        for (guard, permit) in self.0.iter().zip(permits) {
+            guard.after_model_call(conversation, permit, usage).await;
+        }
+    }
+}
+
+/// What [`Guards::standard`] needs.
+pub struct StandardGuards {
+    pub ledger: Arc<dyn store::BudgetLedger>,
+    pub config: Arc<crate::BudgetConfig>,
+    pub accounts: Arc<dyn crate::AccountStatus>,
+    pub clock: crate::Clock,
+    /// `Some(line)` when no model is configured: every call is answered with `line`.
+    pub no_model: Option<String>,
+}
+
+impl std::fmt::Debug for StandardGuards {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StandardGuards")
+            .field("no_model", &self.no_model.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Guards {
+    /// The chain every deployment runs, cheapest first: no model configured → paused account →
+    /// messages per conversation per hour → budget.
+    pub fn standard(s: StandardGuards) -> Self {
+        let mut guards: Vec<Arc<dyn Guard>> = Vec::new();
+        if let Some(line) = s.no_model {
+            guards.push(Arc::new(crate::NoModel(line)));
+        }
+        guards.push(Arc::new(crate::PausedAccounts(s.accounts)));
+        guards.push(Arc::new(crate::ConversationRate::new(
+            s.ledger.clone(),
+            s.config.clone(),
+            s.clock.clone(),
+        )));
+        guards.push(Arc::new(crate::BudgetGuard::new(
+            s.ledger, s.config, s.clock,
+        )));
+        Self(guards)
+    }
+}

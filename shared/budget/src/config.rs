@@ -1,0 +1,270 @@
+//! Caps, prices and the reservation size, from the environment, each value with its source.
+//!
+//! | variable | meaning | default |
+//! |---|---|---|
+//! | `BRIDLE_CAP_USER_TOKENS_PER_MINUTE` | a user's tokens (all kinds) in the current minute | 100000 |
+//! | `BRIDLE_CAP_USER_TOKENS_PER_HOUR` | a user's tokens in the current hour | 1000000 |
+//! | `BRIDLE_CAP_USER_USD_30D` | a user's estimated dollars in the current 30-day window | 20 |
+//! | `BRIDLE_CAP_GLOBAL_USD_30D` | everyone's estimated dollars in the current 30-day window | 500 |
+//! | `BRIDLE_CAP_CONVERSATION_MESSAGES_PER_HOUR` | user messages per conversation per hour | 60 |
+//! | `BRIDLE_BUDGET_OUTPUT_ALLOWANCE` | output tokens reserved per call before it is made | 2000 |
+//! | `BRIDLE_PRICES_FILE` | a JSON price file merged over the built-in prices | — |
+//!
+//! A cap set to `off` is no cap. Windows are fixed and aligned to the Unix epoch (see
+//! [`Bucket`](crate::Bucket)).
+
+use crate::money::parse_usd;
+use crate::prices::PriceTable;
+use crate::{Bucket, BudgetError};
+use serde::Serialize;
+
+pub const CAP_USER_TOKENS_PER_MINUTE: &str = "BRIDLE_CAP_USER_TOKENS_PER_MINUTE";
+pub const CAP_USER_TOKENS_PER_HOUR: &str = "BRIDLE_CAP_USER_TOKENS_PER_HOUR";
+pub const CAP_USER_USD_30D: &str = "BRIDLE_CAP_USER_USD_30D";
+pub const CAP_GLOBAL_USD_30D: &str = "BRIDLE_CAP_GLOBAL_USD_30D";
+pub const CAP_CONVERSATION_MESSAGES_PER_HOUR: &str = "BRIDLE_CAP_CONVERSATION_MESSAGES_PER_HOUR";
+pub const OUTPUT_ALLOWANCE: &str = "BRIDLE_BUDGET_OUTPUT_ALLOWANCE";
+pub const PRICES_FILE: &str = "BRIDLE_PRICES_FILE";
+
+/// Where a setting's value came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", content = "name", rename_all = "snake_case")]
+pub enum Source {
+    /// Built in.
+    Default,
+    /// An environment variable.
+    Env(String),
+    /// An operator file.
+    File(String),
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Default => f.write_str("default"),
+            Self::Env(var) => write!(f, "env {var}"),
+            Self::File(path) => write!(f, "file {path}"),
+        }
+    }
+}
+
+/// A cap (tokens, micro-dollars or messages; `None` = no cap) and where it came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Cap {
+    pub limit: Option<u64>,
+    pub source: Source,
+}
+
+/// Everything the budget guards need, parsed once at start-up.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BudgetConfig {
+    pub user_tokens_per_minute: Cap,
+    pub user_tokens_per_hour: Cap,
+    /// Micro-dollars.
+    pub user_usd_30d: Cap,
+    /// Micro-dollars.
+    pub global_usd_30d: Cap,
+    pub conversation_messages_per_hour: Cap,
+    /// Output tokens reserved per call (the input is estimated from the request).
+    pub output_allowance: u64,
+    pub output_allowance_source: Source,
+    pub prices: PriceTable,
+}
+
+impl Default for BudgetConfig {
+    fn default() -> Self {
+        let cap = |limit| Cap {
+            limit: Some(limit),
+            source: Source::Default,
+        };
+        Self {
+            user_tokens_per_minute: cap(100_000),
+            user_tokens_per_hour: cap(1_000_000),
+            user_usd_30d: cap(20_000_000),
+            global_usd_30d: cap(500_000_000),
+            conversation_messages_per_hour: cap(60),
+            output_allowance: 2_000,
+            output_allowance_source: Source::Default,
+            prices: PriceTable::defaults(),
+        }
+    }
+}
+
+enum Unit {
+    Count,
+    Usd,
+}
+
+impl BudgetConfig {
+    /// Read the settings through `var` (the environment in `main`, a map in tests); every
+    /// problem is reported at once.
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Self, BudgetError> {
+        let mut config = Self::default();
+        let mut problems = Vec::new();
+        let mut cap = |name: &str, unit: Unit, slot: &mut Cap| {
+            let Some(value) = var(name).filter(|v| !v.trim().is_empty()) else {
+                return;
+            };
+            let parsed = if value.trim().eq_ignore_ascii_case("off") {
+                Some(None)
+            } else {
+                match unit {
+                    Unit::Count => value.trim().replace('_', "").parse::<u64>().ok().map(Some),
+                    Unit::Usd => parse_usd(&value).map(Some),
+                }
+            };
+            match parsed {
+                Some(limit) => {
+                    *slot = Cap {
+                        limit,
+                        source: Source::Env(name.to_owned()),
+                    }
+                }
+                None => problems.push(BudgetError::BadValue {
+                    var: name.to_owned(),
+                    value,
+                    expected: match unit {
+                        Unit::Count => "a whole number, or `off`",
+                        Unit::Usd => "a dollar amount such as 20 or 12.50, or `off`",
+                    },
+                }),
+            }
+        };
+        cap(
+            CAP_USER_TOKENS_PER_MINUTE,
+            Unit::Count,
+            &mut config.user_tokens_per_minute,
+        );
+        cap(
+            CAP_USER_TOKENS_PER_HOUR,
+            Unit::Count,
+            &mut config.user_tokens_per_hour,
+        );
+        cap(CAP_USER_USD_30D, Unit::Usd, &mut config.user_usd_30d);
+        cap(CAP_GLOBAL_USD_30D, Unit::Usd, &mut config.global_usd_30d);
+        cap(
+            CAP_CONVERSATION_MESSAGES_PER_HOUR,
+            Unit::Count,
+            &mut config.conversation_messages_per_hour,
+        );
+        if let Some(value) = var(OUTPUT_ALLOWANCE).filter(|v| !v.trim().is_empty()) {
+            match value.trim().parse() {
+                Ok(n) => {
+                    config.output_allowance = n;
+                    config.output_allowance_source = Source::Env(OUTPUT_ALLOWANCE.into());
+                }
+                Err(_) => problems.push(BudgetError::BadValue {
+                    var: OUTPUT_ALLOWANCE.into(),
+                    value,
+                    expected: "a whole number of tokens",
+                }),
+            }
+        }
+        if let Some(path) = var(PRICES_FILE).filter(|v| !v.trim().is_empty()) {
+            match std::fs::read_to_string(&path) {
+                Ok(text) => match PriceTable::with_file(&path, &text) {
+                    Ok(prices) => config.prices = prices,
+                    Err(e) => problems.push(e),
+                },
+                Err(source) => problems.push(BudgetError::ReadPrices { path, source }),
+            }
+        }
+        match problems.len() {
+            0 => Ok(config),
+            1 => Err(problems.remove(0)),
+            _ => Err(BudgetError::Several(problems)),
+        }
+    }
+
+    /// The cap of a bucket (conversation dollars have none).
+    pub fn cap(&self, bucket: Bucket) -> &Cap {
+        const NONE: Cap = Cap {
+            limit: None,
+            source: Source::Default,
+        };
+        match bucket {
+            Bucket::UserTokensMinute => &self.user_tokens_per_minute,
+            Bucket::UserTokensHour => &self.user_tokens_per_hour,
+            Bucket::UserUsd30d => &self.user_usd_30d,
+            Bucket::GlobalUsd30d => &self.global_usd_30d,
+            Bucket::ConversationMessagesHour => &self.conversation_messages_per_hour,
+            Bucket::ConversationUsd30d => &NONE,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn vars(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        move |k| map.get(k).cloned()
+    }
+
+    #[test]
+    fn defaults_when_nothing_is_set() {
+        let c = BudgetConfig::from_vars(vars(&[])).unwrap();
+        assert_eq!(c, BudgetConfig::default());
+        assert_eq!(c.conversation_messages_per_hour.limit, Some(60));
+        assert_eq!(c.user_usd_30d.source, Source::Default);
+    }
+
+    #[test]
+    fn variables_override_and_are_named_as_the_source() {
+        let c = BudgetConfig::from_vars(vars(&[
+            (CAP_USER_TOKENS_PER_MINUTE, "5_000"),
+            (CAP_USER_USD_30D, "12.50"),
+            (CAP_GLOBAL_USD_30D, "off"),
+            (OUTPUT_ALLOWANCE, "500"),
+        ]))
+        .unwrap();
+        assert_eq!(c.user_tokens_per_minute.limit, Some(5_000));
+        assert_eq!(
+            c.user_tokens_per_minute.source,
+            Source::Env(CAP_USER_TOKENS_PER_MINUTE.into())
+        );
+        assert_eq!(c.user_usd_30d.limit, Some(12_500_000));
+        assert_eq!(c.global_usd_30d.limit, None);
+        assert_eq!(c.output_allowance, 500);
+        assert_eq!(c.user_tokens_per_hour.source, Source::Default);
+    }
+
+    #[test]
+    fn every_bad_value_is_reported_at_once() {
+        let err = BudgetConfig::from_vars(vars(&[
+            (CAP_USER_TOKENS_PER_HOUR, "lots"),
+            (CAP_GLOBAL_USD_30D, "-5"),
+            (PRICES_FILE, "/nonexistent/prices.json"),
+        ]))
+        .unwrap_err()
+        .to_string();
+        for needle in [
+            CAP_USER_TOKENS_PER_HOUR,
+            CAP_GLOBAL_USD_30D,
+            "/nonexistent/prices.json",
+        ] {
+            assert!(err.contains(needle), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_price_file_from_the_environment_is_merged() {
+        let path = std::env::temp_dir().join(format!("bridle-prices-{}.json", std::process::id()));
+        std::fs::write(
+            &path,
+            r#"{"models": {"my-model": {"input": 1, "output": 2, "cache_read": 0, "cache_write": 0}}}"#,
+        )
+        .unwrap();
+        let path_s = path.display().to_string();
+        let c = BudgetConfig::from_vars(vars(&[(PRICES_FILE, &path_s)])).unwrap();
+        let (_, entry) = c.prices.lookup("my-model");
+        assert_eq!(entry.price.output, 2_000_000);
+        assert_eq!(entry.source, Source::File(path_s));
+        std::fs::remove_file(path).unwrap();
+    }
+}

@@ -1,0 +1,420 @@
+//! The budget guard and the cheap guards on a real SQLite ledger, with a clock the tests move.
+
+use backend::ChatRequest;
+use budget::config::Cap;
+use budget::{
+    Bucket, BudgetConfig, BudgetGuard, ConversationRate, Guards, Meter, PriceTable, Source, lines,
+};
+use engine::{Denied, Guard, GuardCall, Permit};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use store::BudgetLedger;
+use store_sqlite::SqliteStore;
+use transcript::{Conversation, Usage};
+
+const T0: i64 = 1_800_000_000_000;
+
+struct Setup {
+    ledger: Arc<SqliteStore>,
+    now: Arc<AtomicI64>,
+    config: Arc<BudgetConfig>,
+    guard: BudgetGuard,
+}
+
+fn cap(limit: Option<u64>) -> Cap {
+    Cap {
+        limit,
+        source: Source::Default,
+    }
+}
+
+/// Caps all off; the test sets the ones it is about. Output allowance 100 tokens; the model
+/// `m` costs $1 per million input, $10 per million output, $0.10 cache read, $2 cache write.
+fn config(set: impl FnOnce(&mut BudgetConfig)) -> BudgetConfig {
+    let prices = PriceTable::with_file(
+        "test-prices.json",
+        r#"{"models": {"m": {"input": 1, "output": 10, "cache_read": 0.10, "cache_write": 2}}}"#,
+    )
+    .unwrap();
+    let mut c = BudgetConfig {
+        user_tokens_per_minute: cap(None),
+        user_tokens_per_hour: cap(None),
+        user_usd_30d: cap(None),
+        global_usd_30d: cap(None),
+        conversation_messages_per_hour: cap(None),
+        output_allowance: 100,
+        output_allowance_source: Source::Default,
+        prices,
+    };
+    set(&mut c);
+    c
+}
+
+fn setup(config: BudgetConfig) -> Setup {
+    let ledger = Arc::new(SqliteStore::open_in_memory().unwrap());
+    let now = Arc::new(AtomicI64::new(Bucket::GlobalUsd30d.start(T0) + 1_000));
+    let config = Arc::new(config);
+    let clock_now = now.clone();
+    let guard = BudgetGuard::new(
+        ledger.clone(),
+        config.clone(),
+        Arc::new(move || clock_now.load(Ordering::SeqCst)),
+    );
+    Setup {
+        ledger,
+        now,
+        config,
+        guard,
+    }
+}
+
+/// A request of exactly `input` estimated tokens (4 characters each, `[]` twice included).
+fn request(input: u64) -> ChatRequest {
+    ChatRequest {
+        model: "m".into(),
+        system: "x".repeat(input as usize * 4 - 4),
+        messages: vec![],
+        tools: vec![],
+        settings: Default::default(),
+    }
+}
+
+fn conv(user: &str, id: &str) -> Conversation {
+    Conversation::new(id, user, "web", "chat")
+}
+
+async fn call(guard: &dyn Guard, conv: &Conversation, input: u64) -> Result<Permit, Denied> {
+    let req = request(input);
+    guard
+        .before_model_call(&GuardCall {
+            conversation: conv,
+            call_number: 1,
+            request: &req,
+        })
+        .await
+}
+
+async fn used(ledger: &SqliteStore, b: Bucket, conv: &Conversation, now: i64) -> u64 {
+    ledger
+        .bucket_usage(&[b.key(&conv.user_id, &conv.id, now)])
+        .await
+        .unwrap()[0]
+}
+
+fn tripped(result: Result<Permit, Denied>, bucket: Bucket) {
+    let denied = result.expect_err("the call must be denied");
+    assert_eq!(denied.reason, format!("budget:{}", bucket.name()));
+    assert_eq!(denied.user_message, lines::tripped(bucket));
+}
+
+#[tokio::test]
+async fn the_minute_bucket_trips_alone_and_frees_up_next_minute() {
+    // Each call reserves 900 input + 100 allowance = 1,000 tokens; 2,500 per minute fits two.
+    let s = setup(config(|c| c.user_tokens_per_minute = cap(Some(2_500))));
+    let ana = conv("ana", "c1");
+    call(&s.guard, &ana, 900).await.unwrap();
+    call(&s.guard, &ana, 900).await.unwrap();
+    tripped(call(&s.guard, &ana, 900).await, Bucket::UserTokensMinute);
+    // Another user is not affected.
+    call(&s.guard, &conv("bo", "c2"), 900).await.unwrap();
+    s.now.fetch_add(60_000, Ordering::SeqCst);
+    call(&s.guard, &ana, 900)
+        .await
+        .expect("a new minute is a new bucket");
+}
+
+#[tokio::test]
+async fn the_hour_bucket_trips_alone_and_a_new_minute_does_not_help() {
+    let s = setup(config(|c| {
+        c.user_tokens_per_minute = cap(Some(10_000));
+        c.user_tokens_per_hour = cap(Some(3_000));
+    }));
+    let ana = conv("ana", "c1");
+    for _ in 0..3 {
+        call(&s.guard, &ana, 900).await.unwrap();
+        s.now.fetch_add(60_000, Ordering::SeqCst);
+    }
+    tripped(call(&s.guard, &ana, 900).await, Bucket::UserTokensHour);
+    s.now.fetch_add(3_600_000, Ordering::SeqCst);
+    call(&s.guard, &ana, 900).await.expect("the next hour");
+}
+
+#[tokio::test]
+async fn the_user_dollar_bucket_trips_alone() {
+    // Each call: 900 in × $1/M + 100 out × $10/M = 900 + 1,000 µ$ = 1,900 µ$.
+    let s = setup(config(|c| c.user_usd_30d = cap(Some(4_000))));
+    let ana = conv("ana", "c1");
+    call(&s.guard, &ana, 900).await.unwrap();
+    call(&s.guard, &ana, 900).await.unwrap();
+    tripped(call(&s.guard, &ana, 900).await, Bucket::UserUsd30d);
+    assert_eq!(
+        used(
+            &s.ledger,
+            Bucket::UserUsd30d,
+            &ana,
+            s.now.load(Ordering::SeqCst)
+        )
+        .await,
+        3_800
+    );
+    call(&s.guard, &conv("bo", "c2"), 900)
+        .await
+        .expect("bo has his own allowance");
+}
+
+#[tokio::test]
+async fn the_global_ceiling_trips_for_everyone() {
+    let s = setup(config(|c| {
+        c.user_usd_30d = cap(Some(1_000_000));
+        c.global_usd_30d = cap(Some(4_000));
+    }));
+    let ana = conv("ana", "c1");
+    call(&s.guard, &ana, 900).await.unwrap();
+    call(&s.guard, &ana, 900).await.unwrap();
+    tripped(call(&s.guard, &ana, 900).await, Bucket::GlobalUsd30d);
+    tripped(
+        call(&s.guard, &conv("bo", "c2"), 900).await,
+        Bucket::GlobalUsd30d,
+    );
+    tripped(
+        call(&s.guard, &conv("cy", "c3"), 10).await,
+        Bucket::GlobalUsd30d,
+    );
+    // Nothing of the refused calls was added anywhere.
+    let now = s.now.load(Ordering::SeqCst);
+    assert_eq!(
+        used(&s.ledger, Bucket::GlobalUsd30d, &ana, now).await,
+        3_800
+    );
+    assert_eq!(
+        used(&s.ledger, Bucket::UserTokensMinute, &conv("bo", "c2"), now).await,
+        0
+    );
+}
+
+#[tokio::test]
+async fn settling_replaces_the_reservation_with_real_usage_cache_tokens_included() {
+    let s = setup(config(|c| c.user_tokens_per_minute = cap(Some(100_000))));
+    let ana = conv("ana", "c1");
+    let permit = call(&s.guard, &ana, 900).await.unwrap();
+    let now = s.now.load(Ordering::SeqCst);
+    assert_eq!(
+        used(&s.ledger, Bucket::UserTokensMinute, &ana, now).await,
+        1_000
+    );
+    assert_eq!(used(&s.ledger, Bucket::UserUsd30d, &ana, now).await, 1_900);
+    let real = Usage {
+        input_tokens: 200,
+        output_tokens: 350,
+        cache_read_tokens: 8_000,
+        cache_write_tokens: 1_000,
+    };
+    s.guard.after_model_call(&ana, permit, &real).await;
+    // Tokens: all four kinds. Dollars: 200×1 + 350×10 + 8,000×0.1 + 1,000×2 = 6,500 µ$.
+    assert_eq!(
+        used(&s.ledger, Bucket::UserTokensMinute, &ana, now).await,
+        9_550
+    );
+    assert_eq!(
+        used(&s.ledger, Bucket::UserTokensHour, &ana, now).await,
+        9_550
+    );
+    for b in [
+        Bucket::UserUsd30d,
+        Bucket::GlobalUsd30d,
+        Bucket::ConversationUsd30d,
+    ] {
+        assert_eq!(used(&s.ledger, b, &ana, now).await, 6_500, "{}", b.name());
+    }
+    // A second call settled below its reservation gives the rest back.
+    let permit = call(&s.guard, &ana, 900).await.unwrap();
+    s.guard
+        .after_model_call(
+            &ana,
+            permit,
+            &Usage {
+                input_tokens: 10,
+                output_tokens: 1,
+                ..Usage::default()
+            },
+        )
+        .await;
+    assert_eq!(
+        used(&s.ledger, Bucket::UserTokensMinute, &ana, now).await,
+        9_561
+    );
+    assert_eq!(
+        used(&s.ledger, Bucket::UserUsd30d, &ana, now).await,
+        6_500 + 20
+    );
+    // The settle goes to the window it was reserved in, even after the clock moved on.
+    let permit = call(&s.guard, &ana, 900).await.unwrap();
+    s.now.fetch_add(60_000, Ordering::SeqCst);
+    s.guard
+        .after_model_call(&ana, permit, &Usage::default())
+        .await;
+    assert_eq!(
+        used(&s.ledger, Bucket::UserTokensMinute, &ana, now).await,
+        9_561
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixteen_parallel_calls_of_one_user_never_pass_the_cap_by_more_than_one_reservation() {
+    // 1,000 tokens per reservation; the cap fits five.
+    let s = Arc::new(setup(config(|c| {
+        c.user_tokens_per_minute = cap(Some(5_000))
+    })));
+    let reserved = Arc::new(tokio::sync::Barrier::new(16));
+    let mut tasks = Vec::new();
+    for i in 0..16 {
+        let (s, reserved) = (s.clone(), reserved.clone());
+        tasks.push(tokio::spawn(async move {
+            let c = conv("ana", &format!("c{i}"));
+            let permit = call(&s.guard, &c, 900).await;
+            // All calls are in flight together: every reservation happens before any settle.
+            reserved.wait().await;
+            if let Ok(permit) = permit {
+                // Every call used a little more than reserved.
+                let real = Usage {
+                    input_tokens: 950,
+                    output_tokens: 150,
+                    ..Usage::default()
+                };
+                s.guard.after_model_call(&c, permit, &real).await;
+                true
+            } else {
+                false
+            }
+        }));
+    }
+    let mut allowed = 0;
+    for t in tasks {
+        allowed += usize::from(t.await.unwrap());
+    }
+    assert_eq!(allowed, 5, "exactly the reservations that fit");
+    let now = s.now.load(Ordering::SeqCst);
+    let total = used(&s.ledger, Bucket::UserTokensMinute, &conv("ana", "c0"), now).await;
+    assert_eq!(total, 5 * 1_100, "settled to real usage");
+    assert!(
+        total <= 5_000 + 1_000,
+        "overshoot is at most one reservation"
+    );
+}
+
+#[tokio::test]
+async fn a_ledger_failure_denies_the_call() {
+    // A ledger whose file was made read-only after opening cannot take a reservation.
+    struct Broken;
+    #[async_trait::async_trait]
+    impl BudgetLedger for Broken {
+        async fn reserve(&self, _: &[store::Charge]) -> Result<store::Reserve, store::StoreError> {
+            Err(store::StoreError::Unavailable("disk gone".into()))
+        }
+        async fn adjust(&self, _: &[store::Adjustment]) -> Result<(), store::StoreError> {
+            Err(store::StoreError::Unavailable("disk gone".into()))
+        }
+        async fn bucket_usage(
+            &self,
+            _: &[store::BucketKey],
+        ) -> Result<Vec<u64>, store::StoreError> {
+            Err(store::StoreError::Unavailable("disk gone".into()))
+        }
+        async fn buckets_of_window(
+            &self,
+            _: &str,
+            _: i64,
+        ) -> Result<Vec<store::BucketUsage>, store::StoreError> {
+            Err(store::StoreError::Unavailable("disk gone".into()))
+        }
+    }
+    let guard = BudgetGuard::new(
+        Arc::new(Broken),
+        Arc::new(config(|_| {})),
+        budget::system_clock(),
+    );
+    let denied = call(&guard, &conv("ana", "c1"), 10).await.unwrap_err();
+    assert_eq!(denied.user_message, lines::CANNOT_CHECK);
+    assert!(!denied.user_message.contains("disk"));
+}
+
+#[tokio::test]
+async fn the_conversation_rate_counts_first_calls_only() {
+    let s = setup(config(|c| c.conversation_messages_per_hour = cap(Some(2))));
+    let clock_now = s.now.clone();
+    let rate = ConversationRate::new(
+        s.ledger.clone(),
+        s.config.clone(),
+        Arc::new(move || clock_now.load(Ordering::SeqCst)),
+    );
+    let c1 = conv("ana", "c1");
+    let req = request(10);
+    let at = |n| GuardCall {
+        conversation: &c1,
+        call_number: n,
+        request: &req,
+    };
+    rate.before_model_call(&at(1)).await.unwrap();
+    // Tool round trips of the same turn are not messages.
+    for n in 2..10 {
+        rate.before_model_call(&at(n)).await.unwrap();
+    }
+    rate.before_model_call(&at(1)).await.unwrap();
+    let denied = rate.before_model_call(&at(1)).await.unwrap_err();
+    assert_eq!(denied.user_message, lines::CONVERSATION_BUSY);
+    // Another conversation of the same user is not busy.
+    let c2 = conv("ana", "c2");
+    rate.before_model_call(&GuardCall {
+        conversation: &c2,
+        call_number: 1,
+        request: &req,
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn a_later_denial_in_a_chain_gives_the_earlier_reservation_back() {
+    let s = setup(config(|c| c.user_tokens_per_minute = cap(Some(100_000))));
+    let chain = Guards(vec![
+        Arc::new(s.guard) as Arc<dyn Guard>,
+        Arc::new(budget::NoModel("not plugged in".into())),
+    ]);
+    let ana = conv("ana", "c1");
+    let denied = call(&chain, &ana, 900).await.unwrap_err();
+    assert_eq!(denied.user_message, "not plugged in");
+    let now = s.now.load(Ordering::SeqCst);
+    assert_eq!(
+        used(&s.ledger, Bucket::UserTokensMinute, &ana, now).await,
+        0
+    );
+}
+
+#[tokio::test]
+async fn the_meter_shows_each_buckets_fill() {
+    let s = setup(config(|c| {
+        c.user_tokens_per_minute = cap(Some(1_250));
+        c.user_tokens_per_hour = cap(Some(10_000));
+        c.user_usd_30d = cap(Some(19_000));
+        c.global_usd_30d = cap(None);
+    }));
+    let ana = conv("ana", "c1");
+    call(&s.guard, &ana, 900).await.unwrap();
+    let meter = Meter::new(s.ledger.clone(), s.config.clone());
+    let now = s.now.load(Ordering::SeqCst);
+    let fill = meter.fill(&ana.user_id, now).await.unwrap();
+    let by = |b: Bucket| fill.iter().find(|f| f.bucket == b).unwrap().clone();
+    assert_eq!(by(Bucket::UserTokensMinute).fraction, 0.8);
+    assert_eq!(by(Bucket::UserTokensHour).fraction, 0.1);
+    assert_eq!(by(Bucket::UserUsd30d).fraction, 0.1);
+    assert_eq!(by(Bucket::GlobalUsd30d).cap, None);
+    assert_eq!(
+        by(Bucket::UserTokensMinute).resets_at_ms,
+        Bucket::UserTokensMinute.start(now) + 60_000
+    );
+    let bo = meter.fill(&"bo".into(), now).await.unwrap();
+    assert!(
+        bo.iter()
+            .all(|f| f.used == 0 || f.bucket == Bucket::GlobalUsd30d)
+    );
+}

@@ -1,0 +1,222 @@
+//! `BudgetLedger`: one item per bucket (`BUDGET#<scope>#<window>#<start>` / `BUCKET`) holding
+//! `used`. A reservation is one `TransactWriteItems` with an `Update` per bucket: `ADD used
+//! :amount` under `attribute_not_exists(used) OR used <= :room` (`room` = cap − amount), so
+//! either every bucket takes the charge or, when any would pass its cap, none does — and the
+//! cancellation reasons name the bucket that refused. Settling is another transaction of
+//! unconditional `ADD`s (negative to give back). `gsi1` (`BUDGETS#<window>#<start>`, scope)
+//! lists one window's buckets for reports.
+
+use crate::DynamoStore;
+use crate::error::unavailable;
+use crate::item::{Item, corrupt, get_n, get_s, n, s, ttl_for};
+use crate::keys::{GSI1, GSI1PK, GSI1SK, PK, SK, TTL, order_preserving};
+use async_trait::async_trait;
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::types::{TransactWriteItem, Update};
+use store::{Adjustment, BucketKey, BucketUsage, BudgetLedger, Charge, Reserve, StoreError};
+
+const BUCKET: &str = "BUCKET";
+const USED: &str = "used";
+const SCOPE: &str = "scope";
+const WINDOW: &str = "win";
+const START_MS: &str = "start_ms";
+
+fn bucket_pk(b: &BucketKey) -> String {
+    format!(
+        "BUDGET#{}#{}#{:020}",
+        b.scope,
+        b.window,
+        order_preserving(b.start_ms)
+    )
+}
+
+fn window_gsi1pk(window: &str, start_ms: i64) -> String {
+    format!("BUDGETS#{window}#{:020}", order_preserving(start_ms))
+}
+
+/// One `Update` that adds `delta` to a bucket (creating it with its descriptive attributes),
+/// with the cap condition when `room` is given.
+fn add(
+    table: &str,
+    bucket: &BucketKey,
+    delta: i64,
+    expires_at_ms: i64,
+    room: Option<u64>,
+) -> Result<TransactWriteItem, StoreError> {
+    let mut update = Update::builder()
+        .table_name(table)
+        .key(PK, s(bucket_pk(bucket)))
+        .key(SK, s(BUCKET))
+        .update_expression(
+            "SET #scope = :scope, #win = :win, #start = :start, #g1pk = :g1pk, #g1sk = :scope, \
+             #ttl = :ttl ADD #used :delta",
+        )
+        .expression_attribute_names("#scope", SCOPE)
+        .expression_attribute_names("#win", WINDOW)
+        .expression_attribute_names("#start", START_MS)
+        .expression_attribute_names("#g1pk", GSI1PK)
+        .expression_attribute_names("#g1sk", GSI1SK)
+        .expression_attribute_names("#ttl", TTL)
+        .expression_attribute_names("#used", USED)
+        .expression_attribute_values(":scope", s(&bucket.scope))
+        .expression_attribute_values(":win", s(&bucket.window))
+        .expression_attribute_values(":start", n(bucket.start_ms))
+        .expression_attribute_values(":g1pk", s(window_gsi1pk(&bucket.window, bucket.start_ms)))
+        .expression_attribute_values(":ttl", n(ttl_for(expires_at_ms)))
+        .expression_attribute_values(":delta", n(delta));
+    if let Some(room) = room {
+        update = update
+            .condition_expression("attribute_not_exists(#used) OR #used <= :room")
+            .expression_attribute_values(":room", n(room));
+    }
+    Ok(TransactWriteItem::builder()
+        .update(update.build().map_err(unavailable)?)
+        .build())
+}
+
+/// The index of the first item whose condition failed, if that is why the transaction was
+/// cancelled.
+fn refused_index(err: &SdkError<TransactWriteItemsError, impl std::fmt::Debug>) -> Option<usize> {
+    match err.as_service_error()? {
+        TransactWriteItemsError::TransactionCanceledException(e) => e
+            .cancellation_reasons()
+            .iter()
+            .position(|r| r.code() == Some("ConditionalCheckFailed")),
+        _ => None,
+    }
+}
+
+fn signed(amount: u64) -> i64 {
+    i64::try_from(amount).unwrap_or(i64::MAX)
+}
+
+fn used_of(item: &Item, what: &str) -> Result<u64, StoreError> {
+    Ok(get_n::<i64>(item, USED, what)?.max(0) as u64)
+}
+
+#[async_trait]
+impl BudgetLedger for DynamoStore {
+    async fn reserve(&self, charges: &[Charge]) -> Result<Reserve, StoreError> {
+        let mut writes = Vec::with_capacity(charges.len());
+        for c in charges {
+            let room = match c.limit {
+                Some(limit) if c.amount > limit => {
+                    // Cannot fit even into an empty bucket: refuse without writing.
+                    let used = self.bucket_usage(std::slice::from_ref(&c.bucket)).await?[0];
+                    return Ok(Reserve::Tripped {
+                        bucket: c.bucket.clone(),
+                        used,
+                        limit,
+                    });
+                }
+                Some(limit) => Some(limit - c.amount),
+                None => None,
+            };
+            writes.push(add(
+                &self.table,
+                &c.bucket,
+                signed(c.amount),
+                c.expires_at_ms,
+                room,
+            )?);
+        }
+        if writes.is_empty() {
+            return Ok(Reserve::Reserved);
+        }
+        let sent = self
+            .client
+            .transact_write_items()
+            .set_transact_items(Some(writes))
+            .send()
+            .await;
+        match sent {
+            Ok(_) => Ok(Reserve::Reserved),
+            Err(err) => match refused_index(&err).and_then(|i| charges.get(i)) {
+                Some(c) => {
+                    let used = self.bucket_usage(std::slice::from_ref(&c.bucket)).await?[0];
+                    Ok(Reserve::Tripped {
+                        bucket: c.bucket.clone(),
+                        used,
+                        limit: c.limit.unwrap_or(u64::MAX),
+                    })
+                }
+                None => Err(unavailable(err)),
+            },
+        }
+    }
+
+    async fn adjust(&self, adjustments: &[Adjustment]) -> Result<(), StoreError> {
+        if adjustments.is_empty() {
+            return Ok(());
+        }
+        let writes = adjustments
+            .iter()
+            .map(|a| add(&self.table, &a.bucket, a.delta, a.expires_at_ms, None))
+            .collect::<Result<Vec<_>, _>>()?;
+        self.client
+            .transact_write_items()
+            .set_transact_items(Some(writes))
+            .send()
+            .await
+            .map_err(unavailable)?;
+        Ok(())
+    }
+
+    async fn bucket_usage(&self, buckets: &[BucketKey]) -> Result<Vec<u64>, StoreError> {
+        let mut out = Vec::with_capacity(buckets.len());
+        for b in buckets {
+            let pk = bucket_pk(b);
+            let item = self
+                .client
+                .get_item()
+                .table_name(&self.table)
+                .key(PK, s(&pk))
+                .key(SK, s(BUCKET))
+                .consistent_read(true)
+                .send()
+                .await
+                .map_err(unavailable)?
+                .item;
+            out.push(match item {
+                Some(item) => used_of(&item, &pk)?,
+                None => 0,
+            });
+        }
+        Ok(out)
+    }
+
+    async fn buckets_of_window(
+        &self,
+        window: &str,
+        start_ms: i64,
+    ) -> Result<Vec<BucketUsage>, StoreError> {
+        let items = self
+            .query_all(
+                self.query()
+                    .index_name(GSI1)
+                    .key_condition_expression("#pk = :pk")
+                    .expression_attribute_names("#pk", GSI1PK)
+                    .expression_attribute_values(":pk", s(window_gsi1pk(window, start_ms))),
+            )
+            .await?;
+        items
+            .iter()
+            .map(|item| {
+                let what = "budget bucket";
+                let scope = get_s(item, SCOPE, what)?.to_owned();
+                if get_s(item, WINDOW, what)? != window {
+                    return Err(corrupt(what, "window does not match its index key"));
+                }
+                Ok(BucketUsage {
+                    bucket: BucketKey {
+                        scope,
+                        window: window.to_owned(),
+                        start_ms,
+                    },
+                    used: used_of(item, what)?,
+                })
+            })
+            .collect()
+    }
+}

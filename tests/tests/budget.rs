@@ -1,0 +1,384 @@
+//! Budgets and cheap guards through the real engine (scripted model, SQLite), the budget guard
+//! on DynamoDB (moto), and the finance report's three formats.
+
+use backend::{ChatRequest, Reply};
+use bridle::budget_report::{Format, ReportOptions, report};
+use budget::config::Cap;
+use budget::{
+    Bucket, BudgetConfig, BudgetGuard, Guards, InMemoryAccounts, PriceTable, Source,
+    StandardGuards, lines,
+};
+use engine::{Guard, GuardCall, TurnEnd};
+use std::sync::Arc;
+use store::BudgetLedger;
+use store_sqlite::SqliteStore;
+use tests::Harness;
+use transcript::{Conversation, Usage};
+
+const NOW: i64 = 1_800_000_030_000;
+
+fn cap(limit: Option<u64>) -> Cap {
+    Cap {
+        limit,
+        source: Source::Default,
+    }
+}
+
+fn config(set: impl FnOnce(&mut BudgetConfig)) -> BudgetConfig {
+    let mut c = BudgetConfig {
+        prices: PriceTable::with_file(
+            "test-prices.json",
+            r#"{"models": {"test-model": {"input": 1, "output": 10, "cache_read": 0.1, "cache_write": 2}}}"#,
+        )
+        .unwrap(),
+        ..BudgetConfig::default()
+    };
+    set(&mut c);
+    c
+}
+
+struct Guarded {
+    h: Harness,
+    ledger: Arc<SqliteStore>,
+    accounts: Arc<InMemoryAccounts>,
+}
+
+async fn guarded(replies: Vec<Reply>, config: BudgetConfig, no_model: Option<&str>) -> Guarded {
+    let ledger = Arc::new(SqliteStore::open_in_memory().unwrap());
+    let accounts = Arc::new(InMemoryAccounts::default());
+    let guards = Guards::standard(StandardGuards {
+        ledger: ledger.clone(),
+        config: Arc::new(config),
+        accounts: accounts.clone(),
+        clock: Arc::new(|| NOW),
+        no_model: no_model.map(str::to_owned),
+    });
+    let h = Harness::with_guard(replies, Arc::new(guards)).await;
+    Guarded {
+        h,
+        ledger,
+        accounts,
+    }
+}
+
+#[tokio::test]
+async fn a_tripped_budget_is_its_sentence_and_no_model_call() {
+    // A cap of 10 tokens a minute cannot fit any request.
+    let g = guarded(
+        vec![Reply::text("never said")],
+        config(|c| c.user_tokens_per_minute = cap(Some(10))),
+        None,
+    )
+    .await;
+    let t = g.h.turn("hello").await;
+    assert_eq!(t.outcome.end, TurnEnd::Denied);
+    assert_eq!(t.outcome.reply, lines::USER_TOKENS_MINUTE);
+    assert!(g.h.model.requests().is_empty(), "no model call");
+    let visible = g.h.visible().await;
+    assert_eq!(visible.last().unwrap().text, lines::USER_TOKENS_MINUTE);
+}
+
+#[tokio::test]
+async fn a_turn_with_tools_reserves_and_settles_every_model_call() {
+    let g = guarded(
+        vec![
+            Reply::tool_call("t1", "get_time", serde_json::json!({})),
+            Reply::text("It is noon.").usage(Usage {
+                input_tokens: 300,
+                output_tokens: 20,
+                cache_read_tokens: 1_000,
+                cache_write_tokens: 0,
+            }),
+        ],
+        config(|_| {}),
+        None,
+    )
+    .await;
+    let t = g.h.turn("what time is it?").await;
+    assert_eq!(t.outcome.end, TurnEnd::Answered, "{}", t.outcome.reply);
+    assert_eq!(g.h.model.requests().len(), 2);
+    let user = "user-1".into();
+    let conv = "conv-1".into();
+    let tokens = g
+        .ledger
+        .bucket_usage(&[Bucket::UserTokensMinute.key(&user, &conv, NOW)])
+        .await
+        .unwrap()[0];
+    let calls = g.h.transcript().await;
+    let real: u64 = calls
+        .iter()
+        .filter_map(|m| m.call.as_ref())
+        .map(|c| c.usage.total())
+        .sum();
+    assert!(real > 0);
+    assert_eq!(tokens, real, "both calls settled to their real usage");
+}
+
+#[tokio::test]
+async fn a_paused_account_is_answered_without_the_model() {
+    let g = guarded(vec![Reply::text("never said")], config(|_| {}), None).await;
+    g.accounts.pause(&"user-1".into());
+    let t = g.h.turn("hello").await;
+    assert_eq!(t.outcome.end, TurnEnd::Denied);
+    assert_eq!(t.outcome.reply, lines::ACCOUNT_PAUSED);
+    assert!(g.h.model.requests().is_empty());
+    // Nothing was reserved for a call that never happened.
+    let used = g
+        .ledger
+        .bucket_usage(&[Bucket::UserTokensMinute.key(&"user-1".into(), &"conv-1".into(), NOW)])
+        .await
+        .unwrap();
+    assert_eq!(used, vec![0]);
+}
+
+#[tokio::test]
+async fn a_busy_conversation_gets_the_busy_note_without_the_model() {
+    let g = guarded(
+        vec![Reply::text("one"), Reply::text("two"), Reply::text("three")],
+        config(|c| c.conversation_messages_per_hour = cap(Some(2))),
+        None,
+    )
+    .await;
+    assert_eq!(g.h.turn("a").await.outcome.end, TurnEnd::Answered);
+    assert_eq!(g.h.turn("b").await.outcome.end, TurnEnd::Answered);
+    let t = g.h.turn("c").await;
+    assert_eq!(t.outcome.reply, lines::CONVERSATION_BUSY);
+    assert_eq!(
+        g.h.model.requests().len(),
+        2,
+        "the third message made no model call"
+    );
+}
+
+#[tokio::test]
+async fn no_model_configured_is_the_plain_line_without_a_model_call() {
+    let g = guarded(
+        vec![Reply::text("never said")],
+        config(|_| {}),
+        Some(bridle::backends::UNPLUGGED),
+    )
+    .await;
+    let t = g.h.turn("hello").await;
+    assert_eq!(t.outcome.reply, bridle::backends::UNPLUGGED);
+    assert!(g.h.model.requests().is_empty());
+}
+
+/// 16 calls of one user at once against a DynamoDB ledger (moto) whose minute cap fits five
+/// reservations: exactly five go through, and the bucket holds exactly five reservations.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn parallel_calls_on_dynamodb_never_pass_the_cap() {
+    let endpoint = std::env::var("AWS_ENDPOINT_URL")
+        .expect("AWS_ENDPOINT_URL is not set: run with scripts/test (starts moto)");
+    let client = aws_sdk_dynamodb::Client::from_conf(
+        aws_sdk_dynamodb::Config::builder()
+            .behavior_version_latest()
+            .region(aws_types::region::Region::new("us-east-1"))
+            .endpoint_url(&endpoint)
+            .credentials_provider(aws_credential_types::Credentials::new(
+                "test", "test", None, None, "tests",
+            ))
+            .build(),
+    );
+    let table = format!("bridle-budget-{}", uuid::Uuid::new_v4().simple());
+    store_dynamodb::create_table(&client, &table).await.unwrap();
+    let ledger = Arc::new(store_dynamodb::DynamoStore::new(client, table));
+    let config = Arc::new(config(|c| {
+        c.output_allowance = 100;
+        c.user_tokens_per_minute = cap(Some(5 * 1_000));
+    }));
+    let guard = Arc::new(BudgetGuard::new(ledger.clone(), config, Arc::new(|| NOW)));
+    let request = ChatRequest {
+        model: "test-model".into(),
+        system: "x".repeat(3_596), // 899 + 1 (`[]` twice) = 900 tokens + 100 allowance
+        messages: vec![],
+        tools: vec![],
+        settings: Default::default(),
+    };
+    let request = Arc::new(request);
+    let mut tasks = Vec::new();
+    for i in 0..16 {
+        let (guard, request) = (guard.clone(), request.clone());
+        tasks.push(tokio::spawn(async move {
+            let conv = Conversation::new(format!("c{i}"), "ana", "web", "chat");
+            guard
+                .before_model_call(&GuardCall {
+                    conversation: &conv,
+                    call_number: 1,
+                    request: &request,
+                })
+                .await
+        }));
+    }
+    let mut allowed = 0;
+    for t in tasks {
+        match t.await.unwrap() {
+            Ok(_) => allowed += 1,
+            Err(denied) => assert_eq!(denied.user_message, lines::USER_TOKENS_MINUTE),
+        }
+    }
+    assert_eq!(allowed, 5);
+    let used = ledger
+        .bucket_usage(&[Bucket::UserTokensMinute.key(&"ana".into(), &"".into(), NOW)])
+        .await
+        .unwrap();
+    assert_eq!(
+        used,
+        vec![5_000],
+        "never past the cap; denied calls added nothing"
+    );
+}
+
+/// A ledger with two users and three conversations, written by the real guard.
+async fn spent_ledger() -> (Arc<SqliteStore>, BudgetConfig) {
+    let ledger = Arc::new(SqliteStore::open_in_memory().unwrap());
+    let config = config(|c| {
+        c.user_usd_30d = cap(Some(10_000));
+        c.output_allowance = 0;
+    });
+    let guard = BudgetGuard::new(ledger.clone(), Arc::new(config.clone()), Arc::new(|| NOW));
+    let request = ChatRequest {
+        model: "test-model".into(),
+        system: "hi".into(),
+        messages: vec![],
+        tools: vec![],
+        settings: Default::default(),
+    };
+    for (user, conv, output) in [
+        ("ana", "c-a1", 500),
+        ("ana", "c-a2", 100),
+        ("bo", "c-b1", 800),
+    ] {
+        let conv = Conversation::new(conv, user, "web", "chat");
+        let permit = guard
+            .before_model_call(&GuardCall {
+                conversation: &conv,
+                call_number: 1,
+                request: &request,
+            })
+            .await
+            .unwrap();
+        let usage = Usage {
+            input_tokens: 1_000,
+            output_tokens: output,
+            ..Usage::default()
+        };
+        guard.after_model_call(&conv, permit, &usage).await;
+    }
+    (ledger, config)
+}
+
+fn options(format: Format) -> ReportOptions {
+    ReportOptions {
+        format,
+        top: 10,
+        now_ms: NOW,
+    }
+}
+
+#[tokio::test]
+async fn the_report_as_json_has_usage_caps_prices_and_top_conversations() {
+    let (ledger, config) = spent_ledger().await;
+    let text = report(ledger.as_ref(), &config, &options(Format::Json))
+        .await
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let usage = json["usage"].as_array().unwrap();
+    // The global row first: 3 × 1,000 in at $1/M + 1,400 out at $10/M = 3,000 + 14,000 µ$.
+    assert_eq!(usage[0]["subject"], "*");
+    assert_eq!(usage[0]["bucket"], "global_usd_30d");
+    assert_eq!(usage[0]["used"], 17_000);
+    let ana_usd = usage
+        .iter()
+        .find(|r| r["subject"] == "ana" && r["bucket"] == "user_usd_30d")
+        .unwrap();
+    // ana: 2,000 in + 600 out = 2,000 + 6,000 = 8,000 µ$ of a 10,000 µ$ cap.
+    assert_eq!(ana_usd["used"], 8_000);
+    assert_eq!(ana_usd["cap"], 10_000);
+    assert_eq!(ana_usd["fill"], 0.8);
+    let top: Vec<&str> = json["top_conversations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["conversation"].as_str().unwrap())
+        .collect();
+    assert_eq!(top, ["c-b1", "c-a1", "c-a2"], "most expensive first");
+    let caps = json["caps"].as_array().unwrap();
+    assert!(
+        caps.iter()
+            .any(|c| c["bucket"] == "user_tokens_minute" && c["source"]["kind"] == "default")
+    );
+    let prices = json["prices"].as_array().unwrap();
+    let test_model = prices.iter().find(|p| p["model"] == "test-model").unwrap();
+    assert_eq!(test_model["output"], 10_000_000);
+    assert_eq!(test_model["source"]["kind"], "file");
+    assert_eq!(test_model["source"]["name"], "test-prices.json");
+}
+
+#[tokio::test]
+async fn the_report_as_csv_parses_into_the_same_numbers() {
+    let (ledger, config) = spent_ledger().await;
+    let text = report(ledger.as_ref(), &config, &options(Format::Csv))
+        .await
+        .unwrap();
+    let mut reader = csv::Reader::from_reader(text.as_bytes());
+    let header = reader.headers().unwrap().clone();
+    assert_eq!(
+        header.iter().collect::<Vec<_>>(),
+        [
+            "section", "subject", "item", "unit", "value", "cap", "fill", "source"
+        ]
+    );
+    let rows: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
+    let find = |section: &str, subject: &str, item: &str| {
+        rows.iter()
+            .find(|r| &r[0] == section && &r[1] == subject && &r[2] == item)
+            .unwrap_or_else(|| panic!("no {section}/{subject}/{item} row"))
+            .clone()
+    };
+    let bo = find("usage", "bo", "user_usd_30d");
+    assert_eq!(
+        (&bo[3], &bo[4], &bo[5], &bo[6]),
+        ("usd", "0.009", "0.01", "0.9000")
+    );
+    assert_eq!(&find("usage", "*", "global_usd_30d")[4], "0.017");
+    assert_eq!(
+        &find("conversation", "c-a2", "conversation_usd_30d")[4],
+        "0.002"
+    );
+    assert_eq!(&find("price", "test-model", "cache_read")[4], "0.1");
+    assert_eq!(
+        &find("price", "test-model", "cache_read")[7],
+        "file test-prices.json"
+    );
+    assert_eq!(&find("cap", "", "conversation_messages_hour")[4], "60");
+}
+
+#[tokio::test]
+async fn the_report_as_a_table_lists_users_windows_and_sources() {
+    let (ledger, config) = spent_ledger().await;
+    let text = report(ledger.as_ref(), &config, &options(Format::Table))
+        .await
+        .unwrap();
+    let line = |needle: &str| {
+        text.lines()
+            .find(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("no line with {needle:?} in\n{text}"))
+            .split_whitespace()
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        line("(everyone)"),
+        ["(everyone)", "global_usd_30d", "$0.02", "$500.00", "0.0%"]
+    );
+    let ana: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("ana "))
+        .map(|l| l.split_whitespace().nth(1).unwrap())
+        .collect();
+    assert_eq!(
+        ana,
+        ["user_tokens_minute", "user_tokens_hour", "user_usd_30d"]
+    );
+    assert_eq!(line("c-b1"), ["c-b1", "$0.01"]);
+    assert!(line("test-model").ends_with(&["file", "test-prices.json"]));
+}
