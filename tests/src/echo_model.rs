@@ -40,6 +40,7 @@ impl ChatModel for EchoModel {
             .find(|m| m.role == Role::User)
             .and_then(|m| m.parts.first())
             .and_then(|p| p.as_text())
+            .map(user_words)
             .unwrap_or_default()
             .to_owned();
         let last = request
@@ -51,6 +52,7 @@ impl ChatModel for EchoModel {
                 m.parts
                     .iter()
                     .filter_map(|p| p.as_text())
+                    .map(user_words)
                     .collect::<String>()
             })
             .unwrap_or_default();
@@ -75,4 +77,12 @@ impl ChatModel for EchoModel {
         let model = ScriptedModel::new([Reply::text(&format!("echo: {last}"))]);
         model.stream(request).await
     }
+}
+
+/// The user's own words: the inside of the `<user_message>` block when the engine wrapped them
+/// in a context block, else the text as it is.
+fn user_words(text: &str) -> &str {
+    text.split_once("<user_message>\n")
+        .and_then(|(_, rest)| rest.rsplit_once("\n</user_message>"))
+        .map_or(text, |(words, _)| words)
 }

@@ -36,6 +36,8 @@ pub struct ServeConfig {
     pub budget: budget::BudgetConfig,
     /// `BRIDLE_ADMIN_TOKEN`: opens `/admin/budget`.
     pub admin_token: Option<String>,
+    /// The frozen system prompt: `BRIDLE_SYSTEM_PROMPT_FILE`, or the built-in one.
+    pub prompt: engine::SystemPrompt,
 }
 
 // Hand-written so the API key never reaches a log line.
@@ -61,6 +63,7 @@ impl fmt::Debug for ServeConfig {
             .field("max_message_chars", &self.max_message_chars)
             .field("max_concurrent_turns", &self.max_concurrent_turns)
             .field("budget", &self.budget)
+            .field("prompt_version", &self.prompt.version)
             .field(
                 "admin_token",
                 &if self.admin_token.is_some() {
@@ -170,6 +173,16 @@ impl ServeConfig {
             budget::BudgetConfig::default()
         });
         let admin_token = var("BRIDLE_ADMIN_TOKEN").map(|t| t.trim().to_owned());
+        let prompt = match var("BRIDLE_SYSTEM_PROMPT_FILE") {
+            None => engine::SystemPrompt::default(),
+            Some(path) => engine::SystemPrompt::from_file(std::path::Path::new(&path))
+                .unwrap_or_else(|err| {
+                    problems.push(format!(
+                        "BRIDLE_SYSTEM_PROMPT_FILE={path:?} cannot be read: {err}"
+                    ));
+                    engine::SystemPrompt::default()
+                }),
+        };
 
         if problems.is_empty() {
             Ok(Self {
@@ -180,6 +193,7 @@ impl ServeConfig {
                 max_concurrent_turns,
                 budget,
                 admin_token,
+                prompt,
             })
         } else {
             Err(ConfigErrors(problems))
@@ -268,6 +282,25 @@ mod tests {
         assert!(
             !shown.contains("sk-very-secret") && shown.contains("key: set"),
             "{shown}"
+        );
+    }
+
+    #[test]
+    fn the_system_prompt_comes_from_a_file_or_the_default() {
+        let config = parse(&[]).unwrap();
+        assert_eq!(config.prompt.version, engine::PROMPT_VERSION);
+        let path =
+            std::env::temp_dir().join(format!("bridle-prompt-cfg-{}.md", std::process::id()));
+        std::fs::write(&path, "Be a pirate.").unwrap();
+        let config = parse(&[("BRIDLE_SYSTEM_PROMPT_FILE", path.to_str().unwrap())]).unwrap();
+        assert_eq!(config.prompt.text, "Be a pirate.");
+        assert!(config.prompt.version.starts_with("file-"));
+        let err = parse(&[("BRIDLE_SYSTEM_PROMPT_FILE", "/nonexistent/prompt.md")]).unwrap_err();
+        assert!(
+            err.0
+                .iter()
+                .any(|p| p.contains("BRIDLE_SYSTEM_PROMPT_FILE")),
+            "{err:?}"
         );
     }
 }

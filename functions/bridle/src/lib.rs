@@ -24,18 +24,6 @@ use std::sync::Arc;
 use store_sqlite::SqliteStore;
 use tools::Registry;
 
-/// The frozen system prompt of the local web chat.
-pub const SYSTEM_PROMPT: &str = "You are Bridle, a helpful assistant in a web chat. \
-Answer briefly and plainly. You can keep notes for the user with the add_note, list_notes and \
-delete_note tools; use them when the user asks you to remember, recall or forget something. \
-You can plan events and their attendees with the event tools, and undo the user's last change \
-with undo. When a tool returns an error, read it and either fix your call or tell the user what happened.";
-
-/// The frozen system prompt of conversations that arrive through messaging channels.
-pub const CHANNEL_SYSTEM_PROMPT: &str = "You are Bridle, a helpful assistant people reach by \
-message. Answer briefly and plainly; your words are read on a phone. You can keep notes for the \
-user with the add_note, list_notes and delete_note tools.";
-
 /// Where the server keeps its data.
 #[derive(Debug, Clone)]
 pub enum Db {
@@ -115,6 +103,7 @@ pub fn build_app(
     notes::register(&mut registry, notes.clone())?;
     let planner = planning::planner_tools(&mut registry, store.clone())?;
     planning::ensure_local_account(store.as_ref())?;
+    let context = planning::planner_context(planner.clone());
     let gate = planning::confirmation_gate(planner, store.clone());
     let registry = Arc::new(registry);
     let queue = Arc::new(queue);
@@ -133,6 +122,7 @@ pub fn build_app(
     let extras = EngineExtras {
         gate: gate.clone(),
         guard: guard.clone(),
+        context: context.clone(),
     };
     let channels = channel_jobs_for(&model, &registry, &store, &queue, &extras, &options);
     let engine = Engine::new(
@@ -141,16 +131,12 @@ pub fn build_app(
         store.clone(),
         EngineOptions {
             model_id: options.model_id.clone(),
-            system_prompt: if options.engine.system_prompt.is_empty() {
-                SYSTEM_PROMPT.to_owned()
-            } else {
-                options.engine.system_prompt.clone()
-            },
             ..options.engine.clone()
         },
     )
     .with_confirmation(gate)
-    .with_guard(guard);
+    .with_guard(guard)
+    .with_context(context);
     Ok(server::App {
         store,
         queue,
@@ -170,6 +156,7 @@ pub fn build_app(
 struct EngineExtras {
     gate: Arc<engine::ConfirmationGate>,
     guard: Arc<dyn engine::Guard>,
+    context: Arc<dyn engine::ContextSource>,
 }
 
 /// The channel side of the app: the webhook handler on the local queue, and the channel jobs
@@ -189,13 +176,13 @@ fn channel_jobs_for(
         store.clone(),
         EngineOptions {
             model_id: options.model_id.clone(),
-            system_prompt: CHANNEL_SYSTEM_PROMPT.to_owned(),
             record_reply: false,
             ..options.engine.clone()
         },
     )
     .with_confirmation(extras.gate.clone())
-    .with_guard(extras.guard.clone());
+    .with_guard(extras.guard.clone())
+    .with_context(extras.context.clone());
     let jobs = channel_jobs::ChannelJobs {
         engine: Arc::new(engine),
         store: store.clone(),

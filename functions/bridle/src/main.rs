@@ -156,6 +156,11 @@ async fn serve() -> ExitCode {
             ..GuardOptions::default()
         },
         admin_token: config.admin_token.clone(),
+        engine: engine::EngineOptions {
+            system_prompt: config.prompt.text.clone(),
+            prompt_version: config.prompt.version.clone(),
+            ..engine::EngineOptions::default()
+        },
         ..AppOptions::default()
     };
     let app = match build_app(model, options) {

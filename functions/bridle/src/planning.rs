@@ -2,7 +2,7 @@
 //! the confirmation gate with the planner's risk policy, and the local user's account.
 
 use crate::server::LOCAL_USER;
-use engine::{ConfirmationGate, risk_policy};
+use engine::{ConfirmationGate, ContextFacts, ContextSource, context_source, risk_policy};
 use planner::Planner;
 use std::sync::Arc;
 use store::{Account, AccountStatus, Accounts, Store, StoreError};
@@ -46,4 +46,24 @@ pub fn ensure_local_account(store: &SqliteStore) -> Result<(), StoreError> {
         }
         Ok(())
     })
+}
+
+/// The per-turn context block's facts: the account's name and time zone, the user's events and
+/// the conversation's active event, read fresh for every turn.
+pub fn planner_context(planner: Arc<Planner>) -> Arc<dyn ContextSource> {
+    Arc::new(context_source(move |conversation| {
+        let planner = planner.clone();
+        async move {
+            let user = planner
+                .user_context(&conversation.user_id, &conversation.id)
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(ContextFacts {
+                user_name: user.name,
+                time_zone: user.time_zone,
+                records: Some(user.records),
+                active: None,
+            })
+        }
+    }))
 }

@@ -10,6 +10,9 @@ pub struct WorkerConfig {
     pub model_id: String,
     /// `PUBLIC_BASE_URL`: where people reach the web app (the onboarding reply links to it).
     pub public_base_url: String,
+    /// The frozen system prompt: `BRIDLE_SYSTEM_PROMPT_FILE` (e.g. shipped in a layer), or the
+    /// built-in one.
+    pub prompt: engine::SystemPrompt,
 }
 
 impl WorkerConfig {
@@ -31,11 +34,22 @@ impl WorkerConfig {
             "PUBLIC_BASE_URL",
             "the public https URL of the web app, linked from the onboarding reply",
         );
+        let prompt = match var("BRIDLE_SYSTEM_PROMPT_FILE") {
+            None => engine::SystemPrompt::default(),
+            Some(path) => engine::SystemPrompt::from_file(std::path::Path::new(&path))
+                .unwrap_or_else(|err| {
+                    problems.push(format!(
+                        "BRIDLE_SYSTEM_PROMPT_FILE={path:?} cannot be read: {err}"
+                    ));
+                    engine::SystemPrompt::default()
+                }),
+        };
         if problems.is_empty() {
             Ok(Self {
                 table,
                 model_id,
                 public_base_url,
+                prompt,
             })
         } else {
             Err(problems)
@@ -64,5 +78,11 @@ mod tests {
         })
         .unwrap();
         assert_eq!(ok.table, "bridle");
+        assert_eq!(ok.prompt.version, engine::PROMPT_VERSION);
+        let bad = WorkerConfig::from_vars(|k| {
+            (k == "BRIDLE_SYSTEM_PROMPT_FILE").then(|| "/nonexistent/prompt.md".to_owned())
+        })
+        .unwrap_err();
+        assert_eq!(bad.len(), 4, "{bad:?}");
     }
 }

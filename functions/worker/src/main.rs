@@ -13,10 +13,6 @@ use tools::Registry;
 use worker::config::WorkerConfig;
 use worker::{ChannelJobs, JobOptions, Worker, WorkerOptions};
 
-/// The frozen system prompt for channel conversations.
-const SYSTEM_PROMPT: &str = "You are Bridle, a helpful assistant people reach by message. \
-Answer briefly and plainly; your words are read on a phone.";
-
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     tracing_subscriber::fmt()
@@ -75,11 +71,13 @@ async fn main() -> Result<(), Error> {
         store.clone(),
         EngineOptions {
             model_id: config.model_id.clone(),
-            system_prompt: SYSTEM_PROMPT.into(),
+            system_prompt: config.prompt.text.clone(),
+            prompt_version: config.prompt.version.clone(),
             record_reply: false,
             ..EngineOptions::default()
         },
     )
+    .with_context(worker::planning::planner_context(planner.clone()))
     .with_confirmation(worker::planning::confirmation_gate(planner, store.clone()))
     // No model call without the cheap guards and the budget (DESIGN.md invariant 9).
     .with_guard(Arc::new(budget::Guards::standard(budget::StandardGuards {

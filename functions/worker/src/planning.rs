@@ -2,7 +2,7 @@
 //! confirmation gate with the planner's risk policy.
 
 use channel_jobs::CHANNEL_PURPOSE;
-use engine::{ConfirmationGate, risk_policy};
+use engine::{ConfirmationGate, ContextFacts, ContextSource, context_source, risk_policy};
 use planner::Planner;
 use std::sync::Arc;
 use store::Store;
@@ -29,4 +29,24 @@ pub fn confirmation_gate(planner: Arc<Planner>, store: Arc<dyn Store>) -> Arc<Co
         async move { planner.assess_risk(&ctx, &tool, &args).await }
     });
     Arc::new(ConfirmationGate::new(Arc::new(policy), store))
+}
+
+/// The per-turn context block's facts: the account's name and time zone, the user's events and
+/// the conversation's active event, read fresh for every turn.
+pub fn planner_context(planner: Arc<Planner>) -> Arc<dyn ContextSource> {
+    Arc::new(context_source(move |conversation| {
+        let planner = planner.clone();
+        async move {
+            let user = planner
+                .user_context(&conversation.user_id, &conversation.id)
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(ContextFacts {
+                user_name: user.name,
+                time_zone: user.time_zone,
+                records: Some(user.records),
+                active: None,
+            })
+        }
+    }))
 }

@@ -55,6 +55,30 @@ impl ContextSource for NoFacts {
     }
 }
 
+/// A [`ContextSource`] from an async closure over an owned conversation, so a domain crate
+/// that must not depend on the engine can still supply the facts:
+/// `context_source(move |conversation| …)`.
+pub fn context_source<F, Fut>(f: F) -> impl ContextSource
+where
+    F: Fn(Conversation) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<ContextFacts, String>> + Send + 'static,
+{
+    SourceFn(f)
+}
+
+struct SourceFn<F>(F);
+
+#[async_trait]
+impl<F, Fut> ContextSource for SourceFn<F>
+where
+    F: Fn(Conversation) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<ContextFacts, String>> + Send + 'static,
+{
+    async fn facts(&self, conversation: &Conversation) -> Result<ContextFacts, String> {
+        (self.0)(conversation.clone()).await
+    }
+}
+
 /// The user message as stored and sent: the context block, then the user's own words.
 pub fn render(
     facts: &ContextFacts,

@@ -31,7 +31,7 @@ pub use confirm::{
     Clock, ConfirmationGate, ConfirmationOptions, RiskPolicy, call_hash, needs_confirmation,
     risk_policy,
 };
-pub use context::{ContextFacts, ContextSource, NoFacts};
+pub use context::{ContextFacts, ContextSource, NoFacts, context_source};
 pub use error::EngineError;
 pub use events::{CollectSink, EventSink, NullSink, TurnEvent};
 pub use guard::{AllowAll, Denied, Guard, GuardCall, Permit};

@@ -31,5 +31,5 @@ pub use error::PlannerError;
 pub use events::{EventChanges, NewEvent};
 pub use model::{ATTENDEE, Attendee, EVENT, Event, EventStatus};
 pub use service::{Caller, Clock, Planner};
-pub use snapshot::{EventLine, Snapshot};
+pub use snapshot::{EventLine, Snapshot, UserContext};
 pub use tools_def::{PURPOSE, register};

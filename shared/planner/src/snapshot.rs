@@ -15,6 +15,15 @@ pub struct EventLine {
     pub status: String,
 }
 
+/// What the per-turn context block says about the user: their account's name and time zone,
+/// and the planner snapshot as text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserContext {
+    pub name: Option<String>,
+    pub time_zone: Option<String>,
+    pub records: String,
+}
+
 /// The user's events and the conversation's active event.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Snapshot {
@@ -84,6 +93,24 @@ impl Planner {
             events,
             active,
             text,
+        })
+    }
+
+    /// The account (name, time zone) and [`Planner::snapshot`] for the context block.
+    pub async fn user_context(
+        &self,
+        user: &UserId,
+        conversation: &ConversationId,
+    ) -> Result<UserContext, PlannerError> {
+        let account = self.store.account(user).await?;
+        let snapshot = self.snapshot(user, conversation).await?;
+        Ok(UserContext {
+            name: account
+                .as_ref()
+                .map(|a| a.display_name.clone())
+                .filter(|n| !n.trim().is_empty()),
+            time_zone: account.map(|a| a.time_zone),
+            records: snapshot.text,
         })
     }
 }
