@@ -186,7 +186,8 @@ async fn three_tool_rounds_store_one_visible_reply_and_seven_model_messages() {
         Reply::text("Done: Z is on 2 January."),
     ])
     .await;
-    h.turn("add Z").await;
+    let t = h.turn("add Z").await;
+    assert_eq!(t.outcome.tool_errors, 0);
     let rows = h.transcript().await;
     let roles: Vec<Role> = rows.iter().map(|m| m.role).collect();
     use Role::{Assistant as A, Tool as T, User as U};

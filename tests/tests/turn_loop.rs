@@ -233,6 +233,7 @@ async fn invalid_arguments_are_readable_and_the_model_fixes_its_call() {
     .await;
     let t = h.turn("create Gala next friday").await;
     assert_eq!(t.outcome.end, TurnEnd::Answered);
+    assert_eq!(t.outcome.tool_errors, 1, "counted for the metrics");
     let results = tool_results(&h.transcript().await);
     let (_, first, first_err) = &results[0];
     assert!(first_err);

@@ -66,6 +66,9 @@ pub struct TurnOutcome {
     pub silent: bool,
     pub model_calls: u32,
     pub usage: Usage,
+    /// Tool calls of this turn whose result was an error (bad arguments, domain or internal
+    /// failures, unknown tools) — for metrics.
+    pub tool_errors: u32,
 }
 
 /// The harness core: holds the model, the tools, the store and the guard.
@@ -179,6 +182,7 @@ struct Turn<'a> {
     reported: bool,
     /// The provider rejected replayed reasoning: send history without it for the rest of the turn.
     strip_reasoning: bool,
+    tool_errors: u32,
 }
 
 /// What the loop does after an answer that asked for tools.
@@ -247,6 +251,7 @@ impl<'a> Turn<'a> {
             resume: None,
             reported: false,
             strip_reasoning: false,
+            tool_errors: 0,
         };
         match resumed {
             None => {
@@ -651,6 +656,7 @@ impl<'a> Turn<'a> {
                 name: call.name.clone(),
                 is_error: outcome.is_error,
             });
+            self.tool_errors += u32::from(outcome.is_error);
             if let Some(effects) = outcome.effects {
                 self.sink.emit(TurnEvent::Effects {
                     tool: call.name.clone(),
@@ -725,6 +731,7 @@ impl<'a> Turn<'a> {
             silent: shaped.silent,
             model_calls: self.model_calls,
             usage: self.usage,
+            tool_errors: self.tool_errors,
         })
     }
 
