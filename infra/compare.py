@@ -143,7 +143,7 @@ def normalise(rtype, props):
             ),
             key=lambda p: p["PolicyName"],
         )
-    if rtype in ("AWS::SQS::QueuePolicy", "AWS::SNS::TopicPolicy"):
+    if rtype in ("AWS::SQS::QueuePolicy", "AWS::SNS::TopicPolicy", "AWS::S3::BucketPolicy"):
         props["PolicyDocument"] = normalise_policy(props["PolicyDocument"])
         for key in ("Queues", "Topics"):
             if key in props:

@@ -63,5 +63,26 @@ class CompareTest(unittest.TestCase):
         self.assertTrue(any(p.startswith("WorkerFunctionTurns.FunctionResponseTypes") for p in problems), problems)
 
 
+    def test_a_looser_media_grant_is_caught(self):
+        def change(r):
+            st = r["WorkerRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
+            media = next(s for s in st if s.get("Sid") == "Media")
+            media["Resource"] = {"Fn::Join": ["", [{"Fn::GetAtt": ["MediaBucket", "Arn"]}, "/*"]]}
+        problems = self.problems_after(change)
+        self.assertTrue(any(p.startswith("WorkerRole.Policies") for p in problems), problems)
+
+    def test_a_different_media_expiry_is_caught(self):
+        def change(r):
+            r["MediaBucket"]["Properties"]["LifecycleConfiguration"]["Rules"][0]["ExpirationInDays"] = 30
+        problems = self.problems_after(change)
+        self.assertTrue(any(p.startswith("MediaBucket.LifecycleConfiguration") for p in problems), problems)
+
+    def test_a_missing_tls_deny_on_the_bucket_is_caught(self):
+        def change(r):
+            r["MediaBucketPolicy"]["Properties"]["PolicyDocument"]["Statement"] = []
+        problems = self.problems_after(change)
+        self.assertTrue(any(p.startswith("MediaBucketPolicy.PolicyDocument") for p in problems), problems)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -24,6 +24,7 @@ import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as logs from 'aws-cdk-lib/aws-logs';
+import * as s3 from 'aws-cdk-lib/aws-s3';
 import * as secrets from 'aws-cdk-lib/aws-secretsmanager';
 import * as sns from 'aws-cdk-lib/aws-sns';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
@@ -35,6 +36,8 @@ import { DASHBOARD_BODY } from './dashboard';
 export const WORKER_TIMEOUT_S = 300;
 /** Receives before a job goes to the dead-letter queue. */
 export const MAX_RECEIVE_COUNT = 5;
+/** Days an attachment is kept in the media bucket. */
+export const MEDIA_EXPIRY_DAYS = 90;
 /** The webhook routes, one per platform (plus Meta's GET handshake). */
 export const ROUTES: ReadonlyArray<[string, string, string]> = [
   ['WhatsApp', 'POST', '/webhooks/whatsapp'],
@@ -173,6 +176,33 @@ export class BridleStack extends Stack {
       projectionType: dynamodb.ProjectionType.ALL,
     });
 
+    // Media: attachments by reference (s3://…/media/…), read by Bedrock. Private, encrypted,
+    // TLS-only (the policy below, spelled out so SAM and CDK match), expired after 90 days.
+    const mediaBucket = new s3.Bucket(this, 'MediaBucket', {
+      encryption: s3.BucketEncryption.S3_MANAGED,
+      blockPublicAccess: s3.BlockPublicAccess.BLOCK_ALL,
+      lifecycleRules: [{
+        id: 'ExpireMedia',
+        expiration: Duration.days(MEDIA_EXPIRY_DAYS),
+        abortIncompleteMultipartUploadAfter: Duration.days(1),
+      }],
+      removalPolicy: RemovalPolicy.RETAIN,
+    });
+    const mediaPolicy = new s3.BucketPolicy(this, 'MediaBucketPolicy', { bucket: mediaBucket });
+    mediaPolicy.document.addStatements(new iam.PolicyStatement({
+      sid: 'DenyInsecureTransport',
+      effect: iam.Effect.DENY,
+      // "*" principal and "s3:*": the deny must cover everyone and every call made without TLS.
+      principals: [new iam.AnyPrincipal()],
+      actions: ['s3:*'],
+      resources: [mediaBucket.bucketArn, `${mediaBucket.bucketArn}/*`],
+      conditions: { Bool: { 'aws:SecureTransport': 'false' } },
+    }));
+    Validations.of(mediaBucket).acknowledge({
+      id: 'AwsSolutions::AwsSolutions-S1',
+      reason: 'Only the worker role touches the bucket (CloudTrail covers it); access logs would need a second bucket.',
+    });
+
     // Logs: one group per function, one for API access logs.
     const logGroup = (id: string) => {
       const g = new logs.LogGroup(this, id, {
@@ -241,6 +271,10 @@ export class BridleStack extends Stack {
             new iam.PolicyStatement({
               sid: 'Secrets', actions: ['secretsmanager:GetSecretValue'], resources: [workerSecrets.secretArn],
             }),
+            new iam.PolicyStatement({
+              // Only the attachments' prefix (keys media/<channel>/<chat>/<message>/<n>).
+              sid: 'Media', actions: ['s3:PutObject', 's3:GetObject'], resources: [`${mediaBucket.bucketArn}/media/*`],
+            }),
           ],
         }),
       },
@@ -248,6 +282,10 @@ export class BridleStack extends Stack {
     const modelArnFinding = JSON.stringify({ 'Fn::If': ['UseInferenceProfile',
       { 'Fn::Sub': 'arn:${AWS::Partition}:bedrock:*::foundation-model/${BedrockModelId}' },
       { 'Fn::Sub': 'arn:${AWS::Partition}:bedrock:${AWS::Region}::foundation-model/${BedrockModelId}' }] });
+    Validations.of(workerRole).acknowledge({
+      id: 'AwsSolutions::AwsSolutions-IAM5[Resource::<MediaBucket.Arn>/media/*]',
+      reason: 'The worker writes and reads attachments under media/<channel>/<chat>/<message>/<n>, keys made per message.',
+    });
     Validations.of(workerRole).acknowledge({
       id: `AwsSolutions::AwsSolutions-IAM5[Resource::${modelArnFinding}]`,
       reason: 'bedrock:*::foundation-model/<model>: a cross-region inference profile invokes the model in ' +
@@ -302,6 +340,7 @@ export class BridleStack extends Stack {
         TABLE_NAME: table.tableName,
         BEDROCK_MODEL_ID: Fn.conditionIf(useProfile.logicalId, profileArn, modelId.valueAsString).toString(),
         BRIDLE_SECRETS_ARN: workerSecrets.secretArn,
+        BRIDLE_MEDIA_BUCKET: mediaBucket.bucketName,
         ...Object.fromEntries(Object.entries(caps).map(([k, p]) => [k, p.valueAsString])),
       },
     });
@@ -406,7 +445,7 @@ export class BridleStack extends Stack {
     const ids: Array<[Construct, string]> = [
       [webhookSecrets, 'WebhookSecrets'], [workerSecrets, 'WorkerSecrets'],
       [queue, 'TurnQueue'], [dlq, 'TurnDeadLetterQueue'], [queuesPolicy, 'TurnQueuesPolicy'],
-      [table, 'Table'], [webhookLogs, 'WebhookLogGroup'], [workerLogs, 'WorkerLogGroup'],
+      [table, 'Table'], [mediaBucket, 'MediaBucket'], [mediaPolicy, 'MediaBucketPolicy'], [webhookLogs, 'WebhookLogGroup'], [workerLogs, 'WorkerLogGroup'],
       [apiLogs, 'ApiAccessLogGroup'], [webhookRole, 'WebhookRole'], [workerRole, 'WorkerRole'],
       [webhook, 'WebhookFunction'], [worker, 'WorkerFunction'], [turns, 'WorkerFunctionTurns'],
       [api, 'HttpApi'], [stage, 'HttpApiApiGatewayDefaultStage'], [topic, 'AlarmTopic'],
@@ -427,6 +466,7 @@ export class BridleStack extends Stack {
     out('WebhookSecretsArn', webhookSecrets.secretArn, 'Put the webhook signing secrets here (JSON object).');
     out('WorkerSecretsArn', workerSecrets.secretArn, 'Put the reply credentials here (JSON object).');
     out('TableName', table.tableName);
+    out('MediaBucketName', mediaBucket.bucketName);
     out('QueueUrl', queue.queueUrl);
     out('DeadLetterQueueUrl', dlq.queueUrl);
     out('AlarmTopicArn', topic.topicArn);

@@ -7,7 +7,7 @@ import { App, Validations } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
 import { Architecture } from 'aws-cdk-lib/aws-lambda';
 import { AwsSolutionsChecks } from 'cdk-nag';
-import { BridleStack, MAX_RECEIVE_COUNT, ROUTES, WORKER_TIMEOUT_S } from '../lib/stack';
+import { BridleStack, MAX_RECEIVE_COUNT, MEDIA_EXPIRY_DAYS, ROUTES, WORKER_TIMEOUT_S } from '../lib/stack';
 
 function synth(): { app: App; template: Template } {
   const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
@@ -60,6 +60,41 @@ test('the worker may call only the configured model, the table, its secret and i
   assert.match(JSON.stringify(table.Resource), /index\/gsi1/);
   assert.deepEqual(st.find((s) => s.Sid === 'Secrets')!.Resource, { Ref: 'WorkerSecrets' });
   assert.ok(!st.flatMap(actions).includes('sqs:SendMessage'), 'the worker does not enqueue');
+});
+
+test('the worker may only put and get attachments under media/ in the media bucket', () => {
+  const st = statements('WorkerRole');
+  const media = st.find((s) => s.Sid === 'Media')!;
+  assert.deepEqual(actions(media).sort(), ['s3:GetObject', 's3:PutObject']);
+  assert.deepEqual(media.Resource, { 'Fn::Join': ['', [{ 'Fn::GetAtt': ['MediaBucket', 'Arn'] }, '/media/*']] });
+  const s3 = st.flatMap(actions).filter((a) => a.startsWith('s3:')).sort();
+  assert.deepEqual(s3, ['s3:GetObject', 's3:PutObject'], 'no other S3 action anywhere');
+  template.hasResourceProperties('AWS::Lambda::Function', {
+    Environment: { Variables: Match.objectLike({ BRIDLE_MEDIA_BUCKET: { Ref: 'MediaBucket' } }) },
+  });
+});
+
+test('the media bucket is private, encrypted, TLS-only, kept on delete and expires attachments', () => {
+  template.resourceCountIs('AWS::S3::Bucket', 1);
+  const bucket = template.toJSON().Resources.MediaBucket;
+  assert.equal(bucket.DeletionPolicy, 'Retain');
+  assert.deepEqual(bucket.Properties.PublicAccessBlockConfiguration, {
+    BlockPublicAcls: true, BlockPublicPolicy: true, IgnorePublicAcls: true, RestrictPublicBuckets: true,
+  });
+  assert.deepEqual(bucket.Properties.BucketEncryption.ServerSideEncryptionConfiguration,
+    [{ ServerSideEncryptionByDefault: { SSEAlgorithm: 'AES256' } }]);
+  const [rule] = bucket.Properties.LifecycleConfiguration.Rules;
+  assert.equal(rule.Status, 'Enabled');
+  assert.equal(rule.ExpirationInDays, MEDIA_EXPIRY_DAYS);
+  template.resourceCountIs('AWS::S3::BucketPolicy', 1);
+  const policy = template.toJSON().Resources.MediaBucketPolicy.Properties;
+  assert.deepEqual(policy.Bucket, { Ref: 'MediaBucket' });
+  assert.deepEqual(policy.PolicyDocument.Statement, [{
+    Sid: 'DenyInsecureTransport', Effect: 'Deny', Principal: { AWS: '*' }, Action: 's3:*',
+    Resource: [{ 'Fn::GetAtt': ['MediaBucket', 'Arn'] },
+      { 'Fn::Join': ['', [{ 'Fn::GetAtt': ['MediaBucket', 'Arn'] }, '/*']] }],
+    Condition: { Bool: { 'aws:SecureTransport': 'false' } },
+  }]);
 });
 
 test('the queue is FIFO with a FIFO dead-letter queue after 5 receives and 6x the worker timeout', () => {
