@@ -93,6 +93,8 @@ fn bench(c: &mut Criterion) {
                     conversation_id: "c1".into(),
                     text: "what is on this month?".into(),
                     action_id: ActionId("a1".into()),
+                    attachments: Vec::new(),
+                    attachment_notes: Vec::new(),
                 };
                 let outcome = rt.block_on(engine.run_turn(input, &NullSink)).unwrap();
                 assert_eq!(outcome.end, TurnEnd::Answered);

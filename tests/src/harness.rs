@@ -116,6 +116,8 @@ impl Harness {
             conversation_id: self.conversation.clone(),
             text: text.to_owned(),
             action_id: ActionId(format!("act-{n}")),
+            attachments: Vec::new(),
+            attachment_notes: Vec::new(),
         };
         let outcome = self.engine.run_turn(input, &sink).await.unwrap();
         let events = sink.events();

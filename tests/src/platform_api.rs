@@ -6,6 +6,7 @@ use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
 use axum::routing::any;
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
@@ -25,6 +26,8 @@ struct Inner {
     calls: Vec<ApiCall>,
     /// Calls whose path or body contains the marker get this status and body.
     refuse: Vec<(String, u16, Value)>,
+    /// Raw answers by exact path (media lookups and downloads): status, content type, body.
+    served: Vec<(String, u16, String, Vec<u8>)>,
 }
 
 /// The running fake.
@@ -53,7 +56,7 @@ async fn receive(
     method: Method,
     uri: Uri,
     body: Bytes,
-) -> (StatusCode, axum::Json<Value>) {
+) -> Response {
     let call = ApiCall {
         method: method.to_string(),
         path: uri.path().to_owned(),
@@ -65,10 +68,21 @@ async fn receive(
         .iter()
         .find(|(marker, _, _)| call.path.contains(marker) || call.body.contains(marker))
         .cloned();
+    let served = inner
+        .served
+        .iter()
+        .find(|(path, ..)| *path == call.path)
+        .cloned();
     inner.calls.push(call);
+    if let Some((_, status, content_type, bytes)) = served {
+        let status = StatusCode::from_u16(status).unwrap();
+        return (status, [("content-type", content_type)], bytes).into_response();
+    }
     match refusal {
-        Some((_, status, body)) => (StatusCode::from_u16(status).unwrap(), axum::Json(body)),
-        None => (StatusCode::OK, axum::Json(accepted())),
+        Some((_, status, body)) => {
+            (StatusCode::from_u16(status).unwrap(), axum::Json(body)).into_response()
+        }
+        None => (StatusCode::OK, axum::Json(accepted())).into_response(),
     }
 }
 
@@ -91,6 +105,17 @@ impl PlatformApi {
             .unwrap()
             .refuse
             .push((marker.to_owned(), status, body));
+    }
+
+    /// Answer calls to exactly `path` with this status, content type and body (a media lookup
+    /// or a download).
+    pub fn serve(&self, path: &str, status: u16, content_type: &str, body: Vec<u8>) {
+        self.inner.lock().unwrap().served.push((
+            path.to_owned(),
+            status,
+            content_type.to_owned(),
+            body,
+        ));
     }
 
     pub fn calls(&self) -> Vec<ApiCall> {

@@ -65,6 +65,8 @@ impl Rig {
             conversation_id: "c1".into(),
             text: text.into(),
             action_id: ActionId(format!("a{}", self.turns.get())),
+            attachments: Vec::new(),
+            attachment_notes: Vec::new(),
         };
         self.engine.run_turn(input, &NullSink).await.unwrap()
     }

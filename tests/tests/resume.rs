@@ -50,6 +50,8 @@ fn job(action: &str) -> TurnInput {
         conversation_id: "c1".into(),
         text: "what's on?".into(),
         action_id: ActionId(action.into()),
+        attachments: Vec::new(),
+        attachment_notes: Vec::new(),
     }
 }
 

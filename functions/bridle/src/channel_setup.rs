@@ -23,6 +23,11 @@ pub struct ChannelSetup {
     pub open_chat: OpenChat,
     /// Largest webhook body (`MAX_BODY_BYTES`, as in the webhook Lambda).
     pub max_webhook_body_bytes: usize,
+    /// Fetches attachments with the channels' credentials (`BRIDLE_MEDIA_MAX_BYTES` caps each).
+    pub media: channels::media::MediaFetcher,
+    /// Where attachments are kept; `None`: a folder beside the database file (in memory for an
+    /// in-memory database).
+    pub media_store: Option<Arc<dyn channels::media::MediaStore>>,
 }
 
 impl std::fmt::Debug for ChannelSetup {
@@ -37,6 +42,7 @@ impl std::fmt::Debug for ChannelSetup {
             .field("senders", &senders)
             .field("public_base_url", &self.public_base_url)
             .field("open_chat", &self.open_chat)
+            .field("media", &self.media)
             .finish()
     }
 }
@@ -50,8 +56,19 @@ impl Default for ChannelSetup {
             public_base_url: None,
             open_chat: OpenChat::default(),
             max_webhook_body_bytes: webhook::DEFAULT_MAX_BODY_BYTES,
+            media: no_media(),
+            media_store: None,
         }
     }
+}
+
+/// A fetcher with no platform credentials: every attachment becomes a note to the model.
+fn no_media() -> channels::media::MediaFetcher {
+    channels::media::MediaFetcher::new(
+        reqwest::Client::new(),
+        channels::media::PlatformMedia::default(),
+        channels::media::FetchLimits::default(),
+    )
 }
 
 impl ChannelSetup {
@@ -72,6 +89,10 @@ impl ChannelSetup {
         let open_chat = OpenChat::from_vars(var).unwrap_or_else(|p| {
             problems.extend(p);
             OpenChat::default()
+        });
+        let media = channels::media::MediaFetcher::from_vars(var, http).unwrap_or_else(|p| {
+            problems.extend(p);
+            no_media()
         });
         let max_webhook_body_bytes = match var("MAX_BODY_BYTES").filter(|v| !v.trim().is_empty()) {
             None => webhook::DEFAULT_MAX_BODY_BYTES,
@@ -95,6 +116,8 @@ impl ChannelSetup {
                 public_base_url: var("PUBLIC_BASE_URL").filter(|v| !v.trim().is_empty()),
                 open_chat,
                 max_webhook_body_bytes,
+                media,
+                media_store: None,
             })
         } else {
             Err(problems)

@@ -192,6 +192,7 @@ fn channel_jobs_for(
                 .public_base_url
                 .clone()
                 .unwrap_or_else(|| "http://127.0.0.1:8080/".to_owned()),
+            media: Some(media_for(options)),
             ..channel_jobs::JobOptions::default()
         },
     };
@@ -204,5 +205,23 @@ fn channel_jobs_for(
         webhook: Arc::new(webhook),
         jobs: Arc::new(jobs),
         setup: Arc::new(setup),
+    }
+}
+
+/// Channel attachments: fetched with the channels' credentials, kept in the configured store or
+/// a folder beside the database file (`bridle.db` → `bridle-media/`; in memory for an in-memory
+/// database).
+fn media_for(options: &AppOptions) -> channel_jobs::attachments::Attachments {
+    let store = options
+        .channels
+        .media_store
+        .clone()
+        .unwrap_or_else(|| match &options.db {
+            Db::File(path) => Arc::new(channels::media::LocalFiles::beside(path)),
+            Db::Memory => Arc::new(channels::media::InMemory::default()),
+        });
+    channel_jobs::attachments::Attachments {
+        fetcher: options.channels.media.clone(),
+        store,
     }
 }

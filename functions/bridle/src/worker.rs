@@ -166,6 +166,8 @@ impl Worker {
             conversation_id: id,
             text: job.text.clone(),
             action_id: ActionId(job.dedupe_key()),
+            attachments: Vec::new(),
+            attachment_notes: Vec::new(),
         };
         self.engine.run_turn(input, sink).await.map(|_| ())
     }

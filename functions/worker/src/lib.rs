@@ -16,6 +16,7 @@
 
 pub mod config;
 mod job;
+pub mod media;
 pub mod planning;
 
 pub use channel_jobs::{ChannelJobs, JobOptions, JobOutcome};

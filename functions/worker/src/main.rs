@@ -44,6 +44,12 @@ async fn main() -> Result<(), Error> {
             problems.join("\n  - ")
         ))
     })?;
+    let media = worker::media::attachments(&var, &http, &aws).map_err(|problems| {
+        Error::from(format!(
+            "worker misconfigured:\n  - {}",
+            problems.join("\n  - ")
+        ))
+    })?;
     let budget_config = budget::BudgetConfig::from_vars(&var)
         .map_err(|e| Error::from(format!("worker misconfigured: {e}")))?;
     // Every outside call has a deadline (DESIGN.md invariant 5); the SDK sets none by default.
@@ -95,6 +101,7 @@ async fn main() -> Result<(), Error> {
             options: JobOptions {
                 signup_url: config.public_base_url.clone(),
                 metrics: metrics::Metrics::from_vars(env),
+                media,
                 ..JobOptions::default()
             },
         },

@@ -5,7 +5,9 @@
 //! 2. **resolve identity** from the verified sender, never from the model: a link code in the
 //!    text binds the account and is confirmed; an unknown sender gets the onboarding reply; a
 //!    bound sender's turn runs as the bound user ([`identity`]);
-//! 3. **run the turn** in the conversation of that chat and user;
+//! 3. **run the turn** in the conversation of that chat and user, with the message's
+//!    attachments fetched and stored by reference first ([`attachments`]; one that cannot be
+//!    read becomes a note to the model, never a lost message);
 //! 4. **deliver** through the channel's [`Sender`] and **record** what actually went out in the
 //!    visible transcript (an attempt that finds the reply recorded does not send again);
 //! 5. mark the claim done.
@@ -13,6 +15,7 @@
 //! The harness's own replies (onboarding, link confirmation, a stale code) make no model call.
 //! Depends on the ports only (engine, store, channels, queue): no AWS, no Lambda, no HTTP server.
 
+pub mod attachments;
 mod conversation;
 mod deliver;
 pub mod identity;
@@ -56,6 +59,9 @@ pub struct JobOptions {
     pub clock: Clock,
     /// Where the turn metrics (EMF lines) go.
     pub metrics: metrics::Metrics,
+    /// Where attachments are fetched from and kept; `None`: the model is told they cannot be
+    /// read here.
+    pub media: Option<attachments::Attachments>,
 }
 
 impl std::fmt::Debug for JobOptions {
@@ -64,6 +70,7 @@ impl std::fmt::Debug for JobOptions {
             .field("claim_slack", &self.claim_slack)
             .field("keep_done", &self.keep_done)
             .field("signup_url", &self.signup_url)
+            .field("media", &self.media)
             .finish_non_exhaustive()
     }
 }
@@ -76,6 +83,7 @@ impl Default for JobOptions {
             signup_url: "http://localhost:8080/".into(),
             clock: system_clock(),
             metrics: metrics::Metrics::default(),
+            media: None,
         }
     }
 }
@@ -190,10 +198,13 @@ impl ChannelJobs {
             (Some(button), true) => format!("[pressed button {button}]"),
             _ => job.text.clone(),
         };
+        let prepared = attachments::prepare(self.options.media.as_ref(), job).await;
         let input = TurnInput {
             conversation_id: conversation.clone(),
             text,
             action_id: ActionId(job.dedupe_key()),
+            attachments: prepared.refs,
+            attachment_notes: prepared.notes,
         };
         let started = std::time::Instant::now();
         let outcome = self

@@ -9,12 +9,15 @@
 //! channel, `generic` (HMAC-signed JSON), so the production path is real end to end; the
 //! platforms (WhatsApp, Telegram, Slack, Twilio) follow.
 //!
-//! Depends on no engine, backend, store or AWS crate.
+//! Inbound attachments are fetched with size caps and stored by reference in [`media`].
+//!
+//! Depends on no engine, backend, store or AWS crate (the transcript only for `MediaRef`).
 
 pub mod config;
 pub mod generic;
 mod inbound;
 pub mod link_code;
+pub mod media;
 pub mod open_chat;
 mod outbound;
 mod signature;

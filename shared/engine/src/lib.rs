@@ -18,6 +18,7 @@ mod error;
 mod events;
 mod guard;
 mod history;
+mod input;
 mod lean;
 pub mod lines;
 mod options;

@@ -28,6 +28,11 @@ pub struct TurnInput {
     pub text: String,
     /// Identifies this request's actions (audit, undo); made by the caller, e.g. from the job.
     pub action_id: ActionId,
+    /// The user's attachments, stored by reference; the model sees them after the text.
+    pub attachments: Vec<transcript::MediaRef>,
+    /// Lines the model sees after the user's words (an attachment that could not be read); the
+    /// visible transcript keeps only the words.
+    pub attachment_notes: Vec<String>,
 }
 
 /// How a turn ended.
@@ -256,8 +261,8 @@ impl<'a> Turn<'a> {
         match resumed {
             None => {
                 turn.compact_if_needed().await?;
-                let text = turn.user_message_text(&input.text).await;
-                turn.append(Role::User, vec![Part::text(text)], None)
+                let text = turn.user_message_text(&input.model_text()).await;
+                turn.append(Role::User, input.user_parts(text), None)
                     .await?;
                 turn.append_visible(VisibleRole::User, input.text.clone())
                     .await?;
