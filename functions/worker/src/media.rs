@@ -37,3 +37,52 @@ pub fn attachments(
         store: Arc::new(S3MediaStore::new(aws_sdk_s3::Client::from_conf(s3), bucket)),
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn run(pairs: &[(&str, &str)]) -> Result<Option<Attachments>, Vec<String>> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        let aws = aws_config::SdkConfig::builder()
+            .behavior_version(aws_config::BehaviorVersion::latest())
+            .build();
+        attachments(&|k| map.get(k).cloned(), &reqwest::Client::new(), &aws)
+    }
+
+    #[test]
+    fn without_a_bucket_attachments_are_not_read() {
+        assert!(run(&[]).unwrap().is_none());
+        assert!(run(&[("BRIDLE_MEDIA_BUCKET", " ")]).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_bucket_makes_an_s3_store_and_the_cap_is_read() {
+        let a = run(&[
+            ("BRIDLE_MEDIA_BUCKET", "bridle-media-123"),
+            ("BRIDLE_MEDIA_MAX_BYTES", "2048"),
+        ])
+        .unwrap()
+        .expect("attachments on");
+        assert!(format!("{:?}", a.store).contains("bridle-media-123"));
+        assert_eq!(a.fetcher.limits().max_bytes, 2048);
+    }
+
+    #[test]
+    fn a_bad_cap_stops_the_start() {
+        let problems = run(&[
+            ("BRIDLE_MEDIA_BUCKET", "b"),
+            ("BRIDLE_MEDIA_MAX_BYTES", "ten"),
+        ])
+        .err()
+        .unwrap();
+        assert!(
+            problems[0].contains("BRIDLE_MEDIA_MAX_BYTES"),
+            "{problems:?}"
+        );
+    }
+}
