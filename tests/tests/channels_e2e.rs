@@ -337,10 +337,11 @@ async fn full_journey(platform: Platform) {
         .messages(&conversation.as_str().into(), 0)
         .await
         .unwrap();
-    assert_eq!(
-        rows[0].text(),
-        "What's on?",
-        "{platform:?}: the turn ran in the bound user's conversation"
+    let stored = rows[0].text();
+    assert!(
+        stored.ends_with("<user_message>\nWhat's on?\n</user_message>")
+            && stored.contains(&format!(", on {}\n", platform.name())),
+        "{platform:?}: the turn ran in the bound user's conversation, with its context: {stored}"
     );
 
     // The platform delivers the same message again: acknowledged, no second turn or reply.
