@@ -58,8 +58,14 @@ async fn each_turn_sees_the_planner_and_account_as_they_are_now() {
     assert!(first.ends_with("<user_message>\nadd Spring Open on 14 March at 10\n</user_message>"));
 
     let third = newest_user_text(&requests[2]);
-    assert!(third.contains("(Europe/Berlin)\nuser: Dana Lee, on web\n"), "{third}");
-    assert!(third.contains("| Spring Open | 2027-03-14 | draft"), "{third}");
+    assert!(
+        third.contains("(Europe/Berlin)\nuser: Dana Lee, on web\n"),
+        "{third}"
+    );
+    assert!(
+        third.contains("| Spring Open | 2027-03-14 | draft"),
+        "{third}"
+    );
     assert!(
         third.contains("Active event:") && third.contains("Town Hall"),
         "the server made the new event active: {third}"
@@ -72,6 +78,10 @@ async fn each_turn_sees_the_planner_and_account_as_they_are_now() {
         .collect();
     assert_eq!(replayed, first);
     // The system prompt is the frozen default, the same bytes on every request.
-    assert!(requests.iter().all(|r| r.system == engine::DEFAULT_SYSTEM_PROMPT));
+    assert!(
+        requests
+            .iter()
+            .all(|r| r.system == engine::DEFAULT_SYSTEM_PROMPT)
+    );
     server.stop().await;
 }

@@ -52,6 +52,10 @@ async fn main() -> Result<(), Error> {
     })?;
     let budget_config = budget::BudgetConfig::from_vars(&var)
         .map_err(|e| Error::from(format!("worker misconfigured: {e}")))?;
+    let estimate_usd: channel_jobs::EstimateUsd = {
+        let (prices, model) = (budget_config.prices.clone(), config.model_id.clone());
+        Arc::new(move |usage| prices.cost(&model, usage) as f64 / 1e6)
+    };
     // Every outside call has a deadline (DESIGN.md invariant 5); the SDK sets none by default.
     let timeouts = aws_config::timeout::TimeoutConfig::builder()
         .connect_timeout(Duration::from_secs(2))
@@ -102,6 +106,7 @@ async fn main() -> Result<(), Error> {
                 signup_url: config.public_base_url.clone(),
                 metrics: metrics::Metrics::from_vars(env),
                 media,
+                estimate_usd: Some(estimate_usd),
                 ..JobOptions::default()
             },
         },

@@ -339,3 +339,46 @@ async fn an_unlinked_sender_gets_the_onboarding_reply_and_no_model_call() {
         .unwrap();
     assert_eq!(a.len(), 2, "alice's own message still ran");
 }
+
+#[tokio::test]
+async fn each_turn_prints_an_emf_line_with_tokens_cost_and_tool_errors() {
+    let usage = transcript::Usage {
+        input_tokens: 1_000,
+        output_tokens: 200,
+        cache_read_tokens: 3_000,
+        cache_write_tokens: 0,
+    };
+    let mut s = setup(
+        ["A one", "B one", "A two", "B two"]
+            .map(|t| Reply::text(t).usage(usage))
+            .to_vec(),
+    )
+    .await;
+    let (metrics, lines) = metrics::Metrics::capture("BridleTest");
+    s.worker.jobs.options.metrics = metrics;
+    // $3 per million input tokens, $15 per million output, $0.30 per million cache reads.
+    s.worker.jobs.options.estimate_usd = Some(Arc::new(|u: &transcript::Usage| {
+        (u.input_tokens * 3 + u.output_tokens * 15) as f64 / 1e6
+            + u.cache_read_tokens as f64 * 0.3 / 1e6
+    }));
+    let resp = s.worker.handle_batch(batch(), in_a_minute()).await;
+    assert!(failed(&resp).is_empty());
+    let lines = lines.lock().unwrap().clone();
+    assert_eq!(lines.len(), 4, "one line per turn");
+    let line: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
+    assert_eq!(line["Channel"], "generic");
+    assert_eq!(line["Turns"], 1.0);
+    assert_eq!(line["ModelCalls"], 1.0);
+    assert_eq!(line["InputTokens"], 1_000.0);
+    assert_eq!(line["CacheReadTokens"], 3_000.0);
+    assert_eq!(line["ToolErrors"], 0.0);
+    let usd = line["EstimatedUsd"].as_f64().unwrap();
+    assert!((usd - 0.0069).abs() < 1e-9, "{usd}");
+    let names: Vec<&str> = line["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["Name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"EstimatedUsd") && names.contains(&"ToolErrors"));
+}

@@ -62,7 +62,13 @@ pub struct JobOptions {
     /// Where attachments are fetched from and kept; `None`: the model is told they cannot be
     /// read here.
     pub media: Option<attachments::Attachments>,
+    /// A turn's estimated cost in US dollars from its usage (the price table of the model in
+    /// use); `None` leaves the cost metric out.
+    pub estimate_usd: Option<EstimateUsd>,
 }
+
+/// Usage → estimated US dollars.
+pub type EstimateUsd = Arc<dyn Fn(&transcript::Usage) -> f64 + Send + Sync>;
 
 impl std::fmt::Debug for JobOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -84,6 +90,7 @@ impl Default for JobOptions {
             clock: system_clock(),
             metrics: metrics::Metrics::default(),
             media: None,
+            estimate_usd: None,
         }
     }
 }
@@ -212,9 +219,12 @@ impl ChannelJobs {
             .run_turn(input, &NullSink)
             .await
             .map_err(|e| format!("turn failed: {e}"))?;
-        self.options
-            .metrics
-            .turn(&turn_metrics(job, &outcome, started.elapsed()));
+        self.options.metrics.turn(&turn_metrics(
+            job,
+            &outcome,
+            started.elapsed(),
+            self.options.estimate_usd.as_deref(),
+        ));
         self.deliver_turn(job, &conversation, outcome, sender)
             .await?;
         Ok(JobOutcome::Done)
@@ -226,6 +236,7 @@ pub fn turn_metrics(
     job: &queue::TurnJob,
     outcome: &engine::TurnOutcome,
     took: Duration,
+    estimate_usd: Option<&(dyn Fn(&transcript::Usage) -> f64 + Send + Sync)>,
 ) -> metrics::TurnMetrics {
     metrics::TurnMetrics {
         channel: job.channel.clone(),
@@ -234,8 +245,8 @@ pub fn turn_metrics(
         output_tokens: outcome.usage.output_tokens,
         cache_read_tokens: outcome.usage.cache_read_tokens,
         cache_write_tokens: outcome.usage.cache_write_tokens,
-        tool_errors: None,
-        estimated_usd: None,
+        tool_errors: Some(outcome.tool_errors),
+        estimated_usd: estimate_usd.map(|f| f(&outcome.usage)),
         duration_ms: took.as_millis() as u64,
     }
 }
