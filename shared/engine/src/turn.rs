@@ -217,7 +217,9 @@ impl<'a> Turn<'a> {
         if resumed.is_none() {
             conv.turn += 1;
             if conv.prompt_version != engine.options.prompt_version {
-                tracing::info!(from = %conv.prompt_version, to = %engine.options.prompt_version, "system prompt version changed");
+                if !conv.prompt_version.is_empty() {
+                    tracing::info!(from = %conv.prompt_version, to = %engine.options.prompt_version, "system prompt version changed");
+                }
                 conv.prompt_version = engine.options.prompt_version.clone();
             }
             store.update_conversation(&conv).await?;
