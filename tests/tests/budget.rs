@@ -1,6 +1,8 @@
 //! Budgets and cheap guards through the real engine (scripted model, SQLite), the budget guard
 //! on DynamoDB (moto), and the finance report's three formats.
 
+mod support;
+
 use backend::{ChatRequest, Reply};
 use bridle::budget_report::{Format, ReportOptions, report};
 use budget::config::Cap;
@@ -167,21 +169,7 @@ async fn no_model_configured_is_the_plain_line_without_a_model_call() {
 /// reservations: exactly five go through, and the bucket holds exactly five reservations.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn parallel_calls_on_dynamodb_never_pass_the_cap() {
-    let endpoint = std::env::var("AWS_ENDPOINT_URL")
-        .expect("AWS_ENDPOINT_URL is not set: run with scripts/test (starts moto)");
-    let client = aws_sdk_dynamodb::Client::from_conf(
-        aws_sdk_dynamodb::Config::builder()
-            .behavior_version_latest()
-            .region(aws_types::region::Region::new("us-east-1"))
-            .endpoint_url(&endpoint)
-            .credentials_provider(aws_credential_types::Credentials::new(
-                "test", "test", None, None, "tests",
-            ))
-            .build(),
-    );
-    let table = format!("bridle-budget-{}", uuid::Uuid::new_v4().simple());
-    store_dynamodb::create_table(&client, &table).await.unwrap();
-    let ledger = Arc::new(store_dynamodb::DynamoStore::new(client, table));
+    let ledger = Arc::new(support::moto_dynamo_store("bridle-budget").await);
     let config = Arc::new(config(|c| {
         c.output_allowance = 100;
         c.user_tokens_per_minute = cap(Some(5 * 1_000));

@@ -2,6 +2,8 @@
 //! on DynamoDB (moto). Whatever the interleaving, the settled total never passes the cap by
 //! more than one reservation, and every refused turn made no model call.
 
+mod support;
+
 use backend::{Reply, ScriptedModel};
 use budget::config::Cap;
 use budget::{
@@ -152,19 +154,8 @@ async fn parallel_turns_on_sqlite_stay_within_one_reservation_of_the_cap() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn parallel_turns_on_dynamodb_stay_within_one_reservation_of_the_cap() {
-    let endpoint = std::env::var("AWS_ENDPOINT_URL")
-        .expect("AWS_ENDPOINT_URL is not set: run with scripts/test (starts moto)");
-    let client = aws_sdk_dynamodb::Client::from_conf(
-        aws_sdk_dynamodb::Config::builder()
-            .behavior_version_latest()
-            .region(aws_types::region::Region::new("us-east-1"))
-            .endpoint_url(&endpoint)
-            .credentials_provider(aws_credential_types::Credentials::new(
-                "test", "test", None, None, "tests",
-            ))
-            .build(),
-    );
-    let table = format!("bridle-parallel-{}", uuid::Uuid::new_v4().simple());
-    store_dynamodb::create_table(&client, &table).await.unwrap();
-    check_parallel_turns(Arc::new(store_dynamodb::DynamoStore::new(client, table))).await;
+    check_parallel_turns(Arc::new(
+        support::moto_dynamo_store("bridle-parallel").await,
+    ))
+    .await;
 }

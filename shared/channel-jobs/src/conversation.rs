@@ -22,8 +22,15 @@ pub async fn user_conversation(
         "{}:{}@{}",
         job.channel, job.conversation_key, user.0
     ));
-    let conv = ensure(jobs, &id, user, &job.channel).await?;
-    ensure_account(jobs, user, &job.external_user_id).await?;
+    // The account is looked at on first contact only (before the conversation exists, so a
+    // crash in between leaves no conversation without its account), not on every message.
+    let conv = match jobs.store.conversation(&id).await? {
+        Some(conv) => conv,
+        None => {
+            ensure_account(jobs, user, &job.external_user_id).await?;
+            ensure(jobs, &id, user, &job.channel).await?
+        }
+    };
     if &conv.user_id != user {
         // The id names the user, so only a corrupt row gets here; never answer into it.
         return Err(StoreError::Conflict {

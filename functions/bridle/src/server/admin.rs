@@ -7,9 +7,8 @@ use super::errors::ApiError;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
-use budget::Unit;
-use budget::report::render::amount;
-use budget::report::{EVERYONE, Report, chart};
+use budget::report::render::sections;
+use budget::report::{Report, chart};
 use std::collections::HashMap;
 use subtle::ConstantTimeEq;
 
@@ -78,64 +77,19 @@ fn table(id: &str, header: &[&str], rows: Vec<Vec<String>>) -> String {
     out + "</tbody></table>"
 }
 
-fn usd(micros: u64) -> String {
-    amount(Unit::Microdollars, micros)
-}
-
 /// The whole page (no script, no external resources).
 pub fn page(report: &Report) -> String {
-    let usage = report
-        .usage
-        .iter()
-        .map(|r| {
-            vec![
-                if r.subject == EVERYONE {
-                    "(everyone)".into()
-                } else {
-                    r.subject.clone()
-                },
-                r.bucket.name().into(),
-                amount(r.unit, r.used),
-                r.cap.map_or("none".into(), |c| amount(r.unit, c)),
-                r.cap
-                    .map_or("-".into(), |_| format!("{:.1}%", r.fill * 100.0)),
-            ]
-        })
-        .collect();
-    let convs = report
-        .top_conversations
-        .iter()
-        .map(|c| vec![c.conversation.clone(), usd(c.usd_micros)])
-        .collect();
-    let caps = report
-        .caps
-        .iter()
-        .map(|c| {
-            vec![
-                c.bucket.name().into(),
-                c.cap.map_or("off".into(), |v| amount(c.unit, v)),
-                c.source.to_string(),
-            ]
-        })
-        .collect();
-    let prices = report
-        .prices
-        .iter()
-        .map(|p| {
-            vec![
-                if p.model == EVERYONE {
-                    "(any other model)".into()
-                } else {
-                    p.model.clone()
-                },
-                budget::money::usd_exact(p.input),
-                budget::money::usd_exact(p.output),
-                budget::money::usd_exact(p.cache_read),
-                budget::money::usd_exact(p.cache_write),
-                p.source.to_string(),
-            ]
-        })
-        .collect();
+    const TITLES: [&str; 4] = [
+        "Usage",
+        "Top conversations by cost",
+        "Caps",
+        "Prices (USD per million tokens)",
+    ];
+    let mut tables = String::new();
+    for (title, section) in TITLES.iter().zip(sections(report)) {
+        tables += &format!("<h2>{title}</h2>");
+        tables += &table(section.id, section.header, section.rows);
+    }
     format!(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
          <title>Bridle · budget</title><style>\
@@ -144,28 +98,9 @@ pub fn page(report: &Report) -> String {
          th,td{{border-bottom:1px solid #ddd;padding:.3rem .8rem;text-align:left}}\
          h2{{margin-top:2rem}}</style></head><body>\
          <h1>Budget</h1><p>Current windows (fixed, aligned to the Unix epoch).</p>\
-         <h2>Spend against caps</h2>{chart}\
-         <h2>Usage</h2>{usage}\
-         <h2>Top conversations by cost</h2>{convs}\
-         <h2>Caps</h2>{caps}\
-         <h2>Prices (USD per million tokens)</h2>{prices}\
+         <h2>Spend against caps</h2>{chart}{tables}\
          </body></html>",
         chart = chart::svg(report),
-        usage = table("usage", &["user", "bucket", "used", "cap", "fill"], usage),
-        convs = table("conversations", &["conversation", "cost"], convs),
-        caps = table("caps", &["bucket", "cap", "source"], caps),
-        prices = table(
-            "prices",
-            &[
-                "model",
-                "input",
-                "output",
-                "cache read",
-                "cache write",
-                "source"
-            ],
-            prices
-        ),
     )
 }
 

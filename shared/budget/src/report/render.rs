@@ -56,9 +56,18 @@ fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
-/// The report as plain-text tables.
-pub fn to_table(report: &Report) -> String {
-    let usage: Vec<Vec<String>> = report
+/// One table of the report: an id (for HTML), its column names and its rows, cells formatted
+/// for people. The plain-text table and the admin page both render these.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Section {
+    pub id: &'static str,
+    pub header: &'static [&'static str],
+    pub rows: Vec<Vec<String>>,
+}
+
+/// The report's four tables, in order: usage, top conversations, caps, prices.
+pub fn sections(report: &Report) -> [Section; 4] {
+    let usage = report
         .usage
         .iter()
         .map(|r| {
@@ -79,12 +88,12 @@ pub fn to_table(report: &Report) -> String {
             ]
         })
         .collect();
-    let convs: Vec<Vec<String>> = report
+    let conversations = report
         .top_conversations
         .iter()
         .map(|c| vec![c.conversation.clone(), format_usd(c.usd_micros)])
         .collect();
-    let caps: Vec<Vec<String>> = report
+    let caps = report
         .caps
         .iter()
         .map(|c| {
@@ -95,7 +104,7 @@ pub fn to_table(report: &Report) -> String {
             ]
         })
         .collect();
-    let prices: Vec<Vec<String>> = report
+    let prices = report
         .prices
         .iter()
         .map(|p| {
@@ -113,24 +122,54 @@ pub fn to_table(report: &Report) -> String {
             ]
         })
         .collect();
-    let mut out = String::from("Usage (current windows)\n");
-    out += &table(&["user", "bucket", "used", "cap", "fill"], &usage);
-    out += "\nTop conversations by cost (current 30 days)\n";
-    out += &table(&["conversation", "cost"], &convs);
-    out += "\nCaps\n";
-    out += &table(&["bucket", "cap", "source"], &caps);
-    out += "\nPrices (USD per million tokens)\n";
-    out += &table(
-        &[
-            "model",
-            "input",
-            "output",
-            "cache read",
-            "cache write",
-            "source",
-        ],
-        &prices,
-    );
+    [
+        Section {
+            id: "usage",
+            header: &["user", "bucket", "used", "cap", "fill"],
+            rows: usage,
+        },
+        Section {
+            id: "conversations",
+            header: &["conversation", "cost"],
+            rows: conversations,
+        },
+        Section {
+            id: "caps",
+            header: &["bucket", "cap", "source"],
+            rows: caps,
+        },
+        Section {
+            id: "prices",
+            header: &[
+                "model",
+                "input",
+                "output",
+                "cache read",
+                "cache write",
+                "source",
+            ],
+            rows: prices,
+        },
+    ]
+}
+
+/// The report as plain-text tables.
+pub fn to_table(report: &Report) -> String {
+    const TITLES: [&str; 4] = [
+        "Usage (current windows)",
+        "Top conversations by cost (current 30 days)",
+        "Caps",
+        "Prices (USD per million tokens)",
+    ];
+    let mut out = String::new();
+    for (title, section) in TITLES.iter().zip(sections(report)) {
+        if !out.is_empty() {
+            out += "\n";
+        }
+        out += title;
+        out += "\n";
+        out += &table(section.header, &section.rows);
+    }
     out
 }
 
