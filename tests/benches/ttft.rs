@@ -18,7 +18,7 @@ fn request() -> ChatRequest {
         model: "bench".into(),
         system: "You are a benchmark.".into(),
         messages: vec![],
-        tools: vec![],
+        tools: Default::default(),
         settings: Default::default(),
     }
 }

@@ -57,7 +57,7 @@ async fn spend(s: &TestServer, conv: &str, tokens: u64) {
         model: "anthropic.claude-3-5-haiku-20241022-v1:0".into(),
         system: String::new(),
         messages: vec![],
-        tools: vec![],
+        tools: Default::default(),
         settings: Default::default(),
     };
     for (user, conv, input) in [("local", conv, tokens), ("dana", "c-dana", 2_000)] {

@@ -179,7 +179,7 @@ async fn parallel_calls_on_dynamodb_never_pass_the_cap() {
         model: "test-model".into(),
         system: "x".repeat(3_596), // 899 + 1 (`[]` twice) = 900 tokens + 100 allowance
         messages: vec![],
-        tools: vec![],
+        tools: Default::default(),
         settings: Default::default(),
     };
     let request = Arc::new(request);
@@ -228,7 +228,7 @@ async fn spent_ledger() -> (Arc<SqliteStore>, BudgetConfig) {
         model: "test-model".into(),
         system: "hi".into(),
         messages: vec![],
-        tools: vec![],
+        tools: Default::default(),
         settings: Default::default(),
     };
     for (user, conv, output) in [

@@ -54,7 +54,7 @@ fn has_reasoning(request: &ChatRequest) -> bool {
     request
         .messages
         .iter()
-        .flat_map(|m| &m.parts)
+        .flat_map(|m| m.parts.iter())
         .any(|p| matches!(p, Part::Reasoning(_)))
 }
 

@@ -137,7 +137,7 @@ impl Setup {
             .rev()
             .find(|m| m.role == Role::User)
             .expect("a user message");
-        last.parts.clone()
+        last.parts.to_vec()
     }
 }
 

@@ -117,7 +117,7 @@ mod tests {
             model: String::new(),
             system: String::new(),
             messages: vec![],
-            tools: vec![],
+            tools: Default::default(),
             settings: Default::default(),
         }
     }

@@ -175,7 +175,7 @@ mod tests {
     fn user(text: &str) -> ChatMessage {
         ChatMessage {
             role: Role::User,
-            parts: vec![Part::text(text)],
+            parts: vec![Part::text(text)].into(),
         }
     }
 
@@ -283,7 +283,7 @@ mod tests {
             model: model.into(),
             system: String::new(),
             messages,
-            tools: vec![],
+            tools: Default::default(),
             settings: InferenceSettings::default(),
         }
     }
@@ -315,7 +315,7 @@ mod tests {
                 user("hi"),
                 ChatMessage {
                     role: Role::Assistant,
-                    parts: vec![Part::text("thinking aloud"), reasoning.clone()],
+                    parts: vec![Part::text("thinking aloud"), reasoning.clone()].into(),
                 },
             ],
         );
@@ -333,7 +333,7 @@ mod tests {
             CLAUDE,
             vec![ChatMessage {
                 role: Role::Assistant,
-                parts: vec![reasoning, Part::text("answer")],
+                parts: vec![reasoning, Part::text("answer")].into(),
             }],
         );
         let content = &converted(&req).messages.unwrap()[0].content;

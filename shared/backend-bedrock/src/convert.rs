@@ -367,7 +367,7 @@ mod tests {
             model: String::new(),
             system: String::new(),
             messages,
-            tools: vec![],
+            tools: Default::default(),
             // Cache points are pinned in `cache.rs` and on the wire; here they would be noise.
             settings: InferenceSettings {
                 max_tokens: 100,
@@ -378,7 +378,7 @@ mod tests {
     }
 
     fn msg(role: Role, parts: Vec<Part>) -> ChatMessage {
-        ChatMessage { role, parts }
+        ChatMessage::new(role, parts)
     }
 
     fn result(id: &str, content: Value, is_error: bool) -> Part {
@@ -482,7 +482,8 @@ mod tests {
                 description: String::new(),
                 input_schema: json!({"type": "object"}),
             },
-        ];
+        ]
+        .into();
         let tools = convert(&req).tool_config.unwrap().tools;
         let Tool::ToolSpec(weather) = &tools[0] else {
             panic!("{tools:?}")

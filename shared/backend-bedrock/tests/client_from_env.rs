@@ -111,9 +111,9 @@ async fn child() -> ExitCode {
         system: String::new(),
         messages: vec![ChatMessage {
             role: Role::User,
-            parts: vec![Part::text("hi")],
+            parts: vec![Part::text("hi")].into(),
         }],
-        tools: vec![],
+        tools: Default::default(),
         settings: InferenceSettings::default(),
     };
     let stream = match model.stream(request).await {

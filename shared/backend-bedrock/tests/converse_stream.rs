@@ -46,9 +46,9 @@ fn request() -> ChatRequest {
         system: "You are Bridle.".into(),
         messages: vec![ChatMessage {
             role: Role::User,
-            parts: vec![Part::text("Weather in Oslo?")],
+            parts: vec![Part::text("Weather in Oslo?")].into(),
         }],
-        tools: vec![weather_tool()],
+        tools: vec![weather_tool()].into(),
         settings: InferenceSettings::default(),
     }
 }
@@ -466,7 +466,7 @@ async fn bedrock_receives_the_converse_request_body() {
         messages: vec![
             ChatMessage {
                 role: Role::User,
-                parts: vec![Part::text("Weather in Oslo and Rome?")],
+                parts: vec![Part::text("Weather in Oslo and Rome?")].into(),
             },
             ChatMessage {
                 role: Role::Assistant,
@@ -489,7 +489,8 @@ async fn bedrock_receives_the_converse_request_body() {
                         name: "weather".into(),
                         input: json!({"city": "Rome"}),
                     },
-                ],
+                ]
+                .into(),
             },
             ChatMessage {
                 role: Role::Tool,
@@ -504,14 +505,15 @@ async fn bedrock_receives_the_converse_request_body() {
                         content: json!("The weather service is down."),
                         is_error: true,
                     },
-                ],
+                ]
+                .into(),
             },
             ChatMessage {
                 role: Role::User,
-                parts: vec![Part::text("And tomorrow?")],
+                parts: vec![Part::text("And tomorrow?")].into(),
             },
         ],
-        tools: vec![weather_tool()],
+        tools: vec![weather_tool()].into(),
         settings: InferenceSettings {
             max_tokens: 1024,
             temperature: Some(0.5),

@@ -22,9 +22,9 @@ fn request() -> ChatRequest {
         system: "You are Bridle.".into(),
         messages: vec![ChatMessage {
             role: Role::User,
-            parts: vec![Part::text("Hi")],
+            parts: vec![Part::text("Hi")].into(),
         }],
-        tools: vec![],
+        tools: Default::default(),
         settings: InferenceSettings {
             reasoning_budget: Some(2048),
             ..InferenceSettings::default()

@@ -46,7 +46,7 @@ fn tools() -> Vec<ToolSpec> {
 fn user(text: &str) -> ChatMessage {
     ChatMessage {
         role: Role::User,
-        parts: vec![Part::text(text)],
+        parts: vec![Part::text(text)].into(),
     }
 }
 
@@ -55,7 +55,7 @@ fn request(messages: Vec<ChatMessage>) -> ChatRequest {
         model: String::new(),
         system: "You are Bridle.".into(),
         messages,
-        tools: tools(),
+        tools: tools().into(),
         settings: InferenceSettings::default(),
     }
 }
@@ -152,7 +152,8 @@ async fn no_point_directly_after_a_reasoning_block() {
                 text: "Oslo is cold.".into(),
                 signature: Some("sig==".into()),
             }),
-        ],
+        ]
+        .into(),
     };
     let body = sent(CLAUDE, request(vec![user("Weather?"), ends_in_reasoning])).await;
     let last = last_content(&body);
@@ -197,10 +198,7 @@ fn assistant_message(events: &[ModelEvent]) -> ChatMessage {
     if !text.is_empty() {
         parts.push(Part::text(text));
     }
-    ChatMessage {
-        role: Role::Assistant,
-        parts,
-    }
+    ChatMessage::new(Role::Assistant, parts)
 }
 
 /// A recorded body's top-level fields and messages, each exactly as the bytes arrived.
@@ -302,7 +300,8 @@ async fn consecutive_requests_share_a_byte_identical_prefix() {
         parts: vec![
             Part::text(context),
             Part::text("<user_message>Weather in Oslo?</user_message>"),
-        ],
+        ]
+        .into(),
     }];
     let play = async |conversation: &mut Vec<ChatMessage>| {
         let events: Vec<ModelEvent> = model
@@ -322,7 +321,8 @@ async fn consecutive_requests_share_a_byte_identical_prefix() {
             tool_use_id: "tooluse_1".into(),
             content: json!({"temp_c": -3, "sky": "snow"}),
             is_error: false,
-        }],
+        }]
+        .into(),
     });
     play(&mut conversation).await;
     conversation.push(ChatMessage {
@@ -330,7 +330,8 @@ async fn consecutive_requests_share_a_byte_identical_prefix() {
         parts: vec![
             Part::text("<context>now: 2026-01-05 09:01 Europe/Oslo</context>"),
             Part::text("<user_message>And tomorrow?</user_message>"),
-        ],
+        ]
+        .into(),
     });
     play(&mut conversation).await;
 

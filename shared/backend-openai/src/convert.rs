@@ -162,7 +162,7 @@ mod tests {
             model: String::new(),
             system: String::new(),
             messages,
-            tools: vec![],
+            tools: Default::default(),
             settings: InferenceSettings {
                 max_tokens: 100,
                 ..InferenceSettings::default()
@@ -171,7 +171,7 @@ mod tests {
     }
 
     fn msg(role: Role, parts: Vec<Part>) -> ChatMessage {
-        ChatMessage { role, parts }
+        ChatMessage::new(role, parts)
     }
 
     fn check(request: &ChatRequest, expected: Value) {
@@ -236,7 +236,8 @@ mod tests {
                     "properties": {"city": {"type": "string"}},
                     "required": ["city"],
                 }),
-            }],
+            }]
+            .into(),
             settings: InferenceSettings {
                 max_tokens: 1024,
                 temperature: Some(0.7),

@@ -136,13 +136,14 @@ fn request() -> ChatRequest {
         system: "You are Bridle.".into(),
         messages: vec![ChatMessage {
             role: Role::User,
-            parts: vec![Part::text("Weather in Oslo and Rome?")],
+            parts: vec![Part::text("Weather in Oslo and Rome?")].into(),
         }],
         tools: vec![ToolSpec {
             name: "get_weather".into(),
             description: "Current weather.".into(),
             input_schema: json!({"type": "object", "properties": {"city": {"type": "string"}}}),
-        }],
+        }]
+        .into(),
         settings: InferenceSettings::default(),
     }
 }

@@ -1,5 +1,6 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::sync::Arc;
 use transcript::{Part, Role};
 
 /// Everything a model call needs, in neutral form.
@@ -9,7 +10,9 @@ pub struct ChatRequest {
     pub model: String,
     pub system: String,
     pub messages: Vec<ChatMessage>,
-    pub tools: Vec<ToolSpec>,
+    /// Shared: the same catalogue goes out on every call of a turn.
+    #[serde(with = "shared_slice")]
+    pub tools: Arc<[ToolSpec]>,
     pub settings: InferenceSettings,
 }
 
@@ -17,7 +20,35 @@ pub struct ChatRequest {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChatMessage {
     pub role: Role,
-    pub parts: Vec<Part>,
+    /// Shared with the turn's history, so each call of a turn sends the history without
+    /// copying it.
+    #[serde(with = "shared_slice")]
+    pub parts: Arc<[Part]>,
+}
+
+impl ChatMessage {
+    pub fn new(role: Role, parts: Vec<Part>) -> Self {
+        Self {
+            role,
+            parts: parts.into(),
+        }
+    }
+}
+
+/// Serde for `Arc<[T]>` as a plain sequence (without serde's `rc` feature).
+mod shared_slice {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use std::sync::Arc;
+
+    pub fn serialize<T: Serialize, S: Serializer>(v: &Arc<[T]>, s: S) -> Result<S::Ok, S::Error> {
+        v.as_ref().serialize(s)
+    }
+
+    pub fn deserialize<'de, T: Deserialize<'de>, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Arc<[T]>, D::Error> {
+        Vec::<T>::deserialize(d).map(Arc::from)
+    }
 }
 
 /// A tool as offered to the model.

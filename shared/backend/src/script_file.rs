@@ -178,7 +178,7 @@ mod tests {
             model: "m".into(),
             system: String::new(),
             messages: vec![],
-            tools: vec![],
+            tools: Default::default(),
             settings: Default::default(),
         }
     }

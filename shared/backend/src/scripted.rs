@@ -241,7 +241,7 @@ mod tests {
             model: "m".into(),
             system: "s".into(),
             messages: vec![],
-            tools: vec![],
+            tools: Default::default(),
             settings: Default::default(),
         }
     }

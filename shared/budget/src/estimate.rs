@@ -11,12 +11,13 @@ pub const CHARS_PER_TOKEN: usize = 4;
 /// messages (as their JSON) and the tool catalogue, divided by [`CHARS_PER_TOKEN`], rounded
 /// up. Cache reads are not guessed: they are counted as input, which only over-reserves.
 pub fn estimate_input_tokens(request: &ChatRequest) -> u64 {
-    let chars =
-        request.system.chars().count() + json_chars(&request.messages) + json_chars(&request.tools);
+    let chars = request.system.chars().count()
+        + json_chars(&request.messages)
+        + json_chars(&*request.tools);
     chars.div_ceil(CHARS_PER_TOKEN) as u64
 }
 
-fn json_chars<T: serde::Serialize>(value: &T) -> usize {
+fn json_chars<T: serde::Serialize + ?Sized>(value: &T) -> usize {
     serde_json::to_string(value)
         .map(|s| s.chars().count())
         .unwrap_or(0)
@@ -34,13 +35,13 @@ mod tests {
             model: "m".into(),
             system: "x".repeat(400),
             messages: vec![],
-            tools: vec![],
+            tools: Default::default(),
             settings: Default::default(),
         };
         assert_eq!(estimate_input_tokens(&request), 100 + 1, "400 chars + `[]`");
         request.messages.push(ChatMessage {
             role: Role::User,
-            parts: vec![Part::text("y".repeat(4_000))],
+            parts: vec![Part::text("y".repeat(4_000))].into(),
         });
         let with_history = estimate_input_tokens(&request);
         assert!((1_100..1_150).contains(&with_history), "{with_history}");

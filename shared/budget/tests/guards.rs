@@ -74,7 +74,7 @@ fn request(input: u64) -> ChatRequest {
         model: "m".into(),
         system: "x".repeat(input as usize * 4 - 4),
         messages: vec![],
-        tools: vec![],
+        tools: Default::default(),
         settings: Default::default(),
     }
 }

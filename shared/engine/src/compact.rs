@@ -63,11 +63,8 @@ pub(crate) fn notes_request(model: &str, rows: &[Message], max_tokens: u32) -> C
     ChatRequest {
         model: model.to_owned(),
         system: COMPACTION_PROMPT.to_owned(),
-        messages: vec![ChatMessage {
-            role: Role::User,
-            parts: vec![Part::text(transcript)],
-        }],
-        tools: Vec::new(),
+        messages: vec![ChatMessage::new(Role::User, vec![Part::text(transcript)])],
+        tools: Default::default(),
         settings: InferenceSettings {
             max_tokens,
             temperature: Some(0.0),

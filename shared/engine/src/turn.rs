@@ -2,7 +2,7 @@ use crate::Clock;
 use crate::call::{Limits, Shown, Streamed, stream_call};
 use crate::compact;
 use crate::context::{self, ContextFacts, ContextSource};
-use crate::history::to_chat_messages;
+use crate::history::{History, to_chat_messages};
 use crate::lean::Lean;
 use crate::resume::{self, Next, tool_calls};
 use crate::{
@@ -172,10 +172,10 @@ struct Turn<'a> {
     sink: &'a dyn EventSink,
     conv: Conversation,
     ctx: Ctx,
-    history: Vec<Message>,
+    history: History,
     next_position: u64,
     next_visible: u64,
-    tools: Vec<ToolSpec>,
+    tools: Arc<[ToolSpec]>,
     shown: Shown,
     model_calls: u32,
     usage: Usage,
@@ -247,7 +247,7 @@ impl<'a> Turn<'a> {
             sink,
             conv,
             ctx,
-            history,
+            history: History::new(history),
             next_position,
             next_visible,
             tools,
@@ -414,7 +414,7 @@ impl<'a> Turn<'a> {
     }
 
     fn last_call_had_text(&self) -> bool {
-        self.history.last().is_some_and(|m| {
+        self.history.rows().last().is_some_and(|m| {
             m.parts
                 .iter()
                 .any(|p| p.as_text().is_some_and(|t| !t.trim().is_empty()))
@@ -508,9 +508,9 @@ impl<'a> Turn<'a> {
         let mut settings = o.settings.clone();
         self.engine.lean.apply(&mut settings);
         let messages = if self.strip_reasoning {
-            to_chat_messages(&without_reasoning(&self.history))
+            to_chat_messages(&without_reasoning(self.history.rows()))
         } else {
-            to_chat_messages(&self.history)
+            self.history.chat()
         };
         ChatRequest {
             model: o.model_id.clone(),
@@ -539,7 +539,7 @@ impl<'a> Turn<'a> {
     async fn compact_if_needed(&mut self) -> Result<(), EngineError> {
         let engine = self.engine;
         let o = &engine.options;
-        let chars = compact::content_chars(&self.history);
+        let chars = compact::content_chars(self.history.rows());
         if chars <= o.compaction_threshold_chars {
             return Ok(());
         }
@@ -549,10 +549,11 @@ impl<'a> Turn<'a> {
         if !written.is_empty() {
             self.conv.segment = next_segment;
             engine.store.update_conversation(&self.conv).await?;
-            self.history = written;
+            self.history = History::new(written);
             return Ok(());
         }
-        let request = compact::notes_request(&o.model_id, &self.history, o.compaction_max_tokens);
+        let request =
+            compact::notes_request(&o.model_id, self.history.rows(), o.compaction_max_tokens);
         self.model_calls += 1;
         let call = GuardCall {
             conversation: &self.conv,
@@ -610,7 +611,7 @@ impl<'a> Turn<'a> {
         );
         record.tools_offered.clear();
         self.conv.segment = next_segment;
-        self.history.clear();
+        self.history = History::default();
         self.append(
             Role::User,
             vec![Part::text(compact::notes_message_text(&notes))],
