@@ -3,7 +3,7 @@
 
 use crate::{EventSink, TurnEvent};
 use backend::{BackendError, ChatModel, ChatRequest, ModelEvent, ReasoningDelta};
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use std::time::Duration;
 use tokio::time::{Instant, timeout_at};
 use transcript::{Part, Reasoning, StopReason, Usage};
@@ -17,10 +17,10 @@ pub(crate) struct Streamed {
 }
 
 impl Streamed {
-    fn push_text(&mut self, text: String) {
+    fn push_text(&mut self, text: &str) {
         match self.parts.last_mut() {
-            Some(Part::Text { text: t }) => t.push_str(&text),
-            _ => self.parts.push(Part::Text { text }),
+            Some(Part::Text { text: t }) => t.push_str(text),
+            _ => self.parts.push(Part::text(text)),
         }
     }
 
@@ -74,13 +74,13 @@ pub(crate) struct Shown {
 
 impl Shown {
     /// Returns `piece` as it should be shown, and records it.
-    pub fn show(&mut self, piece: &str) -> String {
-        let mut out = String::new();
-        if !self.block_open && !self.text.is_empty() && !self.text.ends_with('\n') {
-            out.push_str("\n\n");
-        }
+    pub fn show(&mut self, piece: String) -> String {
+        let out = if !self.block_open && !self.text.is_empty() && !self.text.ends_with('\n') {
+            format!("\n\n{piece}")
+        } else {
+            piece
+        };
         self.block_open = true;
-        out.push_str(piece);
         self.text.push_str(&out);
         out
     }
@@ -94,7 +94,7 @@ impl Shown {
     /// A whole line from the harness, in its own paragraph.
     pub fn show_line(&mut self, line: &str) -> String {
         self.close_block();
-        let out = self.show(line);
+        let out = self.show(line.to_owned());
         self.close_block();
         out
     }
@@ -129,14 +129,21 @@ pub(crate) async fn stream_call(
         .await
         .map_err(|_| whole.clone())??;
     loop {
-        let idle_at = (Instant::now() + limits.idle_timeout).min(deadline);
-        let next = match timeout_at(idle_at, stream.next()).await {
-            Ok(next) => next,
-            Err(_) if idle_at == deadline => return Err(whole),
-            Err(_) => {
-                return Err(BackendError::Timeout {
-                    after: limits.idle_timeout,
-                });
+        // An event that is already there needs no timer, only the call's deadline.
+        let next = match stream.next().now_or_never() {
+            Some(_) if Instant::now() >= deadline => return Err(whole),
+            Some(next) => next,
+            None => {
+                let idle_at = (Instant::now() + limits.idle_timeout).min(deadline);
+                match timeout_at(idle_at, stream.next()).await {
+                    Ok(next) => next,
+                    Err(_) if idle_at == deadline => return Err(whole),
+                    Err(_) => {
+                        return Err(BackendError::Timeout {
+                            after: limits.idle_timeout,
+                        });
+                    }
+                }
             }
         };
         match next {
@@ -148,11 +155,11 @@ pub(crate) async fn stream_call(
             Some(Err(e)) => return Err(e),
             Some(Ok(ModelEvent::Done { stop_reason, usage })) => return Ok((stop_reason, usage)),
             Some(Ok(ModelEvent::Text { text })) => {
-                sink.emit(TurnEvent::Token {
-                    text: shown.show(&text),
-                });
+                acc.push_text(&text);
                 acc.emitted = true;
-                acc.push_text(text);
+                sink.emit(TurnEvent::Token {
+                    text: shown.show(text),
+                });
             }
             Some(Ok(ModelEvent::Reasoning { delta })) => {
                 if let ReasoningDelta::Text(t) = &delta {
