@@ -129,9 +129,9 @@ pub(crate) async fn stream_call(
         .await
         .map_err(|_| whole.clone())??;
     loop {
-        // An event that is already there needs no timer, only the call's deadline.
+        // An event that is already there needs no timer: the deadlines bound waiting, and a
+        // stream that never waits ends on its own (the output-token limit).
         let next = match stream.next().now_or_never() {
-            Some(_) if Instant::now() >= deadline => return Err(whole),
             Some(next) => next,
             None => {
                 let idle_at = (Instant::now() + limits.idle_timeout).min(deadline);

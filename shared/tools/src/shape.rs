@@ -28,16 +28,34 @@ pub(crate) fn shape_result(value: Value, cap_chars: usize) -> Shaped {
 /// marker, so the model knows it saw only part (adapters send a string result as plain text, so
 /// nothing is escaped twice).
 fn cap(value: Value, cap_chars: usize) -> Value {
-    let text = value.to_string();
-    let total = text.chars().count();
-    if total <= cap_chars {
+    if json_chars(&value) <= cap_chars {
         return value;
     }
+    let text = value.to_string();
+    let total = text.chars().count();
     let head: String = text.chars().take(cap_chars).collect();
     Value::String(format!(
         "{head}\n[truncated: showing {cap_chars} of {total} characters; {} more not shown. Ask for less, e.g. a narrower filter or a page.]",
         total - cap_chars
     ))
+}
+
+/// The length in characters of `value` as JSON text, counted as it is written, not stored.
+fn json_chars(value: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            // Every character has exactly one byte that is not a UTF-8 continuation byte.
+            self.0 += buf.iter().filter(|b| (**b as i8) >= -0x40).count();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    serde_json::to_writer(&mut count, value).expect("a JSON value always serialises");
+    count.0
 }
 
 #[cfg(test)]
@@ -73,6 +91,17 @@ mod tests {
             "{shown}"
         );
         assert!(shown.contains("showing 20 of 61 characters; 41 more not shown"));
+    }
+
+    #[test]
+    fn characters_are_counted_not_bytes() {
+        for v in [
+            json!({"a": "xxxx"}),
+            json!({"text": "é€😀\n\"q\""}),
+            json!([1.5, null, true]),
+        ] {
+            assert_eq!(json_chars(&v), v.to_string().chars().count(), "{v}");
+        }
     }
 
     #[test]
