@@ -107,8 +107,13 @@ impl Identities for FlakyStore {
             .create_link_code(code, user, now, expires_at)
             .await
     }
-    async fn consume_link_code(&self, code: &str, now: i64) -> Result<Option<UserId>, StoreError> {
-        self.inner.consume_link_code(code, now).await
+    async fn consume_link_code(
+        &self,
+        code: &str,
+        redeemer: &str,
+        now: i64,
+    ) -> Result<Option<UserId>, StoreError> {
+        self.inner.consume_link_code(code, redeemer, now).await
     }
     async fn bind_identity(
         &self,

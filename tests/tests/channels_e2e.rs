@@ -440,6 +440,50 @@ async fn a_stale_code_is_answered_with_how_to_get_a_new_one() {
     s.server.stop().await;
 }
 
+/// A job that redeemed the code and died before binding the account is delivered again: the
+/// same account redeems the code again and is linked; another account still cannot use it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_link_after_a_crash_between_redeeming_and_binding_still_links() {
+    let s = setup(vec![]).await;
+    let now = now_s() * 1000;
+    let store = &s.server.app.store;
+    store
+        .create_link_code("K7PQ2345", &"local".into(), now, now + 30 * 60 * 1000)
+        .await
+        .unwrap();
+    // What the first attempt did before it died: the code is used up, the account not bound.
+    assert_eq!(
+        store
+            .consume_link_code("K7PQ2345", "telegram#111222333", now)
+            .await
+            .unwrap(),
+        Some("local".into())
+    );
+    assert_eq!(store.identity("telegram", "111222333").await.unwrap(), None);
+
+    assert_eq!(s.say(Platform::Telegram, "/start K7PQ2345").await, 200);
+    let calls = s.api.wait_for(1).await;
+    assert!(
+        Platform::Telegram.said(&calls[0]).contains("Linked"),
+        "{:?}",
+        calls[0]
+    );
+    assert_eq!(
+        store.identity("telegram", "111222333").await.unwrap(),
+        Some("local".into())
+    );
+    assert_eq!(
+        store
+            .consume_link_code("K7PQ2345", "whatsapp#+15550100", now + 1)
+            .await
+            .unwrap(),
+        None,
+        "the code is still used up for any other account"
+    );
+    assert_eq!(s.model.requests().len(), 0);
+    s.server.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_channel_without_its_secret_is_not_there() {
     let server = TestServer::start(Arc::new(ScriptedModel::new([])), AppOptions::default()).await;

@@ -276,7 +276,7 @@ async fn a_person_gets_a_link_code_with_open_the_chat_links() {
         server
             .app
             .store
-            .consume_link_code(&code, now)
+            .consume_link_code(&code, "telegram#42", now)
             .await
             .unwrap(),
         Some("local".into())

@@ -44,8 +44,10 @@ pub async fn resolve(
     now_ms: i64,
 ) -> Result<Resolved, StoreError> {
     let codes = link_code::find(&job.text);
+    // Channel names never hold `#`, so this names one account.
+    let redeemer = format!("{}#{}", job.channel, job.external_user_id);
     for code in &codes {
-        if let Some(user) = store.consume_link_code(code, now_ms).await? {
+        if let Some(user) = store.consume_link_code(code, &redeemer, now_ms).await? {
             store
                 .bind_identity(&job.channel, &job.external_user_id, &user, now_ms)
                 .await?;

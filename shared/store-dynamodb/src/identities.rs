@@ -1,8 +1,8 @@
 //! `Identities`: one item per link code (`LINK#<code>` / `LINK`) and one per bound channel
 //! account (`IDENT#<channel>#<external id>` / `IDENT`). Creating a code is one conditional
 //! `PutItem` that admits only a missing or expired code; redeeming is one conditional
-//! `UpdateItem` that admits only a live, unredeemed one, so concurrent redemptions have exactly
-//! one winner. Binding is a plain `PutItem`: the newest binding wins.
+//! `UpdateItem` that admits only a live code that is unredeemed or was redeemed by the same
+//! account, so concurrent redemptions by different accounts have exactly one winner. Binding is a plain `PutItem`: the newest binding wins.
 
 use crate::DynamoStore;
 use crate::error::{unavailable, write_error};
@@ -16,6 +16,7 @@ use transcript::UserId;
 const USER_ID: &str = "user_id";
 const EXPIRES_AT_MS: &str = "expires_at_ms";
 const USED_AT_MS: &str = "used_at_ms";
+const USED_BY: &str = "used_by";
 const BOUND_AT_MS: &str = "bound_at_ms";
 
 #[async_trait]
@@ -27,7 +28,8 @@ impl Identities for DynamoStore {
         now_ms: i64,
         expires_at_ms: i64,
     ) -> Result<(), StoreError> {
-        // The put replaces the whole item, so a replaced code loses its `used_at_ms`.
+        // The put replaces the whole item, so a replaced code loses its `used_at_ms` and
+        // `used_by`.
         self.client
             .put_item()
             .table_name(&self.table)
@@ -48,6 +50,7 @@ impl Identities for DynamoStore {
     async fn consume_link_code(
         &self,
         code: &str,
+        redeemer: &str,
         now_ms: i64,
     ) -> Result<Option<UserId>, StoreError> {
         let redeemed = self
@@ -56,13 +59,16 @@ impl Identities for DynamoStore {
             .table_name(&self.table)
             .key(PK, s(link_code_pk(code)))
             .key(SK, s(LINK))
-            .update_expression("SET #used = :now")
+            .update_expression("SET #used = if_not_exists(#used, :now), #by = :by")
             .condition_expression(
-                "attribute_exists(pk) AND attribute_not_exists(#used) AND #expires > :now",
+                "attribute_exists(pk) AND #expires > :now \
+                 AND (attribute_not_exists(#used) OR #by = :by)",
             )
             .expression_attribute_names("#used", USED_AT_MS)
+            .expression_attribute_names("#by", USED_BY)
             .expression_attribute_names("#expires", EXPIRES_AT_MS)
             .expression_attribute_values(":now", n(now_ms))
+            .expression_attribute_values(":by", s(redeemer))
             .return_values(ReturnValue::AllNew)
             .send()
             .await;
@@ -72,7 +78,7 @@ impl Identities for DynamoStore {
                 let user = get_s(&item, USER_ID, &format!("link code {code}"))?;
                 Ok(Some(UserId(user.to_owned())))
             }
-            // Unknown, expired (whether or not TTL deleted it yet) or redeemed already.
+            // Unknown, expired (whether or not TTL deleted it yet) or redeemed by another account.
             Err(e)
                 if e.as_service_error()
                     .is_some_and(|e| e.is_conditional_check_failed_exception()) =>

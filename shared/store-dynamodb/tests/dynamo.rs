@@ -110,13 +110,17 @@ async fn link_codes_and_identities_follow_the_documented_key_layout() {
     assert!(!code.contains_key("used_at_ms"));
 
     assert_eq!(
-        store.consume_link_code("K7-PLUM", t0 + 5).await.unwrap(),
+        store
+            .consume_link_code("K7-PLUM", "whatsapp#+4917012", t0 + 5)
+            .await
+            .unwrap(),
         Some("alice".into())
     );
     let used = get(&store, "LINK#K7-PLUM", "LINK")
         .await
         .expect("a redeemed code stays until its TTL");
     assert_eq!(used["used_at_ms"], n(&(t0 + 5).to_string()));
+    assert_eq!(used["used_by"], s("whatsapp#+4917012"));
     assert_eq!(used["ttl"], code["ttl"]);
 
     store
@@ -391,7 +395,9 @@ async fn service_and_connection_failures_are_unavailable() {
         "{result:?}"
     );
     // Not a refused condition: a failed redemption must not pass for an unknown code.
-    let result = missing_table.consume_link_code("K7-PLUM", 0).await;
+    let result = missing_table
+        .consume_link_code("K7-PLUM", "whatsapp#+4917012", 0)
+        .await;
     assert!(
         matches!(result, Err(StoreError::Unavailable(_))),
         "{result:?}"

@@ -1,5 +1,5 @@
-//! `Identities`: link codes in `link_codes` (redeeming stamps `used_at_ms`; the row stays until
-//! a new code of the same string replaces it) and bound accounts in `identities`, one row per
+//! `Identities`: link codes in `link_codes` (redeeming stamps `used_at_ms` and the redeeming
+//! account, `used_by`; the row stays until a new code of the same string replaces it) and bound accounts in `identities`, one row per
 //! `(channel, external_id)`. Creating and redeeming are each one statement whose `WHERE`
 //! admits only what the port allows, so there is no read-then-write race.
 
@@ -27,7 +27,8 @@ impl Identities for SqliteStore {
                  ON CONFLICT (code) DO UPDATE SET
                      user_id = excluded.user_id,
                      expires_at_ms = excluded.expires_at_ms,
-                     used_at_ms = NULL
+                     used_at_ms = NULL,
+                     used_by = NULL
                  WHERE link_codes.expires_at_ms <= ?3",
             )
             .map_err(unavailable)?
@@ -44,17 +45,19 @@ impl Identities for SqliteStore {
     async fn consume_link_code(
         &self,
         code: &str,
+        redeemer: &str,
         now_ms: i64,
     ) -> Result<Option<UserId>, StoreError> {
         let user: Option<String> = self
             .conn()
             .prepare_cached(
-                "UPDATE link_codes SET used_at_ms = ?2
-                 WHERE code = ?1 AND used_at_ms IS NULL AND expires_at_ms > ?2
+                "UPDATE link_codes SET used_at_ms = COALESCE(used_at_ms, ?2), used_by = ?3
+                 WHERE code = ?1 AND expires_at_ms > ?2
+                   AND (used_at_ms IS NULL OR used_by = ?3)
                  RETURNING user_id",
             )
             .map_err(unavailable)?
-            .query_row(params![code, now_ms], |r| r.get(0))
+            .query_row(params![code, now_ms, redeemer], |r| r.get(0))
             .optional()
             .map_err(unavailable)?;
         Ok(user.map(UserId))

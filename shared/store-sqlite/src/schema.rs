@@ -119,6 +119,8 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (scope, win, start_ms)
     ) STRICT;
     CREATE INDEX budget_buckets_by_window ON budget_buckets (win, start_ms, scope);",
+    // 6: which channel account redeemed a link code (a retried redemption by it succeeds).
+    "ALTER TABLE link_codes ADD COLUMN used_by TEXT;",
 ];
 
 /// The schema version this build writes and understands.

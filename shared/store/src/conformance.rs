@@ -659,6 +659,10 @@ pub async fn check_concurrent_claims(store: &dyn Store) {
     }
 }
 
+/// The channel accounts that redeem codes in these checks.
+const WA: &str = "whatsapp#+491701234567";
+const TG: &str = "telegram#42";
+
 /// The lifetime of a link code in these checks (DESIGN's default: 30 minutes).
 const LINK_CODE_LIFETIME_MS: i64 = 30 * 60 * 1_000;
 
@@ -678,7 +682,7 @@ pub async fn check_link_code_round_trip(store: &dyn Store) {
 
     assert_eq!(
         store
-            .consume_link_code("Q2-FERN", t0 + 1_000)
+            .consume_link_code("Q2-FERN", WA, t0 + 1_000)
             .await
             .unwrap(),
         Some(bob),
@@ -686,7 +690,7 @@ pub async fn check_link_code_round_trip(store: &dyn Store) {
     );
     assert_eq!(
         store
-            .consume_link_code("K7-PLUM", expires - 1)
+            .consume_link_code("K7-PLUM", WA, expires - 1)
             .await
             .unwrap(),
         Some(alice),
@@ -695,25 +699,55 @@ pub async fn check_link_code_round_trip(store: &dyn Store) {
     );
 }
 
-/// A code redeems once: every later redemption, however soon, gets `None`.
+/// A code redeems for one account: every later redemption by another account, however soon,
+/// gets `None`. The account that redeemed it may redeem it again while it is live (a retried
+/// job), and gets the same user.
 pub async fn check_link_code_redeems_once(store: &dyn Store) {
     let t0 = 1_800_000_000_000;
+    let expires = t0 + LINK_CODE_LIFETIME_MS;
     let user = UserId::from("alice");
     store
-        .create_link_code("K7-PLUM", &user, t0, t0 + LINK_CODE_LIFETIME_MS)
+        .create_link_code("K7-PLUM", &user, t0, expires)
         .await
         .unwrap();
     assert_eq!(
-        store.consume_link_code("K7-PLUM", t0 + 1).await.unwrap(),
-        Some(user)
+        store
+            .consume_link_code("K7-PLUM", WA, t0 + 1)
+            .await
+            .unwrap(),
+        Some(user.clone())
     );
     for now in [t0 + 1, t0 + 2, t0 + 60_000] {
         assert_eq!(
-            store.consume_link_code("K7-PLUM", now).await.unwrap(),
+            store.consume_link_code("K7-PLUM", TG, now).await.unwrap(),
             None,
-            "a redeemed code must not redeem again"
+            "a redeemed code must not redeem for another account"
         );
     }
+    assert_eq!(
+        store
+            .consume_link_code("K7-PLUM", WA, t0 + 60_001)
+            .await
+            .unwrap(),
+        Some(user),
+        "the account that redeemed a live code may redeem it again (a retry)"
+    );
+    assert_eq!(
+        store
+            .consume_link_code("K7-PLUM", TG, t0 + 60_002)
+            .await
+            .unwrap(),
+        None,
+        "a retry by the redeemer must not free the code for others"
+    );
+    assert_eq!(
+        store
+            .consume_link_code("K7-PLUM", WA, expires)
+            .await
+            .unwrap(),
+        None,
+        "not even its redeemer redeems an expired code"
+    );
 }
 
 /// From its expiry on, a code that was never redeemed redeems nothing.
@@ -730,13 +764,16 @@ pub async fn check_expired_link_code(store: &dyn Store) {
         .await
         .unwrap();
     assert_eq!(
-        store.consume_link_code("K7-PLUM", expires).await.unwrap(),
+        store
+            .consume_link_code("K7-PLUM", WA, expires)
+            .await
+            .unwrap(),
         None,
         "a code is expired at its expires_at_ms"
     );
     assert_eq!(
         store
-            .consume_link_code("Q2-FERN", expires + 86_400_000)
+            .consume_link_code("Q2-FERN", WA, expires + 86_400_000)
             .await
             .unwrap(),
         None,
@@ -748,12 +785,12 @@ pub async fn check_expired_link_code(store: &dyn Store) {
 pub async fn check_unknown_link_code(store: &dyn Store) {
     let t0 = 1_800_000_000_000;
     assert_eq!(
-        store.consume_link_code("NO-SUCH", t0).await.unwrap(),
+        store.consume_link_code("NO-SUCH", WA, t0).await.unwrap(),
         None,
         "an unknown code redeems nothing"
     );
     assert_eq!(
-        store.consume_link_code("", t0).await.unwrap(),
+        store.consume_link_code("", WA, t0).await.unwrap(),
         None,
         "the empty code redeems nothing"
     );
@@ -763,7 +800,10 @@ pub async fn check_unknown_link_code(store: &dyn Store) {
         .await
         .expect("a failed redemption must not leave a record that blocks creating the code");
     assert_eq!(
-        store.consume_link_code("NO-SUCH", t0 + 2).await.unwrap(),
+        store
+            .consume_link_code("NO-SUCH", WA, t0 + 2)
+            .await
+            .unwrap(),
         Some(user)
     );
 }
@@ -800,7 +840,10 @@ pub async fn check_create_link_code_conflicts(store: &dyn Store) {
         "creating a link code one millisecond before it expires",
     );
     assert_eq!(
-        store.consume_link_code("K7-PLUM", t0 + 2).await.unwrap(),
+        store
+            .consume_link_code("K7-PLUM", WA, t0 + 2)
+            .await
+            .unwrap(),
         Some(alice.clone()),
         "a conflicting create must leave the stored code unchanged"
     );
@@ -820,7 +863,7 @@ pub async fn check_create_link_code_conflicts(store: &dyn Store) {
         .expect("a code may be created again from the moment the old one expires");
     assert_eq!(
         store
-            .consume_link_code("K7-PLUM", expires + 1)
+            .consume_link_code("K7-PLUM", WA, expires + 1)
             .await
             .unwrap(),
         Some(bob),
@@ -837,12 +880,15 @@ pub async fn check_create_link_code_conflicts(store: &dyn Store) {
         .await
         .expect("an expired, unredeemed code may be replaced");
     assert_eq!(
-        store.consume_link_code("Q2-FERN", later + 1).await.unwrap(),
+        store
+            .consume_link_code("Q2-FERN", WA, later + 1)
+            .await
+            .unwrap(),
         Some(mallory)
     );
 }
 
-/// Many webhooks redeem one code at once: exactly one gets the user, the rest get `None`.
+/// Many accounts redeem one code at once: exactly one gets the user, the rest get `None`.
 pub async fn check_concurrent_link_code_consumers(store: &dyn Store) {
     let t0 = 1_800_000_000_000;
     let user = UserId::from("alice");
@@ -854,7 +900,8 @@ pub async fn check_concurrent_link_code_consumers(store: &dyn Store) {
             .await
             .unwrap();
         let winner = race(|w| async move {
-            match store.consume_link_code(code, t0 + 1_000).await {
+            let account = format!("whatsapp#racer-{w}");
+            match store.consume_link_code(code, &account, t0 + 1_000).await {
                 Ok(Some(user)) => (Some(user), Ok(())),
                 Ok(None) => (
                     None,
@@ -872,7 +919,7 @@ pub async fn check_concurrent_link_code_consumers(store: &dyn Store) {
             "the winner gets the code's user"
         );
         assert_eq!(
-            store.consume_link_code(code, t0 + 2_000).await.unwrap(),
+            store.consume_link_code(code, WA, t0 + 2_000).await.unwrap(),
             None,
             "after the race the code is redeemed"
         );

@@ -33,12 +33,17 @@ pub trait Identities: Send + Sync {
         expires_at_ms: i64,
     ) -> Result<(), StoreError>;
 
-    /// Redeem a code: the user it was created for, or `None` when it is unknown, expired at
-    /// `now_ms`, or already redeemed. One conditional write, so of any number of concurrent
-    /// redemptions exactly one gets the user.
+    /// Redeem a code for the channel account `redeemer` (`{channel}#{external_id}`): the user
+    /// it was created for, or `None` when it is unknown, expired at `now_ms`, or already
+    /// redeemed by another account. One conditional write, so of any number of concurrent
+    /// redemptions by different accounts exactly one gets the user.
+    ///
+    /// Redeeming again for the same account while the code is live gets the user again: a job
+    /// that redeemed the code and died before binding the account can be retried.
     async fn consume_link_code(
         &self,
         code: &str,
+        redeemer: &str,
         now_ms: i64,
     ) -> Result<Option<UserId>, StoreError>;
 
