@@ -4,7 +4,7 @@
 //! replayed.
 
 use backend::{ChatMessage, ChatRequest, InferenceSettings};
-use transcript::{Message, Part, Role};
+use transcript::{Part, Role};
 
 /// The summariser's instructions (a request of its own: no tools, low effort).
 pub const COMPACTION_PROMPT: &str = "You write notes that replace the earlier part of a \
@@ -21,16 +21,16 @@ const WRITE_NOTES: &str = "Write the notes now.";
 const MAX_PART_CHARS: usize = 2_000;
 
 /// Characters of non-reasoning content in `rows` (text, tool inputs and results, media refs).
-pub(crate) fn content_chars(rows: &[Message]) -> usize {
+pub(crate) fn content_chars(rows: &[ChatMessage]) -> usize {
     rows.iter()
-        .flat_map(|m| &m.parts)
+        .flat_map(|m| m.parts.iter())
         .map(Part::content_chars)
         .sum()
 }
 
 /// The request that asks for notes: the segment rendered as plain text in one user message
 /// (no tool blocks, no reasoning), so it is valid for every provider without a tool list.
-pub(crate) fn notes_request(model: &str, rows: &[Message], max_tokens: u32) -> ChatRequest {
+pub(crate) fn notes_request(model: &str, rows: &[ChatMessage], max_tokens: u32) -> ChatRequest {
     let mut transcript = String::from("<transcript>\n");
     for row in rows {
         let who = match row.role {
@@ -38,7 +38,7 @@ pub(crate) fn notes_request(model: &str, rows: &[Message], max_tokens: u32) -> C
             Role::Assistant => "assistant",
             Role::Tool => "tool",
         };
-        for part in &row.parts {
+        for part in row.parts.iter() {
             let line = match part {
                 Part::Text { text } => text.clone(),
                 Part::Reasoning(_) => continue,
@@ -95,17 +95,8 @@ mod tests {
     use serde_json::json;
     use transcript::Reasoning;
 
-    fn row(role: Role, parts: Vec<Part>) -> Message {
-        Message {
-            conversation_id: "c".into(),
-            segment: 0,
-            position: 0,
-            role,
-            parts,
-            call: None,
-            action_id: None,
-            created_at_ms: 0,
-        }
+    fn row(role: Role, parts: Vec<Part>) -> ChatMessage {
+        ChatMessage::new(role, parts)
     }
 
     #[test]

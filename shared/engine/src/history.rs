@@ -1,91 +1,136 @@
 //! From stored rows to the messages a model call sends.
 
 use backend::ChatMessage;
-use transcript::Message;
+use transcript::{Message, Part, Role};
 
-/// The current segment's rows, and the same rows as the messages a model call sends, kept in
-/// step as rows are added so that each call of a turn shares them instead of rebuilding them.
+/// The current segment as the messages a model call sends: consecutive rows of the same role
+/// merged into one message, parts moved in unaltered. Kept as rows are added, and held once:
+/// each call of a turn shares the parts (`Arc` slices) instead of copying the history.
 #[derive(Debug, Default)]
 pub(crate) struct History {
-    rows: Vec<Message>,
     chat: Vec<ChatMessage>,
+    /// Whether the newest row holds text with something in it.
+    last_row_had_text: bool,
 }
 
 impl History {
     pub fn new(rows: Vec<Message>) -> Self {
-        let chat = to_chat_messages(&rows);
-        Self { rows, chat }
-    }
-
-    pub fn rows(&self) -> &[Message] {
-        &self.rows
+        let mut history = Self::default();
+        for row in rows {
+            history.push(row);
+        }
+        history
     }
 
     pub fn push(&mut self, row: Message) {
-        merge(&mut self.chat, &row);
-        self.rows.push(row);
+        self.last_row_had_text = row
+            .parts
+            .iter()
+            .any(|p| p.as_text().is_some_and(|t| !t.trim().is_empty()));
+        merge(&mut self.chat, row.role, row.parts);
     }
 
     /// The messages to send: a copy of the list whose parts are shared, not copied.
     pub fn chat(&self) -> Vec<ChatMessage> {
         self.chat.clone()
     }
-}
 
-/// Consecutive rows of the same role become one message; parts are copied, never altered.
-pub(crate) fn to_chat_messages(rows: &[Message]) -> Vec<ChatMessage> {
-    let mut out: Vec<ChatMessage> = Vec::with_capacity(rows.len());
-    for row in rows {
-        merge(&mut out, row);
+    /// The messages as stored, for reading (compaction).
+    pub fn messages(&self) -> &[ChatMessage] {
+        &self.chat
     }
-    out
+
+    /// The messages to send without reasoning parts (a provider rejected them); a message left
+    /// empty is dropped, and the messages on either side merge if they share a role.
+    pub fn chat_without_reasoning(&self) -> Vec<ChatMessage> {
+        let mut out = Vec::with_capacity(self.chat.len());
+        for m in &self.chat {
+            let parts: Vec<Part> = m
+                .parts
+                .iter()
+                .filter(|p| !matches!(p, Part::Reasoning(_)))
+                .cloned()
+                .collect();
+            if !parts.is_empty() {
+                merge(&mut out, m.role, parts);
+            }
+        }
+        out
+    }
+
+    pub fn last_row_had_text(&self) -> bool {
+        self.last_row_had_text
+    }
 }
 
-fn merge(out: &mut Vec<ChatMessage>, row: &Message) {
+/// Append `parts` as a message of `role`, or to the last message when it has that role.
+fn merge(out: &mut Vec<ChatMessage>, role: Role, parts: Vec<Part>) {
     match out.last_mut() {
-        Some(last) if last.role == row.role => {
-            let mut parts = last.parts.to_vec();
-            parts.extend(row.parts.iter().cloned());
-            last.parts = parts.into();
+        Some(last) if last.role == role => {
+            let mut all = last.parts.to_vec();
+            all.extend(parts);
+            last.parts = all.into();
         }
-        _ => out.push(ChatMessage::new(row.role, row.parts.clone())),
+        _ => out.push(ChatMessage::new(role, parts)),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use transcript::{Part, Role};
+    use transcript::Reasoning;
 
-    fn row(position: u64, role: Role, text: &str) -> Message {
+    fn row(position: u64, role: Role, parts: Vec<Part>) -> Message {
         Message {
             conversation_id: "c".into(),
             segment: 0,
             position,
             role,
-            parts: vec![Part::text(text)],
+            parts,
             call: None,
             action_id: None,
             created_at_ms: 0,
         }
     }
 
+    fn text(position: u64, role: Role, text: &str) -> Message {
+        row(position, role, vec![Part::text(text)])
+    }
+
+    fn thought(text: &str) -> Part {
+        Part::Reasoning(Reasoning::Text {
+            text: text.into(),
+            signature: Some("sig".into()),
+        })
+    }
+
+    fn shape(msgs: &[ChatMessage]) -> Vec<(Role, Vec<&str>)> {
+        msgs.iter()
+            .map(|m| {
+                let texts = m
+                    .parts
+                    .iter()
+                    .map(|p| match p {
+                        Part::Reasoning(_) => "(thought)",
+                        p => p.as_text().unwrap_or("(other)"),
+                    })
+                    .collect();
+                (m.role, texts)
+            })
+            .collect()
+    }
+
     #[test]
     fn merges_runs_of_one_role_keeping_parts_in_order() {
-        let rows = [
-            row(0, Role::User, "a"),
-            row(1, Role::Assistant, "b"),
-            row(2, Role::Assistant, "c"),
-            row(3, Role::Tool, "d"),
-            row(4, Role::User, "e"),
-        ];
-        let msgs = to_chat_messages(&rows);
-        let shape: Vec<(Role, Vec<&str>)> = msgs
-            .iter()
-            .map(|m| (m.role, m.parts.iter().filter_map(Part::as_text).collect()))
-            .collect();
+        let history = History::new(vec![
+            text(0, Role::User, "a"),
+            text(1, Role::Assistant, "b"),
+            text(2, Role::Assistant, "c"),
+            text(3, Role::Tool, "d"),
+            text(4, Role::User, "e"),
+        ]);
         assert_eq!(
-            shape,
+            shape(&history.chat()),
             vec![
                 (Role::User, vec!["a"]),
                 (Role::Assistant, vec!["b", "c"]),
@@ -97,22 +142,54 @@ mod tests {
 
     #[test]
     fn rows_added_one_by_one_give_the_same_messages_as_all_at_once() {
-        let rows = [
-            row(0, Role::User, "a"),
-            row(1, Role::Assistant, "b"),
-            row(2, Role::Assistant, "c"),
-            row(3, Role::Tool, "d"),
-            row(4, Role::Tool, "e"),
-            row(5, Role::User, "f"),
+        let rows = vec![
+            text(0, Role::User, "a"),
+            text(1, Role::Assistant, "b"),
+            text(2, Role::Assistant, "c"),
+            text(3, Role::Tool, "d"),
+            text(4, Role::Tool, "e"),
+            text(5, Role::User, "f"),
         ];
         let mut history = History::new(rows[..2].to_vec());
         let before = history.chat();
         for r in &rows[2..] {
             history.push(r.clone());
         }
-        assert_eq!(history.chat(), to_chat_messages(&rows));
-        assert_eq!(history.rows(), &rows);
+        assert_eq!(history.chat(), History::new(rows.clone()).chat());
         // A request already built keeps what it was built with.
-        assert_eq!(before, to_chat_messages(&rows[..2]));
+        assert_eq!(before, History::new(rows[..2].to_vec()).chat());
+    }
+
+    #[test]
+    fn without_reasoning_drops_emptied_messages_and_merges_their_neighbours() {
+        let history = History::new(vec![
+            text(0, Role::User, "a"),
+            row(1, Role::Assistant, vec![thought("only thinking")]),
+            text(2, Role::User, "b"),
+            row(3, Role::Assistant, vec![thought("t"), Part::text("c")]),
+        ]);
+        assert_eq!(
+            shape(&history.chat_without_reasoning()),
+            vec![(Role::User, vec!["a", "b"]), (Role::Assistant, vec!["c"])]
+        );
+        assert_eq!(
+            shape(&history.chat())[1],
+            (Role::Assistant, vec!["(thought)"]),
+            "the history itself keeps its reasoning"
+        );
+    }
+
+    #[test]
+    fn knows_whether_the_newest_row_had_text() {
+        let mut history = History::new(vec![text(0, Role::User, "a")]);
+        assert!(history.last_row_had_text());
+        history.push(row(
+            1,
+            Role::Assistant,
+            vec![thought("t"), Part::text("  ")],
+        ));
+        assert!(!history.last_row_had_text());
+        history.push(text(2, Role::Assistant, "said"));
+        assert!(history.last_row_had_text());
     }
 }

@@ -2,7 +2,7 @@ use crate::Clock;
 use crate::call::{Limits, Shown, Streamed, stream_call};
 use crate::compact;
 use crate::context::{self, ContextFacts, ContextSource};
-use crate::history::{History, to_chat_messages};
+use crate::history::History;
 use crate::lean::Lean;
 use crate::resume::{self, Next, tool_calls};
 use crate::{
@@ -414,11 +414,7 @@ impl<'a> Turn<'a> {
     }
 
     fn last_call_had_text(&self) -> bool {
-        self.history.rows().last().is_some_and(|m| {
-            m.parts
-                .iter()
-                .any(|p| p.as_text().is_some_and(|t| !t.trim().is_empty()))
-        })
+        self.history.last_row_had_text()
     }
 
     /// One model call. When it failed before anything was streamed, it is tried again: once
@@ -508,7 +504,7 @@ impl<'a> Turn<'a> {
         let mut settings = o.settings.clone();
         self.engine.lean.apply(&mut settings);
         let messages = if self.strip_reasoning {
-            to_chat_messages(&without_reasoning(self.history.rows()))
+            self.history.chat_without_reasoning()
         } else {
             self.history.chat()
         };
@@ -539,7 +535,7 @@ impl<'a> Turn<'a> {
     async fn compact_if_needed(&mut self) -> Result<(), EngineError> {
         let engine = self.engine;
         let o = &engine.options;
-        let chars = compact::content_chars(self.history.rows());
+        let chars = compact::content_chars(self.history.messages());
         if chars <= o.compaction_threshold_chars {
             return Ok(());
         }
@@ -552,8 +548,11 @@ impl<'a> Turn<'a> {
             self.history = History::new(written);
             return Ok(());
         }
-        let request =
-            compact::notes_request(&o.model_id, self.history.rows(), o.compaction_max_tokens);
+        let request = compact::notes_request(
+            &o.model_id,
+            self.history.messages(),
+            o.compaction_max_tokens,
+        );
         self.model_calls += 1;
         let call = GuardCall {
             conversation: &self.conv,
@@ -807,24 +806,6 @@ impl<'a> Turn<'a> {
         self.next_visible += 1;
         Ok(())
     }
-}
-
-/// History rows without reasoning parts (rows left empty are dropped).
-fn without_reasoning(rows: &[Message]) -> Vec<Message> {
-    rows.iter()
-        .filter_map(|row| {
-            let parts: Vec<Part> = row
-                .parts
-                .iter()
-                .filter(|p| !matches!(p, Part::Reasoning(_)))
-                .cloned()
-                .collect();
-            (!parts.is_empty()).then(|| Message {
-                parts,
-                ..row.clone()
-            })
-        })
-        .collect()
 }
 
 fn now_ms() -> i64 {
