@@ -1,6 +1,6 @@
 //! A job's attachments, made ready for the turn: each is fetched from the platform and kept in
-//! the media store under its stable key (a retried job overwrites the same key), and the turn
-//! gets the references. An attachment that cannot be read never loses the message: the model
+//! the media store under its stable key, and the turn gets the references. A retried job uses
+//! what an earlier attempt stored instead of fetching again (platform links expire). An attachment that cannot be read never loses the message: the model
 //! gets the user's words plus a short note saying what could not be read and why, and the raw
 //! error goes to the log.
 
@@ -35,11 +35,22 @@ pub async fn prepare(attachments: Option<&Attachments>, job: &TurnJob) -> Prepar
         };
         let key = media_key(&job.channel, &job.conversation_key, &job.message_id, n);
         let stored = match attachments {
-            Some(a) => {
-                a.fetcher
-                    .fetch_and_store(a.store.as_ref(), &job.channel, &key, &inbound)
-                    .await
-            }
+            Some(a) => match a.store.stored(&key).await {
+                Ok(Some(earlier)) => {
+                    tracing::info!(job = %job.dedupe_key(), attachment = n,
+                        "attachment stored by an earlier attempt; not fetched again");
+                    Ok(earlier)
+                }
+                found => {
+                    if let Err(e) = found {
+                        tracing::warn!(job = %job.dedupe_key(), attachment = n, error = %e,
+                            "could not look for an earlier copy; fetching");
+                    }
+                    a.fetcher
+                        .fetch_and_store(a.store.as_ref(), &job.channel, &key, &inbound)
+                        .await
+                }
+            },
             None => Err(MediaError::NotConfigured {
                 channel: job.channel.clone(),
             }),
@@ -104,9 +115,8 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn without_a_media_setup_every_attachment_becomes_a_note() {
-        let job = TurnJob {
+    fn job_with_an_image() -> TurnJob {
+        TurnJob {
             channel: "whatsapp".into(),
             message_id: "wamid.1".into(),
             conversation_key: "1555".into(),
@@ -119,12 +129,48 @@ mod tests {
                 size_bytes: None,
             }],
             received_at_ms: 0,
-        };
-        let p = prepare(None, &job).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn without_a_media_setup_every_attachment_becomes_a_note() {
+        let p = prepare(None, &job_with_an_image()).await;
         assert!(p.refs.is_empty());
         assert_eq!(
             p.notes,
             ["[The user sent an image that could not be read: attachments cannot be read here.]"]
+        );
+    }
+
+    /// The fetcher here can reach no platform: only what is already stored can be used.
+    #[tokio::test]
+    async fn a_retried_job_uses_what_an_earlier_attempt_stored() {
+        let job = job_with_an_image();
+        let store = Arc::new(channels::media::InMemory::default());
+        let attachments = Attachments {
+            fetcher: channels::media::MediaFetcher::new(
+                reqwest::Client::new(),
+                channels::media::PlatformMedia::default(),
+                Default::default(),
+            ),
+            store: store.clone(),
+        };
+        let first = prepare(Some(&attachments), &job).await;
+        assert!(first.refs.is_empty(), "nothing can be fetched: {first:?}");
+        assert_eq!(first.notes.len(), 1);
+
+        let key = media_key(&job.channel, &job.conversation_key, &job.message_id, 0);
+        let earlier = store
+            .put(&key, "image/jpeg", b"jpeg".to_vec())
+            .await
+            .unwrap();
+        let retried = prepare(Some(&attachments), &job).await;
+        assert_eq!(
+            retried,
+            Prepared {
+                refs: vec![earlier],
+                notes: vec![]
+            }
         );
     }
 }

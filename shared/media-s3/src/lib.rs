@@ -4,7 +4,8 @@
 //! `Content-Type`; the reference the transcript keeps is `s3://<bucket>/<key>`, which Bedrock
 //! reads directly (the worker's role may `s3:GetObject` there).
 //!
-//! A second put of the same key overwrites (a retried job is harmless). A missing object is
+//! A second put of the same key overwrites (a retried job is harmless), and a retried job finds
+//! what an earlier attempt stored with one `HeadObject`. A missing object is
 //! [`MediaError::NotFound`]; any other failure is [`MediaError::Storage`] with the SDK's error
 //! for the log (it carries no credentials). Every call has a deadline ([`CALL_DEADLINE`]).
 //!
@@ -131,5 +132,40 @@ impl MediaStore for S3MediaStore {
             })
         };
         within("GetObject", call).await?
+    }
+
+    /// One `HeadObject`. The worker's role has no `s3:ListBucket` (by design), and without it
+    /// S3 answers a missing key with 403 rather than 404: both read as "not stored". A real
+    /// permission problem then shows on the `put` that follows.
+    async fn stored(&self, key: &str) -> Result<Option<MediaRef>, MediaError> {
+        let object = self.object_key(key)?;
+        let call = self
+            .client
+            .head_object()
+            .bucket(&self.bucket)
+            .key(object)
+            .send();
+        match within("HeadObject", call).await? {
+            Ok(head) => Ok(Some(MediaRef {
+                key: self.reference(object),
+                mime_type: head
+                    .content_type()
+                    .unwrap_or("application/octet-stream")
+                    .to_owned(),
+                size_bytes: head.content_length().unwrap_or(0).max(0) as u64,
+            })),
+            Err(e)
+                if matches!(
+                    e.raw_response().map(|r| r.status().as_u16()),
+                    Some(403 | 404)
+                ) =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(MediaError::Storage(format!(
+                "S3 HeadObject failed: {}",
+                DisplayErrorContext(e)
+            ))),
+        }
     }
 }

@@ -94,11 +94,70 @@ async fn a_second_put_overwrites() {
 #[tokio::test]
 async fn a_missing_key_is_not_found() {
     let (store, _) = fresh().await;
-    let e = store
-        .get(&media_key("slack", "D1", "D1:1", 0))
-        .await
-        .unwrap_err();
+    let key = media_key("slack", "D1", "D1:1", 0);
+    let e = store.get(&key).await.unwrap_err();
     assert!(matches!(e, MediaError::NotFound), "{e:?}");
+    assert_eq!(store.stored(&key).await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn what_is_stored_is_found_by_its_head_as_put_returned_it() {
+    let (store, _) = fresh().await;
+    let key = media_key("whatsapp", "16315551181", "wamid.HBgL", 1);
+    let put = store.put(&key, "audio/ogg", vec![7; 1234]).await.unwrap();
+    assert_eq!(store.stored(&key).await.unwrap(), Some(put.clone()));
+    assert_eq!(
+        store.stored(&put.key).await.unwrap(),
+        Some(put),
+        "by reference too"
+    );
+}
+
+/// An S3 stand-in that answers every request with `status` and no body.
+fn answering(status: u16) -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let mut got = Vec::new();
+            let mut buf = [0u8; 4096];
+            while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                match conn.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => got.extend_from_slice(&buf[..n]),
+                }
+            }
+            let _ = write!(
+                conn,
+                "HTTP/1.1 {status} Whatever\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+            );
+        }
+    });
+    format!("http://{addr}")
+}
+
+fn store_at(endpoint: String) -> S3MediaStore {
+    let config = aws_sdk_s3::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new("us-east-1"))
+        .endpoint_url(endpoint)
+        .credentials_provider(Credentials::new("test", "test", None, None, "bridle-tests"))
+        .force_path_style(true)
+        .retry_config(aws_sdk_s3::config::retry::RetryConfig::disabled())
+        .build();
+    S3MediaStore::new(Client::from_conf(config), "bridle-media")
+}
+
+/// Without `s3:ListBucket` S3 answers a HEAD of a missing key with 403: not stored. Any other
+/// failure is a storage error.
+#[tokio::test]
+async fn a_forbidden_head_reads_as_not_stored_and_a_server_error_as_an_error() {
+    let key = media_key("telegram", "42", "42:7", 0);
+    assert_eq!(store_at(answering(403)).stored(&key).await.unwrap(), None);
+    let e = store_at(answering(500)).stored(&key).await.unwrap_err();
+    assert!(matches!(e, MediaError::Storage(_)), "{e:?}");
 }
 
 #[tokio::test]

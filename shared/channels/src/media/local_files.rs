@@ -99,6 +99,25 @@ impl MediaStore for LocalFiles {
             .unwrap_or_else(|_| "application/octet-stream".into());
         Ok(StoredMedia { mime_type, bytes })
     }
+
+    /// The bytes are moved into place after the MIME type (see `put`): when they are there,
+    /// the attachment is whole.
+    async fn stored(&self, key: &str) -> Result<Option<MediaRef>, MediaError> {
+        let path = self.path(key)?;
+        let size_bytes = match tokio::fs::metadata(&path).await {
+            Ok(m) => m.len(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(storage("looking for an attachment", e)),
+        };
+        let mime_type = tokio::fs::read_to_string(sibling(&path, ".mime"))
+            .await
+            .map_err(|e| storage("reading an attachment's type", e))?;
+        Ok(Some(MediaRef {
+            key: key.to_owned(),
+            mime_type,
+            size_bytes,
+        }))
+    }
 }
 
 #[cfg(test)]
@@ -148,6 +167,15 @@ mod tests {
                 bytes: b"second!".to_vec()
             }
         );
+        assert_eq!(
+            store.stored(&key).await.unwrap(),
+            Some(MediaRef {
+                key: key.clone(),
+                mime_type: "image/png".into(),
+                size_bytes: 7
+            }),
+            "what is stored is found without reading it"
+        );
         std::fs::remove_dir_all(root).unwrap();
     }
 
@@ -160,6 +188,7 @@ mod tests {
             store.get(&missing).await,
             Err(MediaError::NotFound)
         ));
+        assert_eq!(store.stored(&missing).await.unwrap(), None);
         for bad in ["../../etc/passwd", "/etc/passwd", "media/a/../../x/0"] {
             assert!(
                 matches!(store.get(bad).await, Err(MediaError::Storage(_))),
@@ -169,6 +198,7 @@ mod tests {
                 store.put(bad, "text/plain", vec![1]).await.is_err(),
                 "{bad}"
             );
+            assert!(store.stored(bad).await.is_err(), "{bad}");
         }
         std::fs::remove_dir_all(root).unwrap();
     }

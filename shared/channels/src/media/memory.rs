@@ -55,4 +55,12 @@ impl MediaStore for InMemory {
             .cloned()
             .ok_or(MediaError::NotFound)
     }
+
+    async fn stored(&self, key: &str) -> Result<Option<MediaRef>, MediaError> {
+        Ok(self.items.lock().unwrap().get(key).map(|m| MediaRef {
+            key: key.to_owned(),
+            mime_type: m.mime_type.clone(),
+            size_bytes: m.bytes.len() as u64,
+        }))
+    }
 }

@@ -26,4 +26,9 @@ pub trait MediaStore: Send + Sync + std::fmt::Debug {
     /// Read an attachment back by the `key` of the reference `put` returned (or the plain media
     /// key). Unknown → [`MediaError::NotFound`].
     async fn get(&self, key: &str) -> Result<StoredMedia, MediaError>;
+
+    /// The reference `put` returned for the media key `key`, if something is stored there,
+    /// without reading the bytes: a retried job uses what an earlier attempt stored instead of
+    /// fetching it again (platform links expire; WhatsApp's after five minutes).
+    async fn stored(&self, key: &str) -> Result<Option<MediaRef>, MediaError>;
 }
