@@ -5,7 +5,7 @@
 use crate::DynamoStore;
 use crate::error::unavailable;
 use crate::item::{Item, corrupt, get_n, get_s, n, s};
-use crate::keys::{GSI1PK, GSI1SK, HEAD, PK, REC, SK, audit_pk, audit_sk, owner_gsi1pk, record_pk};
+use crate::keys::{HEAD, PK, REC, SK, audit_pk, audit_sk, listing_sk, owner_pk, record_pk};
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
@@ -125,6 +125,29 @@ impl DynamoStore {
         };
         Ok(write.build())
     }
+
+    /// The change applied to the owner's listing. Unconditional: the record's own write carries
+    /// the condition, and the transaction stands or falls as one.
+    pub(crate) fn listing_write(&self, c: &Change) -> Result<TransactWriteItem, StoreError> {
+        let write = match &c.after {
+            Some(after) => TransactWriteItem::builder().put(
+                Put::builder()
+                    .table_name(&self.table)
+                    .set_item(Some(listing_item(c, after)))
+                    .build()
+                    .map_err(unavailable)?,
+            ),
+            None => TransactWriteItem::builder().delete(
+                Delete::builder()
+                    .table_name(&self.table)
+                    .key(PK, s(owner_pk(&c.owner, &c.kind)))
+                    .key(SK, s(listing_sk(&c.id)))
+                    .build()
+                    .map_err(unavailable)?,
+            ),
+        };
+        Ok(write.build())
+    }
 }
 
 /// For a cancelled transaction: which of its items failed their condition, in request order.
@@ -142,15 +165,23 @@ pub(crate) fn refused_items(err: &SdkError<TransactWriteItemsError>) -> Option<V
 }
 
 pub(crate) fn record_item(c: &Change, value: &serde_json::Value) -> Item {
+    record_attributes(record_pk(&c.kind, &c.id), REC.into(), c, value)
+}
+
+/// The record's copy in its owner's listing (`OWNER#<owner>#<kind>` / `REC#<id>`), written in
+/// the same transaction as the record, so `records_of` is one strongly consistent `Query`.
+pub(crate) fn listing_item(c: &Change, value: &serde_json::Value) -> Item {
+    record_attributes(owner_pk(&c.owner, &c.kind), listing_sk(&c.id), c, value)
+}
+
+fn record_attributes(pk: String, sk: String, c: &Change, value: &serde_json::Value) -> Item {
     Item::from([
-        (PK.into(), s(record_pk(&c.kind, &c.id))),
-        (SK.into(), s(REC)),
+        (PK.into(), s(pk)),
+        (SK.into(), s(sk)),
         (KIND.into(), s(&c.kind)),
         (RID.into(), s(&c.id)),
         (OWNER.into(), s(&c.owner.0)),
         (BODY.into(), s(canonical_json(value))),
-        (GSI1PK.into(), s(owner_gsi1pk(&c.owner, &c.kind))),
-        (GSI1SK.into(), s(&c.id)),
     ])
 }
 
@@ -241,8 +272,12 @@ mod tests {
         };
         let item = record_item(&c, &json!({"z": 1, "a": 2}));
         assert_eq!(item[PK], s("REC#event#e#1"));
-        assert_eq!(item[GSI1PK], s("OWNER#alice#event"));
-        assert_eq!(item[GSI1SK], s("e#1"));
         assert_eq!(item[BODY], s(r#"{"a":2,"z":1}"#));
+        let listed = listing_item(&c, &json!({"z": 1, "a": 2}));
+        assert_eq!(listed[PK], s("OWNER#alice#event"));
+        assert_eq!(listed[SK], s("REC#e#1"));
+        for attr in [KIND, RID, OWNER, BODY] {
+            assert_eq!(listed[attr], item[attr], "{attr}");
+        }
     }
 }

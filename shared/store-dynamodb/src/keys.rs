@@ -97,8 +97,15 @@ pub(crate) fn record_pk(kind: &str, id: &str) -> String {
 }
 
 /// The `gsi1` partition listing one owner's records of one kind.
-pub(crate) fn owner_gsi1pk(owner: &UserId, kind: &str) -> String {
+/// The partition of an owner's listing of one kind of record. Unambiguous because kinds never
+/// contain `#`.
+pub(crate) fn owner_pk(owner: &UserId, kind: &str) -> String {
     format!("OWNER#{owner}#{kind}")
+}
+
+/// A record's entry in its owner's listing: in id order.
+pub(crate) fn listing_sk(id: &str) -> String {
+    format!("{REC}#{id}")
 }
 
 pub(crate) fn audit_pk(user: &UserId) -> String {

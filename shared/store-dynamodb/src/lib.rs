@@ -20,7 +20,8 @@
 //! | job claim | `JOB#<job key>` | `CLAIM` | `status`, `expires_at_ms`, `attempt`, `keep_until_ms`, `ttl` |
 //! | link code | `LINK#<code>` | `LINK` | `user_id`, `expires_at_ms`, `ttl`, `used_at_ms` once redeemed |
 //! | bound account | `IDENT#<channel>#<external id>` | `IDENT` | `user_id`, `bound_at_ms` |
-//! | owned record | `REC#<kind>#<id>` | `REC` | `kind`, `rid`, `owner`, `body` (canonical JSON); `gsi1pk = OWNER#<owner>#<kind>`, `gsi1sk = <id>` |
+//! | owned record | `REC#<kind>#<id>` | `REC` | `kind`, `rid`, `owner`, `body` (canonical JSON) |
+//! | owner's listing entry | `OWNER#<owner>#<kind>` | `REC#<id>` | the record's attributes, written in the record's transaction |
 //! | audit head | `AUDIT#<user>` | `HEAD` | `seq` (the last row's number) |
 //! | audit row | `AUDIT#<user>` | `ACT#<seq>` | `action_id`, `actor`, `by_user`, `at_ms`, `changes` (JSON), `reverts`, `undone_by` |
 //! | pending confirmation | `CONV#<id>` | `PENDING#<hash>` | `created_on_action`, `description`, `expires_at_ms`, `ttl` |
@@ -63,12 +64,15 @@
 //! revert (`store::rows_to_undo`) and writes, in one transaction, the reverting changes (each
 //! conditioned on the record still holding what the action left), `undone_by` on each row
 //! (conditioned on it being unset) and the undo's own row. A transaction holds at most 100
-//! items, so one action changes at most about 95 records; undo reads the whole audit partition.
+//! items and each change writes two (the record and its listing entry), so one action changes
+//! at most about 48 records; undo reads the whole audit partition.
 //!
-//! A user's records are listed through `gsi1` (`OWNER#<owner>#<kind>`, by id): global indexes
-//! are eventually consistent, so a record written a moment ago may be missing from the list (a
-//! single record read by `(kind, id)` is strongly consistent). Record kinds and channel names
-//! never contain `#`.
+//! A user's records are listed from the base table: every change also writes the record's
+//! entry in its owner's listing (`OWNER#<owner>#<kind>` / `REC#<id>`, a copy of the record's
+//! attributes) in the same transaction, so `records_of` is one strongly consistent `Query`,
+//! in id order — a record written a moment ago is listed (a global index would be eventually
+//! consistent: the model could create an event and not find it in the list it asks for next).
+//! Record kinds and channel names never contain `#`.
 //!
 //! # Bodies and the 400 KB item limit
 //!

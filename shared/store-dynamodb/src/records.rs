@@ -4,7 +4,7 @@ use crate::DynamoStore;
 use crate::audit::{BODY, OWNER, RID, audit_entry, refused_items};
 use crate::error::unavailable;
 use crate::item::{Item, corrupt, get_s, s};
-use crate::keys::{ACT, GSI1, GSI1PK, PK, REC, SK, audit_pk, owner_gsi1pk, record_pk};
+use crate::keys::{ACT, PK, REC, SK, audit_pk, owner_pk, record_pk};
 use async_trait::async_trait;
 use store::{ActionCommit, AuditEntry, Record, Records, StoreError, UndoOutcome};
 use transcript::UserId;
@@ -32,10 +32,10 @@ impl Records for DynamoStore {
         let items = self
             .query_all(
                 self.query()
-                    .index_name(GSI1)
-                    .key_condition_expression("#gsi1pk = :owner")
-                    .expression_attribute_names("#gsi1pk", GSI1PK)
-                    .expression_attribute_values(":owner", s(owner_gsi1pk(owner, kind))),
+                    .key_condition_expression("#pk = :owner")
+                    .expression_attribute_names("#pk", PK)
+                    .expression_attribute_values(":owner", s(owner_pk(owner, kind)))
+                    .consistent_read(true),
             )
             .await?;
         items.iter().map(|item| record(kind, item)).collect()
@@ -45,7 +45,7 @@ impl Records for DynamoStore {
         commit.validate()?;
         for _ in 0..TRIES {
             let prev = self.audit_head(&commit.user).await?;
-            let mut writes = Vec::with_capacity(commit.changes.len() + 2);
+            let mut writes = Vec::with_capacity(2 * commit.changes.len() + 2);
             for change in &commit.changes {
                 writes.push(self.change_write(change)?);
             }
@@ -61,6 +61,10 @@ impl Records for DynamoStore {
                 reverts: None,
                 undone_by: None,
             })?);
+            // Last, so the refused items' positions above still name the changes.
+            for change in &commit.changes {
+                writes.push(self.listing_write(change)?);
+            }
             let sent = self
                 .client
                 .transact_write_items()

@@ -27,7 +27,7 @@ impl DynamoStore {
                 return Ok(UndoOutcome::NothingToUndo);
             };
             let changes = reverting_changes(&rows);
-            let mut writes = Vec::with_capacity(changes.len() + rows.len() + 2);
+            let mut writes = Vec::with_capacity(2 * changes.len() + rows.len() + 2);
             for change in &changes {
                 writes.push(self.change_write(change)?);
             }
@@ -46,6 +46,10 @@ impl DynamoStore {
                 reverts: Some(action_id.clone()),
                 undone_by: None,
             })?);
+            // Last, so the refused items' positions above still name the changes.
+            for change in &changes {
+                writes.push(self.listing_write(change)?);
+            }
             let sent = self
                 .client
                 .transact_write_items()

@@ -9,8 +9,8 @@ use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailur
 use std::collections::HashMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 use store::{
-    Claim, ConversationStore, Identities, JobClaims, MessageStore, StoreError, VisibleEntry,
-    VisibleRole, VisibleStore,
+    ActionCommit, ActorKind, Change, Claim, ConversationStore, Identities, JobClaims, MessageStore,
+    Records, StoreError, UndoOutcome, VisibleEntry, VisibleRole, VisibleStore,
 };
 use store_dynamodb::{DynamoStore, create_table};
 use support::fresh_store;
@@ -57,6 +57,59 @@ async fn items_follow_the_documented_key_layout() {
         !entry.contains_key("lsi1sk"),
         "visible entries stay out of lsi1"
     );
+}
+
+/// `records_of` reads the owner's listing in the base table (strongly consistent), not a global
+/// index: each commit and undo writes the listing entry in the record's own transaction.
+#[tokio::test]
+async fn an_owners_listing_is_kept_in_the_records_transaction() {
+    let store = fresh_store().await;
+    let commit = |action: &str, before: Option<serde_json::Value>, after| ActionCommit {
+        action_id: action.into(),
+        actor: ActorKind::Agent,
+        user: "alice".into(),
+        by_user: true,
+        at_ms: 1,
+        changes: vec![Change {
+            kind: "event".into(),
+            id: "e#1".into(),
+            owner: "alice".into(),
+            before,
+            after,
+        }],
+    };
+    let v1 = serde_json::json!({"title": "Spring Open"});
+    store
+        .commit(&commit("a1", None, Some(v1.clone())))
+        .await
+        .unwrap();
+    let listed = get(&store, "OWNER#alice#event", "REC#e#1")
+        .await
+        .expect("the listing entry is written with the record");
+    assert_eq!(listed["body"], s(r#"{"title":"Spring Open"}"#));
+    assert!(!listed.contains_key("gsi1pk"), "no index is involved");
+    let record = get(&store, "REC#event#e#1", "REC").await.unwrap();
+    assert!(!record.contains_key("gsi1pk"));
+
+    store
+        .commit(&commit("a2", Some(v1.clone()), None))
+        .await
+        .unwrap();
+    assert!(get(&store, "OWNER#alice#event", "REC#e#1").await.is_none());
+    assert!(
+        store
+            .records_of(&"alice".into(), "event")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    let undone = store.undo_last(&"alice".into(), "a3", 2).await.unwrap();
+    assert!(matches!(undone, UndoOutcome::Undone { .. }), "{undone:?}");
+    assert!(get(&store, "OWNER#alice#event", "REC#e#1").await.is_some());
+    let records = store.records_of(&"alice".into(), "event").await.unwrap();
+    assert_eq!(records.len(), 1);
+    assert_eq!(records[0].value, v1);
 }
 
 #[tokio::test]
