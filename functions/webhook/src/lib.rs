@@ -16,7 +16,6 @@ pub use refusal::Refusal;
 
 use channels::{Channel, Inbound, InboundMessage, RawRequest};
 use queue::{Enqueued, JobMedia, JobQueue, TurnJob};
-use serde_json::json;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -32,11 +31,11 @@ pub struct HttpResponse {
 }
 
 impl HttpResponse {
-    fn json(status: u16, body: serde_json::Value) -> Self {
+    fn json(status: u16, body: String) -> Self {
         Self {
             status,
             content_type: "application/json",
-            body: body.to_string(),
+            body,
         }
     }
 }
@@ -154,7 +153,9 @@ impl Webhook {
             }),
             Inbound::Ignored { reason } => {
                 tracing::info!(channel = channel.name(), reason, "delivery ignored");
-                Ok(acknowledge(channel.as_ref(), json!({"status": "ignored"})))
+                Ok(acknowledge(channel.as_ref(), || {
+                    r#"{"status":"ignored"}"#.to_owned()
+                }))
             }
             Inbound::Messages(messages) => {
                 let mut queued = 0;
@@ -169,24 +170,24 @@ impl Webhook {
                     }
                 }
                 self.metrics.webhook_accepted(channel.name(), queued);
-                Ok(acknowledge(
-                    channel.as_ref(),
-                    json!({"status": "queued", "count": queued}),
-                ))
+                Ok(acknowledge(channel.as_ref(), || {
+                    format!(r#"{{"count":{queued},"status":"queued"}}"#)
+                }))
             }
         }
     }
 }
 
-/// The 200 a platform expects: its own acknowledgement body if it has one, else `body` as JSON.
-fn acknowledge(channel: &dyn Channel, body: serde_json::Value) -> HttpResponse {
+/// The 200 a platform expects: its own acknowledgement body if it has one, else the JSON
+/// `body` makes.
+fn acknowledge(channel: &dyn Channel, body: impl FnOnce() -> String) -> HttpResponse {
     match channel.acknowledgement() {
         Some((content_type, ack)) => HttpResponse {
             status: 200,
             content_type,
             body: ack.to_owned(),
         },
-        None => HttpResponse::json(200, body),
+        None => HttpResponse::json(200, body()),
     }
 }
 

@@ -1,6 +1,6 @@
 //! The events Bridle measures, each one EMF line.
 
-use crate::emf::{Metric, Unit, line};
+use crate::emf::{Metric, Unit, line, write_line};
 use std::sync::{Arc, Mutex};
 
 /// Where lines go: stdout (Lambda ships it to CloudWatch Logs), a buffer (tests), or nowhere.
@@ -142,10 +142,21 @@ impl Metrics {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_millis() as i64)
             .unwrap_or(0);
-        let text = line(&self.namespace, now_ms, dimension, metrics);
         match &self.sink {
-            Sink::Stdout => println!("{text}"),
-            Sink::Capture(lines) => lines.lock().unwrap_or_else(|e| e.into_inner()).push(text),
+            Sink::Stdout => {
+                // One buffer, one locked write: the line and its newline reach the log together.
+                let mut out = Vec::with_capacity(256);
+                write_line(&mut out, &self.namespace, now_ms, dimension, metrics);
+                out.push(b'\n');
+                // A metric line that cannot be written is dropped; the request goes on.
+                let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), &out);
+            }
+            Sink::Capture(lines) => lines.lock().unwrap_or_else(|e| e.into_inner()).push(line(
+                &self.namespace,
+                now_ms,
+                dimension,
+                metrics,
+            )),
             Sink::Off => {}
         }
     }

@@ -4,15 +4,16 @@
 //! (the totals the dashboard and alarms read) and by one low-cardinality dimension (`Channel` or
 //! `Reason`); user ids never become dimensions.
 //!
-//! A tiny serde_json emitter rather than a crate: `metrique` needs a newer Rust than the
-//! workspace's MSRV and brings a proc-macro stack, and `metrics_cloudwatch_embedded` installs a
-//! process-global recorder wrapped around the Lambda service (pulling `lambda_http` into the
-//! worker). Here a line is a plain function of its values, testable as data.
+//! A tiny emitter (serde_json escapes the strings) rather than a crate: `metrique` needs a newer
+//! Rust than the workspace's MSRV and brings a proc-macro stack, and `metrics_cloudwatch_embedded`
+//! installs a process-global recorder wrapped around the Lambda service (pulling `lambda_http`
+//! into the worker). Here a line is a plain function of its values, testable as data, written
+//! to stdout as one buffer in one locked write.
 //!
 //! Depends on serde_json only: no AWS SDK, no Lambda runtime, no engine.
 
 mod emf;
 mod events;
 
-pub use emf::{Metric, Unit, line};
+pub use emf::{Metric, Unit, line, write_line};
 pub use events::{Metrics, TurnMetrics};

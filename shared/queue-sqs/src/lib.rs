@@ -33,11 +33,12 @@
 //! Every call has a deadline of its own (see [`CALL_DEADLINE`]), whatever the client's timeout
 //! configuration.
 //!
-//! Depends on the `queue` port, `aws-sdk-sqs` and small utility crates (serde, sha2, tokio's
+//! Depends on the `queue` port, `aws-sdk-sqs` and small utility crates (serde, itoa, sha2, tokio's
 //! timer, tracing). Never on the store or the engine.
 
 mod deadline;
 mod error;
+mod json_text;
 mod port;
 mod setup;
 pub mod wire;

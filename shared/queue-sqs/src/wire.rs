@@ -7,7 +7,8 @@
 //! version, and a worker rejects versions it does not know rather than guess. Additive fields
 //! that an older worker may safely ignore keep the version.
 
-use queue::TurnJob;
+use crate::json_text::push_str;
+use queue::{JobMedia, TurnJob};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -40,12 +41,65 @@ struct Version {
     v: u64,
 }
 
-/// The message body of `job`: `{"v":1,"job":{...}}`.
+/// The message body of `job`: `{"v":1,"job":{...}}`, exactly as serde_json writes the
+/// envelope (the fields in declaration order), but written directly with the strings escaped by
+/// [`push_str`]: the body is as long as the user's text, and this runs once per webhook request.
+/// The destructuring names every field, so a new one does not compile until it is written here.
 pub fn encode_job(job: &TurnJob) -> Result<String, serde_json::Error> {
-    serde_json::to_string(&Envelope {
-        v: ENVELOPE_VERSION,
-        job,
-    })
+    let TurnJob {
+        channel,
+        message_id,
+        conversation_key,
+        external_user_id,
+        text,
+        button_id,
+        media,
+        received_at_ms,
+    } = job;
+    let mut out = String::with_capacity(text.len() + 256);
+    let mut number = itoa::Buffer::new();
+    out.push_str(r#"{"v":"#);
+    out.push_str(number.format(ENVELOPE_VERSION));
+    out.push_str(r#","job":{"channel":"#);
+    push_str(&mut out, channel);
+    out.push_str(r#","message_id":"#);
+    push_str(&mut out, message_id);
+    out.push_str(r#","conversation_key":"#);
+    push_str(&mut out, conversation_key);
+    out.push_str(r#","external_user_id":"#);
+    push_str(&mut out, external_user_id);
+    out.push_str(r#","text":"#);
+    push_str(&mut out, text);
+    out.push_str(r#","button_id":"#);
+    match button_id {
+        Some(id) => push_str(&mut out, id),
+        None => out.push_str("null"),
+    }
+    out.push_str(r#","media":["#);
+    for (i, item) in media.iter().enumerate() {
+        let JobMedia {
+            reference,
+            mime_type,
+            size_bytes,
+        } = item;
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(r#"{"reference":"#);
+        push_str(&mut out, reference);
+        out.push_str(r#","mime_type":"#);
+        push_str(&mut out, mime_type);
+        out.push_str(r#","size_bytes":"#);
+        match size_bytes {
+            Some(size) => out.push_str(number.format(*size)),
+            None => out.push_str("null"),
+        }
+        out.push('}');
+    }
+    out.push_str(r#"],"received_at_ms":"#);
+    out.push_str(number.format(*received_at_ms));
+    out.push_str("}}");
+    Ok(out)
 }
 
 /// The job in a message body written by [`encode_job`]; any other version is rejected.
@@ -78,7 +132,6 @@ pub fn sqs_id(key: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use queue::JobMedia;
     use serde_json::json;
 
     fn job() -> TurnJob {
@@ -110,6 +163,29 @@ mod tests {
             body.starts_with(r#"{"v":1,"job":{"#),
             "the version leads the body: {body}"
         );
+    }
+
+    /// The body is byte for byte what serde_json writes for the envelope.
+    #[test]
+    fn the_body_is_serde_jsons_envelope_byte_for_byte() {
+        let mut plain = job();
+        plain.button_id = None;
+        plain.media.push(JobMedia {
+            reference: "file/\u{0}2".into(),
+            mime_type: "text/plain".into(),
+            size_bytes: None,
+        });
+        let mut empty = job();
+        empty.media.clear();
+        empty.text = String::new();
+        for job in [job(), plain, empty] {
+            let serde = serde_json::to_string(&Envelope {
+                v: ENVELOPE_VERSION,
+                job: &job,
+            })
+            .unwrap();
+            assert_eq!(encode_job(&job).unwrap(), serde);
+        }
     }
 
     #[test]
