@@ -1,8 +1,10 @@
 //! Cold start: from process spawn to the bootstrap's first request to the Lambda Runtime API
 //! (a local stub here), for two binaries, alternating, many times; prints medians and the ratio.
-//! The queue endpoint is a loopback stub too: the webhook warms its SQS connection during init
-//! (so the first delivery does not pay for it), and that round trip is measured over loopback —
-//! in AWS it is a TLS handshake moved from the first request into init, not added.
+//! The queue endpoint is a loopback stub too. The bootstraps see the environment Lambda gives an
+//! on-demand function (`AWS_LAMBDA_INITIALIZATION_TYPE=on-demand`); set that variable when
+//! running this to measure another kind: with `provisioned-concurrency` the webhook warms its
+//! SQS connection during init (one call, a loopback round trip here; in AWS a TLS handshake
+//! moved from the first request into init, not added).
 //!
 //! `scripts/cold-start` builds the binaries and runs this:
 //! `cold_start <webhook bootstrap> <baseline bootstrap> [runs]`.
@@ -13,8 +15,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// A stand-in SQS endpoint on loopback: answers every request with an empty JSON 200, so the
-/// webhook's init-time warm-up (one `GetQueueAttributes`) is a local round trip instead of a
-/// wait for a network this machine does not have.
+/// webhook's init-time warm-up (one `GetQueueAttributes`, when measured) is a local round trip
+/// instead of a wait for a network this machine does not have.
 fn sqs_stub() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -56,6 +58,8 @@ fn sqs_stub() -> u16 {
 
 fn time_to_first_request(binary: &str, listener: &TcpListener, sqs_port: u16) -> Duration {
     let port = listener.local_addr().unwrap().port();
+    let init_type =
+        std::env::var("AWS_LAMBDA_INITIALIZATION_TYPE").unwrap_or_else(|_| "on-demand".into());
     let start = Instant::now();
     let mut child = Command::new(binary)
         .env_clear()
@@ -65,6 +69,7 @@ fn time_to_first_request(binary: &str, listener: &TcpListener, sqs_port: u16) ->
         .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
         .env("AWS_LAMBDA_LOG_STREAM_NAME", "stream")
         .env("AWS_LAMBDA_LOG_GROUP_NAME", "group")
+        .env("AWS_LAMBDA_INITIALIZATION_TYPE", init_type)
         .env("AWS_REGION", "eu-west-1")
         .env("AWS_ACCESS_KEY_ID", "test")
         .env("AWS_SECRET_ACCESS_KEY", "test")
@@ -126,7 +131,9 @@ fn main() {
         b.push(time_to_first_request(baseline, &listener, sqs));
     }
     let (w, b) = (median(w), median(b));
-    println!("cold start, spawn → first Runtime API request, median of {runs}:");
+    let init_type =
+        std::env::var("AWS_LAMBDA_INITIALIZATION_TYPE").unwrap_or_else(|_| "on-demand".into());
+    println!("cold start ({init_type}), spawn → first Runtime API request, median of {runs}:");
     println!(
         "  webhook bootstrap            {:>8.2} ms",
         w.as_secs_f64() * 1e3

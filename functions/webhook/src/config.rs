@@ -8,6 +8,11 @@ pub struct WebhookConfig {
     pub queue_url: String,
     /// `MAX_BODY_BYTES`, default 256 KiB.
     pub max_body_bytes: usize,
+    /// Open the queue's connection during init: only when Lambda initialises the function
+    /// ahead of traffic (`AWS_LAMBDA_INITIALIZATION_TYPE=provisioned-concurrency`). On an
+    /// on-demand cold start the invocation that caused it waits for init and then the handler,
+    /// so a connection opened in init is paid by that same request, plus one extra SQS call.
+    pub warm_queue_at_init: bool,
 }
 
 impl WebhookConfig {
@@ -25,10 +30,13 @@ impl WebhookConfig {
                 crate::DEFAULT_MAX_BODY_BYTES
             }),
         };
+        let warm_queue_at_init =
+            var("AWS_LAMBDA_INITIALIZATION_TYPE").as_deref() == Some("provisioned-concurrency");
         if problems.is_empty() {
             Ok(Self {
                 queue_url,
                 max_body_bytes,
+                warm_queue_at_init,
             })
         } else {
             Err(problems)
@@ -48,5 +56,22 @@ mod tests {
         let ok =
             WebhookConfig::from_vars(|k| (k == "QUEUE_URL").then(|| "http://q".into())).unwrap();
         assert_eq!(ok.max_body_bytes, crate::DEFAULT_MAX_BODY_BYTES);
+        assert!(!ok.warm_queue_at_init);
+    }
+
+    #[test]
+    fn the_queue_is_warmed_at_init_only_ahead_of_traffic() {
+        let warm = |kind: &'static str| {
+            WebhookConfig::from_vars(|k| match k {
+                "QUEUE_URL" => Some("http://q".into()),
+                "AWS_LAMBDA_INITIALIZATION_TYPE" => Some(kind.into()),
+                _ => None,
+            })
+            .unwrap()
+            .warm_queue_at_init
+        };
+        assert!(warm("provisioned-concurrency"));
+        assert!(!warm("on-demand"));
+        assert!(!warm("snap-start"));
     }
 }

@@ -10,13 +10,7 @@ use webhook::config::WebhookConfig;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    tracing_subscriber::fmt()
-        .with_ansi(false)
-        .without_time()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .init();
+    init_logs();
     let env = |k: &str| std::env::var(k).ok();
     let aws = aws_roots::load_config().await;
     // Signing secrets from Secrets Manager (BRIDLE_SECRETS_ARN), read once per cold start.
@@ -37,14 +31,8 @@ async fn main() -> Result<(), Error> {
         ))
     })?;
     let sqs = aws_sdk_sqs::Client::new(&aws);
-    // Warm the queue's TLS connection at init, so the first delivery does not pay for it.
-    let warm = sqs
-        .get_queue_attributes()
-        .queue_url(&config.queue_url)
-        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::FifoQueue)
-        .send();
-    if let Err(e) = tokio::time::timeout(std::time::Duration::from_secs(3), warm).await {
-        tracing::warn!(error = %e, "could not warm the queue connection");
+    if config.warm_queue_at_init {
+        warm(&sqs, &config.queue_url).await;
     }
     let queue = SqsQueue::new(sqs, config.queue_url.clone(), QueueSettings::default());
     let webhook = Webhook::new(channels, Arc::new(queue), config.max_body_bytes)
@@ -59,4 +47,35 @@ async fn main() -> Result<(), Error> {
         Ok::<_, Error>(webhook::lambda::handle(webhook, req, now_s).await)
     }))
     .await
+}
+
+/// Open the queue's connection (TLS included) with one cheap call, so the first delivery does
+/// not pay for it; at most 3 s, and a failure is only logged.
+async fn warm(sqs: &aws_sdk_sqs::Client, queue_url: &str) {
+    let call = sqs
+        .get_queue_attributes()
+        .queue_url(queue_url)
+        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::FifoQueue)
+        .send();
+    match tokio::time::timeout(std::time::Duration::from_secs(3), call).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => tracing::warn!(error = %e, "could not warm the queue connection"),
+        Err(_) => tracing::warn!("could not warm the queue connection within 3 s"),
+    }
+}
+
+/// Logs to stderr at `RUST_LOG` (default `info`). A bare level (`info`, `warn`, ... as deployed)
+/// is a plain level filter; anything else is an `EnvFilter`, whose directive parser compiles
+/// regexes — tens of microseconds of cold start that a bare level does not need.
+fn init_logs() {
+    use tracing_subscriber::filter::{EnvFilter, LevelFilter};
+    let logs = tracing_subscriber::fmt().with_ansi(false).without_time();
+    let spec = std::env::var("RUST_LOG").unwrap_or_default();
+    let spec = spec.trim();
+    match (if spec.is_empty() { "info" } else { spec }).parse::<LevelFilter>() {
+        Ok(level) => logs.with_max_level(level).init(),
+        Err(_) => logs
+            .with_env_filter(EnvFilter::try_new(spec).unwrap_or_else(|_| "info".into()))
+            .init(),
+    }
 }

@@ -6,12 +6,19 @@
 //! Starfield Services Root CA G2, see <https://www.amazontrust.com/repository/>), so the Lambdas
 //! trust exactly those, from bytes in the binary.
 //!
+//! [`load_config`] is the SDK configuration the bootstraps build once per cold start: from
+//! Lambda's environment variables when they are all there ([`lambda_env`]), else from the SDK's
+//! default chain.
+//!
 //! Used only by the Lambda bootstraps (`main.rs`); depends on the AWS SDK and nothing of Bridle.
+
+pub mod lambda_env;
 
 use aws_config::{BehaviorVersion, SdkConfig};
 use aws_smithy_http_client::Builder;
 use aws_smithy_http_client::tls::{self, TlsContext, TrustStore};
 use aws_smithy_runtime_api::client::http::SharedHttpClient;
+use aws_types::os_shim_internal::Env;
 
 /// Amazon Root CA 1–4, Starfield Services Root CA G2, Starfield Root CA G2 and Starfield
 /// Class 2 (the cross-signing chain of older endpoints), as PEM.
@@ -35,10 +42,26 @@ pub fn http_client() -> SharedHttpClient {
         .build_https()
 }
 
-/// `aws_config::load_defaults(latest)` with [`http_client`].
+/// The SDK configuration with [`http_client`]: [`lambda_env::from_env`] on the process's
+/// environment (credentials and region as Lambda sets them), else [`load_full_chain`].
 pub async fn load_config() -> SdkConfig {
+    load_config_from(&Env::real()).await
+}
+
+/// [`load_config`] with `env` deciding whether the environment is enough. (The default chain,
+/// when needed, reads the process's environment whatever `env` holds.)
+pub async fn load_config_from(env: &Env) -> SdkConfig {
+    let http = http_client();
+    match lambda_env::from_env(env, http.clone()) {
+        Some(config) => config,
+        None => load_full_chain(http).await,
+    }
+}
+
+/// `aws_config::load_defaults(latest)` with `http`: profiles, web identity, ECS, IMDS, ...
+pub async fn load_full_chain(http: SharedHttpClient) -> SdkConfig {
     aws_config::defaults(BehaviorVersion::latest())
-        .http_client(http_client())
+        .http_client(http)
         .load()
         .await
 }
@@ -61,11 +84,9 @@ mod tests {
         }
     }
 
-    /// The client parses every root (a bad one would panic when the connector is built) and
-    /// still speaks plain HTTP to a local endpoint: a real SDK call through it reaches the
-    /// server and comes back as the service's error.
-    #[tokio::test]
-    async fn an_sdk_client_built_on_it_reaches_a_local_endpoint() {
+    /// A local endpoint that answers one request with SQS's "no such queue" error, and hands
+    /// back the request it got.
+    fn one_request_server() -> (String, std::thread::JoinHandle<String>) {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let server = std::thread::spawn(move || {
@@ -86,15 +107,15 @@ mod tests {
             conn.write_all(reply.as_bytes()).unwrap();
             String::from_utf8_lossy(&got).into_owned()
         });
-        let config = aws_sdk_sqs::Config::builder()
-            .behavior_version(BehaviorVersion::latest())
-            .http_client(http_client())
-            .region(aws_sdk_sqs::config::Region::new("us-east-1"))
-            .credentials_provider(aws_sdk_sqs::config::Credentials::for_tests())
-            .endpoint_url(format!("http://{addr}"))
-            .retry_config(aws_sdk_sqs::config::retry::RetryConfig::disabled())
-            .build();
-        let client = aws_sdk_sqs::Client::from_conf(config);
+        (format!("http://{addr}"), server)
+    }
+
+    /// One `GetQueueUrl` through `client`: the request the server got, and that the answer
+    /// came back as the service's error.
+    async fn get_queue_url(
+        client: aws_sdk_sqs::Client,
+        server: std::thread::JoinHandle<String>,
+    ) -> String {
         let err = client
             .get_queue_url()
             .queue_name("missing")
@@ -105,5 +126,72 @@ mod tests {
         assert!(request.starts_with("POST / HTTP/1.1"), "{request}");
         assert!(request.contains("GetQueueUrl"), "{request}");
         assert!(err.into_service_error().is_queue_does_not_exist());
+        request
+    }
+
+    /// The client parses every root (a bad one would panic when the connector is built) and
+    /// still speaks plain HTTP to a local endpoint: a real SDK call through it reaches the
+    /// server and comes back as the service's error.
+    #[tokio::test]
+    async fn an_sdk_client_built_on_it_reaches_a_local_endpoint() {
+        let (url, server) = one_request_server();
+        let config = aws_sdk_sqs::Config::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .http_client(http_client())
+            .region(aws_sdk_sqs::config::Region::new("us-east-1"))
+            .credentials_provider(aws_sdk_sqs::config::Credentials::for_tests())
+            .endpoint_url(url)
+            .retry_config(aws_sdk_sqs::config::retry::RetryConfig::disabled())
+            .build();
+        get_queue_url(aws_sdk_sqs::Client::from_conf(config), server).await;
+    }
+
+    /// Lambda's variables alone make a working client: it reaches `AWS_ENDPOINT_URL_SQS` and
+    /// signs with the environment's credentials, session token included.
+    #[tokio::test]
+    async fn a_client_from_lambdas_variables_signs_with_them_and_reaches_the_endpoint() {
+        let (url, server) = one_request_server();
+        let env = Env::from_slice(&[
+            ("AWS_ACCESS_KEY_ID", "AKIDLAMBDA"),
+            ("AWS_SECRET_ACCESS_KEY", "secret"),
+            ("AWS_SESSION_TOKEN", "session-token"),
+            ("AWS_REGION", "eu-west-1"),
+            ("AWS_ENDPOINT_URL", "http://127.0.0.1:9"),
+            ("AWS_ENDPOINT_URL_SQS", &url),
+        ]);
+        let config = load_config_from(&env).await;
+        let request = get_queue_url(aws_sdk_sqs::Client::new(&config), server).await;
+        let request = request.to_ascii_lowercase();
+        assert!(
+            request.contains("credential=akidlambda/") && request.contains("/eu-west-1/sqs/"),
+            "{request}"
+        );
+        assert!(
+            request.contains("x-amz-security-token: session-token"),
+            "{request}"
+        );
+    }
+
+    /// Without Lambda's variables (here: a profile asked for), the SDK's default chain is used.
+    #[tokio::test]
+    async fn anything_else_falls_back_to_the_default_chain() {
+        let env = Env::from_slice(&[
+            ("AWS_ACCESS_KEY_ID", "AKIDLAMBDA"),
+            ("AWS_SECRET_ACCESS_KEY", "secret"),
+            ("AWS_REGION", "eu-west-1"),
+            ("AWS_PROFILE", "dev"),
+        ]);
+        let config = load_config_from(&env).await;
+        let provider = format!("{:?}", config.credentials_provider().unwrap());
+        assert!(provider.contains("DefaultCredentialsChain"), "{provider}");
+        assert!(config.http_client().is_some());
+        let lambda = load_config_from(&Env::from_slice(&[
+            ("AWS_ACCESS_KEY_ID", "AKIDLAMBDA"),
+            ("AWS_SECRET_ACCESS_KEY", "secret"),
+            ("AWS_REGION", "eu-west-1"),
+        ]))
+        .await;
+        let provider = format!("{:?}", lambda.credentials_provider().unwrap());
+        assert!(!provider.contains("DefaultCredentialsChain"), "{provider}");
     }
 }
