@@ -33,12 +33,11 @@
 //! Every call has a deadline of its own (see [`CALL_DEADLINE`]), whatever the client's timeout
 //! configuration.
 //!
-//! Depends on the `queue` port, `aws-sdk-sqs` and small utility crates (serde, itoa, sha2, tokio's
-//! timer, tracing). Never on the store or the engine.
+//! Depends on the `queue` port, `aws-sdk-sqs` and small utility crates (serde, sonic-rs, sha2,
+//! tokio's timer, tracing). Never on the store or the engine.
 
 mod deadline;
 mod error;
-mod json_text;
 mod port;
 mod setup;
 pub mod wire;
