@@ -2,6 +2,7 @@
 //! allowance.
 
 use backend::ChatRequest;
+use transcript::json_chars;
 
 /// Characters per token used by the estimate. English prose runs at about four; JSON and
 /// code at fewer, which the output allowance and the settle step absorb.
@@ -15,12 +16,6 @@ pub fn estimate_input_tokens(request: &ChatRequest) -> u64 {
         + json_chars(&request.messages)
         + json_chars(&*request.tools);
     chars.div_ceil(CHARS_PER_TOKEN) as u64
-}
-
-fn json_chars<T: serde::Serialize + ?Sized>(value: &T) -> usize {
-    serde_json::to_string(value)
-        .map(|s| s.chars().count())
-        .unwrap_or(0)
 }
 
 #[cfg(test)]

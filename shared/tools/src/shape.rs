@@ -1,6 +1,7 @@
 //! What the model sees of a handler's return value.
 
 use serde_json::{Value, json};
+use transcript::json_chars;
 
 pub(crate) struct Shaped {
     pub content: Value,
@@ -40,24 +41,6 @@ fn cap(value: Value, cap_chars: usize) -> Value {
     ))
 }
 
-/// The length in characters of `value` as JSON text, counted as it is written, not stored.
-fn json_chars(value: &Value) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            // Every character has exactly one byte that is not a UTF-8 continuation byte.
-            self.0 += buf.iter().filter(|b| (**b as i8) >= -0x40).count();
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
-    serde_json::to_writer(&mut count, value).expect("a JSON value always serialises");
-    count.0
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -91,17 +74,6 @@ mod tests {
             "{shown}"
         );
         assert!(shown.contains("showing 20 of 61 characters; 41 more not shown"));
-    }
-
-    #[test]
-    fn characters_are_counted_not_bytes() {
-        for v in [
-            json!({"a": "xxxx"}),
-            json!({"text": "é€😀\n\"q\""}),
-            json!([1.5, null, true]),
-        ] {
-            assert_eq!(json_chars(&v), v.to_string().chars().count(), "{v}");
-        }
     }
 
     #[test]

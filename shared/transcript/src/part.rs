@@ -41,8 +41,8 @@ impl Part {
         match self {
             Part::Text { text } => text.chars().count(),
             Part::Reasoning(_) => 0,
-            Part::ToolUse { name, input, .. } => name.len() + input.to_string().len(),
-            Part::ToolResult { content, .. } => content.to_string().len(),
+            Part::ToolUse { name, input, .. } => name.chars().count() + crate::json_chars(input),
+            Part::ToolResult { content, .. } => crate::json_chars(content),
             Part::Image(m) | Part::Document(m) => m.key.len(),
         }
     }
