@@ -15,15 +15,17 @@ fn client() -> Client {
              `AWS_ENDPOINT_URL=http://127.0.0.1:5000 cargo test -p media-s3` (or `scripts/test`)"
         )
     });
-    let config = aws_sdk_s3::Config::builder()
+    Client::from_conf(config_at(endpoint).build())
+}
+
+/// Test credentials, by path (moto serves buckets by path, not by virtual host).
+fn config_at(endpoint: String) -> aws_sdk_s3::config::Builder {
+    aws_sdk_s3::Config::builder()
         .behavior_version(BehaviorVersion::latest())
         .region(Region::new("us-east-1"))
         .endpoint_url(endpoint)
         .credentials_provider(Credentials::new("test", "test", None, None, "bridle-tests"))
-        // moto serves buckets by path, not by virtual host.
         .force_path_style(true)
-        .build();
-    Client::from_conf(config)
 }
 
 /// A store on a fresh bucket of its own.
@@ -139,12 +141,7 @@ fn answering(status: u16) -> String {
 }
 
 fn store_at(endpoint: String) -> S3MediaStore {
-    let config = aws_sdk_s3::Config::builder()
-        .behavior_version(BehaviorVersion::latest())
-        .region(Region::new("us-east-1"))
-        .endpoint_url(endpoint)
-        .credentials_provider(Credentials::new("test", "test", None, None, "bridle-tests"))
-        .force_path_style(true)
+    let config = config_at(endpoint)
         .retry_config(aws_sdk_s3::config::retry::RetryConfig::disabled())
         .build();
     S3MediaStore::new(Client::from_conf(config), "bridle-media")
