@@ -173,16 +173,12 @@ impl ServeConfig {
             budget::BudgetConfig::default()
         });
         let admin_token = var("BRIDLE_ADMIN_TOKEN").map(|t| t.trim().to_owned());
-        let prompt = match var("BRIDLE_SYSTEM_PROMPT_FILE") {
-            None => engine::SystemPrompt::default(),
-            Some(path) => engine::SystemPrompt::from_file(std::path::Path::new(&path))
-                .unwrap_or_else(|err| {
-                    problems.push(format!(
-                        "BRIDLE_SYSTEM_PROMPT_FILE={path:?} cannot be read: {err}"
-                    ));
+        let prompt =
+            engine::SystemPrompt::from_setting(var("BRIDLE_SYSTEM_PROMPT_FILE").as_deref())
+                .unwrap_or_else(|problem| {
+                    problems.push(problem);
                     engine::SystemPrompt::default()
-                }),
-        };
+                });
 
         if problems.is_empty() {
             Ok(Self {

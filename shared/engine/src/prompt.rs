@@ -38,6 +38,16 @@ impl SystemPrompt {
         Ok(Self::custom(text))
     }
 
+    /// The prompt an operator configured with `BRIDLE_SYSTEM_PROMPT_FILE` (`path`), or the
+    /// built-in one when it is unset. `Err` is the configuration problem to report.
+    pub fn from_setting(path: Option<&str>) -> Result<Self, String> {
+        match path {
+            None => Ok(Self::default()),
+            Some(path) => Self::from_file(Path::new(path))
+                .map_err(|err| format!("BRIDLE_SYSTEM_PROMPT_FILE={path:?} cannot be read: {err}")),
+        }
+    }
+
     /// A prompt given as text (tests, embedding products).
     pub fn custom(text: impl Into<String>) -> Self {
         let text = text.into();
