@@ -7,7 +7,8 @@
 //! moved from the first request into init, not added).
 //!
 //! `scripts/cold-start` builds the binaries and runs this:
-//! `cold_start <webhook bootstrap> <baseline bootstrap> [runs]`.
+//! `cold_start <runs> <webhook bootstrap> <baseline bootstrap>...`; the ratio is printed against
+//! each baseline.
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
@@ -116,34 +117,35 @@ fn median(mut v: Vec<Duration>) -> Duration {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let (webhook, baseline) = (&args[1], &args[2]);
-    let runs: usize = args.get(3).map_or(40, |n| n.parse().unwrap());
+    let usage = "usage: cold_start <runs> <webhook bootstrap> <baseline bootstrap>...";
+    let runs: usize = args.get(1).and_then(|n| n.parse().ok()).expect(usage);
+    let binaries = &args[2..];
+    assert!(binaries.len() >= 2, "{usage}");
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let sqs = sqs_stub();
-    // Warm the page cache for both, so we compare start-up, not disk reads.
+    // Warm the page cache for all, so we compare start-up, not disk reads.
     for _ in 0..3 {
-        time_to_first_request(webhook, &listener, sqs);
-        time_to_first_request(baseline, &listener, sqs);
+        for binary in binaries {
+            time_to_first_request(binary, &listener, sqs);
+        }
     }
-    let (mut w, mut b) = (Vec::new(), Vec::new());
+    let mut times = vec![Vec::new(); binaries.len()];
     for _ in 0..runs {
-        w.push(time_to_first_request(webhook, &listener, sqs));
-        b.push(time_to_first_request(baseline, &listener, sqs));
+        for (binary, times) in binaries.iter().zip(&mut times) {
+            times.push(time_to_first_request(binary, &listener, sqs));
+        }
     }
-    let (w, b) = (median(w), median(b));
+    let medians: Vec<Duration> = times.into_iter().map(median).collect();
     let init_type =
         std::env::var("AWS_LAMBDA_INITIALIZATION_TYPE").unwrap_or_else(|_| "on-demand".into());
     println!("cold start ({init_type}), spawn → first Runtime API request, median of {runs}:");
-    println!(
-        "  webhook bootstrap            {:>8.2} ms",
-        w.as_secs_f64() * 1e3
-    );
-    println!(
-        "  hello-world lambda_runtime   {:>8.2} ms",
-        b.as_secs_f64() * 1e3
-    );
-    println!(
-        "  ratio webhook / hello-world  {:>8.2}",
-        w.as_secs_f64() / b.as_secs_f64()
-    );
+    let name = |path: &str| path.rsplit('/').next().unwrap_or(path).to_owned();
+    for (binary, m) in binaries.iter().zip(&medians) {
+        println!("  {:<48} {:>6.2} ms", name(binary), m.as_secs_f64() * 1e3);
+    }
+    for (baseline, m) in binaries.iter().zip(&medians).skip(1) {
+        let label = format!("ratio {} / {}", name(&binaries[0]), name(baseline));
+        let ratio = medians[0].as_secs_f64() / m.as_secs_f64();
+        println!("  {label:<48} {ratio:>6.2}");
+    }
 }
