@@ -69,8 +69,10 @@ async fn main() -> Result<(), Error> {
         aws_sdk_dynamodb::Client::from_conf(dynamo),
         config.table.clone(),
     ));
+    // The same SDK configuration as the other clients: Lambda's credentials and region, the
+    // compiled-in Amazon roots, `AWS_ENDPOINT_URL_BEDROCK_RUNTIME` when set.
     let model = Arc::new(BedrockModel::new(
-        backend_bedrock::client_from_env().await,
+        backend_bedrock::client(&aws),
         config.model_id.clone(),
     ));
     let mut registry = Registry::default();

@@ -8,7 +8,7 @@ use crate::error::{excerpt, from_open_error, from_stream_error};
 use crate::events::{BedrockEventMapper, Mapped};
 use crate::sorted_body::SortedJsonBody;
 use async_trait::async_trait;
-use aws_config::BehaviorVersion;
+use aws_config::{BehaviorVersion, SdkConfig};
 use aws_sdk_bedrockruntime::Client;
 use aws_sdk_bedrockruntime::config::retry::RetryConfig;
 use aws_sdk_bedrockruntime::error::DisplayErrorContext;
@@ -44,13 +44,19 @@ impl BedrockModel {
 
 /// A Bedrock runtime client configured the standard AWS way: region, credentials and endpoint
 /// from the environment and shared config (`AWS_REGION`, `AWS_PROFILE`, the credential chain,
-/// `AWS_ENDPOINT_URL_BEDROCK_RUNTIME` or `AWS_ENDPOINT_URL`). For `main` only.
+/// `AWS_ENDPOINT_URL_BEDROCK_RUNTIME` or `AWS_ENDPOINT_URL`). For a `main` that has no SDK
+/// configuration of its own (the local server); see [`client`].
+pub async fn client_from_env() -> Client {
+    client(&aws_config::load_defaults(BehaviorVersion::latest()).await)
+}
+
+/// A Bedrock runtime client on the SDK configuration `shared` (the worker's: the one its other
+/// AWS clients use, with their HTTP client and credentials).
 ///
 /// The SDK's own retries are turned off: the engine decides about retrying (once, only when
 /// nothing was streamed, honouring its deadline), and retries at both layers would multiply.
-pub async fn client_from_env() -> Client {
-    let shared = aws_config::load_defaults(BehaviorVersion::latest()).await;
-    let config = aws_sdk_bedrockruntime::config::Builder::from(&shared)
+pub fn client(shared: &SdkConfig) -> Client {
+    let config = aws_sdk_bedrockruntime::config::Builder::from(shared)
         .retry_config(RetryConfig::disabled())
         .build();
     Client::from_conf(config)

@@ -12,7 +12,8 @@
 //!
 //! Depends on `backend` and `transcript` (plus the AWS SDK). It must never depend on the engine
 //! or a store. It reads no environment itself except through [`client_from_env`], the standard
-//! AWS configuration chain, meant for `main`; tests build the client against a local fake.
+//! AWS configuration chain, meant for `main` ([`client`] takes a configuration `main` already
+//! has); tests build the client against a local fake.
 //!
 //! [`ModelEvent`]: backend::ModelEvent
 //! [`BackendError`]: backend::BackendError
@@ -26,7 +27,7 @@ mod events;
 mod sorted_body;
 
 pub use cache::{CachePoints, MAX_CACHE_POINTS, cache_points_for};
-pub use client::{BedrockModel, client_from_env};
+pub use client::{BedrockModel, client, client_from_env};
 pub use convert::into_bedrock;
 pub use document::{from_document, to_document};
 pub use events::{BedrockEventMapper, Mapped};
