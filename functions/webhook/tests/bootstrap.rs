@@ -4,18 +4,11 @@
 //! wiring the handler tests do not reach: configuration from the environment, the SDK clients,
 //! the runtime the bootstrap runs on, and what it logs.
 
-use axum::Router;
-use axum::body::Bytes;
-use axum::extract::{Path, State};
-use axum::http::HeaderMap;
-use axum::routing::{get, post};
 use channels::generic::sign;
+use fake_lambda::{Bootstrap, PostedKind, RuntimeApi};
 use serde_json::{Value, json};
-use std::collections::VecDeque;
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use tokio::sync::mpsc;
 
 const SECRET: &str = "bootstrap-test-secret";
 
@@ -29,70 +22,6 @@ fn now_s() -> i64 {
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_secs() as i64
-}
-
-/// What the bootstrap posted back to the Runtime API: (path kind, request id, body).
-type Posted = (String, String, Value);
-
-#[derive(Clone)]
-struct RuntimeApi {
-    events: Arc<Mutex<VecDeque<(String, Value)>>>,
-    posted: mpsc::UnboundedSender<Posted>,
-}
-
-/// `GET .../invocation/next`: the next event, or no answer at all once they are used up (as
-/// Lambda does while no request comes).
-async fn next(State(api): State<RuntimeApi>) -> (HeaderMap, String) {
-    let Some((id, event)) = api.events.lock().unwrap().pop_front() else {
-        return std::future::pending().await;
-    };
-    let deadline_ms = (SystemTime::now() + Duration::from_secs(30))
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis();
-    let mut headers = HeaderMap::new();
-    headers.insert("lambda-runtime-aws-request-id", id.parse().unwrap());
-    headers.insert(
-        "lambda-runtime-deadline-ms",
-        deadline_ms.to_string().parse().unwrap(),
-    );
-    headers.insert(
-        "lambda-runtime-invoked-function-arn",
-        "arn:aws:lambda:us-east-1:123456789012:function:webhook"
-            .parse()
-            .unwrap(),
-    );
-    (headers, event.to_string())
-}
-
-async fn runtime_api(events: Vec<(String, Value)>) -> (String, mpsc::UnboundedReceiver<Posted>) {
-    let (tx, rx) = mpsc::unbounded_channel();
-    let api = RuntimeApi {
-        events: Arc::new(Mutex::new(events.into())),
-        posted: tx,
-    };
-    let record = |kind: &'static str| {
-        move |State(api): State<RuntimeApi>, Path(id): Path<String>, body: Bytes| async move {
-            let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
-            let _ = api.posted.send((kind.to_owned(), id, body));
-            axum::http::StatusCode::ACCEPTED
-        }
-    };
-    let app = Router::new()
-        .route("/2018-06-01/runtime/invocation/next", get(next))
-        .route(
-            "/2018-06-01/runtime/invocation/{id}/response",
-            post(record("response")),
-        )
-        .route(
-            "/2018-06-01/runtime/invocation/{id}/error",
-            post(record("error")),
-        )
-        .with_state(api);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    (addr, rx)
 }
 
 /// An API Gateway v2 delivery of `body` to the generic channel, signed with `secret` now.
@@ -112,51 +41,22 @@ fn delivery(body: &str, secret: &str) -> Value {
     event
 }
 
-fn bootstrap(runtime_api: &str, queue_url: &str, secret: Option<&str>) -> Command {
+/// The webhook bootstrap with the environment Lambda and the template give it.
+fn bootstrap(api: &RuntimeApi, queue_url: &str, secret: Option<&str>) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_webhook"));
     cmd.env_clear()
-        .env("AWS_LAMBDA_RUNTIME_API", runtime_api)
-        .env("AWS_LAMBDA_FUNCTION_NAME", "webhook")
-        .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
-        .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
-        .env("AWS_LAMBDA_LOG_STREAM_NAME", "stream")
-        .env("AWS_LAMBDA_LOG_GROUP_NAME", "group")
-        .env("AWS_LAMBDA_INITIALIZATION_TYPE", "on-demand")
+        .envs(api.lambda_env("webhook"))
         .env("AWS_REGION", "us-east-1")
         .env("AWS_ACCESS_KEY_ID", "test")
         .env("AWS_SECRET_ACCESS_KEY", "test")
         .env("AWS_EC2_METADATA_DISABLED", "true")
         .env("AWS_ENDPOINT_URL", moto())
         .env("QUEUE_URL", queue_url)
-        .env("RUST_LOG", "info")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        .env("RUST_LOG", "info");
     if let Some(secret) = secret {
         cmd.env("GENERIC_WEBHOOK_SECRET", secret);
     }
     cmd
-}
-
-/// The running bootstrap; killed when dropped, so a failing test leaves no process behind.
-struct Running(Option<Child>);
-
-impl Running {
-    /// Stops it and returns what it wrote.
-    fn stop(mut self) -> Output {
-        let mut child = self.0.take().unwrap();
-        let _ = child.kill();
-        child.wait_with_output().unwrap()
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(child) = &mut self.0 {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
 }
 
 async fn fifo_queue(sqs: &aws_sdk_sqs::Client) -> String {
@@ -191,23 +91,18 @@ async fn the_bootstrap_serves_deliveries_through_the_runtime_api_onto_the_queue(
     let sqs = sqs_client().await;
     let queue_url = fifo_queue(&sqs).await;
     let message = r#"{"type": "message", "id": "m-boot-1", "user": "u-9", "conversation": "c-boot", "text": "from the bootstrap"}"#;
-    let (api, mut posted) = runtime_api(vec![
+    let mut api = RuntimeApi::start([
         ("req-1".into(), delivery(message, SECRET)),
         ("req-2".into(), delivery(message, "not-the-secret")),
         ("req-3".into(), json!({"version": "2.0", "rawPath": 17})),
     ])
-    .await;
-    let running = Running(Some(
-        bootstrap(&api, &queue_url, Some(SECRET)).spawn().unwrap(),
-    ));
+    .await
+    .unwrap();
+    let running = Bootstrap::spawn(bootstrap(&api, &queue_url, Some(SECRET))).unwrap();
 
     let mut replies = Vec::new();
     for _ in 0..3 {
-        let got = tokio::time::timeout(Duration::from_secs(60), posted.recv())
-            .await
-            .expect("the bootstrap answers each invocation within 60 s")
-            .unwrap();
-        replies.push(got);
+        replies.push(api.next_posted(Duration::from_secs(60)).await);
     }
     let out = running.stop();
     let logs = format!(
@@ -216,20 +111,27 @@ async fn the_bootstrap_serves_deliveries_through_the_runtime_api_onto_the_queue(
         String::from_utf8_lossy(&out.stderr)
     );
 
-    let (kind, id, reply) = &replies[0];
-    assert_eq!((kind.as_str(), id.as_str()), ("response", "req-1"));
-    assert_eq!(reply["statusCode"], 200, "{reply}");
+    let ids: Vec<_> = replies
+        .iter()
+        .map(|p| (p.kind, p.request_id.as_str()))
+        .collect();
+    // An event that is not an API Gateway request is that invocation's error, not a crash: the
+    // bootstrap stays up for the next one.
     assert_eq!(
-        serde_json::from_str::<Value>(reply["body"].as_str().unwrap()).unwrap(),
+        ids,
+        [
+            (PostedKind::Response, "req-1"),
+            (PostedKind::Response, "req-2"),
+            (PostedKind::Error, "req-3")
+        ]
+    );
+    let (accepted, refused) = (&replies[0].body, &replies[1].body);
+    assert_eq!(accepted["statusCode"], 200, "{accepted}");
+    assert_eq!(
+        serde_json::from_str::<Value>(accepted["body"].as_str().unwrap()).unwrap(),
         json!({"status": "queued", "count": 1})
     );
-    let (kind, id, reply) = &replies[1];
-    assert_eq!((kind.as_str(), id.as_str()), ("response", "req-2"));
-    assert_eq!(reply["statusCode"], 401, "{reply}");
-    // An event that is not an API Gateway request is the invocation's error, not a crash: the
-    // bootstrap stays up for the next one.
-    let (kind, id, _) = &replies[2];
-    assert_eq!((kind.as_str(), id.as_str()), ("error", "req-3"));
+    assert_eq!(refused["statusCode"], 401, "{refused}");
 
     let got = sqs
         .receive_message()
@@ -262,7 +164,7 @@ async fn the_bootstrap_serves_deliveries_through_the_runtime_api_onto_the_queue(
 
 #[tokio::test]
 async fn a_bootstrap_without_a_channel_stops_at_init_and_says_why() {
-    let (api, _posted) = runtime_api(vec![]).await;
+    let api = RuntimeApi::start([]).await.unwrap();
     let mut cmd = bootstrap(&api, "http://127.0.0.1:9/123456789012/q.fifo", None);
     let run = tokio::task::spawn_blocking(move || cmd.output());
     let out = tokio::time::timeout(Duration::from_secs(60), run)

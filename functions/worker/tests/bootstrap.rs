@@ -1,0 +1,225 @@
+//! The worker bootstrap itself (`src/main.rs`), started as Lambda starts it: the built binary,
+//! the environment the template gives it, a local Lambda Runtime API handing it an SQS batch,
+//! DynamoDB in moto (`AWS_ENDPOINT_URL`; `scripts/test` starts it), the fake Bedrock
+//! (`AWS_ENDPOINT_URL_BEDROCK_RUNTIME`) and a local platform taking the generic channel's
+//! replies. This is the wiring the handler tests do not reach: configuration and secrets from the
+//! environment, every SDK client on one configuration, the engine with its guards, the runtime.
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::routing::post;
+use backend::Reply;
+use fake_bedrock::{FakeBedrock, Scenario};
+use fake_lambda::{Bootstrap, PostedKind, RuntimeApi};
+use queue::TurnJob;
+use serde_json::{Value, json};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use store::{Account, AccountStatus, Accounts, Claim, Identities, JobClaims};
+use store_dynamodb::DynamoStore;
+
+const MODEL: &str = "anthropic.claude-3-5-haiku-20241022-v1:0";
+const CALLBACK_SECRET: &str = "bootstrap-callback-secret";
+
+fn moto() -> String {
+    std::env::var("AWS_ENDPOINT_URL")
+        .expect("AWS_ENDPOINT_URL is not set: run the tests with scripts/test, which starts moto")
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// The platform: keeps every reply the worker posts.
+async fn platform() -> (Arc<Mutex<Vec<Value>>>, String) {
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let app = Router::new()
+        .route(
+            "/callback",
+            post(
+                |State(got): State<Arc<Mutex<Vec<Value>>>>, body: Bytes| async move {
+                    let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                    got.lock().unwrap().push(body);
+                    "ok"
+                },
+            ),
+        )
+        .with_state(got.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/callback", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (got, url)
+}
+
+/// A table in moto with `alice` active and linked to the generic channel's user `u-42`.
+async fn table() -> (DynamoStore, String) {
+    let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .endpoint_url(moto())
+        .region(aws_config::Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
+            "test", "test", None, None, "static",
+        ))
+        .load()
+        .await;
+    let dynamo = aws_sdk_dynamodb::Client::new(&config);
+    let name = format!("worker-bootstrap-{}-{}", std::process::id(), now_ms());
+    store_dynamodb::create_table(&dynamo, &name).await.unwrap();
+    let store = DynamoStore::new(dynamo, name.clone());
+    store
+        .put_account(&Account {
+            user: "alice".into(),
+            status: AccountStatus::Active,
+            display_name: "Alice".into(),
+            time_zone: "UTC".into(),
+        })
+        .await
+        .unwrap();
+    store
+        .bind_identity("generic", "u-42", &"alice".into(), now_ms())
+        .await
+        .unwrap();
+    (store, name)
+}
+
+/// An SQS record as Lambda delivers it from the FIFO queue, from the sample event.
+fn record(message_id: &str, group: &str, body: &str) -> Value {
+    let sample: Value = serde_json::from_str(
+        &std::fs::read_to_string(format!(
+            "{}/../../events/sqs-turn-jobs.json",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let mut record = sample["Records"][0].clone();
+    record["messageId"] = json!(message_id);
+    record["body"] = json!(body);
+    record["attributes"]["MessageGroupId"] = json!(group);
+    record
+}
+
+fn job(message_id: &str, conversation: &str, text: &str) -> TurnJob {
+    TurnJob {
+        channel: "generic".into(),
+        message_id: message_id.into(),
+        conversation_key: conversation.into(),
+        external_user_id: "u-42".into(),
+        text: text.into(),
+        button_id: None,
+        media: Vec::new(),
+        received_at_ms: now_ms(),
+    }
+}
+
+#[tokio::test]
+async fn the_bootstrap_runs_a_batch_through_bedrock_to_the_platform_and_reports_the_bad_record() {
+    let (store, table) = table().await;
+    let bedrock = FakeBedrock::start([Scenario::reply(&Reply::text("Your list is empty."))])
+        .await
+        .unwrap();
+    let (replies, callback) = platform().await;
+    let good = job("m-boot-1", "c-boot", "What's on my list?");
+    let batch = json!({"Records": [
+        record("sqs-1", "generic#c-boot", &queue_sqs::encode_job(&good).unwrap()),
+        record("sqs-2", "generic#c-other", "not a turn job"),
+    ]});
+    let mut api = RuntimeApi::start([("req-1".into(), batch)]).await.unwrap();
+
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_worker"));
+    cmd.env_clear()
+        .envs(api.lambda_env("worker"))
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("AWS_ENDPOINT_URL", moto())
+        .env("AWS_ENDPOINT_URL_BEDROCK_RUNTIME", bedrock.endpoint())
+        .env("TABLE_NAME", &table)
+        .env("BEDROCK_MODEL_ID", MODEL)
+        .env("PUBLIC_BASE_URL", "https://bridle.example/")
+        .env("GENERIC_CALLBACK_URL", &callback)
+        .env("GENERIC_CALLBACK_SECRET", CALLBACK_SECRET)
+        .env("RUST_LOG", "info");
+    let running = Bootstrap::spawn(cmd).unwrap();
+    let posted = api.next_posted(Duration::from_secs(60)).await;
+    let out = running.stop();
+    let logs = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // The good record ran; the undecodable one is reported failed for SQS to redeliver (and
+    // finally dead-letter), without holding up the other conversation.
+    assert_eq!(
+        (posted.kind, posted.request_id.as_str()),
+        (PostedKind::Response, "req-1"),
+        "{logs}"
+    );
+    assert_eq!(
+        posted.body,
+        json!({"batchItemFailures": [{"itemIdentifier": "sqs-2"}]}),
+        "{logs}"
+    );
+
+    let requests = bedrock.requests();
+    assert_eq!(requests.len(), 1, "one model call: {logs}");
+    assert_eq!(requests[0].model_id, MODEL);
+    assert!(
+        requests[0].body.to_string().contains("What's on my list?"),
+        "{}",
+        requests[0].body
+    );
+    let texts: Vec<Value> = replies
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|r| r["text"].clone())
+        .collect();
+    assert_eq!(texts, [json!("Your list is empty.")]);
+    // The job's claim record is done: a redelivery of it would be skipped.
+    let now = now_ms();
+    assert_eq!(
+        store
+            .claim_job(&good.dedupe_key(), now, now + 60_000)
+            .await
+            .unwrap(),
+        Claim::Done
+    );
+    assert!(logs.contains("worker ready"), "{logs}");
+    assert!(
+        !logs.contains(CALLBACK_SECRET),
+        "a secret reached the log: {logs}"
+    );
+}
+
+#[tokio::test]
+async fn a_bootstrap_missing_its_settings_stops_at_init_and_names_them() {
+    let api = RuntimeApi::start([]).await.unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_worker"));
+    cmd.env_clear()
+        .envs(api.lambda_env("worker"))
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("GENERIC_CALLBACK_URL", "http://127.0.0.1:9/callback")
+        .env("GENERIC_CALLBACK_SECRET", CALLBACK_SECRET);
+    let run = tokio::task::spawn_blocking(move || cmd.output());
+    let out = tokio::time::timeout(Duration::from_secs(60), run)
+        .await
+        .expect("the bootstrap exits at once")
+        .unwrap()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for name in ["TABLE_NAME", "BEDROCK_MODEL_ID", "PUBLIC_BASE_URL"] {
+        assert!(stderr.contains(name), "{name} not named: {stderr}");
+    }
+    assert!(!stderr.contains(CALLBACK_SECRET), "{stderr}");
+}

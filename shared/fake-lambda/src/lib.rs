@@ -1,0 +1,13 @@
+//! Test infrastructure for the Lambda bootstraps (`functions/*/src/main.rs`): a local Lambda
+//! Runtime API ([`RuntimeApi`]) and a built bootstrap running against it ([`Bootstrap`]).
+//!
+//! The Runtime API is the one Lambda serves a custom runtime on `AWS_LAMBDA_RUNTIME_API`
+//! (`/2018-06-01/runtime/invocation/next`, `.../{id}/response`, `.../{id}/error`), as an axum
+//! server: it hands out the events it was given, one per `next`, then leaves `next` unanswered as
+//! Lambda does while no request comes, and records every response and error posted back.
+
+mod bootstrap;
+mod runtime_api;
+
+pub use bootstrap::Bootstrap;
+pub use runtime_api::{Posted, PostedKind, RuntimeApi};

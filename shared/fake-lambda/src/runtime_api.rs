@@ -1,0 +1,153 @@
+//! The local Lambda Runtime API.
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::{get, post};
+use serde_json::Value;
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::sync::mpsc;
+
+/// How long a bootstrap gets for each invocation (the `lambda-runtime-deadline-ms` it is told).
+pub const INVOCATION_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What a bootstrap posted for an invocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PostedKind {
+    /// `POST .../invocation/{id}/response`: the handler's result.
+    Response,
+    /// `POST .../invocation/{id}/error`: the invocation failed.
+    Error,
+}
+
+/// One response or error, as posted.
+#[derive(Debug, Clone)]
+pub struct Posted {
+    pub kind: PostedKind,
+    pub request_id: String,
+    /// The posted JSON (`Value::Null` if it was not JSON).
+    pub body: Value,
+}
+
+#[derive(Clone)]
+struct Shared {
+    events: Arc<Mutex<VecDeque<(String, Value)>>>,
+    posted: mpsc::UnboundedSender<Posted>,
+}
+
+/// A Runtime API on a loopback port, serving until dropped with the test's runtime.
+#[derive(Debug)]
+pub struct RuntimeApi {
+    address: String,
+    posted: mpsc::UnboundedReceiver<Posted>,
+}
+
+impl RuntimeApi {
+    /// Serve `events` (request id, event JSON), in order.
+    pub async fn start(events: impl IntoIterator<Item = (String, Value)>) -> std::io::Result<Self> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let shared = Shared {
+            events: Arc::new(Mutex::new(events.into_iter().collect())),
+            posted: tx,
+        };
+        let app = Router::new()
+            .route("/2018-06-01/runtime/invocation/next", get(next))
+            .route(
+                "/2018-06-01/runtime/invocation/{id}/response",
+                post(|s: State<Shared>, id: Path<String>, body: Bytes| {
+                    record(s, id, body, PostedKind::Response)
+                }),
+            )
+            .route(
+                "/2018-06-01/runtime/invocation/{id}/error",
+                post(|s: State<Shared>, id: Path<String>, body: Bytes| {
+                    record(s, id, body, PostedKind::Error)
+                }),
+            )
+            .with_state(shared);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let address = listener.local_addr()?.to_string();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Ok(Self {
+            address,
+            posted: rx,
+        })
+    }
+
+    /// `host:port`, the value of `AWS_LAMBDA_RUNTIME_API`.
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+
+    /// The next response or error the bootstrap posts; panics if none comes `within`.
+    pub async fn next_posted(&mut self, within: Duration) -> Posted {
+        match tokio::time::timeout(within, self.posted.recv()).await {
+            Ok(Some(posted)) => posted,
+            Ok(None) => unreachable!("the server holds a sender while it runs"),
+            Err(_) => panic!("the bootstrap posted nothing within {within:?}"),
+        }
+    }
+
+    /// The variables Lambda gives every function, pointing at this Runtime API.
+    pub fn lambda_env(&self, function_name: &str) -> Vec<(&'static str, String)> {
+        vec![
+            ("AWS_LAMBDA_RUNTIME_API", self.address.clone()),
+            ("AWS_LAMBDA_FUNCTION_NAME", function_name.to_owned()),
+            ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256".into()),
+            ("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST".into()),
+            ("AWS_LAMBDA_LOG_STREAM_NAME", "stream".into()),
+            (
+                "AWS_LAMBDA_LOG_GROUP_NAME",
+                format!("/aws/lambda/{function_name}"),
+            ),
+            ("AWS_LAMBDA_INITIALIZATION_TYPE", "on-demand".into()),
+        ]
+    }
+}
+
+/// `GET .../invocation/next`: the next event with Lambda's headers, or no answer at all once the
+/// events are used up.
+async fn next(State(shared): State<Shared>) -> (HeaderMap, String) {
+    let Some((id, event)) = shared.events.lock().unwrap().pop_front() else {
+        return std::future::pending().await;
+    };
+    let deadline_ms = (SystemTime::now() + INVOCATION_TIMEOUT)
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    let mut headers = HeaderMap::new();
+    let mut set = |name: &'static str, value: String| {
+        headers.insert(name, value.parse().expect("a valid header value"));
+    };
+    set("lambda-runtime-aws-request-id", id);
+    set("lambda-runtime-deadline-ms", deadline_ms.to_string());
+    set(
+        "lambda-runtime-invoked-function-arn",
+        "arn:aws:lambda:us-east-1:123456789012:function:bootstrap-test".into(),
+    );
+    set(
+        "lambda-runtime-trace-id",
+        "Root=1-00000000-000000000000000000000000;Sampled=0".into(),
+    );
+    (headers, event.to_string())
+}
+
+async fn record(
+    State(shared): State<Shared>,
+    Path(request_id): Path<String>,
+    body: Bytes,
+    kind: PostedKind,
+) -> StatusCode {
+    let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let _ = shared.posted.send(Posted {
+        kind,
+        request_id,
+        body,
+    });
+    StatusCode::ACCEPTED
+}
