@@ -15,6 +15,7 @@
 //! SQLite and the scripted model, and end to end on moto and the fake Bedrock.
 
 pub mod config;
+pub mod http;
 mod job;
 pub mod media;
 pub mod planning;

@@ -13,7 +13,10 @@ use tools::Registry;
 use worker::config::WorkerConfig;
 use worker::{ChannelJobs, JobOptions, Worker, WorkerOptions};
 
-#[tokio::main]
+/// One thread, as in the webhook: Lambda gives an execution environment one batch at a time,
+/// and the worker runs its records one after another (FIFO order), so a worker thread per vCPU
+/// would only add to each cold start.
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
     tracing_subscriber::fmt()
         .with_ansi(false)
@@ -29,9 +32,7 @@ async fn main() -> Result<(), Error> {
         .await
         .map_err(|e| Error::from(e.to_string()))?;
     let var = secrets.layered(env);
-    let http = reqwest::Client::builder()
-        .connect_timeout(Duration::from_secs(5))
-        .build()?;
+    let http = worker::http::client()?;
     let (config, senders) = channels::config::with_channels(
         WorkerConfig::from_vars(&var),
         channels::config::senders(&var, &http),
