@@ -5,17 +5,12 @@
 //! the runtime the bootstrap runs on, and what it logs.
 
 use channels::generic::sign;
-use fake_lambda::{Bootstrap, PostedKind, RuntimeApi};
+use fake_lambda::{Bootstrap, PostedKind, RuntimeApi, moto_endpoint as moto};
 use serde_json::{Value, json};
 use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 const SECRET: &str = "bootstrap-test-secret";
-
-fn moto() -> String {
-    std::env::var("AWS_ENDPOINT_URL")
-        .expect("AWS_ENDPOINT_URL is not set: run the tests with scripts/test, which starts moto")
-}
 
 fn now_s() -> i64 {
     SystemTime::now()
@@ -46,10 +41,6 @@ fn bootstrap(api: &RuntimeApi, queue_url: &str, secret: Option<&str>) -> Command
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_webhook"));
     cmd.env_clear()
         .envs(api.lambda_env("webhook"))
-        .env("AWS_REGION", "us-east-1")
-        .env("AWS_ACCESS_KEY_ID", "test")
-        .env("AWS_SECRET_ACCESS_KEY", "test")
-        .env("AWS_EC2_METADATA_DISABLED", "true")
         .env("AWS_ENDPOINT_URL", moto())
         .env("QUEUE_URL", queue_url)
         .env("RUST_LOG", "info");
@@ -104,12 +95,7 @@ async fn the_bootstrap_serves_deliveries_through_the_runtime_api_onto_the_queue(
     for _ in 0..3 {
         replies.push(api.next_posted(Duration::from_secs(60)).await);
     }
-    let out = running.stop();
-    let logs = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let logs = running.stop().logs;
 
     let ids: Vec<_> = replies
         .iter()
@@ -165,14 +151,15 @@ async fn the_bootstrap_serves_deliveries_through_the_runtime_api_onto_the_queue(
 #[tokio::test]
 async fn a_bootstrap_without_a_channel_stops_at_init_and_says_why() {
     let api = RuntimeApi::start([]).await.unwrap();
-    let mut cmd = bootstrap(&api, "http://127.0.0.1:9/123456789012/q.fifo", None);
-    let run = tokio::task::spawn_blocking(move || cmd.output());
-    let out = tokio::time::timeout(Duration::from_secs(60), run)
-        .await
-        .expect("the bootstrap exits at once")
-        .unwrap()
-        .unwrap();
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("no channel is configured"), "{stderr}");
+    let cmd = bootstrap(&api, "http://127.0.0.1:9/123456789012/q.fifo", None);
+    let ran =
+        tokio::task::spawn_blocking(move || Bootstrap::run_to_exit(cmd, Duration::from_secs(60)))
+            .await
+            .unwrap();
+    assert!(!ran.status.success());
+    assert!(
+        ran.logs.contains("no channel is configured"),
+        "{}",
+        ran.logs
+    );
 }

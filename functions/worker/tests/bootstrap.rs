@@ -11,7 +11,7 @@ use axum::extract::State;
 use axum::routing::post;
 use backend::Reply;
 use fake_bedrock::{FakeBedrock, Scenario};
-use fake_lambda::{Bootstrap, PostedKind, RuntimeApi};
+use fake_lambda::{Bootstrap, PostedKind, RuntimeApi, moto_endpoint as moto};
 use queue::TurnJob;
 use serde_json::{Value, json};
 use std::process::Command;
@@ -22,11 +22,6 @@ use store_dynamodb::DynamoStore;
 
 const MODEL: &str = "anthropic.claude-3-5-haiku-20241022-v1:0";
 const CALLBACK_SECRET: &str = "bootstrap-callback-secret";
-
-fn moto() -> String {
-    std::env::var("AWS_ENDPOINT_URL")
-        .expect("AWS_ENDPOINT_URL is not set: run the tests with scripts/test, which starts moto")
-}
 
 fn now_ms() -> i64 {
     SystemTime::now()
@@ -133,10 +128,6 @@ async fn the_bootstrap_runs_a_batch_through_bedrock_to_the_platform_and_reports_
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_worker"));
     cmd.env_clear()
         .envs(api.lambda_env("worker"))
-        .env("AWS_REGION", "us-east-1")
-        .env("AWS_ACCESS_KEY_ID", "test")
-        .env("AWS_SECRET_ACCESS_KEY", "test")
-        .env("AWS_EC2_METADATA_DISABLED", "true")
         .env("AWS_ENDPOINT_URL", moto())
         .env("AWS_ENDPOINT_URL_BEDROCK_RUNTIME", bedrock.endpoint())
         .env("TABLE_NAME", &table)
@@ -147,12 +138,7 @@ async fn the_bootstrap_runs_a_batch_through_bedrock_to_the_platform_and_reports_
         .env("RUST_LOG", "info");
     let running = Bootstrap::spawn(cmd).unwrap();
     let posted = api.next_posted(Duration::from_secs(60)).await;
-    let out = running.stop();
-    let logs = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let logs = running.stop().logs;
 
     // The good record ran; the undecodable one is reported failed for SQS to redeliver (and
     // finally dead-letter), without holding up the other conversation.
@@ -204,22 +190,15 @@ async fn a_bootstrap_missing_its_settings_stops_at_init_and_names_them() {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_worker"));
     cmd.env_clear()
         .envs(api.lambda_env("worker"))
-        .env("AWS_REGION", "us-east-1")
-        .env("AWS_ACCESS_KEY_ID", "test")
-        .env("AWS_SECRET_ACCESS_KEY", "test")
-        .env("AWS_EC2_METADATA_DISABLED", "true")
         .env("GENERIC_CALLBACK_URL", "http://127.0.0.1:9/callback")
         .env("GENERIC_CALLBACK_SECRET", CALLBACK_SECRET);
-    let run = tokio::task::spawn_blocking(move || cmd.output());
-    let out = tokio::time::timeout(Duration::from_secs(60), run)
-        .await
-        .expect("the bootstrap exits at once")
-        .unwrap()
-        .unwrap();
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let ran =
+        tokio::task::spawn_blocking(move || Bootstrap::run_to_exit(cmd, Duration::from_secs(60)))
+            .await
+            .unwrap();
+    assert!(!ran.status.success());
     for name in ["TABLE_NAME", "BEDROCK_MODEL_ID", "PUBLIC_BASE_URL"] {
-        assert!(stderr.contains(name), "{name} not named: {stderr}");
+        assert!(ran.logs.contains(name), "{name} not named: {}", ran.logs);
     }
-    assert!(!stderr.contains(CALLBACK_SECRET), "{stderr}");
+    assert!(!ran.logs.contains(CALLBACK_SECRET), "{}", ran.logs);
 }

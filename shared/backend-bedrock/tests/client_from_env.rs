@@ -6,12 +6,14 @@
 //! fake Bedrock and re-runs itself as a child process with the variables set; the child builds
 //! the client from the environment, streams one answer through it, and prints the text.
 
-use backend::{ChatMessage, ChatModel, ChatRequest, InferenceSettings, ModelEvent, Reply};
+#[allow(dead_code)] // the child sends only the shared request
+mod support;
+
+use backend::{ChatModel, ModelEvent, Reply};
 use backend_bedrock::{BedrockModel, client_from_env};
 use fake_bedrock::{FakeBedrock, Scenario};
 use futures::StreamExt;
 use std::process::{Command, ExitCode};
-use transcript::{Part, Role};
 
 /// Set in the child's environment; its presence makes this binary act as the child.
 const CHILD: &str = "BRIDLE_CLIENT_FROM_ENV_CHILD";
@@ -106,17 +108,7 @@ fn other_endpoint_variable(variable: &str) -> &'static str {
 /// Build the client from the environment and stream one answer; print its text.
 async fn child() -> ExitCode {
     let model = BedrockModel::new(client_from_env().await, "env-test-model".into());
-    let request = ChatRequest {
-        model: String::new(),
-        system: String::new(),
-        messages: vec![ChatMessage {
-            role: Role::User,
-            parts: vec![Part::text("hi")].into(),
-        }],
-        tools: Default::default(),
-        settings: InferenceSettings::default(),
-    };
-    let stream = match model.stream(request).await {
+    let stream = match model.stream(support::hi()).await {
         Ok(stream) => stream,
         Err(err) => {
             eprintln!("the stream did not open: {err:?}");

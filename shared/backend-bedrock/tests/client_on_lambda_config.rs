@@ -3,26 +3,14 @@
 //! `AWS_ENDPOINT_URL_BEDROCK_RUNTIME`, signs with the function's credentials, and leaves a
 //! throttled call to the engine instead of retrying it inside the SDK.
 
+#[allow(dead_code)] // this file sends only the shared request
+mod support;
+
 use aws_types::os_shim_internal::Env;
-use backend::Reply;
-use backend::{BackendError, ChatMessage, ChatModel, ChatRequest, InferenceSettings, ModelEvent};
+use backend::{BackendError, ChatModel, ModelEvent, Reply};
 use backend_bedrock::BedrockModel;
 use fake_bedrock::{FakeBedrock, Scenario};
 use futures::StreamExt;
-use transcript::{Part, Role};
-
-fn request() -> ChatRequest {
-    ChatRequest {
-        model: String::new(),
-        system: String::new(),
-        messages: vec![ChatMessage {
-            role: Role::User,
-            parts: vec![Part::text("hi")].into(),
-        }],
-        tools: Default::default(),
-        settings: InferenceSettings::default(),
-    }
-}
 
 #[tokio::test]
 async fn a_client_on_lambdas_configuration_reaches_the_bedrock_endpoint_without_sdk_retries() {
@@ -47,14 +35,14 @@ async fn a_client_on_lambdas_configuration_reaches_the_bedrock_endpoint_without_
         .expect("Lambda's variables are enough for a configuration");
     let model = BedrockModel::new(backend_bedrock::client(&config), "worker-model".into());
 
-    match model.stream(request()).await {
+    match model.stream(support::hi()).await {
         Err(BackendError::Throttled { .. }) => {}
         Err(other) => panic!("expected throttling, got {other:?}"),
         Ok(_) => panic!("a throttled call opened a stream"),
     }
     assert_eq!(fake.requests().len(), 1, "the SDK retried a throttled call");
 
-    let events: Vec<_> = model.stream(request()).await.unwrap().collect().await;
+    let events: Vec<_> = model.stream(support::hi()).await.unwrap().collect().await;
     let text: String = events
         .iter()
         .filter_map(|e| match e {

@@ -9,5 +9,12 @@
 mod bootstrap;
 mod runtime_api;
 
-pub use bootstrap::Bootstrap;
+pub use bootstrap::{Bootstrap, Ran};
 pub use runtime_api::{Posted, PostedKind, RuntimeApi};
+
+/// The emulator the AWS-path tests use (`AWS_ENDPOINT_URL`, which `scripts/test` sets when it
+/// starts moto).
+pub fn moto_endpoint() -> String {
+    std::env::var("AWS_ENDPOINT_URL")
+        .expect("AWS_ENDPOINT_URL is not set: run the tests with scripts/test, which starts moto")
+}

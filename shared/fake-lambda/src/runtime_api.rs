@@ -93,9 +93,17 @@ impl RuntimeApi {
         }
     }
 
-    /// The variables Lambda gives every function, pointing at this Runtime API.
+    /// The variables Lambda gives every function, pointing at this Runtime API: the function's
+    /// own, its region and its role's (dummy) credentials. Instance metadata is off, so nothing
+    /// reaches for a network the tests do not have.
     pub fn lambda_env(&self, function_name: &str) -> Vec<(&'static str, String)> {
         vec![
+            ("AWS_REGION", "us-east-1".into()),
+            ("AWS_DEFAULT_REGION", "us-east-1".into()),
+            ("AWS_ACCESS_KEY_ID", "test".into()),
+            ("AWS_SECRET_ACCESS_KEY", "test".into()),
+            ("AWS_SESSION_TOKEN", "test-session".into()),
+            ("AWS_EC2_METADATA_DISABLED", "true".into()),
             ("AWS_LAMBDA_RUNTIME_API", self.address.clone()),
             ("AWS_LAMBDA_FUNCTION_NAME", function_name.to_owned()),
             ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256".into()),
