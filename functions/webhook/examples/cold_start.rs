@@ -1,14 +1,15 @@
 //! Cold start: from process spawn to the bootstrap's first request to the Lambda Runtime API
-//! (a local stub here), for two binaries, alternating, many times; prints medians and the ratio.
-//! The queue endpoint is a loopback stub too. The bootstraps see the environment Lambda gives an
+//! (a local stub here), for several binaries, alternating, many times; prints medians and the
+//! ratios of the first to each of the others. The queue endpoint is a loopback stub too. The
+//! environment holds what the webhook needs and what the worker needs (its table, model and a
+//! reply channel; the worker makes no call before its first request), so either is measured. The bootstraps see the environment Lambda gives an
 //! on-demand function (`AWS_LAMBDA_INITIALIZATION_TYPE=on-demand`); set that variable when
 //! running this to measure another kind: with `provisioned-concurrency` the webhook warms its
 //! SQS connection during init (one call, a loopback round trip here; in AWS a TLS handshake
 //! moved from the first request into init, not added).
 //!
 //! `scripts/cold-start` builds the binaries and runs this:
-//! `cold_start <runs> <webhook bootstrap> <baseline bootstrap>...`; the ratio is printed against
-//! each baseline.
+//! `cold_start <runs> <bootstrap> <baseline bootstrap>...`.
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
@@ -81,6 +82,17 @@ fn time_to_first_request(binary: &str, listener: &TcpListener, sqs_port: u16) ->
             format!("http://127.0.0.1:{sqs_port}/123456789012/bridle-turns.fifo"),
         )
         .env("GENERIC_WEBHOOK_SECRET", "cold-start-secret")
+        .env("TABLE_NAME", "bridle")
+        .env(
+            "BEDROCK_MODEL_ID",
+            "anthropic.claude-3-5-haiku-20241022-v1:0",
+        )
+        .env("PUBLIC_BASE_URL", "https://bridle.example/")
+        .env(
+            "GENERIC_CALLBACK_URL",
+            format!("http://127.0.0.1:{sqs_port}/callback"),
+        )
+        .env("GENERIC_CALLBACK_SECRET", "cold-start-secret")
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
