@@ -88,7 +88,7 @@ impl RuntimeApi {
     pub async fn next_posted(&mut self, within: Duration) -> Posted {
         match tokio::time::timeout(within, self.posted.recv()).await {
             Ok(Some(posted)) => posted,
-            Ok(None) => unreachable!("the server holds a sender while it runs"),
+            Ok(None) => panic!("the Runtime API server stopped"),
             Err(_) => panic!("the bootstrap posted nothing within {within:?}"),
         }
     }
