@@ -79,11 +79,6 @@ impl RuntimeApi {
         })
     }
 
-    /// `host:port`, the value of `AWS_LAMBDA_RUNTIME_API`.
-    pub fn address(&self) -> &str {
-        &self.address
-    }
-
     /// The next response or error the bootstrap posts; panics if none comes `within`.
     pub async fn next_posted(&mut self, within: Duration) -> Posted {
         match tokio::time::timeout(within, self.posted.recv()).await {
