@@ -106,7 +106,8 @@ impl Registry {
                 "the top level must be {\"type\": \"object\"}".into(),
             ));
         }
-        jsonschema::meta::validate(&def.input_schema).map_err(|e| bad_schema(e.to_string()))?;
+        // Compiling checks the schema against its draft's meta-schema first (the builder's
+        // default), so a malformed schema fails here with the meta-schema's reason.
         let validator =
             jsonschema::validator_for(&def.input_schema).map_err(|e| bad_schema(e.to_string()))?;
         self.tools.insert(

@@ -269,10 +269,16 @@ fn bad_definitions_are_rejected_at_registration() {
         ),
         noop(),
     );
-    assert!(
-        matches!(bad, Err(RegistryError::BadSchema { .. })),
-        "{bad:?}"
-    );
+    match &bad {
+        Err(RegistryError::BadSchema { name, reason }) => {
+            assert_eq!(name, "weird");
+            assert!(
+                reason.contains("12"),
+                "the reason names the bad value: {reason}"
+            );
+        }
+        other => panic!("a schema with `type: 12` is refused: {other:?}"),
+    }
     let not_object = r.register(ToolDef::new("arr", "x", json!({"type": "array"})), noop());
     assert!(matches!(not_object, Err(RegistryError::BadSchema { .. })));
     let name = r.register(
