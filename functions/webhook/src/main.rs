@@ -14,7 +14,7 @@ use webhook::config::WebhookConfig;
 /// 0.4 ms sooner (`scripts/cold-start`).
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
-    init_logs();
+    lambda_logs::init();
     let env = |k: &str| std::env::var(k).ok();
     let aws = aws_roots::load_config().await;
     // Signing secrets from Secrets Manager (BRIDLE_SECRETS_ARN), read once per cold start.
@@ -65,21 +65,5 @@ async fn warm(sqs: &aws_sdk_sqs::Client, queue_url: &str) {
         Ok(Ok(_)) => {}
         Ok(Err(e)) => tracing::warn!(error = %e, "could not warm the queue connection"),
         Err(_) => tracing::warn!("could not warm the queue connection within 3 s"),
-    }
-}
-
-/// Logs to stderr at `RUST_LOG` (default `info`). A bare level (`info`, `warn`, ... as deployed)
-/// is a plain level filter; anything else is an `EnvFilter`, whose directive parser compiles
-/// regexes — tens of microseconds of cold start that a bare level does not need.
-fn init_logs() {
-    use tracing_subscriber::filter::{EnvFilter, LevelFilter};
-    let logs = tracing_subscriber::fmt().with_ansi(false).without_time();
-    let spec = std::env::var("RUST_LOG").unwrap_or_default();
-    let spec = spec.trim();
-    match (if spec.is_empty() { "info" } else { spec }).parse::<LevelFilter>() {
-        Ok(level) => logs.with_max_level(level).init(),
-        Err(_) => logs
-            .with_env_filter(EnvFilter::try_new(spec).unwrap_or_else(|_| "info".into()))
-            .init(),
     }
 }

@@ -18,13 +18,7 @@ use worker::{ChannelJobs, JobOptions, Worker, WorkerOptions};
 /// would only add to each cold start.
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
-    tracing_subscriber::fmt()
-        .with_ansi(false)
-        .without_time()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .init();
+    lambda_logs::init();
     let env = |k: &str| std::env::var(k).ok();
     let aws = aws_roots::load_config().await;
     // Reply credentials from Secrets Manager (BRIDLE_SECRETS_ARN), read once per cold start.
