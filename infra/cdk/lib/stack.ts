@@ -47,6 +47,8 @@ export const ROUTES: ReadonlyArray<[string, string, string]> = [
   ['Twilio', 'POST', '/webhooks/twilio'],
   ['Generic', 'POST', '/webhooks/generic'],
 ];
+/** The HTTP API's base URL (the ApiUrl output), as an Fn::Sub string. */
+const API_URL = 'https://${HttpApi}.execute-api.${AWS::Region}.${AWS::URLSuffix}';
 const ACCESS_LOG_FORMAT =
   '{"requestId":"$context.requestId","ip":"$context.identity.sourceIp","routeKey":"$context.routeKey","status":"$context.status","latency":"$context.responseLatency","integrationError":"$context.integrationErrorMessage"}';
 
@@ -74,7 +76,10 @@ export class BridleStack extends Stack {
     const profileId = param('BedrockInferenceProfileId',
       'A cross-region inference profile id for that model (e.g. us.<model id>), or empty.',
       'us.anthropic.claude-sonnet-4-5-20250929-v1:0');
-    const publicBaseUrl = param('PublicBaseUrl', 'The public base URL platforms call (for Twilio).', '');
+    const publicBaseUrl = param('PublicBaseUrl',
+      'The public https base URL of this stack (your custom domain), or empty. The worker\'s onboarding reply ' +
+      'links to it (empty: the ApiUrl output). The webhook needs it only for Twilio, which signs the full ' +
+      'public URL: set it to the ApiUrl output (or your domain) after the first deploy.', '');
     const telegramUser = param('TelegramBotUsername', "The Telegram bot's username; optional.", '');
     const maxConcurrency = new CfnParameter(this, 'WorkerMaxConcurrency', {
       type: 'Number', default: 10, minValue: 2, maxValue: 1000,
@@ -95,6 +100,9 @@ export class BridleStack extends Stack {
 
     const useProfile = new CfnCondition(this, 'UseInferenceProfile', {
       expression: Fn.conditionNot(Fn.conditionEquals(profileId.valueAsString, '')),
+    });
+    const hasPublicUrl = new CfnCondition(this, 'HasPublicBaseUrl', {
+      expression: Fn.conditionNot(Fn.conditionEquals(publicBaseUrl.valueAsString, '')),
     });
     const hasEmail = new CfnCondition(this, 'HasAlarmEmail', {
       expression: Fn.conditionNot(Fn.conditionEquals(alarmEmail.valueAsString, '')),
@@ -339,6 +347,8 @@ export class BridleStack extends Stack {
         BRIDLE_METRICS_NAMESPACE: 'Bridle',
         TABLE_NAME: table.tableName,
         BEDROCK_MODEL_ID: Fn.conditionIf(useProfile.logicalId, profileArn, modelId.valueAsString).toString(),
+        // Where the onboarding reply sends people: PublicBaseUrl, else this stack's API.
+        PUBLIC_BASE_URL: Fn.conditionIf(hasPublicUrl.logicalId, publicBaseUrl.valueAsString, Fn.sub(API_URL)).toString(),
         BRIDLE_SECRETS_ARN: workerSecrets.secretArn,
         BRIDLE_MEDIA_BUCKET: mediaBucket.bucketName,
         ...Object.fromEntries(Object.entries(caps).map(([k, p]) => [k, p.valueAsString])),
@@ -455,12 +465,12 @@ export class BridleStack extends Stack {
       (c.node.defaultChild as CfnResource).overrideLogicalId(logicalId);
     }
 
-    const apiUrl = 'https://${HttpApi}.execute-api.${AWS::Region}.${AWS::URLSuffix}';
+    const apiUrl = API_URL;
     const out = (id: string, value: string, description?: string) => new CfnOutput(this, id, { value, description });
     out('ApiUrl', Fn.sub(apiUrl), "The webhook API's base URL (set PublicBaseUrl to it for Twilio).");
     out('WhatsAppWebhookUrl', Fn.sub(`${apiUrl}/webhooks/whatsapp`), 'Meta app dashboard -> WhatsApp -> Configuration -> Callback URL.');
     out('TelegramWebhookUrl', Fn.sub(`${apiUrl}/webhooks/telegram`), 'setWebhook url (with secret_token = TELEGRAM_SECRET_TOKEN).');
-    out('SlackWebhookUrl', Fn.sub(`${apiUrl}/webhooks/slack`), 'Slack app -> Event Subscriptions -> Request URL.');
+    out('SlackWebhookUrl', Fn.sub(`${apiUrl}/webhooks/slack`), 'Slack app -> Event Subscriptions -> Request URL, and Interactivity & Shortcuts -> Request URL.');
     out('TwilioWebhookUrl', Fn.sub(`${apiUrl}/webhooks/twilio`), 'Twilio number -> Messaging -> "A message comes in" webhook (HTTP POST).');
     out('GenericWebhookUrl', Fn.sub(`${apiUrl}/webhooks/generic`), 'The generic signed-JSON webhook.');
     out('WebhookSecretsArn', webhookSecrets.secretArn, 'Put the webhook signing secrets here (JSON object).');

@@ -109,6 +109,17 @@ test('the queue is FIFO with a FIFO dead-letter queue after 5 receives and 6x th
   template.hasResourceProperties('AWS::Lambda::Function', { Timeout: WORKER_TIMEOUT_S, Environment: { Variables: Match.objectLike({ TABLE_NAME: { Ref: 'Table' } }) } });
 });
 
+test('the worker gets every variable its config requires; PUBLIC_BASE_URL is PublicBaseUrl, else the API', () => {
+  const vars = template.toJSON().Resources.WorkerFunction.Properties.Environment.Variables;
+  for (const name of ['TABLE_NAME', 'BEDROCK_MODEL_ID', 'PUBLIC_BASE_URL', 'BRIDLE_SECRETS_ARN']) {
+    assert.ok(vars[name], `${name} is set on the worker`);
+  }
+  assert.deepEqual(vars.PUBLIC_BASE_URL, {
+    'Fn::If': ['HasPublicBaseUrl', { Ref: 'PublicBaseUrl' },
+      { 'Fn::Sub': 'https://${HttpApi}.execute-api.${AWS::Region}.${AWS::URLSuffix}' }],
+  });
+});
+
 test('the worker reads the queue with partial batch failures and bounded concurrency', () => {
   template.resourceCountIs('AWS::Lambda::EventSourceMapping', 1);
   template.hasResourceProperties('AWS::Lambda::EventSourceMapping', {
