@@ -2,8 +2,10 @@
 //! [`webhook::lambda::handle`] per request.
 
 use lambda_http::{Error, Request, service_fn};
+use lambda_logs::InitError;
 use queue::QueueSettings;
 use queue_sqs::SqsQueue;
+use std::process::ExitCode;
 use std::sync::Arc;
 use webhook::Webhook;
 use webhook::config::WebhookConfig;
@@ -13,14 +15,40 @@ use webhook::config::WebhookConfig;
 /// vCPU at every cold start for nothing; this way the bootstrap reaches the Runtime API about
 /// 0.4 ms sooner (`scripts/cold-start`).
 #[tokio::main(flavor = "current_thread")]
-async fn main() -> Result<(), Error> {
+async fn main() -> ExitCode {
     lambda_logs::init();
+    let webhook = match init().await {
+        Ok(webhook) => webhook,
+        // To Lambda on /runtime/init/error, and one problem per line in the log.
+        Err(e) => return e.report().await,
+    };
+    tracing::info!(channels = ?webhook.channel_names(), "webhook ready");
+    let webhook = &webhook;
+    let ran = lambda_http::run(service_fn(move |req: Request| async move {
+        let now_s = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs() as i64)
+            .unwrap_or(0);
+        Ok::<_, Error>(webhook::lambda::handle(webhook, req, now_s).await)
+    }))
+    .await;
+    match ran {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %e, "the Lambda runtime stopped");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Configuration and clients, once per cold start.
+async fn init() -> Result<Webhook, InitError> {
     let env = |k: &str| std::env::var(k).ok();
     let aws = aws_roots::load_config().await;
     // Signing secrets from Secrets Manager (BRIDLE_SECRETS_ARN), read once per cold start.
     let secrets = secrets::load(env, &aws)
         .await
-        .map_err(|e| Error::from(e.to_string()))?;
+        .map_err(|e| InitError::failed("webhook", e))?;
     let var = secrets.layered(env);
     let (config, channels) = channels::config::with_channels(
         WebhookConfig::from_vars(&var),
@@ -28,29 +56,16 @@ async fn main() -> Result<(), Error> {
         Vec::is_empty,
         "no channel is configured: set at least one channel's webhook secret",
     )
-    .map_err(|problems| {
-        Error::from(format!(
-            "webhook misconfigured:\n  - {}",
-            problems.join("\n  - ")
-        ))
-    })?;
+    .map_err(|problems| InitError::misconfigured("webhook", problems))?;
     let sqs = aws_sdk_sqs::Client::new(&aws);
     if config.warm_queue_at_init {
         warm(&sqs, &config.queue_url).await;
     }
     let queue = SqsQueue::new(sqs, config.queue_url.clone(), QueueSettings::default());
-    let webhook = Webhook::new(channels, Arc::new(queue), config.max_body_bytes)
-        .with_metrics(metrics::Metrics::from_vars(env));
-    tracing::info!(channels = ?webhook.channel_names(), "webhook ready");
-    let webhook = &webhook;
-    lambda_http::run(service_fn(move |req: Request| async move {
-        let now_s = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs() as i64)
-            .unwrap_or(0);
-        Ok::<_, Error>(webhook::lambda::handle(webhook, req, now_s).await)
-    }))
-    .await
+    Ok(
+        Webhook::new(channels, Arc::new(queue), config.max_body_bytes)
+            .with_metrics(metrics::Metrics::from_vars(env)),
+    )
 }
 
 /// Open the queue's connection (TLS included) with one cheap call, so the first delivery does

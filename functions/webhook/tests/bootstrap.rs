@@ -2,10 +2,14 @@
 //! the environment Lambda gives a function, a local Lambda Runtime API that hands it API Gateway
 //! events, and the SQS queue in moto (`AWS_ENDPOINT_URL`; `scripts/test` starts it). This is the
 //! wiring the handler tests do not reach: configuration from the environment, the SDK clients,
-//! the runtime the bootstrap runs on, and what it logs.
+//! the runtime the bootstrap runs on, and what it logs. One test takes its environment from
+//! `infra/template.yaml` itself, with the signing secret in Secrets Manager as deployed; a
+//! failed init is checked where Lambda sees it, on the Runtime API's `/runtime/init/error`.
 
 use channels::generic::sign;
-use fake_lambda::{Bootstrap, PostedKind, RuntimeApi, moto_endpoint as moto};
+use fake_lambda::{
+    Bootstrap, PostedKind, RuntimeApi, moto_endpoint as moto, moto_secret, template_env,
+};
 use serde_json::{Value, json};
 use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -149,8 +153,47 @@ async fn the_bootstrap_serves_deliveries_through_the_runtime_api_onto_the_queue(
 }
 
 #[tokio::test]
+async fn the_template_environment_starts_the_webhook_and_it_queues_a_delivery() {
+    let sqs = sqs_client().await;
+    let queue_url = fifo_queue(&sqs).await;
+    // The secret as the template creates it: a generated GENERIC_WEBHOOK_SECRET.
+    let name = format!("webhook-secrets-{}-{}", std::process::id(), now_s());
+    let arn = moto_secret(&name, &json!({"GENERIC_WEBHOOK_SECRET": SECRET})).await;
+    let env = template_env(
+        "WebhookFunction",
+        &[("TurnQueue", &queue_url), ("WebhookSecrets", &arn)],
+    );
+    let message = r#"{"type": "message", "id": "m-tpl-1", "user": "u-9", "conversation": "c-tpl", "text": "from the template"}"#;
+    let mut api = RuntimeApi::start([("req-1".into(), delivery(message, SECRET))])
+        .await
+        .unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_webhook"));
+    cmd.env_clear()
+        .envs(api.lambda_env("webhook"))
+        .env("AWS_ENDPOINT_URL", moto())
+        .envs(env);
+    let running = Bootstrap::spawn(cmd).unwrap();
+    let posted = api.next_posted(Duration::from_secs(60)).await;
+    let logs = running.stop().logs;
+
+    assert_eq!(posted.kind, PostedKind::Response, "{logs}");
+    assert_eq!(posted.body["statusCode"], 200, "{}\n{logs}", posted.body);
+    let got = sqs
+        .receive_message()
+        .queue_url(&queue_url)
+        .wait_time_seconds(1)
+        .send()
+        .await
+        .unwrap();
+    let job = queue_sqs::decode_job(got.messages()[0].body().unwrap()).unwrap();
+    assert_eq!(job.text, "from the template");
+    assert!(logs.contains("webhook ready"), "{logs}");
+    assert!(!logs.contains(SECRET), "a secret reached the log: {logs}");
+}
+
+#[tokio::test]
 async fn a_bootstrap_without_a_channel_stops_at_init_and_says_why() {
-    let api = RuntimeApi::start([]).await.unwrap();
+    let mut api = RuntimeApi::start([]).await.unwrap();
     let cmd = bootstrap(&api, "http://127.0.0.1:9/123456789012/q.fifo", None);
     let ran =
         tokio::task::spawn_blocking(move || Bootstrap::run_to_exit(cmd, Duration::from_secs(60)))
@@ -158,8 +201,23 @@ async fn a_bootstrap_without_a_channel_stops_at_init_and_says_why() {
             .unwrap();
     assert!(!ran.status.success());
     assert!(
-        ran.logs.contains("no channel is configured"),
+        ran.logs.contains(
+            "webhook misconfigured:\n  - no channel is configured: set at least one channel's \
+             webhook secret"
+        ),
         "{}",
         ran.logs
+    );
+    // Lambda is told too, on /runtime/init/error.
+    let posted = api.next_posted(Duration::from_secs(5)).await;
+    assert_eq!(posted.kind, PostedKind::InitError);
+    assert_eq!(posted.error_type.as_deref(), Some("Bridle.Misconfigured"));
+    assert_eq!(
+        posted.body,
+        json!({
+            "errorType": "Bridle.Misconfigured",
+            "errorMessage": "webhook misconfigured: no channel is configured: set at least one \
+                             channel's webhook secret",
+        })
     );
 }

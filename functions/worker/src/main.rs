@@ -4,8 +4,10 @@
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
 use backend_bedrock::BedrockModel;
 use engine::{Engine, EngineOptions};
+use lambda_logs::InitError;
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 use std::collections::HashMap;
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 use store_dynamodb::DynamoStore;
@@ -17,36 +19,60 @@ use worker::{ChannelJobs, JobOptions, Worker, WorkerOptions};
 /// and the worker runs its records one after another (FIFO order), so a worker thread per vCPU
 /// would only add to each cold start.
 #[tokio::main(flavor = "current_thread")]
-async fn main() -> Result<(), Error> {
+async fn main() -> ExitCode {
     lambda_logs::init();
+    let worker = match init().await {
+        Ok(worker) => worker,
+        // To Lambda on /runtime/init/error, and one problem per line in the log.
+        Err(e) => return InitError::from_error("worker", e).report().await,
+    };
+    tracing::info!(jobs = ?worker.jobs, "worker ready");
+    let worker = &worker;
+    let ran = lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        let left = Duration::from_millis(event.context.deadline.saturating_sub(now_ms));
+        let deadline = tokio::time::Instant::now() + left;
+        Ok::<SqsBatchResponse, Error>(worker.handle_batch(event.payload, deadline).await)
+    }))
+    .await;
+    match ran {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %e, "the Lambda runtime stopped");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Configuration and clients, once per cold start: every error here is a failed init.
+async fn init() -> Result<Worker, Error> {
     let env = |k: &str| std::env::var(k).ok();
     let aws = aws_roots::load_config().await;
     // Reply credentials from Secrets Manager (BRIDLE_SECRETS_ARN), read once per cold start.
     let secrets = secrets::load(env, &aws)
         .await
-        .map_err(|e| Error::from(e.to_string()))?;
+        .map_err(|e| InitError::failed("worker", e))?;
     let var = secrets.layered(env);
-    let http = worker::http::client()?;
-    let (config, senders) = channels::config::with_channels(
+    let http = worker::http::client().map_err(|e| InitError::failed("worker", e))?;
+    // Every problem with the settings at once, and only what is actually wrong.
+    let mut problems = Vec::new();
+    let channels = channels::config::with_channels(
         WorkerConfig::from_vars(&var),
         channels::config::senders(&var, &http),
         HashMap::is_empty,
         "no reply channel is configured: set at least one channel's credentials",
     )
-    .map_err(|problems| {
-        Error::from(format!(
-            "worker misconfigured:\n  - {}",
-            problems.join("\n  - ")
-        ))
-    })?;
-    let media = worker::media::attachments(&var, &http, &aws).map_err(|problems| {
-        Error::from(format!(
-            "worker misconfigured:\n  - {}",
-            problems.join("\n  - ")
-        ))
-    })?;
-    let budget_config = budget::BudgetConfig::from_vars(&var)
-        .map_err(|e| Error::from(format!("worker misconfigured: {e}")))?;
+    .map_err(|p| problems.extend(p));
+    let media = worker::media::attachments(&var, &http, &aws).map_err(|p| problems.extend(p));
+    let budget_config =
+        budget::BudgetConfig::from_vars(&var).map_err(|e| problems.push(e.to_string()));
+    let (Ok((config, senders)), Ok(media), Ok(budget_config)) = (channels, media, budget_config)
+    else {
+        return Err(InitError::misconfigured("worker", problems).into());
+    };
     let estimate_usd: channel_jobs::EstimateUsd = {
         let (prices, model) = (budget_config.prices.clone(), config.model_id.clone());
         Arc::new(move |usage| prices.cost(&model, usage) as f64 / 1e6)
@@ -109,16 +135,5 @@ async fn main() -> Result<(), Error> {
         },
         options: WorkerOptions::default(),
     };
-    tracing::info!(jobs = ?worker.jobs, "worker ready");
-    let worker = &worker;
-    lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
-        let now_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0);
-        let left = Duration::from_millis(event.context.deadline.saturating_sub(now_ms));
-        let deadline = tokio::time::Instant::now() + left;
-        Ok::<SqsBatchResponse, Error>(worker.handle_batch(event.payload, deadline).await)
-    }))
-    .await
+    Ok(worker)
 }

@@ -4,6 +4,11 @@
 //! (`AWS_ENDPOINT_URL_BEDROCK_RUNTIME`) and a local platform taking the generic channel's
 //! replies. This is the wiring the handler tests do not reach: configuration and secrets from the
 //! environment, every SDK client on one configuration, the engine with its guards, the runtime.
+//!
+//! Two tests take their environment from `infra/template.yaml` itself (`fake_lambda::
+//! template_env`), with the reply credentials in a Secrets Manager secret as deployed, so the
+//! template and the code cannot drift apart. A failed init is checked where Lambda sees it: the
+//! Runtime API's `/runtime/init/error`.
 
 use axum::Router;
 use axum::body::Bytes;
@@ -11,10 +16,13 @@ use axum::extract::State;
 use axum::routing::post;
 use backend::Reply;
 use fake_bedrock::{FakeBedrock, Scenario};
-use fake_lambda::{Bootstrap, PostedKind, RuntimeApi, moto_endpoint as moto};
+use fake_lambda::{
+    Bootstrap, PostedKind, RuntimeApi, moto_endpoint as moto, moto_secret, template_env,
+};
 use queue::TurnJob;
 use serde_json::{Value, json};
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use store::{Account, AccountStatus, Accounts, Claim, Identities, JobClaims};
@@ -62,7 +70,10 @@ async fn table() -> (DynamoStore, String) {
         .load()
         .await;
     let dynamo = aws_sdk_dynamodb::Client::new(&config);
-    let name = format!("worker-bootstrap-{}-{}", std::process::id(), now_ms());
+    // Tests run in parallel: the counter keeps two tables of one millisecond apart.
+    static TABLES: AtomicUsize = AtomicUsize::new(0);
+    let n = TABLES.fetch_add(1, Ordering::Relaxed);
+    let name = format!("worker-bootstrap-{}-{}-{n}", std::process::id(), now_ms());
     store_dynamodb::create_table(&dynamo, &name).await.unwrap();
     let store = DynamoStore::new(dynamo, name.clone());
     store
@@ -192,13 +203,142 @@ async fn a_bootstrap_missing_its_settings_stops_at_init_and_names_them() {
         .envs(api.lambda_env("worker"))
         .env("GENERIC_CALLBACK_URL", "http://127.0.0.1:9/callback")
         .env("GENERIC_CALLBACK_SECRET", CALLBACK_SECRET);
+    let (ran, init_error) = run_to_exit(cmd, api).await;
+    assert!(!ran.status.success());
+    let message = init_error.body["errorMessage"].as_str().unwrap_or_default();
+    for name in ["TABLE_NAME", "BEDROCK_MODEL_ID", "PUBLIC_BASE_URL"] {
+        assert!(ran.logs.contains(name), "{name} not named: {}", ran.logs);
+        assert!(message.contains(name), "{name} not posted: {message}");
+    }
+    // The reply channel is configured: only what is really wrong is said.
+    assert!(!ran.logs.contains("no reply channel"), "{}", ran.logs);
+    assert!(!message.contains("no reply channel"), "{message}");
+    // One problem per line in the log.
+    assert!(
+        ran.logs
+            .contains("worker misconfigured:\n  - TABLE_NAME is not set"),
+        "{}",
+        ran.logs
+    );
+    assert!(!ran.logs.contains(CALLBACK_SECRET), "{}", ran.logs);
+    assert!(!message.contains(CALLBACK_SECRET), "{message}");
+}
+
+/// Run a bootstrap that should refuse to start; return how it ended and the init error it
+/// posted to the Runtime API.
+async fn run_to_exit(cmd: Command, mut api: RuntimeApi) -> (fake_lambda::Ran, fake_lambda::Posted) {
     let ran =
         tokio::task::spawn_blocking(move || Bootstrap::run_to_exit(cmd, Duration::from_secs(60)))
             .await
             .unwrap();
+    let posted = api.next_posted(Duration::from_secs(5)).await;
+    assert_eq!(posted.kind, PostedKind::InitError, "{}", ran.logs);
+    assert_eq!(
+        posted.error_type.as_deref(),
+        posted.body["errorType"].as_str(),
+        "the header and the body agree"
+    );
+    (ran, posted)
+}
+
+/// What the template's references stand for in these tests.
+const API_ID: &str = "bridle-api";
+
+/// The worker as the template starts it: its variables from `infra/template.yaml`, the reply
+/// credentials in the Secrets Manager secret it names (`WorkerSecrets`), moto and the fake
+/// Bedrock as AWS.
+async fn templated_worker(api: &RuntimeApi, table: &str, secret: Value, bedrock: &str) -> Command {
+    let name = format!("{table}-secrets");
+    let arn = moto_secret(&name, &secret).await;
+    let env = template_env(
+        "WorkerFunction",
+        &[
+            ("Table", table),
+            ("HttpApi", API_ID),
+            ("WorkerSecrets", &arn),
+            ("MediaBucket", "bridle-media"),
+        ],
+    );
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_worker"));
+    cmd.env_clear()
+        .envs(api.lambda_env("worker"))
+        .env("AWS_ENDPOINT_URL", moto())
+        .env("AWS_ENDPOINT_URL_BEDROCK_RUNTIME", bedrock)
+        .envs(env);
+    cmd
+}
+
+#[tokio::test]
+async fn the_template_environment_starts_the_worker_and_it_answers_a_newcomer() {
+    let (_store, table) = table().await;
+    let bedrock = FakeBedrock::start([]).await.unwrap();
+    let (replies, callback) = platform().await;
+    let mut newcomer = job("m-tpl-1", "c-tpl", "hello");
+    newcomer.external_user_id = "u-new".into();
+    let batch = json!({"Records": [
+        record("sqs-1", "generic#c-tpl", &queue_sqs::encode_job(&newcomer).unwrap()),
+    ]});
+    let mut api = RuntimeApi::start([("req-1".into(), batch)]).await.unwrap();
+    let secret =
+        json!({"GENERIC_CALLBACK_URL": callback, "GENERIC_CALLBACK_SECRET": CALLBACK_SECRET});
+    let cmd = templated_worker(&api, &table, secret, &bedrock.endpoint()).await;
+    let running = Bootstrap::spawn(cmd).unwrap();
+    let posted = api.next_posted(Duration::from_secs(60)).await;
+    let logs = running.stop().logs;
+
+    assert_eq!(
+        (posted.kind, posted.request_id.as_str()),
+        (PostedKind::Response, "req-1"),
+        "{logs}"
+    );
+    assert_eq!(posted.body, json!({"batchItemFailures": []}), "{logs}");
+    assert!(logs.contains("worker ready"), "{logs}");
+    // The onboarding reply links to the PUBLIC_BASE_URL the template derives: with no
+    // PublicBaseUrl parameter, this stack's own API.
+    let texts: Vec<String> = replies
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|r| r["text"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(texts.len(), 1, "{texts:?}\n{logs}");
+    let url = format!("https://{API_ID}.execute-api.us-east-1.amazonaws.com");
+    assert!(texts[0].contains(&url), "{url} not in {:?}", texts[0]);
+    assert!(
+        bedrock.requests().is_empty(),
+        "a newcomer costs no model call"
+    );
+    assert!(
+        !logs.contains(CALLBACK_SECRET),
+        "a secret reached the log: {logs}"
+    );
+}
+
+#[tokio::test]
+async fn the_template_environment_without_reply_credentials_is_one_clear_init_error() {
+    let (_store, table) = table().await;
+    let api = RuntimeApi::start([]).await.unwrap();
+    // The secret as the template creates it: an empty object, for the operator to fill in.
+    let cmd = templated_worker(&api, &table, json!({}), "http://127.0.0.1:9").await;
+    let (ran, init_error) = run_to_exit(cmd, api).await;
+
     assert!(!ran.status.success());
-    for name in ["TABLE_NAME", "BEDROCK_MODEL_ID", "PUBLIC_BASE_URL"] {
-        assert!(ran.logs.contains(name), "{name} not named: {}", ran.logs);
-    }
-    assert!(!ran.logs.contains(CALLBACK_SECRET), "{}", ran.logs);
+    assert_eq!(
+        init_error.body,
+        json!({
+            "errorType": "Bridle.Misconfigured",
+            "errorMessage": "worker misconfigured: no reply channel is configured: set at least \
+                             one channel's credentials",
+        }),
+        "only the missing credentials, nothing the template already gives: {}",
+        ran.logs
+    );
+    assert!(
+        ran.logs.contains(
+            "worker misconfigured:\n  - no reply channel is configured: set at least one \
+             channel's credentials"
+        ),
+        "{}",
+        ran.logs
+    );
 }

@@ -39,7 +39,8 @@ fn pair(var: Vars<'_>, a: &str, b: &str, problems: &mut Vec<String>) -> Option<(
 }
 
 /// Combine a function's own settings with its channels', reporting every problem at once and
-/// refusing to start with no channel at all (`none` says what to set).
+/// refusing to start with no channel at all (`none` says what to set). Only what is wrong is
+/// reported: configured channels beside a bad own setting add nothing.
 pub fn with_channels<C, T>(
     own: Result<C, Vec<String>>,
     channels: Result<T, Vec<String>>,
@@ -52,7 +53,8 @@ pub fn with_channels<C, T>(
             let mut problems = own.err().unwrap_or_default();
             match channels {
                 Err(p) => problems.extend(p),
-                Ok(_) => problems.push(none.to_owned()),
+                Ok(t) if is_empty(&t) => problems.push(none.to_owned()),
+                Ok(_) => {}
             }
             Err(problems)
         }
@@ -236,6 +238,17 @@ mod tests {
         let empty = with_channels::<(), Vec<u8>>(Ok(()), Ok(vec![]), Vec::is_empty, none);
         assert_eq!(empty.err().unwrap(), [none]);
         assert!(with_channels::<(), Vec<u8>>(Ok(()), Ok(vec![1]), Vec::is_empty, none).is_ok());
+    }
+
+    #[test]
+    fn configured_channels_beside_a_bad_own_setting_are_not_called_missing() {
+        let none = "set at least one channel";
+        let own_only =
+            with_channels::<(), Vec<u8>>(Err(vec!["A".into()]), Ok(vec![1]), Vec::is_empty, none);
+        assert_eq!(own_only.err().unwrap(), ["A"]);
+        let and_none =
+            with_channels::<(), Vec<u8>>(Err(vec!["A".into()]), Ok(vec![]), Vec::is_empty, none);
+        assert_eq!(and_none.err().unwrap(), ["A", none]);
     }
 
     #[test]

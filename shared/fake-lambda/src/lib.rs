@@ -4,13 +4,19 @@
 //! The Runtime API is the one Lambda serves a custom runtime on `AWS_LAMBDA_RUNTIME_API`
 //! (`/2018-06-01/runtime/invocation/next`, `.../{id}/response`, `.../{id}/error`), as an axum
 //! server: it hands out the events it was given, one per `next`, then leaves `next` unanswered as
-//! Lambda does while no request comes, and records every response and error posted back.
+//! Lambda does while no request comes, and records every response and error posted back,
+//! including a failed init (`/2018-06-01/runtime/init/error`).
+//!
+//! [`template_env`] is the environment `infra/template.yaml` gives a function, and
+//! [`moto_secret`] the Secrets Manager secret it names, so a test boots a bootstrap as deployed.
 
 mod bootstrap;
 mod runtime_api;
+mod template;
 
 pub use bootstrap::{Bootstrap, Ran};
 pub use runtime_api::{Posted, PostedKind, RuntimeApi};
+pub use template::{TEMPLATE, moto_secret, template_env};
 
 /// The emulator the AWS-path tests use (`AWS_ENDPOINT_URL`, which `scripts/test` sets when it
 /// starts moto).

@@ -21,13 +21,18 @@ pub enum PostedKind {
     Response,
     /// `POST .../invocation/{id}/error`: the invocation failed.
     Error,
+    /// `POST /2018-06-01/runtime/init/error`: the bootstrap could not start (no request id).
+    InitError,
 }
 
 /// One response or error, as posted.
 #[derive(Debug, Clone)]
 pub struct Posted {
     pub kind: PostedKind,
+    /// The invocation's id; empty for an init error.
     pub request_id: String,
+    /// The `Lambda-Runtime-Function-Error-Type` header, when one was sent.
+    pub error_type: Option<String>,
     /// The posted JSON (`Value::Null` if it was not JSON).
     pub body: Value,
 }
@@ -57,14 +62,24 @@ impl RuntimeApi {
             .route("/2018-06-01/runtime/invocation/next", get(next))
             .route(
                 "/2018-06-01/runtime/invocation/{id}/response",
-                post(|s: State<Shared>, id: Path<String>, body: Bytes| {
-                    record(s, id, body, PostedKind::Response)
-                }),
+                post(
+                    |s: State<Shared>, id: Path<String>, h: HeaderMap, body: Bytes| {
+                        record(s, id.0, h, body, PostedKind::Response)
+                    },
+                ),
             )
             .route(
                 "/2018-06-01/runtime/invocation/{id}/error",
-                post(|s: State<Shared>, id: Path<String>, body: Bytes| {
-                    record(s, id, body, PostedKind::Error)
+                post(
+                    |s: State<Shared>, id: Path<String>, h: HeaderMap, body: Bytes| {
+                        record(s, id.0, h, body, PostedKind::Error)
+                    },
+                ),
+            )
+            .route(
+                "/2018-06-01/runtime/init/error",
+                post(|s: State<Shared>, h: HeaderMap, body: Bytes| {
+                    record(s, String::new(), h, body, PostedKind::InitError)
                 }),
             )
             .with_state(shared);
@@ -77,6 +92,11 @@ impl RuntimeApi {
             address,
             posted: rx,
         })
+    }
+
+    /// Where it listens (`host:port`, the value of `AWS_LAMBDA_RUNTIME_API`).
+    pub fn address(&self) -> &str {
+        &self.address
     }
 
     /// The next response or error the bootstrap posts; panics if none comes `within`.
@@ -142,14 +162,20 @@ async fn next(State(shared): State<Shared>) -> (HeaderMap, String) {
 
 async fn record(
     State(shared): State<Shared>,
-    Path(request_id): Path<String>,
+    request_id: String,
+    headers: HeaderMap,
     body: Bytes,
     kind: PostedKind,
 ) -> StatusCode {
     let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let error_type = headers
+        .get("lambda-runtime-function-error-type")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
     let _ = shared.posted.send(Posted {
         kind,
         request_id,
+        error_type,
         body,
     });
     StatusCode::ACCEPTED

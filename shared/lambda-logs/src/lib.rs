@@ -7,7 +7,15 @@
 //! start-up; a bare level does not need it. (Measured with `scripts/cold-start --worker`, the
 //! difference is within the noise; the point is one way of logging for both Lambdas.)
 //!
-//! Depends on `tracing-subscriber` only.
+//! A bootstrap whose init fails reports it with [`InitError::report`]: the problems readably in
+//! the log, and to Lambda on the Runtime API's `/runtime/init/error` (see [`init_error`]).
+//!
+//! Depends on `tracing-subscriber` and the Runtime API client the Lambda runtime uses; nothing
+//! of Bridle's.
+
+pub mod init_error;
+
+pub use init_error::InitError;
 
 use tracing_subscriber::filter::{EnvFilter, LevelFilter};
 
