@@ -133,6 +133,16 @@ impl Identities for FlakyStore {
     ) -> Result<Option<UserId>, StoreError> {
         self.inner.identity(channel, external_id).await
     }
+    async fn bindings(&self, user: Option<&UserId>) -> Result<Vec<store::Binding>, StoreError> {
+        self.inner.bindings(user).await
+    }
+    async fn unbind_identity(
+        &self,
+        channel: &str,
+        external_id: &str,
+    ) -> Result<Option<UserId>, StoreError> {
+        self.inner.unbind_identity(channel, external_id).await
+    }
 }
 
 // The domain ports pass straight through: only message appends are flaky.
@@ -188,8 +198,34 @@ impl store::Accounts for FlakyStore {
     async fn account(&self, user: &UserId) -> Result<Option<store::Account>, StoreError> {
         self.inner.account(user).await
     }
+    async fn account_by_email(
+        &self,
+        email: &store::Email,
+    ) -> Result<Option<store::Account>, StoreError> {
+        self.inner.account_by_email(email).await
+    }
+    async fn accounts_page(
+        &self,
+        after: Option<&store::AccountCursor>,
+        limit: usize,
+    ) -> Result<store::AccountPage, StoreError> {
+        self.inner.accounts_page(after, limit).await
+    }
+    async fn create_account(
+        &self,
+        account: &store::Account,
+    ) -> Result<(), store::CreateAccountError> {
+        self.inner.create_account(account).await
+    }
     async fn put_account(&self, account: &store::Account) -> Result<(), StoreError> {
         self.inner.put_account(account).await
+    }
+    async fn set_account_status(
+        &self,
+        user: &UserId,
+        status: store::AccountStatus,
+    ) -> Result<(), StoreError> {
+        self.inner.set_account_status(user, status).await
     }
 }
 

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
-use store::{Account, AccountStatus, Accounts, Records, Store};
+use store::{Account, Accounts, Records, Store};
 use store_sqlite::SqliteStore;
 use tests::Harness;
 use tools::Registry;
@@ -28,15 +28,7 @@ struct Setup {
 async fn setup() -> (Setup, String, String) {
     let store = Arc::new(SqliteStore::open_in_memory().unwrap());
     for user in ["user-1", "user-2"] {
-        store
-            .put_account(&Account {
-                user: UserId::from(user),
-                status: AccountStatus::Active,
-                display_name: user.into(),
-                time_zone: "UTC".into(),
-            })
-            .await
-            .unwrap();
+        store.put_account(&Account::new(user, user)).await.unwrap();
     }
     let now = Arc::new(AtomicI64::new(1_700_000_000_000));
     let clock = {

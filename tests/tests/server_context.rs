@@ -6,7 +6,7 @@ use bridle::AppOptions;
 use bridle::server::LOCAL_USER;
 use serde_json::json;
 use std::sync::Arc;
-use store::{Account, AccountStatus};
+use store::Account;
 use tests::server::TestServer;
 use transcript::Role;
 
@@ -40,10 +40,8 @@ async fn each_turn_sees_the_planner_and_account_as_they_are_now() {
         .app
         .store
         .put_account(&Account {
-            user: LOCAL_USER.into(),
-            status: AccountStatus::Active,
-            display_name: "Dana Lee".into(),
             time_zone: "Europe/Berlin".into(),
+            ..Account::new(LOCAL_USER, "Dana Lee")
         })
         .await
         .unwrap();

@@ -5,7 +5,7 @@ use crate::server::LOCAL_USER;
 use engine::{ConfirmationGate, ContextFacts, ContextSource, context_source, risk_policy};
 use planner::Planner;
 use std::sync::Arc;
-use store::{Account, AccountStatus, Accounts, Store, StoreError};
+use store::{Account, Accounts, Store, StoreError};
 use store_sqlite::SqliteStore;
 use tools::{Registry, RegistryError};
 
@@ -36,12 +36,7 @@ pub fn ensure_local_account(store: &SqliteStore) -> Result<(), StoreError> {
         let user = LOCAL_USER.into();
         if store.account(&user).await?.is_none() {
             store
-                .put_account(&Account {
-                    user,
-                    status: AccountStatus::Active,
-                    display_name: "You".into(),
-                    time_zone: "UTC".into(),
-                })
+                .put_account(&Account::new(user, "You"))
                 .await?;
         }
         Ok(())

@@ -25,7 +25,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use store::{Account, AccountStatus, Accounts, Claim, Identities, JobClaims};
+use store::{Account, Accounts, Claim, Identities, JobClaims};
 use store_dynamodb::DynamoStore;
 
 const MODEL: &str = "anthropic.claude-3-5-haiku-20241022-v1:0";
@@ -77,12 +77,7 @@ async fn table() -> (DynamoStore, String) {
     store_dynamodb::create_table(&dynamo, &name).await.unwrap();
     let store = DynamoStore::new(dynamo, name.clone());
     store
-        .put_account(&Account {
-            user: "alice".into(),
-            status: AccountStatus::Active,
-            display_name: "Alice".into(),
-            time_zone: "UTC".into(),
-        })
+        .put_account(&Account::new("alice", "Alice"))
         .await
         .unwrap();
     store

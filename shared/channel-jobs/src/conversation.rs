@@ -6,7 +6,7 @@
 
 use crate::ChannelJobs;
 use queue::TurnJob;
-use store::{Account, AccountStatus, StoreError};
+use store::{Account, StoreError};
 use transcript::{Conversation, ConversationId, UserId};
 
 /// The purpose (tool catalogue and prompt) of conversations that arrive through channels.
@@ -84,10 +84,8 @@ async fn ensure_account(
     if jobs.store.account(user).await?.is_none() {
         jobs.store
             .put_account(&Account {
-                user: user.clone(),
-                status: AccountStatus::Active,
-                display_name: display_name.to_owned(),
-                time_zone: "UTC".into(),
+                created_at_ms: (jobs.options.clock)(),
+                ..Account::new(user.clone(), display_name)
             })
             .await?;
     }

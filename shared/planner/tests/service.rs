@@ -28,10 +28,9 @@ async fn world() -> World {
 
 fn account(user: &str, status: AccountStatus) -> Account {
     Account {
-        user: UserId::from(user),
         status,
-        display_name: user.into(),
         time_zone: "Europe/Madrid".into(),
+        ..Account::new(user, user)
     }
 }
 

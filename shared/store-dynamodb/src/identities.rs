@@ -3,14 +3,19 @@
 //! `PutItem` that admits only a missing or expired code; redeeming is one conditional
 //! `UpdateItem` that admits only a live code that is unredeemed or was redeemed by the same
 //! account, so concurrent redemptions by different accounts have exactly one winner. Binding is a plain `PutItem`: the newest binding wins.
+//! Bound accounts are listed from `gsi1` (`IDENTS` / `<user>#<channel>#<external id>`, one
+//! partition: linking is rare), eventually consistent; unbinding is a `DeleteItem`.
 
 use crate::DynamoStore;
 use crate::error::{unavailable, write_error};
-use crate::item::{Item, get_s, is_expired, n, now_s, s, ttl_for};
-use crate::keys::{IDENT, LINK, PK, SK, TTL, identity_pk, link_code_pk};
+use crate::item::{Item, get_n, get_s, is_expired, n, now_s, s, ttl_for};
+use crate::keys::{
+    GSI1, GSI1PK, GSI1SK, IDENT, IDENTS, LINK, PK, SK, TTL, identity_gsi1_prefix, identity_gsi1sk,
+    identity_pk, link_code_pk,
+};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::ReturnValue;
-use store::{Identities, StoreError};
+use store::{Binding, Identities, StoreError};
 use transcript::UserId;
 
 const USER_ID: &str = "user_id";
@@ -18,6 +23,8 @@ const EXPIRES_AT_MS: &str = "expires_at_ms";
 const USED_AT_MS: &str = "used_at_ms";
 const USED_BY: &str = "used_by";
 const BOUND_AT_MS: &str = "bound_at_ms";
+const CHANNEL: &str = "channel";
+const EXTERNAL_ID: &str = "external_id";
 
 #[async_trait]
 impl Identities for DynamoStore {
@@ -129,6 +136,69 @@ impl Identities for DynamoStore {
             _ => Ok(None),
         }
     }
+
+    async fn bindings(&self, user: Option<&UserId>) -> Result<Vec<Binding>, StoreError> {
+        let query = self
+            .query()
+            .index_name(GSI1)
+            .expression_attribute_names("#pk", GSI1PK)
+            .expression_attribute_values(":pk", s(IDENTS));
+        let query = match user {
+            None => query.key_condition_expression("#pk = :pk"),
+            Some(user) => query
+                .key_condition_expression("#pk = :pk AND begins_with(#sk, :prefix)")
+                .filter_expression("#user = :user")
+                .expression_attribute_names("#sk", GSI1SK)
+                .expression_attribute_names("#user", USER_ID)
+                .expression_attribute_values(":prefix", s(identity_gsi1_prefix(user)))
+                .expression_attribute_values(":user", s(&user.0)),
+        };
+        let mut bindings = self
+            .query_all(query)
+            .await?
+            .iter()
+            .map(binding)
+            .collect::<Result<Vec<_>, _>>()?;
+        // The index orders by `<user>#<channel>#…`; `#` may sort differently from the tuple.
+        bindings.sort_by(|a, b| {
+            (&a.user, &a.channel, &a.external_id).cmp(&(&b.user, &b.channel, &b.external_id))
+        });
+        Ok(bindings)
+    }
+
+    async fn unbind_identity(
+        &self,
+        channel: &str,
+        external_id: &str,
+    ) -> Result<Option<UserId>, StoreError> {
+        let out = self
+            .client
+            .delete_item()
+            .table_name(&self.table)
+            .key(PK, s(identity_pk(channel, external_id)))
+            .key(SK, s(IDENT))
+            .return_values(ReturnValue::AllOld)
+            .send()
+            .await
+            .map_err(unavailable)?;
+        out.attributes
+            .filter(|item| !item.is_empty())
+            .map(|item| {
+                let what = format!("identity {channel}#{external_id}");
+                Ok(UserId(get_s(&item, USER_ID, &what)?.to_owned()))
+            })
+            .transpose()
+    }
+}
+
+fn binding(item: &Item) -> Result<Binding, StoreError> {
+    let what = "bound account";
+    Ok(Binding {
+        channel: get_s(item, CHANNEL, what)?.to_owned(),
+        external_id: get_s(item, EXTERNAL_ID, what)?.to_owned(),
+        user: UserId(get_s(item, USER_ID, what)?.to_owned()),
+        bound_at_ms: get_n(item, BOUND_AT_MS, what)?,
+    })
 }
 
 /// A fresh, unredeemed link code. Its `ttl` lets DynamoDB delete it some time after it expired.
@@ -148,6 +218,13 @@ fn identity_item(channel: &str, external_id: &str, user: &UserId, bound_at_ms: i
         (SK.into(), s(IDENT)),
         (USER_ID.into(), s(&user.0)),
         (BOUND_AT_MS.into(), n(bound_at_ms)),
+        (CHANNEL.into(), s(channel)),
+        (EXTERNAL_ID.into(), s(external_id)),
+        (GSI1PK.into(), s(IDENTS)),
+        (
+            GSI1SK.into(),
+            s(identity_gsi1sk(user, channel, external_id)),
+        ),
     ])
 }
 
@@ -173,6 +250,9 @@ mod tests {
         assert_eq!(item[SK], s("IDENT"));
         assert_eq!(item[USER_ID], s("bob"));
         assert_eq!(item[BOUND_AT_MS], n(7));
+        assert_eq!(item[GSI1PK], s("IDENTS"));
+        assert_eq!(item[GSI1SK], s("bob#slack#T01#U02"));
+        assert_eq!(binding(&item).unwrap().external_id, "T01#U02");
         assert!(!item.contains_key(TTL), "a binding never expires");
     }
 }

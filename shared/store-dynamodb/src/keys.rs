@@ -90,6 +90,12 @@ pub(crate) const PENDING: &str = "PENDING#";
 pub(crate) const ACTIVE: &str = "ACTIVE#";
 /// The sort key of an account.
 pub(crate) const ACCOUNT: &str = "ACCOUNT";
+/// The sort key of an e-mail address's guard item (which account has it).
+pub(crate) const EMAIL: &str = "EMAIL";
+/// The `gsi1` partition listing every account.
+pub(crate) const ACCOUNTS: &str = "ACCOUNTS";
+/// The `gsi1` partition listing every bound channel account.
+pub(crate) const IDENTS: &str = "IDENTS";
 
 /// `REC#<kind>#<id>`. Unambiguous because record kinds never contain `#`; the id may.
 pub(crate) fn record_pk(kind: &str, id: &str) -> String {
@@ -128,6 +134,27 @@ pub(crate) fn account_pk(user: &UserId) -> String {
     format!("USER#{user}")
 }
 
+/// `EMAIL#<address>` (normalised, so one mailbox is one key).
+pub(crate) fn email_pk(email: &str) -> String {
+    format!("{EMAIL}#{email}")
+}
+
+/// An account's place in the `ACCOUNTS` listing: creation time, then user id.
+pub(crate) fn account_gsi1sk(created_at_ms: i64, user: &UserId) -> String {
+    format!("{:020}#{user}", order_preserving(created_at_ms))
+}
+
+/// The start of a user's entries in the `IDENTS` listing. User ids may hold `#`, so another
+/// user's entries can share the prefix; readers also compare `user_id`.
+pub(crate) fn identity_gsi1_prefix(user: &UserId) -> String {
+    format!("{user}#")
+}
+
+/// A bound account's place in the `IDENTS` listing: user, channel, external id.
+pub(crate) fn identity_gsi1sk(user: &UserId, channel: &str, external_id: &str) -> String {
+    format!("{}{channel}#{external_id}", identity_gsi1_prefix(user))
+}
+
 /// The position in a `<prefix><20 digits>…` sort key.
 pub(crate) fn position_in(sk: &str, prefix: &str) -> Option<u64> {
     sk.strip_prefix(prefix)?.get(..20)?.parse().ok()
@@ -151,6 +178,14 @@ mod tests {
             .map(|t| created_gsi1sk(*t, &"c".into()))
             .collect();
         assert!(keys.windows(2).all(|w| w[0] < w[1]), "{keys:?}");
+        let accounts = [
+            account_gsi1sk(-1, &"zoe".into()),
+            account_gsi1sk(0, &"ada".into()),
+            account_gsi1sk(0, &"ada#2".into()),
+            account_gsi1sk(0, &"adb".into()),
+            account_gsi1sk(1, &"a".into()),
+        ];
+        assert!(accounts.windows(2).all(|w| w[0] < w[1]), "{accounts:?}");
     }
 
     #[test]

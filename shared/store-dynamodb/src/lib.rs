@@ -19,14 +19,15 @@
 //! | body continuation | as its head | head's `sk` + `#PART#<n>` | `chunk = n`, `body`, (`lsi1sk` + `#PART#<n>`) |
 //! | job claim | `JOB#<job key>` | `CLAIM` | `status`, `expires_at_ms`, `attempt`, `keep_until_ms`, `ttl` |
 //! | link code | `LINK#<code>` | `LINK` | `user_id`, `expires_at_ms`, `ttl`, `used_at_ms` once redeemed |
-//! | bound account | `IDENT#<channel>#<external id>` | `IDENT` | `user_id`, `bound_at_ms` |
+//! | bound account | `IDENT#<channel>#<external id>` | `IDENT` | `user_id`, `bound_at_ms`, `channel`, `external_id`; `gsi1pk = IDENTS`, `gsi1sk = <user>#<channel>#<external id>` |
 //! | owned record | `REC#<kind>#<id>` | `REC` | `kind`, `rid`, `owner`, `body` (canonical JSON) |
 //! | owner's listing entry | `OWNER#<owner>#<kind>` | `REC#<id>` | the record's attributes, written in the record's transaction |
 //! | audit head | `AUDIT#<user>` | `HEAD` | `seq` (the last row's number) |
 //! | audit row | `AUDIT#<user>` | `ACT#<seq>` | `action_id`, `actor`, `by_user`, `at_ms`, `changes` (JSON), `reverts`, `undone_by` |
 //! | pending confirmation | `CONV#<id>` | `PENDING#<hash>` | `created_on_action`, `description`, `expires_at_ms`, `ttl` |
 //! | active record | `CONV#<id>` | `ACTIVE#<kind>` | `rid` |
-//! | account | `USER#<user>` | `ACCOUNT` | `status`, `display_name`, `time_zone` |
+//! | account | `USER#<user>` | `ACCOUNT` | `user_id`, `status`, `display_name`, `time_zone`, `email`, `roles`, `created_at_ms`; `gsi1pk = ACCOUNTS`, `gsi1sk = <created>#<user>` |
+//! | e-mail guard | `EMAIL#<address>` | `EMAIL` | `user_id` (written in the account's transaction, `attribute_not_exists`) |
 //! | budget bucket | `BUDGET#<scope>#<window>#<start>` | `BUCKET` | `used`, `scope`, `win`, `start_ms`, `ttl`; `gsi1pk = BUDGETS#<window>#<start>`, `gsi1sk = <scope>` |
 //!
 //! Numbers in keys are zero-padded so string order is numeric order: positions to 20 digits
@@ -37,6 +38,11 @@
 //! - `gsi1` (global; `gsi1pk` hash, `gsi1sk` range, all attributes): `conversations_of` queries
 //!   `USER#<user>` backwards, which is newest first with ties by id descending. Global indexes
 //!   are eventually consistent: a conversation created a moment ago may be missing from the list.
+//! - `gsi1` also lists every account (`ACCOUNTS`, by creation time then user id, for
+//!   `accounts_page`) and every bound channel account (`IDENTS`, by user; a user's are the
+//!   `<user>#` prefix, filtered on `user_id` since user ids may hold `#`). Both are single
+//!   partitions: accounts and links change rarely. Items written before these entries existed
+//!   are listed once written again.
 //! - `lsi1` (local; `pk` hash, `lsi1sk` range, all attributes): `messages(conversation, segment)`
 //!   queries `MSG#<segment>#` in it, reading only that segment, strongly consistent.
 //!

@@ -1,61 +1,204 @@
-//! `Accounts` (one row per user in `accounts`) and `ActiveRecords` (one row per conversation
-//! and record kind in `active_records`); both are plain upserts and lookups.
+//! `Accounts` (one row per user in `accounts`; the unique index `accounts_by_email` keeps
+//! e-mails unique, so a taken one fails the insert itself, with no read-then-write race) and
+//! `ActiveRecords` (one row per conversation and record kind in `active_records`, plain
+//! upserts and lookups).
 
 use crate::SqliteStore;
-use crate::error::{corrupt, unavailable};
+use crate::error::{corrupt, to_sql, unavailable};
 use async_trait::async_trait;
-use rusqlite::{OptionalExtension, params};
-use store::{Account, AccountStatus, Accounts, ActiveRecords, StoreError};
+use rusqlite::{OptionalExtension, ffi, params, params_from_iter};
+use store::{
+    Account, AccountCursor, AccountPage, AccountStatus, Accounts, ActiveRecords,
+    CreateAccountError, Email, Roles, StoreError,
+};
 use transcript::{ConversationId, UserId};
+
+/// The columns [`account_row`] reads, in its order.
+const ACCOUNT_COLUMNS: &str =
+    "user_id, status, display_name, time_zone, email, roles, created_at_ms";
 
 #[async_trait]
 impl Accounts for SqliteStore {
     async fn account(&self, user: &UserId) -> Result<Option<Account>, StoreError> {
-        let row: Option<(String, String, String)> = self
+        let row = self
             .conn()
-            .prepare_cached(
-                "SELECT status, display_name, time_zone FROM accounts WHERE user_id = ?1",
-            )
+            .prepare_cached(&format!(
+                "SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE user_id = ?1"
+            ))
             .map_err(unavailable)?
-            .query_row(params![user.0], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .query_row(params![user.0], raw_account)
             .optional()
             .map_err(unavailable)?;
-        row.map(|(status, display_name, time_zone)| {
-            Ok(Account {
-                user: user.clone(),
-                status: AccountStatus::parse(&status).ok_or_else(|| {
-                    corrupt(
-                        format!("account {user}"),
-                        format!("unknown status {status:?}"),
-                    )
-                })?,
-                display_name,
-                time_zone,
-            })
-        })
-        .transpose()
+        row.map(account_row).transpose()
+    }
+
+    async fn account_by_email(&self, email: &Email) -> Result<Option<Account>, StoreError> {
+        let row = self
+            .conn()
+            .prepare_cached(&format!(
+                "SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE email = ?1"
+            ))
+            .map_err(unavailable)?
+            .query_row(params![email.as_str()], raw_account)
+            .optional()
+            .map_err(unavailable)?;
+        row.map(account_row).transpose()
+    }
+
+    async fn accounts_page(
+        &self,
+        after: Option<&AccountCursor>,
+        limit: usize,
+    ) -> Result<AccountPage, StoreError> {
+        // One more than asked: whether it exists says whether there is a next page.
+        let fetch = to_sql(limit as u64, "page size")?.saturating_add(1);
+        let rows = {
+            let conn = self.conn();
+            let mut statement = conn
+                .prepare_cached(&format!(
+                    "SELECT {ACCOUNT_COLUMNS} FROM accounts
+                     WHERE ?1 IS NULL OR (created_at_ms, user_id) > (?1, ?2)
+                     ORDER BY created_at_ms, user_id
+                     LIMIT ?3"
+                ))
+                .map_err(unavailable)?;
+            statement
+                .query_map(
+                    params![
+                        after.map(|c| c.created_at_ms),
+                        after.map(|c| c.user.0.as_str()),
+                        fetch
+                    ],
+                    raw_account,
+                )
+                .map_err(unavailable)?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(unavailable)?
+        };
+        let mut accounts = rows
+            .into_iter()
+            .map(account_row)
+            .collect::<Result<Vec<_>, _>>()?;
+        let more = accounts.len() > limit;
+        accounts.truncate(limit);
+        let next = more.then(|| accounts.last().map(Account::cursor)).flatten();
+        Ok(AccountPage { accounts, next })
+    }
+
+    async fn create_account(&self, account: &Account) -> Result<(), CreateAccountError> {
+        let inserted = self
+            .conn()
+            .prepare_cached(&format!(
+                "INSERT INTO accounts ({ACCOUNT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
+            ))
+            .map_err(unavailable)?
+            .execute(params_from_iter(account_params(account)));
+        match inserted {
+            Ok(_) => Ok(()),
+            Err(err) => Err(match err.sqlite_error().map(|e| e.extended_code) {
+                Some(ffi::SQLITE_CONSTRAINT_PRIMARYKEY) => {
+                    CreateAccountError::UserTaken(account.user.clone())
+                }
+                Some(ffi::SQLITE_CONSTRAINT_UNIQUE) => match &account.email {
+                    Some(email) => CreateAccountError::EmailTaken(email.clone()),
+                    None => unavailable(err).into(),
+                },
+                _ => unavailable(err).into(),
+            }),
+        }
     }
 
     async fn put_account(&self, account: &Account) -> Result<(), StoreError> {
         self.conn()
-            .prepare_cached(
-                "INSERT INTO accounts (user_id, status, display_name, time_zone)
-                 VALUES (?1, ?2, ?3, ?4)
+            .prepare_cached(&format!(
+                "INSERT INTO accounts ({ACCOUNT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
                  ON CONFLICT (user_id) DO UPDATE SET
                      status = excluded.status,
                      display_name = excluded.display_name,
-                     time_zone = excluded.time_zone",
-            )
+                     time_zone = excluded.time_zone,
+                     email = excluded.email,
+                     roles = excluded.roles,
+                     created_at_ms = excluded.created_at_ms"
+            ))
             .map_err(unavailable)?
-            .execute(params![
-                account.user.0,
-                account.status.as_str(),
-                account.display_name,
-                account.time_zone
-            ])
-            .map_err(unavailable)?;
+            .execute(params_from_iter(account_params(account)))
+            .map_err(|err| match err.sqlite_error().map(|e| e.extended_code) {
+                // The e-mail index: the user-id clash is the upsert's.
+                Some(ffi::SQLITE_CONSTRAINT_UNIQUE) => StoreError::Conflict {
+                    what: format!(
+                        "e-mail {}",
+                        account.email.as_ref().map_or("", Email::as_str)
+                    ),
+                },
+                _ => unavailable(err),
+            })?;
         Ok(())
     }
+
+    async fn set_account_status(
+        &self,
+        user: &UserId,
+        status: AccountStatus,
+    ) -> Result<(), StoreError> {
+        let changed = self
+            .conn()
+            .prepare_cached("UPDATE accounts SET status = ?2 WHERE user_id = ?1")
+            .map_err(unavailable)?
+            .execute(params![user.0, status.as_str()])
+            .map_err(unavailable)?;
+        if changed == 0 {
+            return Err(StoreError::NotFound {
+                what: format!("account {user}"),
+            });
+        }
+        Ok(())
+    }
+}
+
+type RawAccount = (String, String, String, String, Option<String>, String, i64);
+
+fn raw_account(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawAccount> {
+    Ok((
+        r.get(0)?,
+        r.get(1)?,
+        r.get(2)?,
+        r.get(3)?,
+        r.get(4)?,
+        r.get(5)?,
+        r.get(6)?,
+    ))
+}
+
+fn account_row(
+    (user, status, display_name, time_zone, email, roles, created_at_ms): RawAccount,
+) -> Result<Account, StoreError> {
+    let what = || format!("account {user}");
+    Ok(Account {
+        status: AccountStatus::parse(&status)
+            .ok_or_else(|| corrupt(what(), format!("unknown status {status:?}")))?,
+        email: email
+            .map(|e| Email::parse(&e))
+            .transpose()
+            .map_err(|e| corrupt(what(), e))?,
+        roles: Roles::parse(&roles)
+            .ok_or_else(|| corrupt(what(), format!("unknown roles {roles:?}")))?,
+        user: UserId(user),
+        display_name,
+        time_zone,
+        created_at_ms,
+    })
+}
+
+fn account_params(account: &Account) -> [Box<dyn rusqlite::ToSql + '_>; 7] {
+    [
+        Box::new(account.user.0.as_str()),
+        Box::new(account.status.as_str()),
+        Box::new(account.display_name.as_str()),
+        Box::new(account.time_zone.as_str()),
+        Box::new(account.email.as_ref().map(Email::as_str)),
+        Box::new(account.roles.to_string()),
+        Box::new(account.created_at_ms),
+    ]
 }
 
 #[async_trait]

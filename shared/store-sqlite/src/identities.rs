@@ -1,13 +1,15 @@
 //! `Identities`: link codes in `link_codes` (redeeming stamps `used_at_ms` and the redeeming
-//! account, `used_by`; the row stays until a new code of the same string replaces it) and bound accounts in `identities`, one row per
-//! `(channel, external_id)`. Creating and redeeming are each one statement whose `WHERE`
-//! admits only what the port allows, so there is no read-then-write race.
+//! account, `used_by`; the row stays until a new code of the same string replaces it) and bound
+//! accounts in `identities`, one row per `(channel, external_id)` (listed by user through
+//! `identities_by_user`; unbinding deletes the row). Creating and redeeming are each one
+//! statement whose `WHERE` admits only what the port allows, so there is no read-then-write
+//! race.
 
 use crate::SqliteStore;
 use crate::error::unavailable;
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, params};
-use store::{Identities, StoreError};
+use store::{Binding, Identities, StoreError};
 use transcript::UserId;
 
 #[async_trait]
@@ -93,6 +95,46 @@ impl Identities for SqliteStore {
             .conn()
             .prepare_cached(
                 "SELECT user_id FROM identities WHERE channel = ?1 AND external_id = ?2",
+            )
+            .map_err(unavailable)?
+            .query_row(params![channel, external_id], |r| r.get(0))
+            .optional()
+            .map_err(unavailable)?;
+        Ok(user.map(UserId))
+    }
+
+    async fn bindings(&self, user: Option<&UserId>) -> Result<Vec<Binding>, StoreError> {
+        let conn = self.conn();
+        let mut statement = conn
+            .prepare_cached(
+                "SELECT channel, external_id, user_id, bound_at_ms FROM identities
+                 WHERE ?1 IS NULL OR user_id = ?1
+                 ORDER BY user_id, channel, external_id",
+            )
+            .map_err(unavailable)?;
+        let rows = statement
+            .query_map(params![user.map(|u| u.0.as_str())], |r| {
+                Ok(Binding {
+                    channel: r.get(0)?,
+                    external_id: r.get(1)?,
+                    user: UserId(r.get(2)?),
+                    bound_at_ms: r.get(3)?,
+                })
+            })
+            .map_err(unavailable)?;
+        rows.collect::<Result<_, _>>().map_err(unavailable)
+    }
+
+    async fn unbind_identity(
+        &self,
+        channel: &str,
+        external_id: &str,
+    ) -> Result<Option<UserId>, StoreError> {
+        let user: Option<String> = self
+            .conn()
+            .prepare_cached(
+                "DELETE FROM identities WHERE channel = ?1 AND external_id = ?2
+                 RETURNING user_id",
             )
             .map_err(unavailable)?
             .query_row(params![channel, external_id], |r| r.get(0))

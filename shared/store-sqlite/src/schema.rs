@@ -121,6 +121,15 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     CREATE INDEX budget_buckets_by_window ON budget_buckets (win, start_ms, scope);",
     // 6: which channel account redeemed a link code (a retried redemption by it succeeds).
     "ALTER TABLE link_codes ADD COLUMN used_by TEXT;",
+    // 7: accounts get an e-mail (unique; NULL for none, and NULLs never clash), roles
+    // (`Roles`' text) and a creation time (0 for rows from before); listing orders; a user's
+    // bound channel accounts.
+    "ALTER TABLE accounts ADD COLUMN email TEXT;
+    ALTER TABLE accounts ADD COLUMN roles TEXT NOT NULL DEFAULT 'user';
+    ALTER TABLE accounts ADD COLUMN created_at_ms INTEGER NOT NULL DEFAULT 0;
+    CREATE UNIQUE INDEX accounts_by_email ON accounts (email);
+    CREATE INDEX accounts_in_order ON accounts (created_at_ms, user_id);
+    CREATE INDEX identities_by_user ON identities (user_id, channel, external_id);",
 ];
 
 /// The schema version this build writes and understands.

@@ -21,11 +21,19 @@
 //!   empty. Positions are unique per conversation across segments.
 //! - `update_conversation` changes only the mutable fields (status, purpose, prompt version,
 //!   segment, turn); user, channel and creation time keep their stored values.
+//! - `accounts_page`: ascending `created_at_ms`, ties by user id (byte order); `bindings`:
+//!   by user, channel, external id.
 //! - A link code is live while `now_ms < expires_at_ms`: at `expires_at_ms` it no longer
 //!   redeems, and a new code of the same string may replace it.
 
 pub use crate::conformance_records::*;
+mod accounts;
 mod budget;
+
+pub use accounts::{
+    check_account_status, check_accounts, check_accounts_listing, check_bindings_and_unbind,
+    check_concurrent_account_creation, check_create_account, check_put_account_keeps_emails_unique,
+};
 
 pub use budget::{
     check_budget_buckets_of_window, check_budget_reserve_and_settle,
@@ -68,12 +76,17 @@ macro_rules! conformance_tests {
             bind_and_look_up_identity => check_bind_identity,
             rebinding_moves_the_identity => check_rebind_identity,
             identities_are_per_channel => check_identities_per_channel,
+            bindings_listed_and_unbound => check_bindings_and_unbind,
             records_commit_and_read => check_records_commit_and_read,
             records_conflict_writes_nothing => check_records_conflict_writes_nothing,
             undo_is_lifo_per_user => check_undo_lifo,
             undo_conflict_and_other_parties => check_undo_conflict_and_other_parties,
             pending_confirmations => check_pending_confirmations,
             accounts => check_accounts,
+            create_account_refuses_taken_id_or_email => check_create_account,
+            put_account_keeps_emails_unique => check_put_account_keeps_emails_unique,
+            account_status_changes => check_account_status,
+            accounts_listed_in_pages => check_accounts_listing,
             active_records => check_active_records,
             budget_reserve_and_settle => check_budget_reserve_and_settle,
             budget_trip_adds_nothing => check_budget_trip_adds_nothing,
@@ -113,6 +126,13 @@ macro_rules! conformance_tests {
             use $crate::conformance::AsDynStore as _;
             let store = $make;
             $crate::conformance::check_concurrent_claims(store.as_dyn_store()).await;
+        }
+
+        #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn concurrent_account_creations_one_email_one_winner() {
+            use $crate::conformance::AsDynStore as _;
+            let store = $make;
+            $crate::conformance::check_concurrent_account_creation(store.as_dyn_store()).await;
         }
 
         #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1035,7 +1055,7 @@ pub async fn check_identities_per_channel(store: &dyn Store) {
 
 /// Run `write(w)` on `WRITERS` threads released together; the one value written, or what went
 /// wrong.
-fn race<T, F>(write: impl Fn(usize) -> F + Sync) -> Result<T, String>
+pub(crate) fn race<T, F>(write: impl Fn(usize) -> F + Sync) -> Result<T, String>
 where
     T: Send,
     F: Future<Output = (T, Result<(), StoreError>)>,

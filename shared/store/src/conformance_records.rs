@@ -1,12 +1,8 @@
 //! The conformance checks for [`Records`](crate::Records) (commits, audit, undo),
-//! [`Confirmations`](crate::Confirmations), [`Accounts`](crate::Accounts) and
-//! [`ActiveRecords`](crate::ActiveRecords). Run through
+//! [`Confirmations`](crate::Confirmations) and [`ActiveRecords`](crate::ActiveRecords). Run through
 //! [`conformance_tests!`](crate::conformance_tests) like the rest of the suite.
 
-use crate::{
-    Account, AccountStatus, ActionCommit, ActorKind, Change, Pending, Store, StoreError,
-    UndoOutcome,
-};
+use crate::{ActionCommit, ActorKind, Change, Pending, Store, StoreError, UndoOutcome};
 use serde_json::{Value, json};
 use transcript::{ConversationId, UserId};
 
@@ -826,36 +822,6 @@ where
                 .collect()
         })
     })
-}
-
-/// Accounts read back; putting again replaces.
-pub async fn check_accounts(store: &dyn Store) {
-    assert_eq!(store.account(&user("alice")).await.unwrap(), None);
-    let mut alice = Account {
-        user: user("alice"),
-        status: AccountStatus::Active,
-        display_name: "Alice Émile".into(),
-        time_zone: "Europe/Madrid".into(),
-    };
-    store.put_account(&alice).await.unwrap();
-    assert_eq!(
-        store.account(&user("alice")).await.unwrap(),
-        Some(alice.clone())
-    );
-    alice.status = AccountStatus::Paused;
-    alice.time_zone = "America/New_York".into();
-    store.put_account(&alice).await.unwrap();
-    assert_eq!(
-        store.account(&user("alice")).await.unwrap(),
-        Some(alice.clone())
-    );
-    alice.status = AccountStatus::Closed;
-    store.put_account(&alice).await.unwrap();
-    assert_eq!(
-        store.account(&user("alice")).await.unwrap().unwrap().status,
-        AccountStatus::Closed
-    );
-    assert_eq!(store.account(&user("bob")).await.unwrap(), None);
 }
 
 /// A conversation's active record per kind; setting again moves it.

@@ -1,6 +1,16 @@
 use crate::StoreError;
 use async_trait::async_trait;
+use serde::Serialize;
 use transcript::UserId;
+
+/// A channel account bound to a user.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Binding {
+    pub channel: String,
+    pub external_id: String,
+    pub user: UserId,
+    pub bound_at_ms: i64,
+}
 
 /// Who a channel account belongs to, and the one-time codes that link an account to a user.
 ///
@@ -63,6 +73,20 @@ pub trait Identities: Send + Sync {
     /// The user the account `external_id` on `channel` is bound to, if any. The same external
     /// id on another channel is another account.
     async fn identity(
+        &self,
+        channel: &str,
+        external_id: &str,
+    ) -> Result<Option<UserId>, StoreError>;
+
+    /// The bound channel accounts, of `user` or of everyone, ordered by user, channel and
+    /// external id (byte order). A binding made a moment ago may take a moment to be listed
+    /// (DynamoDB lists from an eventually consistent index); [`identity`](Self::identity) is
+    /// always current.
+    async fn bindings(&self, user: Option<&UserId>) -> Result<Vec<Binding>, StoreError>;
+
+    /// Unbind the account `external_id` on `channel`: the user it was bound to, or `None` when
+    /// it was not bound. Its messages are then treated as from a stranger again.
+    async fn unbind_identity(
         &self,
         channel: &str,
         external_id: &str,

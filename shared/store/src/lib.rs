@@ -22,14 +22,17 @@ mod identities;
 mod records;
 mod visible;
 
-pub use accounts::{Account, AccountStatus, Accounts};
+pub use accounts::{
+    Account, AccountCursor, AccountPage, AccountRole, AccountStatus, Accounts, CreateAccountError,
+    Email, InvalidEmail, Roles,
+};
 pub use active::ActiveRecords;
 pub use budget::{Adjustment, BucketKey, BucketUsage, BudgetLedger, Charge, Reserve};
 pub use canonical::canonical_json;
 pub use claims::{Claim, JobClaims};
 pub use confirmations::{Confirmations, Pending};
 pub use error::StoreError;
-pub use identities::Identities;
+pub use identities::{Binding, Identities};
 pub use records::{
     ActionCommit, ActorKind, AuditEntry, Change, Record, Records, UndoOutcome, reverting_changes,
     rows_to_undo,
