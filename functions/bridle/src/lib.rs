@@ -4,6 +4,7 @@
 //! `main.rs` only parses the command line and the environment and calls [`start`]; everything
 //! here takes its dependencies as arguments, so tests run the real server in-process.
 
+pub mod admin_cli;
 pub mod backends;
 pub mod budget_report;
 pub mod channel_setup;

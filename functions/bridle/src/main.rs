@@ -1,5 +1,8 @@
 //! The `bridle` command. Wiring only: parse, configure, build, run.
 
+use bridle::admin_cli::{
+    self, CliError, Deps, IdentitiesArgs, StoreSource, UsersArgs, UsersCommand,
+};
 use bridle::budget_report::{self, Format, LedgerSource, ReportOptions};
 use bridle::channel_setup::ChannelSetup;
 use bridle::config::ConfigErrors;
@@ -29,6 +32,11 @@ enum Command {
     /// Budgets: usage against caps, with prices and caps and where they came from.
     #[command(subcommand)]
     Budget(BudgetCommand),
+    /// Accounts: add, list, show, pause, resume, close, link codes — on the SQLite file or the
+    /// DynamoDB table (see `bridle users --help` for which one and the exit codes).
+    Users(UsersArgs),
+    /// Linked messaging accounts: list, unlink — on the SQLite file or the DynamoDB table.
+    Identities(IdentitiesArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -60,11 +68,14 @@ struct ReportArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .init();
+    let logs = tracing_subscriber::fmt().with_env_filter(
+        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+    );
+    match cli.command {
+        // Their stdout is the answer (tables, JSON for scripts): logs go to stderr.
+        Command::Users(_) | Command::Identities(_) => logs.with_writer(std::io::stderr).init(),
+        _ => logs.init(),
+    }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(err) => {
@@ -75,7 +86,78 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Serve => runtime.block_on(serve()),
         Command::Budget(BudgetCommand::Report(args)) => runtime.block_on(report(args)),
+        Command::Users(args) => runtime.block_on(users(args)),
+        Command::Identities(args) => runtime.block_on(identities(args)),
     }
+}
+
+async fn users(args: UsersArgs) -> ExitCode {
+    let env = |k: &str| std::env::var(k).ok();
+    // Only a link code needs the channels (which apps are on, their open-chat links).
+    let channels = if matches!(args.command, UsersCommand::LinkCode(_)) {
+        match ChannelSetup::from_vars(&env, &reqwest::Client::new()) {
+            Ok(c) => c,
+            Err(problems) => {
+                eprintln!("{}", ConfigErrors(problems));
+                return ExitCode::from(admin_cli::EXIT_BAD_INPUT);
+            }
+        }
+    } else {
+        ChannelSetup::default()
+    };
+    // Adding the first user may create the SQLite file; every other command needs it.
+    let create = matches!(args.command, UsersCommand::Add(_));
+    let deps = match admin_deps(&args.store, create, channels).await {
+        Ok(d) => d,
+        Err(err) => return admin_failed(&err),
+    };
+    let mut out = std::io::stdout().lock();
+    match admin_cli::run_users(&args.command, &deps, &mut out).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => admin_failed(&err),
+    }
+}
+
+async fn identities(args: IdentitiesArgs) -> ExitCode {
+    let deps = match admin_deps(&args.store, false, ChannelSetup::default()).await {
+        Ok(d) => d,
+        Err(err) => return admin_failed(&err),
+    };
+    let mut out = std::io::stdout().lock();
+    match admin_cli::run_identities(&args.command, &deps, &mut out).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => admin_failed(&err),
+    }
+}
+
+async fn admin_deps(
+    args: &admin_cli::StoreArgs,
+    create: bool,
+    channels: ChannelSetup,
+) -> Result<Deps, CliError> {
+    let source = StoreSource::choose(args, &|k| std::env::var(k).ok());
+    Ok(Deps {
+        store: admin_cli::open_store(&source, create).await?,
+        format: if args.json {
+            admin_cli::Format::Json
+        } else {
+            admin_cli::Format::Table
+        },
+        channels,
+        clock: budget::system_clock(),
+    })
+}
+
+/// One line on stderr; the exit code says what kind of failure it was.
+fn admin_failed(err: &CliError) -> ExitCode {
+    let mut message = format!("bridle: {err}");
+    let mut source = std::error::Error::source(err).and_then(|s| s.source());
+    while let Some(s) = source {
+        message.push_str(&format!(": {s}"));
+        source = s.source();
+    }
+    eprintln!("{message}");
+    ExitCode::from(err.exit_code())
 }
 
 async fn report(args: ReportArgs) -> ExitCode {
