@@ -4,7 +4,6 @@ use budget::BudgetConfig;
 use budget::report::{Report, render};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 use store::{BudgetLedger, StoreError};
 
 /// Where the ledger is.
@@ -45,21 +44,10 @@ pub async fn open_ledger(source: &LedgerSource) -> Result<Arc<dyn BudgetLedger>,
             }
             Arc::new(store_sqlite::SqliteStore::open(path)?)
         }
-        LedgerSource::DynamoDb { table } => {
-            let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-            let timeouts = aws_config::timeout::TimeoutConfig::builder()
-                .connect_timeout(Duration::from_secs(2))
-                .operation_attempt_timeout(Duration::from_secs(5))
-                .operation_timeout(Duration::from_secs(15))
-                .build();
-            let conf = aws_sdk_dynamodb::config::Builder::from(&aws)
-                .timeout_config(timeouts)
-                .build();
-            Arc::new(store_dynamodb::DynamoStore::new(
-                aws_sdk_dynamodb::Client::from_conf(conf),
-                table.clone(),
-            ))
-        }
+        LedgerSource::DynamoDb { table } => Arc::new(store_dynamodb::DynamoStore::new(
+            crate::admin_cli::dynamodb_client().await,
+            table.clone(),
+        )),
     })
 }
 

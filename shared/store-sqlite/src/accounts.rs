@@ -235,3 +235,60 @@ impl ActiveRecords for SqliteStore {
             .map_err(unavailable)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::{MIGRATIONS, migrate};
+    use rusqlite::Connection;
+    use std::sync::Mutex;
+
+    /// Accounts stored before migration 7 read back with no e-mail, the `user` role and
+    /// creation time 0, are listed, and can be given an e-mail.
+    #[tokio::test]
+    async fn accounts_from_before_emails_upgrade() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate(&mut conn, &MIGRATIONS[..6]).unwrap();
+        for user in ["old-1", "old-2"] {
+            conn.execute(
+                "INSERT INTO accounts (user_id, status, display_name, time_zone)
+                 VALUES (?1, 'paused', 'Old', 'Europe/Oslo')",
+                params![user],
+            )
+            .unwrap();
+        }
+        migrate(&mut conn, MIGRATIONS).unwrap();
+        let store = SqliteStore {
+            conn: Mutex::new(conn),
+        };
+        let old = Account {
+            status: AccountStatus::Paused,
+            time_zone: "Europe/Oslo".into(),
+            ..Account::new("old-1", "Old")
+        };
+        assert_eq!(
+            store.account(&"old-1".into()).await.unwrap(),
+            Some(old.clone())
+        );
+        let listed: Vec<UserId> = store
+            .all_accounts()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|a| a.user)
+            .collect();
+        assert_eq!(listed, [UserId::from("old-1"), UserId::from("old-2")]);
+        let with_email = Account {
+            email: Some(Email::parse("old@example.org").unwrap()),
+            ..old
+        };
+        store.put_account(&with_email).await.unwrap();
+        assert_eq!(
+            store
+                .account_by_email(&Email::parse("OLD@example.org").unwrap())
+                .await
+                .unwrap(),
+            Some(with_email)
+        );
+    }
+}
