@@ -33,7 +33,7 @@ enum Command {
     #[command(subcommand)]
     Budget(BudgetCommand),
     /// Accounts: add, list, show, pause, resume, close, link codes — on the SQLite file or the
-    /// DynamoDB table (see `bridle users --help` for which one and the exit codes).
+    /// DynamoDB table.
     Users(UsersArgs),
     /// Linked messaging accounts: list, unlink — on the SQLite file or the DynamoDB table.
     Identities(IdentitiesArgs),

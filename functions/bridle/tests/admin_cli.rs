@@ -371,6 +371,28 @@ async fn table_name_picks_dynamodb_and_the_flags_win() {
 }
 
 #[test]
+fn help_says_which_store_wins_and_what_the_exit_codes_mean() {
+    for command in [
+        &["users", "--help"][..],
+        &["users", "add", "--help"],
+        &["identities", "--help"],
+    ] {
+        let run = bridle(&Target::Sqlite(temp_db()), command, &[]);
+        assert_eq!(run.code, 0, "{run:?}");
+        for words in [
+            "else TABLE_NAME (DynamoDB, standard AWS chain) when set; else BRIDLE_DB",
+            "Exit codes: 0 done; 1 not found or bad input",
+            "2 usage error; 3 the store",
+        ] {
+            assert!(
+                run.stdout.contains(words),
+                "{command:?} --help must say {words:?}: {run:?}"
+            );
+        }
+    }
+}
+
+#[test]
 fn the_store_is_chosen_flags_first_then_table_name_then_bridle_db() {
     let args = |db: Option<&str>, table: Option<&str>| StoreArgs {
         db: db.map(PathBuf::from),

@@ -11,11 +11,16 @@ use std::path::PathBuf;
 #[derive(Debug, Clone, Args)]
 pub struct StoreArgs {
     /// The local server's SQLite file (overrides TABLE_NAME and BRIDLE_DB).
-    #[arg(long, global = true, conflicts_with = "dynamodb_table")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        global = true,
+        conflicts_with = "dynamodb_table"
+    )]
     pub db: Option<PathBuf>,
     /// A DynamoDB table (overrides TABLE_NAME and BRIDLE_DB; region and credentials from the
     /// standard AWS environment).
-    #[arg(long, global = true)]
+    #[arg(long, value_name = "TABLE", global = true)]
     pub dynamodb_table: Option<String>,
     /// Print JSON instead of a table.
     #[arg(long, global = true)]
