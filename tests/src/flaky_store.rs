@@ -95,6 +95,28 @@ impl JobClaims for FlakyStore {
 }
 
 #[async_trait]
+impl store::Leases for FlakyStore {
+    async fn acquire_lease(
+        &self,
+        conversation: &ConversationId,
+        holder: &str,
+        now: i64,
+        until: i64,
+    ) -> Result<store::Lease, StoreError> {
+        self.inner
+            .acquire_lease(conversation, holder, now, until)
+            .await
+    }
+    async fn release_lease(
+        &self,
+        conversation: &ConversationId,
+        holder: &str,
+    ) -> Result<(), StoreError> {
+        self.inner.release_lease(conversation, holder).await
+    }
+}
+
+#[async_trait]
 impl Identities for FlakyStore {
     async fn create_link_code(
         &self,

@@ -1,19 +1,19 @@
 use backend::{Reply, ScriptedModel};
-use engine::{CollectSink, Engine, EngineOptions, Guard, TurnEvent, TurnInput, TurnOutcome};
+use engine::{CollectSink, Engine, EngineOptions, Guard, TurnEvent, TurnOutcome};
 use std::sync::Arc;
 use store::{ConversationStore, MessageStore, VisibleEntry, VisibleStore};
 use store_sqlite::SqliteStore;
-use tools::{ActionId, Registry};
+use tools::Registry;
 use transcript::{Conversation, ConversationId, Message};
 
-use crate::{Calls, sample_tools};
+use crate::{Calls, sample_tools, web_job, web_jobs};
 
 /// The real engine on an in-memory SQLite store, driven by a scripted model.
 #[allow(missing_debug_implementations)]
 pub struct Harness {
     pub model: Arc<ScriptedModel>,
     pub store: Arc<SqliteStore>,
-    pub engine: Engine,
+    pub engine: Arc<Engine>,
     pub calls: Calls,
     pub conversation: ConversationId,
     turns: std::sync::atomic::AtomicU32,
@@ -79,12 +79,12 @@ impl Harness {
         if options.system_prompt.is_empty() {
             options.system_prompt = "You are Bridle's test assistant.".into();
         }
-        let engine = configure(Engine::new(
+        let engine = Arc::new(configure(Engine::new(
             model.clone(),
             Arc::new(tools),
             store.clone(),
             options,
-        ));
+        )));
         let conversation = ConversationId::from("conv-1");
         let mut conv = Conversation::new(conversation.clone(), "user-1", "web", "planner");
         conv.created_at_ms = 1;
@@ -101,25 +101,40 @@ impl Harness {
 
     /// Change the engine (context source, clock, …) before the first turn.
     pub fn customise(self, f: impl FnOnce(Engine) -> Engine) -> Self {
+        let engine = Arc::try_unwrap(self.engine)
+            .unwrap_or_else(|_| panic!("customise the engine before the first turn"));
         Self {
-            engine: f(self.engine),
+            engine: Arc::new(f(engine)),
             ..self
         }
     }
 
-    /// Run one turn and check the invariant every turn must keep: what the user saw (tokens and
-    /// error lines) is exactly the reply, and exactly what the visible transcript recorded.
+    /// Run one turn through the one job path, as the web chat does (message id `act-N`, so
+    /// action id `web#act-N`), and check the invariant every turn must keep: what the user saw
+    /// (tokens and error lines) is exactly the reply, and exactly what the visible transcript
+    /// recorded.
     pub async fn turn(&self, text: &str) -> Turned {
         let n = self.turns.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
         let sink = CollectSink::default();
-        let input = TurnInput {
-            conversation_id: self.conversation.clone(),
-            text: text.to_owned(),
-            action_id: ActionId(format!("act-{n}")),
-            attachments: Vec::new(),
-            attachment_notes: Vec::new(),
-        };
-        let outcome = self.engine.run_turn(input, &sink).await.unwrap();
+        let conv = self
+            .store
+            .conversation(&self.conversation)
+            .await
+            .unwrap()
+            .expect("the harness's conversation exists");
+        let jobs = web_jobs(self.engine.clone(), self.store.clone(), Arc::default());
+        let job = web_job(
+            &self.conversation.0,
+            &conv.user_id.0,
+            &format!("act-{n}"),
+            text,
+        );
+        let ran = jobs
+            .run_streamed(&job, std::time::Duration::from_secs(600), &sink)
+            .await;
+        let outcome = ran
+            .turn
+            .unwrap_or_else(|| panic!("the turn did not run: {:?}", ran.outcome));
         let events = sink.events();
         let mut seen = String::new();
         for e in &events {

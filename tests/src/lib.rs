@@ -9,9 +9,11 @@ mod logs;
 pub mod platform_api;
 mod sample_tools;
 pub mod server;
+mod web_jobs;
 
 pub use echo_model::EchoModel;
 pub use flaky_store::FlakyStore;
 pub use harness::{Harness, Turned};
 pub use logs::{Capturing, Logs};
 pub use sample_tools::{Calls, sample_tools};
+pub use web_jobs::{web_job, web_jobs};

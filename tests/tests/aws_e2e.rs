@@ -135,7 +135,6 @@ async fn aws_unlinked(scenarios: Vec<Scenario>) -> Aws {
         store.clone(),
         EngineOptions {
             model_id: "anthropic.claude-test".into(),
-            record_reply: false,
             ..EngineOptions::default()
         },
     );

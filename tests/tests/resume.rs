@@ -1,21 +1,31 @@
 //! A turn cut short (the worker died, storage failed mid-turn) is resumed by running the same
-//! job again: no second user message, no second run of a tool whose result is stored, no model
-//! call repeated whose answer is stored.
+//! job again, through the one job path, once the dead worker's claim has expired: no second user
+//! message, no second run of a tool whose result is stored, no model call repeated whose answer
+//! is stored, one reply recorded.
 
 use backend::{Reply, ScriptedModel};
-use engine::{CollectSink, Engine, EngineError, EngineOptions, TurnEnd, TurnInput};
+use channel_jobs::{ChannelJobs, JobOutcome};
+use engine::{CollectSink, Engine, EngineOptions, TurnEnd, TurnInput};
+use queue::TurnJob;
 use serde_json::json;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
 use store::{ConversationStore, MessageStore, VisibleStore};
 use store_sqlite::SqliteStore;
-use tests::{Calls, FlakyStore, sample_tools};
+use tests::{Calls, FlakyStore, sample_tools, web_job, web_jobs};
 use tools::ActionId;
 use transcript::{Conversation, Role, StopReason};
+
+/// A job's time before its claim expires (plus the claim's slack).
+const BUDGET: Duration = Duration::from_secs(600);
 
 struct Setup {
     model: Arc<ScriptedModel>,
     store: Arc<FlakyStore>,
-    engine: Engine,
+    engine: Arc<Engine>,
+    jobs: ChannelJobs,
+    clock: Arc<AtomicI64>,
     calls: Calls,
 }
 
@@ -28,7 +38,7 @@ async fn setup(replies: Vec<Reply>) -> Setup {
         .unwrap();
     let model = Arc::new(ScriptedModel::new(replies));
     let calls = Calls::default();
-    let engine = Engine::new(
+    let engine = Arc::new(Engine::new(
         model.clone(),
         Arc::new(sample_tools(calls.clone())),
         store.clone(),
@@ -36,23 +46,21 @@ async fn setup(replies: Vec<Reply>) -> Setup {
             model_id: "m".into(),
             ..Default::default()
         },
-    );
+    ));
+    let clock = Arc::new(AtomicI64::new(1_800_000_000_000));
+    let jobs = web_jobs(engine.clone(), store.clone(), clock.clone());
     Setup {
         model,
         store,
         engine,
+        jobs,
+        clock,
         calls,
     }
 }
 
-fn job(action: &str) -> TurnInput {
-    TurnInput {
-        conversation_id: "c1".into(),
-        text: "what's on?".into(),
-        action_id: ActionId(action.into()),
-        attachments: Vec::new(),
-        attachment_notes: Vec::new(),
-    }
+fn job(message_id: &str) -> TurnJob {
+    web_job("c1", "u1", message_id, "what's on?")
 }
 
 fn tool_then_answer() -> Vec<Reply> {
@@ -67,7 +75,10 @@ fn tool_then_answer() -> Vec<Reply> {
 
 async fn roles(s: &Setup) -> Vec<Role> {
     let rows = s.store.inner.messages(&"c1".into(), 0).await.unwrap();
-    assert!(rows.iter().all(|m| m.action_id.as_deref() == Some("job-1")));
+    assert!(
+        rows.iter()
+            .all(|m| m.action_id.as_deref() == Some("web#job-1"))
+    );
     rows.iter().map(|m| m.role).collect()
 }
 
@@ -76,22 +87,31 @@ async fn visible(s: &Setup) -> Vec<String> {
     v.into_iter().map(|e| e.text).collect()
 }
 
-/// Die after `survive` message appends, then run the same job again on a healthy store.
+/// Die after `survive` message appends, then run the same job again on a healthy store once the
+/// dead attempt's claim has expired.
 async fn die_then_retry(survive: i64, replies: Vec<Reply>) -> (Setup, engine::TurnOutcome) {
     let s = setup(replies).await;
     s.store.fail_after(survive);
-    let first = s
-        .engine
-        .run_turn(job("job-1"), &CollectSink::default())
-        .await;
-    assert!(matches!(first, Err(EngineError::Store(_))), "{first:?}");
+    let first = s.jobs.run(&job("job-1"), BUDGET).await;
+    assert!(
+        matches!(&first, JobOutcome::Failed(why) if why.contains("storage failed")),
+        "{first:?}"
+    );
     s.store.heal();
-    let outcome = s
-        .engine
-        .run_turn(job("job-1"), &CollectSink::default())
-        .await
-        .unwrap();
-    (s, outcome)
+    // The claim is live until the attempt's deadline (plus slack) passes: no second worker.
+    let busy = s.jobs.run(&job("job-1"), BUDGET).await;
+    assert!(
+        matches!(&busy, JobOutcome::Failed(why) if why.contains("another worker")),
+        "{busy:?}"
+    );
+    s.clock
+        .fetch_add(BUDGET.as_millis() as i64 + 60_000, Ordering::SeqCst);
+    let ran = s
+        .jobs
+        .run_streamed(&job("job-1"), BUDGET, &CollectSink::default())
+        .await;
+    assert_eq!(ran.outcome, JobOutcome::Done);
+    (s, ran.turn.unwrap())
 }
 
 #[tokio::test]
@@ -156,13 +176,29 @@ async fn died_after_the_tool_result_was_stored_never_runs_the_tool_again() {
 async fn a_finished_turn_run_again_changes_nothing() {
     let s = setup(tool_then_answer()).await;
     let first = s
-        .engine
-        .run_turn(job("job-1"), &CollectSink::default())
-        .await
-        .unwrap();
+        .jobs
+        .run_streamed(&job("job-1"), BUDGET, &CollectSink::default())
+        .await;
+    assert_eq!(first.outcome, JobOutcome::Done);
+    let first = first.turn.unwrap();
+    // A redelivery of the done job is skipped by its claim …
+    assert_eq!(
+        s.jobs.run(&job("job-1"), BUDGET).await,
+        JobOutcome::Skipped("already done")
+    );
+    // … and the engine itself, asked for the same action again, resumes it as finished.
     let again = s
         .engine
-        .run_turn(job("job-1"), &CollectSink::default())
+        .run_turn(
+            TurnInput {
+                conversation_id: "c1".into(),
+                text: "what's on?".into(),
+                action_id: ActionId("web#job-1".into()),
+                attachments: Vec::new(),
+                attachment_notes: Vec::new(),
+            },
+            &CollectSink::default(),
+        )
         .await
         .unwrap();
     assert_eq!(again.end, TurnEnd::Answered);

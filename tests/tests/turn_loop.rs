@@ -281,7 +281,7 @@ async fn a_panicking_tool_gives_the_model_a_generic_error_and_the_log_the_raw_on
         "{log}"
     );
     assert!(
-        log.contains("tool=sync_calendar") && log.contains("action_id=act-1"),
+        log.contains("tool=sync_calendar") && log.contains("action_id=web#act-1"),
         "{log}"
     );
     assert!(!t.outcome.reply.contains("SECRET"));
@@ -435,7 +435,7 @@ async fn an_internal_tool_error_reaches_the_log_not_the_model() {
         "{log}"
     );
     assert!(
-        log.contains("tool=lookup") && log.contains("action_id=act-1"),
+        log.contains("tool=lookup") && log.contains("action_id=web#act-1"),
         "{log}"
     );
 }

@@ -100,48 +100,27 @@ pub fn build_app(
     };
     let notes = Arc::new(notes);
     let store: Arc<SqliteStore> = Arc::new(store);
+    planning::ensure_local_account(store.as_ref())?;
     let mut registry = Registry::default();
     notes::register(&mut registry, notes.clone())?;
-    let planner = planning::planner_tools(&mut registry, store.clone())?;
-    planning::ensure_local_account(store.as_ref())?;
-    let context = planning::planner_context(planner.clone());
-    let gate = planning::confirmation_gate(planner, store.clone());
-    let registry = Arc::new(registry);
-    let queue = Arc::new(queue);
-    let guard: Arc<dyn engine::Guard> =
-        Arc::new(budget::Guards::standard(budget::StandardGuards {
-            ledger: store.clone(),
-            config: options.guards.budget.clone(),
-            accounts: options
-                .guards
-                .accounts
-                .clone()
-                .unwrap_or_else(|| Arc::new(budget::StoreAccounts(store.clone()))),
-            clock: options.guards.clock.clone(),
-            no_model: options.guards.no_model.clone(),
-        }));
-    let extras = EngineExtras {
-        gate: gate.clone(),
-        guard: guard.clone(),
-        context: context.clone(),
-    };
-    let channels = channel_jobs_for(&model, &registry, &store, &queue, &extras, &options);
-    let engine = Engine::new(
+    // One engine for the web chat and the messaging channels, assembled where the worker
+    // Lambda's is (DESIGN.md invariant 11).
+    let assembled = assembly::assemble(assembly::Parts {
         model,
+        store: store.clone(),
         registry,
-        store.clone(),
-        EngineOptions {
+        engine: EngineOptions {
             model_id: options.model_id.clone(),
             ..options.engine.clone()
         },
-    )
-    .with_confirmation(gate)
-    .with_guard(guard)
-    .with_context(context);
+        guards: options.guards.clone(),
+    })?;
+    let queue = Arc::new(queue);
+    let channels = channel_jobs_for(&assembled.engine, &store, &queue, &options);
     Ok(server::App {
         store,
         queue,
-        engine: Arc::new(engine),
+        engine: assembled.engine,
         channels,
         hub: Arc::default(),
         notes,
@@ -153,41 +132,24 @@ pub fn build_app(
     })
 }
 
-/// What both engines (web chat and channels) put around every model and tool call.
-struct EngineExtras {
-    gate: Arc<engine::ConfirmationGate>,
-    guard: Arc<dyn engine::Guard>,
-    context: Arc<dyn engine::ContextSource>,
-}
-
-/// The channel side of the app: the webhook handler on the local queue, and the channel jobs
-/// (an engine of their own with `record_reply` off: delivery records what went out).
+/// The job path of the app: the webhook handler on the local queue, and the jobs (web chat and
+/// messaging channels) on the one engine; the web chat's sender is the browser stream.
 fn channel_jobs_for(
-    model: &Arc<dyn ChatModel>,
-    registry: &Arc<Registry>,
+    engine: &Arc<Engine>,
     store: &Arc<SqliteStore>,
     queue: &Arc<SqliteQueue>,
-    extras: &EngineExtras,
     options: &AppOptions,
 ) -> server::Channels {
     let setup = options.channels.clone();
-    let engine = Engine::new(
-        model.clone(),
-        registry.clone(),
-        store.clone(),
-        EngineOptions {
-            model_id: options.model_id.clone(),
-            record_reply: false,
-            ..options.engine.clone()
-        },
-    )
-    .with_confirmation(extras.gate.clone())
-    .with_guard(extras.guard.clone())
-    .with_context(extras.context.clone());
+    let mut senders = setup.senders.clone();
+    senders.insert(
+        channel_jobs::web::WEB_CHANNEL.to_owned(),
+        Arc::new(channel_jobs::web::BrowserStream),
+    );
     let jobs = channel_jobs::ChannelJobs {
-        engine: Arc::new(engine),
+        engine: engine.clone(),
         store: store.clone(),
-        senders: setup.senders.clone(),
+        senders,
         options: channel_jobs::JobOptions {
             signup_url: setup
                 .public_base_url

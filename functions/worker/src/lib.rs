@@ -18,7 +18,6 @@ pub mod config;
 pub mod http;
 mod job;
 pub mod media;
-pub mod planning;
 
 pub use channel_jobs::{ChannelJobs, JobOptions, JobOutcome};
 

@@ -3,7 +3,7 @@
 
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
 use backend_bedrock::BedrockModel;
-use engine::{Engine, EngineOptions};
+use engine::EngineOptions;
 use lambda_logs::InitError;
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 use std::collections::HashMap;
@@ -96,33 +96,25 @@ async fn init() -> Result<Worker, Error> {
         backend_bedrock::client(&aws),
         config.model_id.clone(),
     ));
-    let mut registry = Registry::default();
-    let planner = worker::planning::planner_tools(&mut registry, store.clone())?;
-    let engine = Engine::new(
+    // The same assembly as `bridle serve` (DESIGN.md invariant 11).
+    let assembled = assembly::assemble(assembly::Parts {
         model,
-        Arc::new(registry),
-        store.clone(),
-        EngineOptions {
+        store: store.clone(),
+        registry: Registry::default(),
+        engine: EngineOptions {
             model_id: config.model_id.clone(),
             system_prompt: config.prompt.text.clone(),
             prompt_version: config.prompt.version.clone(),
-            record_reply: false,
             ..EngineOptions::default()
         },
-    )
-    .with_context(worker::planning::planner_context(planner.clone()))
-    .with_confirmation(worker::planning::confirmation_gate(planner, store.clone()))
-    // No model call without the cheap guards and the budget (DESIGN.md invariant 9).
-    .with_guard(Arc::new(budget::Guards::standard(budget::StandardGuards {
-        ledger: store.clone(),
-        config: Arc::new(budget_config),
-        accounts: Arc::new(budget::StoreAccounts(store.clone())),
-        clock: budget::system_clock(),
-        no_model: None,
-    })));
+        guards: assembly::GuardOptions {
+            budget: Arc::new(budget_config),
+            ..assembly::GuardOptions::default()
+        },
+    })?;
     let worker = Worker {
         jobs: ChannelJobs {
-            engine: Arc::new(engine),
+            engine: assembled.engine,
             store,
             senders,
             options: JobOptions {

@@ -78,7 +78,6 @@ async fn setup(replies: Vec<Reply>) -> Setup {
         store.clone(),
         EngineOptions {
             model_id: "m".into(),
-            record_reply: false,
             ..EngineOptions::default()
         },
     );

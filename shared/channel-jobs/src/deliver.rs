@@ -35,7 +35,7 @@ impl ChannelJobs {
         &self,
         job: &TurnJob,
         conversation: &ConversationId,
-        outcome: engine::TurnOutcome,
+        outcome: &engine::TurnOutcome,
         sender: &dyn Sender,
     ) -> Result<(), String> {
         let conv = self
@@ -54,6 +54,11 @@ impl ChannelJobs {
             .any(|e| e.turn == conv.turn && e.role == VisibleRole::Assistant)
         {
             tracing::info!(job = %job.dedupe_key(), "reply already delivered; not sending again");
+            return Ok(());
+        }
+        if !outcome.silent && outcome.reply.trim().is_empty() {
+            // The turn said nothing on purpose (a paused conversation): nothing to deliver.
+            tracing::info!(job = %job.dedupe_key(), end = ?outcome.end, "the turn has no reply to deliver");
             return Ok(());
         }
         let buttons: Vec<Button> = outcome

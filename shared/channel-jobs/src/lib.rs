@@ -1,15 +1,22 @@
-//! One channel job, end to end, as the worker Lambda and `bridle serve` both run it:
+//! The one job path: every turn, from any entrance, as the worker Lambda and `bridle serve`
+//! both run it. A messaging-channel job and a web chat job differ only in how identity is
+//! resolved and in their [`Sender`] (a platform's API, or the open browser stream,
+//! [`web::BrowserStream`]):
 //!
 //! 1. **claim** the job (one conditional write), so a duplicate delivery never starts a second
 //!    turn and a job whose worker died is taken over;
 //! 2. **resolve identity** from the verified sender, never from the model: a link code in the
 //!    text binds the account and is confirmed; an unknown sender gets the onboarding reply; a
-//!    bound sender's turn runs as the bound user ([`identity`]);
-//! 3. **run the turn** in the conversation of that chat and user, with the message's
+//!    bound sender's turn runs as the bound user ([`identity`]). A web job's user is the
+//!    signed-in user the web server put on it, in a conversation that user owns ([`web`]);
+//! 3. hold the **conversation's lease** ([`store::Leases`]) while answering, so turns of one
+//!    conversation from different entrances or functions never interleave, then **run the
+//!    turn** in the conversation of that chat and user, with the message's
 //!    attachments fetched and stored by reference first ([`attachments`]; one that cannot be
 //!    read becomes a note to the model, never a lost message);
 //! 4. **deliver** through the channel's [`Sender`] and **record** what actually went out in the
-//!    visible transcript (an attempt that finds the reply recorded does not send again);
+//!    visible transcript (an attempt that finds the reply recorded does not send again); the
+//!    engine never records the reply itself;
 //! 5. mark the claim done.
 //!
 //! The harness's own replies (onboarding, link confirmation, a stale code) make no model call.
@@ -20,18 +27,20 @@ mod conversation;
 mod deliver;
 pub mod identity;
 pub mod lines;
+pub mod web;
 
 pub use conversation::{CHANNEL_PURPOSE, lobby_conversation, user_conversation};
 
 use channels::Sender;
-use engine::{Engine, NullSink, TurnInput};
+use engine::{Engine, EventSink, NullSink, TurnInput, TurnOutcome};
 use identity::Resolved;
 use queue::TurnJob;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
-use store::{Claim, Store};
+use store::{Claim, Lease, Store};
 use tools::ActionId;
+use transcript::ConversationId;
 
 /// Unix milliseconds now; injectable for tests.
 pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
@@ -51,6 +60,10 @@ pub fn system_clock() -> Clock {
 pub struct JobOptions {
     /// Added to a turn's deadline to make its claim's expiry.
     pub claim_slack: Duration,
+    /// How long a conversation's lease lasts unless renewed (it is renewed every third of
+    /// this while the turn runs): the longest a dead holder keeps the conversation's next
+    /// turn waiting.
+    pub lease_ttl: Duration,
     /// How long a done claim is remembered (duplicates arriving later are skipped).
     pub keep_done: Duration,
     /// Where people get a link code (the web app, from `PUBLIC_BASE_URL`); shown in the
@@ -85,6 +98,7 @@ impl Default for JobOptions {
     fn default() -> Self {
         Self {
             claim_slack: Duration::from_secs(30),
+            lease_ttl: Duration::from_secs(60),
             keep_done: Duration::from_secs(7 * 24 * 3600),
             signup_url: "http://localhost:8080/".into(),
             clock: system_clock(),
@@ -108,12 +122,19 @@ pub enum JobOutcome {
     Failed(String),
 }
 
-/// Everything a channel job needs, built once.
+/// A job's outcome, and the turn's when one ran.
+#[derive(Debug)]
+pub struct Ran {
+    pub outcome: JobOutcome,
+    pub turn: Option<TurnOutcome>,
+}
+
+/// Everything a job needs, built once.
 pub struct ChannelJobs {
-    /// Must run with `record_reply` off: delivery records what actually went out.
     pub engine: Arc<Engine>,
     pub store: Arc<dyn Store>,
-    /// Reply senders by channel name.
+    /// Reply senders by channel name; [`web::WEB_CHANNEL`] → [`web::BrowserStream`] where the
+    /// web chat is served.
     pub senders: HashMap<String, Arc<dyn Sender>>,
     pub options: JobOptions,
 }
@@ -130,77 +151,129 @@ impl std::fmt::Debug for ChannelJobs {
 }
 
 impl ChannelJobs {
-    /// Run one job within `budget`: claim, answer, mark done.
+    /// Run one job within `budget`: claim, answer, mark done. The turn's events are dropped
+    /// (a messaging channel gets the delivered reply only).
     pub async fn run(&self, job: &TurnJob, budget: Duration) -> JobOutcome {
+        self.run_streamed(job, budget, &NullSink).await.outcome
+    }
+
+    /// [`ChannelJobs::run`], with the turn's events streamed to `sink` as they happen; `done`
+    /// comes after the reply is recorded.
+    pub async fn run_streamed(&self, job: &TurnJob, budget: Duration, sink: &dyn EventSink) -> Ran {
+        let failed = |why: String| Ran {
+            outcome: JobOutcome::Failed(why),
+            turn: None,
+        };
         if budget.is_zero() {
-            return JobOutcome::Failed("no time left for this job".into());
+            return failed("no time left for this job".into());
         }
         let o = &self.options;
         let key = job.dedupe_key();
         let now = (o.clock)();
         let expires = now + (budget + o.claim_slack).as_millis() as i64;
         match self.store.claim_job(&key, now, expires).await {
-            Ok(Claim::Done) => return JobOutcome::Skipped("already done"),
-            Ok(Claim::Busy { .. }) => {
-                return JobOutcome::Failed("another worker holds this job".into());
+            Ok(Claim::Done) => {
+                return Ran {
+                    outcome: JobOutcome::Skipped("already done"),
+                    turn: None,
+                };
             }
+            Ok(Claim::Busy { .. }) => return failed("another worker holds this job".into()),
             Ok(Claim::TakenOver { attempt }) => {
                 tracing::warn!(job = %key, attempt, "taking over a job whose worker died");
             }
             Ok(Claim::Fresh) => {}
-            Err(e) => return JobOutcome::Failed(format!("claim failed: {e}")),
+            Err(e) => return failed(format!("claim failed: {e}")),
         }
-        let outcome = match tokio::time::timeout(budget, self.answer(job)).await {
-            Ok(Ok(outcome)) => outcome,
-            Ok(Err(why)) => return JobOutcome::Failed(why),
-            Err(_) => {
-                // The claim stays until it expires; the redelivery then resumes the turn.
-                return JobOutcome::Failed(format!("turn deadline of {budget:?} passed"));
-            }
+        let held = web::HoldDone::new(sink);
+        let (outcome, turn) = match tokio::time::timeout(budget, self.answer(job, &held)).await {
+            Ok(Ok(answered)) => answered,
+            Ok(Err(why)) => return failed(why),
+            // The claim stays until it expires; the redelivery then resumes the turn.
+            Err(_) => return failed(format!("turn deadline of {budget:?} passed")),
         };
+        // The reply is recorded: a client that reloads on `done` finds it.
+        held.release();
         if matches!(outcome, JobOutcome::Done | JobOutcome::Answered(_)) {
             let keep_until = (o.clock)() + o.keep_done.as_millis() as i64;
             if let Err(e) = self.store.finish_job(&key, keep_until).await {
-                return JobOutcome::Failed(format!("could not mark the job done: {e}"));
+                // Crash story: the reply is recorded, so the retry's turn resumes as finished
+                // and delivery finds the reply already there (nothing is sent twice).
+                return failed(format!("could not mark the job done: {e}"));
             }
         }
-        outcome
+        Ran { outcome, turn }
     }
 
     /// Resolve who is writing, then answer: by the harness (no model call) or with a turn.
-    async fn answer(&self, job: &TurnJob) -> Result<JobOutcome, String> {
-        if self.engine.records_replies() {
-            // Delivery records what actually went out; an engine that records too would make
-            // every reply look delivered before it was sent.
-            return Err("misconfigured: the channel engine must have record_reply off".into());
-        }
+    async fn answer(
+        &self,
+        job: &TurnJob,
+        sink: &dyn EventSink,
+    ) -> Result<(JobOutcome, Option<TurnOutcome>), String> {
         let Some(sender) = self.senders.get(&job.channel) else {
             tracing::error!(channel = %job.channel, "no sender configured for this channel");
-            return Ok(JobOutcome::Skipped("no sender for this channel"));
+            return Ok((JobOutcome::Skipped("no sender for this channel"), None));
         };
         let sender = sender.as_ref();
         let store_error = |e: store::StoreError| format!("store failed: {e}");
-        let resolved = identity::resolve(self.store.as_ref(), job, (self.options.clock)())
-            .await
-            .map_err(store_error)?;
-        let user = match &resolved {
-            Resolved::Bound(user) => user.clone(),
-            other => {
-                let text = lines::harness_reply(other, &self.options.signup_url);
-                let conversation = match other.user() {
-                    Some(user) => user_conversation(self, job, user).await,
-                    None => lobby_conversation(self, job).await,
+        let (user, conversation) = if job.channel == web::WEB_CHANNEL {
+            match web::owned_conversation(self.store.as_ref(), job)
+                .await
+                .map_err(store_error)?
+            {
+                Some(owned) => owned,
+                None => {
+                    tracing::warn!(job = %job.dedupe_key(), "web job for a conversation its user does not own; dropped");
+                    return Ok((JobOutcome::Skipped("not the user's conversation"), None));
                 }
-                .map_err(store_error)?;
-                self.deliver_harness_reply(job, &conversation, &text, sender)
-                    .await?;
-                tracing::info!(job = %job.dedupe_key(), outcome = ?other, "answered by the harness");
-                return Ok(JobOutcome::Answered(other.clone()));
             }
+        } else {
+            let resolved = identity::resolve(self.store.as_ref(), job, (self.options.clock)())
+                .await
+                .map_err(store_error)?;
+            let user = match &resolved {
+                Resolved::Bound(user) => user.clone(),
+                other => {
+                    let text = lines::harness_reply(other, &self.options.signup_url);
+                    let conversation = match other.user() {
+                        Some(user) => user_conversation(self, job, user).await,
+                        None => lobby_conversation(self, job).await,
+                    }
+                    .map_err(store_error)?;
+                    self.leased(job, &conversation, async {
+                        self.deliver_harness_reply(job, &conversation, &text, sender)
+                            .await
+                    })
+                    .await?;
+                    tracing::info!(job = %job.dedupe_key(), outcome = ?other, "answered by the harness");
+                    return Ok((JobOutcome::Answered(other.clone()), None));
+                }
+            };
+            let conversation = user_conversation(self, job, &user)
+                .await
+                .map_err(store_error)?;
+            (user, conversation)
         };
-        let conversation = user_conversation(self, job, &user)
-            .await
-            .map_err(store_error)?;
+        tracing::debug!(user = %user.0, conversation = %conversation, "job resolved");
+        let outcome = self
+            .leased(
+                job,
+                &conversation,
+                self.turn(job, &conversation, sink, sender),
+            )
+            .await?;
+        Ok((JobOutcome::Done, Some(outcome)))
+    }
+
+    /// The turn, then delivery and the record of what went out.
+    async fn turn(
+        &self,
+        job: &TurnJob,
+        conversation: &ConversationId,
+        sink: &dyn EventSink,
+        sender: &dyn Sender,
+    ) -> Result<TurnOutcome, String> {
         let text = match (&job.button_id, job.text.trim().is_empty()) {
             (Some(button), true) => format!("[pressed button {button}]"),
             _ => job.text.clone(),
@@ -216,7 +289,7 @@ impl ChannelJobs {
         let started = std::time::Instant::now();
         let outcome = self
             .engine
-            .run_turn(input, &NullSink)
+            .run_turn(input, sink)
             .await
             .map_err(|e| format!("turn failed: {e}"))?;
         self.options.metrics.turn(&turn_metrics(
@@ -225,9 +298,77 @@ impl ChannelJobs {
             started.elapsed(),
             self.options.estimate_usd.as_deref(),
         ));
-        self.deliver_turn(job, &conversation, outcome, sender)
+        self.deliver_turn(job, conversation, &outcome, sender)
             .await?;
-        Ok(JobOutcome::Done)
+        Ok(outcome)
+    }
+
+    /// Run `work` holding `conversation`'s lease, so turns of one conversation from different
+    /// entrances (or functions) never interleave: wait while another turn holds it, renew it
+    /// every third of its lifetime while `work` runs, release it after. A holder that died
+    /// stops renewing; its lease lapses within [`JobOptions::lease_ttl`].
+    async fn leased<T>(
+        &self,
+        job: &TurnJob,
+        conversation: &ConversationId,
+        work: impl Future<Output = Result<T, String>>,
+    ) -> Result<T, String> {
+        let o = &self.options;
+        let holder = job.dedupe_key();
+        let ttl = o.lease_ttl.as_millis() as i64;
+        let mut wait = Duration::from_millis(25);
+        loop {
+            let now = (o.clock)();
+            match self
+                .store
+                .acquire_lease(conversation, &holder, now, now + ttl)
+                .await
+                .map_err(|e| format!("store failed: {e}"))?
+            {
+                Lease::Held => break,
+                Lease::Busy {
+                    holder: other,
+                    until_ms,
+                } => {
+                    tracing::info!(job = %holder, held_by = %other, until_ms, "another turn of this conversation is running; waiting for it");
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(Duration::from_secs(1));
+                }
+            }
+        }
+        let renew = async {
+            let mut every = tokio::time::interval((o.lease_ttl / 3).max(Duration::from_millis(1)));
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            every.tick().await;
+            loop {
+                every.tick().await;
+                let now = (o.clock)();
+                match self
+                    .store
+                    .acquire_lease(conversation, &holder, now, now + ttl)
+                    .await
+                {
+                    Ok(Lease::Held) => {}
+                    Ok(Lease::Busy { holder: other, .. }) => {
+                        return format!("the conversation's lease was lost to {other}");
+                    }
+                    // Keep working: the lease is still ours until it expires.
+                    Err(e) => {
+                        tracing::warn!(error = %e, job = %holder, "could not renew the conversation's lease")
+                    }
+                }
+            }
+        };
+        let result = tokio::select! {
+            result = work => result,
+            lost = renew => Err(lost),
+        };
+        // Crash story: a holder that dies before this leaves the lease to lapse; the next turn
+        // waits at most `lease_ttl`.
+        if let Err(e) = self.store.release_lease(conversation, &holder).await {
+            tracing::warn!(error = %e, job = %holder, "could not release the conversation's lease; it will lapse");
+        }
+        result
     }
 }
 

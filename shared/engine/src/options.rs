@@ -19,9 +19,6 @@ pub struct EngineOptions {
     /// Longest wait before the single retry of a call that streamed nothing.
     pub max_retry_wait: Duration,
     pub settings: InferenceSettings,
-    /// Record the reply in the visible transcript at the end of the turn. Set it off where the
-    /// caller delivers the reply itself and records what actually went out (the channel worker).
-    pub record_reply: bool,
     /// Non-reasoning characters in the current segment above which a turn first compacts.
     pub compaction_threshold_chars: usize,
     /// Output budget of the notes call.
@@ -39,7 +36,6 @@ impl Default for EngineOptions {
             idle_timeout: Duration::from_secs(20),
             max_retry_wait: Duration::from_secs(2),
             settings: InferenceSettings::default(),
-            record_reply: true,
             compaction_threshold_chars: 180_000,
             compaction_max_tokens: 4_000,
         }

@@ -136,12 +136,6 @@ impl Engine {
         &self.lean
     }
 
-    /// Whether turns record the reply in the visible transcript themselves
-    /// ([`EngineOptions::record_reply`]).
-    pub fn records_replies(&self) -> bool {
-        self.options.record_reply
-    }
-
     /// Put a guard (budgets, rate limits) in front of every model call.
     pub fn with_guard(mut self, guard: Arc<dyn Guard>) -> Self {
         self.guard = guard;
@@ -149,7 +143,9 @@ impl Engine {
     }
 
     /// Answer one user message. Model and tool failures end in a reply; `Err` means storage
-    /// failed (or the conversation is unknown) and the job should be retried.
+    /// failed (or the conversation is unknown) and the job should be retried. The user's words
+    /// go into the visible transcript here; the reply's entry is written by whoever delivers it
+    /// (the job path in `channel-jobs`), so it records what actually reached the user.
     pub async fn run_turn(
         &self,
         input: TurnInput,
@@ -183,8 +179,6 @@ struct Turn<'a> {
     action_id: String,
     /// Where a resumed turn picks up (`None` for a new turn).
     resume: Option<Next>,
-    /// The assistant's visible entry for this turn is already stored (a resumed turn).
-    reported: bool,
     /// The provider rejected replayed reasoning: send history without it for the rest of the turn.
     strip_reasoning: bool,
     tool_errors: u32,
@@ -256,7 +250,6 @@ impl<'a> Turn<'a> {
             usage: Usage::default(),
             action_id: input.action_id.0.clone(),
             resume: None,
-            reported: false,
             strip_reasoning: false,
             tool_errors: 0,
         };
@@ -281,9 +274,7 @@ impl<'a> Turn<'a> {
                         .iter()
                         .any(|e| e.turn == turn.conv.turn && e.role == role)
                 };
-                let user_seen = this_turn(VisibleRole::User);
-                turn.reported = this_turn(VisibleRole::Assistant);
-                if !user_seen {
+                if !this_turn(VisibleRole::User) {
                     turn.append_visible(VisibleRole::User, input.text.clone())
                         .await?;
                 }
@@ -717,18 +708,6 @@ impl<'a> Turn<'a> {
                 buttons: shaped.buttons.clone(),
             });
         }
-        if self.engine.options.record_reply && !shown.is_empty() && !self.reported {
-            let buttons = shaped
-                .buttons
-                .iter()
-                .map(|b| store::Button {
-                    id: b.id.clone(),
-                    title: b.title.clone(),
-                })
-                .collect();
-            self.append_visible_with(VisibleRole::Assistant, shown, buttons)
-                .await?;
-        }
         self.sink.emit(TurnEvent::Done { end });
         tracing::info!(?end, model_calls = self.model_calls, "turn finished");
         Ok(TurnOutcome {
@@ -782,22 +761,15 @@ impl<'a> Turn<'a> {
         Ok(())
     }
 
+    /// The user's entry in the visible transcript. The reply's entry is the job path's: it
+    /// records what was actually delivered (`channel-jobs`).
     async fn append_visible(&mut self, role: VisibleRole, text: String) -> Result<(), EngineError> {
-        self.append_visible_with(role, text, Vec::new()).await
-    }
-
-    async fn append_visible_with(
-        &mut self,
-        role: VisibleRole,
-        text: String,
-        buttons: Vec<store::Button>,
-    ) -> Result<(), EngineError> {
         let entry = VisibleEntry {
             conversation_id: self.conv.id.clone(),
             position: self.next_visible,
             role,
             text,
-            buttons,
+            buttons: Vec::new(),
             reaction: None,
             turn: self.conv.turn,
             created_at_ms: (self.engine.clock)(),

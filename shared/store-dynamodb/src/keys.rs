@@ -15,6 +15,8 @@ pub(crate) const LSI1SK: &str = "lsi1sk";
 pub(crate) const META: &str = "META";
 /// The sort key of a job's claim record.
 pub(crate) const CLAIM: &str = "CLAIM";
+/// The sort key of a conversation's lease.
+pub(crate) const LEASE: &str = "LEASE";
 /// The sort key of a link code's record.
 pub(crate) const LINK: &str = "LINK";
 /// The sort key of a bound channel account's record.

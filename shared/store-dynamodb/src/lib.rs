@@ -18,6 +18,7 @@
 //! | visible entry | `CONV#<id>` | `SEEN#<position>` | `position`, `body` |
 //! | body continuation | as its head | head's `sk` + `#PART#<n>` | `chunk = n`, `body`, (`lsi1sk` + `#PART#<n>`) |
 //! | job claim | `JOB#<job key>` | `CLAIM` | `status`, `expires_at_ms`, `attempt`, `keep_until_ms`, `ttl` |
+//! | conversation lease | `CONV#<id>` | `LEASE` | `holder`, `expires_at_ms`, `ttl` |
 //! | link code | `LINK#<code>` | `LINK` | `user_id`, `expires_at_ms`, `ttl`, `used_at_ms` once redeemed |
 //! | bound account | `IDENT#<channel>#<external id>` | `IDENT` | `user_id`, `bound_at_ms`, `channel`, `external_id`; `gsi1pk = IDENTS`, `gsi1sk = <user>#<channel>#<external id>` |
 //! | owned record | `REC#<kind>#<id>` | `REC` | `kind`, `rid`, `owner`, `body` (canonical JSON) |
@@ -127,6 +128,7 @@ mod error;
 mod identities;
 mod item;
 mod keys;
+mod leases;
 mod messages;
 mod query;
 mod records;

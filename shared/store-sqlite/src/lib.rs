@@ -21,6 +21,7 @@ mod confirmations;
 mod conversations;
 mod error;
 mod identities;
+mod leases;
 mod messages;
 mod records;
 mod schema;

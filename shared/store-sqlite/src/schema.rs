@@ -130,6 +130,12 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     CREATE UNIQUE INDEX accounts_by_email ON accounts (email);
     CREATE INDEX accounts_in_order ON accounts (created_at_ms, user_id);
     CREATE INDEX identities_by_user ON identities (user_id, channel, external_id);",
+    // 8: conversation leases (one turn at a time per conversation, across entrances).
+    "CREATE TABLE conversation_leases (
+        conversation_id TEXT PRIMARY KEY,
+        holder TEXT NOT NULL,
+        expires_at_ms INTEGER NOT NULL
+    ) STRICT;",
 ];
 
 /// The schema version this build writes and understands.

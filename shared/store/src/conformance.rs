@@ -29,11 +29,14 @@
 pub use crate::conformance_records::*;
 mod accounts;
 mod budget;
+mod leases;
 
 pub use accounts::{
     check_account_status, check_accounts, check_accounts_listing, check_bindings_and_unbind,
     check_concurrent_account_creation, check_create_account, check_put_account_keeps_emails_unique,
 };
+
+pub use leases::{check_concurrent_leases, check_leases};
 
 pub use budget::{
     check_budget_buckets_of_window, check_budget_reserve_and_settle,
@@ -68,6 +71,7 @@ macro_rules! conformance_tests {
             large_content_round_trips => check_large_content,
             job_claims_lifecycle => check_job_claims,
             done_job_claims_expire => check_done_claims_expire,
+            conversation_leases => check_leases,
             link_code_round_trip => check_link_code_round_trip,
             link_code_redeems_once => check_link_code_redeems_once,
             expired_link_code_redeems_nothing => check_expired_link_code,
@@ -119,6 +123,13 @@ macro_rules! conformance_tests {
             use $crate::conformance::AsDynStore as _;
             let store = $make;
             $crate::conformance::check_concurrent_appends(store.as_dyn_store()).await;
+        }
+
+        #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn concurrent_leases_one_holder() {
+            use $crate::conformance::AsDynStore as _;
+            let store = $make;
+            $crate::conformance::check_concurrent_leases(store.as_dyn_store()).await;
         }
 
         #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -19,6 +19,7 @@ pub mod conformance;
 pub mod conformance_records;
 mod error;
 mod identities;
+mod leases;
 mod records;
 mod visible;
 
@@ -33,6 +34,7 @@ pub use claims::{Claim, JobClaims};
 pub use confirmations::{Confirmations, Pending};
 pub use error::StoreError;
 pub use identities::{Binding, Identities};
+pub use leases::{Lease, Leases};
 pub use records::{
     ActionCommit, ActorKind, AuditEntry, Change, Record, Records, UndoOutcome, reverting_changes,
     rows_to_undo,
@@ -97,6 +99,7 @@ pub trait Store:
     + MessageStore
     + VisibleStore
     + JobClaims
+    + Leases
     + Identities
     + Records
     + Confirmations
@@ -110,6 +113,7 @@ impl<
         + MessageStore
         + VisibleStore
         + JobClaims
+        + Leases
         + Identities
         + Records
         + Confirmations

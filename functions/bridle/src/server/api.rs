@@ -7,6 +7,7 @@ use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
+use channel_jobs::web::WEB_CHANNEL;
 use engine::TurnEvent;
 use futures::Stream;
 use queue::{Enqueued, TurnJob};
@@ -37,7 +38,7 @@ pub async fn create_conversation(
     State(app): State<App>,
 ) -> Result<(StatusCode, Json<ConversationView>), ApiError> {
     let id = uuid::Uuid::new_v4().to_string();
-    let mut conv = Conversation::new(id.as_str(), LOCAL_USER, "web", "chat");
+    let mut conv = Conversation::new(id.as_str(), LOCAL_USER, WEB_CHANNEL, assembly::CHAT_PURPOSE);
     conv.created_at_ms = now_ms();
     app.store
         .create_conversation(&conv)
@@ -64,7 +65,7 @@ pub async fn list_conversations(
         .map_err(ApiError::internal)?;
     let mut out = Vec::with_capacity(convs.len());
     // Conversations held on a messaging app are answered there, not here.
-    for c in convs.into_iter().filter(|c| c.channel == "web") {
+    for c in convs.into_iter().filter(|c| c.channel == WEB_CHANNEL) {
         let visible = app.store.visible(&c.id).await.map_err(ApiError::internal)?;
         let preview = visible
             .iter()
@@ -88,7 +89,7 @@ async fn owned_conversation(app: &App, id: &str) -> Result<Conversation, ApiErro
         .await
         .map_err(ApiError::internal)?;
     match conv {
-        Some(c) if c.user_id.0 == LOCAL_USER && c.channel == "web" => Ok(c),
+        Some(c) if c.user_id.0 == LOCAL_USER && c.channel == WEB_CHANNEL => Ok(c),
         _ => Err(ApiError::new(
             StatusCode::NOT_FOUND,
             format!("There is no conversation {id:?}."),
@@ -186,7 +187,7 @@ pub async fn post_message(
         None => uuid::Uuid::new_v4().to_string(),
     };
     let job = TurnJob {
-        channel: "web".into(),
+        channel: WEB_CHANNEL.into(),
         message_id: message_id.clone(),
         conversation_key: conv.id.0.clone(),
         external_user_id: LOCAL_USER.into(),

@@ -98,10 +98,8 @@ pub async fn run(
     let (stop_tx, stop_rx) = watch::channel(false);
     let worker = Arc::new(Worker {
         queue: app.queue.clone(),
-        store: app.store.clone(),
-        engine: app.engine.clone(),
         hub: app.hub.clone(),
-        channels: app.channels.jobs.clone(),
+        jobs: app.channels.jobs.clone(),
         max_concurrent: app.max_concurrent_turns,
     });
     let worker_task = tokio::spawn(worker.run(stop_rx));

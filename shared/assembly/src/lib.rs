@@ -1,0 +1,147 @@
+//! The one composition root. Every entrance — the worker Lambda, `bridle serve` (web chat and
+//! messaging channels alike) — gets its engine from [`assemble`]: the planner's tools on the
+//! one registry, the confirmation gate with the planner's risk policy, the per-turn context
+//! block from the planner's records, and the cheap guards and the budget in front of every model
+//! call (DESIGN.md invariants 8, 9 and 11). Entrances differ by their sender, never by how the
+//! engine was put together.
+//!
+//! Depends on the ports and the domain (`engine`, `planner`, `budget`, `store`, `tools`); never
+//! on an adapter, AWS or an HTTP server.
+
+use backend::ChatModel;
+use budget::{AccountStatus, BudgetConfig, Clock, system_clock};
+use engine::{
+    ConfirmationGate, ContextFacts, ContextSource, Engine, EngineOptions, context_source,
+    risk_policy,
+};
+use planner::Planner;
+use std::sync::Arc;
+use store::Store;
+use tools::{Registry, RegistryError};
+
+/// The purpose (tool catalogue) of conversations, web and messaging alike.
+pub const CHAT_PURPOSE: &str = "chat";
+
+/// The guards' settings.
+#[derive(Clone)]
+pub struct GuardOptions {
+    /// Caps, prices, output allowance.
+    pub budget: Arc<BudgetConfig>,
+    /// Which accounts are paused; `None` reads the store's accounts.
+    pub accounts: Option<Arc<dyn AccountStatus>>,
+    pub clock: Clock,
+    /// `Some(line)` when no model is configured: every turn is answered with `line` and no
+    /// model is called.
+    pub no_model: Option<String>,
+}
+
+impl Default for GuardOptions {
+    fn default() -> Self {
+        Self {
+            budget: Arc::new(BudgetConfig::default()),
+            accounts: None,
+            clock: system_clock(),
+            no_model: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for GuardOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GuardOptions")
+            .field("budget", &self.budget)
+            .field("no_model", &self.no_model.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What [`assemble`] puts together.
+pub struct Parts {
+    pub model: Arc<dyn ChatModel>,
+    pub store: Arc<dyn Store>,
+    /// Tools of this deployment besides the planner's (the local demo notes), already
+    /// registered; the planner's are added here.
+    pub registry: Registry,
+    pub engine: EngineOptions,
+    pub guards: GuardOptions,
+}
+
+impl std::fmt::Debug for Parts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Parts")
+            .field("engine", &self.engine)
+            .field("guards", &self.guards)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The engine every entrance runs, and the domain service behind its tools.
+#[derive(Debug, Clone)]
+pub struct Assembled {
+    pub engine: Arc<Engine>,
+    pub planner: Arc<Planner>,
+}
+
+/// Build the engine: planner tools, confirmation gate, context source, guards.
+pub fn assemble(parts: Parts) -> Result<Assembled, RegistryError> {
+    let Parts {
+        model,
+        store,
+        mut registry,
+        engine: options,
+        guards,
+    } = parts;
+    let planner = Arc::new(Planner::new(store.clone()));
+    planner::register(
+        &mut registry,
+        planner.clone(),
+        &[planner::PURPOSE, CHAT_PURPOSE],
+    )?;
+    let guard = budget::Guards::standard(budget::StandardGuards {
+        ledger: store.clone(),
+        config: guards.budget,
+        accounts: guards
+            .accounts
+            .unwrap_or_else(|| Arc::new(budget::StoreAccounts(store.clone()))),
+        clock: guards.clock,
+        no_model: guards.no_model,
+    });
+    let engine = Engine::new(model, Arc::new(registry), store.clone(), options)
+        .with_confirmation(confirmation_gate(planner.clone(), store))
+        .with_context(planner_context(planner.clone()))
+        // No model call without the cheap guards and the budget (DESIGN.md invariant 9).
+        .with_guard(Arc::new(guard));
+    Ok(Assembled {
+        engine: Arc::new(engine),
+        planner,
+    })
+}
+
+/// The gate in front of every tool call, asking the planner which calls are risky.
+fn confirmation_gate(planner: Arc<Planner>, store: Arc<dyn Store>) -> Arc<ConfirmationGate> {
+    let policy = risk_policy(move |ctx, tool, args| {
+        let planner = planner.clone();
+        async move { planner.assess_risk(&ctx, &tool, &args).await }
+    });
+    Arc::new(ConfirmationGate::new(Arc::new(policy), store))
+}
+
+/// The per-turn context block's facts: the account's name and time zone, the user's events and
+/// the conversation's active event, read fresh for every turn.
+fn planner_context(planner: Arc<Planner>) -> Arc<dyn ContextSource> {
+    Arc::new(context_source(move |conversation| {
+        let planner = planner.clone();
+        async move {
+            let user = planner
+                .user_context(&conversation.user_id, &conversation.id)
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(ContextFacts {
+                user_name: user.name,
+                time_zone: user.time_zone,
+                records: Some(user.records),
+                active: None,
+            })
+        }
+    }))
+}

@@ -1,0 +1,88 @@
+//! The web chat as an entrance of the one job path. Its identity is the signed-in user the web
+//! server put on the job (never the model), its conversation is one that user created, and its
+//! sender is the open browser stream: the reply's tokens reached the stream as they were made
+//! (the job's sink), so "sending" hands the shown reply back whole, to be recorded as what the
+//! user saw. A closed tab loses nothing: the turn runs and is recorded all the same.
+
+use async_trait::async_trait;
+use channels::{Delivered, Outgoing, SendError, Sender};
+use engine::{EventSink, TurnEvent};
+use queue::TurnJob;
+use std::sync::Mutex;
+use store::{Store, StoreError};
+use transcript::{ConversationId, UserId};
+
+/// The channel name of web chat jobs. No webhook route has this name, so only the web server
+/// enqueues such jobs.
+pub const WEB_CHANNEL: &str = "web";
+
+/// The browser stream as a [`Sender`]: no size limit, no reactions, nothing to call.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct BrowserStream;
+
+#[async_trait]
+impl Sender for BrowserStream {
+    fn max_chars(&self) -> usize {
+        usize::MAX
+    }
+
+    fn has_reactions(&self) -> bool {
+        false
+    }
+
+    async fn send(&self, reply: &Outgoing) -> Result<Delivered, SendError> {
+        Ok(Delivered {
+            pieces: vec![reply.text.clone()],
+            reacted: false,
+        })
+    }
+}
+
+/// The web job's user and conversation: the conversation must exist, be a web conversation and
+/// belong to the job's user; anything else reads as absent.
+pub(crate) async fn owned_conversation(
+    store: &dyn Store,
+    job: &TurnJob,
+) -> Result<Option<(UserId, ConversationId)>, StoreError> {
+    let id = ConversationId(job.conversation_key.clone());
+    let Some(conv) = store.conversation(&id).await? else {
+        return Ok(None);
+    };
+    if conv.user_id.0 != job.external_user_id || conv.channel != WEB_CHANNEL {
+        return Ok(None);
+    }
+    Ok(Some((conv.user_id, id)))
+}
+
+/// Passes a turn's events through but holds its `done` back until the reply is recorded, so a
+/// client that reloads on `done` finds the reply in the visible transcript.
+pub(crate) struct HoldDone<'a> {
+    inner: &'a dyn EventSink,
+    done: Mutex<Option<TurnEvent>>,
+}
+
+impl<'a> HoldDone<'a> {
+    pub(crate) fn new(inner: &'a dyn EventSink) -> Self {
+        Self {
+            inner,
+            done: Mutex::new(None),
+        }
+    }
+
+    /// Emit the held `done`, if the turn produced one.
+    pub(crate) fn release(&self) {
+        if let Some(done) = self.done.lock().unwrap().take() {
+            self.inner.emit(done);
+        }
+    }
+}
+
+impl EventSink for HoldDone<'_> {
+    fn emit(&self, event: TurnEvent) {
+        if matches!(event, TurnEvent::Done { .. }) {
+            *self.done.lock().unwrap() = Some(event);
+        } else {
+            self.inner.emit(event);
+        }
+    }
+}

@@ -1,0 +1,196 @@
+//! The conversation lease on the one job path, on SQLite and on DynamoDB (moto): two turns of
+//! one conversation started together from two instances (two web function instances, or the web
+//! function and the worker) run one after the other, never interleaved; a turn whose holder died
+//! waits until the dead holder's lease lapses, then proceeds.
+
+use backend::{Reply, ScriptedModel};
+use channel_jobs::{ChannelJobs, JobOutcome};
+use engine::{Engine, EngineOptions};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+use store::{Account, Lease, Store};
+use store_dynamodb::DynamoStore;
+use store_sqlite::SqliteStore;
+use tests::{web_job, web_jobs};
+use tools::Registry;
+use transcript::{Conversation, ConversationId, Role, StopReason};
+
+const T0: i64 = 1_800_000_000_000;
+const BUDGET: Duration = Duration::from_secs(600);
+const CONV: &str = "web-lease-1";
+
+async fn dynamo() -> Arc<dyn Store> {
+    let endpoint = std::env::var("AWS_ENDPOINT_URL")
+        .expect("AWS_ENDPOINT_URL is not set: run the tests with scripts/test, which starts moto");
+    let config = aws_sdk_dynamodb::Config::builder()
+        .behavior_version_latest()
+        .region(aws_types::region::Region::new("us-east-1"))
+        .endpoint_url(endpoint)
+        .credentials_provider(aws_credential_types::Credentials::new(
+            "test", "test", None, None, "static",
+        ))
+        .build();
+    let client = aws_sdk_dynamodb::Client::from_conf(config);
+    let name = format!("lease-{}", uuid::Uuid::new_v4().simple());
+    store_dynamodb::create_table(&client, &name).await.unwrap();
+    Arc::new(DynamoStore::new(client, name))
+}
+
+fn sqlite() -> Arc<dyn Store> {
+    Arc::new(SqliteStore::open_in_memory().unwrap())
+}
+
+struct Setup {
+    store: Arc<dyn Store>,
+    model: Arc<ScriptedModel>,
+    engine: Arc<Engine>,
+    clock: Arc<AtomicI64>,
+}
+
+async fn setup(store: Arc<dyn Store>, replies: Vec<Reply>) -> Setup {
+    store
+        .put_account(&Account::new("alice", "Alice"))
+        .await
+        .unwrap();
+    store
+        .create_conversation(&Conversation::new(CONV, "alice", "web", "chat"))
+        .await
+        .unwrap();
+    let model = Arc::new(ScriptedModel::new(replies));
+    let engine = Arc::new(Engine::new(
+        model.clone(),
+        Arc::new(Registry::default()),
+        store.clone(),
+        EngineOptions {
+            model_id: "m".into(),
+            ..EngineOptions::default()
+        },
+    ));
+    Setup {
+        store,
+        model,
+        engine,
+        clock: Arc::new(AtomicI64::new(T0)),
+    }
+}
+
+/// Another instance (function) running the same job path on the same store.
+fn instance(s: &Setup) -> ChannelJobs {
+    web_jobs(s.engine.clone(), s.store.clone(), s.clock.clone())
+}
+
+async fn roles(s: &Setup) -> Vec<Role> {
+    let rows = s.store.messages(&CONV.into(), 0).await.unwrap();
+    rows.iter().map(|m| m.role).collect()
+}
+
+async fn turns_started_together_run_one_after_the_other(store: Arc<dyn Store>) {
+    // The first turn to hold the lease streams slowly: a second turn that did not wait would
+    // start while it runs.
+    let s = setup(
+        store,
+        vec![
+            Reply::new()
+                .say("Looking")
+                .then_wait(Duration::from_millis(400))
+                .say(" it up.")
+                .stop(StopReason::EndTurn),
+            Reply::text("And the second."),
+        ],
+    )
+    .await;
+    let (a, b) = (instance(&s), instance(&s));
+    let (job_a, job_b) = (
+        web_job(CONV, "alice", "m-a", "first question"),
+        web_job(CONV, "alice", "m-b", "second question"),
+    );
+    let (ran_a, ran_b) = tokio::join!(a.run(&job_a, BUDGET), b.run(&job_b, BUDGET));
+    assert_eq!((ran_a, ran_b), (JobOutcome::Done, JobOutcome::Done));
+    assert_eq!(
+        roles(&s).await,
+        [Role::User, Role::Assistant, Role::User, Role::Assistant],
+        "never interleaved"
+    );
+    let requests = s.model.requests();
+    assert_eq!(requests.len(), 2);
+    // The second turn saw the first one whole.
+    assert_eq!(requests[1].messages.len(), 3, "{:?}", requests[1].messages);
+    let visible: Vec<String> = s
+        .store
+        .visible(&CONV.into())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.text)
+        .collect();
+    assert_eq!(visible.len(), 4);
+    assert!(
+        visible.contains(&"Looking it up.".to_owned()),
+        "{visible:?}"
+    );
+    assert!(
+        visible.contains(&"And the second.".to_owned()),
+        "{visible:?}"
+    );
+    // Both released their lease: a third party takes it at once.
+    assert_eq!(
+        s.store
+            .acquire_lease(&ConversationId::from(CONV), "probe", T0, T0 + 1_000)
+            .await
+            .unwrap(),
+        Lease::Held
+    );
+}
+
+async fn a_dead_holders_lease_lapses_and_the_next_turn_proceeds(store: Arc<dyn Store>) {
+    let s = setup(store, vec![Reply::text("Here you are.")]).await;
+    // A function died holding the conversation (it will never renew or release).
+    let lease_ttl = channel_jobs::JobOptions::default().lease_ttl.as_millis() as i64;
+    assert_eq!(
+        s.store
+            .acquire_lease(&CONV.into(), "web#died", T0, T0 + lease_ttl)
+            .await
+            .unwrap(),
+        Lease::Held
+    );
+    let jobs = instance(&s);
+    let job = web_job(CONV, "alice", "m-next", "are you there?");
+    let running = jobs.run(&job, BUDGET);
+    let clock = s.clock.clone();
+    let model = s.model.clone();
+    let lapse = async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let calls_while_held = model.requests().len();
+        clock.fetch_add(lease_ttl + 1, Ordering::SeqCst);
+        calls_while_held
+    };
+    let (ran, calls_while_held) = tokio::join!(running, lapse);
+    assert_eq!(
+        calls_while_held, 0,
+        "no model call while the dead holder's lease was live"
+    );
+    assert_eq!(ran, JobOutcome::Done);
+    assert_eq!(s.model.requests().len(), 1);
+    assert_eq!(roles(&s).await, [Role::User, Role::Assistant]);
+}
+
+#[tokio::test]
+async fn sqlite_turns_started_together_run_one_after_the_other() {
+    turns_started_together_run_one_after_the_other(sqlite()).await;
+}
+
+#[tokio::test]
+async fn dynamodb_turns_started_together_run_one_after_the_other() {
+    turns_started_together_run_one_after_the_other(dynamo().await).await;
+}
+
+#[tokio::test]
+async fn sqlite_a_dead_holders_lease_lapses_and_the_next_turn_proceeds() {
+    a_dead_holders_lease_lapses_and_the_next_turn_proceeds(sqlite()).await;
+}
+
+#[tokio::test]
+async fn dynamodb_a_dead_holders_lease_lapses_and_the_next_turn_proceeds() {
+    a_dead_holders_lease_lapses_and_the_next_turn_proceeds(dynamo().await).await;
+}
