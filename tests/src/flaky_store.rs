@@ -117,6 +117,29 @@ impl store::Leases for FlakyStore {
 }
 
 #[async_trait]
+impl store::Sessions for FlakyStore {
+    async fn put_session(&self, session: &store::Session) -> Result<(), StoreError> {
+        self.inner.put_session(session).await
+    }
+    async fn session(&self, id_hash: &str, now: i64) -> Result<Option<store::Session>, StoreError> {
+        self.inner.session(id_hash, now).await
+    }
+    async fn delete_session(&self, id_hash: &str) -> Result<(), StoreError> {
+        self.inner.delete_session(id_hash).await
+    }
+    async fn put_login(&self, login: &store::PendingLogin) -> Result<(), StoreError> {
+        self.inner.put_login(login).await
+    }
+    async fn take_login(
+        &self,
+        state: &str,
+        now: i64,
+    ) -> Result<Option<store::PendingLogin>, StoreError> {
+        self.inner.take_login(state, now).await
+    }
+}
+
+#[async_trait]
 impl Identities for FlakyStore {
     async fn create_link_code(
         &self,

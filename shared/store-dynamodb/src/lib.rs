@@ -19,6 +19,8 @@
 //! | body continuation | as its head | head's `sk` + `#PART#<n>` | `chunk = n`, `body`, (`lsi1sk` + `#PART#<n>`) |
 //! | job claim | `JOB#<job key>` | `CLAIM` | `status`, `expires_at_ms`, `attempt`, `keep_until_ms`, `ttl` |
 //! | conversation lease | `CONV#<id>` | `LEASE` | `holder`, `expires_at_ms`, `ttl` |
+//! | web session | `SESSION#<sha-256 of its secret>` | `SESSION` | `user_id`, `csrf`, `created_at_ms`, `expires_at_ms`, `ttl` |
+//! | sign-in in progress | `LOGIN#<state>` | `LOGIN` | `nonce`, `pkce_verifier`, `return_to`, `expires_at_ms`, `ttl` |
 //! | link code | `LINK#<code>` | `LINK` | `user_id`, `expires_at_ms`, `ttl`, `used_at_ms` once redeemed |
 //! | bound account | `IDENT#<channel>#<external id>` | `IDENT` | `user_id`, `bound_at_ms`, `channel`, `external_id`; `gsi1pk = IDENTS`, `gsi1sk = <user>#<channel>#<external id>` |
 //! | owned record | `REC#<kind>#<id>` | `REC` | `kind`, `rid`, `owner`, `body` (canonical JSON) |
@@ -132,6 +134,7 @@ mod leases;
 mod messages;
 mod query;
 mod records;
+mod sessions;
 mod table;
 mod undo;
 mod visible;

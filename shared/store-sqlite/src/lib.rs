@@ -25,6 +25,7 @@ mod leases;
 mod messages;
 mod records;
 mod schema;
+mod sessions;
 mod visible;
 
 use rusqlite::Connection;

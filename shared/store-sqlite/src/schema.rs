@@ -136,6 +136,21 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         holder TEXT NOT NULL,
         expires_at_ms INTEGER NOT NULL
     ) STRICT;",
+    // 9: web sessions (by the SHA-256 of their secret) and sign-ins in progress.
+    "CREATE TABLE sessions (
+        id_hash TEXT PRIMARY KEY,
+        user_id TEXT NOT NULL,
+        csrf TEXT NOT NULL,
+        created_at_ms INTEGER NOT NULL,
+        expires_at_ms INTEGER NOT NULL
+    ) STRICT;
+    CREATE TABLE pending_logins (
+        state TEXT PRIMARY KEY,
+        nonce TEXT NOT NULL,
+        pkce_verifier TEXT NOT NULL,
+        return_to TEXT NOT NULL,
+        expires_at_ms INTEGER NOT NULL
+    ) STRICT;",
 ];
 
 /// The schema version this build writes and understands.

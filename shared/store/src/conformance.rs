@@ -30,6 +30,7 @@ pub use crate::conformance_records::*;
 mod accounts;
 mod budget;
 mod leases;
+mod sessions;
 
 pub use accounts::{
     check_account_status, check_accounts, check_accounts_listing, check_bindings_and_unbind,
@@ -37,6 +38,7 @@ pub use accounts::{
 };
 
 pub use leases::{check_concurrent_leases, check_leases};
+pub use sessions::{check_concurrent_take_login, check_pending_logins, check_sessions};
 
 pub use budget::{
     check_budget_buckets_of_window, check_budget_reserve_and_settle,
@@ -72,6 +74,8 @@ macro_rules! conformance_tests {
             job_claims_lifecycle => check_job_claims,
             done_job_claims_expire => check_done_claims_expire,
             conversation_leases => check_leases,
+            sessions => check_sessions,
+            pending_logins => check_pending_logins,
             link_code_round_trip => check_link_code_round_trip,
             link_code_redeems_once => check_link_code_redeems_once,
             expired_link_code_redeems_nothing => check_expired_link_code,
@@ -123,6 +127,13 @@ macro_rules! conformance_tests {
             use $crate::conformance::AsDynStore as _;
             let store = $make;
             $crate::conformance::check_concurrent_appends(store.as_dyn_store()).await;
+        }
+
+        #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn concurrent_take_login_one_winner() {
+            use $crate::conformance::AsDynStore as _;
+            let store = $make;
+            $crate::conformance::check_concurrent_take_login(store.as_dyn_store()).await;
         }
 
         #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]

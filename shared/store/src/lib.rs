@@ -21,6 +21,7 @@ mod error;
 mod identities;
 mod leases;
 mod records;
+mod sessions;
 mod visible;
 
 pub use accounts::{
@@ -39,6 +40,7 @@ pub use records::{
     ActionCommit, ActorKind, AuditEntry, Change, Record, Records, UndoOutcome, reverting_changes,
     rows_to_undo,
 };
+pub use sessions::{PendingLogin, Session, Sessions};
 pub use visible::{Button, VisibleEntry, VisibleRole};
 
 use async_trait::async_trait;
@@ -100,6 +102,7 @@ pub trait Store:
     + VisibleStore
     + JobClaims
     + Leases
+    + Sessions
     + Identities
     + Records
     + Confirmations
@@ -114,6 +117,7 @@ impl<
         + VisibleStore
         + JobClaims
         + Leases
+        + Sessions
         + Identities
         + Records
         + Confirmations
