@@ -6,6 +6,7 @@ mod echo_model;
 mod flaky_store;
 mod harness;
 mod logs;
+pub mod oidc_provider;
 pub mod platform_api;
 mod sample_tools;
 pub mod server;
