@@ -3,6 +3,7 @@
 //! loopback port with an HTTP client; log capture.
 
 mod echo_model;
+pub mod fake_issuer;
 mod flaky_store;
 mod harness;
 mod logs;

@@ -37,7 +37,20 @@ impl TestServer {
 
     /// Serve an app that was already built (e.g. after enqueuing jobs by hand).
     pub async fn serve(app: App) -> Self {
+        let (listener, _) = Self::bind().await;
+        Self::serve_on(listener, app).await
+    }
+
+    /// A free loopback port and its base URL, for an app that must know its address before it
+    /// is built (sign-in's redirect URL).
+    pub async fn bind() -> (tokio::net::TcpListener, String) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        (listener, base)
+    }
+
+    /// Serve `app` on a listener from [`TestServer::bind`].
+    pub async fn serve_on(listener: tokio::net::TcpListener, app: App) -> Self {
         let base = format!("http://{}", listener.local_addr().unwrap());
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(bridle::server::run(listener, app.clone(), async {

@@ -3,7 +3,7 @@
 "use strict";
 
 const $ = (sel) => document.querySelector(sel);
-const state = { conversation: null, busy: false };
+const state = { conversation: null, busy: false, csrf: null };
 
 function el(tag, cls, text) {
   const e = document.createElement(tag);
@@ -22,7 +22,16 @@ function setStatus(text) {
 }
 
 async function api(path, options) {
+  options = options || {};
+  // A signed-in session's changes carry its CSRF token (README: "Sign-in").
+  if (options.method && options.method !== "GET" && state.csrf) {
+    options.headers = { ...(options.headers || {}), "X-CSRF-Token": state.csrf };
+  }
   const res = await fetch(path, options);
+  if (res.status === 401) {
+    location.href = "/auth/login?return_to=" + encodeURIComponent(location.pathname + location.hash);
+    throw new Error("Signing you in…");
+  }
   if (!res.ok) {
     let message = `HTTP ${res.status}`;
     try { message = (await res.json()).error || message; } catch (_) { /* not JSON */ }
@@ -268,8 +277,23 @@ window.addEventListener("hashchange", () => {
   if (id && id !== state.conversation) openConversation(id).catch((e) => setStatus(e.message));
 });
 
+// Who is signed in, the CSRF token for changes, and a way to sign out.
+async function loadSession() {
+  const s = await (await api("/api/session")).json();
+  state.csrf = s.csrf;
+  if (!s.sign_in) return;
+  const who = $("#who");
+  who.hidden = false;
+  $("#who-name").textContent = s.user.email || s.user.name;
+  $("#sign-out").addEventListener("click", async () => {
+    await api("/auth/logout", { method: "POST" });
+    location.href = "/";
+  });
+}
+
 (async () => {
   try {
+    await loadSession();
     await loadNotes(false);
     loadUsage();
     const list = await loadConversations();

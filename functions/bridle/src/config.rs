@@ -38,6 +38,36 @@ pub struct ServeConfig {
     pub admin_token: Option<String>,
     /// The frozen system prompt: `BRIDLE_SYSTEM_PROMPT_FILE`, or the built-in one.
     pub prompt: engine::SystemPrompt,
+    /// Sign-in with OpenID Connect (`BRIDLE_OIDC_*`); `None`: one local user, loopback only.
+    pub sign_in: Option<SignInConfig>,
+}
+
+/// `BRIDLE_OIDC_ISSUER`, `BRIDLE_OIDC_CLIENT_ID`, `BRIDLE_OIDC_CLIENT_SECRET`,
+/// `BRIDLE_PUBLIC_URL`, `BRIDLE_SIGNUP`, `BRIDLE_SESSION_HOURS`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SignInConfig {
+    pub issuer: String,
+    pub client_id: String,
+    /// Optional: a public client signs in with PKCE alone.
+    pub client_secret: Option<String>,
+    /// Where people reach this server, without a trailing slash (the redirect base).
+    pub public_url: String,
+    pub signup: crate::auth::Signup,
+    pub session_ttl: std::time::Duration,
+}
+
+// Hand-written so the client secret never reaches a log line.
+impl fmt::Debug for SignInConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SignInConfig")
+            .field("issuer", &self.issuer)
+            .field("client_id", &self.client_id)
+            .field("client_secret", &self.client_secret.as_ref().map(|_| "set"))
+            .field("public_url", &self.public_url)
+            .field("signup", &self.signup)
+            .field("session_ttl", &self.session_ttl)
+            .finish()
+    }
 }
 
 // Hand-written so the API key never reaches a log line.
@@ -64,6 +94,7 @@ impl fmt::Debug for ServeConfig {
             .field("max_concurrent_turns", &self.max_concurrent_turns)
             .field("budget", &self.budget)
             .field("prompt_version", &self.prompt.version)
+            .field("sign_in", &self.sign_in)
             .field(
                 "admin_token",
                 &if self.admin_token.is_some() {
@@ -180,8 +211,11 @@ impl ServeConfig {
                     engine::SystemPrompt::default()
                 });
 
+        let sign_in = sign_in_from(&var, &addr, &mut problems);
+
         if problems.is_empty() {
             Ok(Self {
+                sign_in,
                 addr,
                 db,
                 backend,
@@ -195,6 +229,71 @@ impl ServeConfig {
             Err(ConfigErrors(problems))
         }
     }
+}
+
+/// The sign-in settings, or none; and the rule that a server without sign-in listens on
+/// loopback only.
+fn sign_in_from(
+    var: &impl Fn(&str) -> Option<String>,
+    addr: &SocketAddr,
+    problems: &mut Vec<String>,
+) -> Option<SignInConfig> {
+    let Some(issuer) = var("BRIDLE_OIDC_ISSUER") else {
+        if !addr.ip().is_loopback() {
+            problems.push(format!(
+                "BRIDLE_ADDR={addr} is not a loopback address: without sign-in the server has one \
+                 user and no password, so it listens only on 127.0.0.1 or [::1] — set \
+                 BRIDLE_OIDC_ISSUER (and BRIDLE_OIDC_CLIENT_ID, BRIDLE_PUBLIC_URL) to serve others"
+            ));
+        }
+        return None;
+    };
+    let client_id = var("BRIDLE_OIDC_CLIENT_ID").unwrap_or_else(|| {
+        problems.push(
+            "BRIDLE_OIDC_ISSUER is set but BRIDLE_OIDC_CLIENT_ID is not (the app client's id at \
+             the identity provider)"
+                .into(),
+        );
+        String::new()
+    });
+    let public_url = var("BRIDLE_PUBLIC_URL")
+        .unwrap_or_else(|| format!("http://{addr}"))
+        .trim_end_matches('/')
+        .to_owned();
+    match url::Url::parse(&public_url) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") => {}
+        _ => problems.push(format!(
+            "BRIDLE_PUBLIC_URL={public_url:?} is not an http(s) URL like https://bridle.example"
+        )),
+    }
+    let signup = match var("BRIDLE_SIGNUP").as_deref().map(str::trim) {
+        None | Some("open") => crate::auth::Signup::Open,
+        Some("closed") => crate::auth::Signup::Closed,
+        Some(other) => {
+            problems.push(format!("BRIDLE_SIGNUP={other:?} is not open or closed"));
+            crate::auth::Signup::Open
+        }
+    };
+    let hours = match var("BRIDLE_SESSION_HOURS") {
+        None => 24 * 7,
+        Some(v) => match v.trim().parse::<u64>() {
+            Ok(h) if (1..=24 * 90).contains(&h) => h,
+            _ => {
+                problems.push(format!(
+                    "BRIDLE_SESSION_HOURS={v:?} must be a whole number of hours from 1 to 2160"
+                ));
+                24 * 7
+            }
+        },
+    };
+    Some(SignInConfig {
+        issuer,
+        client_id,
+        client_secret: var("BRIDLE_OIDC_CLIENT_SECRET"),
+        public_url,
+        signup,
+        session_ttl: std::time::Duration::from_secs(hours * 3600),
+    })
 }
 
 #[cfg(test)]
@@ -298,5 +397,44 @@ mod tests {
                 .any(|p| p.contains("BRIDLE_SYSTEM_PROMPT_FILE")),
             "{err:?}"
         );
+    }
+
+    #[test]
+    fn without_sign_in_only_loopback() {
+        let err = parse(&[("BRIDLE_ADDR", "0.0.0.0:8080")]).unwrap_err();
+        assert_eq!(err.0.len(), 1, "{err:?}");
+        assert!(err.0[0].contains("not a loopback address"), "{err:?}");
+        assert!(err.0[0].contains("BRIDLE_OIDC_ISSUER"), "{err:?}");
+        assert!(
+            parse(&[("BRIDLE_ADDR", "[::1]:8080")])
+                .unwrap()
+                .sign_in
+                .is_none()
+        );
+        let c = parse(&[
+            ("BRIDLE_ADDR", "0.0.0.0:8080"),
+            ("BRIDLE_OIDC_ISSUER", "https://id.example"),
+            ("BRIDLE_OIDC_CLIENT_ID", "bridle"),
+            ("BRIDLE_OIDC_CLIENT_SECRET", "s3cret-value"),
+            ("BRIDLE_PUBLIC_URL", "https://bridle.example/"),
+            ("BRIDLE_SIGNUP", "closed"),
+        ])
+        .unwrap();
+        let s = c.sign_in.clone().unwrap();
+        assert_eq!(s.public_url, "https://bridle.example");
+        assert_eq!(s.signup, crate::auth::Signup::Closed);
+        assert!(!format!("{c:?}").contains("s3cret-value"), "{c:?}");
+    }
+
+    #[test]
+    fn sign_in_settings_are_checked() {
+        let err = parse(&[
+            ("BRIDLE_OIDC_ISSUER", "https://id.example"),
+            ("BRIDLE_PUBLIC_URL", "ftp://x"),
+            ("BRIDLE_SIGNUP", "maybe"),
+            ("BRIDLE_SESSION_HOURS", "0"),
+        ])
+        .unwrap_err();
+        assert_eq!(err.0.len(), 4, "{err:?}");
     }
 }

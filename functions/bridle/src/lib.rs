@@ -5,6 +5,7 @@
 //! here takes its dependencies as arguments, so tests run the real server in-process.
 
 pub mod admin_cli;
+pub mod auth;
 pub mod backends;
 pub mod budget_report;
 pub mod channel_setup;
@@ -46,8 +47,34 @@ pub struct AppOptions {
     pub channels: channel_setup::ChannelSetup,
     /// Budgets and cheap guards in front of every model call.
     pub guards: guards::GuardOptions,
-    /// `BRIDLE_ADMIN_TOKEN`: opens `/admin/budget`; `None` keeps it hidden (404).
+    /// `BRIDLE_ADMIN_TOKEN`: opens `/admin/budget` when no sign-in is configured; `None`
+    /// keeps it hidden (404) there.
     pub admin_token: Option<String>,
+    /// Sign-in with OpenID Connect (the provider discovered); `None`: one local user.
+    pub sign_in: Option<SignInOptions>,
+    /// Keep conversations, accounts and sessions in this store instead of the SQLite file
+    /// (tests run the router on DynamoDB this way); the queue and the demo notes stay in SQLite.
+    pub store: Option<OtherStore>,
+}
+
+/// A store other than the SQLite file (see [`AppOptions::store`]).
+#[derive(Clone)]
+pub struct OtherStore(pub Arc<dyn store::Store>);
+
+impl std::fmt::Debug for OtherStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OtherStore")
+    }
+}
+
+/// Sign-in settings for [`build_app`]: the discovered provider and the session rules.
+#[derive(Debug, Clone)]
+pub struct SignInOptions {
+    pub oidc: Arc<auth::Oidc>,
+    /// `BRIDLE_PUBLIC_URL`, without a trailing slash.
+    pub public_url: String,
+    pub signup: auth::Signup,
+    pub session_ttl: std::time::Duration,
 }
 
 impl Default for AppOptions {
@@ -62,6 +89,8 @@ impl Default for AppOptions {
             channels: channel_setup::ChannelSetup::default(),
             guards: guards::GuardOptions::default(),
             admin_token: None,
+            sign_in: None,
+            store: None,
         }
     }
 }
@@ -99,8 +128,14 @@ pub fn build_app(
         ),
     };
     let notes = Arc::new(notes);
-    let store: Arc<SqliteStore> = Arc::new(store);
-    planning::ensure_local_account(store.as_ref())?;
+    let sqlite: Arc<SqliteStore> = Arc::new(store);
+    if options.sign_in.is_none() {
+        planning::ensure_local_account(sqlite.as_ref())?;
+    }
+    let store: Arc<dyn store::Store> = match &options.store {
+        Some(other) => other.0.clone(),
+        None => sqlite,
+    };
     let mut registry = Registry::default();
     notes::register(&mut registry, notes.clone())?;
     // One engine for the web chat and the messaging channels, assembled where the worker
@@ -117,6 +152,16 @@ pub fn build_app(
     })?;
     let queue = Arc::new(queue);
     let channels = channel_jobs_for(&assembled.engine, &store, &queue, &options);
+    let sign_in = options.sign_in.clone().map(|o| {
+        Arc::new(auth::SignIn {
+            oidc: o.oidc,
+            store: store.clone(),
+            public_url: o.public_url,
+            signup: o.signup,
+            session_ttl: o.session_ttl,
+            clock: options.guards.clock.clone(),
+        })
+    });
     Ok(server::App {
         store,
         queue,
@@ -129,6 +174,7 @@ pub fn build_app(
         budget: options.guards.budget.clone(),
         clock: options.guards.clock.clone(),
         admin_token: options.admin_token.clone(),
+        sign_in,
     })
 }
 
@@ -136,7 +182,7 @@ pub fn build_app(
 /// messaging channels) on the one engine; the web chat's sender is the browser stream.
 fn channel_jobs_for(
     engine: &Arc<Engine>,
-    store: &Arc<SqliteStore>,
+    store: &Arc<dyn store::Store>,
     queue: &Arc<SqliteQueue>,
     options: &AppOptions,
 ) -> server::Channels {

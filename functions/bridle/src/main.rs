@@ -217,8 +217,32 @@ async fn serve() -> ExitCode {
         }
     };
     if channels.public_base_url.is_none() {
-        channels.public_base_url = Some(format!("http://{}/", config.addr));
+        // The onboarding reply links to the web app: where people sign in, if configured.
+        channels.public_base_url = Some(match &config.sign_in {
+            Some(s) => format!("{}/", s.public_url),
+            None => format!("http://{}/", config.addr),
+        });
     }
+    let sign_in = match &config.sign_in {
+        None => None,
+        Some(s) => {
+            let settings = bridle::auth::OidcSettings {
+                issuer: s.issuer.clone(),
+                client_id: s.client_id.clone(),
+                client_secret: s.client_secret.clone(),
+                redirect_url: format!("{}/auth/callback", s.public_url),
+            };
+            match bridle::auth::Oidc::discover(settings).await {
+                Ok(oidc) => Some(bridle::SignInOptions {
+                    oidc: Arc::new(oidc),
+                    public_url: s.public_url.clone(),
+                    signup: s.signup,
+                    session_ttl: s.session_ttl,
+                }),
+                Err(err) => return fail("cannot set up sign-in", &err),
+            }
+        }
+    };
     tracing::info!(?channels, "channels");
     tracing::info!(?config, "starting");
     let (model, model_id) = match backends::model_for(&config.backend).await {
@@ -238,6 +262,7 @@ async fn serve() -> ExitCode {
             ..GuardOptions::default()
         },
         admin_token: config.admin_token.clone(),
+        sign_in,
         engine: engine::EngineOptions {
             system_prompt: config.prompt.text.clone(),
             prompt_version: config.prompt.version.clone(),

@@ -1,15 +1,21 @@
 //! `/admin/budget`: the finance report as a page, with spend against caps as an inline SVG
-//! chart. Only when `BRIDLE_ADMIN_TOKEN` is set (otherwise 404), and only with that token as
-//! `Authorization: Bearer …` or `?token=…` (otherwise 401); compared in constant time.
+//! chart. With sign-in configured, for signed-in users with the `admin` or `finance` role
+//! (others get 403). Without sign-in (one local user on loopback), only when
+//! `BRIDLE_ADMIN_TOKEN` is set (otherwise 404), and only with that token as
+//! `Authorization: Bearer …` or `?token=…` (otherwise 401); compared in constant time. The token
+//! stays for that case because a loopback server without sign-in cannot tell its operator from
+//! any other process on the machine.
 
 use super::App;
 use super::errors::ApiError;
+use crate::auth::CurrentUser;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use budget::report::render::sections;
 use budget::report::{Report, chart};
 use std::collections::HashMap;
+use store::AccountRole;
 use subtle::ConstantTimeEq;
 
 /// Conversations listed on the page.
@@ -31,9 +37,23 @@ fn token_matches(expected: &str, given: &str) -> bool {
 
 pub async fn budget_page(
     State(app): State<App>,
+    current: CurrentUser,
     headers: HeaderMap,
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
+    if app.sign_in.is_some() {
+        let allowed = [AccountRole::Admin, AccountRole::Finance]
+            .into_iter()
+            .any(|r| current.roles.contains(r));
+        if !allowed {
+            return ApiError::new(
+                StatusCode::FORBIDDEN,
+                "The budget page is for the admin and finance roles.",
+            )
+            .into_response();
+        }
+        return render(&app).await;
+    }
     let Some(expected) = app.admin_token.as_deref() else {
         return super::errors::not_found().await.into_response();
     };
@@ -47,6 +67,10 @@ pub async fn budget_page(
         )
             .into_response();
     }
+    render(&app).await
+}
+
+async fn render(app: &App) -> Response {
     let ledger: std::sync::Arc<dyn store::BudgetLedger> = app.store.clone();
     match Report::build(ledger.as_ref(), &app.budget, (app.clock)(), TOP).await {
         Ok(report) => Html(page(&report)).into_response(),

@@ -1,7 +1,8 @@
 //! The web chat's HTTP API. See README.md ("HTTP API") for the contract.
 
 use super::errors::ApiError;
-use super::{App, LOCAL_USER, MAX_BODY_BYTES};
+use super::{App, MAX_BODY_BYTES};
+use crate::auth::CurrentUser;
 use axum::Json;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
@@ -36,9 +37,15 @@ pub struct ConversationView {
 
 pub async fn create_conversation(
     State(app): State<App>,
+    current: CurrentUser,
 ) -> Result<(StatusCode, Json<ConversationView>), ApiError> {
     let id = uuid::Uuid::new_v4().to_string();
-    let mut conv = Conversation::new(id.as_str(), LOCAL_USER, WEB_CHANNEL, assembly::CHAT_PURPOSE);
+    let mut conv = Conversation::new(
+        id.as_str(),
+        current.user.clone(),
+        WEB_CHANNEL,
+        assembly::CHAT_PURPOSE,
+    );
     conv.created_at_ms = now_ms();
     app.store
         .create_conversation(&conv)
@@ -57,10 +64,11 @@ pub async fn create_conversation(
 
 pub async fn list_conversations(
     State(app): State<App>,
+    current: CurrentUser,
 ) -> Result<Json<Vec<ConversationView>>, ApiError> {
     let convs = app
         .store
-        .conversations_of(&LOCAL_USER.into())
+        .conversations_of(&current.user)
         .await
         .map_err(ApiError::internal)?;
     let mut out = Vec::with_capacity(convs.len());
@@ -82,14 +90,19 @@ pub async fn list_conversations(
     Ok(Json(out))
 }
 
-async fn owned_conversation(app: &App, id: &str) -> Result<Conversation, ApiError> {
+/// The conversation `id` if it is `current`'s web conversation; anyone else's reads as absent.
+async fn owned_conversation(
+    app: &App,
+    current: &CurrentUser,
+    id: &str,
+) -> Result<Conversation, ApiError> {
     let conv = app
         .store
         .conversation(&ConversationId::from(id))
         .await
         .map_err(ApiError::internal)?;
     match conv {
-        Some(c) if c.user_id.0 == LOCAL_USER && c.channel == WEB_CHANNEL => Ok(c),
+        Some(c) if c.user_id == current.user && c.channel == WEB_CHANNEL => Ok(c),
         _ => Err(ApiError::new(
             StatusCode::NOT_FOUND,
             format!("There is no conversation {id:?}."),
@@ -99,9 +112,10 @@ async fn owned_conversation(app: &App, id: &str) -> Result<Conversation, ApiErro
 
 pub async fn history(
     State(app): State<App>,
+    current: CurrentUser,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let conv = owned_conversation(&app, &id).await?;
+    let conv = owned_conversation(&app, &current, &id).await?;
     let entries = app
         .store
         .visible(&conv.id)
@@ -146,11 +160,12 @@ fn body_error(rejection: JsonRejection) -> ApiError {
 
 pub async fn post_message(
     State(app): State<App>,
+    current: CurrentUser,
     Path(id): Path<String>,
     body: Result<Json<PostMessage>, JsonRejection>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let Json(body) = body.map_err(body_error)?;
-    let conv = owned_conversation(&app, &id).await?;
+    let conv = owned_conversation(&app, &current, &id).await?;
     let text = body.text.trim();
     if text.is_empty() {
         return Err(ApiError::new(
@@ -190,7 +205,7 @@ pub async fn post_message(
         channel: WEB_CHANNEL.into(),
         message_id: message_id.clone(),
         conversation_key: conv.id.0.clone(),
-        external_user_id: LOCAL_USER.into(),
+        external_user_id: current.user.0.clone(),
         text: text.to_owned(),
         button_id: None,
         media: Vec::new(),
@@ -247,7 +262,13 @@ fn event_name(event: &TurnEvent) -> &'static str {
     }
 }
 
-pub async fn list_notes(State(app): State<App>) -> Result<Json<Value>, ApiError> {
-    let notes = app.notes.list(LOCAL_USER).map_err(ApiError::internal)?;
+pub async fn list_notes(
+    State(app): State<App>,
+    current: CurrentUser,
+) -> Result<Json<Value>, ApiError> {
+    let notes = app
+        .notes
+        .list(&current.user.0)
+        .map_err(ApiError::internal)?;
     Ok(Json(json!({ "notes": notes })))
 }

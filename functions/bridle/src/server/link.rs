@@ -1,8 +1,9 @@
 //! `POST /api/link-code`: a one-time code (30 minutes) for the signed-in web user, to send from
 //! a messaging app; the worker redeems it and binds that account to this user.
 
+use super::App;
 use super::errors::ApiError;
-use super::{App, LOCAL_USER};
+use crate::auth::CurrentUser;
 use crate::channel_setup::LINK_CODE_LIFETIME_MS;
 use axum::Json;
 use axum::extract::State;
@@ -19,6 +20,7 @@ fn now_ms() -> i64 {
 
 pub async fn create_link_code(
     State(app): State<App>,
+    current: CurrentUser,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let linkable = app.channels.setup.linkable();
     if linkable.is_empty() {
@@ -34,7 +36,7 @@ pub async fn create_link_code(
         let code = channels::link_code::generate().map_err(ApiError::internal)?;
         match app
             .store
-            .create_link_code(&code, &LOCAL_USER.into(), now, expires_at_ms)
+            .create_link_code(&code, &current.user, now, expires_at_ms)
             .await
         {
             Ok(()) => {

@@ -3,18 +3,20 @@
 mod admin;
 mod api;
 mod assets;
-mod errors;
+pub(crate) mod errors;
 mod link;
 mod webhooks;
 
 pub use webhooks::Channels;
 mod usage;
 
+use crate::auth;
 use crate::hub::Hub;
 use crate::notes::Notes;
 use crate::worker::Worker;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
+use axum::middleware;
 use axum::routing::{any, get, post};
 use axum::serve::ListenerExt;
 use engine::Engine;
@@ -46,8 +48,11 @@ pub struct App {
     /// Caps and prices (meter, admin page).
     pub budget: Arc<budget::BudgetConfig>,
     pub clock: budget::Clock,
-    /// Opens `/admin/budget`; `None`: the page does not exist.
+    /// Opens `/admin/budget` when no sign-in is configured; `None`: the page does not exist
+    /// there. With sign-in, the `admin` and `finance` roles open it.
     pub admin_token: Option<String>,
+    /// Sign-in with OpenID Connect; `None`: one local user, no sign-in (loopback only).
+    pub sign_in: Option<Arc<crate::auth::SignIn>>,
 }
 
 impl std::fmt::Debug for App {
@@ -78,7 +83,12 @@ pub fn router(app: App) -> Router {
         .route("/api/link-code", post(link::create_link_code))
         .route("/api/usage", get(usage::usage))
         .route("/admin/budget", get(admin::budget_page))
+        .route("/api/session", get(auth::routes::session))
+        .route("/auth/login", get(auth::routes::login))
+        .route("/auth/callback", get(auth::routes::callback))
+        .route("/auth/logout", post(auth::routes::logout))
         .fallback(errors::not_found)
+        .layer(middleware::from_fn_with_state(app.clone(), auth::gate))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES));
     // The webhook applies its own cap (and says 413 in its own words); let it see one byte more.
     let webhook_cap = app.channels.setup.max_webhook_body_bytes + 1;

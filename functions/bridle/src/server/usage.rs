@@ -1,8 +1,9 @@
-//! `GET /api/usage`: the local user's budget meter. The web chat shows it only when a bucket
+//! `GET /api/usage`: the signed-in (or local) user's budget meter. The web chat shows it only when a bucket
 //! is at least 80% full.
 
+use super::App;
 use super::errors::ApiError;
-use super::{App, LOCAL_USER};
+use crate::auth::CurrentUser;
 use axum::Json;
 use axum::extract::State;
 use budget::Meter;
@@ -10,11 +11,11 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use store::BudgetLedger;
 
-pub async fn usage(State(app): State<App>) -> Result<Json<Value>, ApiError> {
+pub async fn usage(State(app): State<App>, current: CurrentUser) -> Result<Json<Value>, ApiError> {
     let ledger: Arc<dyn BudgetLedger> = app.store.clone();
     let meter = Meter::new(ledger, app.budget.clone());
     let fill = meter
-        .fill(&LOCAL_USER.into(), (app.clock)())
+        .fill(&current.user, (app.clock)())
         .await
         .map_err(ApiError::internal)?;
     let show = fill.iter().any(|f| f.fraction >= Meter::SHOW_FROM);

@@ -1,0 +1,153 @@
+//! The gate in front of every route but the public ones: who is asking (the session's user, or
+//! the local user when no sign-in is configured), and, for a state-changing request of a
+//! signed-in user, the session's CSRF token in `X-CSRF-Token`. A request without a session gets
+//! 401 (JSON) — `GET /` is sent to sign in instead.
+
+use super::{SESSION_COOKIE, SignIn, hash_secret};
+use crate::server::errors::ApiError;
+use crate::server::{App, LOCAL_USER};
+use axum::extract::{FromRequestParts, Request, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Redirect, Response};
+use store::{AccountStatus, Roles};
+use subtle::ConstantTimeEq;
+use transcript::UserId;
+
+/// The header a page sends its CSRF token in.
+pub const CSRF_HEADER: &str = "x-csrf-token";
+
+/// Who is asking, as the gate found out.
+#[derive(Debug, Clone)]
+pub struct CurrentUser {
+    pub user: UserId,
+    pub name: String,
+    pub email: Option<String>,
+    pub roles: Roles,
+    /// The session's CSRF token; `None` for the local user (no sign-in configured).
+    pub csrf: Option<String>,
+    /// The stored key of the session, for signing out.
+    pub session: Option<String>,
+}
+
+impl CurrentUser {
+    /// The one user of a server without sign-in.
+    pub fn local() -> Self {
+        Self {
+            user: LOCAL_USER.into(),
+            name: "You".into(),
+            email: None,
+            roles: Roles::default(),
+            csrf: None,
+            session: None,
+        }
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for CurrentUser {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        parts
+            .extensions
+            .get::<CurrentUser>()
+            .cloned()
+            .ok_or_else(|| ApiError::new(StatusCode::UNAUTHORIZED, "Sign in first."))
+    }
+}
+
+/// Routes anyone may call: the platforms' webhooks (signed by the platform), sign-in itself,
+/// the health check and the page's static assets.
+fn is_public(path: &str) -> bool {
+    matches!(
+        path,
+        "/healthz" | "/app.js" | "/app.css" | "/auth/login" | "/auth/callback"
+    ) || path.starts_with("/webhooks/")
+}
+
+/// The value of cookie `name` in the request, if any.
+pub fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v)
+}
+
+/// Equal secrets, compared in time that does not depend on where they differ.
+pub fn same_secret(a: &str, b: &str) -> bool {
+    a.as_bytes().ct_eq(b.as_bytes()).into()
+}
+
+pub async fn gate(State(app): State<App>, mut request: Request, next: Next) -> Response {
+    let path = request.uri().path().to_owned();
+    if is_public(&path) {
+        return next.run(request).await;
+    }
+    let Some(sign_in) = app.sign_in.as_deref() else {
+        request.extensions_mut().insert(CurrentUser::local());
+        return next.run(request).await;
+    };
+    let current = match session_user(sign_in, request.headers()).await {
+        Ok(Some(current)) => current,
+        Ok(None) if path == "/" => return Redirect::to("/auth/login").into_response(),
+        Ok(None) => {
+            return ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "Sign in first (open the web app and sign in).",
+            )
+            .into_response();
+        }
+        Err(err) => return ApiError::internal(err).into_response(),
+    };
+    if !request.method().is_safe() {
+        let given = request
+            .headers()
+            .get(CSRF_HEADER)
+            .and_then(|v| v.to_str().ok());
+        let expected = current.csrf.as_deref().unwrap_or_default();
+        if !given.is_some_and(|g| same_secret(g, expected)) {
+            tracing::warn!(user = %current.user, %path, "state-changing request without the session's CSRF token refused");
+            return ApiError::new(
+                StatusCode::FORBIDDEN,
+                "This request is missing the page's CSRF token (X-CSRF-Token); reload the page and try again.",
+            )
+            .into_response();
+        }
+    }
+    request.extensions_mut().insert(current);
+    next.run(request).await
+}
+
+/// The user of the request's session cookie: a live session of an account that is not closed.
+async fn session_user(
+    sign_in: &SignIn,
+    headers: &HeaderMap,
+) -> Result<Option<CurrentUser>, store::StoreError> {
+    let Some(secret) = cookie(headers, SESSION_COOKIE).filter(|s| !s.is_empty()) else {
+        return Ok(None);
+    };
+    let hash = hash_secret(secret);
+    let Some(session) = sign_in.store.session(&hash, (sign_in.clock)()).await? else {
+        return Ok(None);
+    };
+    let Some(account) = sign_in.store.account(&session.user).await? else {
+        return Ok(None);
+    };
+    if account.status == AccountStatus::Closed {
+        sign_in.store.delete_session(&hash).await?;
+        return Ok(None);
+    }
+    Ok(Some(CurrentUser {
+        user: account.user,
+        name: account.display_name,
+        email: account.email.map(|e| e.as_str().to_owned()),
+        roles: account.roles,
+        csrf: Some(session.csrf),
+        session: Some(hash),
+    }))
+}

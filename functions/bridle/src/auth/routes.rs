@@ -1,0 +1,218 @@
+//! `GET /auth/login`, `GET /auth/callback`, `POST /auth/logout` and `GET /api/session`.
+
+use super::gate::{CurrentUser, cookie, same_secret};
+use super::{LOGIN_COOKIE, LOGIN_TTL, Refused, SESSION_COOKIE, SignIn};
+use crate::server::App;
+use crate::server::errors::ApiError;
+use axum::Json;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use store::PendingLogin;
+
+/// A `Set-Cookie` value with the attributes every Bridle cookie has.
+fn set_cookie(sign_in: &SignIn, name: &str, value: &str, path: &str, max_age_s: u64) -> String {
+    let secure = if sign_in.secure_cookies() {
+        "; Secure"
+    } else {
+        ""
+    };
+    format!("{name}={value}; Path={path}; Max-Age={max_age_s}; HttpOnly; SameSite=Lax{secure}")
+}
+
+fn with_cookies(mut response: Response, cookies: &[String]) -> Response {
+    for c in cookies {
+        if let Ok(v) = HeaderValue::from_str(c) {
+            response.headers_mut().append(header::SET_COOKIE, v);
+        }
+    }
+    response
+}
+
+/// A short page for a sign-in that did not work, with a way to try again.
+fn problem(status: StatusCode, sentence: &str) -> Response {
+    let page = format!(
+        "<!doctype html><meta charset=utf-8><title>Sign-in</title>\
+         <body style=\"font-family:sans-serif;max-width:32rem;margin:4rem auto\">\
+         <h1>Could not sign you in</h1><p>{sentence}</p><p><a href=\"/auth/login\">Try again</a></p>"
+    );
+    (status, Html(page)).into_response()
+}
+
+/// Only a path of this site (no scheme, no host, no `//`) is a place to return to.
+fn safe_return(to: Option<&str>) -> String {
+    match to {
+        Some(p) if p.starts_with('/') && !p.starts_with("//") && !p.contains('\\') => p.to_owned(),
+        _ => "/".to_owned(),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub struct LoginQuery {
+    return_to: Option<String>,
+}
+
+pub async fn login(State(app): State<App>, Query(q): Query<LoginQuery>) -> Response {
+    let Some(sign_in) = app.sign_in.as_deref() else {
+        return crate::server::errors::not_found().await.into_response();
+    };
+    let auth = sign_in.oidc.authorize();
+    let pending = PendingLogin {
+        state: auth.state.clone(),
+        nonce: auth.nonce,
+        pkce_verifier: auth.pkce_verifier,
+        return_to: safe_return(q.return_to.as_deref()),
+        expires_at_ms: (sign_in.clock)() + LOGIN_TTL.as_millis() as i64,
+    };
+    if let Err(err) = sign_in.store.put_login(&pending).await {
+        return ApiError::internal(err).into_response();
+    }
+    let cookie = set_cookie(
+        sign_in,
+        LOGIN_COOKIE,
+        &auth.state,
+        "/auth",
+        LOGIN_TTL.as_secs(),
+    );
+    with_cookies(Redirect::to(&auth.url).into_response(), &[cookie])
+}
+
+#[derive(Debug, Deserialize)]
+pub struct CallbackQuery {
+    code: Option<String>,
+    state: Option<String>,
+    error: Option<String>,
+}
+
+pub async fn callback(
+    State(app): State<App>,
+    headers: HeaderMap,
+    Query(q): Query<CallbackQuery>,
+) -> Response {
+    let Some(sign_in) = app.sign_in.as_deref() else {
+        return crate::server::errors::not_found().await.into_response();
+    };
+    if let Some(error) = &q.error {
+        tracing::info!(%error, "the identity provider did not sign the user in");
+        return problem(
+            StatusCode::BAD_REQUEST,
+            "The sign-in was cancelled or refused at the identity provider.",
+        );
+    }
+    let (Some(code), Some(state)) = (q.code.as_deref(), q.state.as_deref()) else {
+        return problem(
+            StatusCode::BAD_REQUEST,
+            "This address is only for coming back from the identity provider.",
+        );
+    };
+    // The state must be the one this browser was sent off with (no login CSRF).
+    if !cookie(&headers, LOGIN_COOKIE).is_some_and(|c| same_secret(c, state)) {
+        return problem(
+            StatusCode::BAD_REQUEST,
+            "This sign-in was started in another browser or has already been used.",
+        );
+    }
+    let pending = match sign_in.store.take_login(state, (sign_in.clock)()).await {
+        Ok(Some(p)) => p,
+        Ok(None) => {
+            return problem(
+                StatusCode::BAD_REQUEST,
+                "This sign-in took too long or has already been used.",
+            );
+        }
+        Err(err) => return ApiError::internal(err).into_response(),
+    };
+    let who = match sign_in
+        .oidc
+        .finish(code, &pending.pkce_verifier, &pending.nonce)
+        .await
+    {
+        Ok(who) => who,
+        Err(err) => {
+            tracing::warn!(error = %err, "sign-in failed");
+            return problem(
+                StatusCode::UNAUTHORIZED,
+                "The identity provider's answer could not be verified.",
+            );
+        }
+    };
+    let account = match sign_in.account_for(&who).await {
+        Ok(a) => a,
+        Err(Refused::NotInvited) => {
+            return problem(
+                StatusCode::FORBIDDEN,
+                "There is no account for you here yet. Ask the operator to add you \
+                 (bridle users add YOUR-EMAIL), then sign in again.",
+            );
+        }
+        Err(Refused::Closed) => {
+            return problem(StatusCode::FORBIDDEN, "This account is closed.");
+        }
+        Err(Refused::Store(err)) => return ApiError::internal(err).into_response(),
+    };
+    let new = match sign_in.start_session(&account.user).await {
+        Ok(n) => n,
+        Err(err) => return ApiError::internal(err).into_response(),
+    };
+    tracing::info!(user = %account.user, "signed in");
+    with_cookies(
+        Redirect::to(&pending.return_to).into_response(),
+        &[
+            set_cookie(
+                sign_in,
+                SESSION_COOKIE,
+                &new.secret,
+                "/",
+                sign_in.session_ttl.as_secs(),
+            ),
+            set_cookie(sign_in, LOGIN_COOKIE, "", "/auth", 0),
+        ],
+    )
+}
+
+/// End the session (the gate checked it and its CSRF token).
+pub async fn logout(State(app): State<App>, current: CurrentUser) -> Response {
+    let Some(sign_in) = app.sign_in.as_deref() else {
+        return crate::server::errors::not_found().await.into_response();
+    };
+    if let Some(hash) = &current.session
+        && let Err(err) = sign_in.store.delete_session(hash).await
+    {
+        return ApiError::internal(err).into_response();
+    }
+    tracing::info!(user = %current.user, "signed out");
+    with_cookies(
+        StatusCode::NO_CONTENT.into_response(),
+        &[set_cookie(sign_in, SESSION_COOKIE, "", "/", 0)],
+    )
+}
+
+/// Who is signed in, and the CSRF token the page sends back on every change.
+pub async fn session(State(app): State<App>, current: CurrentUser) -> Json<Value> {
+    Json(json!({
+        "user": {
+            "id": current.user,
+            "name": current.name,
+            "email": current.email,
+            "roles": current.roles.iter().map(|r| r.as_str()).collect::<Vec<_>>(),
+        },
+        "csrf": current.csrf,
+        "sign_in": app.sign_in.is_some(),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::safe_return;
+
+    #[test]
+    fn only_paths_of_this_site_are_returned_to() {
+        assert_eq!(safe_return(Some("/c/123?x=1")), "/c/123?x=1");
+        assert_eq!(safe_return(Some("https://evil.example/")), "/");
+        assert_eq!(safe_return(Some("//evil.example/")), "/");
+        assert_eq!(safe_return(Some("/\\evil.example")), "/");
+        assert_eq!(safe_return(None), "/");
+    }
+}

@@ -1,0 +1,567 @@
+//! Sign-in with OpenID Connect on the real local server, against a small issuer that the test
+//! steers (`tests::fake_issuer`): the ID-token rules (expired, wrong audience, wrong issuer, bad
+//! signature, `alg: none`, wrong nonce, an unknown key id then the provider's key rotation), the
+//! session cookie (tampered, expired, signed out), CSRF, sign-up open and closed, and two
+//! signed-in users who cannot see or change each other's data — on SQLite and on DynamoDB
+//! (moto). The browser flow against a certified provider is `sign_in_browser.rs`.
+
+use bridle::auth::{Oidc, OidcError, OidcSettings, Signup};
+use bridle::guards::GuardOptions;
+use bridle::{AppOptions, OtherStore, SignInOptions, build_app};
+use reqwest::StatusCode;
+use reqwest::header::{COOKIE, LOCATION, SET_COOKIE};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+use store::{Account, AccountRole, AccountStatus, Email, Store};
+use store_dynamodb::DynamoStore;
+use tests::EchoModel;
+use tests::fake_issuer::{FakeIssuer, Person, Tamper};
+use tests::server::TestServer;
+
+const CLIENT: &str = "bridle-test";
+const SESSION_TTL: Duration = Duration::from_secs(3600);
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+async fn oidc(issuer: &FakeIssuer, base: &str) -> Oidc {
+    Oidc::discover(OidcSettings {
+        issuer: issuer.issuer.clone(),
+        client_id: CLIENT.into(),
+        client_secret: Some("client-secret".into()),
+        redirect_url: format!("{base}/auth/callback"),
+    })
+    .await
+    .unwrap()
+}
+
+struct Site {
+    server: TestServer,
+    issuer: FakeIssuer,
+    clock: Arc<AtomicI64>,
+    store: Arc<dyn Store>,
+    http: reqwest::Client,
+}
+
+async fn site(signup: Signup, store: Option<Arc<dyn Store>>) -> Site {
+    let issuer = FakeIssuer::start(CLIENT).await;
+    let (listener, base) = TestServer::bind().await;
+    let clock = Arc::new(AtomicI64::new(now_ms()));
+    let c = clock.clone();
+    let options = AppOptions {
+        sign_in: Some(SignInOptions {
+            oidc: Arc::new(oidc(&issuer, &base).await),
+            public_url: base.clone(),
+            signup,
+            session_ttl: SESSION_TTL,
+        }),
+        guards: GuardOptions {
+            clock: Arc::new(move || c.load(Ordering::SeqCst)),
+            ..GuardOptions::default()
+        },
+        store: store.map(OtherStore),
+        ..AppOptions::default()
+    };
+    let app = build_app(EchoModel::new(Duration::ZERO), options).unwrap();
+    let store = app.store.clone();
+    let server = TestServer::serve_on(listener, app).await;
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    Site {
+        server,
+        issuer,
+        clock,
+        store,
+        http,
+    }
+}
+
+async fn dynamo() -> Arc<dyn Store> {
+    let endpoint = std::env::var("AWS_ENDPOINT_URL")
+        .expect("AWS_ENDPOINT_URL is not set: run the tests with scripts/test, which starts moto");
+    let config = aws_sdk_dynamodb::Config::builder()
+        .behavior_version_latest()
+        .region(aws_types::region::Region::new("us-east-1"))
+        .endpoint_url(endpoint)
+        .credentials_provider(aws_credential_types::Credentials::new(
+            "test", "test", None, None, "static",
+        ))
+        .build();
+    let client = aws_sdk_dynamodb::Client::from_conf(config);
+    let name = format!("sign-in-{}", uuid::Uuid::new_v4().simple());
+    store_dynamodb::create_table(&client, &name).await.unwrap();
+    Arc::new(DynamoStore::new(client, name))
+}
+
+/// The value of cookie `name` set by `res`, and the whole `Set-Cookie` line.
+fn set_cookie(res: &reqwest::Response, name: &str) -> Option<(String, String)> {
+    res.headers().get_all(SET_COOKIE).iter().find_map(|v| {
+        let line = v.to_str().ok()?.to_owned();
+        let value = line.strip_prefix(&format!("{name}="))?.split(';').next()?;
+        Some((value.to_owned(), line))
+    })
+}
+
+fn location(res: &reqwest::Response) -> String {
+    res.headers()
+        .get(LOCATION)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// A signed-in browser: its session cookie and the page's CSRF token.
+#[derive(Debug, Clone)]
+struct Browser {
+    cookie: String,
+    csrf: String,
+}
+
+impl Site {
+    fn url(&self, path: &str) -> String {
+        self.server.url(path)
+    }
+
+    /// The whole code flow as a browser follows it; `Err` is the callback's refusal.
+    async fn sign_in(&self, person: Person) -> Result<Browser, reqwest::Response> {
+        self.issuer.sign_in_as(person);
+        let login = self.http.get(self.url("/auth/login")).send().await.unwrap();
+        assert_eq!(login.status(), StatusCode::SEE_OTHER);
+        let (state, line) = set_cookie(&login, "bridle_login").expect("the login cookie");
+        assert!(
+            line.contains("HttpOnly") && line.contains("SameSite=Lax"),
+            "{line}"
+        );
+        let at_provider = location(&login);
+        assert!(
+            at_provider.starts_with(&self.issuer.issuer),
+            "{at_provider}"
+        );
+        assert!(
+            at_provider.contains("code_challenge_method=S256"),
+            "{at_provider}"
+        );
+        let back = self.http.get(&at_provider).send().await.unwrap();
+        let callback = location(&back);
+        assert!(
+            callback.starts_with(&self.url("/auth/callback")),
+            "{callback}"
+        );
+        let done = self
+            .http
+            .get(&callback)
+            .header(COOKIE, format!("bridle_login={state}"))
+            .send()
+            .await
+            .unwrap();
+        if done.status() != StatusCode::SEE_OTHER {
+            return Err(done);
+        }
+        let (cookie, line) = set_cookie(&done, "bridle_session").expect("the session cookie");
+        assert!(
+            line.contains("HttpOnly") && line.contains("SameSite=Lax") && line.contains("Path=/"),
+            "{line}"
+        );
+        let session: Value = self
+            .get(
+                &Browser {
+                    cookie: cookie.clone(),
+                    csrf: String::new(),
+                },
+                "/api/session",
+            )
+            .await
+            .json()
+            .await
+            .unwrap();
+        Ok(Browser {
+            cookie,
+            csrf: session["csrf"].as_str().unwrap().to_owned(),
+        })
+    }
+
+    async fn get(&self, who: &Browser, path: &str) -> reqwest::Response {
+        self.http
+            .get(self.url(path))
+            .header(COOKIE, format!("bridle_session={}", who.cookie))
+            .send()
+            .await
+            .unwrap()
+    }
+
+    async fn post(&self, who: &Browser, path: &str, body: Option<Value>) -> reqwest::Response {
+        let mut req = self
+            .http
+            .post(self.url(path))
+            .header(COOKIE, format!("bridle_session={}", who.cookie))
+            .header("X-CSRF-Token", &who.csrf);
+        if let Some(body) = body {
+            req = req.json(&body);
+        }
+        req.send().await.unwrap()
+    }
+
+    async fn new_conversation(&self, who: &Browser) -> String {
+        let res = self.post(who, "/api/conversations", None).await;
+        assert_eq!(res.status(), StatusCode::CREATED);
+        res.json::<Value>().await.unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+}
+
+fn alice() -> Person {
+    Person::new("sub-alice", "alice@example.com")
+}
+
+fn bob() -> Person {
+    Person::new("sub-bob", "bob@example.com")
+}
+
+// --- ID-token rules ---------------------------------------------------------------------
+
+#[tokio::test]
+async fn id_tokens_are_checked_for_signature_issuer_audience_expiry_and_nonce() {
+    let issuer = FakeIssuer::start(CLIENT).await;
+    let oidc = oidc(&issuer, "http://127.0.0.1:9").await;
+    let good = issuer.id_token(&alice(), "n-1");
+    let who = oidc.verify_text(&good, "n-1").await.unwrap();
+    assert_eq!(who.subject, "sub-alice");
+    assert_eq!(who.email.as_deref(), Some("alice@example.com"));
+    assert!(who.email_verified);
+
+    let refused = |tamper: Tamper| {
+        let issuer = issuer.clone();
+        let oidc = &oidc;
+        async move {
+            issuer.tamper(tamper);
+            let token = issuer.id_token(&alice(), "n-1");
+            issuer.tamper(Tamper::None);
+            oidc.verify_text(&token, "n-1").await.unwrap_err()
+        }
+    };
+    for (tamper, expect) in [
+        (Tamper::Expired, "Expired"),
+        (Tamper::WrongAudience, "audience"),
+        (Tamper::WrongIssuer, "issuer"),
+        (Tamper::ForeignKey, "Signature"),
+        (Tamper::Unsigned, ""),
+    ] {
+        let err = refused(tamper).await;
+        assert!(
+            matches!(err, OidcError::Token(_) | OidcError::Malformed(_)),
+            "{tamper:?}: {err:?}"
+        );
+        assert!(err.to_string().contains(expect), "{tamper:?}: {err}");
+    }
+    let err = oidc.verify_text(&good, "another-nonce").await.unwrap_err();
+    assert!(err.to_string().contains("nonce"), "{err}");
+}
+
+#[tokio::test]
+async fn an_unknown_key_id_fetches_the_keys_again_once_so_rotation_needs_no_restart() {
+    let issuer = FakeIssuer::start(CLIENT).await;
+    let oidc = oidc(&issuer, "http://127.0.0.1:9").await;
+    let fetched = issuer.jwks_fetches();
+    issuer.rotate(2, "k2");
+    let rotated = issuer.id_token(&alice(), "n-2");
+    let who = oidc.verify_text(&rotated, "n-2").await.unwrap();
+    assert_eq!(who.subject, "sub-alice");
+    assert_eq!(issuer.jwks_fetches(), fetched + 1, "one refetch");
+    // Another unknown key id right after: no second refetch within the minimum interval, and
+    // the token is refused.
+    issuer.rotate(3, "k3");
+    let again = issuer.id_token(&alice(), "n-3");
+    let err = oidc.verify_text(&again, "n-3").await.unwrap_err();
+    assert!(err.to_string().contains("Signature"), "{err}");
+    assert_eq!(issuer.jwks_fetches(), fetched + 1, "no refetch storm");
+}
+
+// --- Sessions and CSRF --------------------------------------------------------------------
+
+#[tokio::test]
+async fn without_a_session_the_api_says_401_and_the_page_sends_you_to_sign_in() {
+    let s = site(Signup::Open, None).await;
+    let res = s
+        .http
+        .get(s.url("/api/conversations"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::UNAUTHORIZED);
+    assert!(res.json::<Value>().await.unwrap()["error"].is_string());
+    for path in ["/api/usage", "/api/notes", "/admin/budget", "/api/session"] {
+        let res = s.http.get(s.url(path)).send().await.unwrap();
+        assert_eq!(res.status(), StatusCode::UNAUTHORIZED, "{path}");
+    }
+    let res = s.http.get(s.url("/")).send().await.unwrap();
+    assert_eq!(res.status(), StatusCode::SEE_OTHER);
+    assert_eq!(location(&res), "/auth/login");
+    // The webhooks, the health check and the page's assets need no session.
+    assert_eq!(
+        s.http.get(s.url("/healthz")).send().await.unwrap().status(),
+        200
+    );
+    assert_eq!(
+        s.http.get(s.url("/app.js")).send().await.unwrap().status(),
+        200
+    );
+}
+
+#[tokio::test]
+async fn a_session_works_until_it_is_tampered_with_expires_or_is_signed_out() {
+    let s = site(Signup::Open, None).await;
+    let a = s.sign_in(alice()).await.unwrap();
+    let me: Value = s.get(&a, "/api/session").await.json().await.unwrap();
+    assert_eq!(me["user"]["email"], "alice@example.com");
+    assert_eq!(me["sign_in"], true);
+    assert_eq!(s.get(&a, "/api/conversations").await.status(), 200);
+
+    let mut tampered = a.clone();
+    tampered
+        .cookie
+        .replace_range(0..1, if a.cookie.starts_with('A') { "B" } else { "A" });
+    assert_eq!(s.get(&tampered, "/api/conversations").await.status(), 401);
+
+    // Signing out needs the CSRF token too, and ends the session for good.
+    let mut no_csrf = a.clone();
+    no_csrf.csrf.clear();
+    assert_eq!(s.post(&no_csrf, "/auth/logout", None).await.status(), 403);
+    let out = s.post(&a, "/auth/logout", None).await;
+    assert_eq!(out.status(), StatusCode::NO_CONTENT);
+    let (cleared, line) = set_cookie(&out, "bridle_session").unwrap();
+    assert!(cleared.is_empty() && line.contains("Max-Age=0"), "{line}");
+    assert_eq!(s.get(&a, "/api/conversations").await.status(), 401);
+
+    // A new session lapses after its lifetime.
+    let b = s.sign_in(alice()).await.unwrap();
+    assert_eq!(s.get(&b, "/api/conversations").await.status(), 200);
+    s.clock
+        .fetch_add(SESSION_TTL.as_millis() as i64, Ordering::SeqCst);
+    assert_eq!(s.get(&b, "/api/conversations").await.status(), 401);
+}
+
+#[tokio::test]
+async fn every_change_needs_the_sessions_csrf_token() {
+    let s = site(Signup::Open, None).await;
+    let a = s.sign_in(alice()).await.unwrap();
+    let other = s.sign_in(bob()).await.unwrap();
+    for csrf in ["", "wrong-token", other.csrf.as_str()] {
+        let forged = Browser {
+            cookie: a.cookie.clone(),
+            csrf: csrf.to_owned(),
+        };
+        for path in ["/api/conversations", "/api/link-code"] {
+            let res = s.post(&forged, path, None).await;
+            assert_eq!(res.status(), StatusCode::FORBIDDEN, "{path} with {csrf:?}");
+        }
+    }
+    let plain = s
+        .http
+        .post(s.url("/api/conversations"))
+        .header(COOKIE, format!("bridle_session={}", a.cookie))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(plain.status(), StatusCode::FORBIDDEN, "no header at all");
+    assert_eq!(s.post(&a, "/api/conversations", None).await.status(), 201);
+}
+
+#[tokio::test]
+async fn a_callback_from_another_browser_or_a_replay_gets_no_session() {
+    let s = site(Signup::Open, None).await;
+    s.issuer.sign_in_as(alice());
+    let login = s.http.get(s.url("/auth/login")).send().await.unwrap();
+    let (state, _) = set_cookie(&login, "bridle_login").unwrap();
+    let back = s.http.get(location(&login)).send().await.unwrap();
+    let callback = location(&back);
+    // The attacker's browser has no (or another) login cookie.
+    let res = s.http.get(&callback).send().await.unwrap();
+    assert_eq!(res.status(), StatusCode::BAD_REQUEST);
+    assert!(set_cookie(&res, "bridle_session").is_none());
+    let ok = s
+        .http
+        .get(&callback)
+        .header(COOKIE, format!("bridle_login={state}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), StatusCode::SEE_OTHER);
+    let replay = s
+        .http
+        .get(&callback)
+        .header(COOKIE, format!("bridle_login={state}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(replay.status(), StatusCode::BAD_REQUEST, "taken once");
+    assert!(set_cookie(&replay, "bridle_session").is_none());
+}
+
+#[tokio::test]
+async fn a_tampered_token_from_the_provider_signs_nobody_in() {
+    let s = site(Signup::Open, None).await;
+    for tamper in [
+        Tamper::Expired,
+        Tamper::WrongAudience,
+        Tamper::ForeignKey,
+        Tamper::Unsigned,
+    ] {
+        s.issuer.tamper(tamper);
+        let res = s.sign_in(alice()).await.unwrap_err();
+        assert_eq!(res.status(), StatusCode::UNAUTHORIZED, "{tamper:?}");
+        assert!(set_cookie(&res, "bridle_session").is_none());
+    }
+}
+
+// --- Sign-up, closed accounts, roles ------------------------------------------------------
+
+#[tokio::test]
+async fn closed_sign_up_admits_only_accounts_the_operator_made_by_verified_email() {
+    let s = site(Signup::Closed, None).await;
+    let res = s.sign_in(alice()).await.unwrap_err();
+    assert_eq!(res.status(), StatusCode::FORBIDDEN);
+    assert!(res.text().await.unwrap().contains("bridle users add"));
+    s.store
+        .create_account(&Account {
+            email: Some(Email::parse("alice@example.com").unwrap()),
+            ..Account::new("u-alice", "Alice")
+        })
+        .await
+        .unwrap();
+    // The provider does not vouch for the address: no account by it.
+    let unverified = Person {
+        email_verified: false,
+        ..alice()
+    };
+    assert_eq!(
+        s.sign_in(unverified).await.unwrap_err().status(),
+        StatusCode::FORBIDDEN
+    );
+    let a = s.sign_in(alice()).await.unwrap();
+    let me: Value = s.get(&a, "/api/session").await.json().await.unwrap();
+    assert_eq!(me["user"]["id"], "u-alice");
+    // Bound now: the subject signs in even if the provider stops sending the address.
+    let no_email = Person {
+        email: None,
+        ..alice()
+    };
+    assert!(s.sign_in(no_email).await.is_ok());
+}
+
+#[tokio::test]
+async fn a_closed_account_loses_its_session_and_cannot_sign_in() {
+    let s = site(Signup::Open, None).await;
+    let a = s.sign_in(alice()).await.unwrap();
+    let me: Value = s.get(&a, "/api/session").await.json().await.unwrap();
+    let id = me["user"]["id"].as_str().unwrap().to_owned();
+    s.store
+        .set_account_status(&id.as_str().into(), AccountStatus::Closed)
+        .await
+        .unwrap();
+    assert_eq!(s.get(&a, "/api/conversations").await.status(), 401);
+    assert_eq!(
+        s.sign_in(alice()).await.unwrap_err().status(),
+        StatusCode::FORBIDDEN
+    );
+}
+
+#[tokio::test]
+async fn the_budget_page_is_for_admin_and_finance() {
+    let s = site(Signup::Open, None).await;
+    let a = s.sign_in(alice()).await.unwrap();
+    assert_eq!(
+        s.get(&a, "/admin/budget").await.status(),
+        StatusCode::FORBIDDEN
+    );
+    let me: Value = s.get(&a, "/api/session").await.json().await.unwrap();
+    let id: transcript::UserId = me["user"]["id"].as_str().unwrap().into();
+    let mut account = s.store.account(&id).await.unwrap().unwrap();
+    account.roles.insert(AccountRole::Finance);
+    s.store.put_account(&account).await.unwrap();
+    let page = s.get(&a, "/admin/budget").await;
+    assert_eq!(page.status(), StatusCode::OK);
+    assert!(page.text().await.unwrap().contains("<svg"));
+}
+
+// --- Two users ----------------------------------------------------------------------------
+
+async fn two_users_cannot_reach_each_others_data(s: Site) {
+    let a = s.sign_in(alice()).await.unwrap();
+    let b = s.sign_in(bob()).await.unwrap();
+    let conv = s.new_conversation(&a).await;
+    let said = s
+        .post(
+            &a,
+            &format!("/api/conversations/{conv}/messages"),
+            Some(json!({"text": "alice's secret plan"})),
+        )
+        .await;
+    assert_eq!(said.status(), 200);
+    let streamed = said.text().await.unwrap();
+    assert!(streamed.contains("event: done"), "{streamed}");
+
+    // Bob: alice's conversation reads as absent, and he cannot write into it.
+    let path = format!("/api/conversations/{conv}/messages");
+    let res = s.get(&b, &path).await;
+    assert_eq!(res.status(), StatusCode::NOT_FOUND);
+    assert!(!res.text().await.unwrap().contains("secret"));
+    let res = s.post(&b, &path, Some(json!({"text": "let me in"}))).await;
+    assert_eq!(res.status(), StatusCode::NOT_FOUND);
+    let listed: Value = s.get(&b, "/api/conversations").await.json().await.unwrap();
+    assert_eq!(listed, json!([]), "bob sees none of alice's conversations");
+    let listed: Value = s.get(&a, "/api/conversations").await.json().await.unwrap();
+    assert_eq!(listed.as_array().unwrap().len(), 1);
+    let notes: Value = s.get(&b, "/api/notes").await.json().await.unwrap();
+    assert_eq!(notes["notes"], json!([]));
+    let usage = s.get(&b, "/api/usage").await;
+    assert_eq!(usage.status(), 200);
+
+    // Alice's history is intact and bob's attempt left nothing in it.
+    let history: Value = s.get(&a, &path).await.json().await.unwrap();
+    let texts: Vec<&str> = history["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(texts.len(), 2, "{texts:?}");
+    assert_eq!(texts[0], "alice's secret plan");
+
+    // A link code is its creator's: it redeems for bob, not alice.
+    let me_b: Value = s.get(&b, "/api/session").await.json().await.unwrap();
+    let code = s.post(&b, "/api/link-code", None).await;
+    // No messaging channel is configured on this server: a clear 409, for anyone.
+    assert_eq!(code.status(), StatusCode::CONFLICT);
+    let bob_id: transcript::UserId = me_b["user"]["id"].as_str().unwrap().into();
+    s.store
+        .create_link_code("K7PQ2345", &bob_id, now_ms(), now_ms() + 60_000)
+        .await
+        .unwrap();
+    assert_eq!(
+        s.store
+            .consume_link_code("K7PQ2345", "whatsapp#+1555", now_ms())
+            .await
+            .unwrap(),
+        Some(bob_id)
+    );
+}
+
+#[tokio::test]
+async fn sqlite_two_signed_in_users_cannot_reach_each_others_data() {
+    two_users_cannot_reach_each_others_data(site(Signup::Open, None).await).await;
+}
+
+#[tokio::test]
+async fn dynamodb_two_signed_in_users_cannot_reach_each_others_data() {
+    two_users_cannot_reach_each_others_data(site(Signup::Open, Some(dynamo().await)).await).await;
+}
