@@ -2,6 +2,7 @@
 //! runner and a real (in-memory) SQLite store to a `ScriptedModel`; the real local server on a
 //! loopback port with an HTTP client; log capture.
 
+pub mod browser;
 mod echo_model;
 pub mod fake_issuer;
 mod flaky_store;

@@ -8,12 +8,12 @@ use bridle::guards::GuardOptions;
 use budget::config::Cap;
 use budget::{BudgetConfig, BudgetGuard, Source};
 use engine::{Guard, GuardCall};
-use fantoccini::{ClientBuilder, Locator};
-use serde_json::{Value, json};
-use std::process::{Child, Command, Stdio};
+use fantoccini::Locator;
+use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
 use store::BudgetLedger;
+use tests::browser::{browser, start_driver};
 use tests::server::TestServer;
 use transcript::{Conversation, Usage};
 
@@ -141,65 +141,13 @@ async fn the_usage_meter_shows_only_near_a_limit() {
     s.stop().await;
 }
 
-/// ChromeDriver on a free port, killed on drop.
-struct Driver {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Driver {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-async fn start_driver() -> Driver {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = Command::new("/usr/bin/chromedriver")
-        .arg(format!("--port={port}"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("chromedriver starts (apt-get install chromium chromium-driver)");
-    let driver = Driver { child, port };
-    for _ in 0..100 {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_ok()
-        {
-            return driver;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("chromedriver did not start listening on port {port}");
-}
-
 #[tokio::test]
 async fn the_admin_page_and_the_meter_render_in_chromium() {
     let s = server(Some(TOKEN)).await;
     spend(&s, "c-local", 8_000).await; // 8,800 of 10,000: the meter shows
     let driver = start_driver().await;
     let profile = std::env::temp_dir().join(format!("bridle-admin-{}", std::process::id()));
-    let mut caps = serde_json::Map::new();
-    caps.insert(
-        "goog:chromeOptions".into(),
-        json!({
-            "binary": "/usr/bin/chromium",
-            "args": ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                     "--no-first-run", "--disable-background-networking", "--window-size=1100,1000",
-                     format!("--user-data-dir={}", profile.display())]
-        }),
-    );
-    let c = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
-        .capabilities(caps)
-        .connect(&format!("http://127.0.0.1:{}", driver.port))
-        .await
-        .expect("a browser session starts");
+    let c = browser(&driver, &profile, (1100, 1000)).await;
 
     c.goto(&s.url(&format!("/admin/budget?token={TOKEN}")))
         .await

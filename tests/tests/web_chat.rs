@@ -3,103 +3,13 @@
 
 use backend::{Reply, ScriptedModel};
 use bridle::AppOptions;
-use fantoccini::{Client, ClientBuilder, Locator};
+use fantoccini::Locator;
 use serde_json::json;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
+use tests::browser::{browser, eventually, start_driver, text_of};
 use tests::server::TestServer;
 use transcript::StopReason;
-
-const CHROMIUM: &str = "/usr/bin/chromium";
-const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
-
-/// ChromeDriver on a free port, killed on drop.
-struct Driver {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Driver {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-async fn start_driver() -> Driver {
-    assert!(
-        std::path::Path::new(CHROMEDRIVER).exists() && std::path::Path::new(CHROMIUM).exists(),
-        "this test needs Chromium and ChromeDriver: apt-get install chromium chromium-driver"
-    );
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = Command::new(CHROMEDRIVER)
-        .arg(format!("--port={port}"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("chromedriver starts");
-    let driver = Driver { child, port };
-    for _ in 0..100 {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_ok()
-        {
-            return driver;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("chromedriver did not start listening on port {port}");
-}
-
-async fn browser(driver: &Driver, profile: &std::path::Path) -> Client {
-    let mut caps = serde_json::Map::new();
-    caps.insert(
-        "goog:chromeOptions".into(),
-        json!({
-            "binary": CHROMIUM,
-            "args": [
-                "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--disable-quic", "--no-first-run", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", "--window-size=1280,800",
-                format!("--user-data-dir={}", profile.display()),
-            ]
-        }),
-    );
-    ClientBuilder::new(hyper_connector())
-        .capabilities(caps)
-        .connect(&format!("http://127.0.0.1:{}", driver.port))
-        .await
-        .expect("a browser session starts")
-}
-
-fn hyper_connector() -> hyper_util::client::legacy::connect::HttpConnector {
-    hyper_util::client::legacy::connect::HttpConnector::new()
-}
-
-/// Poll until `f` yields `Some`, or fail with `what` after 10 s.
-async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    for _ in 0..200 {
-        if let Some(v) = f().await {
-            return v;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("timed out waiting for {what}");
-}
-
-async fn text_of(c: &Client, css: &str) -> Option<String> {
-    let el = c.find(Locator::Css(css)).await.ok()?;
-    el.text().await.ok()
-}
 
 fn slow(text: &str) -> Reply {
     let mut reply = Reply::new();
@@ -124,7 +34,7 @@ async fn a_person_chats_sees_streaming_and_tools_and_history_survives_reload() {
     let server = TestServer::start(Arc::new(model), AppOptions::default()).await;
     let driver = start_driver().await;
     let profile = std::env::temp_dir().join(format!("bridle-chromium-{}", std::process::id()));
-    let c = browser(&driver, &profile).await;
+    let c = browser(&driver, &profile, (1280, 800)).await;
 
     c.goto(&server.base).await.unwrap();
     let input = c.find(Locator::Id("input")).await.unwrap();
@@ -242,7 +152,7 @@ async fn a_person_gets_a_link_code_with_open_the_chat_links() {
     .await;
     let driver = start_driver().await;
     let profile = std::env::temp_dir().join(format!("bridle-chromium-link-{}", std::process::id()));
-    let c = browser(&driver, &profile).await;
+    let c = browser(&driver, &profile, (1280, 800)).await;
     c.goto(&server.base).await.unwrap();
     c.find(Locator::Id("link-button"))
         .await

@@ -287,7 +287,7 @@ async function loadSession() {
   $("#who-name").textContent = s.user.email || s.user.name;
   $("#sign-out").addEventListener("click", async () => {
     await api("/auth/logout", { method: "POST" });
-    location.href = "/";
+    location.href = "/auth/signed-out";
   });
 }
 

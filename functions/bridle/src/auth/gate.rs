@@ -62,7 +62,7 @@ impl<S: Send + Sync> FromRequestParts<S> for CurrentUser {
 fn is_public(path: &str) -> bool {
     matches!(
         path,
-        "/healthz" | "/app.js" | "/app.css" | "/auth/login" | "/auth/callback"
+        "/healthz" | "/app.js" | "/app.css" | "/auth/login" | "/auth/callback" | "/auth/signed-out"
     ) || path.starts_with("/webhooks/")
 }
 

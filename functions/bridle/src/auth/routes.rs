@@ -189,6 +189,17 @@ pub async fn logout(State(app): State<App>, current: CurrentUser) -> Response {
     )
 }
 
+/// Where the page goes after signing out: not `/`, which would sign the browser straight back
+/// in while the provider's own session lasts.
+pub async fn signed_out() -> Html<&'static str> {
+    Html(
+        "<!doctype html><meta charset=utf-8><title>Signed out</title>\
+         <body style=\"font-family:sans-serif;max-width:32rem;margin:4rem auto\">\
+         <h1 id=signed-out>You are signed out</h1>\
+         <p><a href=\"/auth/login\">Sign in again</a></p>",
+    )
+}
+
 /// Who is signed in, and the CSRF token the page sends back on every change.
 pub async fn session(State(app): State<App>, current: CurrentUser) -> Json<Value> {
     Json(json!({

@@ -1,0 +1,99 @@
+//! Headless Chromium for the browser tests, driven through ChromeDriver (Debian's `chromium`
+//! and `chromium-driver`; `.ci/run` installs them): a driver on a free port, a session with a
+//! fresh profile, and polling helpers.
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::json;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+pub const CHROMIUM: &str = "/usr/bin/chromium";
+pub const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+
+/// ChromeDriver on a free port, killed on drop.
+#[derive(Debug)]
+pub struct Driver {
+    child: Child,
+    pub port: u16,
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Start ChromeDriver and wait until it listens.
+pub async fn start_driver() -> Driver {
+    assert!(
+        std::path::Path::new(CHROMEDRIVER).exists() && std::path::Path::new(CHROMIUM).exists(),
+        "this test needs Chromium and ChromeDriver: apt-get install chromium chromium-driver"
+    );
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = Command::new(CHROMEDRIVER)
+        .arg(format!("--port={port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("chromedriver starts");
+    let driver = Driver { child, port };
+    for _ in 0..100 {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
+            return driver;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("chromedriver did not start listening on port {port}");
+}
+
+/// A headless browser session with its own profile folder and window size.
+pub async fn browser(driver: &Driver, profile: &std::path::Path, size: (u32, u32)) -> Client {
+    let mut caps = serde_json::Map::new();
+    caps.insert(
+        "goog:chromeOptions".into(),
+        json!({
+            "binary": CHROMIUM,
+            "args": [
+                "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--disable-quic", "--no-first-run", "--disable-background-networking",
+                "--disable-component-update", "--disable-sync",
+                format!("--window-size={},{}", size.0, size.1),
+                format!("--user-data-dir={}", profile.display()),
+            ]
+        }),
+    );
+    ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+        .capabilities(caps)
+        .connect(&format!("http://127.0.0.1:{}", driver.port))
+        .await
+        .expect("a browser session starts")
+}
+
+/// Poll until `f` yields `Some`, or fail with `what` after 10 s.
+pub async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    for _ in 0..200 {
+        if let Some(v) = f().await {
+            return v;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+/// The text of the first element matching `css`, if there is one.
+pub async fn text_of(c: &Client, css: &str) -> Option<String> {
+    let el = c.find(Locator::Css(css)).await.ok()?;
+    el.text().await.ok()
+}

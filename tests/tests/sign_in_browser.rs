@@ -1,0 +1,262 @@
+//! The front door end to end in headless Chromium, against a real OpenID Connect provider
+//! (`oidc-provider` from npm, the OpenID-certified one; `tests/oidc/`): a person opens the web
+//! app, is sent to sign in, signs in on the provider's own login page, chats (the reply
+//! streams), gets a link code, sends it from WhatsApp (a webhook signed as Meta signs it), and
+//! their next WhatsApp message runs as the same account; signing out ends the session.
+
+use backend::{Reply, ScriptedModel};
+use bridle::auth::{Oidc, OidcSettings, Signup};
+use bridle::channel_setup::ChannelSetup;
+use bridle::{AppOptions, SignInOptions, build_app};
+use fantoccini::Locator;
+use serde_json::json;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+use store::Email;
+use tests::browser::{browser, eventually, start_driver, text_of};
+use tests::oidc_provider::OidcProvider;
+use tests::platform_api::PlatformApi;
+use tests::server::TestServer;
+use transcript::ConversationId;
+
+const WA_SECRET: &str = "wa-app-secret";
+const WA_FROM: &str = "491701234567";
+
+/// A WhatsApp text message from `WA_FROM`, signed as Meta signs it: headers and body.
+fn whatsapp(n: u32, text: &str) -> (String, String) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let body = json!({"object": "whatsapp_business_account", "entry": [{"id": "102290129340398",
+        "changes": [{"field": "messages", "value": {"messaging_product": "whatsapp",
+        "metadata": {"display_phone_number": "15550783881", "phone_number_id": "106540352242922"},
+        "contacts": [{"profile": {"name": "Alice"}, "wa_id": WA_FROM}],
+        "messages": [{"from": WA_FROM, "id": format!("wamid.browser{n}"), "timestamp": now.to_string(),
+                      "type": "text", "text": {"body": text}}]}}]}]})
+    .to_string();
+    let sig = channels::whatsapp::sign(WA_SECRET.as_bytes(), body.as_bytes());
+    (sig, body)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sign_in_chat_link_whatsapp_and_the_next_message_runs_as_that_user() {
+    let (listener, base) = TestServer::bind().await;
+    let callback = format!("{base}/auth/callback");
+    let provider = tokio::task::spawn_blocking(move || {
+        OidcProvider::start("bridle-web", "bridle-web-secret", &[callback.as_str()])
+    })
+    .await
+    .unwrap();
+    let api = PlatformApi::start().await;
+    let vars: HashMap<&str, String> = [
+        ("PUBLIC_BASE_URL", format!("{base}/")),
+        ("WHATSAPP_APP_SECRET", WA_SECRET.into()),
+        ("WHATSAPP_VERIFY_TOKEN", "wa-verify".into()),
+        ("WHATSAPP_ACCESS_TOKEN", "wa-access-token".into()),
+        ("WHATSAPP_PHONE_NUMBER_ID", "106540352242922".into()),
+        ("WHATSAPP_DISPLAY_NUMBER", "15550783881".into()),
+        ("WHATSAPP_API_BASE", api.base.clone()),
+    ]
+    .into_iter()
+    .collect();
+    let channels = ChannelSetup::from_vars(&|k| vars.get(k).cloned(), &reqwest::Client::new())
+        .expect("channels configure");
+    let mut slow = Reply::new();
+    for word in "Hello Alice, nice to meet you here.".split_inclusive(' ') {
+        slow = slow.say(word).then_wait(Duration::from_millis(80));
+    }
+    let model = Arc::new(ScriptedModel::new([
+        slow.stop(transcript::StopReason::EndTurn),
+        Reply::text("Here on WhatsApp too."),
+    ]));
+    let oidc = Oidc::discover(OidcSettings {
+        issuer: provider.issuer.clone(),
+        client_id: provider.client_id.clone(),
+        client_secret: Some(provider.client_secret.clone()),
+        redirect_url: format!("{base}/auth/callback"),
+    })
+    .await
+    .expect("the provider is discovered");
+    let app = build_app(
+        model.clone(),
+        AppOptions {
+            channels,
+            sign_in: Some(SignInOptions {
+                oidc: Arc::new(oidc),
+                public_url: base.clone(),
+                signup: Signup::Open,
+                session_ttl: Duration::from_secs(3600),
+            }),
+            ..AppOptions::default()
+        },
+    )
+    .unwrap();
+    let server = TestServer::serve_on(listener, app).await;
+    let store = server.app.store.clone();
+
+    let driver = start_driver().await;
+    let profile = std::env::temp_dir().join(format!("bridle-sign-in-{}", std::process::id()));
+    let c = browser(&driver, &profile, (1280, 800)).await;
+
+    // Not signed in: the app sends the browser to the provider's login page.
+    c.goto(&format!("{base}/")).await.unwrap();
+    let login = eventually("the provider's login form", || async {
+        c.find(Locator::Css("input[name=login]")).await.ok()
+    })
+    .await;
+    assert!(
+        c.current_url()
+            .await
+            .unwrap()
+            .as_str()
+            .starts_with(&provider.issuer),
+        "at the provider"
+    );
+    login.send_keys("alice").await.unwrap();
+    c.find(Locator::Css("input[name=password]"))
+        .await
+        .unwrap()
+        .send_keys("any password")
+        .await
+        .unwrap();
+    c.find(Locator::Css("form button[type=submit], form [type=submit]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+
+    // Back in the app, signed in as alice.
+    let who = eventually("the signed-in name", || async {
+        text_of(&c, "#who-name")
+            .await
+            .filter(|t| t.contains("alice@example.com"))
+    })
+    .await;
+    assert_eq!(who, "alice@example.com");
+    assert!(c.current_url().await.unwrap().as_str().starts_with(&base));
+    let alice = store
+        .account_by_email(&Email::parse("alice@example.com").unwrap())
+        .await
+        .unwrap()
+        .expect("the first sign-in made alice's account");
+    assert_eq!(alice.display_name, "Alice");
+
+    // She chats; the reply streams (part of it shows before the whole of it).
+    c.find(Locator::Css("#input"))
+        .await
+        .unwrap()
+        .send_keys("Hi there")
+        .await
+        .unwrap();
+    c.find(Locator::Css("#send"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let partial = eventually("a partly streamed reply", || async {
+        text_of(&c, ".msg.assistant.streaming")
+            .await
+            .filter(|t| !t.is_empty())
+    })
+    .await;
+    assert!(
+        partial.len() < "Hello Alice, nice to meet you here.".len(),
+        "{partial}"
+    );
+    eventually("the whole reply", || async {
+        text_of(&c, ".msg.assistant:not(.streaming)")
+            .await
+            .filter(|t| t.contains("nice to meet you here."))
+    })
+    .await;
+
+    // She gets a link code and sends it from WhatsApp.
+    c.find(Locator::Css("#link-button"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let code = eventually("the link code", || async {
+        text_of(&c, "#link-result .link-code")
+            .await
+            .filter(|t| !t.is_empty())
+    })
+    .await;
+    let post = |n: u32, text: String| {
+        let client = server.client.clone();
+        let url = server.url("/webhooks/whatsapp");
+        async move {
+            let (sig, body) = whatsapp(n, &text);
+            client
+                .post(url)
+                .header("x-hub-signature-256", sig)
+                .header("content-type", "application/json")
+                .body(body)
+                .send()
+                .await
+                .unwrap()
+                .status()
+        }
+    };
+    assert_eq!(post(1, format!("my code is {code}")).await, 200);
+    let calls = api.wait_for(1).await;
+    assert!(calls[0].body.contains("Linked"), "{:?}", calls[0]);
+    assert_eq!(
+        store.identity("whatsapp", WA_FROM).await.unwrap(),
+        Some(alice.user.clone())
+    );
+
+    // Her next WhatsApp message runs as alice, in her conversation for that chat.
+    assert_eq!(post(2, "What's on this week?".into()).await, 200);
+    let calls = api.wait_for(2).await;
+    assert!(
+        calls[1].body.contains("Here on WhatsApp too."),
+        "{:?}",
+        calls[1]
+    );
+    let conv = store
+        .conversation(&ConversationId(format!(
+            "whatsapp:{WA_FROM}@{}",
+            alice.user
+        )))
+        .await
+        .unwrap()
+        .expect("alice's WhatsApp conversation");
+    assert_eq!(conv.user_id, alice.user);
+    let requests = model.requests();
+    assert_eq!(requests.len(), 2);
+    let seen = serde_json::to_string(&requests[1].messages).unwrap();
+    assert!(
+        seen.contains("Alice") && seen.contains("What's on this week?"),
+        "the turn's context names the signed-in account: {seen}"
+    );
+
+    // Signing out ends the session: the API is closed to this browser again.
+    c.find(Locator::Css("#sign-out"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    eventually("the signed-out page", || async {
+        text_of(&c, "#signed-out").await
+    })
+    .await;
+    c.goto(&format!("{base}/healthz")).await.unwrap();
+    let status: serde_json::Value = c
+        .execute(
+            "return fetch('/api/conversations').then(r => r.status);",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, json!(401));
+    c.close().await.unwrap();
+    server.stop().await;
+    drop(provider);
+}
