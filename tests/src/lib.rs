@@ -8,6 +8,7 @@ pub mod fake_issuer;
 mod flaky_store;
 mod harness;
 mod logs;
+pub mod moto;
 pub mod oidc_provider;
 pub mod platform_api;
 mod sample_tools;

@@ -10,7 +10,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 use store::{Account, Lease, Store};
-use store_dynamodb::DynamoStore;
 use store_sqlite::SqliteStore;
 use tests::{web_job, web_jobs};
 use tools::Registry;
@@ -21,20 +20,7 @@ const BUDGET: Duration = Duration::from_secs(600);
 const CONV: &str = "web-lease-1";
 
 async fn dynamo() -> Arc<dyn Store> {
-    let endpoint = std::env::var("AWS_ENDPOINT_URL")
-        .expect("AWS_ENDPOINT_URL is not set: run the tests with scripts/test, which starts moto");
-    let config = aws_sdk_dynamodb::Config::builder()
-        .behavior_version_latest()
-        .region(aws_types::region::Region::new("us-east-1"))
-        .endpoint_url(endpoint)
-        .credentials_provider(aws_credential_types::Credentials::new(
-            "test", "test", None, None, "static",
-        ))
-        .build();
-    let client = aws_sdk_dynamodb::Client::from_conf(config);
-    let name = format!("lease-{}", uuid::Uuid::new_v4().simple());
-    store_dynamodb::create_table(&client, &name).await.unwrap();
-    Arc::new(DynamoStore::new(client, name))
+    tests::moto::dynamo_store("lease").await
 }
 
 fn sqlite() -> Arc<dyn Store> {

@@ -15,7 +15,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 use store::{Account, AccountRole, AccountStatus, Email, Store};
-use store_dynamodb::DynamoStore;
 use tests::EchoModel;
 use tests::fake_issuer::{FakeIssuer, Person, Tamper};
 use tests::server::TestServer;
@@ -85,20 +84,7 @@ async fn site(signup: Signup, store: Option<Arc<dyn Store>>) -> Site {
 }
 
 async fn dynamo() -> Arc<dyn Store> {
-    let endpoint = std::env::var("AWS_ENDPOINT_URL")
-        .expect("AWS_ENDPOINT_URL is not set: run the tests with scripts/test, which starts moto");
-    let config = aws_sdk_dynamodb::Config::builder()
-        .behavior_version_latest()
-        .region(aws_types::region::Region::new("us-east-1"))
-        .endpoint_url(endpoint)
-        .credentials_provider(aws_credential_types::Credentials::new(
-            "test", "test", None, None, "static",
-        ))
-        .build();
-    let client = aws_sdk_dynamodb::Client::from_conf(config);
-    let name = format!("sign-in-{}", uuid::Uuid::new_v4().simple());
-    store_dynamodb::create_table(&client, &name).await.unwrap();
-    Arc::new(DynamoStore::new(client, name))
+    tests::moto::dynamo_store("sign-in").await
 }
 
 /// The value of cookie `name` set by `res`, and the whole `Set-Cookie` line.

@@ -1,0 +1,23 @@
+//! DynamoDB in moto (`AWS_ENDPOINT_URL`, which `scripts/test` sets when it starts moto): a fresh
+//! table per call, through the real SDK client.
+
+use std::sync::Arc;
+use store_dynamodb::DynamoStore;
+
+/// A new table named after `prefix`, as a store.
+pub async fn dynamo_store(prefix: &str) -> Arc<DynamoStore> {
+    let endpoint = std::env::var("AWS_ENDPOINT_URL")
+        .expect("AWS_ENDPOINT_URL is not set: run the tests with scripts/test, which starts moto");
+    let config = aws_sdk_dynamodb::Config::builder()
+        .behavior_version_latest()
+        .region(aws_types::region::Region::new("us-east-1"))
+        .endpoint_url(endpoint)
+        .credentials_provider(aws_credential_types::Credentials::new(
+            "test", "test", None, None, "static",
+        ))
+        .build();
+    let client = aws_sdk_dynamodb::Client::from_conf(config);
+    let name = format!("{prefix}-{}", uuid::Uuid::new_v4().simple());
+    store_dynamodb::create_table(&client, &name).await.unwrap();
+    Arc::new(DynamoStore::new(client, name))
+}
