@@ -105,6 +105,16 @@ class Resolver:
             if k == "Fn::If":
                 name, yes, no = a
                 return self.value(yes if self.conditions[name] else no)
+            if k == "Fn::Split":
+                delimiter, source = a
+                source = self.str(source)
+                # A placeholder (<Resource.Attribute>) has no parts offline: keep the expression.
+                return [f"<split {source} on {delimiter}>"] if "<" in source else source.split(delimiter)
+            if k == "Fn::Select":
+                index, items = self.value(a[0]), self.value(a[1])
+                if len(items) == 1 and items[0].startswith("<split "):
+                    return f"<item {index} of {items[0][1:-1]}>"
+                return items[int(index)]
         return {
             k: self.value(x)
             for k, x in v.items()
@@ -148,6 +158,9 @@ def normalise(rtype, props):
         for key in ("Queues", "Topics"):
             if key in props:
                 props[key] = sorted(props[key])
+    if rtype == "AWS::Lambda::Url" and isinstance(props.get("TargetFunctionArn"), str):
+        # SAM names the function (Ref), CDK gives its ARN (GetAtt .Arn): both name one function.
+        props["TargetFunctionArn"] = props["TargetFunctionArn"].replace(".Arn>", ">")
     if rtype == "AWS::DynamoDB::Table":
         props["AttributeDefinitions"] = sorted(
             props["AttributeDefinitions"], key=lambda a: a["AttributeName"]
@@ -178,10 +191,14 @@ def routes_cdk(resources):
 
 
 def permissions(resources, resolver):
-    """(function, principal) for each Lambda permission."""
+    """(function, principal, action, function URL auth type, via function URL only) for each
+    Lambda permission (the two a public function URL needs included)."""
     return sorted(
         (resolver.str(r["Properties"]["FunctionName"]).removesuffix(".Arn>").rstrip(">") + ">",
-         r["Properties"]["Principal"])
+         r["Properties"]["Principal"],
+         r["Properties"].get("Action", ""),
+         r["Properties"].get("FunctionUrlAuthType", ""),
+         str(r["Properties"].get("InvokedViaFunctionUrl", "")).lower())
         for r in resources.values()
         if r["Type"] == "AWS::Lambda::Permission"
     )
@@ -254,6 +271,9 @@ def compare(sam, cdk):
         sv, cv = rs.str(souts[name]["Value"]), rc.str(couts[name]["Value"])
         if sv != cv:
             problems.append(f"output {name}: SAM {sv} != CDK {cv}")
+        sc, cc = souts[name].get("Condition"), couts[name].get("Condition")
+        if sc != cc:
+            problems.append(f"output {name} condition: SAM {sc} != CDK {cc}")
     return problems
 
 

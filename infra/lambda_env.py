@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Print the environment template.yaml gives one function, as a JSON object of name to value.
+"""Print the environment template.yaml gives one function, as a JSON object of name to value
+(or, given a secret's logical id, the JSON object the template puts in that secret).
 
 The bootstrap tests (functions/*/tests/bootstrap.rs) start the built binaries with exactly this
 environment, so the template and the code cannot drift apart: a variable the code requires and
@@ -8,11 +9,15 @@ the template does not set fails a test, not a deploy.
 The function's Environment.Variables are merged over Globals.Function's. Intrinsics are
 resolved: parameters to their defaults (or to a value given), pseudo parameters (AWS::Region,
 ...) to fixed test values, conditions evaluated under those, Fn::If / Fn::Sub / Fn::Join
-rendered. A Ref to a resource or a Fn::GetAtt has no value offline: the caller names it
+rendered (Fn::Select and Fn::Split too). A Ref to a resource or a Fn::GetAtt has no value
+offline: the caller names it
 (`Table=my-test-table`, `HttpApi.ApiEndpoint=...`), and an unnamed one is an error that names it,
 so a new reference in the template makes the test say what it stands for.
 
-Usage: lambda_env.py TEMPLATE FUNCTION_LOGICAL_ID [NAME=VALUE ...]
+A function URL's address is `<Function>Url.FunctionUrl` (SAM's FunctionUrlConfig makes the
+resource `<Function>Url`), e.g. `WebFunctionUrl.FunctionUrl=https://abc.lambda-url.us-east-1.on.aws/`.
+
+Usage: lambda_env.py TEMPLATE FUNCTION_OR_SECRET_LOGICAL_ID [NAME=VALUE ...]
 Needs PyYAML (moto, which scripts/test installs, depends on it).
 """
 
@@ -146,6 +151,12 @@ class Resolver:
                 return self.value(yes if self.condition(name) else no)
             if fn == "Fn::Join":
                 return args[0].join(self.value(x) for x in args[1])
+            if fn == "Fn::Split":
+                return self.value(args[1]).split(args[0])
+            if fn == "Fn::Select":
+                items = args[1]
+                items = self.value(items) if isinstance(items, dict) else [self.value(x) for x in items]
+                return items[int(self.value(args[0]))]
         raise Unresolved(f"unsupported value {v!r}")
 
 
@@ -167,6 +178,18 @@ def function_env(template, function, given):
     return env
 
 
+def secret_value(template, secret, given):
+    """The JSON object a secret's SecretString holds, intrinsics resolved as for a function."""
+    resolver = Resolver(template, given)
+    resource = template.get("Resources", {}).get(secret)
+    if resource is None:
+        raise Unresolved(f"no resource {secret} in the template")
+    props = resource.get("Properties", {})
+    if "SecretString" not in props:
+        raise Unresolved(f"{secret} has no SecretString (a generated secret has no value offline)")
+    return json.loads(resolver.value(props["SecretString"]))
+
+
 def main(argv):
     if len(argv) < 3:
         print(__doc__, file=sys.stderr)
@@ -181,7 +204,11 @@ def main(argv):
     with open(argv[1]) as f:
         template = yaml.load(f, Loader=Loader)
     try:
-        env = function_env(template, argv[2], given)
+        resource = template.get("Resources", {}).get(argv[2], {})
+        if resource.get("Type") == "AWS::SecretsManager::Secret":
+            env = secret_value(template, argv[2], given)
+        else:
+            env = function_env(template, argv[2], given)
     except Unresolved as e:
         print(f"{argv[1]}, {argv[2]}: {e}", file=sys.stderr)
         return 1

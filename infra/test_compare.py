@@ -84,5 +84,44 @@ class CompareTest(unittest.TestCase):
         self.assertTrue(any(p.startswith("MediaBucketPolicy.PolicyDocument") for p in problems), problems)
 
 
+    def test_a_buffered_function_url_is_caught(self):
+        def change(r):
+            r["WebFunctionUrl"]["Properties"]["InvokeMode"] = "BUFFERED"
+        problems = self.problems_after(change)
+        self.assertTrue(any(p.startswith("WebFunctionUrl.InvokeMode") for p in problems), problems)
+
+    def test_a_missing_function_url_invoke_grant_is_caught(self):
+        def change(r):
+            for lid in [k for k, v in r.items() if v["Type"] == "AWS::Lambda::Permission"
+                        and v["Properties"].get("InvokedViaFunctionUrl")]:
+                del r[lid]
+        problems = self.problems_after(change)
+        self.assertTrue(any(p.startswith("Lambda permissions") for p in problems), problems)
+
+    def test_a_cognito_resource_without_its_condition_is_caught(self):
+        def change(r):
+            del r["UserPoolClient"]["Condition"]
+        problems = self.problems_after(change)
+        self.assertIn("UserPoolClient.Condition: SAM UseCognito != CDK None", problems)
+
+    def test_a_different_web_secret_key_is_caught(self):
+        def change(r):
+            sub = r["WebSecrets"]["Properties"]["SecretString"]["Fn::Sub"]
+            sub[0] = sub[0].replace("BRIDLE_PUBLIC_URL", "BRIDLE_PUBLIC_BASE")
+        problems = self.problems_after(change)
+        self.assertTrue(any(p.startswith("WebSecrets.SecretString") for p in problems), problems)
+
+    def test_a_web_role_reading_another_secret_is_caught(self):
+        def change(r):
+            st = r["WebRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
+            next(s for s in st if s.get("Sid") == "Secrets")["Resource"] = "*"
+        problems = self.problems_after(change)
+        self.assertTrue(any(p.startswith("WebRole.Policies") for p in problems), problems)
+
+    def test_an_output_condition_is_compared(self):
+        cdk = copy.deepcopy(self.cdk)
+        del cdk["Outputs"]["UserPoolId"]["Condition"]
+        self.assertIn("output UserPoolId condition: SAM UseCognito != CDK None", compare.compare(self.sam, cdk))
+
 if __name__ == "__main__":
     unittest.main()

@@ -237,7 +237,8 @@ async fn run_to_exit(cmd: Command, mut api: RuntimeApi) -> (fake_lambda::Ran, fa
 }
 
 /// What the template's references stand for in these tests.
-const API_ID: &str = "bridle-api";
+/// The web function's URL as Lambda gives it (with a trailing "/").
+const WEB_URL: &str = "https://bridle-web.lambda-url.us-east-1.on.aws/";
 
 /// The worker as the template starts it: its variables from `infra/template.yaml`, the reply
 /// credentials in the Secrets Manager secret it names (`WorkerSecrets`), moto and the fake
@@ -249,7 +250,7 @@ async fn templated_worker(api: &RuntimeApi, table: &str, secret: Value, bedrock:
         "WorkerFunction",
         &[
             ("Table", table),
-            ("HttpApi", API_ID),
+            ("WebFunctionUrl.FunctionUrl", WEB_URL),
             ("WorkerSecrets", &arn),
             ("MediaBucket", "bridle-media"),
         ],
@@ -289,7 +290,7 @@ async fn the_template_environment_starts_the_worker_and_it_answers_a_newcomer() 
     assert_eq!(posted.body, json!({"batchItemFailures": []}), "{logs}");
     assert!(logs.contains("worker ready"), "{logs}");
     // The onboarding reply links to the PUBLIC_BASE_URL the template derives: with no
-    // PublicBaseUrl parameter, this stack's own API.
+    // PublicBaseUrl parameter, the web app (its function URL without the trailing "/").
     let texts: Vec<String> = replies
         .lock()
         .unwrap()
@@ -297,7 +298,7 @@ async fn the_template_environment_starts_the_worker_and_it_answers_a_newcomer() 
         .map(|r| r["text"].as_str().unwrap_or_default().to_owned())
         .collect();
     assert_eq!(texts.len(), 1, "{texts:?}\n{logs}");
-    let url = format!("https://{API_ID}.execute-api.us-east-1.amazonaws.com");
+    let url = WEB_URL.trim_end_matches('/');
     assert!(texts[0].contains(&url), "{url} not in {:?}", texts[0]);
     assert!(
         bedrock.requests().is_empty(),

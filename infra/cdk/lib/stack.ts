@@ -20,6 +20,7 @@ import * as apigw from 'aws-cdk-lib/aws-apigatewayv2';
 import { HttpLambdaIntegration } from 'aws-cdk-lib/aws-apigatewayv2-integrations';
 import * as budgets from 'aws-cdk-lib/aws-budgets';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
+import * as cognito from 'aws-cdk-lib/aws-cognito';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
@@ -47,6 +48,15 @@ export const ROUTES: ReadonlyArray<[string, string, string]> = [
   ['Twilio', 'POST', '/webhooks/twilio'],
   ['Generic', 'POST', '/webhooks/generic'],
 ];
+/** The web function's timeout (a streamed turn runs inside one request). */
+export const WEB_TIMEOUT_S = 300;
+/** The keys of the web secret the stack fills in (the web function's sign-in settings). */
+export const WEB_SECRET_KEYS = ['BRIDLE_OIDC_ISSUER', 'BRIDLE_OIDC_CLIENT_ID', 'BRIDLE_OIDC_CLIENT_SECRET', 'BRIDLE_PUBLIC_URL'];
+/**
+ * The web secret's name, an Fn::Sub string: the web function gets this name (and its role a grant
+ * on the name's ARN pattern), never a reference to the secret, which would be a cycle.
+ */
+export const WEB_SECRET_NAME = '${AWS::StackName}-web';
 /** The HTTP API's base URL (the ApiUrl output), as an Fn::Sub string. */
 const API_URL = 'https://${HttpApi}.execute-api.${AWS::Region}.${AWS::URLSuffix}';
 const ACCESS_LOG_FORMAT =
@@ -56,7 +66,7 @@ export interface BridleStackProps extends StackProps {
   /** Lambda architecture; the bootstraps are built for it. */
   readonly architecture: lambda.Architecture;
   /**
-   * A directory holding `webhook/bootstrap.zip` and `worker/bootstrap.zip` already built by
+   * A directory holding `webhook/`, `worker/` and `web/bootstrap.zip` already built by
    * scripts/build-lambdas (CI builds them once); without it, RustFunction builds them with
    * cargo-lambda.
    */
@@ -78,9 +88,32 @@ export class BridleStack extends Stack {
       'us.anthropic.claude-sonnet-4-5-20250929-v1:0');
     const publicBaseUrl = param('PublicBaseUrl',
       'The public https base URL of this stack (your custom domain), or empty. The worker\'s onboarding reply ' +
-      'links to it (empty: the ApiUrl output). The webhook needs it only for Twilio, which signs the full ' +
-      'public URL: set it to the ApiUrl output (or your domain) after the first deploy.', '');
+      'links to it (empty: the WebAppUrl output, the web function\'s URL). The webhook needs it only for Twilio, ' +
+      'which signs the full public URL: set it to the ApiUrl output (or your domain) after the first deploy.', '');
     const telegramUser = param('TelegramBotUsername', "The Telegram bot's username; optional.", '');
+    const whatsappNumber = param('WhatsAppDisplayNumber',
+      'The WhatsApp number people message (e.g. +15551234567), shown next to a link code; optional.', '');
+    const linkable = param('BridleLinkableChannels',
+      'BRIDLE_LINKABLE_CHANNELS: the messaging apps a user may link, comma-separated (e.g. whatsapp,telegram).', '');
+    const signup = new CfnParameter(this, 'BridleSignup', {
+      type: 'String', default: 'closed', allowedValues: ['open', 'closed'],
+      description: 'BRIDLE_SIGNUP and Cognito self sign-up: open, or closed (only people you add).',
+    });
+    const oidcIssuer = param('OidcIssuer',
+      'Bring your own OpenID Connect issuer instead of Cognito; empty: this stack\'s Cognito user pool.', '');
+    const oidcClientId = param('OidcClientId', 'With OidcIssuer, the web app\'s client id at that issuer.', '');
+    const oidcClientSecret = new CfnParameter(this, 'OidcClientSecret', {
+      type: 'String', default: '', noEcho: true,
+      description: 'With OidcIssuer, the web app\'s client secret at that issuer (empty for a public client).',
+    });
+    const domainPrefix = new CfnParameter(this, 'CognitoDomainPrefix', {
+      type: 'String', default: '', allowedPattern: '^$|^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$',
+      description: 'The Cognito sign-in domain prefix; empty: <stack name>-<8 characters of the stack id>.',
+    });
+    const webConcurrency = new CfnParameter(this, 'WebReservedConcurrency', {
+      type: 'Number', default: 0, minValue: 0, maxValue: 1000,
+      description: 'Concurrency reserved for (and capping) the web function; 0: none reserved, no cap.',
+    });
     const maxConcurrency = new CfnParameter(this, 'WorkerMaxConcurrency', {
       type: 'Number', default: 10, minValue: 2, maxValue: 1000,
       description: 'Most worker instances the queue may drive at once.',
@@ -106,6 +139,19 @@ export class BridleStack extends Stack {
     });
     const hasEmail = new CfnCondition(this, 'HasAlarmEmail', {
       expression: Fn.conditionNot(Fn.conditionEquals(alarmEmail.valueAsString, '')),
+    });
+    // No OidcIssuer: this stack's Cognito user pool is the issuer.
+    const useCognito = new CfnCondition(this, 'UseCognito', {
+      expression: Fn.conditionEquals(oidcIssuer.valueAsString, ''),
+    });
+    const signupClosed = new CfnCondition(this, 'SignupClosed', {
+      expression: Fn.conditionEquals(signup.valueAsString, 'closed'),
+    });
+    const hasDomainPrefix = new CfnCondition(this, 'HasCognitoDomainPrefix', {
+      expression: Fn.conditionNot(Fn.conditionEquals(domainPrefix.valueAsString, '')),
+    });
+    const hasWebConcurrency = new CfnCondition(this, 'HasWebReservedConcurrency', {
+      expression: Fn.conditionNot(Fn.conditionEquals(webConcurrency.value, 0)),
     });
     const profileArn = Fn.sub(
       'arn:${AWS::Partition}:bedrock:${AWS::Region}:${AWS::AccountId}:inference-profile/${BedrockInferenceProfileId}');
@@ -221,6 +267,7 @@ export class BridleStack extends Stack {
     };
     const webhookLogs = logGroup('WebhookLogGroup');
     const workerLogs = logGroup('WorkerLogGroup');
+    const webLogs = logGroup('WebLogGroup');
     const apiLogs = logGroup('ApiAccessLogGroup');
 
     // Roles: one per function, least privilege. No wildcard action; no wildcard resource except
@@ -245,6 +292,29 @@ export class BridleStack extends Stack {
         }),
       },
     });
+    // The same model grant for the worker and the web function.
+    const modelStatement = () => new iam.PolicyStatement({
+      sid: 'Model',
+      actions: ['bedrock:InvokeModelWithResponseStream'],
+      resources: [
+        // A cross-region inference profile routes to the model in several regions, so
+        // the foundation-model grant names every region ("*" in the region field, as
+        // AWS documents for inference profiles); without a profile, this region only.
+        Fn.conditionIf(useProfile.logicalId,
+          Fn.sub('arn:${AWS::Partition}:bedrock:*::foundation-model/${BedrockModelId}'),
+          Fn.sub('arn:${AWS::Partition}:bedrock:${AWS::Region}::foundation-model/${BedrockModelId}'),
+        ).toString(),
+        Fn.conditionIf(useProfile.logicalId, profileArn, Aws.NO_VALUE).toString(),
+      ],
+    });
+    // Items, queries and transactions (TransactWriteItems is authorised by the item actions,
+    // ConditionCheckItem included), on the table and its indexes.
+    const tableStatement = () => new iam.PolicyStatement({
+      sid: 'Table',
+      actions: ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem',
+        'dynamodb:Query', 'dynamodb:ConditionCheckItem'],
+      resources: [table.tableArn, `${table.tableArn}/index/gsi1`, `${table.tableArn}/index/lsi1`],
+    });
     const workerRole = new iam.Role(this, 'WorkerRole', {
       assumedBy: lambdaPrincipal,
       inlinePolicies: {
@@ -256,26 +326,8 @@ export class BridleStack extends Stack {
               actions: ['sqs:ReceiveMessage', 'sqs:DeleteMessage', 'sqs:ChangeMessageVisibility', 'sqs:GetQueueAttributes'],
               resources: [queue.queueArn],
             }),
-            new iam.PolicyStatement({
-              sid: 'Table',
-              actions: ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem',
-                'dynamodb:Query', 'dynamodb:ConditionCheckItem'],
-              resources: [table.tableArn, `${table.tableArn}/index/gsi1`, `${table.tableArn}/index/lsi1`],
-            }),
-            new iam.PolicyStatement({
-              sid: 'Model',
-              actions: ['bedrock:InvokeModelWithResponseStream'],
-              resources: [
-                // A cross-region inference profile routes to the model in several regions, so
-                // the foundation-model grant names every region ("*" in the region field, as
-                // AWS documents for inference profiles); without a profile, this region only.
-                Fn.conditionIf(useProfile.logicalId,
-                  Fn.sub('arn:${AWS::Partition}:bedrock:*::foundation-model/${BedrockModelId}'),
-                  Fn.sub('arn:${AWS::Partition}:bedrock:${AWS::Region}::foundation-model/${BedrockModelId}'),
-                ).toString(),
-                Fn.conditionIf(useProfile.logicalId, profileArn, Aws.NO_VALUE).toString(),
-              ],
-            }),
+            tableStatement(),
+            modelStatement(),
             new iam.PolicyStatement({
               sid: 'Secrets', actions: ['secretsmanager:GetSecretValue'], resources: [workerSecrets.secretArn],
             }),
@@ -298,6 +350,37 @@ export class BridleStack extends Stack {
       id: `AwsSolutions::AwsSolutions-IAM5[Resource::${modelArnFinding}]`,
       reason: 'bedrock:*::foundation-model/<model>: a cross-region inference profile invokes the model in ' +
         'whichever region it routes to, so the region field must be "*" (AWS requires it).',
+    });
+
+    // The web function's role. Its secret is named, not referenced (see WEB_SECRET_NAME below):
+    // a reference would close the cycle function -> secret -> client -> function URL -> function.
+    const webSecretArnPattern =
+      'arn:${AWS::Partition}:secretsmanager:${AWS::Region}:${AWS::AccountId}:secret:${AWS::StackName}-web-??????';
+    const webRole = new iam.Role(this, 'WebRole', {
+      assumedBy: lambdaPrincipal,
+      inlinePolicies: {
+        web: new iam.PolicyDocument({
+          statements: [
+            logsStatement(webLogs),
+            tableStatement(),
+            modelStatement(),
+            new iam.PolicyStatement({
+              // "??????": the six random characters Secrets Manager appends to the name.
+              sid: 'Secrets', actions: ['secretsmanager:GetSecretValue'], resources: [Fn.sub(webSecretArnPattern)],
+            }),
+          ],
+        }),
+      },
+    });
+    Validations.of(webRole).acknowledge({
+      id: `AwsSolutions::AwsSolutions-IAM5[Resource::${modelArnFinding}]`,
+      reason: 'bedrock:*::foundation-model/<model>: a cross-region inference profile invokes the model in ' +
+        'whichever region it routes to, so the region field must be "*" (AWS requires it).',
+    });
+    Validations.of(webRole).acknowledge({
+      id: 'AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:secretsmanager:<AWS::Region>:<AWS::AccountId>:secret:<AWS::StackName>-web-??????]',
+      reason: 'The web secret by its name plus the six characters Secrets Manager appends: a reference to the ' +
+        'secret would be a dependency cycle (the secret holds the function URL).',
     });
 
     // Functions.
@@ -335,6 +418,39 @@ export class BridleStack extends Stack {
         TELEGRAM_BOT_USERNAME: telegramUser.valueAsString,
       },
     });
+    // The web app: the same router as `bridle serve`. A function URL with response streaming (API
+    // Gateway's HTTP API does not stream); AuthType NONE: a browser app signs people in itself
+    // (OpenID Connect, session cookie, CSRF token), IAM auth would need SigV4-signed requests.
+    const web = rustFunction('WebFunction', 'web', {
+      ...common,
+      description: 'The web app - chat with streamed replies, sign-in, link codes, panels, budgets.',
+      role: webRole,
+      timeout: Duration.seconds(WEB_TIMEOUT_S),
+      logGroup: webLogs,
+      loggingFormat: lambda.LoggingFormat.TEXT,
+      environment: {
+        RUST_LOG: 'info',
+        BRIDLE_METRICS_NAMESPACE: 'Bridle',
+        TABLE_NAME: table.tableName,
+        BEDROCK_MODEL_ID: Fn.conditionIf(useProfile.logicalId, profileArn, modelId.valueAsString).toString(),
+        // The web secret's name, not a reference (see webRole); Secrets Manager takes either.
+        BRIDLE_SECRETS_ARN: Fn.sub(WEB_SECRET_NAME),
+        BRIDLE_SIGNUP: signup.valueAsString,
+        ...Object.fromEntries(Object.entries(caps).map(([k, p]) => [k, p.valueAsString])),
+        WHATSAPP_DISPLAY_NUMBER: whatsappNumber.valueAsString,
+        TELEGRAM_BOT_USERNAME: telegramUser.valueAsString,
+        BRIDLE_LINKABLE_CHANNELS: linkable.valueAsString,
+      },
+    });
+    (web.node.defaultChild as lambda.CfnFunction).addPropertyOverride('ReservedConcurrentExecutions',
+      Fn.conditionIf(hasWebConcurrency.logicalId, webConcurrency.value, Aws.NO_VALUE));
+    const webUrl = web.addFunctionUrl({
+      authType: lambda.FunctionUrlAuthType.NONE,
+      invokeMode: lambda.InvokeMode.RESPONSE_STREAM,
+    });
+    // The function URL ends with "/"; the app and the onboarding link want the base without it.
+    const webBase = Fn.join('', ['https://', Fn.select(2, Fn.split('/', webUrl.url))]);
+
     const worker = rustFunction('WorkerFunction', 'worker', {
       ...common,
       description: 'Run turn jobs from the FIFO queue in order and send the replies.',
@@ -347,13 +463,100 @@ export class BridleStack extends Stack {
         BRIDLE_METRICS_NAMESPACE: 'Bridle',
         TABLE_NAME: table.tableName,
         BEDROCK_MODEL_ID: Fn.conditionIf(useProfile.logicalId, profileArn, modelId.valueAsString).toString(),
-        // Where the onboarding reply sends people: PublicBaseUrl, else this stack's API.
-        PUBLIC_BASE_URL: Fn.conditionIf(hasPublicUrl.logicalId, publicBaseUrl.valueAsString, Fn.sub(API_URL)).toString(),
+        // Where the onboarding reply sends people: PublicBaseUrl, else the web app.
+        PUBLIC_BASE_URL: Fn.conditionIf(hasPublicUrl.logicalId, publicBaseUrl.valueAsString, webBase).toString(),
         BRIDLE_SECRETS_ARN: workerSecrets.secretArn,
         BRIDLE_MEDIA_BUCKET: mediaBucket.bucketName,
         ...Object.fromEntries(Object.entries(caps).map(([k, p]) => [k, p.valueAsString])),
       },
     });
+    // Sign-in: a Cognito user pool (e-mail as the username, verified; TOTP MFA required), its
+    // hosted sign-in pages and one confidential client for the web app (authorization code flow;
+    // the app always sends PKCE). None of it when OidcIssuer names an issuer of your own.
+    const pool = new cognito.CfnUserPool(this, 'UserPool', {
+      userPoolName: Fn.sub('${AWS::StackName}-users'),
+      usernameAttributes: ['email'],
+      autoVerifiedAttributes: ['email'],
+      usernameConfiguration: { caseSensitive: false },
+      schema: [{ name: 'email', attributeDataType: 'String', required: true, mutable: true }],
+      adminCreateUserConfig: {
+        allowAdminCreateUserOnly: Fn.conditionIf(signupClosed.logicalId, true, false),
+      },
+      accountRecoverySetting: { recoveryMechanisms: [{ name: 'verified_email', priority: 1 }] },
+      userAttributeUpdateSettings: { attributesRequireVerificationBeforeUpdate: ['email'] },
+      mfaConfiguration: 'ON',
+      enabledMfas: ['SOFTWARE_TOKEN_MFA'],
+      policies: {
+        passwordPolicy: {
+          minimumLength: 12, requireLowercase: true, requireUppercase: true, requireNumbers: true,
+          requireSymbols: true, temporaryPasswordValidityDays: 7,
+        },
+      },
+      userPoolTier: 'ESSENTIALS',
+    });
+    pool.cfnOptions.condition = useCognito;
+    // The pool holds the people who sign in (the table the rest): kept on delete, like it.
+    pool.applyRemovalPolicy(RemovalPolicy.RETAIN);
+    Validations.of(pool).acknowledge({
+      id: 'AwsSolutions::AwsSolutions-COG8',
+      reason: 'Essentials, not Plus: Plus (threat protection) is billed per monthly active user with no free ' +
+        'tier; required TOTP MFA and the password policy are the defence here.',
+    });
+    const client = new cognito.CfnUserPoolClient(this, 'UserPoolClient', {
+      userPoolId: pool.ref,
+      clientName: 'bridle-web',
+      generateSecret: true,
+      allowedOAuthFlowsUserPoolClient: true,
+      allowedOAuthFlows: ['code'],
+      allowedOAuthScopes: ['openid', 'email', 'profile'],
+      callbackUrLs: [`${webUrl.url}auth/callback`],
+      logoutUrLs: [webUrl.url],
+      supportedIdentityProviders: ['COGNITO'],
+      // Only the hosted pages sign people in; no password flow from a client.
+      explicitAuthFlows: ['ALLOW_REFRESH_TOKEN_AUTH'],
+      preventUserExistenceErrors: 'ENABLED',
+      enableTokenRevocation: true,
+    });
+    client.cfnOptions.condition = useCognito;
+    const domain = new cognito.CfnUserPoolDomain(this, 'UserPoolDomain', {
+      userPoolId: pool.ref,
+      // <prefix>.auth.<region>.amazoncognito.com; by default the stack name and the first 8
+      // characters of the stack id's UUID (unique per stack, and no account id in a public name).
+      domain: Fn.conditionIf(hasDomainPrefix.logicalId, domainPrefix.valueAsString,
+        Fn.join('-', [Aws.STACK_NAME, Fn.select(0, Fn.split('-', Fn.select(2, Fn.split('/', Aws.STACK_ID))))])).toString(),
+    });
+    domain.cfnOptions.condition = useCognito;
+    Validations.of(domain).acknowledge({
+      id: 'CloudFormation-Validate::W1030',
+      reason: 'The empty CognitoDomainPrefix default never reaches Domain: HasCognitoDomainPrefix picks the derived prefix then.',
+    });
+
+    // The web app's sign-in settings, filled in by the stack; the web function knows it by name.
+    const webSecrets = new secrets.Secret(this, 'WebSecrets', {
+      secretName: Fn.sub(WEB_SECRET_NAME),
+      description: 'Bridle web app sign-in (JSON, set by the stack): BRIDLE_OIDC_ISSUER, BRIDLE_OIDC_CLIENT_ID, ' +
+        'BRIDLE_OIDC_CLIENT_SECRET, BRIDLE_PUBLIC_URL.',
+      // Not plain text in the template: references resolved by CloudFormation at deploy time.
+      secretStringValue: SecretValue.unsafePlainText(Fn.sub(
+        '{"BRIDLE_OIDC_ISSUER":"${Issuer}","BRIDLE_OIDC_CLIENT_ID":"${ClientId}",' +
+        '"BRIDLE_OIDC_CLIENT_SECRET":"${ClientSecret}","BRIDLE_PUBLIC_URL":"${PublicUrl}"}',
+        {
+          Issuer: Fn.conditionIf(useCognito.logicalId, `https://${pool.attrProviderUrl}`, oidcIssuer.valueAsString).toString(),
+          ClientId: Fn.conditionIf(useCognito.logicalId, client.ref, oidcClientId.valueAsString).toString(),
+          ClientSecret: Fn.conditionIf(useCognito.logicalId, client.attrClientSecret, oidcClientSecret.valueAsString).toString(),
+          PublicUrl: webBase,
+        })),
+    });
+    Validations.of(webSecrets).acknowledge({
+      id: 'AwsSolutions::AwsSolutions-SMG4',
+      reason: 'The client secret is issued by Cognito (or your own issuer); no Lambda can rotate it.',
+    });
+    Validations.of(webSecrets).acknowledge({
+      id: 'CloudFormation-Validate::W1030',
+      reason: 'OidcClientSecret is one value inside the JSON SecretString (never empty as a whole); its empty ' +
+        'default is for Cognito (UseCognito) or a public client.',
+    });
+
     const turns = new lambda.EventSourceMapping(this, 'WorkerFunctionTurns', {
       target: worker,
       eventSourceArn: queue.queueArn,
@@ -427,6 +630,8 @@ export class BridleStack extends Stack {
     alarm('WebhookThrottlesAlarm', 'The webhook function was throttled.', 'AWS/Lambda', 'Throttles', fnDims(webhook), 'Sum', 300, 1, 0);
     alarm('WorkerErrorsAlarm', 'The worker function failed.', 'AWS/Lambda', 'Errors', fnDims(worker), 'Sum', 300, 1, 0);
     alarm('WorkerThrottlesAlarm', 'The worker function was throttled.', 'AWS/Lambda', 'Throttles', fnDims(worker), 'Sum', 300, 1, 0);
+    alarm('WebErrorsAlarm', 'The web function failed.', 'AWS/Lambda', 'Errors', fnDims(web), 'Sum', 300, 1, 0);
+    alarm('WebThrottlesAlarm', 'The web function was throttled.', 'AWS/Lambda', 'Throttles', fnDims(web), 'Sum', 300, 1, 0);
     alarm('Api5xxAlarm', 'The webhook API answered 5xx (platforms will retry, then give up).', 'AWS/ApiGateway',
       '5xx', [{ name: 'ApiId', value: api.apiId }], 'Sum', 300, 1, 0);
     alarm('BedrockThrottlesAlarm', 'Bedrock throttled model calls (raise the quota or lower concurrency).',
@@ -458,15 +663,32 @@ export class BridleStack extends Stack {
       [table, 'Table'], [mediaBucket, 'MediaBucket'], [mediaPolicy, 'MediaBucketPolicy'], [webhookLogs, 'WebhookLogGroup'], [workerLogs, 'WorkerLogGroup'],
       [apiLogs, 'ApiAccessLogGroup'], [webhookRole, 'WebhookRole'], [workerRole, 'WorkerRole'],
       [webhook, 'WebhookFunction'], [worker, 'WorkerFunction'], [turns, 'WorkerFunctionTurns'],
+      [webSecrets, 'WebSecrets'], [webLogs, 'WebLogGroup'], [webRole, 'WebRole'], [web, 'WebFunction'],
+      [webUrl, 'WebFunctionUrl'],
       [api, 'HttpApi'], [stage, 'HttpApiApiGatewayDefaultStage'], [topic, 'AlarmTopic'],
       [topicPolicy, 'AlarmTopicPolicy'],
     ];
     for (const [c, logicalId] of ids) {
       (c.node.defaultChild as CfnResource).overrideLogicalId(logicalId);
     }
+    for (const [c, logicalId] of [[pool, 'UserPool'], [client, 'UserPoolClient'], [domain, 'UserPoolDomain']] as const) {
+      c.overrideLogicalId(logicalId);
+    }
 
     const apiUrl = API_URL;
     const out = (id: string, value: string, description?: string) => new CfnOutput(this, id, { value, description });
+    out('WebAppUrl', webUrl.url, 'The web app (sign in here; the onboarding reply links here unless PublicBaseUrl is set).');
+    out('OidcCallbackUrl', `${webUrl.url}auth/callback`,
+      'The sign-in callback (registered on the Cognito client; register it at your own issuer).');
+    out('WebSecretsArn', webSecrets.secretArn, "The web app's sign-in settings (filled in by the stack).");
+    new CfnOutput(this, 'UserPoolId', {
+      value: pool.ref, condition: useCognito,
+      description: 'The Cognito user pool (aws cognito-idp admin-create-user --user-pool-id ...).',
+    });
+    new CfnOutput(this, 'CognitoSignInDomain', {
+      value: Fn.sub('https://${UserPoolDomain}.auth.${AWS::Region}.amazoncognito.com'), condition: useCognito,
+      description: 'The Cognito hosted sign-in domain.',
+    });
     out('ApiUrl', Fn.sub(apiUrl), "The webhook API's base URL (set PublicBaseUrl to it for Twilio).");
     out('WhatsAppWebhookUrl', Fn.sub(`${apiUrl}/webhooks/whatsapp`), 'Meta app dashboard -> WhatsApp -> Configuration -> Callback URL.');
     out('TelegramWebhookUrl', Fn.sub(`${apiUrl}/webhooks/telegram`), 'setWebhook url (with secret_token = TELEGRAM_SECRET_TOKEN).');

@@ -1,5 +1,6 @@
 // Assertion tests for the CDK stack: IAM policies, FIFO/DLQ wiring, the event source, alarms,
-// and cdk-nag clean. Asset bundling is skipped (no cargo build in a test).
+// the web function (URL, role, secret, no cycle), Cognito and its bring-your-own-issuer
+// conditions, and cdk-nag clean. Asset bundling is skipped (no cargo build in a test).
 
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
@@ -7,7 +8,9 @@ import { App, Validations } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
 import { Architecture } from 'aws-cdk-lib/aws-lambda';
 import { AwsSolutionsChecks } from 'cdk-nag';
-import { BridleStack, MAX_RECEIVE_COUNT, MEDIA_EXPIRY_DAYS, ROUTES, WORKER_TIMEOUT_S } from '../lib/stack';
+import {
+  BridleStack, MAX_RECEIVE_COUNT, MEDIA_EXPIRY_DAYS, ROUTES, WEB_SECRET_KEYS, WEB_SECRET_NAME, WORKER_TIMEOUT_S,
+} from '../lib/stack';
 
 function synth(): { app: App; template: Template } {
   const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
@@ -28,8 +31,9 @@ test('each function has its own role, and no other IAM policy is attached', () =
   const fns = template.findResources('AWS::Lambda::Function');
   assert.deepEqual(fns.WebhookFunction.Properties.Role, { 'Fn::GetAtt': ['WebhookRole', 'Arn'] });
   assert.deepEqual(fns.WorkerFunction.Properties.Role, { 'Fn::GetAtt': ['WorkerRole', 'Arn'] });
+  assert.deepEqual(fns.WebFunction.Properties.Role, { 'Fn::GetAtt': ['WebRole', 'Arn'] });
   template.resourceCountIs('AWS::IAM::Policy', 0);
-  template.resourceCountIs('AWS::IAM::Role', 2);
+  template.resourceCountIs('AWS::IAM::Role', 3);
   for (const role of Object.values(template.findResources('AWS::IAM::Role'))) {
     assert.equal(role.Properties.ManagedPolicyArns, undefined, 'no managed policies');
   }
@@ -109,15 +113,20 @@ test('the queue is FIFO with a FIFO dead-letter queue after 5 receives and 6x th
   template.hasResourceProperties('AWS::Lambda::Function', { Timeout: WORKER_TIMEOUT_S, Environment: { Variables: Match.objectLike({ TABLE_NAME: { Ref: 'Table' } }) } });
 });
 
-test('the worker gets every variable its config requires; PUBLIC_BASE_URL is PublicBaseUrl, else the API', () => {
+/** The web function URL without its trailing "/", as the template spells it. */
+const WEB_BASE = {
+  'Fn::Join': ['', ['https://', { 'Fn::Select': [2, { 'Fn::Split': ['/', { 'Fn::GetAtt': ['WebFunctionUrl', 'FunctionUrl'] }] }] }]],
+};
+
+test('the worker gets every variable its config requires; PUBLIC_BASE_URL is PublicBaseUrl, else the web app', () => {
   const vars = template.toJSON().Resources.WorkerFunction.Properties.Environment.Variables;
   for (const name of ['TABLE_NAME', 'BEDROCK_MODEL_ID', 'PUBLIC_BASE_URL', 'BRIDLE_SECRETS_ARN']) {
     assert.ok(vars[name], `${name} is set on the worker`);
   }
-  assert.deepEqual(vars.PUBLIC_BASE_URL, {
-    'Fn::If': ['HasPublicBaseUrl', { Ref: 'PublicBaseUrl' },
-      { 'Fn::Sub': 'https://${HttpApi}.execute-api.${AWS::Region}.${AWS::URLSuffix}' }],
-  });
+  assert.deepEqual(vars.PUBLIC_BASE_URL, { 'Fn::If': ['HasPublicBaseUrl', { Ref: 'PublicBaseUrl' }, WEB_BASE] });
+  // The webhook's (Twilio's signed URL) stays the parameter alone.
+  const webhook = template.toJSON().Resources.WebhookFunction.Properties.Environment.Variables;
+  assert.deepEqual(webhook.PUBLIC_BASE_URL, { Ref: 'PublicBaseUrl' });
 });
 
 test('the worker reads the queue with partial batch failures and bounded concurrency', () => {
@@ -150,8 +159,12 @@ test('every alarm the runbook names exists and notifies the topic', () => {
   assert.equal(has('AWS/SQS', 'ApproximateNumberOfMessagesVisible').length, 1, 'DLQ depth');
   assert.equal(has('AWS/SQS', 'ApproximateNumberOfMessagesVisible')[0].Threshold, 0);
   assert.equal(has('AWS/SQS', 'ApproximateAgeOfOldestMessage').length, 1);
-  assert.equal(has('AWS/Lambda', 'Errors').length, 2);
-  assert.equal(has('AWS/Lambda', 'Throttles').length, 2);
+  assert.equal(has('AWS/Lambda', 'Errors').length, 3);
+  assert.equal(has('AWS/Lambda', 'Throttles').length, 3);
+  for (const metric of ['Errors', 'Throttles']) {
+    assert.ok(has('AWS/Lambda', metric).some((a) => JSON.stringify(a.Dimensions) === JSON.stringify(
+      [{ Name: 'FunctionName', Value: { Ref: 'WebFunction' } }])), `web ${metric}`);
+  }
   assert.equal(has('AWS/ApiGateway', '5xx').length, 1);
   assert.equal(has('AWS/Bedrock', 'InvocationThrottles').length, 1);
   for (const a of alarms) assert.deepEqual(a.AlarmActions, [{ Ref: 'AlarmTopic' }]);
@@ -168,6 +181,176 @@ test('every platform route exists, the stage is throttled and logged', () => {
   });
   const outputs = Object.keys(template.toJSON().Outputs);
   for (const p of ['WhatsApp', 'Telegram', 'Slack', 'Twilio']) assert.ok(outputs.includes(`${p}WebhookUrl`));
+});
+
+// ----- the web function, its secret and sign-in -----
+
+const resources = () => template.toJSON().Resources;
+
+test('the web function streams through a public function URL and is the WebAppUrl output', () => {
+  const fn = resources().WebFunction.Properties;
+  assert.equal(fn.Runtime, 'provided.al2023');
+  assert.equal(fn.Handler, 'bootstrap');
+  assert.deepEqual(fn.Architectures, ['arm64']);
+  assert.deepEqual(fn.ReservedConcurrentExecutions,
+    { 'Fn::If': ['HasWebReservedConcurrency', { Ref: 'WebReservedConcurrency' }, { Ref: 'AWS::NoValue' }] });
+  template.resourceCountIs('AWS::Lambda::Url', 1);
+  const url = resources().WebFunctionUrl.Properties;
+  assert.equal(url.AuthType, 'NONE', 'the app signs people in itself');
+  assert.equal(url.InvokeMode, 'RESPONSE_STREAM', 'tokens are streamed');
+  assert.deepEqual(url.TargetFunctionArn, { 'Fn::GetAtt': ['WebFunction', 'Arn'] });
+  // A public URL needs both grants, the second only through the URL.
+  const perms = Object.values(template.findResources('AWS::Lambda::Permission'))
+    .map((p) => p.Properties)
+    .filter((p) => JSON.stringify(p.FunctionName).includes('WebFunction'));
+  assert.deepEqual(perms.map((p) => [p.Action, p.Principal, p.FunctionUrlAuthType, p.InvokedViaFunctionUrl]).sort(), [
+    ['lambda:InvokeFunction', '*', undefined, true],
+    ['lambda:InvokeFunctionUrl', '*', 'NONE', undefined],
+  ]);
+  assert.deepEqual(template.toJSON().Outputs.WebAppUrl.Value, { 'Fn::GetAtt': ['WebFunctionUrl', 'FunctionUrl'] });
+});
+
+test('the web function gets exactly its environment contract, the secret by name', () => {
+  const vars = resources().WebFunction.Properties.Environment.Variables;
+  assert.deepEqual(Object.keys(vars).sort(), [
+    'BEDROCK_MODEL_ID', 'BRIDLE_CAP_GLOBAL_USD_30D', 'BRIDLE_CAP_USER_TOKENS_PER_HOUR',
+    'BRIDLE_CAP_USER_TOKENS_PER_MINUTE', 'BRIDLE_CAP_USER_USD_30D', 'BRIDLE_LINKABLE_CHANNELS',
+    'BRIDLE_METRICS_NAMESPACE', 'BRIDLE_PRICES_FILE', 'BRIDLE_SECRETS_ARN', 'BRIDLE_SIGNUP', 'RUST_LOG',
+    'TABLE_NAME', 'TELEGRAM_BOT_USERNAME', 'WHATSAPP_DISPLAY_NUMBER',
+  ]);
+  const worker = resources().WorkerFunction.Properties.Environment.Variables;
+  assert.deepEqual(vars.BEDROCK_MODEL_ID, worker.BEDROCK_MODEL_ID, 'the same model as the worker');
+  for (const cap of Object.keys(vars).filter((k) => k.startsWith('BRIDLE_CAP_') || k === 'BRIDLE_PRICES_FILE')) {
+    assert.deepEqual(vars[cap], worker[cap], `${cap} as the worker's`);
+  }
+  assert.deepEqual(vars.BRIDLE_SECRETS_ARN, { 'Fn::Sub': WEB_SECRET_NAME });
+  assert.deepEqual(vars.BRIDLE_SIGNUP, { Ref: 'BridleSignup' });
+  assert.deepEqual(vars.BRIDLE_LINKABLE_CHANNELS, { Ref: 'BridleLinkableChannels' });
+  assert.deepEqual(resources().WebSecrets.Properties.Name, { 'Fn::Sub': WEB_SECRET_NAME });
+});
+
+test('the web role: the table, the model as the worker, its secret by name pattern, its logs', () => {
+  const st = statements('WebRole');
+  assert.ok(st.every((s) => s.Effect === 'Allow' && actions(s).every((a) => !a.includes('*'))), 'no wildcard action');
+  assert.deepEqual(st.flatMap(actions).sort(), [
+    'bedrock:InvokeModelWithResponseStream',
+    'dynamodb:ConditionCheckItem', 'dynamodb:DeleteItem', 'dynamodb:GetItem', 'dynamodb:PutItem',
+    'dynamodb:Query', 'dynamodb:UpdateItem',
+    'logs:CreateLogStream', 'logs:PutLogEvents', 'secretsmanager:GetSecretValue',
+  ]);
+  const worker = statements('WorkerRole');
+  for (const sid of ['Model', 'Table']) {
+    assert.deepEqual(st.find((s) => s.Sid === sid), worker.find((s) => s.Sid === sid), `${sid} as the worker's`);
+  }
+  assert.deepEqual(st.find((s) => s.Sid === 'Logs')!.Resource, { 'Fn::GetAtt': ['WebLogGroup', 'Arn'] });
+  assert.deepEqual(st.find((s) => s.Sid === 'Secrets')!.Resource, {
+    'Fn::Sub': 'arn:${AWS::Partition}:secretsmanager:${AWS::Region}:${AWS::AccountId}:secret:${AWS::StackName}-web-??????',
+  });
+});
+
+/** Every resource a resource refers to (Ref, GetAtt, ${...} in Fn::Sub, DependsOn). */
+function references(value: unknown, ids: Set<string>, out = new Set<string>()): Set<string> {
+  if (Array.isArray(value)) {
+    value.forEach((v) => references(v, ids, out));
+  } else if (value && typeof value === 'object') {
+    for (const [k, v] of Object.entries(value)) {
+      if (k === 'Ref' && typeof v === 'string' && ids.has(v)) out.add(v);
+      else if (k === 'Fn::GetAtt') out.add(Array.isArray(v) ? v[0] : String(v).split('.')[0]);
+      else if (k === 'Fn::Sub') {
+        const text = Array.isArray(v) ? v[0] : v;
+        for (const m of String(text).matchAll(/\$\{([^}.!]+)[^}]*\}/g)) if (ids.has(m[1])) out.add(m[1]);
+        if (Array.isArray(v)) references(v[1], ids, out);
+      } else references(v, ids, out);
+    }
+  }
+  return out;
+}
+
+test('no dependency cycle: the web function and its role never reference the web secret', () => {
+  const all = resources();
+  const ids = new Set(Object.keys(all));
+  const edges = new Map<string, Set<string>>();
+  for (const [id, r] of Object.entries(all) as Array<[string, { Properties?: unknown; DependsOn?: string | string[] }]>) {
+    const refs = references(r.Properties, ids);
+    for (const d of [r.DependsOn ?? []].flat()) refs.add(d);
+    edges.set(id, refs);
+  }
+  assert.ok(!edges.get('WebFunction')!.has('WebSecrets'));
+  assert.ok(!edges.get('WebRole')!.has('WebSecrets'));
+  // The secret does depend on the client and the URL (that is why the function must not).
+  assert.ok(edges.get('WebSecrets')!.has('UserPoolClient') && edges.get('WebSecrets')!.has('WebFunctionUrl'));
+  // No cycle anywhere (depth-first search).
+  const state = new Map<string, 'open' | 'done'>();
+  const visit = (id: string, path: string[]) => {
+    if (state.get(id) === 'done') return;
+    assert.notEqual(state.get(id), 'open', `cycle: ${[...path, id].join(' -> ')}`);
+    state.set(id, 'open');
+    for (const next of edges.get(id) ?? []) visit(next, [...path, id]);
+    state.set(id, 'done');
+  };
+  for (const id of ids) visit(id, []);
+});
+
+test('the web secret holds the four sign-in keys, from Cognito or from the bring-your-own parameters', () => {
+  const [body, vars] = resources().WebSecrets.Properties.SecretString['Fn::Sub'];
+  const keys = Object.keys(JSON.parse(body.replace(/\$\{(\w+)\}/g, 'x')));
+  assert.deepEqual(keys, WEB_SECRET_KEYS);
+  assert.deepEqual(vars.Issuer, { 'Fn::If': ['UseCognito',
+    { 'Fn::Join': ['', ['https://', { 'Fn::GetAtt': ['UserPool', 'ProviderURL'] }]] }, { Ref: 'OidcIssuer' }] });
+  assert.deepEqual(vars.ClientId, { 'Fn::If': ['UseCognito', { Ref: 'UserPoolClient' }, { Ref: 'OidcClientId' }] });
+  assert.deepEqual(vars.ClientSecret, { 'Fn::If': ['UseCognito',
+    { 'Fn::GetAtt': ['UserPoolClient', 'ClientSecret'] }, { Ref: 'OidcClientSecret' }] });
+  assert.deepEqual(vars.PublicUrl, WEB_BASE, 'the function URL without its trailing "/"');
+  assert.equal(template.toJSON().Parameters.OidcClientSecret.NoEcho, true);
+  // Encrypted like the other two: the AWS-managed key (no KmsKeyId).
+  assert.equal(resources().WebSecrets.Properties.KmsKeyId, undefined);
+});
+
+test('Cognito exists only without OidcIssuer: pool, client and domain under UseCognito', () => {
+  const json = template.toJSON();
+  assert.deepEqual(json.Conditions.UseCognito, { 'Fn::Equals': [{ Ref: 'OidcIssuer' }, ''] });
+  for (const type of ['AWS::Cognito::UserPool', 'AWS::Cognito::UserPoolClient', 'AWS::Cognito::UserPoolDomain']) {
+    const found = Object.values(template.findResources(type));
+    assert.equal(found.length, 1, type);
+    assert.equal(found[0].Condition, 'UseCognito', `${type} is conditional`);
+  }
+  for (const [id, r] of Object.entries(json.Resources) as Array<[string, { Type: string; Condition?: string }]>) {
+    if (r.Type.startsWith('AWS::Cognito::')) assert.equal(r.Condition, 'UseCognito', id);
+  }
+  // Every reference to a Cognito resource outside them sits in an Fn::If on UseCognito.
+  const secret = JSON.stringify(json.Resources.WebSecrets.Properties.SecretString['Fn::Sub'][1]);
+  assert.equal((secret.match(/UserPool/g) ?? []).length, (secret.match(/"UseCognito"/g) ?? []).length);
+  assert.equal(json.Outputs.UserPoolId.Condition, 'UseCognito');
+  assert.equal(json.Outputs.CognitoSignInDomain.Condition, 'UseCognito');
+});
+
+test('the user pool: e-mail usernames, verified, MFA required, sign-up by BridleSignup, kept on delete', () => {
+  const pool = resources().UserPool;
+  assert.equal(pool.DeletionPolicy, 'Retain');
+  const p = pool.Properties;
+  assert.deepEqual(p.UsernameAttributes, ['email']);
+  assert.deepEqual(p.AutoVerifiedAttributes, ['email']);
+  assert.equal(p.MfaConfiguration, 'ON');
+  assert.deepEqual(p.EnabledMfas, ['SOFTWARE_TOKEN_MFA']);
+  assert.ok(p.Policies.PasswordPolicy.MinimumLength >= 8);
+  assert.deepEqual(p.AdminCreateUserConfig.AllowAdminCreateUserOnly, { 'Fn::If': ['SignupClosed', true, false] });
+  assert.deepEqual(template.toJSON().Conditions.SignupClosed, { 'Fn::Equals': [{ Ref: 'BridleSignup' }, 'closed'] });
+  assert.deepEqual(template.toJSON().Parameters.BridleSignup.AllowedValues, ['open', 'closed']);
+});
+
+test('the app client: confidential, code flow, openid email profile, callback at the function URL', () => {
+  const c = resources().UserPoolClient.Properties;
+  assert.equal(c.GenerateSecret, true);
+  assert.deepEqual(c.AllowedOAuthFlows, ['code']);
+  assert.equal(c.AllowedOAuthFlowsUserPoolClient, true);
+  assert.deepEqual(c.AllowedOAuthScopes, ['openid', 'email', 'profile']);
+  const url = { 'Fn::GetAtt': ['WebFunctionUrl', 'FunctionUrl'] };
+  assert.deepEqual(c.CallbackURLs, [{ 'Fn::Join': ['', [url, 'auth/callback']] }]);
+  assert.deepEqual(c.LogoutURLs, [url]);
+  assert.deepEqual(c.SupportedIdentityProviders, ['COGNITO']);
+  const domain = resources().UserPoolDomain.Properties;
+  assert.deepEqual(domain.UserPoolId, { Ref: 'UserPool' });
+  assert.equal(domain.Domain['Fn::If'][0], 'HasCognitoDomainPrefix');
 });
 
 test('cdk-nag AwsSolutions passes with every finding acknowledged with a reason', () => {

@@ -13,6 +13,10 @@ const HELPER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../infra/lambda_en
 /// rendered. `refs` say what the template's resources stand for here (`("Table", name)`,
 /// `("HttpApi", id)`, ...); a reference the test does not name fails with the helper's sentence
 /// naming it. Blocks: call it off the async runtime, or accept a short stall.
+///
+/// The web function's URL is `("WebFunctionUrl.FunctionUrl", "https://…/")`: the worker's
+/// onboarding link derives from it. The same helper prints what the template puts in a secret
+/// (`python3 infra/lambda_env.py infra/template.yaml WebSecrets NAME=VALUE …`).
 pub fn template_env(function: &str, refs: &[(&str, &str)]) -> Vec<(String, String)> {
     let out = Command::new("python3")
         .arg(HELPER)
