@@ -28,6 +28,10 @@ pub struct ChannelSetup {
     /// Where attachments are kept; `None`: a folder beside the database file (in memory for an
     /// in-memory database).
     pub media_store: Option<Arc<dyn channels::media::MediaStore>>,
+    /// Channels people can link although this process neither receives nor sends on them: the
+    /// web Lambda hands out link codes for the channels the webhook and worker Lambdas serve
+    /// (`BRIDLE_LINKABLE_CHANNELS`, read by [`linkable_channels`]).
+    pub linkable_elsewhere: Vec<&'static str>,
 }
 
 impl std::fmt::Debug for ChannelSetup {
@@ -43,6 +47,7 @@ impl std::fmt::Debug for ChannelSetup {
             .field("public_base_url", &self.public_base_url)
             .field("open_chat", &self.open_chat)
             .field("media", &self.media)
+            .field("linkable_elsewhere", &self.linkable_elsewhere)
             .finish()
     }
 }
@@ -58,6 +63,7 @@ impl Default for ChannelSetup {
             max_webhook_body_bytes: webhook::DEFAULT_MAX_BODY_BYTES,
             media: no_media(),
             media_store: None,
+            linkable_elsewhere: Vec::new(),
         }
     }
 }
@@ -118,18 +124,82 @@ impl ChannelSetup {
                 max_webhook_body_bytes,
                 media,
                 media_store: None,
+                linkable_elsewhere: Vec::new(),
             })
         } else {
             Err(problems)
         }
     }
 
-    /// The names of the channels people can link (inbound and outbound both on).
+    /// The names of the channels people can link: inbound and outbound both on here, and those
+    /// served by other functions ([`Self::linkable_elsewhere`]); each once.
     pub fn linkable(&self) -> Vec<&'static str> {
-        self.inbound
+        let mut names: Vec<&'static str> = self
+            .inbound
             .iter()
             .map(|c| c.name())
             .filter(|n| self.senders.contains_key(*n))
-            .collect()
+            .collect();
+        for name in &self.linkable_elsewhere {
+            if !names.contains(name) {
+                names.push(name);
+            }
+        }
+        names
+    }
+}
+
+/// The channels a link code can be redeemed on.
+pub const CHANNEL_NAMES: [&str; 5] = ["whatsapp", "telegram", "slack", "twilio", "generic"];
+
+/// `BRIDLE_LINKABLE_CHANNELS`: comma-separated channel names (`whatsapp,telegram`), for a
+/// process that hands out link codes for channels it does not serve itself. Blank is none; an
+/// unknown name is a problem naming the known ones.
+pub fn linkable_channels(value: Option<&str>) -> Result<Vec<&'static str>, String> {
+    let mut names = Vec::new();
+    for part in value.unwrap_or_default().split(',') {
+        let part = part.trim().to_ascii_lowercase();
+        if part.is_empty() {
+            continue;
+        }
+        match CHANNEL_NAMES.iter().find(|n| **n == part) {
+            Some(name) if !names.contains(name) => names.push(*name),
+            Some(_) => {}
+            None => {
+                return Err(format!(
+                    "BRIDLE_LINKABLE_CHANNELS names {part:?}, which is not a channel (known: {})",
+                    CHANNEL_NAMES.join(", ")
+                ));
+            }
+        }
+    }
+    Ok(names)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn linkable_channels_are_read_from_a_list() {
+        assert_eq!(linkable_channels(None), Ok(vec![]));
+        assert_eq!(linkable_channels(Some(" ")), Ok(vec![]));
+        assert_eq!(
+            linkable_channels(Some("WhatsApp, telegram,,whatsapp")),
+            Ok(vec!["whatsapp", "telegram"])
+        );
+        let err = linkable_channels(Some("whatsapp,fax")).unwrap_err();
+        assert!(err.contains("\"fax\"") && err.contains("telegram"), "{err}");
+    }
+
+    #[test]
+    fn channels_served_elsewhere_are_linkable_without_senders() {
+        let setup = ChannelSetup {
+            linkable_elsewhere: vec!["telegram", "whatsapp"],
+            ..ChannelSetup::default()
+        };
+        assert!(setup.senders.is_empty() && setup.inbound.is_empty());
+        assert_eq!(setup.linkable(), ["telegram", "whatsapp"]);
+        assert!(ChannelSetup::default().linkable().is_empty());
     }
 }

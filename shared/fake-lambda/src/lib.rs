@@ -5,12 +5,16 @@
 //! (`/2018-06-01/runtime/invocation/next`, `.../{id}/response`, `.../{id}/error`), as an axum
 //! server: it hands out the events it was given, one per `next`, then leaves `next` unanswered as
 //! Lambda does while no request comes, and records every response and error posted back,
-//! including a failed init (`/2018-06-01/runtime/init/error`).
+//! including a failed init (`/2018-06-01/runtime/init/error`). [`RuntimeApi::function_url`] puts
+//! a local Lambda Function URL in front of it ([`function_url`]): HTTP requests become Function
+//! URL events, and the bootstrap's responses, streamed ones included, go back to the HTTP client
+//! as they arrive.
 //!
 //! [`template_env`] is the environment `infra/template.yaml` gives a function, and
 //! [`moto_secret`] the Secrets Manager secret it names, so a test boots a bootstrap as deployed.
 
 mod bootstrap;
+pub mod function_url;
 mod runtime_api;
 mod template;
 

@@ -2,14 +2,14 @@
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{get, post};
 use serde_json::Value;
-use std::collections::VecDeque;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 /// How long a bootstrap gets for each invocation (the `lambda-runtime-deadline-ms` it is told).
 pub const INVOCATION_TIMEOUT: Duration = Duration::from_secs(30);
@@ -37,10 +37,15 @@ pub struct Posted {
     pub body: Value,
 }
 
+/// The state the Runtime API and its Function URL front share.
 #[derive(Clone)]
-struct Shared {
-    events: Arc<Mutex<VecDeque<(String, Value)>>>,
-    posted: mpsc::UnboundedSender<Posted>,
+pub(crate) struct Shared {
+    /// Events for `next`, in order; the sender is kept here, so `next` waits for more.
+    pub(crate) events: mpsc::UnboundedSender<(String, Value)>,
+    queued: Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<(String, Value)>>>,
+    pub(crate) posted: mpsc::UnboundedSender<Posted>,
+    /// Function URL requests waiting for their invocation's response, by request id.
+    pub(crate) waiting: Arc<Mutex<HashMap<String, oneshot::Sender<axum::response::Response>>>>,
 }
 
 /// A Runtime API on a loopback port, serving until dropped with the test's runtime.
@@ -48,33 +53,38 @@ struct Shared {
 pub struct RuntimeApi {
     address: String,
     posted: mpsc::UnboundedReceiver<Posted>,
+    shared: Shared,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared").finish_non_exhaustive()
+    }
 }
 
 impl RuntimeApi {
     /// Serve `events` (request id, event JSON), in order.
     pub async fn start(events: impl IntoIterator<Item = (String, Value)>) -> std::io::Result<Self> {
         let (tx, rx) = mpsc::unbounded_channel();
+        let (events_tx, events_rx) = mpsc::unbounded_channel();
+        for event in events {
+            let _ = events_tx.send(event);
+        }
         let shared = Shared {
-            events: Arc::new(Mutex::new(events.into_iter().collect())),
+            events: events_tx,
+            queued: Arc::new(tokio::sync::Mutex::new(events_rx)),
             posted: tx,
+            waiting: Arc::default(),
         };
         let app = Router::new()
             .route("/2018-06-01/runtime/invocation/next", get(next))
             .route(
                 "/2018-06-01/runtime/invocation/{id}/response",
-                post(
-                    |s: State<Shared>, id: Path<String>, h: HeaderMap, body: Bytes| {
-                        record(s, id.0, h, body, PostedKind::Response)
-                    },
-                ),
+                post(crate::function_url::response),
             )
             .route(
                 "/2018-06-01/runtime/invocation/{id}/error",
-                post(
-                    |s: State<Shared>, id: Path<String>, h: HeaderMap, body: Bytes| {
-                        record(s, id.0, h, body, PostedKind::Error)
-                    },
-                ),
+                post(crate::function_url::error),
             )
             .route(
                 "/2018-06-01/runtime/init/error",
@@ -82,7 +92,7 @@ impl RuntimeApi {
                     record(s, String::new(), h, body, PostedKind::InitError)
                 }),
             )
-            .with_state(shared);
+            .with_state(shared.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let address = listener.local_addr()?.to_string();
         tokio::spawn(async move {
@@ -91,7 +101,16 @@ impl RuntimeApi {
         Ok(Self {
             address,
             posted: rx,
+            shared,
         })
+    }
+
+    /// Put a Lambda Function URL in front of this Runtime API: an HTTP server on a loopback port
+    /// that turns each request into a Function URL event for `next` and answers it with that
+    /// invocation's response, relayed as it arrives when the bootstrap streams it (see
+    /// [`crate::function_url`]). Returns its base URL (`http://127.0.0.1:port`).
+    pub async fn function_url(&self) -> std::io::Result<String> {
+        crate::function_url::serve(self.shared.clone()).await
     }
 
     /// Where it listens (`host:port`, the value of `AWS_LAMBDA_RUNTIME_API`).
@@ -133,10 +152,10 @@ impl RuntimeApi {
     }
 }
 
-/// `GET .../invocation/next`: the next event with Lambda's headers, or no answer at all once the
-/// events are used up.
+/// `GET .../invocation/next`: the next event with Lambda's headers, waiting (as Lambda does)
+/// until there is one.
 async fn next(State(shared): State<Shared>) -> (HeaderMap, String) {
-    let Some((id, event)) = shared.events.lock().unwrap().pop_front() else {
+    let Some((id, event)) = shared.queued.lock().await.recv().await else {
         return std::future::pending().await;
     };
     let deadline_ms = (SystemTime::now() + INVOCATION_TIMEOUT)
@@ -160,7 +179,7 @@ async fn next(State(shared): State<Shared>) -> (HeaderMap, String) {
     (headers, event.to_string())
 }
 
-async fn record(
+pub(crate) async fn record(
     State(shared): State<Shared>,
     request_id: String,
     headers: HeaderMap,

@@ -99,6 +99,20 @@ pub fn router(app: App) -> Router {
     api.merge(webhooks).with_state(app)
 }
 
+/// Start the worker that runs the app's turn jobs (web chat and messaging channels) off its
+/// queue, until `shutdown` turns true; the returned task ends once its running turns finish.
+/// [`run`] starts it beside the HTTP server; the web Lambda starts it at init, so a posted
+/// message's turn runs, and streams, within the invocation that posted it.
+pub fn spawn_worker(app: &App, shutdown: watch::Receiver<bool>) -> tokio::task::JoinHandle<()> {
+    let worker = Arc::new(Worker {
+        queue: app.queue.clone(),
+        hub: app.hub.clone(),
+        jobs: app.channels.jobs.clone(),
+        max_concurrent: app.max_concurrent_turns,
+    });
+    tokio::spawn(worker.run(shutdown))
+}
+
 /// Serve until `shutdown` completes, running the worker beside the HTTP server. Running turns
 /// are allowed to finish before this returns.
 pub async fn run(
@@ -107,13 +121,7 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let (stop_tx, stop_rx) = watch::channel(false);
-    let worker = Arc::new(Worker {
-        queue: app.queue.clone(),
-        hub: app.hub.clone(),
-        jobs: app.channels.jobs.clone(),
-        max_concurrent: app.max_concurrent_turns,
-    });
-    let worker_task = tokio::spawn(worker.run(stop_rx));
+    let worker_task = spawn_worker(&app, stop_rx);
     // Streamed tokens are small writes: without TCP_NODELAY, Nagle plus delayed ACKs hold
     // each one back ~40 ms.
     let listener = listener.tap_io(|tcp| {
