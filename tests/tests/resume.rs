@@ -11,7 +11,7 @@ use serde_json::json;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
-use store::{ConversationStore, MessageStore, VisibleStore};
+use store::{ConversationStore, JobClaims, MessageStore, VisibleStore};
 use store_sqlite::SqliteStore;
 use tests::{Calls, FlakyStore, sample_tools, web_job, web_jobs};
 use tools::ActionId;
@@ -87,8 +87,8 @@ async fn visible(s: &Setup) -> Vec<String> {
     v.into_iter().map(|e| e.text).collect()
 }
 
-/// Die after `survive` message appends, then run the same job again on a healthy store once the
-/// dead attempt's claim has expired.
+/// Fail after `survive` message appends (storage gave out), then run the same job again on a
+/// healthy store.
 async fn die_then_retry(survive: i64, replies: Vec<Reply>) -> (Setup, engine::TurnOutcome) {
     let s = setup(replies).await;
     s.store.fail_after(survive);
@@ -98,14 +98,8 @@ async fn die_then_retry(survive: i64, replies: Vec<Reply>) -> (Setup, engine::Tu
         "{first:?}"
     );
     s.store.heal();
-    // The claim is live until the attempt's deadline (plus slack) passes: no second worker.
-    let busy = s.jobs.run(&job("job-1"), BUDGET).await;
-    assert!(
-        matches!(&busy, JobOutcome::Failed(why) if why.contains("another worker")),
-        "{busy:?}"
-    );
-    s.clock
-        .fetch_add(BUDGET.as_millis() as i64 + 60_000, Ordering::SeqCst);
+    // The failed attempt released its claim: the retry takes over at once (no waiting for the
+    // claim to expire, no delivery burnt on "another worker holds this job").
     let ran = s
         .jobs
         .run_streamed(&job("job-1"), BUDGET, &CollectSink::default())
@@ -210,5 +204,32 @@ async fn a_finished_turn_run_again_changes_nothing() {
     );
     assert_eq!(s.calls.list().len(), 1);
     assert_eq!(roles(&s).await.len(), 4);
+    assert_eq!(visible(&s).await.len(), 2);
+}
+
+#[tokio::test]
+async fn a_dead_workers_claim_keeps_the_job_until_it_expires() {
+    let s = setup(tool_then_answer()).await;
+    // A worker claimed the job and died without a word (no release).
+    let now = s.clock.load(Ordering::SeqCst);
+    let claimed = s
+        .store
+        .claim_job("web#job-1", now, now + BUDGET.as_millis() as i64)
+        .await
+        .unwrap();
+    assert_eq!(claimed, store::Claim::Fresh);
+    let busy = s.jobs.run(&job("job-1"), BUDGET).await;
+    assert!(
+        matches!(&busy, JobOutcome::Failed(why) if why.contains("another worker")),
+        "{busy:?}"
+    );
+    assert_eq!(
+        s.model.requests().len(),
+        0,
+        "no turn while the claim is live"
+    );
+    s.clock
+        .fetch_add(BUDGET.as_millis() as i64 + 1, Ordering::SeqCst);
+    assert_eq!(s.jobs.run(&job("job-1"), BUDGET).await, JobOutcome::Done);
     assert_eq!(visible(&s).await.len(), 2);
 }

@@ -19,6 +19,18 @@ use tokio::task::JoinSet;
 /// How long one receive waits for work before checking for shutdown.
 const POLL: Duration = Duration::from_millis(500);
 
+/// The longest wait between two attempts at a failed job (the backoff doubles up to this).
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
+
+/// A uniform number in `0.0..=1.0` for the retry backoff's jitter.
+fn jitter() -> f64 {
+    let mut b = [0u8; 4];
+    match getrandom::fill(&mut b) {
+        Ok(()) => f64::from(u32::from_le_bytes(b)) / f64::from(u32::MAX),
+        Err(_) => 0.5,
+    }
+}
+
 /// Longest a job may run before it is released for another try.
 const JOB_BUDGET: Duration = Duration::from_secs(10 * 60);
 
@@ -111,8 +123,9 @@ impl Worker {
         }
         let settled = match &outcome {
             JobOutcome::Failed(why) => {
-                tracing::warn!(job = %key, reason = %why, receive_count = delivery.receive_count, "job failed; it will be retried");
-                self.queue.release(&delivery.receipt).await
+                let backoff = queue::retry_backoff(delivery.receive_count, MAX_BACKOFF, jitter());
+                tracing::warn!(job = %key, reason = %why, receive_count = delivery.receive_count, ?backoff, "job failed; it will be retried");
+                self.queue.release_after(&delivery.receipt, backoff).await
             }
             other => {
                 tracing::info!(job = %key, outcome = ?other, "job handled");

@@ -48,7 +48,7 @@ impl JobQueue for BuildOnly {
     async fn ack(&self, _: &str) -> Result<(), QueueError> {
         Ok(())
     }
-    async fn release(&self, _: &str) -> Result<(), QueueError> {
+    async fn release_after(&self, _: &str, _: std::time::Duration) -> Result<(), QueueError> {
         Ok(())
     }
 }

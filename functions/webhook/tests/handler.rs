@@ -135,7 +135,7 @@ impl JobQueue for DownQueue {
     async fn ack(&self, _: &str) -> Result<(), QueueError> {
         Ok(())
     }
-    async fn release(&self, _: &str) -> Result<(), QueueError> {
+    async fn release_after(&self, _: &str, _: std::time::Duration) -> Result<(), QueueError> {
         Ok(())
     }
 }

@@ -171,7 +171,7 @@ impl ChannelJobs {
         let key = job.dedupe_key();
         let now = (o.clock)();
         let expires = now + (budget + o.claim_slack).as_millis() as i64;
-        match self.store.claim_job(&key, now, expires).await {
+        let attempt = match self.store.claim_job(&key, now, expires).await {
             Ok(Claim::Done) => {
                 return Ran {
                     outcome: JobOutcome::Skipped("already done"),
@@ -181,16 +181,20 @@ impl ChannelJobs {
             Ok(Claim::Busy { .. }) => return failed("another worker holds this job".into()),
             Ok(Claim::TakenOver { attempt }) => {
                 tracing::warn!(job = %key, attempt, "taking over a job whose worker died");
+                attempt
             }
-            Ok(Claim::Fresh) => {}
+            Ok(Claim::Fresh) => 1,
             Err(e) => return failed(format!("claim failed: {e}")),
-        }
+        };
         let held = web::HoldDone::new(sink);
-        let (outcome, turn) = match tokio::time::timeout(budget, self.answer(job, &held)).await {
+        let answered = tokio::time::timeout(budget, self.answer(job, &held)).await;
+        let (outcome, turn) = match answered {
             Ok(Ok(answered)) => answered,
-            Ok(Err(why)) => return failed(why),
-            // The claim stays until it expires; the redelivery then resumes the turn.
-            Err(_) => return failed(format!("turn deadline of {budget:?} passed")),
+            Ok(Err(why)) => return self.give_up(&key, attempt, why).await,
+            Err(_) => {
+                let why = format!("turn deadline of {budget:?} passed");
+                return self.give_up(&key, attempt, why).await;
+            }
         };
         // The reply is recorded: a client that reloads on `done` finds it.
         held.release();
@@ -203,6 +207,23 @@ impl ChannelJobs {
             }
         }
         Ran { outcome, turn }
+    }
+
+    /// This attempt is over without finishing: release its claim so the retry (after the
+    /// queue's backoff) takes over at once and resumes the turn from the stored transcript.
+    /// Crash story: a worker that dies before this leaves the claim to expire instead.
+    async fn give_up(&self, key: &str, attempt: u32, why: String) -> Ran {
+        if let Err(e) = self
+            .store
+            .release_job(key, attempt, (self.options.clock)())
+            .await
+        {
+            tracing::warn!(job = %key, error = %e, "could not release the job's claim; it will expire");
+        }
+        Ran {
+            outcome: JobOutcome::Failed(why),
+            turn: None,
+        }
     }
 
     /// Resolve who is writing, then answer: by the harness (no model call) or with a turn.

@@ -68,14 +68,14 @@ impl JobQueue for SqliteQueue {
         Ok(())
     }
 
-    async fn release(&self, receipt: &str) -> Result<(), QueueError> {
+    async fn release_after(&self, receipt: &str, delay: Duration) -> Result<(), QueueError> {
         let released = self
             .conn()
             .prepare_cached(
                 "UPDATE queue_jobs SET receipt = NULL, visible_at_ms = ?2 WHERE receipt = ?1",
             )
             .map_err(unavailable)?
-            .execute(params![receipt, now_ms()])
+            .execute(params![receipt, now_ms() + delay.as_millis() as i64])
             .map_err(unavailable)?;
         if released == 0 {
             return Err(QueueError::StaleReceipt);

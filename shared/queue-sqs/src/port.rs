@@ -99,7 +99,7 @@ impl JobQueue for SqsQueue {
         Ok(())
     }
 
-    async fn release(&self, receipt: &str) -> Result<(), QueueError> {
+    async fn release_after(&self, receipt: &str, delay: Duration) -> Result<(), QueueError> {
         if receipt.is_empty() {
             return Err(QueueError::StaleReceipt);
         }
@@ -108,7 +108,8 @@ impl JobQueue for SqsQueue {
             .change_message_visibility()
             .queue_url(&self.queue_url)
             .receipt_handle(receipt)
-            .visibility_timeout(0)
+            // Whole seconds, rounded up; SQS allows at most 12 hours.
+            .visibility_timeout(delay.as_secs_f64().ceil().min(43_200.0) as i32)
             .send();
         within(CALL_DEADLINE, "ChangeMessageVisibility", change)
             .await?

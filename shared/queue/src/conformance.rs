@@ -64,6 +64,7 @@ macro_rules! queue_conformance_tests {
             groups_are_delivered_in_parallel => check_groups_in_parallel(default_settings),
             duplicates_never_deliver_twice => check_dedupe(default_settings),
             released_job_comes_back_first => check_release(default_settings),
+            released_job_waits_out_its_backoff => check_release_after(default_settings),
             unacked_delivery_times_out => check_visibility_timeout(short_timeout_settings),
             failing_job_is_dead_lettered => check_dead_letter(short_timeout_settings),
             long_poll_wakes_on_work => check_long_poll_wakes(default_settings),
@@ -307,6 +308,34 @@ pub async fn check_release(q: &dyn JobQueue, _: &QueueSettings, fidelity: &Fidel
     q.ack(&again.receipt).await.unwrap();
     let next = receive_one(q, "a2").await;
     assert_eq!(next.receive_count, 1);
+}
+
+/// A job released with a delay stays hidden, and holds its group back, until the delay passes;
+/// then it comes back first.
+pub async fn check_release_after(q: &dyn JobQueue, _: &QueueSettings, _: &Fidelity) {
+    enqueue_all(q, &[job("A", "a1"), job("A", "a2"), job("B", "b1")]).await;
+    let first = receive_now(q, 10).await;
+    assert_eq!(sorted(ids(&first)), ["a1", "b1"]);
+    let a1 = first.iter().find(|d| d.job.message_id == "a1").unwrap();
+    let b1 = first.iter().find(|d| d.job.message_id == "b1").unwrap();
+    q.ack(&b1.receipt).await.unwrap();
+    let released = Instant::now();
+    q.release_after(&a1.receipt, Duration::from_secs(1))
+        .await
+        .unwrap();
+    assert_nothing_ready(
+        q,
+        "while the released job waits out its delay (a2 waits behind it)",
+    )
+    .await;
+    let again = q.receive(10, Duration::from_secs(5)).await.unwrap();
+    assert!(
+        released.elapsed() >= Duration::from_millis(900),
+        "came back after {:?}",
+        released.elapsed()
+    );
+    assert_eq!(ids(&again), ["a1"], "the released job comes back first");
+    assert_eq!(again[0].receive_count, 2);
 }
 
 /// A delivery neither acknowledged nor released comes back after the visibility timeout (within

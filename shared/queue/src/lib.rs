@@ -90,5 +90,38 @@ pub trait JobQueue: Send + Sync {
     async fn ack(&self, receipt: &str) -> Result<(), QueueError>;
 
     /// The job failed: make it visible again now (it keeps its place at the head of its group).
-    async fn release(&self, receipt: &str) -> Result<(), QueueError>;
+    async fn release(&self, receipt: &str) -> Result<(), QueueError> {
+        self.release_after(receipt, Duration::ZERO).await
+    }
+
+    /// The job failed: make it visible again after `delay` (a backoff; SQS rounds it up to whole
+    /// seconds, at most 12 hours). It keeps its place at the head of its group, so the group's
+    /// later jobs wait too: order is kept.
+    async fn release_after(&self, receipt: &str, delay: Duration) -> Result<(), QueueError>;
+}
+
+/// How long to wait before a failed job's next attempt: exponential in the attempts so far
+/// (1 s, 2 s, 4 s, … from `receive_count` 1), capped at `cap`, with "equal jitter": half of it
+/// always, plus a random share of the other half (`jitter` in `0.0..=1.0`), so workers that
+/// failed together do not retry together and no retry comes at once.
+pub fn retry_backoff(receive_count: u32, cap: Duration, jitter: f64) -> Duration {
+    let exp = receive_count.saturating_sub(1).min(20);
+    let full = Duration::from_secs(1u64 << exp).min(cap);
+    full / 2 + (full / 2).mul_f64(jitter.clamp(0.0, 1.0))
+}
+
+#[cfg(test)]
+mod backoff_tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_the_cap_with_half_of_it_jittered() {
+        let cap = Duration::from_secs(60);
+        assert_eq!(retry_backoff(1, cap, 0.0), Duration::from_millis(500));
+        assert_eq!(retry_backoff(1, cap, 1.0), Duration::from_secs(1));
+        assert_eq!(retry_backoff(3, cap, 0.0), Duration::from_secs(2));
+        assert_eq!(retry_backoff(3, cap, 0.5), Duration::from_secs(3));
+        assert_eq!(retry_backoff(30, cap, 1.0), cap);
+        assert_eq!(retry_backoff(0, cap, 1.0), Duration::from_secs(1));
+    }
 }

@@ -59,6 +59,15 @@ impl JobClaims for DynamoStore {
         ))
     }
 
+    async fn release_job(
+        &self,
+        job_key: &str,
+        attempt: u32,
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        self.release_claim(job_key, attempt, now_ms).await
+    }
+
     async fn finish_job(&self, job_key: &str, keep_until_ms: i64) -> Result<(), StoreError> {
         self.client
             .update_item()
@@ -84,6 +93,39 @@ impl JobClaims for DynamoStore {
 }
 
 impl DynamoStore {
+    /// Mark attempt `attempt`'s running claim expired (see [`JobClaims::release_job`]).
+    async fn release_claim(
+        &self,
+        job_key: &str,
+        attempt: u32,
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        let released = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key(PK, s(job_pk(job_key)))
+            .key(SK, s(CLAIM))
+            .update_expression("SET #expires = :expired")
+            .condition_expression("#status = :running AND #attempt = :attempt")
+            .expression_attribute_names("#status", STATUS)
+            .expression_attribute_names("#expires", EXPIRES_AT_MS)
+            .expression_attribute_names("#attempt", ATTEMPT)
+            .expression_attribute_values(":running", s(RUNNING))
+            .expression_attribute_values(":attempt", n(attempt))
+            .expression_attribute_values(":expired", n(now_ms - 1))
+            .send()
+            .await;
+        match released {
+            Ok(_) => Ok(()),
+            // Gone, done, or another attempt's claim now: not ours to release.
+            Err(SdkError::ServiceError(e)) if e.err().is_conditional_check_failed_exception() => {
+                Ok(())
+            }
+            Err(e) => Err(unavailable(e)),
+        }
+    }
+
     /// The one conditional write of a claim: the new item, or the SDK error (a refusal among
     /// them, carrying the old item).
     ///

@@ -67,4 +67,21 @@ impl JobClaims for SqliteStore {
             .map_err(unavailable)?;
         Ok(())
     }
+
+    async fn release_job(
+        &self,
+        job_key: &str,
+        attempt: u32,
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        self.conn()
+            .prepare_cached(
+                "UPDATE job_claims SET expires_at_ms = ?3 - 1
+                 WHERE job_key = ?1 AND status = 'running' AND attempt = ?2",
+            )
+            .map_err(unavailable)?
+            .execute(params![job_key, attempt, now_ms])
+            .map_err(unavailable)?;
+        Ok(())
+    }
 }

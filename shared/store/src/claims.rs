@@ -32,4 +32,11 @@ pub trait JobClaims: Send + Sync {
     /// The job is done. The record is kept at least until `keep_until_ms` (then it may expire),
     /// so redeliveries and duplicates arriving before then are skipped.
     async fn finish_job(&self, job_key: &str, keep_until_ms: i64) -> Result<(), StoreError>;
+
+    /// Attempt `attempt` (1 for a [`Claim::Fresh`] claim, `n` for `TakenOver { attempt: n }`)
+    /// ended without finishing: let the next delivery take the job over at once instead of
+    /// waiting for the claim to expire. Only that attempt's own running claim is released (one
+    /// conditional write); a later attempt's claim, or a done job, is left alone.
+    async fn release_job(&self, job_key: &str, attempt: u32, now_ms: i64)
+    -> Result<(), StoreError>;
 }

@@ -73,6 +73,7 @@ macro_rules! conformance_tests {
             large_content_round_trips => check_large_content,
             job_claims_lifecycle => check_job_claims,
             done_job_claims_expire => check_done_claims_expire,
+            released_claims_are_taken_over_at_once => check_release_job,
             conversation_leases => check_leases,
             sessions => check_sessions,
             pending_logins => check_pending_logins,
@@ -654,6 +655,41 @@ pub async fn check_job_claims(store: &dyn Store) {
             .unwrap(),
         Claim::Done
     );
+}
+
+/// An attempt that ended without finishing releases its claim: the next delivery takes over at
+/// once. A stale attempt's release touches neither a later attempt's claim nor a done job.
+pub async fn check_release_job(store: &dyn Store) {
+    let t0 = 1_800_000_000_000;
+    let job = "whatsapp#wamid.rel";
+    assert_eq!(
+        store.claim_job(job, t0, t0 + 600_000).await.unwrap(),
+        Claim::Fresh
+    );
+    assert!(matches!(
+        store.claim_job(job, t0 + 1, t0 + 600_001).await.unwrap(),
+        Claim::Busy { .. }
+    ));
+    store.release_job(job, 1, t0 + 2).await.unwrap();
+    assert_eq!(
+        store.claim_job(job, t0 + 2, t0 + 600_002).await.unwrap(),
+        Claim::TakenOver { attempt: 2 },
+        "a released claim is taken over at once"
+    );
+    // Attempt 1, late, releases again: attempt 2 keeps its claim.
+    store.release_job(job, 1, t0 + 3).await.unwrap();
+    assert!(matches!(
+        store.claim_job(job, t0 + 4, t0 + 600_004).await.unwrap(),
+        Claim::Busy { .. }
+    ));
+    store.finish_job(job, t0 + 86_400_000).await.unwrap();
+    store.release_job(job, 2, t0 + 5).await.unwrap();
+    assert_eq!(
+        store.claim_job(job, t0 + 6, t0 + 600_006).await.unwrap(),
+        Claim::Done,
+        "a done job stays done"
+    );
+    store.release_job("never-claimed", 1, t0).await.unwrap();
 }
 
 /// A done record past its retention counts as absent (stores delete expired items late, so
