@@ -32,6 +32,8 @@ pub struct ServeConfig {
     pub max_message_chars: usize,
     /// Turns run at once (across conversations; one per conversation at a time).
     pub max_concurrent_turns: usize,
+    /// `BRIDLE_SHUTDOWN_GRACE_S`: how long a stop (SIGTERM, SIGINT) may take.
+    pub shutdown_grace: std::time::Duration,
     /// Caps, prices and the reservation size (`BRIDLE_CAP_*`, `BRIDLE_PRICES_FILE`, …).
     pub budget: budget::BudgetConfig,
     /// `BRIDLE_ADMIN_TOKEN`: opens `/admin/budget`.
@@ -92,6 +94,7 @@ impl fmt::Debug for ServeConfig {
             .field("backend", &backend)
             .field("max_message_chars", &self.max_message_chars)
             .field("max_concurrent_turns", &self.max_concurrent_turns)
+            .field("shutdown_grace", &self.shutdown_grace)
             .field("budget", &self.budget)
             .field("prompt_version", &self.prompt.version)
             .field("sign_in", &self.sign_in)
@@ -138,6 +141,8 @@ impl ServeConfig {
         };
         let max_message_chars = number("BRIDLE_MAX_MESSAGE_CHARS", 8_000);
         let max_concurrent_turns = number("BRIDLE_MAX_CONCURRENT_TURNS", 8);
+        let shutdown_grace =
+            std::time::Duration::from_secs(number("BRIDLE_SHUTDOWN_GRACE_S", 25) as u64);
 
         let openai = |problems: &mut Vec<String>| {
             let base_url = var("OPENAI_BASE_URL");
@@ -221,6 +226,7 @@ impl ServeConfig {
                 backend,
                 max_message_chars,
                 max_concurrent_turns,
+                shutdown_grace,
                 budget,
                 admin_token,
                 prompt,

@@ -37,6 +37,21 @@ impl Hub {
     pub fn forget(&self, key: &str) {
         self.subscribers.lock().unwrap().remove(key);
     }
+
+    /// The server is stopping: tell every request still waiting that its message will be
+    /// answered after the restart, and end its stream. Returns how many were waiting.
+    pub fn interrupt_all(&self) -> usize {
+        let waiting: Vec<_> = self.subscribers.lock().unwrap().drain().collect();
+        for (_, tx) in &waiting {
+            let _ = tx.send(TurnEvent::Error {
+                message: engine::lines::INTERRUPTED.to_owned(),
+            });
+            let _ = tx.send(TurnEvent::Done {
+                end: engine::TurnEnd::Interrupted,
+            });
+        }
+        waiting.len()
+    }
 }
 
 /// Sends to the subscriber, if any; never blocks, never fails the turn.

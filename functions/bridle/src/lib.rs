@@ -41,6 +41,8 @@ pub struct AppOptions {
     pub model_id: String,
     pub max_message_chars: usize,
     pub max_concurrent_turns: usize,
+    /// How long a stop may take (see [`server::run`]).
+    pub shutdown_grace: std::time::Duration,
     pub engine: EngineOptions,
     pub queue: QueueSettings,
     /// Messaging channels (`/webhooks/*`); none by default.
@@ -84,6 +86,7 @@ impl Default for AppOptions {
             model_id: String::new(),
             max_message_chars: 8_000,
             max_concurrent_turns: 8,
+            shutdown_grace: std::time::Duration::from_secs(25),
             engine: EngineOptions::default(),
             queue: QueueSettings::default(),
             channels: channel_setup::ChannelSetup::default(),
@@ -171,6 +174,7 @@ pub fn build_app(
         notes,
         max_message_chars: options.max_message_chars,
         max_concurrent_turns: options.max_concurrent_turns,
+        shutdown_grace: options.shutdown_grace,
         budget: options.guards.budget.clone(),
         clock: options.guards.clock.clone(),
         admin_token: options.admin_token.clone(),

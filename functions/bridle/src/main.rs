@@ -254,6 +254,7 @@ async fn serve() -> ExitCode {
         model_id,
         max_message_chars: config.max_message_chars,
         max_concurrent_turns: config.max_concurrent_turns,
+        shutdown_grace: config.shutdown_grace,
         channels,
         guards: GuardOptions {
             budget: Arc::new(config.budget.clone()),
@@ -283,8 +284,19 @@ async fn serve() -> ExitCode {
         .map(|a| a.to_string())
         .unwrap_or_default();
     println!("Bridle is running. Open http://{addr}/ in your browser (Ctrl-C stops it).");
+    // SIGTERM is what systemd, Docker and Kubernetes send; SIGINT is Ctrl-C. Both drain.
     let shutdown = async {
-        let _ = tokio::signal::ctrl_c().await;
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            },
+            Err(err) => {
+                tracing::warn!(%err, "cannot listen for SIGTERM; only Ctrl-C stops the server");
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
         tracing::info!("shutting down; letting running turns finish");
     };
     match server::run(listener, app, shutdown).await {

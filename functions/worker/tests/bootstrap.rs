@@ -299,7 +299,7 @@ async fn the_template_environment_starts_the_worker_and_it_answers_a_newcomer() 
         .collect();
     assert_eq!(texts.len(), 1, "{texts:?}\n{logs}");
     let url = WEB_URL.trim_end_matches('/');
-    assert!(texts[0].contains(&url), "{url} not in {:?}", texts[0]);
+    assert!(texts[0].contains(url), "{url} not in {:?}", texts[0]);
     assert!(
         bedrock.requests().is_empty(),
         "a newcomer costs no model call"

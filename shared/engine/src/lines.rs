@@ -13,6 +13,9 @@ pub const TOO_LONG: &str = "This conversation has grown too long for me to keep 
 pub const MUDDLED: &str =
     "Sorry, I got muddled while working on that. Could you ask again, perhaps in other words?";
 pub const CYCLE_LIMIT: &str = "I've taken a lot of steps on this and stopped here so I don't go round in circles. Tell me how you'd like to continue.";
+/// A queued message whose turn could not start before the server stopped.
+pub const INTERRUPTED: &str =
+    "The server is restarting. Your message is saved and will be answered as soon as it is back.";
 pub const EMPTY: &str = "Sorry, I don't have an answer for that. Could you say a bit more?";
 /// What a silent reply shows where no reaction went out.
 pub const ACKNOWLEDGED: &str = "👍";

@@ -57,6 +57,9 @@ pub enum TurnEnd {
     Denied,
     /// The conversation is paused (an operator took over); nothing was generated.
     Paused,
+    /// The server stopped before the turn could start; the message is kept and answered
+    /// after the restart (only ever sent to a waiting web chat stream).
+    Interrupted,
 }
 
 /// What the turn produced.

@@ -53,6 +53,9 @@ pub struct App {
     pub admin_token: Option<String>,
     /// Sign-in with OpenID Connect; `None`: one local user, no sign-in (loopback only).
     pub sign_in: Option<Arc<crate::auth::SignIn>>,
+    /// How long a stop may take: running turns finish, then open streams and connections
+    /// close; past it the server exits anyway (`BRIDLE_SHUTDOWN_GRACE_S`).
+    pub shutdown_grace: std::time::Duration,
 }
 
 impl std::fmt::Debug for App {
@@ -113,15 +116,21 @@ pub fn spawn_worker(app: &App, shutdown: watch::Receiver<bool>) -> tokio::task::
     tokio::spawn(worker.run(shutdown))
 }
 
-/// Serve until `shutdown` completes, running the worker beside the HTTP server. Running turns
-/// are allowed to finish before this returns.
+/// Serve until `shutdown` completes, running the worker beside the HTTP server; then drain
+/// within [`App::shutdown_grace`]: stop accepting, let running turns finish, tell streams
+/// whose queued message has not started that it will be answered after the restart (the job
+/// stays in the durable queue), and wait for connections to close. Past the grace period it
+/// returns anyway: a turn cut short there resumes from the stored transcript on the next start
+/// (its claim and lease lapse), and a half-sent request was never accepted.
 pub async fn run(
     listener: TcpListener,
     app: App,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let (stop_tx, stop_rx) = watch::channel(false);
+    let mut stopping = stop_rx.clone();
     let worker_task = spawn_worker(&app, stop_rx);
+    let (hub, grace) = (app.hub.clone(), app.shutdown_grace);
     // Streamed tokens are small writes: without TCP_NODELAY, Nagle plus delayed ACKs hold
     // each one back ~40 ms.
     let listener = listener.tap_io(|tcp| {
@@ -129,12 +138,44 @@ pub async fn run(
             tracing::warn!(%err, "could not set TCP_NODELAY");
         }
     });
-    let served = axum::serve(listener, router(app))
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            let _ = stop_tx.send(true);
-        })
-        .await;
-    let _ = worker_task.await;
-    served
+    let serving = axum::serve(listener, router(app)).with_graceful_shutdown(async move {
+        shutdown.await;
+        let _ = stop_tx.send(true);
+    });
+    let mut served = tokio::spawn(serving.into_future());
+    tokio::select! {
+        result = &mut served => {
+            let _ = worker_task.await;
+            return result.unwrap_or_else(|e| Err(std::io::Error::other(e)));
+        }
+        _ = async { let _ = stopping.wait_for(|stop| *stop).await; } => {}
+    }
+    let deadline = tokio::time::Instant::now() + grace;
+    tracing::info!(
+        ?grace,
+        "stopping: no new connections; letting running turns finish"
+    );
+    if tokio::time::timeout_at(deadline, worker_task)
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            "the grace period ended with turns still running; they resume on the next start"
+        );
+    }
+    let waiting = hub.interrupt_all();
+    if waiting > 0 {
+        tracing::info!(
+            waiting,
+            "told waiting streams their messages are answered after the restart"
+        );
+    }
+    match tokio::time::timeout_at(deadline, &mut served).await {
+        Ok(result) => result.unwrap_or_else(|e| Err(std::io::Error::other(e))),
+        Err(_) => {
+            tracing::warn!("the grace period ended with connections still open; closing them");
+            served.abort();
+            Ok(())
+        }
+    }
 }

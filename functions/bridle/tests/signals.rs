@@ -1,0 +1,223 @@
+//! Stopping the real `bridle serve` binary the way service managers do: SIGTERM (systemd,
+//! Docker, Kubernetes) and SIGINT (Ctrl-C) drain — running turns finish and stream to the end, a
+//! queued message's stream is told it will be answered after the restart (and it is), a
+//! half-sent request does not hold the exit past the grace period — and the process exits 0.
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Eight words at 120 ms each: a turn that is still streaming when the signal comes.
+const SCRIPT: &str = r#"{"repeat": true, "replies": [
+  {"token_delay_ms": 120, "steps": [{"say": "one two three four five six seven eight."}, {"stop": "end_turn"}]}
+]}"#;
+
+struct Server {
+    child: Child,
+    base: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("bridle-signals-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("script.json"), SCRIPT).unwrap();
+    dir
+}
+
+/// Start `bridle serve` on a free port with its data in `dir`, and wait for its address.
+fn start(dir: &Path, grace_s: u64) -> Server {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bridle"))
+        .arg("serve")
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("BRIDLE_ADDR", "127.0.0.1:0")
+        .env("BRIDLE_DB", dir.join("bridle.db"))
+        .env("BRIDLE_BACKEND", "scripted")
+        .env("BRIDLE_SCRIPT", dir.join("script.json"))
+        .env("BRIDLE_SHUTDOWN_GRACE_S", grace_s.to_string())
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("the bridle binary starts");
+    let stdout = child.stdout.take().unwrap();
+    let mut lines = BufReader::new(stdout).lines();
+    let line = lines
+        .next()
+        .expect("the server says where it listens")
+        .unwrap();
+    let base = line
+        .split("Open ")
+        .nth(1)
+        .and_then(|rest| rest.split('/').nth(2))
+        .map(|host| format!("http://{host}"))
+        .unwrap_or_else(|| panic!("unexpected first line: {line}"));
+    std::thread::spawn(move || for _ in lines {});
+    Server { child, base }
+}
+
+fn signal(server: &Server, name: &str) {
+    let status = Command::new("kill")
+        .arg(format!("-{name}"))
+        .arg(server.child.id().to_string())
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// Wait for the process to end, at most `limit`; its exit code and how long it took.
+fn exit_within(server: &mut Server, limit: Duration) -> (Option<i32>, Duration) {
+    let started = Instant::now();
+    loop {
+        if let Some(status) = server.child.try_wait().unwrap() {
+            return (status.code(), started.elapsed());
+        }
+        assert!(
+            started.elapsed() < limit,
+            "the server did not exit within {limit:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+async fn new_conversation(http: &reqwest::Client, base: &str) -> String {
+    let res = http
+        .post(format!("{base}/api/conversations"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 201);
+    res.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+async fn post(http: &reqwest::Client, base: &str, conv: &str, text: &str) -> reqwest::Response {
+    let res = http
+        .post(format!("{base}/api/conversations/{conv}/messages"))
+        .json(&serde_json::json!({ "text": text }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    res
+}
+
+/// Read an SSE response until `stop` says so (or it ends); the whole text read.
+async fn read_until(res: &mut reqwest::Response, stop: impl Fn(&str) -> bool) -> String {
+    let mut text = String::new();
+    while let Some(chunk) = res.chunk().await.unwrap() {
+        text.push_str(&String::from_utf8_lossy(&chunk));
+        if stop(&text) {
+            break;
+        }
+    }
+    text
+}
+
+async fn history(http: &reqwest::Client, base: &str, conv: &str) -> Vec<String> {
+    let v: Value = http
+        .get(format!("{base}/api/conversations/{conv}/messages"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    v["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["text"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_drains_a_running_turn_and_a_queued_message_is_answered_after_restart() {
+    let dir = temp_dir("term");
+    let mut server = start(&dir, 10);
+    let http = reqwest::Client::new();
+    let conv = new_conversation(&http, &server.base).await;
+    let mut running = post(&http, &server.base, &conv, "first").await;
+    read_until(&mut running, |t| t.contains("event: token")).await;
+    // Queued behind the running turn (one turn at a time per conversation).
+    let mut queued = post(&http, &server.base, &conv, "second").await;
+    read_until(&mut queued, |t| t.contains("event: queued")).await;
+
+    signal(&server, "TERM");
+    let rest = read_until(&mut running, |t| t.contains("event: done")).await;
+    assert!(
+        rest.contains("\"end\":\"answered\""),
+        "the running turn finished: {rest}"
+    );
+    let told = read_until(&mut queued, |t| t.contains("event: done")).await;
+    assert!(
+        told.contains("\"end\":\"interrupted\"") && told.contains("restarting"),
+        "the waiting stream was told: {told}"
+    );
+    let (code, took) = exit_within(&mut server, Duration::from_secs(15));
+    assert_eq!(code, Some(0), "a drained stop exits 0");
+    assert!(
+        took < Duration::from_secs(10),
+        "within the grace period: {took:?}"
+    );
+    // Restarted on the same database: the queued message is answered, nothing twice.
+    let restarted = start(&dir, 10);
+    let mut answered = Vec::new();
+    for _ in 0..100 {
+        answered = history(&http, &restarted.base, &conv).await;
+        if answered.len() == 4 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        answered,
+        [
+            "first",
+            "one two three four five six seven eight.",
+            "second",
+            "one two three four five six seven eight."
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigint_with_a_half_sent_body_exits_0_within_the_grace_period() {
+    let dir = temp_dir("int");
+    let mut server = start(&dir, 2);
+    let http = reqwest::Client::new();
+    let conv = new_conversation(&http, &server.base).await;
+    let host = server.base.trim_start_matches("http://").to_owned();
+    let mut half = std::net::TcpStream::connect(&host).unwrap();
+    write!(
+        half,
+        "POST /api/conversations/{conv}/messages HTTP/1.1\r\nHost: {host}\r\n\
+         Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"te"
+    )
+    .unwrap();
+    half.flush().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+
+    signal(&server, "INT");
+    let (code, took) = exit_within(&mut server, Duration::from_secs(8));
+    assert_eq!(code, Some(0));
+    assert!(
+        took < Duration::from_secs(4),
+        "the half-sent body did not hold the exit past the 2 s grace period: {took:?}"
+    );
+    // Nothing half-received was stored.
+    let restarted = start(&dir, 2);
+    assert!(history(&http, &restarted.base, &conv).await.is_empty());
+}
