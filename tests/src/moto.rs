@@ -6,6 +6,11 @@ use store_dynamodb::DynamoStore;
 
 /// A new table named after `prefix`, as a store.
 pub async fn dynamo_store(prefix: &str) -> Arc<DynamoStore> {
+    dynamo_table(prefix).await.0
+}
+
+/// A new table named after `prefix`: the store and the table's name.
+pub async fn dynamo_table(prefix: &str) -> (Arc<DynamoStore>, String) {
     let endpoint = std::env::var("AWS_ENDPOINT_URL")
         .expect("AWS_ENDPOINT_URL is not set: run the tests with scripts/test, which starts moto");
     let config = aws_sdk_dynamodb::Config::builder()
@@ -19,5 +24,5 @@ pub async fn dynamo_store(prefix: &str) -> Arc<DynamoStore> {
     let client = aws_sdk_dynamodb::Client::from_conf(config);
     let name = format!("{prefix}-{}", uuid::Uuid::new_v4().simple());
     store_dynamodb::create_table(&client, &name).await.unwrap();
-    Arc::new(DynamoStore::new(client, name))
+    (Arc::new(DynamoStore::new(client, name.clone())), name)
 }
