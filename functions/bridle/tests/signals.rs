@@ -221,3 +221,25 @@ async fn sigint_with_a_half_sent_body_exits_0_within_the_grace_period() {
     let restarted = start(&dir, 2);
     assert!(history(&http, &restarted.base, &conv).await.is_empty());
 }
+
+#[test]
+fn without_sign_in_a_non_loopback_address_is_refused_at_start() {
+    let dir = temp_dir("addr");
+    let out = Command::new(env!("CARGO_BIN_EXE_bridle"))
+        .arg("serve")
+        .env_clear()
+        .env("BRIDLE_ADDR", "0.0.0.0:0")
+        .env("BRIDLE_DB", dir.join("bridle.db"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "a configuration error");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("not a loopback address") && said.contains("BRIDLE_OIDC_ISSUER"),
+        "{said}"
+    );
+    assert!(
+        !dir.join("bridle.db").exists(),
+        "nothing was started or written"
+    );
+}
