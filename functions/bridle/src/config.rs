@@ -34,6 +34,9 @@ pub struct ServeConfig {
     pub max_concurrent_turns: usize,
     /// `BRIDLE_SHUTDOWN_GRACE_S`: how long a stop (SIGTERM, SIGINT) may take.
     pub shutdown_grace: std::time::Duration,
+    /// `BRIDLE_HTTP_HEADER_TIMEOUT_S`, `BRIDLE_HTTP_REQUEST_TIMEOUT_S`,
+    /// `BRIDLE_HTTP_MAX_CONNECTIONS`.
+    pub http: crate::server::HttpLimits,
     /// Caps, prices and the reservation size (`BRIDLE_CAP_*`, `BRIDLE_PRICES_FILE`, …).
     pub budget: budget::BudgetConfig,
     /// `BRIDLE_ADMIN_TOKEN`: opens `/admin/budget`.
@@ -95,6 +98,7 @@ impl fmt::Debug for ServeConfig {
             .field("max_message_chars", &self.max_message_chars)
             .field("max_concurrent_turns", &self.max_concurrent_turns)
             .field("shutdown_grace", &self.shutdown_grace)
+            .field("http", &self.http)
             .field("budget", &self.budget)
             .field("prompt_version", &self.prompt.version)
             .field("sign_in", &self.sign_in)
@@ -143,6 +147,12 @@ impl ServeConfig {
         let max_concurrent_turns = number("BRIDLE_MAX_CONCURRENT_TURNS", 8);
         let shutdown_grace =
             std::time::Duration::from_secs(number("BRIDLE_SHUTDOWN_GRACE_S", 25) as u64);
+        let secs = |n: usize| std::time::Duration::from_secs(n as u64);
+        let http = crate::server::HttpLimits {
+            header_read: secs(number("BRIDLE_HTTP_HEADER_TIMEOUT_S", 10)),
+            request: secs(number("BRIDLE_HTTP_REQUEST_TIMEOUT_S", 30)),
+            max_connections: number("BRIDLE_HTTP_MAX_CONNECTIONS", 1024),
+        };
 
         let openai = |problems: &mut Vec<String>| {
             let base_url = var("OPENAI_BASE_URL");
@@ -227,6 +237,7 @@ impl ServeConfig {
                 max_message_chars,
                 max_concurrent_turns,
                 shutdown_grace,
+                http,
                 budget,
                 admin_token,
                 prompt,

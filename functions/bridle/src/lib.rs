@@ -43,6 +43,8 @@ pub struct AppOptions {
     pub max_concurrent_turns: usize,
     /// How long a stop may take (see [`server::run`]).
     pub shutdown_grace: std::time::Duration,
+    /// What the server puts up with from clients.
+    pub http: server::HttpLimits,
     pub engine: EngineOptions,
     pub queue: QueueSettings,
     /// Messaging channels (`/webhooks/*`); none by default.
@@ -87,6 +89,7 @@ impl Default for AppOptions {
             max_message_chars: 8_000,
             max_concurrent_turns: 8,
             shutdown_grace: std::time::Duration::from_secs(25),
+            http: server::HttpLimits::default(),
             engine: EngineOptions::default(),
             queue: QueueSettings::default(),
             channels: channel_setup::ChannelSetup::default(),
@@ -175,6 +178,7 @@ pub fn build_app(
         max_message_chars: options.max_message_chars,
         max_concurrent_turns: options.max_concurrent_turns,
         shutdown_grace: options.shutdown_grace,
+        http: options.http,
         budget: options.guards.budget.clone(),
         clock: options.guards.clock.clone(),
         admin_token: options.admin_token.clone(),

@@ -255,6 +255,7 @@ async fn serve() -> ExitCode {
         max_message_chars: config.max_message_chars,
         max_concurrent_turns: config.max_concurrent_turns,
         shutdown_grace: config.shutdown_grace,
+        http: config.http,
         channels,
         guards: GuardOptions {
             budget: Arc::new(config.budget.clone()),

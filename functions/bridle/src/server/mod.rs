@@ -4,9 +4,11 @@ mod admin;
 mod api;
 mod assets;
 pub(crate) mod errors;
+mod limits;
 mod link;
 mod webhooks;
 
+pub use limits::HttpLimits;
 pub use webhooks::Channels;
 mod usage;
 
@@ -18,14 +20,18 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::middleware;
 use axum::routing::{any, get, post};
-use axum::serve::ListenerExt;
 use engine::Engine;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
 use queue::JobQueue;
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 use store::Store;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{Semaphore, watch};
 
 /// Largest request body accepted, in bytes.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
@@ -56,6 +62,8 @@ pub struct App {
     /// How long a stop may take: running turns finish, then open streams and connections
     /// close; past it the server exits anyway (`BRIDLE_SHUTDOWN_GRACE_S`).
     pub shutdown_grace: std::time::Duration,
+    /// What the server puts up with from clients (`BRIDLE_HTTP_*`).
+    pub http: HttpLimits,
 }
 
 impl std::fmt::Debug for App {
@@ -93,6 +101,7 @@ pub fn router(app: App) -> Router {
         .route("/auth/signed-out", get(auth::routes::signed_out))
         .fallback(errors::not_found)
         .layer(middleware::from_fn_with_state(app.clone(), auth::gate))
+        .layer(middleware::from_fn(limits::json_errors))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES));
     // The webhook applies its own cap (and says 413 in its own words); let it see one byte more.
     let webhook_cap = app.channels.setup.max_webhook_body_bytes + 1;
@@ -128,33 +137,20 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let (stop_tx, stop_rx) = watch::channel(false);
-    let mut stopping = stop_rx.clone();
-    let worker_task = spawn_worker(&app, stop_rx);
-    let (hub, grace) = (app.hub.clone(), app.shutdown_grace);
-    // Streamed tokens are small writes: without TCP_NODELAY, Nagle plus delayed ACKs hold
-    // each one back ~40 ms.
-    let listener = listener.tap_io(|tcp| {
-        if let Err(err) = tcp.set_nodelay(true) {
-            tracing::warn!(%err, "could not set TCP_NODELAY");
-        }
-    });
-    let serving = axum::serve(listener, router(app)).with_graceful_shutdown(async move {
-        shutdown.await;
-        let _ = stop_tx.send(true);
-    });
-    let mut served = tokio::spawn(serving.into_future());
-    tokio::select! {
-        result = &mut served => {
-            let _ = worker_task.await;
-            return result.unwrap_or_else(|e| Err(std::io::Error::other(e)));
-        }
-        _ = async { let _ = stopping.wait_for(|stop| *stop).await; } => {}
-    }
+    let worker_task = spawn_worker(&app, stop_rx.clone());
+    let (hub, grace, limits) = (app.hub.clone(), app.shutdown_grace, app.http);
+    let service = router(app).layer(middleware::from_fn(move |request, next| {
+        limits::limit_requests(limits, request, next)
+    }));
+    let accepting = tokio::spawn(accept(listener, service, limits, stop_rx));
+    shutdown.await;
+    let _ = stop_tx.send(true);
     let deadline = tokio::time::Instant::now() + grace;
     tracing::info!(
         ?grace,
         "stopping: no new connections; letting running turns finish"
     );
+    let graceful = accepting.await.map_err(std::io::Error::other)?;
     if tokio::time::timeout_at(deadline, worker_task)
         .await
         .is_err()
@@ -170,12 +166,72 @@ pub async fn run(
             "told waiting streams their messages are answered after the restart"
         );
     }
-    match tokio::time::timeout_at(deadline, &mut served).await {
-        Ok(result) => result.unwrap_or_else(|e| Err(std::io::Error::other(e))),
-        Err(_) => {
-            tracing::warn!("the grace period ended with connections still open; closing them");
-            served.abort();
-            Ok(())
-        }
+    if tokio::time::timeout_at(deadline, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("the grace period ended with connections still open; closing them");
     }
+    Ok(())
+}
+
+/// Accept connections until `stop` turns true, at most `limits.max_connections` at a time,
+/// each served by hyper with the header timer on (it also closes idle keep-alive
+/// connections); returns the watch over the open ones, for the stop to wait on.
+async fn accept(
+    listener: TcpListener,
+    service: Router,
+    limits: HttpLimits,
+    mut stop: watch::Receiver<bool>,
+) -> GracefulShutdown {
+    let graceful = GracefulShutdown::new();
+    let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read);
+    builder.http2().timer(TokioTimer::new());
+    let builder = Arc::new(builder);
+    loop {
+        let permit = tokio::select! {
+            p = permits.clone().acquire_owned() => p.expect("the semaphore is never closed"),
+            _ = stopped(&mut stop) => return graceful,
+        };
+        let tcp = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((tcp, _)) => tcp,
+                Err(err) => {
+                    // Out of file descriptors and the like: wait, do not spin.
+                    tracing::warn!(%err, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            _ = stopped(&mut stop) => return graceful,
+        };
+        // Streamed tokens are small writes: without TCP_NODELAY, Nagle plus delayed ACKs hold
+        // each one back ~40 ms.
+        if let Err(err) = tcp.set_nodelay(true) {
+            tracing::warn!(%err, "could not set TCP_NODELAY");
+        }
+        let service = TowerToHyperService::new(service.clone());
+        let builder = builder.clone();
+        let connection = graceful.watch(
+            builder
+                .serve_connection_with_upgrades(TokioIo::new(tcp), service)
+                .into_owned(),
+        );
+        tokio::spawn(async move {
+            if let Err(err) = connection.await {
+                tracing::debug!(%err, "connection ended with an error");
+            }
+            drop(permit);
+        });
+    }
+}
+
+/// Resolves once `stop` turns true (or its sender is gone).
+async fn stopped(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|stop| *stop).await;
 }

@@ -1,0 +1,128 @@
+//! What the server puts up with from a client, and how it says no. The connection loop (hyper
+//! with a timer) closes a connection whose request headers do not arrive within
+//! [`HttpLimits::header_read`] — the same timer closes a keep-alive connection left idle that
+//! long — and serves at most [`HttpLimits::max_connections`] at once (the rest wait in the
+//! listen backlog). A request must arrive whole and be answered (its response begun) within
+//! [`HttpLimits::request`]: a slow or short body gets 408. Every error the router answers has a
+//! JSON body with a sentence, whoever made it (a rejection, axum's 405 with its `Allow`, an
+//! over-long URI or header block).
+
+use super::errors::ApiError;
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use std::time::Duration;
+
+/// The longest request target (path and query) accepted; longer gets 414.
+pub const MAX_URI_BYTES: usize = 8 * 1024;
+/// The largest header block accepted; larger gets 431.
+pub const MAX_HEADER_BYTES: usize = 32 * 1024;
+
+/// The server's limits (`BRIDLE_HTTP_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HttpLimits {
+    /// Request headers must arrive within this, and an idle keep-alive connection is closed
+    /// after it.
+    pub header_read: Duration,
+    /// A request must arrive whole and its response begin within this.
+    pub request: Duration,
+    /// Connections served at once.
+    pub max_connections: usize,
+}
+
+impl Default for HttpLimits {
+    fn default() -> Self {
+        Self {
+            header_read: Duration::from_secs(10),
+            request: Duration::from_secs(30),
+            max_connections: 1024,
+        }
+    }
+}
+
+/// 408 for a request that took too long to arrive or to be answered; 414 and 431 for an
+/// over-long target or header block.
+pub async fn limit_requests(limits: HttpLimits, request: Request, next: Next) -> Response {
+    if request.uri().to_string().len() > MAX_URI_BYTES {
+        return ApiError::new(
+            StatusCode::URI_TOO_LONG,
+            format!("The address is longer than the {MAX_URI_BYTES}-byte limit."),
+        )
+        .with_limit(MAX_URI_BYTES)
+        .into_response();
+    }
+    let header_bytes: usize = request
+        .headers()
+        .iter()
+        .map(|(k, v)| k.as_str().len() + v.len() + 4)
+        .sum();
+    if header_bytes > MAX_HEADER_BYTES {
+        return ApiError::new(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            format!("The request headers are larger than the {MAX_HEADER_BYTES}-byte limit."),
+        )
+        .with_limit(MAX_HEADER_BYTES)
+        .into_response();
+    }
+    match tokio::time::timeout(limits.request, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => {
+            let mut response = ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                format!(
+                    "The request did not arrive whole within {} seconds; send it again.",
+                    limits.request.as_secs()
+                ),
+            )
+            .into_response();
+            response
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            response
+        }
+    }
+}
+
+/// Give every error response without a body of its own kind a JSON one: `{"error": "…"}` with
+/// the text it had (or the status's reason), keeping its headers (`Allow` on a 405). Pages
+/// (HTML) and JSON are left as they are.
+pub async fn json_errors(request: Request, next: Next) -> Response {
+    let response = next.run(request).await;
+    let status = response.status();
+    if !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    let kind = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    if kind.starts_with("application/json") || kind.starts_with("text/html") {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let text = match axum::body::to_bytes(body, 16 * 1024).await {
+        Ok(bytes) if !bytes.is_empty() => String::from_utf8_lossy(&bytes).trim().to_owned(),
+        _ => String::new(),
+    };
+    let sentence = match (status, text.is_empty()) {
+        (StatusCode::METHOD_NOT_ALLOWED, _) => {
+            "This address does not take that method; its Allow header lists the ones it does."
+                .to_owned()
+        }
+        (_, false) => text,
+        (_, true) => status
+            .canonical_reason()
+            .unwrap_or("The request failed")
+            .to_owned(),
+    };
+    let body = serde_json::json!({ "error": sentence }).to_string();
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, Body::from(body))
+}

@@ -1,0 +1,190 @@
+//! What the local server puts up with from a client, over raw TCP where timing matters: slow
+//! headers, an idle keep-alive connection, a slow or short body, more connections than the cap;
+//! and every error answered with a JSON sentence (405 with `Allow`, 414, 431, a malformed path).
+
+use bridle::AppOptions;
+use bridle::server::HttpLimits;
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+use tests::EchoModel;
+use tests::server::TestServer;
+
+const SHORT: Duration = Duration::from_millis(800);
+
+async fn server(max_connections: usize) -> TestServer {
+    TestServer::start(
+        EchoModel::new(Duration::ZERO),
+        AppOptions {
+            http: HttpLimits {
+                header_read: SHORT,
+                request: SHORT,
+                max_connections,
+            },
+            ..AppOptions::default()
+        },
+    )
+    .await
+}
+
+fn connect(s: &TestServer) -> TcpStream {
+    let tcp = TcpStream::connect(s.base.trim_start_matches("http://")).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    tcp
+}
+
+/// Read until the server closes the connection (or 5 s pass); what came, and when it closed.
+fn read_to_close(tcp: &mut TcpStream) -> (String, Duration) {
+    let started = Instant::now();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match tcp.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) => panic!("the connection stayed open past 5 s: {e}"),
+        }
+    }
+    (
+        String::from_utf8_lossy(&got).into_owned(),
+        started.elapsed(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_headers_and_idle_connections_are_closed() {
+    let s = server(16).await;
+    let (slow, idle) = tokio::task::spawn_blocking({
+        let s_base = s.base.clone();
+        move || {
+            let host = s_base.trim_start_matches("http://").to_owned();
+            // Headers that never finish.
+            let mut slow = TcpStream::connect(&host).unwrap();
+            slow.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            slow.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+                .unwrap();
+            let slow = read_to_close(&mut slow);
+            // One whole request, then nothing on the kept-alive connection.
+            let mut idle = TcpStream::connect(&host).unwrap();
+            idle.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            idle.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+                .unwrap();
+            let idle = read_to_close(&mut idle);
+            (slow, idle)
+        }
+    })
+    .await
+    .unwrap();
+    assert!(
+        slow.1 >= SHORT / 2 && slow.1 < Duration::from_secs(3),
+        "{slow:?}"
+    );
+    assert!(idle.0.starts_with("HTTP/1.1 200"), "{idle:?}");
+    assert!(
+        idle.1 < Duration::from_secs(3),
+        "an idle connection is closed: {idle:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_or_short_body_gets_408_with_a_sentence() {
+    let s = server(16).await;
+    let conv = s.new_conversation().await;
+    let mut tcp = connect(&s);
+    let head = format!(
+        "POST /api/conversations/{conv}/messages HTTP/1.1\r\nHost: x\r\n\
+         Content-Type: application/json\r\nContent-Length: 60\r\n\r\n{{\"text\": \"hel"
+    );
+    let (answer, took) = tokio::task::spawn_blocking(move || {
+        tcp.write_all(head.as_bytes()).unwrap();
+        read_to_close(&mut tcp)
+    })
+    .await
+    .unwrap();
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("application/json"), "{answer}");
+    assert!(answer.contains("did not arrive whole"), "{answer}");
+    assert!(took < Duration::from_secs(3), "{took:?}");
+    // Nothing of the half message was kept.
+    assert!(s.history(&conv).await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_beyond_the_cap_wait_for_a_free_one() {
+    let s = server(1).await;
+    let host = s.base.trim_start_matches("http://").to_owned();
+    let (waited, answer) = tokio::task::spawn_blocking(move || {
+        // The one connection the server serves now: open, saying nothing yet.
+        let mut first = TcpStream::connect(&host).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        let mut second = TcpStream::connect(&host).unwrap();
+        second
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let started = Instant::now();
+        second
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        // The first connection ends (its header timer, or here its close) before the second
+        // is served.
+        std::thread::sleep(Duration::from_millis(300));
+        first
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let _ = read_to_close(&mut first);
+        let (answer, _) = read_to_close(&mut second);
+        (started.elapsed(), answer)
+    })
+    .await
+    .unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(
+        waited >= Duration::from_millis(300),
+        "the second connection waited for the first: {waited:?}"
+    );
+}
+
+#[tokio::test]
+async fn every_error_is_a_json_sentence() {
+    let s = server(16).await;
+    let http = reqwest::Client::new();
+    let check = |res: reqwest::Response, status: u16| async move {
+        assert_eq!(res.status().as_u16(), status);
+        let allow = res
+            .headers()
+            .get("allow")
+            .map(|v| v.to_str().unwrap().to_owned());
+        let body: Value = res.json().await.expect("a JSON body");
+        let sentence = body["error"]
+            .as_str()
+            .expect("an error sentence")
+            .to_owned();
+        assert!(!sentence.is_empty());
+        (sentence, allow)
+    };
+    let (sentence, allow) = check(http.post(s.url("/api/usage")).send().await.unwrap(), 405).await;
+    assert_eq!(allow.as_deref(), Some("GET,HEAD"));
+    assert!(sentence.contains("Allow"), "{sentence}");
+    let long = format!("/api/conversations/{}/messages", "a".repeat(9_000));
+    check(http.get(s.url(&long)).send().await.unwrap(), 414).await;
+    let big = "x".repeat(40 * 1024);
+    check(
+        http.get(s.url("/api/conversations"))
+            .header("x-big", big)
+            .send()
+            .await
+            .unwrap(),
+        431,
+    )
+    .await;
+    check(
+        http.get(s.url("/api/conversations/%FF%FE/messages"))
+            .send()
+            .await
+            .unwrap(),
+        400,
+    )
+    .await;
+    check(http.get(s.url("/no/such/page")).send().await.unwrap(), 404).await;
+}
