@@ -15,6 +15,8 @@ pub struct FlakyStore {
     pub inner: Arc<SqliteStore>,
     /// Appends still allowed; below zero means "never fail".
     appends_left: AtomicI64,
+    /// Tool-result writes still allowed; below zero means "never fail".
+    results_left: AtomicI64,
 }
 
 impl FlakyStore {
@@ -22,6 +24,7 @@ impl FlakyStore {
         Self {
             inner,
             appends_left: AtomicI64::new(-1),
+            results_left: AtomicI64::new(-1),
         }
     }
 
@@ -30,8 +33,15 @@ impl FlakyStore {
         self.appends_left.store(n, Ordering::SeqCst);
     }
 
+    /// Let `n` more tool-result writes through, then fail every one after (the worker died
+    /// after a tool's effect, before its result was recorded).
+    pub fn fail_results_after(&self, n: i64) {
+        self.results_left.store(n, Ordering::SeqCst);
+    }
+
     pub fn heal(&self) {
         self.appends_left.store(-1, Ordering::SeqCst);
+        self.results_left.store(-1, Ordering::SeqCst);
     }
 }
 
@@ -116,6 +126,35 @@ impl store::Leases for FlakyStore {
         holder: &str,
     ) -> Result<(), StoreError> {
         self.inner.release_lease(conversation, holder).await
+    }
+}
+
+#[async_trait]
+impl store::ToolResults for FlakyStore {
+    async fn put_tool_result(
+        &self,
+        conversation: &ConversationId,
+        asked_at: u64,
+        tool_use_id: &str,
+        result: &transcript::Part,
+    ) -> Result<(), StoreError> {
+        let left = self.results_left.load(Ordering::SeqCst);
+        if left == 0 {
+            return Err(StoreError::Unavailable("the worker died here".into()));
+        }
+        if left > 0 {
+            self.results_left.fetch_sub(1, Ordering::SeqCst);
+        }
+        self.inner
+            .put_tool_result(conversation, asked_at, tool_use_id, result)
+            .await
+    }
+    async fn tool_results(
+        &self,
+        conversation: &ConversationId,
+        asked_at: u64,
+    ) -> Result<std::collections::HashMap<String, transcript::Part>, StoreError> {
+        self.inner.tool_results(conversation, asked_at).await
     }
 }
 

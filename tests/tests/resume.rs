@@ -130,8 +130,9 @@ async fn died_before_the_answer_was_stored_calls_the_model_again_once() {
 }
 
 #[tokio::test]
-async fn died_after_the_tool_call_was_stored_runs_the_tool_whose_result_is_missing() {
-    // Stored: user, assistant asking for list_events. Lost: the tool result.
+async fn died_before_the_tool_message_was_written_reuses_the_recorded_result() {
+    // Stored: user, assistant asking for list_events, and list_events' own result record.
+    // Lost: the tool message. The tool does not run again.
     let (s, outcome) = die_then_retry(2, tool_then_answer()).await;
     assert_eq!(outcome.end, TurnEnd::Answered);
     assert_eq!(
@@ -143,9 +144,90 @@ async fn died_after_the_tool_call_was_stored_runs_the_tool_whose_result_is_missi
         2,
         "the stored answer is not asked for again"
     );
-    // The first attempt ran the tool but its result was lost; the retry runs it once more.
-    assert_eq!(s.calls.list().len(), 2);
+    assert_eq!(s.calls.list().len(), 1, "the recorded result is reused");
     assert_eq!(outcome.reply, "Let me look.\n\nSpring Open and Summer Cup.");
+}
+
+/// An answer with two calls that change things, then a closing answer.
+fn two_creations() -> Vec<Reply> {
+    vec![
+        Reply::new()
+            .say("Creating both.")
+            .call(
+                "t1",
+                "create_event",
+                json!({"title": "Spring Open", "date": "2027-04-01"}),
+            )
+            .call(
+                "t2",
+                "create_event",
+                json!({"title": "Summer Cup", "date": "2027-07-01"}),
+            )
+            .stop(StopReason::ToolUse),
+        Reply::text("Both are in."),
+    ]
+}
+
+#[tokio::test]
+async fn a_resumed_turn_runs_only_the_calls_that_never_finished_and_the_model_sees_the_same_bytes()
+{
+    // The uninterrupted run, for comparison.
+    let clean = setup(two_creations()).await;
+    let ran = clean
+        .jobs
+        .run_streamed(&job("job-1"), BUDGET, &CollectSink::default())
+        .await;
+    assert_eq!(ran.outcome, JobOutcome::Done);
+
+    // The same turn, cut after the first call's result was recorded and the second call ran
+    // but could not be recorded (the worker died there).
+    let s = setup(two_creations()).await;
+    s.store.fail_results_after(1);
+    let first = s.jobs.run(&job("job-1"), BUDGET).await;
+    assert!(matches!(first, JobOutcome::Failed(_)), "{first:?}");
+    s.store.heal();
+    let ran = s
+        .jobs
+        .run_streamed(&job("job-1"), BUDGET, &CollectSink::default())
+        .await;
+    assert_eq!(ran.outcome, JobOutcome::Done);
+    let titles: Vec<String> = s
+        .calls
+        .list()
+        .iter()
+        .map(|(_, input)| input["title"].as_str().unwrap().to_owned())
+        .collect();
+    // The first call's effect happened once; the second, whose result never got recorded,
+    // ran again (the one window a crash can repeat: between a tool's effect and its record).
+    assert_eq!(titles, ["Spring Open", "Summer Cup", "Summer Cup"]);
+    // What the model was sent after the tools is byte for byte what the clean run sent.
+    let (a, b) = (clean.model.requests(), s.model.requests());
+    assert_eq!(a.len(), 2);
+    assert_eq!(b.len(), 2);
+    assert_eq!(
+        serde_json::to_string(&a[1].messages).unwrap(),
+        serde_json::to_string(&b[1].messages).unwrap()
+    );
+    assert_eq!(
+        visible(&s).await,
+        ["what's on?", "Creating both.\n\nBoth are in."]
+    );
+}
+
+#[tokio::test]
+async fn a_crash_after_every_result_was_recorded_repeats_no_effect() {
+    let s = setup(two_creations()).await;
+    // Both results recorded; the tool message (third message append) is lost.
+    s.store.fail_after(2);
+    let first = s.jobs.run(&job("job-1"), BUDGET).await;
+    assert!(matches!(first, JobOutcome::Failed(_)), "{first:?}");
+    s.store.heal();
+    assert_eq!(s.jobs.run(&job("job-1"), BUDGET).await, JobOutcome::Done);
+    assert_eq!(s.calls.list().len(), 2, "each creation ran exactly once");
+    assert_eq!(
+        roles(&s).await,
+        [Role::User, Role::Assistant, Role::Tool, Role::Assistant]
+    );
 }
 
 #[tokio::test]

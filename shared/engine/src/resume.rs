@@ -12,8 +12,9 @@ use transcript::{Message, Part, Role};
 pub(crate) enum Next {
     /// Call the model (after the user message or after tool results).
     Model,
-    /// The last answer asked for tools whose results were never stored: run them.
-    Tools(Vec<ToolCall>),
+    /// The last answer (stored at position `asked_at`) asked for tools and their tool message
+    /// was never stored: run the calls whose own results are not stored either.
+    Tools { calls: Vec<ToolCall>, asked_at: u64 },
     /// The turn had ended; only the bookkeeping after it may be missing.
     Finished,
 }
@@ -50,7 +51,10 @@ pub(crate) fn find(history: &[Message], action_id: &str) -> Option<Resume> {
             if calls.is_empty() {
                 Next::Finished
             } else {
-                Next::Tools(calls)
+                Next::Tools {
+                    calls,
+                    asked_at: last.position,
+                }
             }
         }
         // A line of the harness's own (bail-out, cut-off, apology) ends a turn.
@@ -138,7 +142,7 @@ mod tests {
     fn tools_without_results_are_run_and_stored_results_are_not() {
         let r = find(&[user("a1"), asks_for_tool("a1")], "a1").unwrap();
         assert_eq!(r.calls_made, 1);
-        assert!(matches!(&r.next, Next::Tools(c) if c.len() == 1 && c[0].id == "t1"));
+        assert!(matches!(&r.next, Next::Tools { calls: c, .. } if c.len() == 1 && c[0].id == "t1"));
         assert_eq!(r.shown, "Checking.");
         let done = row(Role::Tool, vec![], false, "a1");
         let r = find(&[user("a1"), asks_for_tool("a1"), done], "a1").unwrap();

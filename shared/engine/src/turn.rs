@@ -187,6 +187,14 @@ struct Turn<'a> {
     tool_errors: u32,
 }
 
+/// Where the answer that asked for tools is stored, and whether the turn is resuming (only then
+/// can some of its calls have recorded results).
+#[derive(Debug, Clone, Copy)]
+struct Asked {
+    at: u64,
+    resumed: bool,
+}
+
 /// What the loop does after an answer that asked for tools.
 enum Flow {
     /// The tools ran: call the model again.
@@ -295,9 +303,13 @@ impl<'a> Turn<'a> {
         let mut cycle = self.model_calls;
         match self.resume.take() {
             Some(Next::Finished) => return Ok(TurnEnd::Answered),
-            Some(Next::Tools(calls)) => {
+            Some(Next::Tools { calls, asked_at }) => {
+                let asked = Asked {
+                    at: asked_at,
+                    resumed: true,
+                };
                 match self
-                    .handle_calls(&calls, &StopReason::ToolUse, cycle)
+                    .handle_calls(&calls, &StopReason::ToolUse, cycle, asked)
                     .await?
                 {
                     Flow::Continue => {}
@@ -330,7 +342,11 @@ impl<'a> Turn<'a> {
             self.append(Role::Assistant, acc.parts, Some(record))
                 .await?;
             if !calls.is_empty() {
-                match self.handle_calls(&calls, &stop, cycle).await? {
+                let asked = Asked {
+                    at: self.next_position - 1,
+                    resumed: false,
+                };
+                match self.handle_calls(&calls, &stop, cycle, asked).await? {
                     Flow::Continue => continue,
                     Flow::End(end) => return Ok(end),
                     Flow::Conclude => {}
@@ -347,6 +363,7 @@ impl<'a> Turn<'a> {
         calls: &[ToolCall],
         stop: &StopReason,
         cycle: u32,
+        asked: Asked,
     ) -> Result<Flow, EngineError> {
         let max_cycles = self.engine.options.max_cycles.max(1);
         let runnable = matches!(
@@ -354,7 +371,7 @@ impl<'a> Turn<'a> {
             StopReason::ToolUse | StopReason::EndTurn | StopReason::StopSequence
         );
         if runnable && cycle < max_cycles {
-            self.run_tools(calls).await?;
+            self.run_tools(calls, asked).await?;
             return Ok(Flow::Continue);
         }
         let why = if runnable {
@@ -644,14 +661,52 @@ impl<'a> Turn<'a> {
         Ok(TurnEnd::BackendFailed)
     }
 
-    async fn run_tools(&mut self, calls: &[ToolCall]) -> Result<(), EngineError> {
+    /// Run the calls one after another, recording each result the moment the call finishes
+    /// (DESIGN invariant 10), then write them together as one tool message. A resumed turn
+    /// reuses the results already recorded and runs only the calls that never finished.
+    /// Crash story: a crash between a tool's effect and its result record repeats that one
+    /// call on resume; a crash after the record repeats nothing.
+    async fn run_tools(&mut self, calls: &[ToolCall], asked: Asked) -> Result<(), EngineError> {
         let engine = self.engine;
+        let store = &engine.store;
+        let mut stored = if asked.resumed {
+            store.tool_results(&self.conv.id, asked.at).await?
+        } else {
+            Default::default()
+        };
         let mut results = Vec::with_capacity(calls.len());
         for call in calls {
+            if let Some(part) = stored.remove(&call.id) {
+                let is_error = matches!(part, Part::ToolResult { is_error: true, .. });
+                tracing::info!(tool = %call.name, call = %call.id, "reusing the result recorded before the interruption");
+                self.sink.emit(TurnEvent::ToolResult {
+                    id: call.id.clone(),
+                    name: call.name.clone(),
+                    is_error,
+                });
+                results.push(part);
+                continue;
+            }
             let outcome = match engine.hold_for_confirmation(&self.ctx, call).await {
                 Some(held) => held,
                 None => engine.tools.run(&self.ctx, &self.conv.purpose, call).await,
             };
+            let mut outcome = outcome;
+            match store
+                .put_tool_result(&self.conv.id, asked.at, &call.id, &outcome.part)
+                .await
+            {
+                Ok(()) => {}
+                // Recorded by an attempt that was still running: the first record stands.
+                Err(store::StoreError::Conflict { .. }) => {
+                    tracing::warn!(tool = %call.name, call = %call.id, "a result was already recorded for this call");
+                    let mut recorded = store.tool_results(&self.conv.id, asked.at).await?;
+                    if let Some(part) = recorded.remove(&call.id) {
+                        outcome.part = part;
+                    }
+                }
+                Err(e) => return Err(e.into()),
+            }
             self.sink.emit(TurnEvent::ToolResult {
                 id: call.id.clone(),
                 name: call.name.clone(),

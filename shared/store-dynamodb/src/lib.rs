@@ -18,6 +18,7 @@
 //! | visible entry | `CONV#<id>` | `SEEN#<position>` | `position`, `body` |
 //! | body continuation | as its head | head's `sk` + `#PART#<n>` | `chunk = n`, `body`, (`lsi1sk` + `#PART#<n>`) |
 //! | job claim | `JOB#<job key>` | `CLAIM` | `status`, `expires_at_ms`, `attempt`, `keep_until_ms`, `ttl` |
+//! | a tool call's result | `CONV#<id>` | `TOOL#<asked-at position, 20 digits>#<call id>` | `call_id`, `body` (the result part as JSON) |
 //! | conversation lease | `CONV#<id>` | `LEASE` | `holder`, `expires_at_ms`, `ttl` |
 //! | web session | `SESSION#<sha-256 of its secret>` | `SESSION` | `user_id`, `csrf`, `created_at_ms`, `expires_at_ms`, `ttl` |
 //! | sign-in in progress | `LOGIN#<state>` | `LOGIN` | `nonce`, `pkce_verifier`, `return_to`, `expires_at_ms`, `ttl` |
@@ -136,6 +137,7 @@ mod query;
 mod records;
 mod sessions;
 mod table;
+mod tool_results;
 mod undo;
 mod visible;
 

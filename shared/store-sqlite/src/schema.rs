@@ -151,6 +151,14 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         return_to TEXT NOT NULL,
         expires_at_ms INTEGER NOT NULL
     ) STRICT;",
+    // 10: each tool call's result, written as the call finishes (a resumed turn reuses it).
+    "CREATE TABLE tool_results (
+        conversation_id TEXT NOT NULL,
+        asked_at INTEGER NOT NULL,
+        tool_use_id TEXT NOT NULL,
+        body TEXT NOT NULL,
+        PRIMARY KEY (conversation_id, asked_at, tool_use_id)
+    ) STRICT;",
 ];
 
 /// The schema version this build writes and understands.

@@ -31,6 +31,7 @@ mod accounts;
 mod budget;
 mod leases;
 mod sessions;
+mod tool_results;
 
 pub use accounts::{
     check_account_status, check_accounts, check_accounts_listing, check_bindings_and_unbind,
@@ -39,6 +40,7 @@ pub use accounts::{
 
 pub use leases::{check_concurrent_leases, check_leases};
 pub use sessions::{check_concurrent_take_login, check_pending_logins, check_sessions};
+pub use tool_results::check_tool_results;
 
 pub use budget::{
     check_budget_buckets_of_window, check_budget_reserve_and_settle,
@@ -76,6 +78,7 @@ macro_rules! conformance_tests {
             released_claims_are_taken_over_at_once => check_release_job,
             conversation_leases => check_leases,
             sessions => check_sessions,
+            tool_results_written_once => check_tool_results,
             pending_logins => check_pending_logins,
             link_code_round_trip => check_link_code_round_trip,
             link_code_redeems_once => check_link_code_redeems_once,

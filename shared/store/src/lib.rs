@@ -22,6 +22,7 @@ mod identities;
 mod leases;
 mod records;
 mod sessions;
+mod tool_results;
 mod visible;
 
 pub use accounts::{
@@ -41,6 +42,7 @@ pub use records::{
     rows_to_undo,
 };
 pub use sessions::{PendingLogin, Session, Sessions};
+pub use tool_results::ToolResults;
 pub use visible::{Button, VisibleEntry, VisibleRole};
 
 use async_trait::async_trait;
@@ -103,6 +105,7 @@ pub trait Store:
     + JobClaims
     + Leases
     + Sessions
+    + ToolResults
     + Identities
     + Records
     + Confirmations
@@ -118,6 +121,7 @@ impl<
         + JobClaims
         + Leases
         + Sessions
+        + ToolResults
         + Identities
         + Records
         + Confirmations

@@ -1,0 +1,68 @@
+//! `ToolResults`: one item per finished tool call, in the conversation's partition
+//! (`CONV#<id>` / `TOOL#<asked-at position>#<call id>`), written once with a conditional put.
+
+use crate::DynamoStore;
+use crate::error::write_error;
+use crate::item::{corrupt, get_s, s};
+use crate::keys::{PK, SK, conversation_pk};
+use async_trait::async_trait;
+use std::collections::HashMap;
+use store::{StoreError, ToolResults};
+use transcript::{ConversationId, Part};
+
+const BODY: &str = "body";
+const CALL: &str = "call_id";
+
+fn prefix(asked_at: u64) -> String {
+    format!("TOOL#{asked_at:020}#")
+}
+
+#[async_trait]
+impl ToolResults for DynamoStore {
+    async fn put_tool_result(
+        &self,
+        conversation: &ConversationId,
+        asked_at: u64,
+        tool_use_id: &str,
+        result: &Part,
+    ) -> Result<(), StoreError> {
+        let what = format!("tool result {conversation}@{asked_at}#{tool_use_id}");
+        let body = serde_json::to_string(result).map_err(|e| corrupt(&what, e))?;
+        self.client
+            .put_item()
+            .table_name(&self.table)
+            .item(PK, s(conversation_pk(conversation)))
+            .item(SK, s(format!("{}{tool_use_id}", prefix(asked_at))))
+            .item(CALL, s(tool_use_id))
+            .item(BODY, s(body))
+            .condition_expression("attribute_not_exists(pk)")
+            .send()
+            .await
+            .map_err(|e| write_error(e, || StoreError::Conflict { what }))?;
+        Ok(())
+    }
+
+    async fn tool_results(
+        &self,
+        conversation: &ConversationId,
+        asked_at: u64,
+    ) -> Result<HashMap<String, Part>, StoreError> {
+        let query = self
+            .query()
+            .key_condition_expression("#pk = :pk AND begins_with(#sk, :tool)")
+            .expression_attribute_names("#pk", PK)
+            .expression_attribute_names("#sk", SK)
+            .expression_attribute_values(":pk", s(conversation_pk(conversation)))
+            .expression_attribute_values(":tool", s(prefix(asked_at)))
+            .consistent_read(true);
+        let mut out = HashMap::new();
+        for item in self.query_all(query).await? {
+            let what = format!("tool result {conversation}@{asked_at}");
+            let id = get_s(&item, CALL, &what)?.to_owned();
+            let part =
+                serde_json::from_str(get_s(&item, BODY, &what)?).map_err(|e| corrupt(&what, e))?;
+            out.insert(id, part);
+        }
+        Ok(out)
+    }
+}
