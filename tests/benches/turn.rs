@@ -12,10 +12,10 @@ use engine::{Engine, EngineOptions, NullSink, TurnEnd, TurnInput};
 use futures::StreamExt;
 use serde_json::json;
 use std::sync::Arc;
-use store::{ConversationStore, MessageStore, VisibleEntry, VisibleStore};
+use store::{ConversationStore, MessageStore, ToolResults, VisibleEntry, VisibleStore};
 use store_sqlite::SqliteStore;
 use tools::ActionId;
-use transcript::{Conversation, ConversationId, Message, StopReason};
+use transcript::{Conversation, ConversationId, Message, Part, StopReason};
 
 const SENTENCE: &str = "I am checking the events that match what you asked for and will report back shortly with the details that matter most to you.";
 
@@ -136,10 +136,11 @@ fn bench(c: &mut Criterion) {
             BatchSize::SmallInput,
         )
     });
-    // The floor any harness that keeps invariant 3 pays: the rows such a turn stores (24
-    // messages, the user's visible entry, the conversation's update; the reply's visible entry
-    // is the job path's, which records what was delivered), written one by one as they come
-    // into being, to the same kind of store, with no model, tools or loop.
+    // The floor any harness that keeps invariants 3 and 10 pays: the rows such a turn stores
+    // (24 messages, their 12 tool-result records, the user's visible entry, the conversation's
+    // update; the reply's visible entry is the job path's, which records what was delivered),
+    // written one by one as they come into being, to the same kind of store, with no model,
+    // tools or loop.
     group.bench_function("floor_store_the_same_rows", |b| {
         b.iter_batched(
             || {
@@ -169,6 +170,21 @@ fn bench(c: &mut Criterion) {
                     store.update_conversation(&conv).await.unwrap();
                     store.append_visible(&visible[0]).await.unwrap();
                     for row in &rows {
+                        // Each tool call's result is recorded as the call finishes, then the
+                        // answer's tool message (DESIGN invariant 10).
+                        for part in row.parts.iter() {
+                            if let Part::ToolResult { tool_use_id, .. } = part {
+                                store
+                                    .put_tool_result(
+                                        &row.conversation_id,
+                                        row.position - 1,
+                                        tool_use_id,
+                                        part,
+                                    )
+                                    .await
+                                    .unwrap();
+                            }
+                        }
                         store.append_message(row).await.unwrap();
                     }
                 });
