@@ -104,6 +104,19 @@ async fn throttling_has_its_own_sentence() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn an_overloaded_model_has_its_own_sentence() {
+    let h = Harness::new([
+        Reply::error(BackendError::Overloaded),
+        Reply::error(BackendError::Overloaded),
+    ])
+    .await;
+    let t = h.turn("hi").await;
+    assert_eq!(t.outcome.reply, lines::OVERLOADED);
+    assert_ne!(lines::OVERLOADED, lines::THROTTLED);
+    assert_eq!(t.outcome.end, TurnEnd::BackendFailed);
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_long_retry_after_is_not_waited_for() {
     let h = Harness::new([Reply::error(BackendError::Throttled {
         retry_after: Some(Duration::from_secs(30)),

@@ -218,11 +218,23 @@ async fn the_same_client_message_id_is_answered_once() {
         .await
         .unwrap();
     assert_eq!(tokens(&parse_sse(&res.text().await.unwrap())), "Once.");
-    let (status, err) = post_raw(&server, &path, body, true).await;
+    let (status, err) = post_raw(&server, &path, body.clone(), true).await;
     assert_eq!(status, 409);
     assert!(err["error"].as_str().unwrap().contains("already received"));
     assert_eq!(model.requests().len(), 1);
     assert_eq!(server.history(&id).await.len(), 2);
+    // The same client id in another conversation is another message.
+    let other = server.new_conversation().await;
+    let res = server
+        .client
+        .post(server.url(&format!("/api/conversations/{other}/messages")))
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    assert_eq!(tokens(&parse_sse(&res.text().await.unwrap())), "Twice?");
     server.stop().await;
 }
 

@@ -157,8 +157,13 @@ impl ServeConfig {
         let openai = |problems: &mut Vec<String>| {
             let base_url = var("OPENAI_BASE_URL");
             let model = var("OPENAI_MODEL");
-            if base_url.is_none() {
-                problems.push("the openai backend needs OPENAI_BASE_URL (e.g. https://api.openai.com/v1 or http://127.0.0.1:11434/v1)".into());
+            match base_url.as_deref().map(url::Url::parse) {
+                None => problems.push("the openai backend needs OPENAI_BASE_URL (e.g. https://api.openai.com/v1 or http://127.0.0.1:11434/v1)".into()),
+                Some(Ok(u)) if matches!(u.scheme(), "http" | "https") && u.has_host() => {}
+                Some(_) => problems.push(format!(
+                    "OPENAI_BASE_URL={:?} is not an http(s) URL like http://127.0.0.1:11434/v1",
+                    base_url.as_deref().unwrap_or_default()
+                )),
             }
             if model.is_none() {
                 problems.push(
@@ -453,5 +458,18 @@ mod tests {
         ])
         .unwrap_err();
         assert_eq!(err.0.len(), 4, "{err:?}");
+    }
+
+    #[test]
+    fn a_bad_openai_base_url_is_a_start_up_error() {
+        for bad in ["127.0.0.1:11434/v1", "ftp://models.example", "http//x"] {
+            let err = parse(&[
+                ("BRIDLE_BACKEND", "openai"),
+                ("OPENAI_BASE_URL", bad),
+                ("OPENAI_MODEL", "m"),
+            ])
+            .unwrap_err();
+            assert!(err.0[0].contains("OPENAI_BASE_URL"), "{bad}: {err:?}");
+        }
     }
 }

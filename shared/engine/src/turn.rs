@@ -646,7 +646,8 @@ impl<'a> Turn<'a> {
     ) -> Result<TurnEnd, EngineError> {
         tracing::error!(error = %err, kind = err.kind(), streamed = acc.emitted, "model call failed");
         let line = match err {
-            BackendError::Throttled { .. } | BackendError::Overloaded => lines::THROTTLED,
+            BackendError::Throttled { .. } => lines::THROTTLED,
+            BackendError::Overloaded => lines::OVERLOADED,
             BackendError::Timeout { .. } => lines::TIMED_OUT,
             _ => lines::BACKEND_FAILED,
         };

@@ -55,6 +55,16 @@ impl SqliteStore {
         // WAL lets readers in other processes (an inspecting CLI) run beside the server.
         conn.pragma_update_and_check(None, "journal_mode", "wal", |_| Ok(()))
             .map_err(error::unavailable)?;
+        // A damaged file is said at start, in one sentence, not as a query error mid-turn.
+        let check: String = conn
+            .query_row("PRAGMA quick_check", [], |r| r.get(0))
+            .map_err(|e| error::corrupt("the database file".into(), e))?;
+        if check != "ok" {
+            return Err(error::corrupt(
+                "the database file".into(),
+                format!("SQLite's quick_check found damage: {check}"),
+            ));
+        }
         Self::init(conn)
     }
 

@@ -156,3 +156,45 @@ async fn a_body_stored_under_the_wrong_key_is_corrupt() {
     let err = file.messages(&"conv-a".into(), 0).await.unwrap_err();
     assert!(matches!(err, StoreError::Corrupt { .. }), "{err:?}");
 }
+
+#[tokio::test]
+async fn a_damaged_file_is_refused_at_open_with_one_sentence() {
+    let tmp = TempPath::new("damaged");
+    {
+        let store = SqliteStore::open(&tmp.0).unwrap();
+        store
+            .create_conversation(&Conversation::new("conv-a", "user-1", "web", "support"))
+            .await
+            .unwrap();
+        for p in 0..300 {
+            store.append_message(&hello(p)).await.unwrap();
+        }
+    }
+    // Fold the WAL into the file, then overwrite a page in the middle of the file.
+    {
+        let conn = Connection::open(&tmp.0).unwrap();
+        conn.pragma_update(None, "journal_mode", "delete").unwrap();
+    }
+    let mut bytes = std::fs::read(&tmp.0).unwrap();
+    let page = 4096;
+    assert!(bytes.len() > 8 * page, "the file has pages to damage");
+    for b in &mut bytes[5 * page..6 * page] {
+        *b = 0xA5;
+    }
+    std::fs::write(&tmp.0, bytes).unwrap();
+    let err = match SqliteStore::open(&tmp.0) {
+        Ok(_) => panic!("a damaged file must not open"),
+        Err(e) => e,
+    };
+    assert!(
+        matches!(&err, StoreError::Corrupt { what, .. } if what == "the database file"),
+        "{err:?}"
+    );
+    assert!(
+        std::error::Error::source(&err)
+            .unwrap()
+            .to_string()
+            .contains("quick_check"),
+        "{err:?}"
+    );
+}

@@ -203,7 +203,8 @@ pub async fn post_message(
     };
     let job = TurnJob {
         channel: WEB_CHANNEL.into(),
-        message_id: message_id.clone(),
+        // Per conversation: the same client id in another conversation is another message.
+        message_id: format!("{}.{message_id}", conv.id),
         conversation_key: conv.id.0.clone(),
         external_user_id: current.user.0.clone(),
         text: text.to_owned(),
