@@ -179,6 +179,7 @@ pub fn build_app(
         max_concurrent_turns: options.max_concurrent_turns,
         shutdown_grace: options.shutdown_grace,
         http: options.http,
+        max_receives: options.queue.max_receives,
         budget: options.guards.budget.clone(),
         clock: options.guards.clock.clone(),
         admin_token: options.admin_token.clone(),

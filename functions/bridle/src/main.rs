@@ -37,6 +37,35 @@ enum Command {
     Users(UsersArgs),
     /// Linked messaging accounts: list, unlink — on the SQLite file or the DynamoDB table.
     Identities(IdentitiesArgs),
+    /// The local server's dead jobs (messages whose every attempt failed): list, retry. On AWS
+    /// they are in the SQS dead-letter queue (redrive it from the console or the CLI).
+    #[command(subcommand)]
+    Jobs(JobsCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum JobsCommand {
+    /// List the dead jobs, oldest first.
+    Dead {
+        /// The local server's SQLite file (default: BRIDLE_DB or ./bridle.db).
+        #[arg(long)]
+        db: Option<PathBuf>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Put a dead job (or all) back in the queue; the running server answers it.
+    Retry {
+        /// The job's ID from `bridle jobs dead`.
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        id: Option<i64>,
+        /// Every dead job.
+        #[arg(long)]
+        all: bool,
+        /// The local server's SQLite file (default: BRIDLE_DB or ./bridle.db).
+        #[arg(long)]
+        db: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -88,6 +117,38 @@ fn main() -> ExitCode {
         Command::Budget(BudgetCommand::Report(args)) => runtime.block_on(report(args)),
         Command::Users(args) => runtime.block_on(users(args)),
         Command::Identities(args) => runtime.block_on(identities(args)),
+        Command::Jobs(command) => jobs(command),
+    }
+}
+
+fn jobs(command: JobsCommand) -> ExitCode {
+    let path = |db: Option<PathBuf>| {
+        db.unwrap_or_else(|| {
+            PathBuf::from(std::env::var("BRIDLE_DB").unwrap_or_else(|_| "./bridle.db".into()))
+        })
+    };
+    let db = match &command {
+        JobsCommand::Dead { db, .. } | JobsCommand::Retry { db, .. } => path(db.clone()),
+    };
+    if !db.exists() {
+        eprintln!(
+            "bridle: there is no Bridle database at {}: pass --db FILE or set BRIDLE_DB.",
+            db.display()
+        );
+        return ExitCode::from(admin_cli::EXIT_BAD_INPUT);
+    }
+    let queue = match queue_sqlite::SqliteQueue::open(&db, queue::QueueSettings::default()) {
+        Ok(q) => q,
+        Err(err) => return fail("cannot open the job queue", &err),
+    };
+    let mut out = std::io::stdout().lock();
+    let done = match command {
+        JobsCommand::Dead { json, .. } => admin_cli::jobs::list_dead(&queue, json, &mut out),
+        JobsCommand::Retry { id, .. } => admin_cli::jobs::retry(&queue, id, &mut out),
+    };
+    match done {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => admin_failed(&err),
     }
 }
 

@@ -40,6 +40,8 @@ pub struct Worker {
     pub hub: Arc<Hub>,
     /// The one job path.
     pub jobs: Arc<ChannelJobs>,
+    /// Deliveries after which a failing job goes to the dead letters (the queue's setting).
+    pub max_receives: u32,
     pub max_concurrent: usize,
 }
 
@@ -108,11 +110,27 @@ impl Worker {
             .await
             .map(|ran| ran.outcome)
             .unwrap_or_else(|_| JobOutcome::Failed("the job panicked".into()));
+        let last_attempt = delivery.receive_count >= self.max_receives;
+        if let (JobOutcome::Failed(why), true) = (&outcome, last_attempt) {
+            tracing::error!(job = %key, conversation = %delivery.job.conversation_key, channel = %delivery.job.channel, cause = %why, receive_count = delivery.receive_count, "job failed on its last attempt: it goes to the dead letters (bridle jobs dead; bridle jobs retry)");
+            self.jobs
+                .options
+                .metrics
+                .job_given_up(&delivery.job.channel);
+            if let Err(e) = self.jobs.give_up_for_good(&delivery.job).await {
+                tracing::error!(job = %key, error = %e, "could not close the given-up turn");
+            }
+        }
         if let Some(sink) = &web {
             if matches!(outcome, JobOutcome::Failed(_)) {
-                // The browser gets a calm sentence now; the retry resumes and records the turn.
+                // The browser gets a calm sentence now; a retry resumes and records the turn.
                 sink.emit(TurnEvent::Error {
-                    message: lines::BACKEND_FAILED.to_owned(),
+                    message: if last_attempt {
+                        lines::GAVE_UP
+                    } else {
+                        lines::BACKEND_FAILED
+                    }
+                    .to_owned(),
                 });
                 sink.emit(TurnEvent::Done {
                     end: TurnEnd::BackendFailed,
@@ -123,7 +141,13 @@ impl Worker {
         }
         let settled = match &outcome {
             JobOutcome::Failed(why) => {
-                let backoff = queue::retry_backoff(delivery.receive_count, MAX_BACKOFF, jitter());
+                // After the last attempt there is nothing to wait for: the queue moves the job
+                // to the dead letters when it next looks.
+                let backoff = if last_attempt {
+                    Duration::ZERO
+                } else {
+                    queue::retry_backoff(delivery.receive_count, MAX_BACKOFF, jitter())
+                };
                 tracing::warn!(job = %key, reason = %why, receive_count = delivery.receive_count, ?backoff, "job failed; it will be retried");
                 self.queue.release_after(&delivery.receipt, backoff).await
             }

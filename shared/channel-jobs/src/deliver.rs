@@ -174,3 +174,85 @@ impl ChannelJobs {
         Ok(())
     }
 }
+
+impl ChannelJobs {
+    /// The job failed on its last attempt (it goes to the dead letters): close its turn in the
+    /// transcript so the next one is coherent, tell the user in one calm sentence (best effort
+    /// on a messaging channel; the web chat's stream gets it from the worker), and record what
+    /// they saw. Returns whether a turn was closed.
+    pub async fn give_up_for_good(&self, job: &TurnJob) -> Result<bool, String> {
+        let conversation = if job.channel == crate::web::WEB_CHANNEL {
+            crate::web::owned_conversation(self.store.as_ref(), job)
+                .await
+                .map_err(store_error)?
+                .map(|(_, id)| id)
+        } else {
+            match self
+                .store
+                .identity(&job.channel, &job.external_user_id)
+                .await
+                .map_err(store_error)?
+            {
+                Some(user) => Some(ConversationId(format!(
+                    "{}:{}@{}",
+                    job.channel, job.conversation_key, user.0
+                ))),
+                None => None,
+            }
+        };
+        let closed = match &conversation {
+            Some(id) => self
+                .engine
+                .close_abandoned_turn(id, &tools::ActionId(job.dedupe_key()), lines::GAVE_UP)
+                .await
+                .map_err(|e| format!("closing the turn failed: {e}"))?,
+            None => false,
+        };
+        let mut shown = lines::GAVE_UP.to_owned();
+        if job.channel != crate::web::WEB_CHANNEL
+            && let Some(sender) = self.senders.get(&job.channel)
+        {
+            match sender
+                .send(&outgoing(job, lines::GAVE_UP.to_owned(), Vec::new()))
+                .await
+            {
+                Ok(delivered) => shown = delivered.pieces.join("\n\n"),
+                Err(e) => {
+                    tracing::error!(job = %job.dedupe_key(), error = %e, "could not tell the user their message was given up");
+                    return Ok(closed);
+                }
+            }
+        }
+        // What the user saw ends their turn in the visible transcript, unless it has its reply.
+        if let Some(id) = &conversation
+            && let Some(conv) = self.store.conversation(id).await.map_err(store_error)?
+            && !self
+                .store
+                .visible(id)
+                .await
+                .map_err(store_error)?
+                .iter()
+                .any(|e| e.turn == conv.turn && e.role == VisibleRole::Assistant)
+        {
+            let entry = VisibleEntry {
+                conversation_id: id.clone(),
+                position: self
+                    .store
+                    .next_visible_position(id)
+                    .await
+                    .map_err(store_error)?,
+                role: VisibleRole::Assistant,
+                text: shown,
+                buttons: Vec::new(),
+                reaction: None,
+                turn: conv.turn,
+                created_at_ms: (self.options.clock)(),
+            };
+            self.store
+                .append_visible(&entry)
+                .await
+                .map_err(store_error)?;
+        }
+        Ok(closed)
+    }
+}

@@ -190,10 +190,10 @@ impl ChannelJobs {
         let answered = tokio::time::timeout(budget, self.answer(job, &held)).await;
         let (outcome, turn) = match answered {
             Ok(Ok(answered)) => answered,
-            Ok(Err(why)) => return self.give_up(&key, attempt, why).await,
+            Ok(Err(why)) => return self.end_attempt(&key, attempt, why).await,
             Err(_) => {
                 let why = format!("turn deadline of {budget:?} passed");
-                return self.give_up(&key, attempt, why).await;
+                return self.end_attempt(&key, attempt, why).await;
             }
         };
         // The reply is recorded: a client that reloads on `done` finds it.
@@ -212,7 +212,7 @@ impl ChannelJobs {
     /// This attempt is over without finishing: release its claim so the retry (after the
     /// queue's backoff) takes over at once and resumes the turn from the stored transcript.
     /// Crash story: a worker that dies before this leaves the claim to expire instead.
-    async fn give_up(&self, key: &str, attempt: u32, why: String) -> Ran {
+    async fn end_attempt(&self, key: &str, attempt: u32, why: String) -> Ran {
         if let Err(e) = self
             .store
             .release_job(key, attempt, (self.options.clock)())

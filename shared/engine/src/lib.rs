@@ -10,6 +10,7 @@
 //! Depends on the ports (`backend`, `tools`, `store`) and `transcript`; never on an adapter, AWS
 //! or Lambda. No storage transaction spans a model call.
 
+mod abandon;
 mod call;
 mod compact;
 mod confirm;

@@ -18,6 +18,8 @@ pub const CYCLE_LIMIT: &str = "I've taken a lot of steps on this and stopped her
 /// A queued message whose turn could not start before the server stopped.
 pub const INTERRUPTED: &str =
     "The server is restarting. Your message is saved and will be answered as soon as it is back.";
+/// A message whose every attempt failed (it went to the dead letters).
+pub const GAVE_UP: &str = "Sorry, I couldn't process that message, even after several tries. Please send it again in a little while.";
 pub const EMPTY: &str = "Sorry, I don't have an answer for that. Could you say a bit more?";
 /// What a silent reply shows where no reaction went out.
 pub const ACKNOWLEDGED: &str = "👍";

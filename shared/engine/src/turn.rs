@@ -83,11 +83,11 @@ pub struct TurnOutcome {
 pub struct Engine {
     model: Arc<dyn ChatModel>,
     tools: Arc<Registry>,
-    store: Arc<dyn Store>,
+    pub(crate) store: Arc<dyn Store>,
     guard: Arc<dyn Guard>,
     context: Option<Arc<dyn ContextSource>>,
     lean: Arc<Lean>,
-    clock: Clock,
+    pub(crate) clock: Clock,
     options: EngineOptions,
     pub(crate) confirmation: Option<Arc<crate::ConfirmationGate>>,
 }

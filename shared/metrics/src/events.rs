@@ -101,6 +101,18 @@ impl Metrics {
         );
     }
 
+    /// A job failed on its last attempt and went to the dead letters.
+    pub fn job_given_up(&self, channel: &str) {
+        self.emit(
+            Some(("Channel", channel)),
+            &[Metric {
+                name: "JobsGivenUp",
+                value: 1.0,
+                unit: Unit::Count,
+            }],
+        );
+    }
+
     /// One turn ran.
     pub fn turn(&self, t: &TurnMetrics) {
         let count = |name, value: u64| Metric {

@@ -120,12 +120,56 @@ impl SqliteQueue {
             let (seq, body, receive_count, dead_at_ms) = row.map_err(error::unavailable)?;
             let what = || format!("dead letter {seq}");
             Ok(DeadLetter {
+                seq,
                 job: decode(&body, what)?,
                 receive_count: error::count(receive_count, what)?,
                 dead_at_ms,
             })
         })
         .collect()
+    }
+
+    /// Put dead jobs back in the queue, ready now with a fresh receive count: the one numbered
+    /// `seq`, or every one when `None`. A retried job goes to the back of its conversation's
+    /// queue (messages that came after it may have been answered meanwhile). Returns how many
+    /// were put back.
+    pub fn retry_dead(&self, seq: Option<i64>) -> Result<usize, QueueError> {
+        let now = now_ms();
+        let mut conn = self.conn();
+        let tx = conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(error::unavailable)?;
+        let dead: Vec<(i64, String)> = {
+            let mut stmt = tx
+                .prepare_cached(
+                    "SELECT seq, body FROM queue_dead_letters
+                     WHERE ?1 IS NULL OR seq = ?1 ORDER BY seq",
+                )
+                .map_err(error::unavailable)?;
+            let rows = stmt
+                .query_map([seq], |row| Ok((row.get(0)?, row.get(1)?)))
+                .map_err(error::unavailable)?;
+            rows.collect::<Result<_, _>>().map_err(error::unavailable)?
+        };
+        for (seq, body) in &dead {
+            let job = decode(body, || format!("dead letter {seq}"))?;
+            tx.prepare_cached(
+                "INSERT INTO queue_jobs
+                    (group_key, dedupe_key, body, visible_at_ms, receipt, receive_count, enqueued_at_ms)
+                 VALUES (?1, ?2, ?3, ?4, NULL, 0, ?4)",
+            )
+            .map_err(error::unavailable)?
+            .execute(rusqlite::params![job.group(), job.dedupe_key(), body, now])
+            .map_err(error::unavailable)?;
+            tx.prepare_cached("DELETE FROM queue_dead_letters WHERE seq = ?1")
+                .map_err(error::unavailable)?
+                .execute([seq])
+                .map_err(error::unavailable)?;
+        }
+        tx.commit().map_err(error::unavailable)?;
+        drop(conn);
+        self.work.notify_waiters();
+        Ok(dead.len())
     }
 
     /// The connection, for one synchronous operation. A panic in an earlier operation does not

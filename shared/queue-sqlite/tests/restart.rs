@@ -109,6 +109,7 @@ async fn a_job_that_kills_the_process_every_time_is_dead_lettered() {
     assert_eq!(
         dead[0],
         DeadLetter {
+            seq: dead[0].seq,
             job: poison,
             receive_count: 2,
             dead_at_ms: dead[0].dead_at_ms

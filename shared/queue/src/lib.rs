@@ -47,6 +47,8 @@ pub struct Delivery {
 /// A job that failed too often, kept for an operator.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DeadLetter {
+    /// The job's number in its queue (what `bridle jobs retry` takes).
+    pub seq: i64,
     pub job: TurnJob,
     pub receive_count: u32,
     pub dead_at_ms: i64,

@@ -9,6 +9,7 @@
 
 pub mod args;
 mod identities;
+pub mod jobs;
 mod render;
 mod users;
 

@@ -64,6 +64,8 @@ pub struct App {
     pub shutdown_grace: std::time::Duration,
     /// What the server puts up with from clients (`BRIDLE_HTTP_*`).
     pub http: HttpLimits,
+    /// Deliveries after which a failing job is given up (the queue's `max_receives`).
+    pub max_receives: u32,
 }
 
 impl std::fmt::Debug for App {
@@ -120,6 +122,7 @@ pub fn spawn_worker(app: &App, shutdown: watch::Receiver<bool>) -> tokio::task::
         queue: app.queue.clone(),
         hub: app.hub.clone(),
         jobs: app.channels.jobs.clone(),
+        max_receives: app.max_receives,
         max_concurrent: app.max_concurrent_turns,
     });
     tokio::spawn(worker.run(shutdown))

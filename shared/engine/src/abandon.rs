@@ -1,0 +1,68 @@
+//! Giving up on a turn for good (its job failed on every attempt): the transcript is closed so
+//! the next turn is coherent — calls left unanswered get a "not executed" result, and the
+//! assistant says the message could not be processed — and nothing that was stored is changed
+//! (append-only). The visible entry is the job path's, which also tells the user.
+
+use crate::resume::{self, Next};
+use crate::{Engine, EngineError};
+use serde_json::json;
+use tools::ActionId;
+use transcript::{ConversationId, Message, Part, Role};
+
+impl Engine {
+    /// Close the turn written by `action_id` in `conversation` with `line`, unless it already
+    /// ended. Returns whether anything was written.
+    pub async fn close_abandoned_turn(
+        &self,
+        conversation: &ConversationId,
+        action_id: &ActionId,
+        line: &str,
+    ) -> Result<bool, EngineError> {
+        let store = &self.store;
+        let Some(conv) = store.conversation(conversation).await? else {
+            return Ok(false);
+        };
+        let history = store.messages(conversation, conv.segment).await?;
+        let Some(found) = resume::find(&history, &action_id.0) else {
+            // The user's message was never stored: there is no turn to close.
+            return Ok(false);
+        };
+        let mut position = store.next_position(conversation).await?;
+        let mut append = |role: Role, parts: Vec<Part>| {
+            let message = Message {
+                conversation_id: conversation.clone(),
+                segment: conv.segment,
+                position,
+                role,
+                parts,
+                call: None,
+                action_id: Some(action_id.0.clone()),
+                created_at_ms: (self.clock)(),
+            };
+            position += 1;
+            message
+        };
+        let mut rows = Vec::new();
+        match found.next {
+            Next::Finished => return Ok(false),
+            Next::Tools { calls, .. } => {
+                let results = calls
+                    .iter()
+                    .map(|c| Part::ToolResult {
+                        tool_use_id: c.id.clone(),
+                        content: json!({ "error": "NOT EXECUTED: processing this message failed and was given up." }),
+                        is_error: true,
+                    })
+                    .collect();
+                rows.push(append(Role::Tool, results));
+                rows.push(append(Role::Assistant, vec![Part::text(line)]));
+            }
+            Next::Model => rows.push(append(Role::Assistant, vec![Part::text(line)])),
+        }
+        for row in &rows {
+            store.append_message(row).await?;
+        }
+        tracing::warn!(conversation = %conversation, action_id = %action_id, "turn given up and closed");
+        Ok(true)
+    }
+}

@@ -1,0 +1,139 @@
+//! A message whose every attempt fails (here: the platform refuses the reply each time) goes to
+//! the dead letters, and that is visible: the user gets one calm sentence, the visible
+//! transcript ends the turn with it, an ERROR line names the job and the cause, and the queue
+//! lists the job for `bridle jobs dead` / `retry` (tested on the binary in
+//! `functions/bridle/tests/jobs_cli.rs`).
+
+use backend::{Reply, ScriptedModel};
+use bridle::channel_setup::ChannelSetup;
+use bridle::{AppOptions, Db};
+use engine::lines;
+use queue::QueueSettings;
+use serde_json::json;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+use store::VisibleRole;
+use tests::platform_api::PlatformApi;
+use tests::server::TestServer;
+use transcript::ConversationId;
+
+const WA_SECRET: &str = "wa-app-secret";
+const WA_FROM: &str = "491701234567";
+
+fn whatsapp(n: u32, text: &str) -> (String, String) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let body = json!({"object": "whatsapp_business_account", "entry": [{"id": "102290129340398",
+        "changes": [{"field": "messages", "value": {"messaging_product": "whatsapp",
+        "metadata": {"display_phone_number": "15550783881", "phone_number_id": "106540352242922"},
+        "contacts": [{"profile": {"name": "Kim"}, "wa_id": WA_FROM}],
+        "messages": [{"from": WA_FROM, "id": format!("wamid.dead{n}"), "timestamp": now.to_string(),
+                      "type": "text", "text": {"body": text}}]}}]}]})
+    .to_string();
+    (
+        channels::whatsapp::sign(WA_SECRET.as_bytes(), body.as_bytes()),
+        body,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_that_fails_every_attempt_is_given_up_visibly() {
+    let api = PlatformApi::start().await;
+    // The platform refuses every reply that carries the model's words.
+    api.refuse("POISON", 500, json!({"error": {"message": "internal"}}));
+    let vars: HashMap<&str, String> = [
+        ("WHATSAPP_APP_SECRET", WA_SECRET.into()),
+        ("WHATSAPP_VERIFY_TOKEN", "wa-verify".into()),
+        ("WHATSAPP_ACCESS_TOKEN", "wa-access-token".into()),
+        ("WHATSAPP_PHONE_NUMBER_ID", "106540352242922".into()),
+        ("WHATSAPP_API_BASE", api.base.clone()),
+    ]
+    .into_iter()
+    .collect();
+    let channels = ChannelSetup::from_vars(&|k| vars.get(k).cloned(), &reqwest::Client::new())
+        .expect("channels configure");
+    let model = Arc::new(ScriptedModel::new([Reply::text("POISON answer")]));
+    let dir = std::env::temp_dir().join(format!("bridle-dead-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let db = dir.join("bridle.db");
+    let server = TestServer::start(
+        model.clone(),
+        AppOptions {
+            db: Db::File(db.clone()),
+            channels,
+            queue: QueueSettings {
+                max_receives: 2,
+                ..QueueSettings::default()
+            },
+            ..AppOptions::default()
+        },
+    )
+    .await;
+    let store = server.app.store.clone();
+    store
+        .bind_identity("whatsapp", WA_FROM, &"kim".into(), 0)
+        .await
+        .unwrap();
+
+    let (sig, body) = whatsapp(1, "Plan my week");
+    let status = server
+        .client
+        .post(server.url("/webhooks/whatsapp"))
+        .header("x-hub-signature-256", sig)
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status, 200);
+
+    // Two refused deliveries (the second after a backoff), then the sentence that goes through.
+    let calls = api.wait_for(3).await;
+    let said: Vec<&str> = calls.iter().map(|c| c.body.as_str()).collect();
+    assert!(
+        said[0].contains("POISON") && said[1].contains("POISON"),
+        "{said:?}"
+    );
+    assert!(
+        said[2].contains("couldn't process that message"),
+        "{said:?}"
+    );
+    assert_eq!(
+        model.requests().len(),
+        1,
+        "the retry resumed, no second model call"
+    );
+
+    let conv = ConversationId(format!("whatsapp:{WA_FROM}@kim"));
+    let visible = store.visible(&conv).await.unwrap();
+    let entries: Vec<(VisibleRole, &str)> =
+        visible.iter().map(|e| (e.role, e.text.as_str())).collect();
+    assert_eq!(
+        entries,
+        [
+            (VisibleRole::User, "Plan my week"),
+            (VisibleRole::Assistant, lines::GAVE_UP)
+        ],
+        "the visible transcript shows what the user saw"
+    );
+    // The queue keeps the job for an operator.
+    let queue = queue_sqlite::SqliteQueue::open(&db, QueueSettings::default()).unwrap();
+    let mut dead = Vec::new();
+    for _ in 0..60 {
+        dead = queue.dead_letters().unwrap();
+        if !dead.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].job.message_id, "wamid.dead1");
+    assert_eq!(dead[0].receive_count, 2);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    server.stop().await;
+}
