@@ -21,6 +21,21 @@ impl Worker {
         if budget.is_zero() {
             return JobOutcome::Failed("no time left in this invocation".into());
         }
-        self.jobs.run(&job, budget).await
+        let outcome = self.jobs.run(&job, budget).await;
+        if let JobOutcome::Failed(why) = &outcome {
+            let receives: u32 = record
+                .attributes
+                .get("ApproximateReceiveCount")
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(1);
+            if receives >= self.options.max_receives {
+                tracing::error!(job = %job.dedupe_key(), conversation = %job.conversation_key, channel = %job.channel, cause = %why, receives, "job failed on its last attempt: SQS moves it to the dead-letter queue");
+                self.jobs.options.metrics.job_given_up(&job.channel);
+                if let Err(e) = self.jobs.give_up_for_good(&job).await {
+                    tracing::error!(job = %job.dedupe_key(), error = %e, "could not close the given-up turn");
+                }
+            }
+        }
+        outcome
     }
 }

@@ -33,6 +33,9 @@ pub struct WorkerOptions {
     pub max_turn: Duration,
     /// Kept back from the function's remaining time for bookkeeping after the last turn.
     pub safety_margin: Duration,
+    /// The queue's `maxReceiveCount` (5 in the templates): a job failing on that receive goes
+    /// to the dead-letter queue, so the user is told and the turn closed first.
+    pub max_receives: u32,
 }
 
 impl Default for WorkerOptions {
@@ -40,6 +43,7 @@ impl Default for WorkerOptions {
         Self {
             max_turn: Duration::from_secs(10 * 60),
             safety_margin: Duration::from_secs(5),
+            max_receives: 5,
         }
     }
 }

@@ -30,6 +30,8 @@ fn batch() -> SqsEvent {
 struct Platform {
     sent: Mutex<Vec<Outgoing>>,
     refuse: Mutex<Option<String>>,
+    /// Refuse replies whose text contains this.
+    refuse_text: Mutex<Option<String>>,
 }
 
 #[async_trait]
@@ -42,6 +44,11 @@ impl Sender for Platform {
     }
     async fn send(&self, reply: &Outgoing) -> Result<Delivered, SendError> {
         if self.refuse.lock().unwrap().as_deref() == Some(reply.conversation_key.as_str()) {
+            return Err(SendError::Retryable { status: 503 });
+        }
+        if let Some(marker) = self.refuse_text.lock().unwrap().as_deref()
+            && reply.text.contains(marker)
+        {
             return Err(SendError::Retryable { status: 503 });
         }
         self.sent.lock().unwrap().push(reply.clone());
@@ -377,4 +384,35 @@ async fn each_turn_prints_an_emf_line_with_tokens_cost_and_tool_errors() {
         .map(|m| m["Name"].as_str().unwrap())
         .collect();
     assert!(names.contains(&"EstimatedUsd") && names.contains(&"ToolErrors"));
+}
+
+#[tokio::test]
+async fn on_the_last_receive_a_failing_job_tells_the_user_and_closes_its_turn() {
+    let s = setup(vec![Reply::text("POISON reply")]).await;
+    *s.platform.refuse_text.lock().unwrap() = Some("POISON".into());
+    let mut event = batch();
+    event.records.truncate(1);
+    // Early receives: the record fails and SQS will redeliver it; nobody is told yet.
+    event.records[0]
+        .attributes
+        .insert("ApproximateReceiveCount".into(), "2".into());
+    let resp = s.worker.handle_batch(event.clone(), in_a_minute()).await;
+    assert_eq!(failed(&resp), [ID[0]]);
+    assert!(s.platform.sent().is_empty());
+    // The fifth receive is the last: the user gets one calm sentence, the visible transcript
+    // ends the turn with it, and the record is still reported failed (SQS dead-letters it).
+    event.records[0]
+        .attributes
+        .insert("ApproximateReceiveCount".into(), "5".into());
+    let resp = s.worker.handle_batch(event, in_a_minute()).await;
+    assert_eq!(failed(&resp), [ID[0]]);
+    let sent = s.platform.sent();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(sent[0].1, engine::lines::GAVE_UP);
+    let visible = s.store.visible(&"generic:c-a@alice".into()).await.unwrap();
+    assert_eq!(
+        visible.last().map(|e| e.text.as_str()),
+        Some(engine::lines::GAVE_UP)
+    );
+    assert_eq!(s.model.requests().len(), 1, "no second model call");
 }
