@@ -116,6 +116,37 @@ async fn a_turn_with_tools_reserves_and_settles_every_model_call() {
     assert_eq!(tokens, real, "both calls settled to their real usage");
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_call_that_breaks_half_way_is_charged_what_it_used_not_its_reservation_nor_nothing() {
+    // 40 characters stream, then the provider fails; the retry is refused (something streamed).
+    let g = guarded(
+        vec![
+            Reply::new()
+                .say("Here is a start of an answer that breaks")
+                .then_fail(backend::BackendError::Overloaded),
+        ],
+        config(|_| {}),
+        None,
+    )
+    .await;
+    let t = g.h.turn("hello").await;
+    assert_eq!(t.outcome.end, TurnEnd::BackendFailed);
+    let user = "user-1".into();
+    let conv = "conv-1".into();
+    let tokens = g
+        .ledger
+        .bucket_usage(&[Bucket::UserTokensMinute.key(&user, &conv, NOW)])
+        .await
+        .unwrap()[0];
+    let request = &g.h.model.requests()[0];
+    let input = budget::estimate_input_tokens(request);
+    assert_eq!(
+        tokens,
+        input + 10,
+        "the request's estimate plus 40 streamed characters / 4; not the 2,000-token allowance, not zero"
+    );
+}
+
 #[tokio::test]
 async fn a_paused_account_is_answered_without_the_model() {
     let g = guarded(vec![Reply::text("never said")], config(|_| {}), None).await;

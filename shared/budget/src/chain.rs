@@ -1,7 +1,7 @@
 //! Several guards in a row.
 
 use async_trait::async_trait;
-use engine::{Denied, Guard, GuardCall, Permit};
+use engine::{CallReport, Denied, Guard, GuardCall, Permit};
 use std::sync::Arc;
 use transcript::{Conversation, Usage};
 
@@ -42,6 +42,13 @@ impl Guard for Guards {
         let permits = permit.take::<Vec<Permit>>().unwrap_or_default();
         for (guard, permit) in self.0.iter().zip(permits) {
             guard.after_model_call(conversation, permit, usage).await;
+        }
+    }
+
+    async fn settle(&self, conversation: &Conversation, permit: Permit, report: &CallReport) {
+        let permits = permit.take::<Vec<Permit>>().unwrap_or_default();
+        for (guard, permit) in self.0.iter().zip(permits) {
+            guard.settle(conversation, permit, report).await;
         }
     }
 }

@@ -2,7 +2,7 @@
 
 use crate::{Bucket, BudgetConfig, Clock, Unit, estimate_input_tokens, lines};
 use async_trait::async_trait;
-use engine::{Denied, Guard, GuardCall, Permit};
+use engine::{CallReport, Denied, Guard, GuardCall, Permit};
 use std::sync::Arc;
 use store::{Adjustment, BucketKey, BudgetLedger, Charge, Reserve};
 use transcript::{Conversation, Usage};
@@ -36,6 +36,9 @@ impl std::fmt::Debug for BudgetGuard {
 #[derive(Debug)]
 struct Reservation {
     model: String,
+    /// The request's estimated input tokens (what a call that streamed is settled to when the
+    /// provider reports no usage).
+    input: u64,
     tokens: u64,
     usd: u64,
     buckets: Vec<(Bucket, BucketKey, i64)>,
@@ -93,6 +96,7 @@ impl Guard for BudgetGuard {
         match self.ledger.reserve(&charges).await {
             Ok(Reserve::Reserved) => Ok(Permit::carrying(Reservation {
                 model: call.request.model.clone(),
+                input,
                 tokens,
                 usd,
                 buckets: buckets
@@ -135,10 +139,51 @@ impl Guard for BudgetGuard {
         }
     }
 
+    /// A call's reported usage settles it. Without one (the provider said nothing, or the call
+    /// failed), an estimate does, never zero for what was used: the request's estimated input
+    /// once anything streamed back (the provider read it all), and the streamed characters / 4
+    /// as output. A call that failed before anything came back is released.
+    async fn settle(&self, conversation: &Conversation, permit: Permit, report: &CallReport) {
+        if report.usage_reported() {
+            return self
+                .after_model_call(conversation, permit, &report.usage)
+                .await;
+        }
+        let Some(r) = permit.take::<Reservation>() else {
+            return;
+        };
+        let estimated = Usage {
+            input_tokens: if report.streamed || !report.failed {
+                r.input.max(report.usage.input_tokens)
+            } else {
+                report.usage.input_tokens
+            },
+            output_tokens: report
+                .usage
+                .output_tokens
+                .max((report.streamed_chars as u64).div_ceil(4)),
+            ..report.usage
+        };
+        tracing::info!(
+            failed = report.failed,
+            input = estimated.input_tokens,
+            output = estimated.output_tokens,
+            "settling a model call the provider reported no usage for, from an estimate"
+        );
+        self.settle_reservation(r, &estimated).await;
+    }
+
     async fn after_model_call(&self, _conversation: &Conversation, permit: Permit, usage: &Usage) {
         let Some(r) = permit.take::<Reservation>() else {
             return;
         };
+        self.settle_reservation(r, usage).await;
+    }
+}
+
+impl BudgetGuard {
+    /// Move a reservation to the real (or estimated) usage, on every bucket it charged.
+    async fn settle_reservation(&self, r: Reservation, usage: &Usage) {
         let real_tokens = usage.total() as i64;
         let real_usd = self.config.prices.cost(&r.model, usage) as i64;
         let adjustments: Vec<Adjustment> = r

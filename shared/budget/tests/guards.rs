@@ -418,3 +418,75 @@ async fn the_meter_shows_each_buckets_fill() {
             .all(|f| f.used == 0 || f.bucket == Bucket::GlobalUsd30d)
     );
 }
+
+/// A call the provider reported no usage for, or that failed, still costs what it used: never
+/// zero once anything came back, and nothing when it failed before anything did.
+#[tokio::test]
+async fn unreported_and_failed_calls_are_settled_from_an_estimate() {
+    let s = setup(config(|c| c.user_tokens_per_minute = cap(Some(100_000))));
+    let ana = conv("ana", "c1");
+    let now = s.now.load(Ordering::SeqCst);
+
+    // Failed before anything streamed back (a refused connection): released in full.
+    let permit = call(&s.guard, &ana, 900).await.unwrap();
+    assert_eq!(
+        used(&s.ledger, Bucket::UserTokensMinute, &ana, now).await,
+        1_000,
+        "900 input + 100 allowance reserved"
+    );
+    let report = engine::CallReport {
+        failed: true,
+        ..engine::CallReport::default()
+    };
+    s.guard.settle(&ana, permit, &report).await;
+    assert_eq!(
+        used(&s.ledger, Bucket::UserTokensMinute, &ana, now).await,
+        0
+    );
+
+    // Failed half-way, after 400 characters streamed: the input was read, 100 tokens came out.
+    let permit = call(&s.guard, &ana, 900).await.unwrap();
+    let report = engine::CallReport {
+        failed: true,
+        streamed: true,
+        streamed_chars: 400,
+        ..engine::CallReport::default()
+    };
+    s.guard.settle(&ana, permit, &report).await;
+    assert_eq!(
+        used(&s.ledger, Bucket::UserTokensMinute, &ana, now).await,
+        900 + 100
+    );
+
+    // Finished, but the provider sent no usage (an OpenAI-compatible server without the usage
+    // chunk): settled as the request's estimate plus the streamed output, not as free.
+    let permit = call(&s.guard, &ana, 300).await.unwrap();
+    let report = engine::CallReport {
+        streamed: true,
+        streamed_chars: 80,
+        ..engine::CallReport::default()
+    };
+    s.guard.settle(&ana, permit, &report).await;
+    assert_eq!(
+        used(&s.ledger, Bucket::UserTokensMinute, &ana, now).await,
+        1_000 + 300 + 20
+    );
+
+    // Reported usage is taken as it is.
+    let permit = call(&s.guard, &ana, 300).await.unwrap();
+    let report = engine::CallReport {
+        usage: Usage {
+            input_tokens: 5,
+            output_tokens: 7,
+            ..Usage::default()
+        },
+        streamed: true,
+        streamed_chars: 10_000,
+        ..engine::CallReport::default()
+    };
+    s.guard.settle(&ana, permit, &report).await;
+    assert_eq!(
+        used(&s.ledger, Bucket::UserTokensMinute, &ana, now).await,
+        1_320 + 12
+    );
+}

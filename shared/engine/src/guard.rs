@@ -43,15 +43,42 @@ impl Permit {
 pub trait Guard: Send + Sync {
     async fn before_model_call(&self, call: &GuardCall<'_>) -> Result<Permit, Denied>;
 
-    /// Called after each model call that completed, with the permit its `before_model_call`
-    /// gave and the real usage (settle a reservation). A call that failed is not reported: its
-    /// reservation stays as it was.
+    /// Settle a reservation with the usage a call really had.
     async fn after_model_call(
         &self,
         _conversation: &Conversation,
         _permit: Permit,
         _usage: &Usage,
     ) {
+    }
+
+    /// Called after **every** model call, completed or failed, with the permit its
+    /// `before_model_call` gave. The default settles with the reported usage; a guard that can
+    /// estimate what an unreported or failed call cost (the budget) overrides it, so a call is
+    /// never free because its provider said nothing or it broke half-way.
+    async fn settle(&self, conversation: &Conversation, permit: Permit, report: &CallReport) {
+        self.after_model_call(conversation, permit, &report.usage)
+            .await;
+    }
+}
+
+/// What the engine knows of a finished model call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CallReport {
+    /// The usage the provider reported (zeros when it reported none, or the call failed).
+    pub usage: Usage,
+    /// The call failed: an error, a stall, a deadline.
+    pub failed: bool,
+    /// Something streamed back, so the provider read the whole request.
+    pub streamed: bool,
+    /// Characters of output that streamed (text, reasoning, tool input).
+    pub streamed_chars: usize,
+}
+
+impl CallReport {
+    /// Whether [`CallReport::usage`] is the provider's own account of the call.
+    pub fn usage_reported(&self) -> bool {
+        !self.failed && self.usage.total() > 0
     }
 }
 

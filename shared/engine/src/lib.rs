@@ -36,7 +36,7 @@ pub use confirm::{
 pub use context::{ContextFacts, ContextSource, NoFacts, context_source};
 pub use error::EngineError;
 pub use events::{CollectSink, EventSink, NullSink, TurnEvent};
-pub use guard::{AllowAll, Denied, Guard, GuardCall, Permit};
+pub use guard::{AllowAll, CallReport, Denied, Guard, GuardCall, Permit};
 pub use lean::Lean;
 pub use options::EngineOptions;
 pub use prompt::{DEFAULT_SYSTEM_PROMPT, PROMPT_VERSION, SystemPrompt};

@@ -1,4 +1,3 @@
-use crate::Clock;
 use crate::call::{Limits, Shown, Streamed, stream_call};
 use crate::compact;
 use crate::context::{self, ContextFacts, ContextSource};
@@ -8,6 +7,7 @@ use crate::resume::{self, Next, tool_calls};
 use crate::{
     AllowAll, EngineError, EngineOptions, EventSink, Guard, GuardCall, NullSink, TurnEvent, lines,
 };
+use crate::{CallReport, Clock};
 use backend::{BackendError, ChatModel, ChatRequest, ToolSpec};
 use serde::Serialize;
 use serde_json::json;
@@ -501,12 +501,13 @@ impl<'a> Turn<'a> {
             acc,
         )
         .await;
-        if let Ok((_, usage)) = &result {
-            engine
-                .guard
-                .after_model_call(&self.conv, permit, usage)
-                .await;
-        }
+        let report = CallReport {
+            usage: result.as_ref().map(|(_, u)| *u).unwrap_or_default(),
+            failed: result.is_err(),
+            streamed: acc.emitted || !acc.parts.is_empty(),
+            streamed_chars: streamed_chars(&acc.parts),
+        };
+        engine.guard.settle(&self.conv, permit, &report).await;
         Ok(result)
     }
 
@@ -592,6 +593,13 @@ impl<'a> Turn<'a> {
             &mut acc,
         )
         .await;
+        let report = CallReport {
+            usage: result.as_ref().map(|(_, u)| *u).unwrap_or_default(),
+            failed: result.is_err(),
+            streamed: acc.emitted || !acc.parts.is_empty(),
+            streamed_chars: streamed_chars(&acc.parts),
+        };
+        engine.guard.settle(&self.conv, permit, &report).await;
         let (stop, usage) = match result {
             Ok(done) => done,
             Err(err) => {
@@ -599,10 +607,6 @@ impl<'a> Turn<'a> {
                 return Ok(());
             }
         };
-        engine
-            .guard
-            .after_model_call(&self.conv, permit, &usage)
-            .await;
         self.usage += usage;
         let notes: String = acc.parts.iter().filter_map(Part::as_text).collect();
         if notes.trim().is_empty() || !matches!(stop, StopReason::EndTurn | StopReason::MaxTokens) {
@@ -837,6 +841,18 @@ impl<'a> Turn<'a> {
         self.next_visible += 1;
         Ok(())
     }
+}
+
+/// Characters of output in streamed parts: what a provider bills as output tokens, roughly.
+fn streamed_chars(parts: &[Part]) -> usize {
+    parts
+        .iter()
+        .map(|p| match p {
+            Part::Text { text } => text.chars().count(),
+            Part::ToolUse { input, name, .. } => transcript::json_chars(input) + name.len(),
+            other => transcript::json_chars(other),
+        })
+        .sum()
 }
 
 fn now_ms() -> i64 {
