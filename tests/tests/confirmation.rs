@@ -412,3 +412,45 @@ async fn undo_through_the_tool_is_lifo_and_skips_public_registrations() {
     );
     assert_eq!(s.attendees(&event).await, 2);
 }
+
+#[tokio::test]
+async fn undo_cannot_go_around_a_held_call_it_passes_the_same_policy() {
+    let (s, event, _dana) = setup().await;
+    // The cancellation is held; the model then tries to undo its way to the same end, twice in
+    // the same answer.
+    s.h.model.push(Reply::tool_call(
+        "c1",
+        "cancel_event",
+        json!({ "event_id": event }),
+    ));
+    s.h.model.push(
+        Reply::new()
+            .call("u1", "undo", json!({}))
+            .call("u2", "undo", json!({}))
+            .stop(transcript::StopReason::ToolUse),
+    );
+    s.h.model.push(Reply::text("All done."));
+    s.h.turn("cancel the spring open").await;
+    assert_eq!(s.attendees(&event).await, 1, "nobody was withdrawn");
+    let transcript = s.h.transcript().await;
+    let undo_results: Vec<String> = transcript
+        .iter()
+        .filter(|m| m.role == Role::Tool)
+        .flat_map(|m| m.parts.iter())
+        .filter_map(|p| match p {
+            Part::ToolResult {
+                tool_use_id,
+                content,
+                ..
+            } if tool_use_id.starts_with('u') => Some(content.to_string()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(undo_results.len(), 2);
+    for r in &undo_results {
+        assert!(
+            r.contains("needs confirmation") && r.contains("withdraw Dana Lee"),
+            "{r}"
+        );
+    }
+}

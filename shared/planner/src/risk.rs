@@ -60,7 +60,55 @@ impl Planner {
                     )
                 })
             }
+            // Undoing is a change like any other: what it would revert passes the same policy.
+            "undo" => {
+                // The log is newest first; undo reverts every row of the newest action.
+                let log = self.store.audit_log(&caller.user).await.ok()?;
+                let last = log.iter().find(|e| e.on_undo_stack())?;
+                let effects: Vec<String> = log
+                    .iter()
+                    .filter(|e| e.on_undo_stack() && e.action_id == last.action_id)
+                    .flat_map(|e| e.changes.iter())
+                    .filter_map(undo_effect)
+                    .collect();
+                (!effects.is_empty())
+                    .then(|| format!("Undo your last change, which would {}", effects.join("; ")))
+            }
             _ => None,
         }
+    }
+}
+
+/// What reverting `change` (back to its `before`) would do that needs a yes: delete, unpublish
+/// or move a published event, or withdraw an attendee. Read from the stored audit row.
+fn undo_effect(change: &store::Change) -> Option<String> {
+    match change.kind.as_str() {
+        EVENT => {
+            let now: Event = serde_json::from_value(change.after.clone()?).ok()?;
+            if now.status != EventStatus::Published {
+                return None;
+            }
+            let Some(before) = &change.before else {
+                return Some(format!(
+                    "delete the published event {} ({} registered)",
+                    now.title, now.registered
+                ));
+            };
+            let before: Event = serde_json::from_value(before.clone()).ok()?;
+            if before.status != EventStatus::Published {
+                return Some(format!("unpublish {}", now.title));
+            }
+            (before.starts_at != now.starts_at || before.venue != now.venue).then(|| {
+                format!(
+                    "move the published event {} back to {} at {}",
+                    now.title, before.starts_at, before.venue
+                )
+            })
+        }
+        ATTENDEE if change.before.is_none() => {
+            let who: Attendee = serde_json::from_value(change.after.clone()?).ok()?;
+            Some(format!("withdraw {}", who.name))
+        }
+        _ => None,
     }
 }
