@@ -454,3 +454,51 @@ async fn undo_cannot_go_around_a_held_call_it_passes_the_same_policy() {
         );
     }
 }
+
+/// The held call, then one more user message saying `reply`, in which the model repeats it.
+async fn held_then(s: &Setup, dana: &str, replies: &[&str]) -> Value {
+    let args = json!({ "attendee_id": dana });
+    s.turn_calling("withdraw_attendee", args.clone()).await;
+    let mut last = Value::Null;
+    for reply in replies {
+        last = {
+            s.h.model
+                .push(Reply::tool_call("c9", "withdraw_attendee", args.clone()));
+            s.h.model.push(Reply::text("ok"));
+            s.h.turn(reply).await;
+            s.last_result().await
+        };
+    }
+    last
+}
+
+#[tokio::test]
+async fn an_explicit_no_is_never_taken_for_a_yes() {
+    let (s, event, dana) = setup().await;
+    let result = held_then(&s, &dana, &["No! Do NOT withdraw her."]).await;
+    assert!(refused(&result).is_some(), "{result}");
+    assert_eq!(s.attendees(&event).await, 1);
+}
+
+#[tokio::test]
+async fn only_the_next_message_can_confirm() {
+    let (s, event, dana) = setup().await;
+    let args = json!({ "attendee_id": dana });
+    s.turn_calling("withdraw_attendee", args.clone()).await;
+    // A message about something else, then "yes" a message later: the old hold is stale.
+    s.h.model.push(Reply::text("It is sunny."));
+    s.h.turn("how is the weather?").await;
+    s.h.model
+        .push(Reply::tool_call("c9", "withdraw_attendee", args.clone()));
+    s.h.model.push(Reply::text("ok"));
+    s.h.turn("yes").await;
+    let result = s.last_result().await;
+    assert!(refused(&result).is_some(), "{result}");
+    assert_eq!(s.attendees(&event).await, 1);
+    // Held again on that message, it is confirmed by the very next one.
+    s.h.model
+        .push(Reply::tool_call("c10", "withdraw_attendee", args.clone()));
+    s.h.model.push(Reply::text("Done."));
+    s.h.turn("yes please").await;
+    assert_eq!(s.attendees(&event).await, 0);
+}

@@ -81,18 +81,30 @@ impl ConfirmationGate {
     }
 
     /// `None`: run the call. `Some(outcome)`: the call must not run; answer with `outcome`.
-    pub async fn check(&self, ctx: &Ctx, call: &ToolCall) -> Option<ToolOutcome> {
+    pub async fn check(&self, ctx: &Ctx, call: &ToolCall, turn: &Answer) -> Option<ToolOutcome> {
         let description = self.policy.assess(ctx, &call.name, &call.input).await?;
         let hash = call_hash(&call.name, &call.input);
         let now = (self.clock)();
         let conversation = &ctx.conversation_id;
-        match self
-            .pending
-            .take_pending(conversation, &hash, &ctx.action_id.0, now)
-            .await
-        {
-            // Confirmed on a later turn, and what the user was asked still describes the call.
-            Ok(Some(taken)) if taken.description == description => return None,
+        let taken = if turn.declined {
+            // "No": whatever was pending is not confirmed by this message.
+            tracing::info!(tool = %call.name, action_id = %ctx.action_id, "the user declined; a pending confirmation is not used");
+            Ok(None)
+        } else {
+            self.pending
+                .take_pending(conversation, &hash, &ctx.action_id.0, now)
+                .await
+        };
+        match taken {
+            // Confirmed on the user's next message (not a later one), and what the user was asked
+            // still describes the call.
+            Ok(Some(taken))
+                if taken.description == description
+                    && turn.previous_action.as_deref()
+                        == Some(taken.created_on_action.as_str()) =>
+            {
+                return None;
+            }
             Ok(_) => {}
             Err(err) => {
                 tracing::error!(tool = %call.name, action_id = %ctx.action_id, error = %err, "confirmation check failed");
@@ -113,6 +125,37 @@ impl ConfirmationGate {
         }
         tracing::info!(tool = %call.name, action_id = %ctx.action_id, "risky call held for confirmation");
         Some(refused(call, needs_confirmation(&description)))
+    }
+}
+
+/// What the user's message of this turn says about a pending confirmation.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Answer {
+    /// The action (turn) of the user's previous message: only a call held there can be
+    /// confirmed now.
+    pub previous_action: Option<String>,
+    /// The message says no ("No!", "don't", "cancel"…): nothing pending is confirmed by it.
+    pub declined: bool,
+}
+
+impl Answer {
+    /// Read the user's words. Errs towards "declined": a wrong "no" only asks again.
+    pub fn from_text(text: &str, previous_action: Option<String>) -> Self {
+        let lower = text.to_lowercase();
+        let first = lower
+            .split(|c: char| !c.is_alphanumeric() && c != '\'')
+            .find(|w| !w.is_empty())
+            .unwrap_or("");
+        let declined = matches!(
+            first,
+            "no" | "nope" | "nah" | "nein" | "non" | "cancel" | "stop" | "don't" | "dont" | "never"
+        ) || lower.contains("do not")
+            || lower.contains("don't")
+            || lower.contains("dont ");
+        Self {
+            previous_action,
+            declined,
+        }
     }
 }
 
@@ -166,8 +209,9 @@ impl Engine {
         &self,
         ctx: &Ctx,
         call: &ToolCall,
+        answer: &Answer,
     ) -> Option<ToolOutcome> {
-        self.confirmation.as_ref()?.check(ctx, call).await
+        self.confirmation.as_ref()?.check(ctx, call, answer).await
     }
 }
 
@@ -215,5 +259,29 @@ mod tests {
             a,
             call_hash("publish_event", &json!({"event_id": "e1", "notify": true}))
         );
+    }
+
+    #[test]
+    fn a_no_in_any_usual_form_declines_and_a_yes_does_not() {
+        for no in [
+            "No! Do NOT cancel it.",
+            "no",
+            "Nope.",
+            "don't",
+            "Please don't do that",
+            "cancel",
+            "stop!",
+        ] {
+            assert!(Answer::from_text(no, None).declined, "{no}");
+        }
+        for yes in [
+            "yes",
+            "Yes please",
+            "ok, go ahead",
+            "sure",
+            "[pressed button yes]",
+        ] {
+            assert!(!Answer::from_text(yes, None).declined, "{yes}");
+        }
     }
 }

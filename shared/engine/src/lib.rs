@@ -30,8 +30,8 @@ mod turn;
 
 pub use compact::COMPACTION_PROMPT;
 pub use confirm::{
-    Clock, ConfirmationGate, ConfirmationOptions, RiskPolicy, call_hash, needs_confirmation,
-    risk_policy,
+    Answer, Clock, ConfirmationGate, ConfirmationOptions, RiskPolicy, call_hash,
+    needs_confirmation, risk_policy,
 };
 pub use context::{ContextFacts, ContextSource, NoFacts, context_source};
 pub use error::EngineError;

@@ -184,6 +184,8 @@ struct Turn<'a> {
     resume: Option<Next>,
     /// The provider rejected replayed reasoning: send history without it for the rest of the turn.
     strip_reasoning: bool,
+    /// What the user's message says to a pending confirmation.
+    answer: crate::Answer,
     tool_errors: u32,
 }
 
@@ -219,6 +221,15 @@ impl<'a> Turn<'a> {
             .ok_or_else(|| EngineError::ConversationNotFound(id.clone()))?;
         let history = store.messages(id, conv.segment).await?;
         let resumed = resume::find(&history, &input.action_id.0);
+        // The user's message before this one: only a call held on it can be confirmed now.
+        let previous_action = history
+            .iter()
+            .rev()
+            .filter(|m| m.role == Role::User)
+            .filter_map(|m| m.action_id.as_deref())
+            .find(|a| *a != input.action_id.0)
+            .map(str::to_owned);
+        let answer = crate::Answer::from_text(&input.text, previous_action);
         if resumed.is_none() {
             conv.turn += 1;
             if conv.prompt_version != engine.options.prompt_version {
@@ -262,6 +273,7 @@ impl<'a> Turn<'a> {
             action_id: input.action_id.0.clone(),
             resume: None,
             strip_reasoning: false,
+            answer,
             tool_errors: 0,
         };
         match resumed {
@@ -692,7 +704,10 @@ impl<'a> Turn<'a> {
                 results.push(part);
                 continue;
             }
-            let outcome = match engine.hold_for_confirmation(&self.ctx, call).await {
+            let outcome = match engine
+                .hold_for_confirmation(&self.ctx, call, &self.answer)
+                .await
+            {
                 Some(held) => held,
                 None => engine.tools.run(&self.ctx, &self.conv.purpose, call).await,
             };
