@@ -62,13 +62,13 @@ async fn slow_headers_and_idle_connections_are_closed() {
             // Headers that never finish.
             let mut slow = TcpStream::connect(&host).unwrap();
             slow.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-            slow.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+            slow.write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n")
                 .unwrap();
             let slow = read_to_close(&mut slow);
             // One whole request, then nothing on the kept-alive connection.
             let mut idle = TcpStream::connect(&host).unwrap();
             idle.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-            idle.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            idle.write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
                 .unwrap();
             let idle = read_to_close(&mut idle);
             (slow, idle)
@@ -93,7 +93,7 @@ async fn a_slow_or_short_body_gets_408_with_a_sentence() {
     let conv = s.new_conversation().await;
     let mut tcp = connect(&s);
     let head = format!(
-        "POST /api/conversations/{conv}/messages HTTP/1.1\r\nHost: x\r\n\
+        "POST /api/conversations/{conv}/messages HTTP/1.1\r\nHost: localhost\r\n\
          Content-Type: application/json\r\nContent-Length: 60\r\n\r\n{{\"text\": \"hel"
     );
     let (answer, took) = tokio::task::spawn_blocking(move || {
@@ -124,13 +124,13 @@ async fn connections_beyond_the_cap_wait_for_a_free_one() {
             .unwrap();
         let started = Instant::now();
         second
-            .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
             .unwrap();
         // The first connection ends (its header timer, or here its close) before the second
         // is served.
         std::thread::sleep(Duration::from_millis(300));
         first
-            .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
             .unwrap();
         let _ = read_to_close(&mut first);
         let (answer, _) = read_to_close(&mut second);
@@ -187,4 +187,40 @@ async fn every_error_is_a_json_sentence() {
     )
     .await;
     check(http.get(s.url("/no/such/page")).send().await.unwrap(), 404).await;
+}
+
+#[tokio::test]
+async fn without_sign_in_only_loopback_host_names_are_served() {
+    let s = server(16).await;
+    let http = reqwest::Client::new();
+    let get = |host: &'static str, path: &'static str| {
+        let http = http.clone();
+        let url = s.url(path);
+        async move { http.get(url).header("host", host).send().await.unwrap() }
+    };
+    // A page whose DNS name was rebound to 127.0.0.1 reaches the server under its own name.
+    let rebound = get("evil.example:8080", "/api/conversations").await;
+    assert_eq!(rebound.status(), 421);
+    let body: Value = rebound.json().await.unwrap();
+    assert!(body["error"].as_str().unwrap().contains("127.0.0.1"));
+    assert_eq!(get("evil.example", "/").await.status(), 421);
+    for host in [
+        "localhost:8080",
+        "127.0.0.1:8080",
+        "[::1]:8080",
+        "LOCALHOST",
+    ] {
+        assert_eq!(
+            get(host, "/api/conversations").await.status(),
+            200,
+            "{host}"
+        );
+    }
+    // The platforms' signed webhooks may come through a tunnel under its own name.
+    assert_ne!(
+        get("bridle.trycloudflare.com", "/webhooks/whatsapp")
+            .await
+            .status(),
+        421
+    );
 }

@@ -20,7 +20,9 @@ pub async fn user_conversation(
 ) -> Result<ConversationId, StoreError> {
     let id = ConversationId(format!(
         "{}:{}@{}",
-        job.channel, job.conversation_key, user.0
+        job.channel,
+        escape_key(&job.conversation_key),
+        user.0
     ));
     // The account is looked at on first contact only (before the conversation exists, so a
     // crash in between leaves no conversation without its account), not on every message.
@@ -45,10 +47,30 @@ pub async fn lobby_conversation(
     jobs: &ChannelJobs,
     job: &TurnJob,
 ) -> Result<ConversationId, StoreError> {
-    let id = ConversationId(format!("{}:{}", job.channel, job.conversation_key));
+    let id = ConversationId(format!(
+        "{}:{}",
+        job.channel,
+        escape_key(&job.conversation_key)
+    ));
     let owner = UserId(format!("unlinked:{}", id.0));
-    ensure(jobs, &id, &owner, &job.channel).await?;
+    let conv = ensure(jobs, &id, &owner, &job.channel).await?;
+    if conv.user_id != owner {
+        // Only a corrupt row gets here (keys are escaped); never answer into it.
+        return Err(StoreError::Conflict {
+            what: format!("lobby {id} owned by another"),
+        });
+    }
     Ok(id)
+}
+
+/// A platform's conversation key as it goes into a conversation id: `%` and `@` escaped, so no
+/// key can end in `@<user>` and name another owner's conversation (`room@local` is
+/// `room%40local`). Keys without either (every platform's usual ids) are unchanged.
+pub fn escape_key(key: &str) -> String {
+    if !key.contains(['%', '@']) {
+        return key.to_owned();
+    }
+    key.replace('%', "%25").replace('@', "%40")
 }
 
 async fn ensure(

@@ -195,7 +195,9 @@ impl ChannelJobs {
             {
                 Some(user) => Some(ConversationId(format!(
                     "{}:{}@{}",
-                    job.channel, job.conversation_key, user.0
+                    job.channel,
+                    crate::conversation::escape_key(&job.conversation_key),
+                    user.0
                 ))),
                 None => None,
             }

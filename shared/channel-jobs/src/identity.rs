@@ -7,6 +7,9 @@ use queue::TurnJob;
 use store::{Store, StoreError};
 use transcript::UserId;
 
+/// Link codes tried per message.
+pub const MAX_CODES_PER_MESSAGE: usize = 2;
+
 /// The sender of a job, resolved.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Resolved {
@@ -34,7 +37,7 @@ impl Resolved {
 
 /// Redeem a link code in the text, or look the account up.
 ///
-/// Every code-shaped token is tried (the first live one wins). A message that is only a code
+/// The first [`MAX_CODES_PER_MESSAGE`] code-shaped tokens are tried (the first live one wins). A message that is only a code
 /// that did not redeem is a failed linking attempt and is answered as such; so is any
 /// code-shaped token from an account that is not bound (it is most likely a mistyped code). A
 /// bound account whose longer message merely contains a code-shaped word is answered normally.
@@ -43,7 +46,12 @@ pub async fn resolve(
     job: &TurnJob,
     now_ms: i64,
 ) -> Result<Resolved, StoreError> {
-    let codes = link_code::find(&job.text);
+    // At most two code-shaped words are tried per message: a message stuffed with guesses
+    // costs the same as an honest one, and cannot search the code space.
+    let codes: Vec<_> = link_code::find(&job.text)
+        .into_iter()
+        .take(MAX_CODES_PER_MESSAGE)
+        .collect();
     // Channel names never hold `#`, so this names one account.
     let redeemer = format!("{}#{}", job.channel, job.external_user_id);
     for code in &codes {

@@ -29,7 +29,7 @@ pub mod identity;
 pub mod lines;
 pub mod web;
 
-pub use conversation::{CHANNEL_PURPOSE, lobby_conversation, user_conversation};
+pub use conversation::{CHANNEL_PURPOSE, escape_key, lobby_conversation, user_conversation};
 
 use channels::Sender;
 use engine::{Engine, EventSink, NullSink, TurnInput, TurnOutcome};

@@ -85,6 +85,16 @@ pub fn same_secret(a: &str, b: &str) -> bool {
 
 pub async fn gate(State(app): State<App>, mut request: Request, next: Next) -> Response {
     let path = request.uri().path().to_owned();
+    // Without sign-in the server trusts whoever reaches it, so only by a loopback name: a page
+    // on another site that rebinds its DNS name to 127.0.0.1 gets 421, not the user's data.
+    // (The platforms' signed webhooks may arrive through a tunnel under its own name.)
+    if app.sign_in.is_none() && !path.starts_with("/webhooks/") && !loopback_host(&request) {
+        return ApiError::new(
+            StatusCode::MISDIRECTED_REQUEST,
+            "This server answers only at 127.0.0.1, localhost or [::1] until sign-in is set up.",
+        )
+        .into_response();
+    }
     if is_public(&path) {
         return next.run(request).await;
     }
@@ -121,6 +131,27 @@ pub async fn gate(State(app): State<App>, mut request: Request, next: Next) -> R
     }
     request.extensions_mut().insert(current);
     next.run(request).await
+}
+
+/// Whether the request names this machine: `Host` (or, for HTTP/2, the URI's authority) is
+/// `127.0.0.1`, `localhost` or `[::1]`, with any port. No `Host` at all is a local client.
+fn loopback_host(request: &Request) -> bool {
+    let host = request
+        .headers()
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .or_else(|| request.uri().authority().map(|a| a.as_str()));
+    let Some(host) = host else {
+        return true;
+    };
+    let name = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => host.rsplit_once(':').map_or(host, |(name, _)| name),
+    };
+    matches!(name.to_ascii_lowercase().as_str(), "localhost" | "::1")
+        || name
+            .parse::<std::net::Ipv4Addr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// The user of the request's session cookie: a live session of an account that is not closed.
