@@ -257,6 +257,7 @@ impl<'a> Turn<'a> {
             actor: Actor::Agent,
             action_id: input.action_id.clone(),
             conversation_id: id.clone(),
+            call_key: None,
         };
         let mut turn = Turn {
             engine,
@@ -704,12 +705,13 @@ impl<'a> Turn<'a> {
                 results.push(part);
                 continue;
             }
-            let outcome = match engine
-                .hold_for_confirmation(&self.ctx, call, &self.answer)
-                .await
-            {
+            let ctx = Ctx {
+                call_key: Some(format!("{}#{}#{}", self.conv.id, asked.at, call.id)),
+                ..self.ctx.clone()
+            };
+            let outcome = match engine.hold_for_confirmation(&ctx, call, &self.answer).await {
                 Some(held) => held,
-                None => engine.tools.run(&self.ctx, &self.conv.purpose, call).await,
+                None => engine.tools.run(&ctx, &self.conv.purpose, call).await,
             };
             let mut outcome = outcome;
             match store

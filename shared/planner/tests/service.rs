@@ -44,6 +44,7 @@ fn ctx(user: &str, action: &str) -> Ctx {
         actor: Actor::Agent,
         action_id: ActionId(action.into()),
         conversation_id: ConversationId::from(format!("conv-{user}")),
+        call_key: None,
     }
 }
 

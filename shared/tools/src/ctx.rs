@@ -33,4 +33,9 @@ pub struct Ctx {
     pub actor: Actor,
     pub action_id: ActionId,
     pub conversation_id: ConversationId,
+    /// While a model's tool call runs: a key unique to that call and stable across a resumed
+    /// turn (conversation, the asking message's position, the call's id). A tool that calls an
+    /// outside system passes it as the idempotency key, so a call repeated after a crash is not
+    /// done twice there. `None` outside a model's call.
+    pub call_key: Option<String>,
 }

@@ -11,6 +11,7 @@ fn ctx() -> Ctx {
         actor: Actor::Agent,
         action_id: ActionId("act-42".into()),
         conversation_id: "c1".into(),
+        call_key: None,
     }
 }
 
