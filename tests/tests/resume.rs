@@ -146,6 +146,9 @@ async fn died_before_the_tool_message_was_written_reuses_the_recorded_result() {
     );
     assert_eq!(s.calls.list().len(), 1, "the recorded result is reused");
     assert_eq!(outcome.reply, "Let me look.\n\nSpring Open and Summer Cup.");
+    // Metrics count the resumed run as no new turn, with only the call it made.
+    assert!(outcome.resumed);
+    assert_eq!((outcome.model_calls, outcome.new_model_calls), (2, 1));
 }
 
 /// An answer with two calls that change things, then a closing answer.

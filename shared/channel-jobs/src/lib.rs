@@ -402,7 +402,8 @@ pub fn turn_metrics(
 ) -> metrics::TurnMetrics {
     metrics::TurnMetrics {
         channel: job.channel.clone(),
-        model_calls: outcome.model_calls,
+        resumed: outcome.resumed,
+        model_calls: outcome.new_model_calls,
         input_tokens: outcome.usage.input_tokens,
         output_tokens: outcome.usage.output_tokens,
         cache_read_tokens: outcome.usage.cache_read_tokens,

@@ -73,6 +73,11 @@ pub struct TurnOutcome {
     /// The model asked to answer with a reaction only (`<silent/>`).
     pub silent: bool,
     pub model_calls: u32,
+    /// The model calls this run made (fewer than `model_calls` when it resumed a turn that a
+    /// crash cut short).
+    pub new_model_calls: u32,
+    /// This run resumed a turn an earlier attempt had started.
+    pub resumed: bool,
     pub usage: Usage,
     /// Tool calls of this turn whose result was an error (bad arguments, domain or internal
     /// failures, unknown tools) — for metrics.
@@ -186,6 +191,9 @@ struct Turn<'a> {
     strip_reasoning: bool,
     /// What the user's message says to a pending confirmation.
     answer: crate::Answer,
+    /// Model calls an earlier attempt of this turn made (a resumed turn).
+    calls_before: u32,
+    resumed: bool,
     tool_errors: u32,
 }
 
@@ -275,6 +283,8 @@ impl<'a> Turn<'a> {
             resume: None,
             strip_reasoning: false,
             answer,
+            calls_before: 0,
+            resumed: false,
             tool_errors: 0,
         };
         match resumed {
@@ -289,6 +299,8 @@ impl<'a> Turn<'a> {
             Some(r) => {
                 tracing::warn!(calls_made = r.calls_made, next = ?r.next, "resuming a turn that was cut short");
                 turn.model_calls = r.calls_made;
+                turn.calls_before = r.calls_made;
+                turn.resumed = true;
                 turn.shown.restore(r.shown);
                 turn.resume = Some(r.next);
                 // The worker may have died between the transcript and the visible record.
@@ -796,6 +808,8 @@ impl<'a> Turn<'a> {
             buttons: shaped.buttons,
             silent: shaped.silent,
             model_calls: self.model_calls,
+            new_model_calls: self.model_calls - self.calls_before,
+            resumed: self.resumed,
             usage: self.usage,
             tool_errors: self.tool_errors,
         })

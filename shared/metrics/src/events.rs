@@ -29,6 +29,9 @@ impl Default for Metrics {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TurnMetrics {
     pub channel: String,
+    /// The run resumed a turn an earlier attempt started: it is not counted as a new turn.
+    pub resumed: bool,
+    /// Model calls made by this run.
     pub model_calls: u32,
     pub input_tokens: u64,
     pub output_tokens: u64,
@@ -121,7 +124,7 @@ impl Metrics {
             unit: Unit::Count,
         };
         let mut metrics = vec![
-            count("Turns", 1),
+            count("Turns", u64::from(!t.resumed)),
             count("ModelCalls", u64::from(t.model_calls)),
             count("InputTokens", t.input_tokens),
             count("OutputTokens", t.output_tokens),

@@ -80,6 +80,7 @@ fn a_turn_reports_model_calls_and_tokens_by_kind() {
     let (m, lines) = Metrics::capture("Bridle");
     m.turn(&TurnMetrics {
         channel: "telegram".into(),
+        resumed: false,
         model_calls: 3,
         input_tokens: 1200,
         output_tokens: 340,
@@ -133,4 +134,18 @@ fn the_namespace_comes_from_the_environment() {
     assert!(format!("{m:?}").contains("Custom"));
     let m = Metrics::from_vars(|_| Some("  ".into()));
     assert!(format!("{m:?}").contains("\"Bridle\""));
+}
+
+#[test]
+fn a_resumed_turn_is_not_counted_as_a_new_turn() {
+    let (m, lines) = Metrics::capture("Bridle");
+    m.turn(&TurnMetrics {
+        channel: "whatsapp".into(),
+        resumed: true,
+        model_calls: 0,
+        ..TurnMetrics::default()
+    });
+    let v = valid_emf(&lines.lock().unwrap()[0]);
+    assert_eq!(v["Turns"], 0.0);
+    assert_eq!(v["ModelCalls"], 0.0);
 }
