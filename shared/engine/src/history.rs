@@ -11,6 +11,9 @@ pub(crate) struct History {
     chat: Vec<ChatMessage>,
     /// Whether the newest row holds text with something in it.
     last_row_had_text: bool,
+    /// A sentence of the harness's own (an apology, a limit) waiting to become a note on the
+    /// user's next message.
+    harness_said: Option<String>,
 }
 
 impl History {
@@ -22,12 +25,44 @@ impl History {
         history
     }
 
+    /// Add a stored row. A line the harness said in the assistant's place (an assistant row
+    /// without a model call behind it: an apology, a limit, a cut-off note) is not sent as the
+    /// assistant's words — small models repeat such lines as answers — but as a neutral note
+    /// at the top of the user's next message. Deterministic, so requests stay byte-stable.
     pub fn push(&mut self, row: Message) {
         self.last_row_had_text = row
             .parts
             .iter()
             .any(|p| p.as_text().is_some_and(|t| !t.trim().is_empty()));
-        merge(&mut self.chat, row.role, row.parts);
+        let mut parts = row.parts;
+        let harness_line = match (&row.role, &row.call) {
+            // A line of the harness's own, in the assistant's place.
+            (Role::Assistant, None) => Some(std::mem::take(&mut parts)),
+            // A failed call: what streamed before the failure, then the harness's apology.
+            (Role::Assistant, Some(call))
+                if call.error.is_some() && matches!(parts.last(), Some(Part::Text { .. })) =>
+            {
+                parts.pop().map(|p| vec![p])
+            }
+            _ => None,
+        };
+        if let Some(line) = harness_line {
+            let said: String = line.iter().filter_map(Part::as_text).collect();
+            let earlier = self.harness_said.take();
+            self.harness_said = Some(match earlier {
+                Some(e) => format!("{e} {said}"),
+                None => said,
+            });
+            if parts.is_empty() {
+                return;
+            }
+        }
+        if row.role == Role::User
+            && let Some(said) = self.harness_said.take()
+        {
+            parts.insert(0, Part::text(harness_note(&said)));
+        }
+        merge(&mut self.chat, row.role, parts);
     }
 
     /// The messages to send: a copy of the list whose parts are shared, not copied.
@@ -63,6 +98,16 @@ impl History {
     }
 }
 
+/// What the model reads instead of the harness's own line.
+pub(crate) fn harness_note(said: &str) -> String {
+    format!(
+        "[Note from the harness, not from the user: the previous reply could not be completed \
+         as usual, and the user was shown this instead: \"{}\". Do not repeat it; answer what \
+         follows.]",
+        said.trim()
+    )
+}
+
 /// Append `parts` as a message of `role`, or to the last message when it has that role.
 fn merge(out: &mut Vec<ChatMessage>, role: Role, parts: Vec<Part>) {
     match out.last_mut() {
@@ -80,6 +125,19 @@ mod tests {
     use super::*;
     use transcript::Reasoning;
 
+    fn record(error: Option<&str>) -> transcript::CallRecord {
+        transcript::CallRecord {
+            backend: "b".into(),
+            model: "m".into(),
+            stop_reason: None,
+            error: error.map(str::to_owned),
+            usage: transcript::Usage::default(),
+            latency_ms: 0,
+            tools_offered: vec![],
+        }
+    }
+
+    /// A stored row; an assistant row is the model's (it has a call record).
     fn row(position: u64, role: Role, parts: Vec<Part>) -> Message {
         Message {
             conversation_id: "c".into(),
@@ -87,10 +145,48 @@ mod tests {
             position,
             role,
             parts,
-            call: None,
+            call: (role == Role::Assistant).then(|| record(None)),
             action_id: None,
             created_at_ms: 0,
         }
+    }
+
+    #[test]
+    fn the_harness_lines_reach_the_model_as_a_note_not_as_its_own_words() {
+        let apology = "Sorry, that took too long and I had to stop. Please try again in a moment.";
+        let history = History::new(vec![
+            text(0, Role::User, "a"),
+            // A failed call: the start of an answer, then the harness's apology.
+            Message {
+                call: Some(record(Some("timeout"))),
+                ..row(
+                    1,
+                    Role::Assistant,
+                    vec![Part::text("Half an"), Part::text(apology)],
+                )
+            },
+            text(2, Role::User, "b"),
+            // A line of the harness alone (a limit), no model call behind it.
+            Message {
+                call: None,
+                ..text(3, Role::Assistant, "You've reached this hour's limit.")
+            },
+            text(4, Role::User, "c"),
+        ]);
+        let chat = history.chat();
+        let shape = shape(&chat);
+        assert_eq!(shape[1], (Role::Assistant, vec!["Half an"]));
+        // Both lines become notes in the user's turn; no assistant message says them.
+        assert_eq!(shape.len(), 3, "{shape:?}");
+        let (role, texts) = &shape[2];
+        assert_eq!(*role, Role::User);
+        assert_eq!(texts.len(), 4, "{texts:?}");
+        assert!(texts[0].starts_with("[Note from the harness") && texts[0].contains(apology));
+        assert_eq!(texts[1], "b");
+        assert!(
+            texts[2].starts_with("[Note from the harness") && texts[2].contains("hour's limit")
+        );
+        assert_eq!(texts[3], "c");
     }
 
     fn text(position: u64, role: Role, text: &str) -> Message {
