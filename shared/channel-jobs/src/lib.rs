@@ -122,6 +122,9 @@ pub enum JobOutcome {
     Failed(String),
 }
 
+/// How often an unknown sender gets the harness's reply.
+pub const STRANGER_REPLY_EVERY: Duration = Duration::from_secs(3600);
+
 /// A job's outcome, and the turn's when one ran.
 #[derive(Debug)]
 pub struct Ran {
@@ -209,6 +212,21 @@ impl ChannelJobs {
         Ran { outcome, turn }
     }
 
+    /// Whether an unknown sender may get the harness's reply (onboarding, "that code did not
+    /// work") now: once per sender per hour, so a stranger cannot make us send (and pay for)
+    /// a reply per message. One conditional write (a claim on `stranger#<channel>#<sender>`
+    /// that lasts the hour); a store failure errs towards answering.
+    async fn may_answer_stranger(&self, job: &TurnJob) -> bool {
+        let now = (self.options.clock)();
+        let key = format!("stranger#{}#{}", job.channel, job.external_user_id);
+        !matches!(
+            self.store
+                .claim_job(&key, now, now + STRANGER_REPLY_EVERY.as_millis() as i64)
+                .await,
+            Ok(Claim::Busy { .. } | Claim::Done)
+        )
+    }
+
     /// This attempt is over without finishing: release its claim so the retry (after the
     /// queue's backoff) takes over at once and resumes the turn from the stored transcript.
     /// Crash story: a worker that dies before this leaves the claim to expire instead.
@@ -256,6 +274,10 @@ impl ChannelJobs {
             let user = match &resolved {
                 Resolved::Bound(user) => user.clone(),
                 other => {
+                    if other.user().is_none() && !self.may_answer_stranger(job).await {
+                        tracing::info!(job = %job.dedupe_key(), "an unknown sender was answered this hour already; not again");
+                        return Ok((JobOutcome::Skipped("an unknown sender's reply limit"), None));
+                    }
                     let text = lines::harness_reply(other, &self.options.signup_url);
                     let conversation = match other.user() {
                         Some(user) => user_conversation(self, job, user).await,

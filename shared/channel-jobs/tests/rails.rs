@@ -143,3 +143,28 @@ async fn a_key_ending_in_at_user_cannot_reach_that_users_conversation() {
         .expect("the sender's own lobby");
     assert!(lobby.user_id.0.starts_with("unlinked:"));
 }
+
+#[tokio::test]
+async fn an_unknown_sender_gets_one_onboarding_reply_an_hour_however_much_they_write() {
+    let store = Arc::new(SqliteStore::open_in_memory().unwrap());
+    let platform = Arc::new(Platform::default());
+    let mut jobs = jobs(store.clone(), vec![]);
+    jobs.senders.insert("generic".into(), platform.clone());
+    let mut answered = 0;
+    for n in 0..50 {
+        let outcome = jobs
+            .run(&job(&format!("m-{n}"), "stranger", "c-9", "hello?"), MINUTE)
+            .await;
+        answered += usize::from(matches!(outcome, JobOutcome::Answered(Resolved::Unknown)));
+    }
+    assert_eq!(answered, 1);
+    assert_eq!(platform.0.lock().unwrap().len(), 1, "one reply sent");
+    // Another sender is answered as usual.
+    let outcome = jobs
+        .run(&job("m-x", "someone-else", "c-8", "hi"), MINUTE)
+        .await;
+    assert!(
+        matches!(outcome, JobOutcome::Answered(Resolved::Unknown)),
+        "{outcome:?}"
+    );
+}
