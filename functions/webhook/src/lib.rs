@@ -57,6 +57,30 @@ impl std::fmt::Debug for Webhook {
     }
 }
 
+/// The media type of the request's `Content-Type` (lower case, parameters dropped), if any.
+fn content_type(headers: &[(String, String)]) -> Option<String> {
+    headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+        .map(|(_, v)| {
+            v.split(';')
+                .next()
+                .unwrap_or_default()
+                .trim()
+                .to_ascii_lowercase()
+        })
+}
+
+/// The content types a platform's webhook deliveries come in: Twilio posts forms, Slack posts
+/// JSON events and form-encoded interactivity payloads, the others JSON.
+fn sent_by(channel: &str) -> &'static [&'static str] {
+    match channel {
+        "twilio" => &["application/x-www-form-urlencoded"],
+        "slack" => &["application/json", "application/x-www-form-urlencoded"],
+        _ => &["application/json"],
+    }
+}
+
 /// One incoming HTTP request, raw.
 #[derive(Debug, Clone, Copy)]
 pub struct Incoming<'a> {
@@ -126,6 +150,15 @@ impl Webhook {
         if req.body.len() > self.max_body_bytes {
             return Err(Refusal::TooLarge {
                 limit: self.max_body_bytes,
+            });
+        }
+        if req.method == "POST"
+            && let Some(given) = content_type(req.headers)
+            && !sent_by(channel.name()).contains(&given.as_str())
+        {
+            return Err(Refusal::WrongContentType {
+                channel: channel.name(),
+                given,
             });
         }
         let raw = RawRequest {

@@ -10,6 +10,11 @@ pub enum Refusal {
     MethodNotAllowed,
     #[error("body over the {limit}-byte limit")]
     TooLarge { limit: usize },
+    #[error("{channel}: content type {given:?} is not one this platform sends")]
+    WrongContentType {
+        channel: &'static str,
+        given: String,
+    },
     #[error("{channel}: signature check failed")]
     Unverified {
         channel: &'static str,
@@ -33,6 +38,10 @@ impl Refusal {
             Refusal::NoRoute => (404, "no such webhook".to_owned()),
             Refusal::MethodNotAllowed => (405, "only POST is accepted".to_owned()),
             Refusal::TooLarge { limit } => (413, format!("body over the {limit}-byte limit")),
+            Refusal::WrongContentType { .. } => (
+                415,
+                "this webhook takes the content type its platform sends".to_owned(),
+            ),
             Refusal::Unverified { .. } => (401, "signature check failed".to_owned()),
             Refusal::Malformed { .. } => (400, "malformed delivery".to_owned()),
             Refusal::QueueFailed(_) => (500, "internal error; the platform will retry".to_owned()),
@@ -64,6 +73,7 @@ impl Refusal {
             Refusal::NoRoute => "no_route",
             Refusal::MethodNotAllowed => "method",
             Refusal::TooLarge { .. } => "too_large",
+            Refusal::WrongContentType { .. } => "content_type",
             Refusal::Unverified { .. } => "bad_signature",
             Refusal::Malformed { .. } => "malformed",
             Refusal::QueueFailed(_) => "queue_failed",

@@ -113,6 +113,21 @@ async fn refusals_map_to_statuses_without_internals() {
     let get = message.replace("\"method\": \"POST\"", "\"method\": \"GET\"");
     assert_eq!(call(&hook, &get, NOW).await.0, 405);
 
+    // A content type the platform never sends (a form post from a web page, say).
+    let form = message.replace(
+        "\"content-type\": \"application/json\"",
+        "\"content-type\": \"text/plain; charset=utf-8\"",
+    );
+    assert_ne!(form, message);
+    let (status, body) = call(&hook, &form, NOW).await;
+    assert_eq!(
+        (status, body),
+        (
+            415,
+            json!({"error": "this webhook takes the content type its platform sends"})
+        )
+    );
+
     assert!(
         queued(&queue).await.is_empty(),
         "nothing refused was queued"
