@@ -97,3 +97,27 @@ pub async fn text_of(c: &Client, css: &str) -> Option<String> {
     let el = c.find(Locator::Css(css)).await.ok()?;
     el.text().await.ok()
 }
+
+/// Sign in as `login` on the test provider's login page (`tests/oidc`: any login, any
+/// password), once the browser has been sent there; returns the page's address at the provider.
+pub async fn sign_in_at_provider(c: &Client, login: &str) -> String {
+    let field = eventually("the provider's login form", || async {
+        c.find(Locator::Css("input[name=login]")).await.ok()
+    })
+    .await;
+    let at = c.current_url().await.unwrap().to_string();
+    field.send_keys(login).await.unwrap();
+    c.find(Locator::Css("input[name=password]"))
+        .await
+        .unwrap()
+        .send_keys("any password")
+        .await
+        .unwrap();
+    c.find(Locator::Css("form [type=submit]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    at
+}

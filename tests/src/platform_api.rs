@@ -134,3 +134,28 @@ impl PlatformApi {
         panic!("expected {n} platform calls, got {:#?}", self.calls());
     }
 }
+
+/// A WhatsApp text message from `from`, as Meta delivers it to the webhook: the
+/// `x-hub-signature-256` value (signed with `app_secret`) and the raw body.
+pub fn whatsapp_text(
+    app_secret: &str,
+    from: &str,
+    message_id: &str,
+    text: &str,
+) -> (String, String) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let body = json!({"object": "whatsapp_business_account", "entry": [{"id": "102290129340398",
+        "changes": [{"field": "messages", "value": {"messaging_product": "whatsapp",
+        "metadata": {"display_phone_number": "15550783881", "phone_number_id": "106540352242922"},
+        "contacts": [{"profile": {"name": "Sender"}, "wa_id": from}],
+        "messages": [{"from": from, "id": message_id, "timestamp": now.to_string(),
+                      "type": "text", "text": {"body": text}}]}}]}]})
+    .to_string();
+    (
+        channels::whatsapp::sign(app_secret.as_bytes(), body.as_bytes()),
+        body,
+    )
+}

@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use store::VisibleRole;
-use tests::platform_api::PlatformApi;
+use tests::platform_api::{PlatformApi, whatsapp_text};
 use tests::server::TestServer;
 use transcript::ConversationId;
 
@@ -22,21 +22,7 @@ const WA_SECRET: &str = "wa-app-secret";
 const WA_FROM: &str = "491701234567";
 
 fn whatsapp(n: u32, text: &str) -> (String, String) {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
-    let body = json!({"object": "whatsapp_business_account", "entry": [{"id": "102290129340398",
-        "changes": [{"field": "messages", "value": {"messaging_product": "whatsapp",
-        "metadata": {"display_phone_number": "15550783881", "phone_number_id": "106540352242922"},
-        "contacts": [{"profile": {"name": "Kim"}, "wa_id": WA_FROM}],
-        "messages": [{"from": WA_FROM, "id": format!("wamid.dead{n}"), "timestamp": now.to_string(),
-                      "type": "text", "text": {"body": text}}]}}]}]})
-    .to_string();
-    (
-        channels::whatsapp::sign(WA_SECRET.as_bytes(), body.as_bytes()),
-        body,
-    )
+    whatsapp_text(WA_SECRET, WA_FROM, &format!("wamid.dead{n}"), text)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -14,30 +14,17 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use store::Email;
-use tests::browser::{browser, eventually, start_driver, text_of};
+use tests::browser::{browser, eventually, sign_in_at_provider, start_driver, text_of};
 use tests::oidc_provider::OidcProvider;
-use tests::platform_api::PlatformApi;
+use tests::platform_api::{PlatformApi, whatsapp_text};
 use tests::server::TestServer;
 use transcript::ConversationId;
 
 const WA_SECRET: &str = "wa-app-secret";
 const WA_FROM: &str = "491701234567";
 
-/// A WhatsApp text message from `WA_FROM`, signed as Meta signs it: headers and body.
 fn whatsapp(n: u32, text: &str) -> (String, String) {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
-    let body = json!({"object": "whatsapp_business_account", "entry": [{"id": "102290129340398",
-        "changes": [{"field": "messages", "value": {"messaging_product": "whatsapp",
-        "metadata": {"display_phone_number": "15550783881", "phone_number_id": "106540352242922"},
-        "contacts": [{"profile": {"name": "Alice"}, "wa_id": WA_FROM}],
-        "messages": [{"from": WA_FROM, "id": format!("wamid.browser{n}"), "timestamp": now.to_string(),
-                      "type": "text", "text": {"body": text}}]}}]}]})
-    .to_string();
-    let sig = channels::whatsapp::sign(WA_SECRET.as_bytes(), body.as_bytes());
-    (sig, body)
+    whatsapp_text(WA_SECRET, WA_FROM, &format!("wamid.browser{n}"), text)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -102,31 +89,8 @@ async fn sign_in_chat_link_whatsapp_and_the_next_message_runs_as_that_user() {
 
     // Not signed in: the app sends the browser to the provider's login page.
     c.goto(&format!("{base}/")).await.unwrap();
-    let login = eventually("the provider's login form", || async {
-        c.find(Locator::Css("input[name=login]")).await.ok()
-    })
-    .await;
-    assert!(
-        c.current_url()
-            .await
-            .unwrap()
-            .as_str()
-            .starts_with(&provider.issuer),
-        "at the provider"
-    );
-    login.send_keys("alice").await.unwrap();
-    c.find(Locator::Css("input[name=password]"))
-        .await
-        .unwrap()
-        .send_keys("any password")
-        .await
-        .unwrap();
-    c.find(Locator::Css("form button[type=submit], form [type=submit]"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    let at = sign_in_at_provider(&c, "alice").await;
+    assert!(at.starts_with(&provider.issuer), "at the provider: {at}");
 
     // Back in the app, signed in as alice.
     let who = eventually("the signed-in name", || async {

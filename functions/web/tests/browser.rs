@@ -19,7 +19,7 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use store::{Email, Store};
-use tests::browser::{browser, eventually, start_driver, text_of};
+use tests::browser::{browser, eventually, sign_in_at_provider, start_driver, text_of};
 use tests::oidc_provider::OidcProvider;
 use transcript::ConversationId;
 
@@ -137,23 +137,7 @@ async fn in_chromium_through_the_function_url_sign_in_chat_link_and_the_next_mes
 
     // Not signed in: to the provider's login page, and back signed in.
     c.goto(&format!("{base}/")).await.unwrap();
-    let login = eventually("the provider's login form", || async {
-        c.find(Locator::Css("input[name=login]")).await.ok()
-    })
-    .await;
-    login.send_keys("ada").await.unwrap();
-    c.find(Locator::Css("input[name=password]"))
-        .await
-        .unwrap()
-        .send_keys("any password")
-        .await
-        .unwrap();
-    c.find(Locator::Css("form [type=submit]"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    sign_in_at_provider(&c, "ada").await;
     eventually("the signed-in name", || async {
         text_of(&c, "#who-name")
             .await

@@ -77,14 +77,8 @@ async fn init() -> Result<Worker, Error> {
         let (prices, model) = (budget_config.prices.clone(), config.model_id.clone());
         Arc::new(move |usage| prices.cost(&model, usage) as f64 / 1e6)
     };
-    // Every outside call has a deadline (DESIGN.md invariant 5); the SDK sets none by default.
-    let timeouts = aws_config::timeout::TimeoutConfig::builder()
-        .connect_timeout(Duration::from_secs(2))
-        .operation_attempt_timeout(Duration::from_secs(3))
-        .operation_timeout(Duration::from_secs(10))
-        .build();
     let dynamo = aws_sdk_dynamodb::config::Builder::from(&aws)
-        .timeout_config(timeouts)
+        .timeout_config(aws_roots::table_deadlines())
         .build();
     let store = Arc::new(DynamoStore::new(
         aws_sdk_dynamodb::Client::from_conf(dynamo),

@@ -20,6 +20,16 @@ use aws_smithy_http_client::tls::{self, TlsContext, TrustStore};
 use aws_smithy_runtime_api::client::http::SharedHttpClient;
 use aws_types::os_shim_internal::Env;
 
+/// The deadlines of the Lambdas' DynamoDB calls (DESIGN.md invariant 5; the SDK sets none by
+/// default): 2 s to connect, 3 s an attempt, 10 s an operation with its retries.
+pub fn table_deadlines() -> aws_config::timeout::TimeoutConfig {
+    aws_config::timeout::TimeoutConfig::builder()
+        .connect_timeout(std::time::Duration::from_secs(2))
+        .operation_attempt_timeout(std::time::Duration::from_secs(3))
+        .operation_timeout(std::time::Duration::from_secs(10))
+        .build()
+}
+
 /// Amazon Root CA 1–4, Starfield Services Root CA G2, Starfield Root CA G2 and Starfield
 /// Class 2 (the cross-signing chain of older endpoints), as PEM.
 pub const AMAZON_TRUST_SERVICES_PEM: &str = include_str!("../certs/amazon-trust-services.pem");
