@@ -10,7 +10,6 @@ use engine::EngineOptions;
 use lambda_logs::InitError;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 use store_dynamodb::DynamoStore;
 use tokio::sync::watch;
 use web::config::WebConfig;
