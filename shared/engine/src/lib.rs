@@ -15,6 +15,7 @@ mod call;
 mod compact;
 mod confirm;
 pub mod context;
+mod engine;
 mod error;
 mod events;
 mod guard;
@@ -34,6 +35,7 @@ pub use confirm::{
     needs_confirmation, risk_policy,
 };
 pub use context::{ContextFacts, ContextSource, NoFacts, context_source};
+pub use engine::{Engine, TurnEnd, TurnInput, TurnOutcome};
 pub use error::EngineError;
 pub use events::{CollectSink, EventSink, NullSink, TurnEvent};
 pub use guard::{AllowAll, CallReport, Denied, Guard, GuardCall, Permit};
@@ -41,4 +43,3 @@ pub use lean::Lean;
 pub use options::EngineOptions;
 pub use prompt::{DEFAULT_SYSTEM_PROMPT, PROMPT_VERSION, SystemPrompt};
 pub use shape::{Shaped, ShapedButton, shape};
-pub use turn::{Engine, TurnEnd, TurnInput, TurnOutcome};

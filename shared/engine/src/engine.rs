@@ -1,0 +1,170 @@
+//! The engine and what a turn takes and gives: [`Engine::run_turn`] and its input and outcome.
+
+use crate::context::ContextSource;
+use crate::lean::Lean;
+use crate::turn::Turn;
+use crate::{AllowAll, Clock, EngineError, EngineOptions, EventSink, Guard};
+use backend::ChatModel;
+use serde::Serialize;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+use store::Store;
+use tools::{ActionId, Registry};
+use tracing::Instrument;
+use transcript::{ConversationId, Usage};
+
+/// One user message to answer.
+#[derive(Debug, Clone)]
+pub struct TurnInput {
+    pub conversation_id: ConversationId,
+    pub text: String,
+    /// Identifies this request's actions (audit, undo); made by the caller, e.g. from the job.
+    pub action_id: ActionId,
+    /// The user's attachments, stored by reference; the model sees them after the text.
+    pub attachments: Vec<transcript::MediaRef>,
+    /// Lines the model sees after the user's words (an attachment that could not be read); the
+    /// visible transcript keeps only the words.
+    pub attachment_notes: Vec<String>,
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnEnd {
+    /// The model answered.
+    Answered,
+    /// The answer hit the output limit; the user was told.
+    CutOff,
+    /// Refusal, content filter or guardrail.
+    Declined,
+    /// The context window is full.
+    ContextTooLong,
+    /// The model produced something unusable (malformed tool use, unknown stop).
+    Muddled,
+    /// The model↔tool round-trip ceiling was reached.
+    CycleLimit,
+    /// The provider failed; the user got a calm sentence.
+    BackendFailed,
+    /// A guard (budget, rate) refused the model call.
+    Denied,
+    /// The conversation is paused (an operator took over); nothing was generated.
+    Paused,
+    /// The server stopped before the turn could start; the message is kept and answered
+    /// after the restart (only ever sent to a waiting web chat stream).
+    Interrupted,
+}
+
+/// What the turn produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnOutcome {
+    pub end: TurnEnd,
+    /// The reply to deliver: everything the assistant said in this turn, markers stripped.
+    pub reply: String,
+    /// Buttons to offer with the reply (from a `<buttons>` marker).
+    pub buttons: Vec<crate::ShapedButton>,
+    /// The model asked to answer with a reaction only (`<silent/>`).
+    pub silent: bool,
+    pub model_calls: u32,
+    /// The model calls this run made (fewer than `model_calls` when it resumed a turn that a
+    /// crash cut short).
+    pub new_model_calls: u32,
+    /// This run resumed a turn an earlier attempt had started.
+    pub resumed: bool,
+    pub usage: Usage,
+    /// Tool calls of this turn whose result was an error (bad arguments, domain or internal
+    /// failures, unknown tools) — for metrics.
+    pub tool_errors: u32,
+}
+
+/// The harness core: holds the model, the tools, the store and the guard.
+pub struct Engine {
+    pub(crate) model: Arc<dyn ChatModel>,
+    pub(crate) tools: Arc<Registry>,
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) guard: Arc<dyn Guard>,
+    pub(crate) context: Option<Arc<dyn ContextSource>>,
+    pub(crate) lean: Arc<Lean>,
+    pub(crate) clock: Clock,
+    pub(crate) options: EngineOptions,
+    pub(crate) confirmation: Option<Arc<crate::ConfirmationGate>>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("model", &self.model.name())
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Engine {
+    pub fn new(
+        model: Arc<dyn ChatModel>,
+        tools: Arc<Registry>,
+        store: Arc<dyn Store>,
+        options: EngineOptions,
+    ) -> Self {
+        Self {
+            model,
+            tools,
+            store,
+            guard: Arc::new(AllowAll),
+            context: None,
+            lean: Arc::new(Lean::default()),
+            clock: Arc::new(now_ms),
+            options,
+            confirmation: None,
+        }
+    }
+
+    /// Open every user message with a `<context>` block built from `source`, fresh each turn
+    /// and stored verbatim.
+    pub fn with_context(mut self, source: Arc<dyn ContextSource>) -> Self {
+        self.context = Some(source);
+        self
+    }
+
+    /// The clock the context block and the stored rows use.
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The optional features this process has stopped using.
+    pub fn lean(&self) -> &Lean {
+        &self.lean
+    }
+
+    /// Put a guard (budgets, rate limits) in front of every model call.
+    pub fn with_guard(mut self, guard: Arc<dyn Guard>) -> Self {
+        self.guard = guard;
+        self
+    }
+
+    /// Answer one user message. Model and tool failures end in a reply; `Err` means storage
+    /// failed (or the conversation is unknown) and the job should be retried. The user's words
+    /// go into the visible transcript here; the reply's entry is written by whoever delivers it
+    /// (the job path in `channel-jobs`), so it records what actually reached the user.
+    pub async fn run_turn(
+        &self,
+        input: TurnInput,
+        sink: &dyn EventSink,
+    ) -> Result<TurnOutcome, EngineError> {
+        let span = tracing::info_span!("turn", conversation = %input.conversation_id, action_id = %input.action_id);
+        async move {
+            let mut turn = Turn::start(self, &input, sink).await?;
+            let end = turn.run().await?;
+            turn.finish(end).await
+        }
+        .instrument(span)
+        .await
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}

@@ -1,0 +1,109 @@
+//! Compaction inside a turn: notes into a new segment when the history is past the threshold.
+
+use super::Turn;
+use super::model::streamed_chars;
+use crate::call::{Limits, Shown, Streamed, stream_call};
+use crate::history::History;
+use crate::{CallReport, EngineError, GuardCall, NullSink, compact};
+use transcript::{Part, Role, StopReason};
+
+impl Turn<'_> {
+    /// When the current segment is past the threshold, ask the model for notes and continue in
+    /// a new segment that opens with them. Any failure leaves the history as it was.
+    pub(super) async fn compact_if_needed(&mut self) -> Result<(), EngineError> {
+        let engine = self.engine;
+        let o = &engine.options;
+        let chars = compact::content_chars(self.history.messages());
+        if chars <= o.compaction_threshold_chars {
+            return Ok(());
+        }
+        let next_segment = self.conv.segment + 1;
+        // A crash after the notes were written but before the conversation moved on: reuse them.
+        let written = engine.store.messages(&self.conv.id, next_segment).await?;
+        if !written.is_empty() {
+            self.conv.segment = next_segment;
+            engine.store.update_conversation(&self.conv).await?;
+            self.history = History::new(written);
+            return Ok(());
+        }
+        let request = compact::notes_request(
+            &o.model_id,
+            self.history.messages(),
+            o.compaction_max_tokens,
+        );
+        self.model_calls += 1;
+        let call = GuardCall {
+            conversation: &self.conv,
+            call_number: self.model_calls,
+            request: &request,
+        };
+        let permit = match engine.guard.before_model_call(&call).await {
+            Ok(permit) => permit,
+            Err(denied) => {
+                tracing::warn!(reason = %denied.reason, "compaction skipped: guard denied the call");
+                return Ok(());
+            }
+        };
+        let limits = Limits {
+            call_timeout: o.call_timeout,
+            idle_timeout: o.idle_timeout,
+        };
+        let started = tokio::time::Instant::now();
+        let mut acc = Streamed::default();
+        let result = stream_call(
+            engine.model.as_ref(),
+            request,
+            limits,
+            &NullSink,
+            &mut Shown::default(),
+            &mut acc,
+        )
+        .await;
+        let report = CallReport {
+            usage: result.as_ref().map(|(_, u)| *u).unwrap_or_default(),
+            failed: result.is_err(),
+            streamed: acc.emitted || !acc.parts.is_empty(),
+            streamed_chars: streamed_chars(&acc.parts),
+        };
+        engine.guard.settle(&self.conv, permit, &report).await;
+        let (stop, usage) = match result {
+            Ok(done) => done,
+            Err(err) => {
+                tracing::warn!(error = %err, kind = err.kind(), chars, "compaction failed; carrying on with the full history");
+                return Ok(());
+            }
+        };
+        self.usage += usage;
+        let notes: String = acc.parts.iter().filter_map(Part::as_text).collect();
+        if notes.trim().is_empty() || !matches!(stop, StopReason::EndTurn | StopReason::MaxTokens) {
+            tracing::warn!(
+                stop_reason = stop.as_str(),
+                chars,
+                "compaction produced no notes; carrying on with the full history"
+            );
+            return Ok(());
+        }
+        let mut record = self.call_record(
+            Some(stop),
+            None,
+            usage,
+            started.elapsed().as_millis() as u64,
+        );
+        record.tools_offered.clear();
+        self.conv.segment = next_segment;
+        self.history = History::default();
+        self.append(
+            Role::User,
+            vec![Part::text(compact::notes_message_text(&notes))],
+            Some(record),
+        )
+        .await?;
+        engine.store.update_conversation(&self.conv).await?;
+        tracing::info!(
+            segment = next_segment,
+            chars,
+            "compacted into a new segment"
+        );
+        Ok(())
+    }
+}

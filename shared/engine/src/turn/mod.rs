@@ -1,0 +1,302 @@
+//! One running turn: the loop, with the model calls, the tools, compaction and the records in
+//! their own files.
+
+mod compaction;
+mod model;
+mod record;
+mod tools;
+
+use crate::call::Shown;
+use crate::call::Streamed;
+use crate::history::History;
+use crate::resume::{self, Next, tool_calls};
+use crate::{Engine, EngineError, EventSink, TurnEnd, TurnInput, lines};
+use ::tools::{Actor, Ctx, ToolCall};
+use backend::ToolSpec;
+use std::sync::Arc;
+use store::VisibleRole;
+use transcript::{Conversation, ConversationStatus, Role, StopReason, Usage};
+
+/// The state of one running turn.
+pub(crate) struct Turn<'a> {
+    engine: &'a Engine,
+    sink: &'a dyn EventSink,
+    conv: Conversation,
+    ctx: Ctx,
+    history: History,
+    next_position: u64,
+    next_visible: u64,
+    tools: Arc<[ToolSpec]>,
+    shown: Shown,
+    model_calls: u32,
+    usage: Usage,
+    /// Written on every message of this turn, so a retried job can find them.
+    action_id: String,
+    /// Where a resumed turn picks up (`None` for a new turn).
+    resume: Option<Next>,
+    /// The provider rejected replayed reasoning: send history without it for the rest of the turn.
+    strip_reasoning: bool,
+    /// What the user's message says to a pending confirmation.
+    answer: crate::Answer,
+    /// Model calls an earlier attempt of this turn made (a resumed turn).
+    calls_before: u32,
+    resumed: bool,
+    tool_errors: u32,
+}
+
+/// Where the answer that asked for tools is stored, and whether the turn is resuming (only then
+/// can some of its calls have recorded results).
+#[derive(Debug, Clone, Copy)]
+struct Asked {
+    at: u64,
+    resumed: bool,
+}
+
+/// What the loop does after an answer that asked for tools.
+enum Flow {
+    /// The tools ran: call the model again.
+    Continue,
+    /// The turn is over.
+    End(TurnEnd),
+    /// The calls were answered as not executed; the stop reason decides the end.
+    Conclude,
+}
+
+impl<'a> Turn<'a> {
+    pub(crate) async fn start(
+        engine: &'a Engine,
+        input: &TurnInput,
+        sink: &'a dyn EventSink,
+    ) -> Result<Turn<'a>, EngineError> {
+        let store = &engine.store;
+        let id = &input.conversation_id;
+        let mut conv = store
+            .conversation(id)
+            .await?
+            .ok_or_else(|| EngineError::ConversationNotFound(id.clone()))?;
+        let history = store.messages(id, conv.segment).await?;
+        let resumed = resume::find(&history, &input.action_id.0);
+        // The user's message before this one: only a call held on it can be confirmed now.
+        let previous_action = history
+            .iter()
+            .rev()
+            .filter(|m| m.role == Role::User)
+            .filter_map(|m| m.action_id.as_deref())
+            .find(|a| *a != input.action_id.0)
+            .map(str::to_owned);
+        let answer = crate::Answer::from_text(&input.text, previous_action);
+        if resumed.is_none() {
+            conv.turn += 1;
+            if conv.prompt_version != engine.options.prompt_version {
+                if !conv.prompt_version.is_empty() {
+                    tracing::info!(from = %conv.prompt_version, to = %engine.options.prompt_version, "system prompt version changed");
+                }
+                conv.prompt_version = engine.options.prompt_version.clone();
+            }
+            store.update_conversation(&conv).await?;
+        }
+        let next_position = store.next_position(id).await?;
+        let next_visible = store.next_visible_position(id).await?;
+        let tools = engine
+            .tools
+            .catalog_for(&conv.purpose)
+            .into_iter()
+            .map(|d| ToolSpec {
+                name: d.name.clone(),
+                description: d.description.clone(),
+                input_schema: d.input_schema.clone(),
+            })
+            .collect();
+        let ctx = Ctx {
+            user_id: conv.user_id.clone(),
+            actor: Actor::Agent,
+            action_id: input.action_id.clone(),
+            conversation_id: id.clone(),
+            call_key: None,
+        };
+        let mut turn = Turn {
+            engine,
+            sink,
+            conv,
+            ctx,
+            history: History::new(history),
+            next_position,
+            next_visible,
+            tools,
+            shown: Shown::default(),
+            model_calls: 0,
+            usage: Usage::default(),
+            action_id: input.action_id.0.clone(),
+            resume: None,
+            strip_reasoning: false,
+            answer,
+            calls_before: 0,
+            resumed: false,
+            tool_errors: 0,
+        };
+        match resumed {
+            None => {
+                turn.compact_if_needed().await?;
+                let text = turn.user_message_text(&input.model_text()).await;
+                turn.append(Role::User, input.user_parts(text), None)
+                    .await?;
+                turn.append_visible(VisibleRole::User, input.text.clone())
+                    .await?;
+            }
+            Some(r) => {
+                tracing::warn!(calls_made = r.calls_made, next = ?r.next, "resuming a turn that was cut short");
+                turn.model_calls = r.calls_made;
+                turn.calls_before = r.calls_made;
+                turn.resumed = true;
+                turn.shown.restore(r.shown);
+                turn.resume = Some(r.next);
+                // The worker may have died between the transcript and the visible record.
+                let visible = store.visible(id).await?;
+                let this_turn = |role| {
+                    visible
+                        .iter()
+                        .any(|e| e.turn == turn.conv.turn && e.role == role)
+                };
+                if !this_turn(VisibleRole::User) {
+                    turn.append_visible(VisibleRole::User, input.text.clone())
+                        .await?;
+                }
+            }
+        }
+        Ok(turn)
+    }
+
+    /// The loop: at most `max_cycles` model calls, each followed by its tools.
+    pub(crate) async fn run(&mut self) -> Result<TurnEnd, EngineError> {
+        if self.conv.status != ConversationStatus::Active {
+            tracing::info!(status = ?self.conv.status, "conversation not active; no reply");
+            return Ok(TurnEnd::Paused);
+        }
+        let mut cycle = self.model_calls;
+        match self.resume.take() {
+            Some(Next::Finished) => return Ok(TurnEnd::Answered),
+            Some(Next::Tools { calls, asked_at }) => {
+                let asked = Asked {
+                    at: asked_at,
+                    resumed: true,
+                };
+                match self
+                    .handle_calls(&calls, &StopReason::ToolUse, cycle, asked)
+                    .await?
+                {
+                    Flow::Continue => {}
+                    Flow::End(end) => return Ok(end),
+                    Flow::Conclude => return self.conclude(StopReason::ToolUse, true).await,
+                }
+            }
+            Some(Next::Model) | None => {}
+        }
+        loop {
+            cycle += 1;
+            let mut acc = Streamed::default();
+            let started = tokio::time::Instant::now();
+            let result = match self.call_with_retry(&mut acc).await {
+                Ok(result) => result,
+                Err(denied) => {
+                    tracing::warn!(reason = %denied.reason, "model call denied by guard");
+                    self.say(&denied.user_message).await?;
+                    return Ok(TurnEnd::Denied);
+                }
+            };
+            let latency_ms = started.elapsed().as_millis() as u64;
+            let (stop, usage) = match result {
+                Ok(done) => done,
+                Err(err) => return self.backend_failed(err, acc, latency_ms).await,
+            };
+            self.usage += usage;
+            let calls = tool_calls(&acc.parts);
+            let record = self.call_record(Some(stop.clone()), None, usage, latency_ms);
+            self.append(Role::Assistant, acc.parts, Some(record))
+                .await?;
+            if !calls.is_empty() {
+                let asked = Asked {
+                    at: self.next_position - 1,
+                    resumed: false,
+                };
+                match self.handle_calls(&calls, &stop, cycle, asked).await? {
+                    Flow::Continue => continue,
+                    Flow::End(end) => return Ok(end),
+                    Flow::Conclude => {}
+                }
+            }
+            return self.conclude(stop, !calls.is_empty()).await;
+        }
+    }
+
+    /// Run the calls of an answer, or answer them as not executed when the answer was cut off
+    /// or the ceiling is reached.
+    async fn handle_calls(
+        &mut self,
+        calls: &[ToolCall],
+        stop: &StopReason,
+        cycle: u32,
+        asked: Asked,
+    ) -> Result<Flow, EngineError> {
+        let max_cycles = self.engine.options.max_cycles.max(1);
+        let runnable = matches!(
+            stop,
+            StopReason::ToolUse | StopReason::EndTurn | StopReason::StopSequence
+        );
+        if runnable && cycle < max_cycles {
+            self.run_tools(calls, asked).await?;
+            return Ok(Flow::Continue);
+        }
+        let why = if runnable {
+            "NOT EXECUTED: the step limit for this message was reached. Do not call tools again; tell the user where things stand.".to_owned()
+        } else {
+            format!(
+                "NOT EXECUTED: your response ended ({}) before this call could run.",
+                stop.as_str()
+            )
+        };
+        self.not_executed(calls, &why).await?;
+        if runnable {
+            tracing::warn!(cycles = cycle, "cycle ceiling reached");
+            self.say(lines::CYCLE_LIMIT).await?;
+            return Ok(Flow::End(TurnEnd::CycleLimit));
+        }
+        Ok(Flow::Conclude)
+    }
+
+    /// Map the final stop reason to an outcome, adding a line where the user needs one.
+    async fn conclude(
+        &mut self,
+        stop: StopReason,
+        had_calls: bool,
+    ) -> Result<TurnEnd, EngineError> {
+        let (end, line) = match &stop {
+            StopReason::EndTurn | StopReason::StopSequence => (TurnEnd::Answered, None),
+            StopReason::ToolUse if had_calls => (TurnEnd::Answered, None),
+            StopReason::ToolUse | StopReason::MalformedToolUse => {
+                (TurnEnd::Muddled, Some(lines::MUDDLED))
+            }
+            StopReason::MaxTokens => (TurnEnd::CutOff, Some(lines::CUT_OFF)),
+            StopReason::Refusal | StopReason::ContentFiltered | StopReason::Guardrail => {
+                let line = (!self.last_call_had_text()).then_some(lines::DECLINED);
+                (TurnEnd::Declined, line)
+            }
+            StopReason::ContextWindowExceeded => (TurnEnd::ContextTooLong, Some(lines::TOO_LONG)),
+            StopReason::Other(raw) => {
+                tracing::warn!(stop_reason = %raw, "unknown stop reason");
+                if self.last_call_had_text() {
+                    (TurnEnd::Answered, None)
+                } else {
+                    (TurnEnd::Muddled, Some(lines::MUDDLED))
+                }
+            }
+        };
+        if let Some(line) = line {
+            self.say(line).await?;
+        }
+        Ok(end)
+    }
+
+    fn last_call_had_text(&self) -> bool {
+        self.history.last_row_had_text()
+    }
+}

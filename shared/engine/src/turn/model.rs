@@ -1,0 +1,149 @@
+//! The model calls of a turn: the request, one call behind the guard, the retry, and what a
+//! failed call leaves behind.
+
+use super::Turn;
+use crate::call::{Limits, Streamed, stream_call};
+use crate::{CallReport, EngineError, GuardCall, TurnEnd, TurnEvent, lines};
+use backend::{BackendError, ChatRequest};
+use std::time::Duration;
+use transcript::{Part, Role, StopReason, Usage};
+
+impl Turn<'_> {
+    /// One model call. When it failed before anything was streamed, it is tried again: once
+    /// without replayed reasoning if the provider rejected it, once without each optional
+    /// feature the provider refused (lean mode), and once after a transient failure.
+    /// The outer `Err` is a guard denial.
+    pub(super) async fn call_with_retry(
+        &mut self,
+        acc: &mut Streamed,
+    ) -> Result<Result<(StopReason, Usage), BackendError>, crate::Denied> {
+        let mut retried = false;
+        loop {
+            let err = match self.call_once(acc).await? {
+                Err(err) if !acc.emitted => err,
+                other => return Ok(other),
+            };
+            match &err {
+                BackendError::ReasoningRejected { .. } if !self.strip_reasoning => {
+                    tracing::warn!(error = %err, "replayed reasoning rejected; retrying without it");
+                    self.strip_reasoning = true;
+                }
+                BackendError::FeatureRejected { feature, .. }
+                    if !self.engine.lean.dropped(*feature) =>
+                {
+                    if self.engine.lean.drop_feature(*feature) {
+                        tracing::warn!(?feature, error = %err, "the provider refused an optional feature; lean mode from now on");
+                    }
+                }
+                _ if err.is_retryable() && !retried => {
+                    retried = true;
+                    let wait = match &err {
+                        BackendError::Throttled {
+                            retry_after: Some(d),
+                        } => *d,
+                        _ => Duration::from_millis(250),
+                    };
+                    if wait > self.engine.options.max_retry_wait {
+                        return Ok(Err(err));
+                    }
+                    tracing::warn!(error = %err, kind = err.kind(), "model call failed before streaming; retrying once");
+                    tokio::time::sleep(wait).await;
+                }
+                _ => return Ok(Err(err)),
+            }
+            *acc = Streamed::default();
+        }
+    }
+
+    pub(super) async fn call_once(
+        &mut self,
+        acc: &mut Streamed,
+    ) -> Result<Result<(StopReason, Usage), BackendError>, crate::Denied> {
+        let engine = self.engine;
+        let request = self.request();
+        self.model_calls += 1;
+        let guard_call = GuardCall {
+            conversation: &self.conv,
+            call_number: self.model_calls,
+            request: &request,
+        };
+        let permit = engine.guard.before_model_call(&guard_call).await?;
+        self.shown.close_block();
+        let limits = Limits {
+            call_timeout: engine.options.call_timeout,
+            idle_timeout: engine.options.idle_timeout,
+        };
+        let result = stream_call(
+            engine.model.as_ref(),
+            request,
+            limits,
+            self.sink,
+            &mut self.shown,
+            acc,
+        )
+        .await;
+        let report = CallReport {
+            usage: result.as_ref().map(|(_, u)| *u).unwrap_or_default(),
+            failed: result.is_err(),
+            streamed: acc.emitted || !acc.parts.is_empty(),
+            streamed_chars: streamed_chars(&acc.parts),
+        };
+        engine.guard.settle(&self.conv, permit, &report).await;
+        Ok(result)
+    }
+
+    pub(super) fn request(&self) -> ChatRequest {
+        let o = &self.engine.options;
+        let mut settings = o.settings.clone();
+        self.engine.lean.apply(&mut settings);
+        let messages = if self.strip_reasoning {
+            self.history.chat_without_reasoning()
+        } else {
+            self.history.chat()
+        };
+        ChatRequest {
+            model: o.model_id.clone(),
+            system: o.system_prompt.clone(),
+            messages,
+            tools: self.tools.clone(),
+            settings,
+        }
+    }
+
+    /// Log the raw error; record and show what the user saw plus a calm sentence.
+    pub(super) async fn backend_failed(
+        &mut self,
+        err: BackendError,
+        acc: Streamed,
+        latency_ms: u64,
+    ) -> Result<TurnEnd, EngineError> {
+        tracing::error!(error = %err, kind = err.kind(), streamed = acc.emitted, "model call failed");
+        let line = match err {
+            BackendError::Throttled { .. } => lines::THROTTLED,
+            BackendError::Overloaded => lines::OVERLOADED,
+            BackendError::Timeout { .. } => lines::TIMED_OUT,
+            _ => lines::BACKEND_FAILED,
+        };
+        let mut parts = acc.visible_parts();
+        let shown_line = self.shown.show_line(line);
+        parts.push(Part::text(shown_line.trim_start()));
+        let record = self.call_record(None, Some(err.kind()), Usage::default(), latency_ms);
+        self.append(Role::Assistant, parts, Some(record)).await?;
+        self.sink.emit(TurnEvent::Error {
+            message: line.to_owned(),
+        });
+        Ok(TurnEnd::BackendFailed)
+    }
+}
+
+/// Characters of output in streamed parts: what a provider bills as output tokens, roughly.
+pub(super) fn streamed_chars(parts: &[Part]) -> usize {
+    parts
+        .iter()
+        .map(|p| match p {
+            Part::Text { text } => text.chars().count(),
+            Part::ToolUse { input, name, .. } => transcript::json_chars(input) + name.len(),
+            other => transcript::json_chars(other),
+        })
+        .sum()
+}

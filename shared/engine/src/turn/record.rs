@@ -1,0 +1,128 @@
+//! What a turn writes: transcript rows, visible entries, the harness's own lines, the outcome.
+
+use super::Turn;
+use crate::context::{self, ContextFacts};
+use crate::{EngineError, TurnEnd, TurnEvent, TurnOutcome, lines};
+use store::{VisibleEntry, VisibleRole};
+use transcript::{CallRecord, Message, Part, Role, StopReason, Usage};
+
+impl Turn<'_> {
+    /// The user's message as stored and sent: with the context block when the engine has a
+    /// context source, else the words alone.
+    pub(super) async fn user_message_text(&self, text: &str) -> String {
+        let Some(source) = &self.engine.context else {
+            return text.to_owned();
+        };
+        let facts = source.facts(&self.conv).await.unwrap_or_else(|err| {
+            tracing::warn!(error = %err, "context facts unavailable; the block has time and channel only");
+            ContextFacts::default()
+        });
+        context::render(&facts, &self.conv, (self.engine.clock)(), text)
+    }
+
+    /// A line from the harness itself: shown, and recorded as an assistant message.
+    pub(super) async fn say(&mut self, line: &str) -> Result<(), EngineError> {
+        let shown = self.shown.show_line(line);
+        self.sink.emit(TurnEvent::Token {
+            text: shown.clone(),
+        });
+        self.append(Role::Assistant, vec![Part::text(shown.trim_start())], None)
+            .await
+    }
+
+    pub(crate) async fn finish(mut self, mut end: TurnEnd) -> Result<TurnOutcome, EngineError> {
+        if end == TurnEnd::Answered && self.shown.text.trim().is_empty() {
+            self.say(lines::EMPTY).await?;
+            end = TurnEnd::Muddled;
+        }
+        let shaped = crate::shape(&self.shown.text);
+        let marked = shaped.text != self.shown.text || !shaped.buttons.is_empty() || shaped.silent;
+        // A silent reply has no reaction in the web chat: it shows a short acknowledgement.
+        let shown = if shaped.text.is_empty() && shaped.silent {
+            lines::ACKNOWLEDGED.to_owned()
+        } else {
+            shaped.text.clone()
+        };
+        if marked {
+            self.sink.emit(TurnEvent::Shaped {
+                text: shown.clone(),
+                buttons: shaped.buttons.clone(),
+            });
+        }
+        self.sink.emit(TurnEvent::Done { end });
+        tracing::info!(?end, model_calls = self.model_calls, "turn finished");
+        Ok(TurnOutcome {
+            end,
+            reply: shaped.text,
+            buttons: shaped.buttons,
+            silent: shaped.silent,
+            model_calls: self.model_calls,
+            new_model_calls: self.model_calls - self.calls_before,
+            resumed: self.resumed,
+            usage: self.usage,
+            tool_errors: self.tool_errors,
+        })
+    }
+
+    pub(super) fn call_record(
+        &self,
+        stop_reason: Option<StopReason>,
+        error: Option<&str>,
+        usage: Usage,
+        latency_ms: u64,
+    ) -> CallRecord {
+        CallRecord {
+            backend: self.engine.model.name().to_owned(),
+            model: self.engine.options.model_id.clone(),
+            stop_reason,
+            error: error.map(str::to_owned),
+            usage,
+            latency_ms,
+            tools_offered: self.tools.iter().map(|t| t.name.clone()).collect(),
+        }
+    }
+
+    pub(super) async fn append(
+        &mut self,
+        role: Role,
+        parts: Vec<Part>,
+        call: Option<CallRecord>,
+    ) -> Result<(), EngineError> {
+        let message = Message {
+            conversation_id: self.conv.id.clone(),
+            segment: self.conv.segment,
+            position: self.next_position,
+            role,
+            parts,
+            call,
+            action_id: Some(self.action_id.clone()),
+            created_at_ms: (self.engine.clock)(),
+        };
+        self.engine.store.append_message(&message).await?;
+        self.next_position += 1;
+        self.history.push(message);
+        Ok(())
+    }
+
+    /// The user's entry in the visible transcript. The reply's entry is the job path's: it
+    /// records what was actually delivered (`channel-jobs`).
+    pub(super) async fn append_visible(
+        &mut self,
+        role: VisibleRole,
+        text: String,
+    ) -> Result<(), EngineError> {
+        let entry = VisibleEntry {
+            conversation_id: self.conv.id.clone(),
+            position: self.next_visible,
+            role,
+            text,
+            buttons: Vec::new(),
+            reaction: None,
+            turn: self.conv.turn,
+            created_at_ms: (self.engine.clock)(),
+        };
+        self.engine.store.append_visible(&entry).await?;
+        self.next_visible += 1;
+        Ok(())
+    }
+}

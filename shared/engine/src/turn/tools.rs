@@ -1,0 +1,97 @@
+//! Running the tools an answer asked for, each result recorded as its call finishes.
+
+use super::{Asked, Turn};
+use crate::{EngineError, TurnEvent};
+use ::tools::{Ctx, ToolCall};
+use serde_json::json;
+use transcript::{Part, Role};
+
+impl Turn<'_> {
+    /// Run the calls one after another, recording each result the moment the call finishes
+    /// (DESIGN invariant 10), then write them together as one tool message. A resumed turn
+    /// reuses the results already recorded and runs only the calls that never finished.
+    /// Crash story: a crash between a tool's effect and its result record repeats that one
+    /// call on resume; a crash after the record repeats nothing.
+    pub(super) async fn run_tools(
+        &mut self,
+        calls: &[ToolCall],
+        asked: Asked,
+    ) -> Result<(), EngineError> {
+        let engine = self.engine;
+        let store = &engine.store;
+        let mut stored = if asked.resumed {
+            store.tool_results(&self.conv.id, asked.at).await?
+        } else {
+            Default::default()
+        };
+        let mut results = Vec::with_capacity(calls.len());
+        for call in calls {
+            if let Some(part) = stored.remove(&call.id) {
+                let is_error = matches!(part, Part::ToolResult { is_error: true, .. });
+                tracing::info!(tool = %call.name, call = %call.id, "reusing the result recorded before the interruption");
+                self.sink.emit(TurnEvent::ToolResult {
+                    id: call.id.clone(),
+                    name: call.name.clone(),
+                    is_error,
+                });
+                results.push(part);
+                continue;
+            }
+            let ctx = Ctx {
+                call_key: Some(format!("{}#{}#{}", self.conv.id, asked.at, call.id)),
+                ..self.ctx.clone()
+            };
+            let outcome = match engine.hold_for_confirmation(&ctx, call, &self.answer).await {
+                Some(held) => held,
+                None => engine.tools.run(&ctx, &self.conv.purpose, call).await,
+            };
+            let mut outcome = outcome;
+            match store
+                .put_tool_result(&self.conv.id, asked.at, &call.id, &outcome.part)
+                .await
+            {
+                Ok(()) => {}
+                // Recorded by an attempt that was still running: the first record stands.
+                Err(store::StoreError::Conflict { .. }) => {
+                    tracing::warn!(tool = %call.name, call = %call.id, "a result was already recorded for this call");
+                    let mut recorded = store.tool_results(&self.conv.id, asked.at).await?;
+                    if let Some(part) = recorded.remove(&call.id) {
+                        outcome.part = part;
+                    }
+                }
+                Err(e) => return Err(e.into()),
+            }
+            self.sink.emit(TurnEvent::ToolResult {
+                id: call.id.clone(),
+                name: call.name.clone(),
+                is_error: outcome.is_error,
+            });
+            self.tool_errors += u32::from(outcome.is_error);
+            if let Some(effects) = outcome.effects {
+                self.sink.emit(TurnEvent::Effects {
+                    tool: call.name.clone(),
+                    effects,
+                });
+            }
+            results.push(outcome.part);
+        }
+        self.append(Role::Tool, results, None).await
+    }
+
+    /// Answer calls that will not run, so the transcript stays valid for replay.
+    pub(super) async fn not_executed(
+        &mut self,
+        calls: &[ToolCall],
+        why: &str,
+    ) -> Result<(), EngineError> {
+        let results = calls
+            .iter()
+            .map(|c| Part::ToolResult {
+                tool_use_id: c.id.clone(),
+                content: json!({ "error": why }),
+                is_error: true,
+            })
+            .collect();
+        self.append(Role::Tool, results, None).await
+    }
+}
