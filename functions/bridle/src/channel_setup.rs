@@ -71,7 +71,6 @@ impl Default for ChannelSetup {
 /// A fetcher with no platform credentials: every attachment becomes a note to the model.
 fn no_media() -> channels::media::MediaFetcher {
     channels::media::MediaFetcher::new(
-        reqwest::Client::new(),
         channels::media::PlatformMedia::default(),
         channels::media::FetchLimits::default(),
     )
@@ -96,7 +95,7 @@ impl ChannelSetup {
             problems.extend(p);
             OpenChat::default()
         });
-        let media = channels::media::MediaFetcher::from_vars(var, http).unwrap_or_else(|p| {
+        let media = channels::media::MediaFetcher::from_vars(var).unwrap_or_else(|p| {
             problems.extend(p);
             no_media()
         });

@@ -66,7 +66,7 @@ async fn init() -> Result<Worker, Error> {
         "no reply channel is configured: set at least one channel's credentials",
     )
     .map_err(|p| problems.extend(p));
-    let media = worker::media::attachments(&var, &http, &aws).map_err(|p| problems.extend(p));
+    let media = worker::media::attachments(&var, &aws).map_err(|p| problems.extend(p));
     let budget_config =
         budget::BudgetConfig::from_vars(&var).map_err(|e| problems.push(e.to_string()));
     let (Ok((config, senders)), Ok(media), Ok(budget_config)) = (channels, media, budget_config)

@@ -14,10 +14,9 @@ type Vars<'a> = &'a dyn Fn(&str) -> Option<String>;
 /// The worker's attachments, from configuration; every problem at once.
 pub fn attachments(
     var: Vars<'_>,
-    http: &reqwest::Client,
     aws: &aws_config::SdkConfig,
 ) -> Result<Option<Attachments>, Vec<String>> {
-    let fetcher = MediaFetcher::from_vars(var, http)?;
+    let fetcher = MediaFetcher::from_vars(var)?;
     let Some(bucket) = var("BRIDLE_MEDIA_BUCKET").filter(|b| !b.trim().is_empty()) else {
         tracing::warn!("BRIDLE_MEDIA_BUCKET is not set: attachments will not be read");
         return Ok(None);
@@ -51,7 +50,7 @@ mod tests {
         let aws = aws_config::SdkConfig::builder()
             .behavior_version(aws_config::BehaviorVersion::latest())
             .build();
-        attachments(&|k| map.get(k).cloned(), &reqwest::Client::new(), &aws)
+        attachments(&|k| map.get(k).cloned(), &aws)
     }
 
     #[test]

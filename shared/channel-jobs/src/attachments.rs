@@ -149,7 +149,6 @@ mod tests {
         let store = Arc::new(channels::media::InMemory::default());
         let attachments = Attachments {
             fetcher: channels::media::MediaFetcher::new(
-                reqwest::Client::new(),
                 channels::media::PlatformMedia::default(),
                 Default::default(),
             ),

@@ -169,7 +169,6 @@ impl Fake {
             }),
         };
         MediaFetcher::new(
-            reqwest::Client::new(),
             platforms,
             FetchLimits {
                 max_bytes: CAP,
@@ -549,11 +548,7 @@ async fn no_error_carries_a_token() {
 
 #[tokio::test]
 async fn a_channel_without_credentials_is_not_configured() {
-    let fetcher = MediaFetcher::new(
-        reqwest::Client::new(),
-        PlatformMedia::default(),
-        FetchLimits::default(),
-    );
+    let fetcher = MediaFetcher::new(PlatformMedia::default(), FetchLimits::default());
     let e = fetcher
         .fetch("whatsapp", &media("1", "image/jpeg", None))
         .await

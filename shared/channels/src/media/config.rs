@@ -11,7 +11,7 @@ type Vars<'a> = &'a dyn Fn(&str) -> Option<String>;
 
 impl MediaFetcher {
     /// From the environment; every problem at once.
-    pub fn from_vars(var: Vars<'_>, http: &reqwest::Client) -> Result<Self, Vec<String>> {
+    pub fn from_vars(var: Vars<'_>) -> Result<Self, Vec<String>> {
         let get = |name: &str| var(name).filter(|v| !v.trim().is_empty());
         let base = |name: &str, default: &str| get(name).unwrap_or_else(|| default.to_owned());
         let mut limits = FetchLimits::default();
@@ -47,7 +47,7 @@ impl MediaFetcher {
             ),
         };
         if problems.is_empty() {
-            Ok(MediaFetcher::new(http.clone(), platforms, limits))
+            Ok(MediaFetcher::new(platforms, limits))
         } else {
             Err(problems)
         }
@@ -69,16 +69,13 @@ mod tests {
 
     #[test]
     fn the_cap_defaults_to_10_mb_and_can_be_set() {
-        let http = reqwest::Client::new();
-        let f = MediaFetcher::from_vars(&vars(&[]), &http).unwrap();
+        let f = MediaFetcher::from_vars(&vars(&[])).unwrap();
         assert_eq!(f.limits().max_bytes, 10 * 1024 * 1024);
-        let f =
-            MediaFetcher::from_vars(&vars(&[("BRIDLE_MEDIA_MAX_BYTES", "2048")]), &http).unwrap();
+        let f = MediaFetcher::from_vars(&vars(&[("BRIDLE_MEDIA_MAX_BYTES", "2048")])).unwrap();
         assert_eq!(f.limits().max_bytes, 2048);
         for bad in ["0", "-1", "10MB"] {
             let problems =
-                MediaFetcher::from_vars(&vars(&[("BRIDLE_MEDIA_MAX_BYTES", bad)]), &http)
-                    .unwrap_err();
+                MediaFetcher::from_vars(&vars(&[("BRIDLE_MEDIA_MAX_BYTES", bad)])).unwrap_err();
             assert!(
                 problems[0].contains("BRIDLE_MEDIA_MAX_BYTES"),
                 "{problems:?}"

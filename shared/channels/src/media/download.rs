@@ -1,4 +1,4 @@
-//! The last hop of every fetch: one GET, streamed, with the cap checked twice — on the declared
+//! The last hop of every fetch: the body of one GET, streamed, with the cap checked twice — on the declared
 //! `Content-Length` before a byte is read, and on the bytes actually counted while they arrive
 //! (a header may lie, or be absent). The download stops the moment the cap is passed.
 
@@ -32,12 +32,11 @@ pub(crate) fn status_error(status: reqwest::StatusCode, what: &'static str) -> M
     }
 }
 
-/// Send `request` (its timeout already set) and read the body, at most `limit` bytes.
+/// Read the body of `response` (its request's timeout still running), at most `limit` bytes.
 pub(crate) async fn download(
-    request: reqwest::RequestBuilder,
+    response: reqwest::Response,
     limit: u64,
 ) -> Result<Downloaded, MediaError> {
-    let response = request.send().await.map_err(MediaError::from_http)?;
     let status = response.status();
     if !status.is_success() {
         return Err(status_error(status, "media download"));

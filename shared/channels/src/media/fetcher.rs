@@ -8,13 +8,18 @@
 //! - Slack: `url_private` with the bot token; the size comes from the event's file object.
 //! - Twilio: `MediaUrl{N}` with Basic auth (account SID + auth token).
 //!
-//! Slack and Twilio URLs come from the (verified) webhook; credentials are only ever sent to the
-//! platform's own host (or the configured API base's), anything else is
-//! [`MediaError::UntrustedUrl`]. Every request has a timeout; no error carries a token.
+//! Every hop — the lookup, the download and each redirect — is checked against the platform's
+//! documented hosts (or the configured API base's) before it is sent ([`Hosts`]); anything
+//! else is [`MediaError::UntrustedUrl`] and is never contacted. Credentials go only to the
+//! platform's own hosts, no request carries a `Referer`, and redirects are followed by
+//! [`follow::get`], not by reqwest. Every fetch has a deadline; no error carries a token.
 
 use super::download::{Downloaded, check_declared, download};
+use super::follow::{self, Auth};
+use super::hosts::Hosts;
 use super::{MediaError, MediaStore, platforms};
 use crate::InboundMedia;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use transcript::MediaRef;
 
@@ -58,9 +63,12 @@ impl Default for FetchLimits {
 }
 
 /// Fetches attachments from the platforms.
+///
+/// It has its own HTTP client (no redirects followed by reqwest, no `Referer`), built at the
+/// first fetch, so a process that never receives an attachment never builds it.
 #[derive(Debug, Clone)]
 pub struct MediaFetcher {
-    http: reqwest::Client,
+    http: Arc<OnceLock<Option<reqwest::Client>>>,
     platforms: PlatformMedia,
     limits: FetchLimits,
 }
@@ -77,21 +85,48 @@ impl Hop<'_> {
         check_declared(declared, self.limits.max_bytes)
     }
 
+    /// GET `url` and the redirects it leads to, each checked against `hosts`.
+    pub(crate) async fn get(
+        &self,
+        url: &str,
+        hosts: &Hosts,
+        auth: Auth<'_>,
+    ) -> Result<reqwest::Response, MediaError> {
+        follow::get(self.http, url, hosts, auth, self.limits.timeout).await
+    }
+
+    /// [`Hop::get`], then the body, at most the cap.
     pub(crate) async fn download(
         &self,
-        request: reqwest::RequestBuilder,
+        url: &str,
+        hosts: &Hosts,
+        auth: Auth<'_>,
     ) -> Result<Downloaded, MediaError> {
-        download(request.timeout(self.limits.timeout), self.limits.max_bytes).await
+        let response = self.get(url, hosts, auth).await?;
+        download(response, self.limits.max_bytes).await
     }
 }
 
 impl MediaFetcher {
-    pub fn new(http: reqwest::Client, platforms: PlatformMedia, limits: FetchLimits) -> Self {
+    pub fn new(platforms: PlatformMedia, limits: FetchLimits) -> Self {
         Self {
-            http,
+            http: Arc::default(),
             platforms,
             limits,
         }
+    }
+
+    fn http(&self) -> Result<&reqwest::Client, MediaError> {
+        self.http
+            .get_or_init(|| {
+                follow::client()
+                    .inspect_err(
+                        |e| tracing::error!(error = %e, "cannot build the media HTTP client"),
+                    )
+                    .ok()
+            })
+            .as_ref()
+            .ok_or_else(|| MediaError::Transport("no HTTP client for media".into()))
     }
 
     pub fn limits(&self) -> FetchLimits {
@@ -100,12 +135,12 @@ impl MediaFetcher {
 
     /// Fetch one attachment of a message that arrived on `channel`.
     pub async fn fetch(&self, channel: &str, media: &InboundMedia) -> Result<Fetched, MediaError> {
+        // The webhook's own view of the size is the first "before" check.
+        check_declared(media.size_bytes, self.limits.max_bytes)?;
         let hop = Hop {
-            http: &self.http,
+            http: self.http()?,
             limits: self.limits,
         };
-        // The webhook's own view of the size is the first "before" check.
-        hop.check_declared(media.size_bytes)?;
         let not_configured = || MediaError::NotConfigured {
             channel: channel.to_owned(),
         };

@@ -11,6 +11,8 @@ mod config;
 mod download;
 mod error;
 mod fetcher;
+mod follow;
+mod hosts;
 mod key;
 mod local_files;
 mod memory;

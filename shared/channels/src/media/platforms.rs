@@ -1,9 +1,12 @@
 //! The per-platform hops of [`MediaFetcher`](super::MediaFetcher). Each keeps its credentials
-//! out of `Debug` and out of every error.
+//! out of `Debug` and out of every error, and names the hosts its media may come from: the ones
+//! the platform documents, plus its configured API base.
 
 use super::MediaError;
 use super::download::{Downloaded, status_error};
 use super::fetcher::Hop;
+use super::follow::Auth;
+use super::hosts::Hosts;
 use crate::InboundMedia;
 use serde::Deserialize;
 use serde_json::Value;
@@ -16,22 +19,6 @@ fn redacted(f: &mut std::fmt::Formatter<'_>, name: &str, api_base: &str) -> std:
         .field("api_base", &api_base)
         .field("credentials", &"[redacted]")
         .finish()
-}
-
-/// The scheme, host and port of a URL, if it parses.
-fn origin(url: &str) -> Option<String> {
-    let u = reqwest::Url::parse(url).ok()?;
-    Some(u.origin().ascii_serialization())
-}
-
-/// Whether `url` is on one of `trusted` (origins of URLs).
-fn trusted(url: &str, trusted: &[&str]) -> Result<(), MediaError> {
-    let o = origin(url).ok_or(MediaError::UntrustedUrl)?;
-    if trusted.iter().filter_map(|t| origin(t)).any(|t| t == o) {
-        Ok(())
-    } else {
-        Err(MediaError::UntrustedUrl)
-    }
 }
 
 /// A size given as a number or a string of digits (the Graph API has used both).
@@ -71,7 +58,16 @@ impl std::fmt::Debug for WhatsApp {
     }
 }
 
+/// Meta's hosts for WhatsApp media: the Graph API (the lookup) and the host of the short-lived
+/// download URL it returns (`https://lookaside.fbsbx.com/whatsapp_business/attachments/?mid=…`),
+/// which wants the same token.
+pub const WHATSAPP_HOSTS: &[&str] = &["https://graph.facebook.com", "https://lookaside.fbsbx.com"];
+
 impl WhatsApp {
+    fn hosts(&self) -> Hosts {
+        Hosts::new(WHATSAPP_HOSTS, &[], &self.api_base)
+    }
+
     pub(crate) async fn fetch(
         &self,
         hop: Hop<'_>,
@@ -83,14 +79,9 @@ impl WhatsApp {
             self.api_base.trim_end_matches('/'),
             self.api_version
         );
-        let response = hop
-            .http
-            .get(url)
-            .timeout(hop.limits.timeout)
-            .bearer_auth(&self.access_token)
-            .send()
-            .await
-            .map_err(MediaError::from_http)?;
+        let hosts = self.hosts();
+        let auth = Auth::Bearer(&self.access_token);
+        let response = hop.get(&url, &hosts, auth).await?;
         let status = response.status();
         let body: Value = response.json().await.unwrap_or(Value::Null);
         if !status.is_success() {
@@ -108,9 +99,7 @@ impl WhatsApp {
         };
         hop.check_declared(size_of(body.get("file_size")))?;
         let declared_type = body["mime_type"].as_str().map(str::to_owned);
-        let downloaded = hop
-            .download(hop.http.get(url).bearer_auth(&self.access_token))
-            .await?;
+        let downloaded = hop.download(url, &hosts, auth).await?;
         Ok((downloaded, declared_type))
     }
 }
@@ -141,6 +130,9 @@ struct TelegramFile {
     file_size: Option<u64>,
 }
 
+/// Telegram's Bot API host: `getFile` and the file download both live there.
+pub const TELEGRAM_HOSTS: &[&str] = &["https://api.telegram.org"];
+
 impl Telegram {
     pub(crate) async fn fetch(
         &self,
@@ -149,14 +141,11 @@ impl Telegram {
     ) -> Result<Hopped, MediaError> {
         let id = plain_id(&media.reference)?;
         let base = self.api_base.trim_end_matches('/');
-        let response = hop
-            .http
-            // `id` is plain (letters, digits, `._-:`): nothing to escape.
-            .get(format!("{base}/bot{}/getFile?file_id={id}", self.bot_token))
-            .timeout(hop.limits.timeout)
-            .send()
-            .await
-            .map_err(MediaError::from_http)?;
+        let hosts = Hosts::new(TELEGRAM_HOSTS, &[], &self.api_base);
+        // `id` is plain (letters, digits, `._-:`): nothing to escape. The token is in the path,
+        // so no `Auth`: the host check is what keeps it at Telegram.
+        let get_file = format!("{base}/bot{}/getFile?file_id={id}", self.bot_token);
+        let response = hop.get(&get_file, &hosts, Auth::None).await?;
         let status = response.status();
         let answer: Option<TelegramAnswer> = response.json().await.ok();
         let file = match answer {
@@ -187,7 +176,7 @@ impl Telegram {
                 what: "Telegram getFile without a file_path",
             })?;
         let url = format!("{base}/file/bot{}/{path}", self.bot_token);
-        let downloaded = hop.download(hop.http.get(url)).await?;
+        let downloaded = hop.download(&url, &hosts, Auth::None).await?;
         Ok((downloaded, None))
     }
 }
@@ -206,7 +195,7 @@ impl std::fmt::Debug for Slack {
 }
 
 /// Where Slack serves `url_private`.
-pub const SLACK_FILES: &str = "https://files.slack.com/";
+pub const SLACK_HOSTS: &[&str] = &["https://files.slack.com"];
 
 impl Slack {
     pub(crate) async fn fetch(
@@ -214,10 +203,9 @@ impl Slack {
         hop: Hop<'_>,
         media: &InboundMedia,
     ) -> Result<Hopped, MediaError> {
-        trusted(&media.reference, &[SLACK_FILES, &self.api_base])?;
-        let downloaded = hop
-            .download(hop.http.get(&media.reference).bearer_auth(&self.bot_token))
-            .await?;
+        let hosts = Hosts::new(SLACK_HOSTS, &[], &self.api_base);
+        let auth = Auth::Bearer(&self.bot_token);
+        let downloaded = hop.download(&media.reference, &hosts, auth).await?;
         // Without the `files:read` scope Slack answers 200 with its sign-in page.
         if downloaded.content_type.as_deref() == Some("text/html")
             && !media.mime_type.starts_with("text/html")
@@ -245,9 +233,10 @@ impl std::fmt::Debug for Twilio {
     }
 }
 
-/// Where Twilio serves `MediaUrl{N}` (it may redirect to a CDN; reqwest drops the credentials on
-/// a redirect to another host).
-pub const TWILIO_MEDIA: &str = "https://api.twilio.com/";
+/// Where Twilio serves `MediaUrl{N}` (with Basic auth).
+pub const TWILIO_HOSTS: &[&str] = &["https://api.twilio.com"];
+/// Where `MediaUrl{N}` redirects to: Twilio's media CDN, which is given no credentials.
+pub const TWILIO_CONTENT_HOSTS: &[&str] = &["https://*.twiliocdn.com"];
 
 impl Twilio {
     pub(crate) async fn fetch(
@@ -255,12 +244,12 @@ impl Twilio {
         hop: Hop<'_>,
         media: &InboundMedia,
     ) -> Result<Hopped, MediaError> {
-        trusted(&media.reference, &[TWILIO_MEDIA, &self.api_base])?;
-        let request = hop
-            .http
-            .get(&media.reference)
-            .basic_auth(&self.account_sid, Some(&self.auth_token));
-        Ok((hop.download(request).await?, None))
+        let hosts = Hosts::new(TWILIO_HOSTS, TWILIO_CONTENT_HOSTS, &self.api_base);
+        let auth = Auth::Basic {
+            user: &self.account_sid,
+            password: &self.auth_token,
+        };
+        Ok((hop.download(&media.reference, &hosts, auth).await?, None))
     }
 }
 
@@ -269,14 +258,27 @@ mod tests {
     use super::*;
 
     #[test]
-    fn credentials_only_go_to_the_platforms_hosts() {
-        let ok = |u: &str| trusted(u, &[SLACK_FILES, "http://127.0.0.1:9000/api"]).is_ok();
-        assert!(ok("https://files.slack.com/files-pri/T1-F1/cat.png"));
-        assert!(ok("http://127.0.0.1:9000/files/cat.png"));
-        assert!(!ok("https://files.slack.com.evil.example/x"));
-        assert!(!ok("http://files.slack.com/x"), "scheme counts");
-        assert!(!ok("http://127.0.0.1:9001/x"), "port counts");
-        assert!(!ok("not a url"));
+    fn the_documented_hosts_and_the_api_base_are_the_platforms() {
+        let check = |hosts: &Hosts, u: &str| hosts.check(&reqwest::Url::parse(u).unwrap()).is_ok();
+        let slack = Hosts::new(SLACK_HOSTS, &[], "http://127.0.0.1:9000/api");
+        assert!(check(
+            &slack,
+            "https://files.slack.com/files-pri/T1-F1/cat.png"
+        ));
+        assert!(check(&slack, "http://127.0.0.1:9000/files/cat.png"));
+        assert!(!check(&slack, "https://files.slack.com.evil.example/x"));
+        assert!(!check(&slack, "http://files.slack.com/x"), "scheme counts");
+        assert!(!check(&slack, "http://127.0.0.1:9001/x"), "port counts");
+        let wa = Hosts::new(WHATSAPP_HOSTS, &[], crate::whatsapp::DEFAULT_API_BASE);
+        assert!(check(
+            &wa,
+            "https://lookaside.fbsbx.com/whatsapp_business/attachments/?mid=1"
+        ));
+        assert!(check(&wa, "https://graph.facebook.com/v21.0/1"));
+        assert!(!check(
+            &wa,
+            "https://evil.example/whatsapp_business/attachments/?mid=1"
+        ));
     }
 
     #[test]
