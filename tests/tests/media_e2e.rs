@@ -75,11 +75,17 @@ async fn setup(replies: Vec<Reply>) -> Setup {
 impl Setup {
     /// A signed WhatsApp image message with a caption.
     async fn send_image(&self, message_id: &str, media_id: &str, caption: &str) -> u16 {
+        // Sent now: the webhook drops deliveries older than duplicates are remembered.
+        let sent = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+            .to_string();
         let body = json!({"object": "whatsapp_business_account", "entry": [{"id": "102290129340398",
             "changes": [{"field": "messages", "value": {"messaging_product": "whatsapp",
             "metadata": {"display_phone_number": "15550783881", "phone_number_id": "106540352242922"},
             "contacts": [{"profile": {"name": "Kerry"}, "wa_id": USER}],
-            "messages": [{"from": USER, "id": message_id, "timestamp": "1700000000", "type": "image",
+            "messages": [{"from": USER, "id": message_id, "timestamp": sent, "type": "image",
                           "image": {"caption": caption, "mime_type": "image/jpeg", "sha256": "x", "id": media_id}}]}}]}]})
         .to_string();
         let sig = channels::whatsapp::sign(WA_SECRET.as_bytes(), body.as_bytes());

@@ -1,6 +1,7 @@
 //! The webhook function: `POST /webhooks/{channel}` → size cap → signature check on the raw bytes
-//! → parse → enqueue one [`TurnJob`] per user message → `200` at once. No model call happens
-//! here, and this crate links no engine and no backend (small binary, fast cold start).
+//! → age check ([`MAX_DELIVERY_AGE`]) → parse → enqueue one [`TurnJob`] per user message → `200`
+//! at once. No model call happens here, and this crate links no engine and no backend (small
+//! binary, fast cold start).
 //!
 //! [`Webhook::handle`] is plain data in, plain data out, so the Lambda adapter
 //! (`lambda::handle`, feature `lambda`, on by default), the local server (`bridle serve`, which
@@ -18,9 +19,17 @@ use channels::{Channel, Inbound, InboundMessage, RawRequest};
 use queue::{Enqueued, JobMedia, JobQueue, TurnJob};
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Largest webhook body accepted by default (platform payloads are a few KB).
 pub const DEFAULT_MAX_BODY_BYTES: usize = 256 * 1024;
+
+/// The oldest delivery accepted, by the platform's own time on its newest message
+/// ([`Channel::sent_at_s`]). A redelivery is skipped by its job's claim, which the job path keeps
+/// 7 days after the job finished (`channel_jobs::JobOptions::keep_done`); a delivery older than
+/// that would find no claim and run again, so it is dropped here — an hour sooner, for the
+/// platform's clock and ours to differ. Answered 200, so the platform does not retry it.
+pub const MAX_DELIVERY_AGE: Duration = Duration::from_secs(7 * 24 * 3600 - 3600);
 
 /// What the webhook answers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,6 +54,7 @@ pub struct Webhook {
     channels: HashMap<&'static str, Arc<dyn Channel>>,
     queue: Arc<dyn JobQueue>,
     max_body_bytes: usize,
+    max_age: Duration,
     metrics: metrics::Metrics,
 }
 
@@ -103,8 +113,16 @@ impl Webhook {
             channels: channels.into_iter().map(|c| (c.name(), c)).collect(),
             queue,
             max_body_bytes,
+            max_age: MAX_DELIVERY_AGE,
             metrics: metrics::Metrics::default(),
         }
+    }
+
+    /// Drop deliveries older than `max_age` instead of [`MAX_DELIVERY_AGE`] (keep it below how
+    /// long finished jobs' claims are kept).
+    pub fn with_max_age(mut self, max_age: Duration) -> Self {
+        self.max_age = max_age;
+        self
     }
 
     /// Send the accepted/rejected metrics (EMF lines) to `metrics` instead of stdout.
@@ -174,6 +192,21 @@ impl Webhook {
                 channel: channel.name(),
                 source: e,
             })?;
+        if let Some(sent_s) = channel.sent_at_s(&raw) {
+            let age_s = req.now_s.saturating_sub(sent_s);
+            if age_s > self.max_age.as_secs() as i64 {
+                tracing::warn!(
+                    channel = channel.name(),
+                    age_s,
+                    max_age_s = self.max_age.as_secs(),
+                    "delivery dropped: its message is older than duplicates are remembered (a replay, or a platform retrying for days)"
+                );
+                self.metrics.webhook_rejected("too_old");
+                return Ok(acknowledge(channel.as_ref(), || {
+                    r#"{"status":"ignored"}"#.to_owned()
+                }));
+            }
+        }
         let inbound = channel.parse(&raw).map_err(|e| Refusal::Malformed {
             channel: channel.name(),
             source: e,

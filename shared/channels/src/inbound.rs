@@ -80,6 +80,18 @@ pub trait Channel: Send + Sync {
     /// Parse a verified delivery.
     fn parse(&self, request: &RawRequest<'_>) -> Result<Inbound, ChannelError>;
 
+    /// When the delivery's newest user message was sent, in Unix seconds, as the platform wrote
+    /// it into the verified body (WhatsApp `messages[].timestamp`, Telegram `message.date`), so
+    /// the webhook can drop an old delivery replayed after its dedupe record is gone. `None`
+    /// where the platform puts no time on the message itself: Twilio's form carries none (its
+    /// `MessageSid` dedupe is the only protection), a Telegram button press has only the time of
+    /// the bot's message it belongs to, and the generic channel and Slack sign their own
+    /// timestamp, already held to 5 minutes by [`Channel::verify`].
+    fn sent_at_s(&self, request: &RawRequest<'_>) -> Option<i64> {
+        let _ = request;
+        None
+    }
+
     /// Whether the platform sends GET requests to the webhook (WhatsApp's verification
     /// handshake); for the others a GET is refused before verification.
     fn accepts_get(&self) -> bool {

@@ -9,8 +9,9 @@
 //! registered. The **body is not authenticated**: nothing binds it to the token, there is no
 //! timestamp and so no replay window, and a party able to read a delivery in flight (TLS
 //! terminates at your edge) could replay or alter it. Keep the token secret like a password,
-//! serve the webhook over HTTPS only, and rely on the dedupe key (`update_id`) against
-//! replays. Telegram also publishes its sending address ranges (149.154.160.0/20,
+//! serve the webhook over HTTPS only. Against replays there is the dedupe key, and a message's
+//! own `date`: the webhook drops a delivery older than duplicates are remembered
+//! ([`Channel::sent_at_s`](crate::Channel::sent_at_s); a button press has no date of its own). Telegram also publishes its sending address ranges (149.154.160.0/20,
 //! 91.108.4.0/22); filtering on them is left to the network edge. An empty secret is refused at
 //! construction ([`ConfigError`]), as is one `setWebhook` would not accept.
 //!
@@ -135,5 +136,10 @@ impl Channel for TelegramChannel {
 
     fn parse(&self, request: &RawRequest<'_>) -> Result<Inbound, ChannelError> {
         parse::parse_update(request.body, self.bot_username.as_deref())
+    }
+
+    /// The header proves no time, but a message has its `date`.
+    fn sent_at_s(&self, request: &RawRequest<'_>) -> Option<i64> {
+        parse::sent_at(request.body)
     }
 }

@@ -236,6 +236,13 @@ fn parse_message(raw: &Value, bot_username: Option<&str>) -> Result<Inbound, Cha
     }]))
 }
 
+/// A message's `date` (Unix seconds). A button press (`callback_query`) has no time of its
+/// own, only its message's, which may rightly be old; other updates are ignored anyway.
+pub(super) fn sent_at(body: &[u8]) -> Option<i64> {
+    let update: Value = serde_json::from_slice(body).ok()?;
+    update.pointer("/message/date")?.as_i64()
+}
+
 /// In groups a command may name its bot: `/start@SomeBot args`. Ours loses the suffix; another
 /// bot's is not for us (`None`). Without a configured username the text is left as it is.
 fn addressed_to_us(text: String, bot_username: Option<&str>) -> Option<String> {

@@ -6,7 +6,9 @@
 //! token is a [`BadSignature`](crate::ChannelError). Every `POST` carries
 //! `X-Hub-Signature-256: sha256=<hex HMAC-SHA256(app secret, raw body)>`, computed over the
 //! bytes exactly as Meta sent them — Meta escapes non-ASCII text (`\u00e9`), so the body must
-//! never be re-serialised before the check. There is no timestamp, so no replay window.
+//! never be re-serialised before the check. The signature has no timestamp; each message's own
+//! `timestamp` is how old a delivery is, and the webhook drops one older than duplicates are
+//! remembered ([`Channel::sent_at_s`](crate::Channel::sent_at_s)).
 //!
 //! A delivery is `{"object":"whatsapp_business_account","entry":[{"changes":[{"value":{…}}]}]}`;
 //! every `entry[].changes[].value.messages[]` becomes one [`InboundMessage`](crate::InboundMessage)
@@ -163,6 +165,14 @@ impl Channel for WhatsAppChannel {
                 .ok_or_else(|| ChannelError::Malformed("handshake without hub.challenge".into()));
         }
         parse::parse(request.body)
+    }
+
+    /// The signature carries no time, but each message does: the newest `timestamp`.
+    fn sent_at_s(&self, request: &RawRequest<'_>) -> Option<i64> {
+        if is_handshake(request) {
+            return None;
+        }
+        parse::sent_at(request.body)
     }
 }
 

@@ -210,6 +210,26 @@ fn message_of(m: Message, business: Option<&str>) -> Result<Kept, ChannelError> 
     }))
 }
 
+/// The newest `entry[].changes[].value.messages[].timestamp` (Unix seconds; Meta sends a
+/// string) of a delivery, if any message has one.
+pub(super) fn sent_at(body: &[u8]) -> Option<i64> {
+    let delivery: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let values = delivery.get("entry")?.as_array()?.iter().flat_map(|e| {
+        e.get("changes")
+            .and_then(|c| c.as_array())
+            .into_iter()
+            .flatten()
+    });
+    values
+        .filter_map(|change| change.pointer("/value/messages")?.as_array())
+        .flatten()
+        .filter_map(|m| match m.get("timestamp")? {
+            serde_json::Value::String(s) => s.trim().parse().ok(),
+            n => n.as_i64(),
+        })
+        .max()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,153 @@
+//! Old deliveries replayed: a signed WhatsApp or Telegram delivery whose message is older than
+//! finished jobs' claims are kept is acknowledged (200, so the platform stops) and not queued;
+//! a recent one, even a day old (a platform retrying), is queued as usual.
+
+use channels::telegram::TelegramChannel;
+use channels::whatsapp::WhatsAppChannel;
+use queue::{JobQueue, QueueSettings};
+use queue_sqlite::SqliteQueue;
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+use webhook::{Incoming, MAX_DELIVERY_AGE, Webhook};
+
+const NOW: i64 = 1_800_000_000;
+const DAY: i64 = 24 * 3600;
+const WA_SECRET: &str = "wa-app-secret";
+const TG_SECRET: &str = "tg-secret-token";
+
+fn webhook(queue: Arc<SqliteQueue>) -> Webhook {
+    Webhook::new(
+        vec![
+            Arc::new(WhatsAppChannel::new(WA_SECRET, "wa-verify")),
+            Arc::new(TelegramChannel::new(TG_SECRET, None).unwrap()),
+        ],
+        queue,
+        64 * 1024,
+    )
+    .with_metrics(metrics::Metrics::off())
+}
+
+/// A WhatsApp text message sent at `sent_s` and its signature.
+fn whatsapp(id: &str, sent_s: i64) -> (Vec<(String, String)>, String) {
+    let body = json!({"object": "whatsapp_business_account", "entry": [{"id": "1",
+        "changes": [{"field": "messages", "value": {"messaging_product": "whatsapp",
+        "metadata": {"display_phone_number": "15550783881", "phone_number_id": "106540352242922"},
+        "messages": [{"from": "16315551181", "id": id, "timestamp": sent_s.to_string(),
+                      "type": "text", "text": {"body": "cancel my booking"}}]}}]}]})
+    .to_string();
+    let sig = channels::whatsapp::sign(WA_SECRET.as_bytes(), body.as_bytes());
+    (
+        vec![
+            ("x-hub-signature-256".into(), sig),
+            ("content-type".into(), "application/json".into()),
+        ],
+        body,
+    )
+}
+
+/// A Telegram update: a message dated `sent_s`.
+fn telegram(message_id: i64, sent_s: i64) -> (Vec<(String, String)>, String) {
+    let body = json!({"update_id": 900_000 + message_id, "message": {"message_id": message_id,
+        "from": {"id": 111, "is_bot": false, "first_name": "A"},
+        "chat": {"id": 111, "type": "private"}, "date": sent_s, "text": "cancel my booking"}})
+    .to_string();
+    (
+        vec![
+            ("x-telegram-bot-api-secret-token".into(), TG_SECRET.into()),
+            ("content-type".into(), "application/json".into()),
+        ],
+        body,
+    )
+}
+
+/// A Telegram button press on a bot message dated `message_sent_s`.
+fn telegram_press(message_sent_s: i64) -> (Vec<(String, String)>, String) {
+    let body = json!({"update_id": 990_001, "callback_query": {"id": "cb-1",
+        "from": {"id": 111, "is_bot": false, "first_name": "A"}, "data": "yes",
+        "message": {"message_id": 77, "chat": {"id": 111, "type": "private"},
+                    "date": message_sent_s, "text": "Sure?"}}})
+    .to_string();
+    (
+        vec![
+            ("x-telegram-bot-api-secret-token".into(), TG_SECRET.into()),
+            ("content-type".into(), "application/json".into()),
+        ],
+        body,
+    )
+}
+
+async fn post(
+    hook: &Webhook,
+    channel: &str,
+    delivery: &(Vec<(String, String)>, String),
+) -> (u16, Value) {
+    let path = format!("/webhooks/{channel}");
+    let res = hook
+        .handle(Incoming {
+            method: "POST",
+            path: &path,
+            query: None,
+            headers: &delivery.0,
+            body: delivery.1.as_bytes(),
+            now_s: NOW,
+        })
+        .await;
+    (res.status, serde_json::from_str(&res.body).unwrap())
+}
+
+async fn queued(queue: &SqliteQueue) -> Vec<String> {
+    let got = queue.receive(10, Duration::ZERO).await.unwrap();
+    got.into_iter().map(|d| d.job.message_id).collect()
+}
+
+#[test]
+fn the_age_limit_is_below_the_claims_week() {
+    assert!(MAX_DELIVERY_AGE < Duration::from_secs(7 * 24 * 3600));
+    assert!(MAX_DELIVERY_AGE > Duration::from_secs(6 * 24 * 3600));
+}
+
+#[tokio::test]
+async fn an_old_whatsapp_delivery_replayed_is_acknowledged_and_not_queued() {
+    let queue = Arc::new(SqliteQueue::open_in_memory(QueueSettings::default()).unwrap());
+    let hook = webhook(queue.clone());
+    let old = whatsapp("wamid.old", NOW - 8 * DAY);
+    assert_eq!(
+        post(&hook, "whatsapp", &old).await,
+        (200, json!({"status": "ignored"}))
+    );
+    assert!(queued(&queue).await.is_empty(), "nothing was queued");
+    // A day late (Meta retries for up to a week) is still a message.
+    let late = whatsapp("wamid.late", NOW - DAY);
+    assert_eq!(
+        post(&hook, "whatsapp", &late).await,
+        (200, json!({"status": "queued", "count": 1}))
+    );
+    assert_eq!(queued(&queue).await, vec!["wamid.late".to_owned()]);
+}
+
+#[tokio::test]
+async fn an_old_telegram_message_replayed_is_acknowledged_and_not_queued() {
+    let queue = Arc::new(SqliteQueue::open_in_memory(QueueSettings::default()).unwrap());
+    let hook = webhook(queue.clone());
+    assert_eq!(
+        post(&hook, "telegram", &telegram(5, NOW - 30 * DAY)).await,
+        (200, json!({"status": "ignored"}))
+    );
+    assert!(queued(&queue).await.is_empty(), "nothing was queued");
+    assert_eq!(
+        post(&hook, "telegram", &telegram(6, NOW - 60)).await,
+        (200, json!({"status": "queued", "count": 1}))
+    );
+    assert_eq!(queued(&queue).await, vec!["111:6".to_owned()]);
+}
+
+#[tokio::test]
+async fn a_button_press_on_an_old_message_is_not_taken_for_an_old_delivery() {
+    let queue = Arc::new(SqliteQueue::open_in_memory(QueueSettings::default()).unwrap());
+    let hook = webhook(queue.clone());
+    assert_eq!(
+        post(&hook, "telegram", &telegram_press(NOW - 30 * DAY)).await,
+        (200, json!({"status": "queued", "count": 1}))
+    );
+}
