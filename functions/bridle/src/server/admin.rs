@@ -1,33 +1,33 @@
 //! `/admin/budget`: the finance report as a page, with spend against caps as an inline SVG
 //! chart. With sign-in configured, for signed-in users with the `admin` or `finance` role
 //! (others get 403). Without sign-in (one local user on loopback), only when
-//! `BRIDLE_ADMIN_TOKEN` is set (otherwise 404), and only with that token as
-//! `Authorization: Bearer …` or `?token=…` (otherwise 401); compared in constant time. The token
-//! stays for that case because a loopback server without sign-in cannot tell its operator from
-//! any other process on the machine.
+//! `BRIDLE_ADMIN_TOKEN` is set (otherwise 404), and only with that token in the
+//! `Authorization: Bearer …` header (otherwise 401); compared in constant time. Never in the
+//! query string: a URL ends up in browser history, proxy and server logs and `Referer` headers.
+//! The token stays for that case because a loopback server without sign-in cannot tell its
+//! operator from any other process on the machine.
 
 use super::App;
 use super::errors::ApiError;
 use crate::auth::CurrentUser;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use budget::report::render::sections;
 use budget::report::{Report, chart};
-use std::collections::HashMap;
 use store::AccountRole;
 use subtle::ConstantTimeEq;
 
 /// Conversations listed on the page.
 const TOP: usize = 10;
 
-fn presented(headers: &HeaderMap, query: &HashMap<String, String>) -> Option<String> {
-    let bearer = headers
+/// The bearer token of the `Authorization` header, the only place the token is taken from.
+fn presented(headers: &HeaderMap) -> Option<&str> {
+    headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
-        .map(|t| t.trim().to_owned());
-    bearer.or_else(|| query.get("token").cloned())
+        .map(str::trim)
 }
 
 /// Equal tokens, in time that does not depend on where they differ.
@@ -39,7 +39,6 @@ pub async fn budget_page(
     State(app): State<App>,
     current: CurrentUser,
     headers: HeaderMap,
-    Query(query): Query<HashMap<String, String>>,
 ) -> Response {
     if app.sign_in.is_some() {
         let allowed = [AccountRole::Admin, AccountRole::Finance]
@@ -57,13 +56,12 @@ pub async fn budget_page(
     let Some(expected) = app.admin_token.as_deref() else {
         return super::errors::not_found().await.into_response();
     };
-    let authorised =
-        presented(&headers, &query).is_some_and(|given| token_matches(expected, &given));
+    let authorised = presented(&headers).is_some_and(|given| token_matches(expected, given));
     if !authorised {
         return (
             StatusCode::UNAUTHORIZED,
             [(header::WWW_AUTHENTICATE, "Bearer")],
-            "This page needs the admin token (Authorization: Bearer … or ?token=…).",
+            "This page needs the admin token, sent in the header \"Authorization: Bearer <token>\".",
         )
             .into_response();
     }
