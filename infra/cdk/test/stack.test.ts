@@ -9,7 +9,7 @@ import { Match, Template } from 'aws-cdk-lib/assertions';
 import { Architecture } from 'aws-cdk-lib/aws-lambda';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import {
-  BridleStack, MAX_RECEIVE_COUNT, MEDIA_EXPIRY_DAYS, ROUTES, WEB_SECRET_KEYS, WEB_SECRET_NAME, WORKER_TIMEOUT_S,
+  BridleStack, MAX_RECEIVE_COUNT, MEDIA_EXPIRY_DAYS, ROUTE_THROTTLES, ROUTES, WEB_SECRET_KEYS, WEB_SECRET_NAME, WORKER_TIMEOUT_S,
 } from '../lib/stack';
 
 function synth(): { app: App; template: Template } {
@@ -181,6 +181,21 @@ test('every platform route exists, the stage is throttled and logged', () => {
   });
   const outputs = Object.keys(template.toJSON().Outputs);
   for (const p of ['WhatsApp', 'Telegram', 'Slack', 'Twilio']) assert.ok(outputs.includes(`${p}WebhookUrl`));
+});
+
+test('every webhook route has its own throttle, so junk on one path cannot starve the others', () => {
+  const [stage] = Object.values(template.findResources('AWS::ApiGatewayV2::Stage'));
+  const settings = stage.Properties.RouteSettings;
+  assert.deepEqual(Object.keys(settings).sort(), ROUTES.map(([, m, p]) => `${m} ${p}`).sort());
+  for (const [key, t] of Object.entries(ROUTE_THROTTLES)) {
+    assert.deepEqual(settings[key], { ThrottlingBurstLimit: t.burst, ThrottlingRateLimit: t.rate }, key);
+    // Each route is below the API's default, and WhatsApp's handshake is barely open.
+    assert.ok(t.rate <= 100 && t.burst <= 200, key);
+  }
+  assert.ok(ROUTE_THROTTLES['GET /webhooks/whatsapp'].rate <= 1);
+  // The stage is created after the routes its settings name.
+  const routeIds = Object.keys(template.findResources('AWS::ApiGatewayV2::Route'));
+  for (const id of routeIds) assert.ok((stage.DependsOn ?? []).includes(id), `stage depends on ${id}`);
 });
 
 // ----- the web function, its secret and sign-in -----
