@@ -1,7 +1,10 @@
 //! Who is writing. Identity comes from the verified sender (channel + external id) and the
 //! store, never from the model: a link code found in the text is redeemed (one conditional
-//! write) and binds the account; otherwise the bound user is looked up.
+//! write) and binds the account; otherwise the bound user is looked up. Codes are tried
+//! sparingly: two per message ([`MAX_CODES_PER_MESSAGE`]) and five per sender and hour that do
+//! not link ([`code_attempts`](crate::code_attempts)).
 
+use crate::code_attempts::{self, Try};
 use channels::link_code;
 use queue::TurnJob;
 use store::{Store, StoreError};
@@ -20,6 +23,9 @@ pub enum Resolved {
     /// The message was a link code that is unknown, expired or already used; `bound` is the
     /// user the account already belongs to, if any.
     StaleCode { bound: Option<UserId> },
+    /// The message was a link code, but this sender has tried too many codes that did not work
+    /// this hour: it was not looked up. `bound` as for [`Resolved::StaleCode`].
+    TooManyCodes { bound: Option<UserId> },
     /// Nobody we know, and no code: the onboarding reply.
     Unknown,
 }
@@ -29,18 +35,35 @@ impl Resolved {
     pub fn user(&self) -> Option<&UserId> {
         match self {
             Resolved::Bound(u) | Resolved::Linked(u) => Some(u),
-            Resolved::StaleCode { bound } => bound.as_ref(),
+            Resolved::StaleCode { bound } | Resolved::TooManyCodes { bound } => bound.as_ref(),
             Resolved::Unknown => None,
+        }
+    }
+
+    /// For a harness reply that is sent at most once an hour per sender, the name of its limit
+    /// (a sender cannot make us send, and pay for, such a reply per message): onboarding and
+    /// "that code did not work" to a sender who is not linked, and "too many codes" to anyone.
+    /// `None`: answered every time.
+    pub fn hourly_reply(&self) -> Option<&'static str> {
+        match self {
+            Resolved::Unknown => Some("stranger"),
+            Resolved::StaleCode { bound: None } => Some("stale-code"),
+            Resolved::TooManyCodes { .. } => Some("too-many-codes"),
+            Resolved::Bound(_) | Resolved::Linked(_) | Resolved::StaleCode { bound: Some(_) } => {
+                None
+            }
         }
     }
 }
 
 /// Redeem a link code in the text, or look the account up.
 ///
-/// The first [`MAX_CODES_PER_MESSAGE`] code-shaped tokens are tried (the first live one wins). A message that is only a code
-/// that did not redeem is a failed linking attempt and is answered as such; so is any
-/// code-shaped token from an account that is not bound (it is most likely a mistyped code). A
-/// bound account whose longer message merely contains a code-shaped word is answered normally.
+/// The first [`MAX_CODES_PER_MESSAGE`] code-shaped tokens are tried (the first live one wins),
+/// each counted against the sender's tries of the hour; once those are spent no code is looked
+/// up. A message that is only a code that did not redeem is a failed linking attempt and is
+/// answered as such; so is any code-shaped token from an account that is not bound (it is most
+/// likely a mistyped code). A bound account whose longer message merely contains a code-shaped
+/// word is answered normally.
 pub async fn resolve(
     store: &dyn Store,
     job: &TurnJob,
@@ -54,8 +77,14 @@ pub async fn resolve(
         .collect();
     // Channel names never hold `#`, so this names one account.
     let redeemer = format!("{}#{}", job.channel, job.external_user_id);
+    let mut spent = false;
     for code in &codes {
+        if code_attempts::take(store, job, now_ms).await? == Try::Spent {
+            spent = true;
+            break;
+        }
         if let Some(user) = store.consume_link_code(code, &redeemer, now_ms).await? {
+            code_attempts::give_back(store, job, now_ms).await;
             store
                 .bind_identity(&job.channel, &job.external_user_id, &user, now_ms)
                 .await?;
@@ -63,9 +92,16 @@ pub async fn resolve(
             return Ok(Resolved::Linked(user));
         }
     }
+    if spent {
+        tracing::warn!(channel = %job.channel, "too many link codes that did not work from one sender this hour; codes not tried");
+    }
     let bound = store.identity(&job.channel, &job.external_user_id).await?;
     if !codes.is_empty() && (bound.is_none() || link_code::is_only_a_code(&job.text)) {
-        return Ok(Resolved::StaleCode { bound });
+        return Ok(if spent {
+            Resolved::TooManyCodes { bound }
+        } else {
+            Resolved::StaleCode { bound }
+        });
     }
     Ok(match bound {
         Some(user) => Resolved::Bound(user),

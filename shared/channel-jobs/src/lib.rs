@@ -23,6 +23,7 @@
 //! Depends on the ports only (engine, store, channels, queue): no AWS, no Lambda, no HTTP server.
 
 pub mod attachments;
+pub mod code_attempts;
 mod conversation;
 mod deliver;
 pub mod identity;
@@ -122,7 +123,7 @@ pub enum JobOutcome {
     Failed(String),
 }
 
-/// How often an unknown sender gets the harness's reply.
+/// How often a sender gets one of the harness's replies limited by [`Resolved::hourly_reply`].
 pub const STRANGER_REPLY_EVERY: Duration = Duration::from_secs(3600);
 
 /// A job's outcome, and the turn's when one ran.
@@ -212,13 +213,14 @@ impl ChannelJobs {
         Ran { outcome, turn }
     }
 
-    /// Whether an unknown sender may get the harness's reply (onboarding, "that code did not
-    /// work") now: once per sender per hour, so a stranger cannot make us send (and pay for)
-    /// a reply per message. One conditional write (a claim on `stranger#<channel>#<sender>`
-    /// that lasts the hour); a store failure errs towards answering.
-    async fn may_answer_stranger(&self, job: &TurnJob) -> bool {
+    /// Whether the harness's reply limited to once an hour as `limit` ([`Resolved::
+    /// hourly_reply`]: onboarding, "that code did not work", "too many codes") may go to this
+    /// sender now, so a stranger cannot make us send (and pay for) a reply per message. One
+    /// conditional write (a claim on `<limit>#<channel>#<sender>` that lasts the hour); a store
+    /// failure errs towards answering.
+    async fn may_reply_now(&self, job: &TurnJob, limit: &str) -> bool {
         let now = (self.options.clock)();
-        let key = format!("stranger#{}#{}", job.channel, job.external_user_id);
+        let key = format!("{limit}#{}#{}", job.channel, job.external_user_id);
         !matches!(
             self.store
                 .claim_job(&key, now, now + STRANGER_REPLY_EVERY.as_millis() as i64)
@@ -274,9 +276,14 @@ impl ChannelJobs {
             let user = match &resolved {
                 Resolved::Bound(user) => user.clone(),
                 other => {
-                    if other.user().is_none() && !self.may_answer_stranger(job).await {
-                        tracing::info!(job = %job.dedupe_key(), "an unknown sender was answered this hour already; not again");
-                        return Ok((JobOutcome::Skipped("an unknown sender's reply limit"), None));
+                    if let Some(limit) = other.hourly_reply()
+                        && !self.may_reply_now(job, limit).await
+                    {
+                        tracing::info!(job = %job.dedupe_key(), limit, "this sender got this reply this hour already; not again");
+                        return Ok((
+                            JobOutcome::Skipped("this reply was sent this hour already"),
+                            None,
+                        ));
                     }
                     let text = lines::harness_reply(other, &self.options.signup_url);
                     let conversation = match other.user() {

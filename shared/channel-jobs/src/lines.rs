@@ -1,4 +1,5 @@
-//! What the harness itself says on a channel: onboarding, link confirmation, a stale code.
+//! What the harness itself says on a channel: onboarding, link confirmation, a stale code, too
+//! many codes.
 //! Short, useful, and never a model call.
 
 use crate::identity::Resolved;
@@ -9,6 +10,8 @@ pub fn harness_reply(resolved: &Resolved, signup_url: &str) -> String {
         Resolved::Linked(_) => linked(),
         Resolved::StaleCode { bound: Some(_) } => stale_code_bound(),
         Resolved::StaleCode { bound: None } => stale_code(signup_url),
+        Resolved::TooManyCodes { bound: Some(_) } => too_many_codes_bound(),
+        Resolved::TooManyCodes { bound: None } => too_many_codes(signup_url),
         Resolved::Unknown | Resolved::Bound(_) => onboarding(signup_url),
     }
 }
@@ -43,5 +46,22 @@ pub fn stale_code_bound() -> String {
     "That code has expired or was already used, but this chat is already linked to your \
      account, so just write your message. (To link it to another account, get a new code in \
      the web app.)"
+        .to_owned()
+}
+
+/// Too many codes that did not work from an account that is not linked, this hour.
+pub fn too_many_codes(signup_url: &str) -> String {
+    format!(
+        "Too many codes from this chat didn't work, so I'm not trying more for now. Please wait \
+         an hour, then get a new code in the web app under \"Link a messaging app\" and send it \
+         here:\n{signup_url}"
+    )
+}
+
+/// Too many codes that did not work from an account that is linked already, this hour.
+pub fn too_many_codes_bound() -> String {
+    "Too many codes from this chat didn't work, so I'm not trying more for now. This chat is \
+     already linked to your account, so just write your message. (To link it to another \
+     account, wait an hour and send a new code from the web app.)"
         .to_owned()
 }

@@ -1,0 +1,273 @@
+//! Hostile senders on the job path, on SQLite and on DynamoDB (moto): a sender may try five
+//! link codes an hour that do not work; after that no code is looked up (the real one does not
+//! link either) and "too many codes" is said once; the hour after, the real code links. And a
+//! stranger who writes fifty times is answered once.
+
+use backend::ScriptedModel;
+use channel_jobs::identity::Resolved;
+use channel_jobs::{ChannelJobs, JobOptions, JobOutcome, lines};
+use channels::{Delivered, Outgoing, SendError, Sender};
+use engine::{Engine, EngineOptions};
+use queue::TurnJob;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use store::Store;
+use store_sqlite::SqliteStore;
+use tests::moto::dynamo_store;
+use tools::Registry;
+
+/// A platform that keeps what it was asked to send.
+#[derive(Default)]
+struct Platform(Mutex<Vec<String>>);
+
+impl Platform {
+    fn sent(&self) -> Vec<String> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+#[async_trait::async_trait]
+impl Sender for Platform {
+    fn max_chars(&self) -> usize {
+        4_000
+    }
+    fn has_reactions(&self) -> bool {
+        false
+    }
+    async fn send(&self, reply: &Outgoing) -> Result<Delivered, SendError> {
+        self.0.lock().unwrap().push(reply.text.clone());
+        Ok(Delivered {
+            pieces: vec![reply.text.clone()],
+            reacted: false,
+        })
+    }
+}
+
+/// 2026-12-01 10:00 UTC: the start of a clock hour.
+const START_MS: i64 = 1_796_119_200_000;
+const HOUR_MS: i64 = 3_600_000;
+const SIGNUP: &str = "https://bridle.example/";
+
+struct Setup {
+    jobs: ChannelJobs,
+    store: Arc<dyn Store>,
+    platform: Arc<Platform>,
+    now: Arc<AtomicI64>,
+}
+
+fn setup(store: Arc<dyn Store>) -> Setup {
+    let engine = Engine::new(
+        Arc::new(ScriptedModel::new(vec![])),
+        Arc::new(Registry::default()),
+        store.clone(),
+        EngineOptions {
+            model_id: "m".into(),
+            ..EngineOptions::default()
+        },
+    );
+    let platform = Arc::new(Platform::default());
+    let mut senders: HashMap<String, Arc<dyn Sender>> = HashMap::new();
+    senders.insert("whatsapp".into(), platform.clone());
+    let now = Arc::new(AtomicI64::new(START_MS + 60_000));
+    let clock = now.clone();
+    Setup {
+        jobs: ChannelJobs {
+            engine: Arc::new(engine),
+            store: store.clone(),
+            senders,
+            options: JobOptions {
+                metrics: metrics::Metrics::off(),
+                signup_url: SIGNUP.into(),
+                clock: Arc::new(move || clock.load(Ordering::SeqCst)),
+                ..JobOptions::default()
+            },
+        },
+        store,
+        platform,
+        now,
+    }
+}
+
+fn job(id: &str, sender: &str, text: &str) -> TurnJob {
+    TurnJob {
+        channel: "whatsapp".into(),
+        message_id: id.into(),
+        conversation_key: sender.into(),
+        external_user_id: sender.into(),
+        text: text.into(),
+        button_id: None,
+        media: Vec::new(),
+        received_at_ms: 0,
+    }
+}
+
+/// The `n`th of many distinct code-shaped guesses.
+fn guess(n: usize) -> String {
+    let a = channels::link_code::ALPHABET;
+    let mut rest = n;
+    let tail: String = (0..6)
+        .map(|_| {
+            let c = a[rest % a.len()] as char;
+            rest /= a.len();
+            c
+        })
+        .collect();
+    format!("G7{tail}")
+}
+
+const MINUTE: Duration = Duration::from_secs(60);
+const REAL_CODE: &str = "K7PQ2345";
+
+async fn five_failed_tries_then_no_code_is_looked_up(store: Arc<dyn Store>) {
+    let s = setup(store);
+    // The code lives for two hours (longer than the default, so the next hour can use it).
+    s.store
+        .create_link_code(REAL_CODE, &"alice".into(), START_MS, START_MS + 2 * HOUR_MS)
+        .await
+        .unwrap();
+    let guesses = [
+        "AB23CD45 EF67GH23",
+        "JK23MN45 NP67QR23",
+        "ST23UV45 WX67YZ23",
+    ];
+    let mut outcomes = Vec::new();
+    for (n, text) in guesses.iter().enumerate() {
+        outcomes.push(
+            s.jobs
+                .run(&job(&format!("g-{n}"), "mallory", text), MINUTE)
+                .await,
+        );
+    }
+    // Tries 1-4 did not work; the third message's second code is the sixth try: refused.
+    assert!(
+        matches!(
+            outcomes[0],
+            JobOutcome::Answered(Resolved::StaleCode { bound: None })
+        ),
+        "{outcomes:?}"
+    );
+    assert!(
+        matches!(outcomes[1], JobOutcome::Skipped(_)),
+        "{outcomes:?}"
+    );
+    assert!(
+        matches!(
+            outcomes[2],
+            JobOutcome::Answered(Resolved::TooManyCodes { bound: None })
+        ),
+        "{outcomes:?}"
+    );
+    // The real code is not even looked up now: it does not link.
+    let outcome = s
+        .jobs
+        .run(&job("g-real", "mallory", "K7PQ-2345"), MINUTE)
+        .await;
+    assert!(matches!(outcome, JobOutcome::Skipped(_)), "{outcome:?}");
+    assert_eq!(s.store.identity("whatsapp", "mallory").await.unwrap(), None);
+    for n in 0..20 {
+        let text = format!("{} {}", guess(2 * n), guess(2 * n + 1));
+        let outcome = s
+            .jobs
+            .run(&job(&format!("more-{n}"), "mallory", &text), MINUTE)
+            .await;
+        assert!(matches!(outcome, JobOutcome::Skipped(_)), "{outcome:?}");
+    }
+    // One "that code didn't work", one "too many codes": never a reply per message.
+    assert_eq!(
+        s.platform.sent(),
+        vec![lines::stale_code(SIGNUP), lines::too_many_codes(SIGNUP)]
+    );
+    // Another sender's tries are their own.
+    let outcome = s.jobs.run(&job("b-1", "bob", "AB23CD45"), MINUTE).await;
+    assert!(
+        matches!(
+            outcome,
+            JobOutcome::Answered(Resolved::StaleCode { bound: None })
+        ),
+        "{outcome:?}"
+    );
+    // The next hour the sender may try again, and the real code (never looked up) links.
+    s.now.fetch_add(HOUR_MS, Ordering::SeqCst);
+    let outcome = s
+        .jobs
+        .run(&job("g-next-hour", "mallory", "K7PQ-2345"), MINUTE)
+        .await;
+    assert_eq!(
+        outcome,
+        JobOutcome::Answered(Resolved::Linked("alice".into()))
+    );
+    assert_eq!(
+        s.store.identity("whatsapp", "mallory").await.unwrap(),
+        Some("alice".into())
+    );
+}
+
+async fn a_code_that_links_is_not_counted(store: Arc<dyn Store>) {
+    let s = setup(store);
+    for (n, user) in ["ana", "ben", "cleo", "dan", "eve", "fay"]
+        .iter()
+        .enumerate()
+    {
+        let code = format!("HJ{d}K{d}M{d}N", d = n + 2);
+        s.store
+            .create_link_code(&code, &(*user).into(), START_MS, START_MS + HOUR_MS)
+            .await
+            .unwrap();
+        // Six codes that link, one after another, from one sender: none is refused.
+        let outcome = s
+            .jobs
+            .run(&job(&format!("l-{n}"), "sam", &code), MINUTE)
+            .await;
+        assert_eq!(
+            outcome,
+            JobOutcome::Answered(Resolved::Linked((*user).into())),
+            "code {n}"
+        );
+    }
+}
+
+async fn a_stranger_writing_fifty_times_is_answered_once(store: Arc<dyn Store>) {
+    let s = setup(store);
+    for n in 0..50 {
+        s.jobs
+            .run(&job(&format!("h-{n}"), "stranger", "hello?"), MINUTE)
+            .await;
+    }
+    assert_eq!(s.platform.sent(), vec![lines::onboarding(SIGNUP)]);
+}
+
+fn sqlite() -> Arc<dyn Store> {
+    Arc::new(SqliteStore::open_in_memory().unwrap())
+}
+
+#[tokio::test]
+async fn sqlite_five_failed_tries_then_no_code_is_looked_up() {
+    five_failed_tries_then_no_code_is_looked_up(sqlite()).await;
+}
+
+#[tokio::test]
+async fn dynamodb_five_failed_tries_then_no_code_is_looked_up() {
+    five_failed_tries_then_no_code_is_looked_up(dynamo_store("codes").await).await;
+}
+
+#[tokio::test]
+async fn sqlite_a_code_that_links_is_not_counted() {
+    a_code_that_links_is_not_counted(sqlite()).await;
+}
+
+#[tokio::test]
+async fn dynamodb_a_code_that_links_is_not_counted() {
+    a_code_that_links_is_not_counted(dynamo_store("codes").await).await;
+}
+
+#[tokio::test]
+async fn sqlite_a_stranger_writing_fifty_times_is_answered_once() {
+    a_stranger_writing_fifty_times_is_answered_once(sqlite()).await;
+}
+
+#[tokio::test]
+async fn dynamodb_a_stranger_writing_fifty_times_is_answered_once() {
+    a_stranger_writing_fifty_times_is_answered_once(dynamo_store("strangers").await).await;
+}
