@@ -23,11 +23,7 @@ impl Worker {
         }
         let outcome = self.jobs.run(&job, budget).await;
         if let JobOutcome::Failed(why) = &outcome {
-            let receives: u32 = record
-                .attributes
-                .get("ApproximateReceiveCount")
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(1);
+            let receives = crate::retry::receive_count(record);
             if receives >= self.options.max_receives {
                 tracing::error!(job = %job.dedupe_key(), conversation = %job.conversation_key, channel = %job.channel, cause = %why, receives, "job failed on its last attempt: SQS moves it to the dead-letter queue");
                 self.jobs.options.metrics.job_given_up(&job.channel);

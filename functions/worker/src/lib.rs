@@ -8,6 +8,9 @@
 //!   Lambda died) is taken over, and the engine resumes from the stored transcript.
 //! - **Identity from the sender**: link codes, onboarding and the turn as the bound user, in
 //!   [`channel_jobs`] (the same code `bridle serve` runs).
+//! - **Backoff, not a stall**: a failed record is made visible again after a short backoff
+//!   (`ChangeMessageVisibility`, [`retry`]), not the queue's visibility timeout; its claim was
+//!   released by the job path, so the redelivery takes the job over at once and resumes it.
 //! - **Bounded**: each turn gets a deadline below the function's remaining time; a turn that
 //!   runs out is reported failed and its claim expires, so the redelivery resumes it.
 //!
@@ -18,6 +21,7 @@ pub mod config;
 pub mod http;
 mod job;
 pub mod media;
+mod retry;
 
 pub use channel_jobs::{ChannelJobs, JobOptions, JobOutcome};
 
@@ -36,6 +40,10 @@ pub struct WorkerOptions {
     /// The queue's `maxReceiveCount` (5 in the templates): a job failing on that receive goes
     /// to the dead-letter queue, so the user is told and the turn closed first.
     pub max_receives: u32,
+    /// The client that sets a failed record's backoff on its queue (named by the record's
+    /// `eventSourceARN`). `None`: a failed record comes back after the queue's visibility
+    /// timeout.
+    pub sqs: Option<aws_sdk_sqs::Client>,
 }
 
 impl Default for WorkerOptions {
@@ -44,6 +52,7 @@ impl Default for WorkerOptions {
             max_turn: Duration::from_secs(10 * 60),
             safety_margin: Duration::from_secs(5),
             max_receives: 5,
+            sqs: None,
         }
     }
 }
@@ -68,14 +77,23 @@ impl Worker {
                 .get("MessageGroupId")
                 .cloned()
                 .unwrap_or_default();
-            let outcome = if failed_groups.contains(&group) {
-                JobOutcome::Failed("an earlier message of this conversation failed".into())
+            // A failed conversation's later records did not run: visible again at once, SQS
+            // keeps them behind the failed one, which is in flight for its backoff.
+            let (outcome, delay) = if failed_groups.contains(&group) {
+                (
+                    JobOutcome::Failed("an earlier message of this conversation failed".into()),
+                    Duration::ZERO,
+                )
             } else {
-                self.run_record(&record, deadline).await
+                (
+                    self.run_record(&record, deadline).await,
+                    self.retry_delay(&record),
+                )
             };
             match &outcome {
                 JobOutcome::Failed(why) => {
-                    tracing::warn!(message_id = %id, %group, reason = %why, "job failed; SQS will redeliver it");
+                    tracing::warn!(message_id = %id, %group, reason = %why, ?delay, "job failed; SQS will redeliver it");
+                    self.redeliver_after(&record, delay).await;
                     failed_groups.insert(group);
                     let mut failure = BatchItemFailure::default();
                     failure.item_identifier = id;

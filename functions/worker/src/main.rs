@@ -69,7 +69,10 @@ async fn init() -> Result<Worker, Error> {
     let media = worker::media::attachments(&var, &aws).map_err(|p| problems.extend(p));
     let budget_config =
         budget::BudgetConfig::from_vars(&var).map_err(|e| problems.push(e.to_string()));
-    let (Ok((config, senders)), Ok(media), Ok(budget_config)) = (channels, media, budget_config)
+    let confirmation =
+        engine::ConfirmationOptions::from_vars(&var).map_err(|problem| problems.push(problem));
+    let (Ok((config, senders)), Ok(media), Ok(budget_config), Ok(confirmation)) =
+        (channels, media, budget_config, confirmation)
     else {
         return Err(InitError::misconfigured("worker", problems).into());
     };
@@ -103,6 +106,7 @@ async fn init() -> Result<Worker, Error> {
         },
         guards: assembly::GuardOptions {
             budget: Arc::new(budget_config),
+            confirmation,
             ..assembly::GuardOptions::default()
         },
     })?;
@@ -119,7 +123,12 @@ async fn init() -> Result<Worker, Error> {
                 ..JobOptions::default()
             },
         },
-        options: WorkerOptions::default(),
+        options: WorkerOptions {
+            // A failed record's backoff, on the queue its record names (IAM:
+            // sqs:ChangeMessageVisibility on the turn queue).
+            sqs: Some(aws_sdk_sqs::Client::new(&aws)),
+            ..WorkerOptions::default()
+        },
     };
     Ok(worker)
 }

@@ -36,12 +36,14 @@
 //! Depends on the `queue` port, `aws-sdk-sqs` and small utility crates (serde, sonic-rs, sha2,
 //! tokio's timer, tracing). Never on the store or the engine.
 
+mod arn;
 mod deadline;
 mod error;
 mod port;
 mod setup;
 pub mod wire;
 
+pub use arn::queue_url_from_arn;
 pub use setup::create_fifo_queue_with_dlq;
 pub use wire::{DecodeError, decode_job, encode_job, sqs_id};
 

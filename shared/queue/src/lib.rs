@@ -100,7 +100,18 @@ pub trait JobQueue: Send + Sync {
     /// seconds, at most 12 hours). It keeps its place at the head of its group, so the group's
     /// later jobs wait too: order is kept.
     async fn release_after(&self, receipt: &str, delay: Duration) -> Result<(), QueueError>;
+
+    /// The job was cut short, not failed (its worker is stopping): make it visible again now
+    /// and, where the queue can, do not count this delivery against `max_receives`. SQS cannot
+    /// take a receive back; there (and by default) this is [`JobQueue::release`].
+    async fn put_back(&self, receipt: &str) -> Result<(), QueueError> {
+        self.release(receipt).await
+    }
 }
+
+/// The longest wait between two attempts at a failed job, on either queue: the backoff
+/// doubles up to this.
+pub const MAX_RETRY_BACKOFF: Duration = Duration::from_secs(60);
 
 /// How long to wait before a failed job's next attempt: exponential in the attempts so far
 /// (1 s, 2 s, 4 s, … from `receive_count` 1), capped at `cap`, with "equal jitter": half of it

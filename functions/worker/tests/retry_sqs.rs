@@ -1,0 +1,348 @@
+//! A failed record comes back after a short backoff, not after the queue's 30-minute
+//! visibility timeout: the worker sets its visibility with `ChangeMessageVisibility` (through the
+//! real SDK client, against moto's SQS at `AWS_ENDPOINT_URL`), its claim is released, and the
+//! next attempt delivers the reply once. The platform is a real HTTP server that answers 500 to
+//! the first reply; the store is SQLite and the model scripted.
+
+use aws_lambda_events::sqs::{SqsEvent, SqsMessage};
+use aws_sdk_sqs::config::{Credentials, Region};
+use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::post;
+use backend::{Reply, ScriptedModel};
+use channels::generic::GenericSender;
+use engine::{Engine, EngineOptions};
+use queue::{JobQueue, QueueSettings, TurnJob};
+use queue_sqs::SqsQueue;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use store::Identities;
+use store_sqlite::SqliteStore;
+use tokio::time::Instant;
+use tools::Registry;
+use worker::{ChannelJobs, JobOptions, Worker, WorkerOptions};
+
+/// The templates' visibility timeout: what a failed record would wait without the backoff.
+const VISIBILITY: Duration = Duration::from_secs(30 * 60);
+
+fn sqs() -> aws_sdk_sqs::Client {
+    let endpoint = std::env::var("AWS_ENDPOINT_URL")
+        .expect("AWS_ENDPOINT_URL is not set: these tests need moto (scripts/test starts it)");
+    aws_sdk_sqs::Client::from_conf(
+        aws_sdk_sqs::Config::builder()
+            .behavior_version_latest()
+            .region(Region::new("us-east-1"))
+            .endpoint_url(endpoint)
+            .credentials_provider(Credentials::new("test", "test", None, None, "static"))
+            .build(),
+    )
+}
+
+/// The platform's reply endpoint: answers 500 to the first `fail_first` replies, then takes
+/// them. Counts every attempt and keeps the accepted texts.
+#[derive(Clone, Default)]
+struct Platform {
+    attempts: Arc<AtomicUsize>,
+    fail_first: usize,
+    accepted: Arc<Mutex<Vec<String>>>,
+}
+
+async fn platform(fail_first: usize) -> (Platform, String) {
+    let p = Platform {
+        fail_first,
+        ..Platform::default()
+    };
+    let app = Router::new()
+        .route(
+            "/callback",
+            post(|State(p): State<Platform>, body: Bytes| async move {
+                if p.attempts.fetch_add(1, Ordering::SeqCst) < p.fail_first {
+                    return StatusCode::INTERNAL_SERVER_ERROR;
+                }
+                let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                let text = body["text"].as_str().unwrap_or_default().to_owned();
+                p.accepted.lock().unwrap().push(text);
+                StatusCode::OK
+            }),
+        )
+        .with_state(p.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/callback", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (p, url)
+}
+
+struct Setup {
+    sqs: aws_sdk_sqs::Client,
+    queue: SqsQueue,
+    arn: String,
+    worker: Worker,
+    model: Arc<ScriptedModel>,
+    platform: Platform,
+}
+
+/// A FIFO queue (30-minute visibility, a dead-letter queue after 5 receives) in moto, and the
+/// worker with an SQS client, the sender `u-42` linked to `alice`.
+async fn setup(replies: Vec<Reply>, fail_first: usize) -> Setup {
+    let sqs = sqs();
+    let settings = QueueSettings {
+        visibility_timeout: VISIBILITY,
+        ..QueueSettings::default()
+    };
+    let name = format!("worker-retry-{}", uuid::Uuid::new_v4().simple());
+    let (queue_url, _dlq) = queue_sqs::create_fifo_queue_with_dlq(&sqs, &name, &settings)
+        .await
+        .unwrap();
+    let arn = sqs
+        .get_queue_attributes()
+        .queue_url(&queue_url)
+        .attribute_names(QueueAttributeName::QueueArn)
+        .send()
+        .await
+        .unwrap()
+        .attributes
+        .unwrap()
+        .remove(&QueueAttributeName::QueueArn)
+        .unwrap();
+    let store = Arc::new(SqliteStore::open_in_memory().unwrap());
+    store
+        .bind_identity("generic", "u-42", &"alice".into(), 0)
+        .await
+        .unwrap();
+    let model = Arc::new(ScriptedModel::new(replies));
+    let engine = Engine::new(
+        model.clone(),
+        Arc::new(Registry::default()),
+        store.clone(),
+        EngineOptions {
+            model_id: "m".into(),
+            ..EngineOptions::default()
+        },
+    );
+    let (platform, callback) = platform(fail_first).await;
+    let mut senders: HashMap<String, Arc<dyn channels::Sender>> = HashMap::new();
+    senders.insert(
+        "generic".into(),
+        Arc::new(GenericSender::new(
+            reqwest::Client::new(),
+            callback,
+            "cb-secret",
+        )),
+    );
+    let worker = Worker {
+        jobs: ChannelJobs {
+            engine: Arc::new(engine),
+            store,
+            senders,
+            options: JobOptions::default(),
+        },
+        options: WorkerOptions {
+            sqs: Some(sqs.clone()),
+            ..WorkerOptions::default()
+        },
+    };
+    Setup {
+        queue: SqsQueue::new(sqs.clone(), queue_url, settings),
+        sqs,
+        arn,
+        worker,
+        model,
+        platform,
+    }
+}
+
+fn job(message_id: &str, text: &str) -> TurnJob {
+    TurnJob {
+        channel: "generic".into(),
+        message_id: message_id.into(),
+        conversation_key: "c-7".into(),
+        external_user_id: "u-42".into(),
+        text: text.into(),
+        button_id: None,
+        media: Vec::new(),
+        received_at_ms: 0,
+    }
+}
+
+impl Setup {
+    /// What the Lambda poller hands the worker: the visible messages (at most `max`), received
+    /// with the queue's 30-minute visibility timeout, as an SQS event; empty if none come
+    /// within `within`. moto shows a group freed by a visibility change only on a new poll, so
+    /// this polls in short waits.
+    async fn poll(&self, max: i32, within: Duration) -> SqsEvent {
+        let until = Instant::now() + within;
+        let mut event = SqsEvent::default();
+        while event.records.is_empty() && Instant::now() < until {
+            let out = self
+                .sqs
+                .receive_message()
+                .queue_url(self.queue.queue_url())
+                .max_number_of_messages(max)
+                .wait_time_seconds(1)
+                .visibility_timeout(VISIBILITY.as_secs() as i32)
+                .message_system_attribute_names(MessageSystemAttributeName::All)
+                .send()
+                .await
+                .unwrap();
+            event.records = out
+                .messages
+                .unwrap_or_default()
+                .into_iter()
+                .map(|m| {
+                    let mut record = SqsMessage::default();
+                    record.message_id = m.message_id;
+                    record.receipt_handle = m.receipt_handle;
+                    record.body = m.body;
+                    record.event_source_arn = Some(self.arn.clone());
+                    record.attributes = m
+                        .attributes
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|(k, v)| (k.as_str().to_owned(), v))
+                        .collect();
+                    record
+                })
+                .collect();
+        }
+        event
+    }
+
+    /// Run a batch as the Lambda integration does: the records not reported failed are
+    /// deleted. Returns the failed records' bodies' texts.
+    async fn work(&self, batch: SqsEvent) -> Vec<String> {
+        let response = self
+            .worker
+            .handle_batch(batch.clone(), Instant::now() + Duration::from_secs(60))
+            .await;
+        let failed: Vec<String> = response
+            .batch_item_failures
+            .into_iter()
+            .map(|f| f.item_identifier)
+            .collect();
+        let mut texts = Vec::new();
+        for record in batch.records {
+            if failed.contains(record.message_id.as_ref().unwrap()) {
+                texts.push(text(&record));
+            } else {
+                self.queue
+                    .ack(record.receipt_handle.as_deref().unwrap())
+                    .await
+                    .unwrap();
+            }
+        }
+        texts
+    }
+}
+
+fn text(record: &SqsMessage) -> String {
+    queue_sqs::decode_job(record.body.as_deref().unwrap())
+        .unwrap()
+        .text
+}
+
+fn receives(batch: &SqsEvent) -> Vec<&str> {
+    batch
+        .records
+        .iter()
+        .map(|r| r.attributes["ApproximateReceiveCount"].as_str())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_refused_once_is_retried_after_the_backoff_and_delivered_once() {
+    let s = setup(vec![Reply::text("Your list is empty.")], 1).await;
+    s.queue
+        .enqueue(&job("m-1", "What's on my list?"))
+        .await
+        .unwrap();
+
+    let first = s.poll(10, Duration::from_secs(5)).await;
+    assert_eq!(receives(&first), ["1"]);
+    let failed_at = Instant::now();
+    assert_eq!(
+        s.work(first).await,
+        ["What's on my list?"],
+        "the 500 fails the record"
+    );
+    assert!(s.platform.accepted.lock().unwrap().is_empty());
+
+    // Back after the first backoff (0.5 to 1 s, whole seconds on SQS), not 30 minutes.
+    let again = s.poll(10, Duration::from_secs(10)).await;
+    assert_eq!(receives(&again), ["2"], "redelivered once");
+    let waited = failed_at.elapsed();
+    assert!(
+        waited < Duration::from_secs(5),
+        "came back after {waited:?}"
+    );
+    // The failed attempt's claim was released: this attempt is not "another worker holds
+    // this job", and it delivers the recorded reply without a second model call.
+    assert!(
+        s.work(again).await.is_empty(),
+        "the second attempt succeeds"
+    );
+    assert_eq!(
+        *s.platform.accepted.lock().unwrap(),
+        ["Your list is empty."],
+        "delivered once"
+    );
+    assert_eq!(s.platform.attempts.load(Ordering::SeqCst), 2);
+    assert_eq!(s.model.requests().len(), 1, "the turn was not run again");
+    assert!(
+        s.poll(10, Duration::from_secs(2)).await.records.is_empty(),
+        "nothing is left in the queue"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversations_later_message_waits_for_the_failed_one_and_both_come_back_in_order() {
+    let s = setup(
+        vec![Reply::text("First answer."), Reply::text("Second answer.")],
+        1,
+    )
+    .await;
+    for (id, text) in [("m-1", "first"), ("m-2", "second")] {
+        s.queue.enqueue(&job(id, text)).await.unwrap();
+    }
+
+    // SQS FIFO hands a group's messages out together; the first fails, the second does not run.
+    let first = s.poll(10, Duration::from_secs(5)).await;
+    assert_eq!(s.work(first).await, ["first", "second"]);
+    assert_eq!(
+        s.model.requests().len(),
+        1,
+        "the second message did not run"
+    );
+
+    // Both come back after the backoff, in order, and run once each.
+    let started = Instant::now();
+    let mut texts = Vec::new();
+    while texts.len() < 2 && started.elapsed() < Duration::from_secs(10) {
+        let batch = s.poll(1, Duration::from_secs(10)).await;
+        texts.extend(batch.records.iter().map(text));
+        assert!(s.work(batch).await.is_empty());
+    }
+    assert_eq!(texts, ["first", "second"], "in order");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert_eq!(
+        *s.platform.accepted.lock().unwrap(),
+        ["First answer.", "Second answer."]
+    );
+    assert_eq!(s.model.requests().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_whose_backoff_cannot_be_set_is_still_reported_failed() {
+    let s = setup(vec![Reply::text("unused")], 1).await;
+    s.queue.enqueue(&job("m-1", "hello")).await.unwrap();
+    let mut batch = s.poll(10, Duration::from_secs(5)).await;
+    // The record names a queue that does not exist: SQS refuses the visibility change.
+    batch.records[0].event_source_arn =
+        Some("arn:aws:sqs:us-east-1:123456789012:no-such-queue.fifo".into());
+    assert_eq!(s.work(batch).await, ["hello"]);
+}
