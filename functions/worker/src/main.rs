@@ -69,10 +69,7 @@ async fn init() -> Result<Worker, Error> {
     let media = worker::media::attachments(&var, &aws).map_err(|p| problems.extend(p));
     let budget_config =
         budget::BudgetConfig::from_vars(&var).map_err(|e| problems.push(e.to_string()));
-    let confirmation =
-        engine::ConfirmationOptions::from_vars(&var).map_err(|problem| problems.push(problem));
-    let (Ok((config, senders)), Ok(media), Ok(budget_config), Ok(confirmation)) =
-        (channels, media, budget_config, confirmation)
+    let (Ok((config, senders)), Ok(media), Ok(budget_config)) = (channels, media, budget_config)
     else {
         return Err(InitError::misconfigured("worker", problems).into());
     };
@@ -106,7 +103,6 @@ async fn init() -> Result<Worker, Error> {
         },
         guards: assembly::GuardOptions {
             budget: Arc::new(budget_config),
-            confirmation,
             ..assembly::GuardOptions::default()
         },
     })?;
