@@ -33,6 +33,8 @@ pub struct Reply {
     /// Explicit usage for `done`; otherwise estimated from what was said.
     usage: Option<Usage>,
     output_tokens: u64,
+    /// Report the request's whole `max_tokens` as output.
+    spends_max_tokens: bool,
 }
 
 impl Reply {
@@ -102,6 +104,13 @@ impl Reply {
     /// output token per word said, five per tool call).
     pub fn usage(mut self, usage: Usage) -> Self {
         self.usage = Some(usage);
+        self
+    }
+
+    /// Report the request's whole `max_tokens` as output tokens (the other kinds as set by
+    /// [`Reply::usage`]): the most a call may cost, which a budget must reserve for.
+    pub fn spending_max_tokens(mut self) -> Self {
+        self.spends_max_tokens = true;
         self
     }
 
@@ -185,6 +194,7 @@ impl ChatModel for ScriptedModel {
     }
 
     async fn stream(&self, request: ChatRequest) -> Result<EventStream, BackendError> {
+        let max_tokens = request.settings.max_tokens;
         self.requests.lock().unwrap().push(request);
         let next = {
             let mut replies = self.replies.lock().unwrap();
@@ -201,11 +211,14 @@ impl ChatModel for ScriptedModel {
         if let Some(err) = reply.open_error {
             return Err(err);
         }
-        let usage = reply.usage.unwrap_or(Usage {
+        let mut usage = reply.usage.unwrap_or(Usage {
             input_tokens: 10,
             output_tokens: reply.output_tokens,
             ..Usage::default()
         });
+        if reply.spends_max_tokens {
+            usage.output_tokens = u64::from(max_tokens);
+        }
         Ok(play(reply.steps, usage))
     }
 }
@@ -276,6 +289,25 @@ mod tests {
         assert_eq!(model.requests().len(), 2);
         let err = model.stream(request()).await.err().unwrap();
         assert!(matches!(err, BackendError::InvalidRequest { .. }));
+    }
+
+    #[tokio::test]
+    async fn a_reply_spending_max_tokens_reports_the_requests_allowance_as_output() {
+        let model = ScriptedModel::new([Reply::text("hi").spending_max_tokens()]);
+        let mut req = request();
+        req.settings.max_tokens = 1_234;
+        let events: Vec<_> = model
+            .stream(req)
+            .await
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap();
+        let Some(ModelEvent::Done { usage, .. }) = events.last() else {
+            panic!("no done event: {events:?}");
+        };
+        assert_eq!(usage.output_tokens, 1_234);
+        assert_eq!(usage.input_tokens, 10);
     }
 
     #[tokio::test]

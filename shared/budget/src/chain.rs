@@ -8,7 +8,7 @@ use transcript::{Conversation, Usage};
 /// Runs guards in order; the first denial wins. Put the cheap ones first (no model, paused
 /// account, conversation rate) and the budget last, so a denied call reserves nothing. When a
 /// later guard denies, the earlier ones are told the call used nothing (their reservations are
-/// given back).
+/// given back). The chain's permit carries the lowest output limit any guard set.
 #[derive(Clone, Default)]
 pub struct Guards(pub Vec<Arc<dyn Guard>>);
 
@@ -35,7 +35,12 @@ impl Guard for Guards {
                 }
             }
         }
-        Ok(Permit::carrying(permits))
+        let limit = permits.iter().filter_map(Permit::max_output_tokens).min();
+        let permit = Permit::carrying(permits);
+        Ok(match limit {
+            Some(tokens) => permit.with_max_output_tokens(tokens),
+            None => permit,
+        })
     }
 
     async fn after_model_call(&self, conversation: &Conversation, permit: Permit, usage: &Usage) {

@@ -7,7 +7,8 @@
 //! | `BRIDLE_CAP_USER_USD_30D` | a user's estimated dollars in the current 30-day window | 20 |
 //! | `BRIDLE_CAP_GLOBAL_USD_30D` | everyone's estimated dollars in the current 30-day window | 500 |
 //! | `BRIDLE_CAP_CONVERSATION_MESSAGES_PER_HOUR` | user messages per conversation per hour | 60 |
-//! | `BRIDLE_BUDGET_OUTPUT_ALLOWANCE` | output tokens reserved per call before it is made | 2000 |
+//! | `BRIDLE_BUDGET_OUTPUT_ALLOWANCE` | the most output tokens one call is given (and reserved for) | 16000 |
+//! | `BRIDLE_BUDGET_MIN_OUTPUT_TOKENS` | below this much room for output, a call is refused rather than sent | 1000 |
 //! | `BRIDLE_PRICES_FILE` | a JSON price file merged over the built-in prices | — |
 //!
 //! A cap set to `off` is no cap. Windows are fixed and aligned to the Unix epoch (see
@@ -24,6 +25,7 @@ pub const CAP_USER_USD_30D: &str = "BRIDLE_CAP_USER_USD_30D";
 pub const CAP_GLOBAL_USD_30D: &str = "BRIDLE_CAP_GLOBAL_USD_30D";
 pub const CAP_CONVERSATION_MESSAGES_PER_HOUR: &str = "BRIDLE_CAP_CONVERSATION_MESSAGES_PER_HOUR";
 pub const OUTPUT_ALLOWANCE: &str = "BRIDLE_BUDGET_OUTPUT_ALLOWANCE";
+pub const MIN_OUTPUT_TOKENS: &str = "BRIDLE_BUDGET_MIN_OUTPUT_TOKENS";
 pub const PRICES_FILE: &str = "BRIDLE_PRICES_FILE";
 
 /// Where a setting's value came from.
@@ -65,9 +67,16 @@ pub struct BudgetConfig {
     /// Micro-dollars.
     pub global_usd_30d: Cap,
     pub conversation_messages_per_hour: Cap,
-    /// Output tokens reserved per call (the input is estimated from the request).
+    /// The most output tokens one call is given: the request's `max_tokens` is lowered to this,
+    /// and further to what every cap has left, and the call is reserved for that worst case
+    /// (the input is estimated from the request).
     pub output_allowance: u64,
     pub output_allowance_source: Source,
+    /// When the caps leave room for fewer output tokens than this, the call is refused with
+    /// the tripped bucket's sentence instead of being sent with a uselessly small allowance
+    /// (never more than the call's own allowance).
+    pub min_output_tokens: u64,
+    pub min_output_tokens_source: Source,
     pub prices: PriceTable,
 }
 
@@ -83,8 +92,10 @@ impl Default for BudgetConfig {
             user_usd_30d: cap(20_000_000),
             global_usd_30d: cap(500_000_000),
             conversation_messages_per_hour: cap(60),
-            output_allowance: 2_000,
+            output_allowance: 16_000,
             output_allowance_source: Source::Default,
+            min_output_tokens: 1_000,
+            min_output_tokens_source: Source::Default,
             prices: PriceTable::defaults(),
         }
     }
@@ -147,19 +158,32 @@ impl BudgetConfig {
             Unit::Count,
             &mut config.conversation_messages_per_hour,
         );
-        if let Some(value) = var(OUTPUT_ALLOWANCE).filter(|v| !v.trim().is_empty()) {
-            match value.trim().parse() {
+        let mut tokens = |name: &str, slot: &mut u64, source: &mut Source| {
+            let Some(value) = var(name).filter(|v| !v.trim().is_empty()) else {
+                return;
+            };
+            match value.trim().replace('_', "").parse() {
                 Ok(n) => {
-                    config.output_allowance = n;
-                    config.output_allowance_source = Source::Env(OUTPUT_ALLOWANCE.into());
+                    *slot = n;
+                    *source = Source::Env(name.into());
                 }
                 Err(_) => problems.push(BudgetError::BadValue {
-                    var: OUTPUT_ALLOWANCE.into(),
+                    var: name.into(),
                     value,
                     expected: "a whole number of tokens",
                 }),
             }
-        }
+        };
+        tokens(
+            OUTPUT_ALLOWANCE,
+            &mut config.output_allowance,
+            &mut config.output_allowance_source,
+        );
+        tokens(
+            MIN_OUTPUT_TOKENS,
+            &mut config.min_output_tokens,
+            &mut config.min_output_tokens_source,
+        );
         if let Some(path) = var(PRICES_FILE).filter(|v| !v.trim().is_empty()) {
             match std::fs::read_to_string(&path) {
                 Ok(text) => match PriceTable::with_file(&path, &text) {
@@ -221,6 +245,7 @@ mod tests {
             (CAP_USER_USD_30D, "12.50"),
             (CAP_GLOBAL_USD_30D, "off"),
             (OUTPUT_ALLOWANCE, "500"),
+            (MIN_OUTPUT_TOKENS, "200"),
         ]))
         .unwrap();
         assert_eq!(c.user_tokens_per_minute.limit, Some(5_000));
@@ -231,6 +256,11 @@ mod tests {
         assert_eq!(c.user_usd_30d.limit, Some(12_500_000));
         assert_eq!(c.global_usd_30d.limit, None);
         assert_eq!(c.output_allowance, 500);
+        assert_eq!(c.min_output_tokens, 200);
+        assert_eq!(
+            c.min_output_tokens_source,
+            Source::Env(MIN_OUTPUT_TOKENS.into())
+        );
         assert_eq!(c.user_tokens_per_hour.source, Source::Default);
     }
 
@@ -240,6 +270,7 @@ mod tests {
             (CAP_USER_TOKENS_PER_HOUR, "lots"),
             (CAP_GLOBAL_USD_30D, "-5"),
             (PRICES_FILE, "/nonexistent/prices.json"),
+            (MIN_OUTPUT_TOKENS, "some"),
         ]))
         .unwrap_err()
         .to_string();
@@ -247,6 +278,7 @@ mod tests {
             CAP_USER_TOKENS_PER_HOUR,
             CAP_GLOBAL_USD_30D,
             "/nonexistent/prices.json",
+            MIN_OUTPUT_TOKENS,
         ] {
             assert!(err.contains(needle), "{err}");
         }

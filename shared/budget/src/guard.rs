@@ -1,25 +1,59 @@
-//! The budget guard: reserve before each model call, settle after it.
+//! The budget guard: give each call the output the caps can pay for, reserve that worst case
+//! before the call, settle it with the real usage after.
 
+use crate::prices::Price;
+use crate::room::output_room;
 use crate::{Bucket, BudgetConfig, Clock, Unit, estimate_input_tokens, lines};
 use async_trait::async_trait;
 use engine::{CallReport, Denied, Guard, GuardCall, Permit};
 use std::sync::Arc;
-use store::{Adjustment, BucketKey, BudgetLedger, Charge, Reserve};
+use store::{Adjustment, BucketKey, BudgetLedger, Charge, Reserve, StoreError};
 use transcript::{Conversation, Usage};
 
-/// Reserves each call's expected use on every spend bucket (user tokens per minute and per
-/// hour, user dollars and global dollars per 30 days, and the conversation's dollars for
-/// reports) in one all-or-nothing ledger write, and settles it with the real usage after the
-/// call.
+/// How often a call tries again to reserve a smaller allowance after concurrent calls took the
+/// room it had read. Each lost try means another call's reservation landed (or a settle
+/// changed the bucket), so the ledger always makes progress.
+const ATTEMPTS: usize = 8;
+
+/// Gives each model call the output it may produce and reserves the call's worst case on every
+/// spend bucket (user tokens per minute and per hour, user dollars and global dollars per 30
+/// days, and the conversation's dollars for reports) in one all-or-nothing ledger write, then
+/// settles it with the real usage after the call.
 ///
-/// Reservation = estimated input tokens ([`estimate_input_tokens`]) + the configured output
-/// allowance, in tokens; in dollars, the estimated input at the model's input price plus the
-/// allowance at its output price. Parallel calls of one user therefore never take a bucket past
-/// its cap when reserving; only settling a call that used more than it reserved can, by at most
-/// that call's excess. A call that fails keeps its reservation (the provider may have charged).
+/// **Allowance.** A call's output allowance is the request's `max_tokens`, lowered to
+/// [`BudgetConfig::output_allowance`] and to the most output that, with the call's estimated
+/// input ([`estimate_input_tokens`]), fits in what every capped bucket has left (tokens one for
+/// one; dollars at the model's input and output prices). The [`Permit`] carries it and the
+/// engine sends the request with it. When the room is below
+/// [`BudgetConfig::min_output_tokens`] (or not even the input fits) the call is refused with
+/// the tightest bucket's sentence.
 ///
-/// A ledger that cannot be reached denies the call (fails closed): invariant 9 says no call
-/// starts unless the budget is known to allow it.
+/// **Reservation.** Estimated input + the allowance, in tokens and priced in dollars: the most
+/// the call can cost if the provider honours `max_tokens` (output includes reasoning) and the
+/// input estimate holds. Reserving is an atomic conditional add that never takes a bucket past
+/// its cap; when concurrent calls took the room first, the call re-reads the buckets and tries
+/// a smaller allowance (up to [`ATTEMPTS`] times).
+///
+/// **The bound.** Settling replaces each reservation by the real usage. Let L be the last call
+/// admitted in a window: at its admission, the bucket held the real usage of the calls settled
+/// so far plus the reservations in flight, and that fit the cap. Afterwards only the in-flight
+/// calls change the bucket, each by (real − reserved), and real output never exceeds the
+/// reserved allowance. So the settled total of a window is at most
+///
+/// > cap + Σ over the calls in flight at L's admission of the input's under-estimate
+///
+/// (real input-side tokens − estimated input tokens, in token buckets; in dollar buckets the
+/// real input-side cost — cache reads, and cache writes, which cost more than plain input —
+/// minus the estimate priced at the input price). With a true input count the overshoot is
+/// zero. The estimate is characters / 4 (`CHARS_PER_TOKEN` in `estimate.rs`); for English
+/// prose that is about right, JSON and code run nearer 3 characters a token (a third more
+/// tokens), so the in-flight reservations' input share, which is at most the cap, bounds the
+/// overshoot at about a third of the input share in flight — and never by any output.
+/// Sequential calls (one conversation's turn) have one call in flight.
+///
+/// A call that fails keeps its reservation until settled from an estimate (the provider may
+/// have charged). A ledger that cannot be reached denies the call (fails closed): invariant 9
+/// says no call starts unless the budget is known to allow it.
 pub struct BudgetGuard {
     ledger: Arc<dyn BudgetLedger>,
     config: Arc<BudgetConfig>,
@@ -44,6 +78,14 @@ struct Reservation {
     buckets: Vec<(Bucket, BucketKey, i64)>,
 }
 
+/// The charges of one try: each bucket with what it would add.
+struct Plan {
+    buckets: Vec<Bucket>,
+    charges: Vec<Charge>,
+    tokens: u64,
+    usd: u64,
+}
+
 impl BudgetGuard {
     pub fn new(ledger: Arc<dyn BudgetLedger>, config: Arc<BudgetConfig>, clock: Clock) -> Self {
         Self {
@@ -53,8 +95,15 @@ impl BudgetGuard {
         }
     }
 
-    fn charges(&self, conv: &Conversation, tokens: u64, usd: u64) -> (Vec<Charge>, Vec<Bucket>) {
-        let now = (self.clock)();
+    /// The charges of a call with `input` estimated input tokens and `output` allowed output
+    /// tokens, in the windows that hold `now`.
+    fn plan(&self, conv: &Conversation, now: i64, price: &Price, input: u64, output: u64) -> Plan {
+        let tokens = input + output;
+        let usd = price.cost(&Usage {
+            input_tokens: input,
+            output_tokens: output,
+            ..Usage::default()
+        });
         let buckets: Vec<Bucket> = Bucket::SPEND
             .into_iter()
             .chain([Bucket::ConversationUsd30d])
@@ -74,69 +123,120 @@ impl BudgetGuard {
                 }
             })
             .collect();
-        (charges, buckets)
+        Plan {
+            buckets,
+            charges,
+            tokens,
+            usd,
+        }
+    }
+
+    /// The most output every capped bucket of `plan` has room for now (`None`: not even the
+    /// input fits), and the bucket that leaves the least.
+    async fn room(
+        &self,
+        plan: &Plan,
+        price: &Price,
+        input: u64,
+    ) -> Result<(Option<u64>, Bucket), StoreError> {
+        let capped: Vec<(Bucket, &Charge, u64)> = plan
+            .buckets
+            .iter()
+            .zip(&plan.charges)
+            .filter_map(|(&b, c)| c.limit.map(|limit| (b, c, limit)))
+            .collect();
+        let keys: Vec<BucketKey> = capped.iter().map(|(_, c, _)| c.bucket.clone()).collect();
+        let used = self.ledger.bucket_usage(&keys).await?;
+        let mut tightest = (Some(u64::MAX), Bucket::GlobalUsd30d);
+        for ((b, _, limit), used) in capped.iter().zip(used) {
+            let room = output_room(b.unit(), limit.saturating_sub(used), input, price);
+            if room < tightest.0 {
+                tightest = (room, *b);
+            }
+        }
+        Ok(tightest)
+    }
+
+    /// The refusal for `bucket`, logged with what was asked.
+    fn tripped(&self, bucket: Bucket, input: u64, room: Option<u64>, floor: u64) -> Denied {
+        tracing::warn!(
+            bucket = bucket.name(),
+            input,
+            output_room = room,
+            min_output = floor,
+            "budget bucket has no room for this call; no model call"
+        );
+        Denied {
+            reason: format!("budget:{}", bucket.name()),
+            user_message: lines::tripped(bucket).to_owned(),
+        }
+    }
+}
+
+fn unavailable(err: &StoreError) -> Denied {
+    tracing::error!(error = %err, source = ?std::error::Error::source(err), "budget ledger unavailable; no model call");
+    Denied {
+        reason: "budget:unavailable".into(),
+        user_message: lines::CANNOT_CHECK.to_owned(),
     }
 }
 
 #[async_trait]
 impl Guard for BudgetGuard {
     async fn before_model_call(&self, call: &GuardCall<'_>) -> Result<Permit, Denied> {
-        let input = estimate_input_tokens(call.request);
-        let allowance = self.config.output_allowance;
-        let tokens = input + allowance;
-        let usd = self.config.prices.cost(
-            &call.request.model,
-            &Usage {
-                input_tokens: input,
-                output_tokens: allowance,
-                ..Usage::default()
-            },
-        );
-        let (charges, buckets) = self.charges(call.conversation, tokens, usd);
-        match self.ledger.reserve(&charges).await {
-            Ok(Reserve::Reserved) => Ok(Permit::carrying(Reservation {
-                model: call.request.model.clone(),
-                input,
-                tokens,
-                usd,
-                buckets: buckets
-                    .into_iter()
-                    .zip(charges)
-                    .map(|(b, c)| (b, c.bucket, c.expires_at_ms))
-                    .collect(),
-            })),
-            Ok(Reserve::Tripped {
-                bucket,
-                used,
-                limit,
-            }) => {
-                let which = buckets
-                    .iter()
-                    .zip(&charges)
-                    .find(|(_, c)| c.bucket == bucket)
-                    .map(|(b, _)| *b)
-                    .unwrap_or(Bucket::GlobalUsd30d);
-                tracing::warn!(
-                    bucket = which.name(),
-                    used,
-                    limit,
-                    asked = tokens,
-                    asked_usd_micros = usd,
-                    "budget bucket tripped; no model call"
-                );
-                Err(Denied {
-                    reason: format!("budget:{}", which.name()),
-                    user_message: lines::tripped(which).to_owned(),
-                })
-            }
-            Err(err) => {
-                tracing::error!(error = %err, source = ?std::error::Error::source(&err), "budget ledger unavailable; no model call");
-                Err(Denied {
-                    reason: "budget:unavailable".into(),
-                    user_message: lines::CANNOT_CHECK.to_owned(),
-                })
+        let request = call.request;
+        let input = estimate_input_tokens(request);
+        let price = self.config.prices.lookup(&request.model).1.price;
+        let wanted = u64::from(request.settings.max_tokens).min(self.config.output_allowance);
+        let floor = self.config.min_output_tokens.min(wanted);
+        // Every try charges the windows of one instant, so a retry cannot straddle two.
+        let now = (self.clock)();
+        let mut output = wanted;
+        let mut last = Bucket::GlobalUsd30d;
+        for _ in 0..ATTEMPTS {
+            let plan = self.plan(call.conversation, now, &price, input, output);
+            let bucket = match self.ledger.reserve(&plan.charges).await {
+                Ok(Reserve::Reserved) => {
+                    let reservation = Reservation {
+                        model: request.model.clone(),
+                        input,
+                        tokens: plan.tokens,
+                        usd: plan.usd,
+                        buckets: plan
+                            .buckets
+                            .into_iter()
+                            .zip(plan.charges)
+                            .map(|(b, c)| (b, c.bucket, c.expires_at_ms))
+                            .collect(),
+                    };
+                    // `output` ≤ the request's `max_tokens`, a u32.
+                    let allowed = u32::try_from(output).unwrap_or(u32::MAX);
+                    return Ok(Permit::carrying(reservation).with_max_output_tokens(allowed));
+                }
+                Ok(Reserve::Tripped { bucket, .. }) => bucket,
+                Err(err) => return Err(unavailable(&err)),
+            };
+            last = plan
+                .buckets
+                .iter()
+                .zip(&plan.charges)
+                .find(|(_, c)| c.bucket == bucket)
+                .map_or(Bucket::GlobalUsd30d, |(b, _)| *b);
+            // Another call took the room, or this one never fitted: see what is left.
+            let (room, tightest) = self
+                .room(&plan, &price, input)
+                .await
+                .map_err(|e| unavailable(&e))?;
+            match room {
+                Some(room) if room >= floor => output = room.min(wanted),
+                _ => return Err(self.tripped(tightest, input, room, floor)),
             }
         }
+        tracing::warn!(
+            attempts = ATTEMPTS,
+            "budget reservations kept losing to concurrent calls"
+        );
+        Err(self.tripped(last, input, None, floor))
     }
 
     /// A call's reported usage settles it. Without one (the provider said nothing, or the call

@@ -3,13 +3,15 @@
 //! - [`prices`]: what a model costs per million tokens (input, output, cache read, cache write),
 //!   compiled-in defaults (`prices.json`) merged with an operator file (`BRIDLE_PRICES_FILE`);
 //!   every price says where it came from. Money is integer micro-dollars ([`money`]).
-//! - [`config`]: the caps and the reservation size, from the environment, each with its source.
+//! - [`config`]: the caps, the output allowance and its floor, from the environment, each with its source.
 //! - [`Bucket`]: the counters (user tokens per minute and per hour, user dollars per 30 days,
 //!   global dollars per 30 days, conversation messages per hour, conversation dollars) as fixed
 //!   windows aligned to the Unix epoch.
-//! - [`BudgetGuard`]: reserves the expected use before each call on the store's
+//! - [`BudgetGuard`]: gives each call the output allowance the caps can pay for (its request's
+//!   `max_tokens` is lowered to it), reserves that worst case before the call on the store's
 //!   [`BudgetLedger`](store::BudgetLedger) (all buckets or none), settles with the real usage
-//!   after it; a tripped bucket is a friendly sentence and no model call.
+//!   after it; a tripped bucket is a friendly sentence and no model call. Its doc states the
+//!   bound on overshoot.
 //! - Cheap guards: [`ConversationRate`], [`PausedAccounts`] (over the [`AccountStatus`] port),
 //!   [`NoModel`]; [`Guards`] chains them.
 //! - [`Meter`] (each bucket's fill for a user) and [`report`] (the finance report, rendered as a
@@ -33,6 +35,7 @@ mod no_model;
 pub mod prices;
 mod rate;
 pub mod report;
+mod room;
 
 pub use accounts::{AccountStatus, InMemoryAccounts, PausedAccounts, StoreAccounts};
 pub use bucket::{Bucket, Unit};

@@ -44,6 +44,8 @@ fn config(set: impl FnOnce(&mut BudgetConfig)) -> BudgetConfig {
         conversation_messages_per_hour: cap(None),
         output_allowance: 100,
         output_allowance_source: Source::Default,
+        min_output_tokens: 1_000,
+        min_output_tokens_source: Source::Default,
         prices,
     };
     set(&mut c);
@@ -121,6 +123,125 @@ async fn the_minute_bucket_trips_alone_and_frees_up_next_minute() {
     call(&s.guard, &ana, 900)
         .await
         .expect("a new minute is a new bucket");
+}
+
+/// A request of `input` estimated tokens asking for `max_tokens` of output.
+fn asking(input: u64, max_tokens: u32) -> ChatRequest {
+    let mut r = request(input);
+    r.settings.max_tokens = max_tokens;
+    r
+}
+
+async fn ask(guard: &dyn Guard, conv: &Conversation, req: &ChatRequest) -> Result<Permit, Denied> {
+    guard
+        .before_model_call(&GuardCall {
+            conversation: conv,
+            call_number: 1,
+            request: req,
+        })
+        .await
+}
+
+#[tokio::test]
+async fn a_call_is_given_the_output_the_tightest_cap_has_room_for_and_reserves_exactly_that() {
+    // Minute: 20,000 tokens; dollars: 30,000 µ$ = 900 in × 1 + at most 2,910 out × 10.
+    let s = setup(config(|c| {
+        c.output_allowance = 16_000;
+        c.user_tokens_per_minute = cap(Some(20_000));
+        c.user_usd_30d = cap(Some(30_000));
+    }));
+    let ana = conv("ana", "c1");
+    let permit = ask(&s.guard, &ana, &asking(900, 16_000)).await.unwrap();
+    assert_eq!(
+        permit.max_output_tokens(),
+        Some(2_910),
+        "the dollar cap is the tightest"
+    );
+    let now = s.now.load(Ordering::SeqCst);
+    assert_eq!(
+        used(&s.ledger, Bucket::UserTokensMinute, &ana, now).await,
+        3_810
+    );
+    assert_eq!(used(&s.ledger, Bucket::UserUsd30d, &ana, now).await, 30_000);
+    // The worst case settles to exactly the reservation: nothing past the cap.
+    let worst = Usage {
+        input_tokens: 900,
+        output_tokens: 2_910,
+        ..Usage::default()
+    };
+    s.guard.after_model_call(&ana, permit, &worst).await;
+    assert_eq!(used(&s.ledger, Bucket::UserUsd30d, &ana, now).await, 30_000);
+    tripped(
+        ask(&s.guard, &ana, &asking(10, 16_000)).await,
+        Bucket::UserUsd30d,
+    );
+}
+
+#[tokio::test]
+async fn the_allowance_is_never_more_than_the_request_or_the_configured_ceiling() {
+    let s = setup(config(|c| {
+        c.output_allowance = 4_000;
+        c.user_tokens_per_minute = cap(Some(100_000));
+    }));
+    let ana = conv("ana", "c1");
+    let permit = ask(&s.guard, &ana, &asking(900, 16_000)).await.unwrap();
+    assert_eq!(permit.max_output_tokens(), Some(4_000), "the ceiling");
+    let permit = ask(&s.guard, &ana, &asking(900, 300)).await.unwrap();
+    assert_eq!(
+        permit.max_output_tokens(),
+        Some(300),
+        "the request's own max_tokens"
+    );
+    let now = s.now.load(Ordering::SeqCst);
+    assert_eq!(
+        used(&s.ledger, Bucket::UserTokensMinute, &ana, now).await,
+        4_900 + 1_200
+    );
+}
+
+#[tokio::test]
+async fn a_call_with_room_for_less_than_the_floor_is_denied_and_reserves_nothing() {
+    // 3,000 tokens a minute; the floor is 1,000 output tokens.
+    let s = setup(config(|c| {
+        c.output_allowance = 16_000;
+        c.min_output_tokens = 1_000;
+        c.user_tokens_per_minute = cap(Some(3_000));
+    }));
+    let ana = conv("ana", "c1");
+    let now = s.now.load(Ordering::SeqCst);
+    // 2,001 input leaves room for 999 output: one short of the floor.
+    tripped(
+        ask(&s.guard, &ana, &asking(2_001, 16_000)).await,
+        Bucket::UserTokensMinute,
+    );
+    assert_eq!(
+        used(&s.ledger, Bucket::UserTokensMinute, &ana, now).await,
+        0
+    );
+    // Input alone past the cap.
+    tripped(
+        ask(&s.guard, &ana, &asking(3_001, 16_000)).await,
+        Bucket::UserTokensMinute,
+    );
+    assert_eq!(
+        used(&s.ledger, Bucket::UserTokensMinute, &ana, now).await,
+        0
+    );
+    // 2,000 input leaves exactly the floor: sent with it.
+    let permit = ask(&s.guard, &ana, &asking(2_000, 16_000)).await.unwrap();
+    assert_eq!(permit.max_output_tokens(), Some(1_000));
+    assert_eq!(
+        used(&s.ledger, Bucket::UserTokensMinute, &ana, now).await,
+        3_000
+    );
+    // A request that wants less than the floor is judged against what it wants.
+    let s = setup(config(|c| {
+        c.output_allowance = 16_000;
+        c.min_output_tokens = 1_000;
+        c.user_tokens_per_minute = cap(Some(3_000));
+    }));
+    let permit = ask(&s.guard, &ana, &asking(2_500, 200)).await.unwrap();
+    assert_eq!(permit.max_output_tokens(), Some(200));
 }
 
 #[tokio::test]

@@ -1,5 +1,5 @@
 use async_trait::async_trait;
-use backend::ChatRequest;
+use backend::{ChatRequest, InferenceSettings};
 use std::any::Any;
 use transcript::{Conversation, Usage};
 
@@ -22,19 +22,54 @@ pub struct Denied {
 }
 
 /// What a guard hands from [`Guard::before_model_call`] to [`Guard::after_model_call`] of the
-/// same call (a budget reservation, say). Opaque to the engine; empty for most guards.
+/// same call (a budget reservation, say), and the most output the call may be given. The
+/// carried value is opaque to the engine; empty for most guards.
 #[derive(Debug, Default)]
-pub struct Permit(Option<Box<dyn Any + Send + Sync>>);
+pub struct Permit {
+    value: Option<Box<dyn Any + Send + Sync>>,
+    max_output_tokens: Option<u32>,
+}
 
 impl Permit {
     /// A permit that carries `value` to `after_model_call`.
     pub fn carrying<T: Any + Send + Sync>(value: T) -> Self {
-        Self(Some(Box::new(value)))
+        Self {
+            value: Some(Box::new(value)),
+            max_output_tokens: None,
+        }
+    }
+
+    /// The call may produce at most `tokens` output tokens (a budget reserved for no more).
+    /// Several limits keep the lowest.
+    pub fn with_max_output_tokens(mut self, tokens: u32) -> Self {
+        self.max_output_tokens = Some(self.max_output_tokens.map_or(tokens, |t| t.min(tokens)));
+        self
+    }
+
+    /// The output limit this permit sets, if any.
+    pub fn max_output_tokens(&self) -> Option<u32> {
+        self.max_output_tokens
+    }
+
+    /// Lower the request's `max_tokens` to this permit's limit (never raise it). Output
+    /// includes reasoning, so a reasoning budget that no longer fits below the lowered limit is
+    /// dropped (providers refuse a reasoning budget at or above `max_tokens`).
+    pub fn limit(&self, settings: &mut InferenceSettings) {
+        let Some(cap) = self.max_output_tokens else {
+            return;
+        };
+        settings.max_tokens = settings.max_tokens.min(cap);
+        if settings
+            .reasoning_budget
+            .is_some_and(|b| b >= settings.max_tokens)
+        {
+            settings.reasoning_budget = None;
+        }
     }
 
     /// The carried value, if it is a `T`.
     pub fn take<T: Any>(self) -> Option<T> {
-        self.0?.downcast::<T>().ok().map(|b| *b)
+        self.value?.downcast::<T>().ok().map(|b| *b)
     }
 }
 
@@ -90,5 +125,41 @@ pub struct AllowAll;
 impl Guard for AllowAll {
     async fn before_model_call(&self, _: &GuardCall<'_>) -> Result<Permit, Denied> {
         Ok(Permit::default())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_permit_only_ever_lowers_max_tokens_and_drops_a_reasoning_budget_that_no_longer_fits() {
+        let mut settings = InferenceSettings {
+            max_tokens: 16_000,
+            reasoning_budget: Some(4_000),
+            ..InferenceSettings::default()
+        };
+        Permit::default().limit(&mut settings);
+        assert_eq!(settings.max_tokens, 16_000, "no limit, no change");
+        Permit::default()
+            .with_max_output_tokens(20_000)
+            .limit(&mut settings);
+        assert_eq!(settings.max_tokens, 16_000, "never raised");
+        let permit = Permit::carrying(7u8)
+            .with_max_output_tokens(9_000)
+            .with_max_output_tokens(12_000);
+        assert_eq!(
+            permit.max_output_tokens(),
+            Some(9_000),
+            "the lowest limit wins"
+        );
+        permit.limit(&mut settings);
+        assert_eq!(settings.max_tokens, 9_000);
+        assert_eq!(settings.reasoning_budget, Some(4_000));
+        Permit::default()
+            .with_max_output_tokens(3_000)
+            .limit(&mut settings);
+        assert_eq!(settings.max_tokens, 3_000);
+        assert_eq!(settings.reasoning_budget, None);
     }
 }

@@ -26,7 +26,7 @@ impl Turn<'_> {
             self.history = History::new(written);
             return Ok(());
         }
-        let request = compact::notes_request(
+        let mut request = compact::notes_request(
             &o.model_id,
             self.history.messages(),
             o.compaction_max_tokens,
@@ -44,6 +44,7 @@ impl Turn<'_> {
                 return Ok(());
             }
         };
+        permit.limit(&mut request.settings);
         let limits = Limits {
             call_timeout: o.call_timeout,
             idle_timeout: o.idle_timeout,

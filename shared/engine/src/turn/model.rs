@@ -60,7 +60,7 @@ impl Turn<'_> {
         acc: &mut Streamed,
     ) -> Result<Result<(StopReason, Usage), BackendError>, crate::Denied> {
         let engine = self.engine;
-        let request = self.request();
+        let mut request = self.request();
         self.model_calls += 1;
         let guard_call = GuardCall {
             conversation: &self.conv,
@@ -68,6 +68,8 @@ impl Turn<'_> {
             request: &request,
         };
         let permit = engine.guard.before_model_call(&guard_call).await?;
+        // The guard may lower the output allowance to what the budget reserved for.
+        permit.limit(&mut request.settings);
         self.shown.close_block();
         let limits = Limits {
             call_timeout: engine.options.call_timeout,
