@@ -241,6 +241,18 @@ mod tests {
     }
 
     #[test]
+    fn a_delivery_is_as_old_as_its_newest_message() {
+        let body = wrap(
+            r#"{"from":"1","id":"a","timestamp":"1700000000","type":"text","text":{"body":"a"}},
+               {"from":"1","id":"b","timestamp":"1700000090","type":"text","text":{"body":"b"}}"#,
+        );
+        assert_eq!(sent_at(body.as_bytes()), Some(1_700_000_090));
+        let statuses = r#"{"object":"whatsapp_business_account","entry":[{"changes":[{"value":{"statuses":[{"timestamp":"1"}]}}]}]}"#;
+        assert_eq!(sent_at(statuses.as_bytes()), None, "only messages count");
+        assert_eq!(sent_at(b"not json"), None);
+    }
+
+    #[test]
     fn the_first_ignored_reason_is_reported_when_nothing_is_kept() {
         let body = wrap(
             r#"{"from":"1","id":"a","type":"reaction","reaction":{"message_id":"x","emoji":"👍"}},
