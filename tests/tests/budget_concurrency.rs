@@ -225,6 +225,41 @@ async fn check(store: Arc<dyn Store>, s: Scenario) {
     }
 }
 
+/// A turn whose call would have room for one output token less than the floor is answered
+/// with the bucket's sentence, and the model never sees it.
+#[tokio::test]
+async fn room_below_the_floor_is_refused_before_the_model() {
+    let input = estimated_input().await;
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open_in_memory().unwrap());
+    conversations(store.as_ref()).await;
+    let cap = 1_000_000;
+    let key = Bucket::UserTokensHour.key(&"ana".into(), &"".into(), NOW);
+    let spent = cap - (input + FLOOR - 1);
+    store
+        .adjust(&[Adjustment {
+            bucket: key.clone(),
+            delta: spent as i64,
+            expires_at_ms: key.start_ms + Bucket::UserTokensHour.length_ms(),
+        }])
+        .await
+        .unwrap();
+    let model = Arc::new(ScriptedModel::new([Reply::text("never said")]));
+    let engine = engine(
+        store.clone(),
+        model.clone(),
+        config(Bucket::UserTokensHour, cap),
+    );
+    let outcome = engine.run_turn(turn_input(0), &NullSink).await.unwrap();
+    assert_eq!(outcome.end, TurnEnd::Denied);
+    assert_eq!(outcome.reply, lines::USER_TOKENS_HOUR);
+    assert!(model.requests().is_empty(), "no model call");
+    assert_eq!(
+        store.bucket_usage(&[key]).await.unwrap()[0],
+        spent,
+        "nothing reserved"
+    );
+}
+
 const HOUR_EXACT: Scenario = Scenario {
     bucket: Bucket::UserTokensHour,
     input_overrun: 0,

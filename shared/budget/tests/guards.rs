@@ -460,6 +460,52 @@ async fn a_ledger_failure_denies_the_call() {
 }
 
 #[tokio::test]
+async fn a_ledger_that_cannot_be_read_after_a_trip_denies_the_call() {
+    /// Reserves on SQLite, but cannot read a bucket back.
+    struct Unreadable(SqliteStore);
+    #[async_trait::async_trait]
+    impl BudgetLedger for Unreadable {
+        async fn reserve(
+            &self,
+            charges: &[store::Charge],
+        ) -> Result<store::Reserve, store::StoreError> {
+            self.0.reserve(charges).await
+        }
+        async fn adjust(&self, a: &[store::Adjustment]) -> Result<(), store::StoreError> {
+            self.0.adjust(a).await
+        }
+        async fn bucket_usage(
+            &self,
+            _: &[store::BucketKey],
+        ) -> Result<Vec<u64>, store::StoreError> {
+            Err(store::StoreError::Unavailable("disk gone".into()))
+        }
+        async fn buckets_of_window(
+            &self,
+            w: &str,
+            start: i64,
+        ) -> Result<Vec<store::BucketUsage>, store::StoreError> {
+            self.0.buckets_of_window(w, start).await
+        }
+    }
+    let config = config(|c| {
+        c.output_allowance = 16_000;
+        c.user_tokens_per_minute = cap(Some(10_000));
+    });
+    let guard = BudgetGuard::new(
+        Arc::new(Unreadable(SqliteStore::open_in_memory().unwrap())),
+        Arc::new(config),
+        Arc::new(|| T0),
+    );
+    // 16,900 does not fit, so the guard must read what is left: it cannot, and says so.
+    let denied = ask(&guard, &conv("ana", "c1"), &asking(900, 16_000))
+        .await
+        .unwrap_err();
+    assert_eq!(denied.user_message, lines::CANNOT_CHECK);
+    assert_eq!(denied.reason, "budget:unavailable");
+}
+
+#[tokio::test]
 async fn the_conversation_rate_counts_first_calls_only() {
     let s = setup(config(|c| c.conversation_messages_per_hour = cap(Some(2))));
     let clock_now = s.now.clone();
