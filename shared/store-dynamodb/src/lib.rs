@@ -32,6 +32,8 @@
 //! | active record | `CONV#<id>` | `ACTIVE#<kind>` | `rid` |
 //! | account | `USER#<user>` | `ACCOUNT` | `user_id`, `status`, `display_name`, `time_zone`, `email`, `roles`, `created_at_ms`; `gsi1pk = ACCOUNTS`, `gsi1sk = <created>#<user>` |
 //! | e-mail guard | `EMAIL#<address>` | `EMAIL` | `user_id` (written in the account's transaction, `attribute_not_exists`) |
+//! | MCP token | `TOKEN#<id>` | `TOKEN` | `token_id`, `hash` (SHA-256 of the token), `user_id`, `name`, `scope`, `created_at_ms`, `expires_at_ms`, `last_used_ms`, `revoked_at_ms`; `gsi1pk = TOKENS#<user>`, `gsi1sk = <created>#<id>` |
+//! | MCP token's hash | `TOKENHASH#<hash>` | `TOKENHASH` | `token_id` (written in the token's transaction, `attribute_not_exists`) |
 //! | budget bucket | `BUDGET#<scope>#<window>#<start>` | `BUCKET` | `used`, `scope`, `win`, `start_ms`, `ttl`; `gsi1pk = BUDGETS#<window>#<start>`, `gsi1sk = <scope>` |
 //!
 //! Numbers in keys are zero-padded so string order is numeric order: positions to 20 digits
@@ -137,6 +139,7 @@ mod query;
 mod records;
 mod sessions;
 mod table;
+mod tokens;
 mod tool_results;
 mod undo;
 mod visible;

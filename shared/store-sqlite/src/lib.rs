@@ -26,6 +26,7 @@ mod messages;
 mod records;
 mod schema;
 mod sessions;
+mod tokens;
 mod tool_results;
 mod visible;
 

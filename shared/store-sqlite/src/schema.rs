@@ -159,6 +159,19 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         body TEXT NOT NULL,
         PRIMARY KEY (conversation_id, asked_at, tool_use_id)
     ) STRICT;",
+    // 11: MCP access tokens (only their SHA-256), listed per user.
+    "CREATE TABLE mcp_tokens (
+        id            TEXT    NOT NULL PRIMARY KEY,
+        hash          TEXT    NOT NULL UNIQUE,
+        user_id       TEXT    NOT NULL,
+        name          TEXT    NOT NULL,
+        scope         TEXT    NOT NULL,
+        created_at_ms INTEGER NOT NULL,
+        expires_at_ms INTEGER,
+        last_used_ms  INTEGER,
+        revoked_at_ms INTEGER
+    ) STRICT;
+    CREATE INDEX mcp_tokens_by_user ON mcp_tokens (user_id, created_at_ms, id);",
 ];
 
 /// The schema version this build writes and understands.

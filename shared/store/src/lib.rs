@@ -17,11 +17,14 @@ mod confirmations;
 pub mod conformance;
 #[cfg(feature = "test-support")]
 pub mod conformance_records;
+#[cfg(feature = "test-support")]
+pub mod conformance_tokens;
 mod error;
 mod identities;
 mod leases;
 mod records;
 mod sessions;
+mod tokens;
 mod tool_results;
 mod visible;
 
@@ -42,6 +45,7 @@ pub use records::{
     rows_to_undo,
 };
 pub use sessions::{PendingLogin, Session, Sessions};
+pub use tokens::{McpToken, TokenScope, Tokens};
 pub use tool_results::ToolResults;
 pub use visible::{Button, VisibleEntry, VisibleRole};
 
