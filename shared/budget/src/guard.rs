@@ -44,12 +44,15 @@ const ATTEMPTS: usize = 8;
 ///
 /// (real input-side tokens − estimated input tokens, in token buckets; in dollar buckets the
 /// real input-side cost — cache reads, and cache writes, which cost more than plain input —
-/// minus the estimate priced at the input price). With a true input count the overshoot is
-/// zero. The estimate is characters / 4 (`CHARS_PER_TOKEN` in `estimate.rs`); for English
-/// prose that is about right, JSON and code run nearer 3 characters a token (a third more
-/// tokens), so the in-flight reservations' input share, which is at most the cap, bounds the
-/// overshoot at about a third of the input share in flight — and never by any output.
-/// Sequential calls (one conversation's turn) have one call in flight.
+/// minus the estimate priced at the input price), provided the provider honours `max_tokens`.
+/// With a true input count the overshoot is zero, and output never adds to it. The estimate is
+/// characters / 4 (`CHARS_PER_TOKEN` in `estimate.rs`): about right for English prose; JSON
+/// and code run nearer 3 characters a token (a third more tokens than estimated), and the
+/// provider's own framing (a tool-use preamble, per-message tokens) and attachments (counted by
+/// their reference, not their pixels) come on top. Since the in-flight reservations together
+/// fit in the cap, for text the overshoot stays below about a third of the input share of the
+/// cap that was in flight. Sequential calls (one conversation's turn) have one call in flight;
+/// a settle that cannot be written leaves the reservation, which only over-counts.
 ///
 /// A call that fails keeps its reservation until settled from an estimate (the provider may
 /// have charged). A ledger that cannot be reached denies the call (fails closed): invariant 9
@@ -73,6 +76,8 @@ struct Reservation {
     /// The request's estimated input tokens (what a call that streamed is settled to when the
     /// provider reports no usage).
     input: u64,
+    /// The output allowance the call was sent with: a provider produces no more.
+    output: u64,
     tokens: u64,
     usd: u64,
     buckets: Vec<(Bucket, BucketKey, i64)>,
@@ -200,6 +205,7 @@ impl Guard for BudgetGuard {
                     let reservation = Reservation {
                         model: request.model.clone(),
                         input,
+                        output,
                         tokens: plan.tokens,
                         usd: plan.usd,
                         buckets: plan
@@ -209,6 +215,14 @@ impl Guard for BudgetGuard {
                             .map(|(b, c)| (b, c.bucket, c.expires_at_ms))
                             .collect(),
                     };
+                    if output < wanted {
+                        tracing::info!(
+                            wanted,
+                            allowed = output,
+                            input,
+                            "budget lowered the call's output allowance to what is left"
+                        );
+                    }
                     // `output` ≤ the request's `max_tokens`, a u32.
                     let allowed = u32::try_from(output).unwrap_or(u32::MAX);
                     return Ok(Permit::carrying(reservation).with_max_output_tokens(allowed));
@@ -242,7 +256,8 @@ impl Guard for BudgetGuard {
     /// A call's reported usage settles it. Without one (the provider said nothing, or the call
     /// failed), an estimate does, never zero for what was used: the request's estimated input
     /// once anything streamed back (the provider read it all), and the streamed characters / 4
-    /// as output. A call that failed before anything came back is released.
+    /// as output, at most the call's output allowance. A call that failed before anything came
+    /// back is released.
     async fn settle(&self, conversation: &Conversation, permit: Permit, report: &CallReport) {
         if report.usage_reported() {
             return self
@@ -258,10 +273,11 @@ impl Guard for BudgetGuard {
             } else {
                 report.usage.input_tokens
             },
+            // Never past the allowance the call was sent with: that is all it could produce.
             output_tokens: report
                 .usage
                 .output_tokens
-                .max((report.streamed_chars as u64).div_ceil(4)),
+                .max((report.streamed_chars as u64).div_ceil(4).min(r.output)),
             ..report.usage
         };
         tracing::info!(

@@ -656,4 +656,19 @@ async fn unreported_and_failed_calls_are_settled_from_an_estimate() {
         used(&s.ledger, Bucket::UserTokensMinute, &ana, now).await,
         1_320 + 12
     );
+
+    // An estimate never charges more output than the call was allowed (100 here), however many
+    // characters streamed: the provider could not have produced more.
+    let permit = call(&s.guard, &ana, 300).await.unwrap();
+    let report = engine::CallReport {
+        failed: true,
+        streamed: true,
+        streamed_chars: 2_000,
+        ..engine::CallReport::default()
+    };
+    s.guard.settle(&ana, permit, &report).await;
+    assert_eq!(
+        used(&s.ledger, Bucket::UserTokensMinute, &ana, now).await,
+        1_332 + 300 + 100
+    );
 }
