@@ -69,6 +69,7 @@ fn input(id: &ConversationId) -> TurnInput {
         action_id: ActionId("a1".into()),
         attachments: Vec::new(),
         attachment_notes: Vec::new(),
+        button_id: None,
     }
 }
 

@@ -156,6 +156,9 @@ impl store::ToolResults for FlakyStore {
     ) -> Result<std::collections::HashMap<String, transcript::Part>, StoreError> {
         self.inner.tool_results(conversation, asked_at).await
     }
+    async fn receipt(&self, call_key: &str) -> Result<Option<serde_json::Value>, StoreError> {
+        self.inner.receipt(call_key).await
+    }
 }
 
 #[async_trait]

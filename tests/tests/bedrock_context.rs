@@ -67,6 +67,7 @@ impl Rig {
             action_id: ActionId(format!("a{}", self.turns.get())),
             attachments: Vec::new(),
             attachment_notes: Vec::new(),
+            button_id: None,
         };
         self.engine.run_turn(input, &NullSink).await.unwrap()
     }

@@ -72,6 +72,7 @@ fn turn_input(i: usize) -> TurnInput {
         action_id: ActionId(format!("a{i:02}")),
         attachments: Vec::new(),
         attachment_notes: Vec::new(),
+        button_id: None,
     }
 }
 

@@ -60,6 +60,7 @@ async fn setup() -> (Setup, String, String) {
         actor: store::ActorKind::User,
         action_id: "setup".into(),
         conversation: None,
+        call_key: None,
     };
     let event = planner
         .create_event(
@@ -118,6 +119,7 @@ impl Setup {
             actor: store::ActorKind::User,
             action_id: "read".into(),
             conversation: None,
+            call_key: None,
         };
         self.planner
             .list_attendees(&owner, event)
@@ -252,6 +254,7 @@ async fn the_description_comes_from_the_database() {
         actor: store::ActorKind::User,
         action_id: "rename".into(),
         conversation: None,
+        call_key: None,
     };
     s.planner
         .update_event(
@@ -285,6 +288,7 @@ async fn another_users_record_is_not_found_through_the_tools() {
         actor: store::ActorKind::User,
         action_id: "b1".into(),
         conversation: None,
+        call_key: None,
     };
     let bobs = s
         .planner

@@ -275,6 +275,7 @@ async fn a_finished_turn_run_again_changes_nothing() {
                 action_id: ActionId("web#job-1".into()),
                 attachments: Vec::new(),
                 attachment_notes: Vec::new(),
+                button_id: None,
             },
             &CollectSink::default(),
         )

@@ -3,7 +3,7 @@
 "use strict";
 
 const $ = (sel) => document.querySelector(sel);
-const state = { conversation: null, busy: false, csrf: null };
+const state = { conversation: null, busy: false, csrf: null, pressed: null };
 
 function el(tag, cls, text) {
   const e = document.createElement(tag);
@@ -53,7 +53,8 @@ async function loadConversations() {
   return list;
 }
 
-// Buttons under a reply; pressing one sends its title as the next message.
+// Buttons under a reply; pressing one sends its title as the next message, with its id (a
+// confirmation button's id decides a held action on the server).
 function buttonRow(buttons) {
   const row = el("div", "choices");
   for (const b of buttons) {
@@ -61,6 +62,7 @@ function buttonRow(buttons) {
     btn.type = "button";
     btn.addEventListener("click", () => {
       if (state.busy) return;
+      state.pressed = b.id;
       $("#input").value = b.title;
       $("#composer").requestSubmit();
     });
@@ -131,7 +133,7 @@ async function readSse(res, onEvent) {
   }
 }
 
-async function send(text) {
+async function send(text, buttonId) {
   if (!state.conversation) await openConversation(await newConversation());
   const box = $("#messages");
   box.querySelector(".empty")?.remove();
@@ -153,7 +155,11 @@ async function send(text) {
   const res = await api(`/api/conversations/${state.conversation}/messages`, {
     method: "POST",
     headers: { "Content-Type": "application/json" },
-    body: JSON.stringify({ text, client_message_id: crypto.randomUUID() }),
+    body: JSON.stringify({
+      text,
+      client_message_id: crypto.randomUUID(),
+      ...(buttonId ? { button_id: buttonId } : {}),
+    }),
   });
   await readSse(res, (name, ev) => {
     switch (name) {
@@ -247,13 +253,15 @@ $("#composer").addEventListener("submit", async (e) => {
   e.preventDefault();
   const input = $("#input");
   const text = input.value.trim();
+  const pressed = state.pressed;
+  state.pressed = null;
   if (!text || state.busy) return;
   state.busy = true;
   $("#send").disabled = true;
   input.value = "";
   setStatus("");
   try {
-    await send(text);
+    await send(text, pressed);
   } catch (err) {
     setStatus(err.message);
   } finally {

@@ -43,6 +43,8 @@ pub struct ServeConfig {
     pub admin_token: Option<String>,
     /// The frozen system prompt: `BRIDLE_SYSTEM_PROMPT_FILE`, or the built-in one.
     pub prompt: engine::SystemPrompt,
+    /// `BRIDLE_CONFIRMATION_TTL_S`: how long a held risky call may be confirmed.
+    pub confirmation: engine::ConfirmationOptions,
     /// Sign-in with OpenID Connect (`BRIDLE_OIDC_*`); `None`: one local user, loopback only.
     pub sign_in: Option<SignInConfig>,
 }
@@ -231,6 +233,11 @@ impl ServeConfig {
                     engine::SystemPrompt::default()
                 });
 
+        let confirmation = engine::ConfirmationOptions::from_vars(var).unwrap_or_else(|problem| {
+            problems.push(problem);
+            engine::ConfirmationOptions::default()
+        });
+
         let sign_in = sign_in_from(&var, &addr, &mut problems);
 
         if problems.is_empty() {
@@ -246,6 +253,7 @@ impl ServeConfig {
                 budget,
                 admin_token,
                 prompt,
+                confirmation,
             })
         } else {
             Err(ConfigErrors(problems))

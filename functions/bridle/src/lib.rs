@@ -135,6 +135,15 @@ pub fn build_app(
     };
     let notes = Arc::new(notes);
     let sqlite: Arc<SqliteStore> = Arc::new(store);
+    if options.store.is_none() {
+        // Crash story: jobs in flight when the previous process died (kill -9, power loss) are
+        // visible again in the queue; their claims died with that process too, so the restart
+        // resumes their turns at once instead of finding "another worker" until they expire.
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        sqlite.release_claims_of_dead_process(queue.recovered(), now)?;
+    }
     if options.sign_in.is_none() {
         planning::ensure_local_account(sqlite.as_ref())?;
     }

@@ -322,6 +322,7 @@ async fn serve() -> ExitCode {
             budget: Arc::new(config.budget.clone()),
             no_model: (config.backend == BackendChoice::None)
                 .then(|| backends::UNPLUGGED.to_owned()),
+            confirmation: config.confirmation.clone(),
             ..GuardOptions::default()
         },
         admin_token: config.admin_token.clone(),

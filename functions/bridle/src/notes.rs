@@ -21,6 +21,9 @@ pub struct Note {
 #[derive(Debug)]
 pub struct Notes {
     conn: Mutex<Connection>,
+    /// The store's receipts are in the same file: a note added by a model's call commits the
+    /// call's receipt with it (DESIGN invariant 10), so a resumed turn never adds it twice.
+    receipts: bool,
 }
 
 const MAX_NOTE_CHARS: usize = 500;
@@ -47,6 +50,7 @@ impl Notes {
             CREATE INDEX IF NOT EXISTS demo_notes_user ON demo_notes (user_id, id);",
         )?;
         Ok(Self {
+            receipts: store_sqlite::receipts_here(&conn)?,
             conn: Mutex::new(conn),
         })
     }
@@ -66,17 +70,40 @@ impl Notes {
         .collect()
     }
 
-    pub fn add(&self, user: &str, text: &str, now_ms: i64) -> rusqlite::Result<Note> {
-        let conn = self.conn.lock().unwrap();
-        conn.execute(
+    /// Add a note and, for a model's call (`call_key`), commit the call's receipt with it: the
+    /// tool's output, built here from the new note. Crash story: both or neither are written,
+    /// so a turn resumed after a crash answers the call from the receipt and adds nothing.
+    pub fn add(
+        &self,
+        user: &str,
+        text: &str,
+        now_ms: i64,
+        call_key: Option<&str>,
+    ) -> Result<(Note, Value), ToolError> {
+        let mut conn = self.conn.lock().unwrap();
+        let tx = conn.transaction().map_err(internal)?;
+        tx.execute(
             "INSERT INTO demo_notes (user_id, text, created_at_ms) VALUES (?1, ?2, ?3)",
             params![user, text, now_ms],
-        )?;
-        Ok(Note {
-            id: conn.last_insert_rowid(),
+        )
+        .map_err(internal)?;
+        let note = Note {
+            id: tx.last_insert_rowid(),
             text: text.to_owned(),
             created_at_ms: now_ms,
-        })
+        };
+        let output = json!({"note": note, "_effects": {"refresh": ["notes"]}});
+        if let Some(call_key) = call_key.filter(|_| self.receipts) {
+            let receipt = store::Receipt {
+                call_key: call_key.to_owned(),
+                output: output.clone(),
+            };
+            // A racing attempt recorded this call first: its note stands, this one is dropped
+            // with the transaction, and the engine answers from the recorded receipt.
+            store_sqlite::put_receipt(&tx, &receipt).map_err(ToolError::internal)?;
+        }
+        tx.commit().map_err(internal)?;
+        Ok((note, output))
     }
 
     /// Deletes the user's note; `false` when the user has no such note.
@@ -140,8 +167,9 @@ pub fn register(registry: &mut Registry, notes: Arc<Notes>) -> Result<(), Regist
                 if text.is_empty() {
                     return Err(ToolError::domain("empty", "A note needs some text."));
                 }
-                let note = n.add(&ctx.user_id.0, &text, now_ms()).map_err(internal)?;
-                Ok(json!({"note": note, "_effects": {"refresh": ["notes"]}}))
+                let (_, output) =
+                    n.add(&ctx.user_id.0, &text, now_ms(), ctx.call_key.as_deref())?;
+                Ok(output)
             }
         }),
     )?;

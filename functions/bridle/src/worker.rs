@@ -19,9 +19,6 @@ use tokio::task::JoinSet;
 /// How long one receive waits for work before checking for shutdown.
 const POLL: Duration = Duration::from_millis(500);
 
-/// The longest wait between two attempts at a failed job (the backoff doubles up to this).
-const MAX_BACKOFF: Duration = Duration::from_secs(60);
-
 /// A uniform number in `0.0..=1.0` for the retry backoff's jitter.
 fn jitter() -> f64 {
     let mut b = [0u8; 4];
@@ -110,6 +107,16 @@ impl Worker {
             .await
             .map(|ran| ran.outcome)
             .unwrap_or_else(|_| JobOutcome::Failed("the job panicked".into()));
+        if matches!(outcome, JobOutcome::Failed(_)) && *self.jobs.options.abandon.borrow() {
+            // Cut short by a stop past its grace period: lease and claim are released; the job
+            // is visible again, this delivery not counted, and the next start resumes it. A
+            // waiting browser stream is told by the server's drain.
+            tracing::warn!(job = %key, "turn cut short by the stop; it resumes at the next start");
+            if let Err(err) = self.queue.put_back(&delivery.receipt).await {
+                tracing::warn!(error = %err, job = %key, "could not put the job back in the queue");
+            }
+            return;
+        }
         let last_attempt = delivery.receive_count >= self.max_receives;
         if let (JobOutcome::Failed(why), true) = (&outcome, last_attempt) {
             tracing::error!(job = %key, conversation = %delivery.job.conversation_key, channel = %delivery.job.channel, cause = %why, receive_count = delivery.receive_count, "job failed on its last attempt: it goes to the dead letters (bridle jobs dead; bridle jobs retry)");
@@ -146,7 +153,7 @@ impl Worker {
                 let backoff = if last_attempt {
                     Duration::ZERO
                 } else {
-                    queue::retry_backoff(delivery.receive_count, MAX_BACKOFF, jitter())
+                    queue::retry_backoff(delivery.receive_count, queue::MAX_RETRY_BACKOFF, jitter())
                 };
                 tracing::warn!(job = %key, reason = %why, receive_count = delivery.receive_count, ?backoff, "job failed; it will be retried");
                 self.queue.release_after(&delivery.receipt, backoff).await

@@ -2,6 +2,8 @@
 //! Docker, Kubernetes) and SIGINT (Ctrl-C) drain — running turns finish and stream to the end, a
 //! queued message's stream is told it will be answered after the restart (and it is), a
 //! half-sent request does not hold the exit past the grace period — and the process exits 0.
+//! A turn still running when the grace period ends is cut short: its lease and claim are
+//! released and its job put back, so the next start answers it at once.
 
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Write};
@@ -220,6 +222,57 @@ async fn sigint_with_a_half_sent_body_exits_0_within_the_grace_period() {
     // Nothing half-received was stored.
     let restarted = start(&dir, 2);
     assert!(history(&http, &restarted.base, &conv).await.is_empty());
+}
+
+/// A turn whose model answers a word and then never again.
+const STUCK: &str = r#"{"replies": [{"steps": [{"say": "Thinking"}, {"stall": true}]}]}"#;
+
+/// A model that answers at once.
+const QUICK: &str =
+    r#"{"repeat": true, "replies": [{"steps": [{"say": "Back now."}, {"stop": "end_turn"}]}]}"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigint_past_the_grace_period_cuts_a_stuck_turn_short_and_the_restart_answers_it_at_once() {
+    let dir = temp_dir("stuck");
+    std::fs::write(dir.join("script.json"), STUCK).unwrap();
+    let mut server = start(&dir, 2);
+    let http = reqwest::Client::new();
+    let conv = new_conversation(&http, &server.base).await;
+    let mut stuck = post(&http, &server.base, &conv, "first").await;
+    read_until(&mut stuck, |t| t.contains("event: token")).await;
+
+    signal(&server, "INT");
+    let told = read_until(&mut stuck, |t| t.contains("event: done")).await;
+    assert!(
+        told.contains("\"end\":\"interrupted\"") && told.contains("restarting"),
+        "the open stream was told: {told}"
+    );
+    let (code, took) = exit_within(&mut server, Duration::from_secs(10));
+    assert_eq!(code, Some(0), "a stop past the grace period still exits 0");
+    assert!(
+        took < Duration::from_secs(5),
+        "within the 2 s grace period and the cut's few writes: {took:?}"
+    );
+
+    // Restarted: the conversation's lease (60 s) and the job's claim (the job's budget) were
+    // released and the job put back, so the turn resumes at once.
+    std::fs::write(dir.join("script.json"), QUICK).unwrap();
+    let restarted = start(&dir, 2);
+    let started = Instant::now();
+    let mut answered = Vec::new();
+    while started.elapsed() < Duration::from_secs(5) {
+        answered = history(&http, &restarted.base, &conv).await;
+        if answered.len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        answered,
+        ["first", "Back now."],
+        "after {:?}",
+        started.elapsed()
+    );
 }
 
 #[test]

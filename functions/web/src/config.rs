@@ -23,6 +23,8 @@ pub struct WebConfig {
     pub budget: budget::BudgetConfig,
     /// `BRIDLE_SYSTEM_PROMPT_FILE`, or the built-in prompt.
     pub prompt: engine::SystemPrompt,
+    /// `BRIDLE_CONFIRMATION_TTL_S`, as the worker reads it.
+    pub confirmation: engine::ConfirmationOptions,
     /// `WHATSAPP_DISPLAY_NUMBER`, `TELEGRAM_BOT_USERNAME`: the link code's "open the chat" links.
     pub open_chat: OpenChat,
     /// `BRIDLE_LINKABLE_CHANNELS`: the channels people can link from the web app.
@@ -96,6 +98,10 @@ impl WebConfig {
                     problems.push(problem);
                     engine::SystemPrompt::default()
                 });
+        let confirmation = engine::ConfirmationOptions::from_vars(var).unwrap_or_else(|problem| {
+            problems.push(problem);
+            engine::ConfirmationOptions::default()
+        });
         let open_chat = OpenChat::from_vars(&var).unwrap_or_else(|p| {
             problems.extend(p);
             OpenChat::default()
@@ -122,6 +128,7 @@ impl WebConfig {
             },
             budget,
             prompt,
+            confirmation,
             open_chat,
             linkable,
         })

@@ -92,6 +92,7 @@ async fn init() -> Result<server::App, InitError> {
         channels,
         guards: GuardOptions {
             budget: Arc::new(config.budget.clone()),
+            confirmation: config.confirmation.clone(),
             ..GuardOptions::default()
         },
         sign_in: Some(SignInOptions {

@@ -69,7 +69,10 @@ async fn init() -> Result<Worker, Error> {
     let media = worker::media::attachments(&var, &aws).map_err(|p| problems.extend(p));
     let budget_config =
         budget::BudgetConfig::from_vars(&var).map_err(|e| problems.push(e.to_string()));
-    let (Ok((config, senders)), Ok(media), Ok(budget_config)) = (channels, media, budget_config)
+    let confirmation =
+        engine::ConfirmationOptions::from_vars(&var).map_err(|problem| problems.push(problem));
+    let (Ok((config, senders)), Ok(media), Ok(budget_config), Ok(confirmation)) =
+        (channels, media, budget_config, confirmation)
     else {
         return Err(InitError::misconfigured("worker", problems).into());
     };
@@ -103,6 +106,7 @@ async fn init() -> Result<Worker, Error> {
         },
         guards: assembly::GuardOptions {
             budget: Arc::new(budget_config),
+            confirmation,
             ..assembly::GuardOptions::default()
         },
     })?;

@@ -11,8 +11,8 @@
 use backend::ChatModel;
 use budget::{AccountStatus, BudgetConfig, Clock, system_clock};
 use engine::{
-    ConfirmationGate, ContextFacts, ContextSource, Engine, EngineOptions, context_source,
-    risk_policy,
+    ConfirmationGate, ConfirmationOptions, ContextFacts, ContextSource, Engine, EngineOptions,
+    context_source, risk_policy,
 };
 use planner::Planner;
 use std::sync::Arc;
@@ -33,6 +33,9 @@ pub struct GuardOptions {
     /// `Some(line)` when no model is configured: every turn is answered with `line` and no
     /// model is called.
     pub no_model: Option<String>,
+    /// The confirmation gate's settings (how long a held risky call may be confirmed:
+    /// `BRIDLE_CONFIRMATION_TTL_S`).
+    pub confirmation: ConfirmationOptions,
 }
 
 impl Default for GuardOptions {
@@ -42,6 +45,7 @@ impl Default for GuardOptions {
             accounts: None,
             clock: system_clock(),
             no_model: None,
+            confirmation: ConfirmationOptions::default(),
         }
     }
 }
@@ -51,6 +55,7 @@ impl std::fmt::Debug for GuardOptions {
         f.debug_struct("GuardOptions")
             .field("budget", &self.budget)
             .field("no_model", &self.no_model.is_some())
+            .field("confirmation", &self.confirmation)
             .finish_non_exhaustive()
     }
 }
@@ -97,6 +102,7 @@ pub fn assemble(parts: Parts) -> Result<Assembled, RegistryError> {
         planner.clone(),
         &[planner::PURPOSE, CHAT_PURPOSE],
     )?;
+    let gate = confirmation_gate(planner.clone(), store.clone(), guards.confirmation);
     let guard = budget::Guards::standard(budget::StandardGuards {
         ledger: store.clone(),
         config: guards.budget,
@@ -107,7 +113,7 @@ pub fn assemble(parts: Parts) -> Result<Assembled, RegistryError> {
         no_model: guards.no_model,
     });
     let engine = Engine::new(model, Arc::new(registry), store.clone(), options)
-        .with_confirmation(confirmation_gate(planner.clone(), store))
+        .with_confirmation(gate)
         .with_context(planner_context(planner.clone()))
         // No model call without the cheap guards and the budget (DESIGN.md invariant 9).
         .with_guard(Arc::new(guard));
@@ -118,12 +124,16 @@ pub fn assemble(parts: Parts) -> Result<Assembled, RegistryError> {
 }
 
 /// The gate in front of every tool call, asking the planner which calls are risky.
-fn confirmation_gate(planner: Arc<Planner>, store: Arc<dyn Store>) -> Arc<ConfirmationGate> {
+fn confirmation_gate(
+    planner: Arc<Planner>,
+    store: Arc<dyn Store>,
+    options: ConfirmationOptions,
+) -> Arc<ConfirmationGate> {
     let policy = risk_policy(move |ctx, tool, args| {
         let planner = planner.clone();
         async move { planner.assess_risk(&ctx, &tool, &args).await }
     });
-    Arc::new(ConfirmationGate::new(Arc::new(policy), store))
+    Arc::new(ConfirmationGate::new(Arc::new(policy), store).with_options(options))
 }
 
 /// The per-turn context block's facts: the account's name and time zone, the user's events and

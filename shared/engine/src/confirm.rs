@@ -7,6 +7,13 @@
 //! action (user turn) and a TTL. The same call with identical arguments on a later action
 //! consumes the record once and runs, provided the description the user saw still holds. A
 //! repeat within the same turn, different arguments, an expired or consumed record: refused.
+//!
+//! The reply that asks carries two buttons the server makes ([`confirm_buttons`]: "Yes, do it"
+//! and "No", ids `confirm:<token>:yes|no`, the token bound to the conversation and the message
+//! the call was held on). A press on the user's next message decides without the model: Yes
+//! runs exactly the held call (turn/press.rs), No voids it; a press that is not for the previous
+//! message, or whose record expired or was used, confirms nothing and gets [`STALE_PRESS`]. A
+//! typed answer leaves the decision to the model for that next message only ([`Answer`]).
 
 use crate::Engine;
 use async_trait::async_trait;
@@ -14,9 +21,9 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
 use std::time::Duration;
-use store::{Confirmations, Pending, canonical_json};
+use store::{Confirmations, Pending, StoreError, canonical_json};
 use tools::{Ctx, ToolCall, ToolOutcome};
-use transcript::Part;
+use transcript::{ConversationId, Message, Part, Role};
 
 /// Decides which calls need the user's yes.
 #[async_trait]
@@ -27,7 +34,7 @@ pub trait RiskPolicy: Send + Sync {
 }
 
 /// The gate's knobs.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfirmationOptions {
     /// How long a refused call may be confirmed.
     pub ttl: Duration,
@@ -37,6 +44,31 @@ impl Default for ConfirmationOptions {
     fn default() -> Self {
         Self {
             ttl: Duration::from_secs(3600),
+        }
+    }
+}
+
+/// The setting that overrides [`ConfirmationOptions::ttl`], in whole seconds.
+pub const TTL_VAR: &str = "BRIDLE_CONFIRMATION_TTL_S";
+
+/// The longest a held call may wait for its yes: a week.
+const MAX_TTL_S: u64 = 7 * 24 * 3600;
+
+impl ConfirmationOptions {
+    /// The gate's settings from a variable lookup: `BRIDLE_CONFIRMATION_TTL_S` (default 3600).
+    /// `Err` is one sentence naming the variable.
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
+        let Some(raw) = var(TTL_VAR).filter(|v| !v.trim().is_empty()) else {
+            return Ok(Self::default());
+        };
+        match raw.trim().parse::<u64>() {
+            Ok(secs) if (1..=MAX_TTL_S).contains(&secs) => Ok(Self {
+                ttl: Duration::from_secs(secs),
+            }),
+            _ => Err(format!(
+                "{TTL_VAR}={raw:?} must be a whole number of seconds from 1 to {MAX_TTL_S} \
+                 (how long a held risky call may be confirmed)"
+            )),
         }
     }
 }
@@ -128,14 +160,68 @@ impl ConfirmationGate {
     }
 }
 
+impl ConfirmationGate {
+    /// A Yes press: consume the record of `call` held on `previous_action`. `true`: it may run
+    /// now (the record was live, made on that message, and what the user was asked still
+    /// describes the call); `false`: it must not.
+    pub async fn confirm_pressed(
+        &self,
+        ctx: &Ctx,
+        call: &ToolCall,
+        previous_action: &str,
+    ) -> Result<bool, StoreError> {
+        let hash = call_hash(&call.name, &call.input);
+        let now = (self.clock)();
+        let Some(taken) = self
+            .pending
+            .take_pending(&ctx.conversation_id, &hash, &ctx.action_id.0, now)
+            .await?
+        else {
+            return Ok(false);
+        };
+        if taken.created_on_action != previous_action {
+            return Ok(false);
+        }
+        let description = self.policy.assess(ctx, &call.name, &call.input).await;
+        Ok(description.is_none_or(|d| d == taken.description))
+    }
+
+    /// A No press: the record of `call` is consumed without running anything.
+    pub async fn void(&self, ctx: &Ctx, call: &ToolCall) -> Result<(), StoreError> {
+        let hash = call_hash(&call.name, &call.input);
+        let now = (self.clock)();
+        self.pending
+            .take_pending(&ctx.conversation_id, &hash, &ctx.action_id.0, now)
+            .await
+            .map(drop)
+    }
+}
+
 /// What the user's message of this turn says about a pending confirmation.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Answer {
     /// The action (turn) of the user's previous message: only a call held there can be
     /// confirmed now.
     pub previous_action: Option<String>,
-    /// The message says no ("No!", "don't", "cancel"…): nothing pending is confirmed by it.
+    /// The message says no ("No!", "don't", "cancel"…), or is a press of the server's buttons
+    /// (which decides by itself): the gate confirms nothing on it.
     pub declined: bool,
+    /// A press of the server's Yes / No buttons.
+    pub press: Option<Press>,
+    /// The calls held on the previous message (what a Yes press runs and a No press voids).
+    pub held: Vec<ToolCall>,
+}
+
+/// A press of the buttons a held call's reply carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Press {
+    /// Run the calls held on the previous message.
+    Yes,
+    /// Void them.
+    No,
+    /// Not for the previous message (an older reply, another conversation, nothing held):
+    /// confirms nothing.
+    Stale,
 }
 
 impl Answer {
@@ -155,9 +241,156 @@ impl Answer {
         Self {
             previous_action,
             declined,
+            press: None,
+            held: Vec::new(),
         }
     }
+
+    /// Read the user's message of this turn: its words, the button it pressed (if any), and
+    /// the calls `history` shows held on the user's previous message in `conversation`.
+    pub fn read(
+        text: &str,
+        button_id: Option<&str>,
+        previous_action: Option<String>,
+        history: &[Message],
+        conversation: &ConversationId,
+    ) -> Self {
+        let held = previous_action
+            .as_deref()
+            .map(|a| held_calls(history, a))
+            .unwrap_or_default();
+        let mut answer = Self::from_text(text, previous_action);
+        let Some(pressed) = button_id.and_then(parse_press) else {
+            answer.held = held;
+            return answer;
+        };
+        let current = answer
+            .previous_action
+            .as_deref()
+            .map(|a| confirm_token(conversation, a));
+        let press = match pressed {
+            _ if held.is_empty() => Press::Stale,
+            (token, yes) if current.as_deref() == Some(token) => {
+                if yes {
+                    Press::Yes
+                } else {
+                    Press::No
+                }
+            }
+            _ => Press::Stale,
+        };
+        answer.declined = true;
+        answer.press = Some(press);
+        answer.held = held;
+        answer
+    }
 }
+
+/// The title of the server's Yes button (also what a press shows as the user's words).
+pub const YES_TITLE: &str = "Yes, do it";
+/// The title of the server's No button.
+pub const NO_TITLE: &str = "No";
+
+/// What the harness says, without asking the model, to a press that confirms nothing.
+pub const STALE_PRESS: &str = "Nothing was done: that button is for a question that has \
+expired, was already answered, or has changed since. If you still want it, just ask again.";
+
+/// The Yes / No buttons for calls held on `action` in `conversation`.
+pub fn confirm_buttons(conversation: &ConversationId, action: &str) -> Vec<crate::ShapedButton> {
+    let token = confirm_token(conversation, action);
+    vec![
+        crate::ShapedButton {
+            id: format!("confirm:{token}:yes"),
+            title: YES_TITLE.to_owned(),
+        },
+        crate::ShapedButton {
+            id: format!("confirm:{token}:no"),
+            title: NO_TITLE.to_owned(),
+        },
+    ]
+}
+
+/// Whether a button id is one of the server's confirmation buttons.
+pub fn is_confirm_button(id: &str) -> bool {
+    parse_press(id).is_some()
+}
+
+/// 20 hex characters of SHA-256 over the conversation and the action: a press means something
+/// only in the conversation, and for the message, it was made for (Telegram's callback data
+/// takes at most 64 bytes).
+fn confirm_token(conversation: &ConversationId, action: &str) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(b"confirm\0");
+    hasher.update(conversation.0.as_bytes());
+    hasher.update([0]);
+    hasher.update(action.as_bytes());
+    hex::encode(hasher.finalize())[..20].to_owned()
+}
+
+/// `confirm:<token>:yes|no` → `(token, yes)`.
+fn parse_press(id: &str) -> Option<(&str, bool)> {
+    let rest = id.strip_prefix("confirm:")?;
+    let (token, answer) = rest.rsplit_once(':')?;
+    match answer {
+        "yes" => Some((token, true)),
+        "no" => Some((token, false)),
+        _ => None,
+    }
+}
+
+/// The calls held on `action`: its assistant rows' tool uses whose result is a
+/// [`needs_confirmation`] refusal, each call (tool + arguments) once, in order.
+fn held_calls(history: &[Message], action: &str) -> Vec<ToolCall> {
+    let rows = history
+        .iter()
+        .filter(|m| m.action_id.as_deref() == Some(action));
+    let mut asked = Vec::new();
+    let mut held_ids = Vec::new();
+    for row in rows {
+        for part in &row.parts {
+            match part {
+                Part::ToolUse { id, name, input } if row.role == Role::Assistant => {
+                    asked.push(ToolCall {
+                        id: id.clone(),
+                        name: name.clone(),
+                        input: input.clone(),
+                    });
+                }
+                Part::ToolResult {
+                    tool_use_id,
+                    content,
+                    ..
+                } if is_held(content) => held_ids.push(tool_use_id.clone()),
+                _ => {}
+            }
+        }
+    }
+    let mut seen = Vec::new();
+    asked
+        .into_iter()
+        .filter(|c| held_ids.contains(&c.id))
+        .filter(|c| {
+            let hash = call_hash(&c.name, &c.input);
+            let first = !seen.contains(&hash);
+            seen.push(hash);
+            first
+        })
+        .collect()
+}
+
+/// Whether the gate's outcome is a call held for the user's yes (not a failed check).
+pub(crate) fn is_held_outcome(outcome: &ToolOutcome) -> bool {
+    matches!(&outcome.part, Part::ToolResult { content, .. } if is_held(content))
+}
+
+/// Whether a tool result is the gate's "needs confirmation" refusal.
+pub(crate) fn is_held(content: &Value) -> bool {
+    content["error"]
+        .as_str()
+        .is_some_and(|e| e.starts_with(HELD_PREFIX))
+}
+
+const HELD_PREFIX: &str = "NOT EXECUTED: needs confirmation:";
 
 const CHECK_FAILED: &str = "NOT EXECUTED: the confirmation check is unavailable right now. \
 Tell the user it could not be done at the moment.";
@@ -165,8 +398,8 @@ Tell the user it could not be done at the moment.";
 /// The tool result of a held call.
 pub fn needs_confirmation(description: &str) -> String {
     format!(
-        "NOT EXECUTED: needs confirmation: {description}. Ask the user once, in one line, and call \
-         again with identical arguments if they say yes."
+        "{HELD_PREFIX} {description}. Ask the user once, in one line, and call again with \
+         identical arguments if they say yes."
     )
 }
 
@@ -259,6 +492,38 @@ mod tests {
             a,
             call_hash("publish_event", &json!({"event_id": "e1", "notify": true}))
         );
+    }
+
+    #[test]
+    fn the_ttl_is_read_from_its_setting_and_a_bad_one_is_one_sentence() {
+        let with = |v: &str| {
+            let v = v.to_owned();
+            ConfirmationOptions::from_vars(move |k| (k == TTL_VAR).then(|| v.clone()))
+        };
+        assert_eq!(
+            ConfirmationOptions::from_vars(|_| None).unwrap().ttl,
+            Duration::from_secs(3600)
+        );
+        assert_eq!(with("900").unwrap().ttl, Duration::from_secs(900));
+        for bad in ["0", "-5", "ten", "1.5", "999999999"] {
+            let err = with(bad).unwrap_err();
+            assert!(err.starts_with("BRIDLE_CONFIRMATION_TTL_S="), "{err}");
+            assert!(!err.contains('\n'), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_press_is_bound_to_its_conversation_and_message() {
+        let conv = ConversationId::from("web:c1@u1");
+        let buttons = confirm_buttons(&conv, "web#m1");
+        assert_eq!(buttons.len(), 2);
+        assert!(buttons[0].id.starts_with("confirm:") && buttons[0].id.ends_with(":yes"));
+        assert!(buttons[0].id.len() <= 64, "Telegram's callback data limit");
+        let other = confirm_buttons(&ConversationId::from("web:c2@u2"), "web#m1");
+        assert_ne!(buttons[0].id, other[0].id);
+        assert_ne!(buttons[0].id, confirm_buttons(&conv, "web#m2")[0].id);
+        assert!(is_confirm_button(&buttons[1].id));
+        assert!(!is_confirm_button("Yes"));
     }
 
     #[test]

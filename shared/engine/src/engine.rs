@@ -25,6 +25,9 @@ pub struct TurnInput {
     /// Lines the model sees after the user's words (an attachment that could not be read); the
     /// visible transcript keeps only the words.
     pub attachment_notes: Vec<String>,
+    /// The button the user pressed, when the message is a press (its title is `text`). A
+    /// press of the server's confirmation buttons decides a held call without the model.
+    pub button_id: Option<String>,
 }
 
 /// How a turn ended.
@@ -60,7 +63,8 @@ pub struct TurnOutcome {
     pub end: TurnEnd,
     /// The reply to deliver: everything the assistant said in this turn, markers stripped.
     pub reply: String,
-    /// Buttons to offer with the reply (from a `<buttons>` marker).
+    /// Buttons to offer with the reply: the server's Yes / No when a call was held for
+    /// confirmation (they win over the model's), else those of a `<buttons>` marker.
     pub buttons: Vec<crate::ShapedButton>,
     /// The model asked to answer with a reaction only (`<silent/>`).
     pub silent: bool,

@@ -61,6 +61,7 @@ mod tests {
             action_id: ActionId("a".into()),
             attachments,
             attachment_notes: notes.iter().map(|n| (*n).to_owned()).collect(),
+            button_id: None,
         }
     }
 

@@ -42,7 +42,7 @@ impl Planner {
             registered: 0,
         };
         let c = change(EVENT, &event.id, &caller.user, None, Some(&event));
-        self.write(Access::Owner(caller), vec![c]).await?;
+        self.write(Access::Owner(caller), vec![c], &event).await?;
         self.set_focus(caller, &event.id).await?;
         Ok(event)
     }
@@ -78,7 +78,7 @@ impl Planner {
         event.starts_at = changes.starts_at.unwrap_or(event.starts_at);
         event.venue = changes.venue.unwrap_or(event.venue);
         let c = change(EVENT, event_id, &caller.user, Some(before), Some(&event));
-        self.write(Access::Owner(caller), vec![c]).await?;
+        self.write(Access::Owner(caller), vec![c], &event).await?;
         Ok(event)
     }
 
@@ -124,7 +124,7 @@ impl Planner {
         }
         event.status = to;
         let c = change(EVENT, event_id, &caller.user, Some(before), Some(&event));
-        self.write(Access::Owner(caller), vec![c]).await?;
+        self.write(Access::Owner(caller), vec![c], &event).await?;
         Ok(event)
     }
 

@@ -89,7 +89,7 @@ impl Planner {
             change(EVENT, &event.id, owner, Some(before), Some(&event)),
             change(ATTENDEE, &attendee.id, owner, None, Some(&attendee)),
         ];
-        self.write(access, changes).await?;
+        self.write(access, changes, &attendee).await?;
         Ok(attendee)
     }
 
@@ -122,7 +122,7 @@ impl Planner {
                 None,
             ),
         ];
-        self.write(Access::Owner(caller), changes).await?;
+        self.write(Access::Owner(caller), changes, &attendee).await?;
         Ok(attendee)
     }
 

@@ -6,7 +6,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::sync::Arc;
-use store::{AccountStatus, ActionCommit, ActorKind, Change, Store};
+use store::{AccountStatus, ActionCommit, ActorKind, Change, Receipt, Store};
 use tools::{Actor, Ctx};
 use transcript::{ConversationId, UserId};
 
@@ -21,6 +21,9 @@ pub struct Caller {
     /// The request's action id: audit rows carry it, undo reverts by it.
     pub action_id: String,
     pub conversation: Option<ConversationId>,
+    /// While a model's tool call runs: its key ([`Ctx::call_key`]). A write made with it commits
+    /// the call's receipt with its effect, so a resumed turn never runs the call again.
+    pub call_key: Option<String>,
 }
 
 impl Caller {
@@ -35,6 +38,7 @@ impl Caller {
             },
             action_id: ctx.action_id.0.clone(),
             conversation: Some(ctx.conversation_id.clone()),
+            call_key: ctx.call_key.clone(),
         }
     }
 }
@@ -113,12 +117,25 @@ impl Planner {
     }
 
     /// The one transaction helper: check access, then write `changes` and the audit row
-    /// atomically. Every change must be of a record owned by the acting account.
-    pub(crate) async fn write(
+    /// atomically. Every change must be of a record owned by the acting account. `answer` is
+    /// what the service returns for the write; in a model's tool call it is committed as the
+    /// call's receipt (the tool's output is its JSON), with the effect.
+    pub(crate) async fn write<T: Serialize>(
         &self,
         access: Access<'_>,
         changes: Vec<Change>,
+        answer: &T,
     ) -> Result<(), PlannerError> {
+        let receipt = match &access {
+            Access::Owner(Caller {
+                call_key: Some(key),
+                ..
+            }) => Some(Receipt {
+                call_key: key.clone(),
+                output: serde_json::to_value(answer).unwrap_or(Value::Null),
+            }),
+            _ => None,
+        };
         let (user, actor, action_id, by_user) = match access {
             Access::Owner(caller) => (&caller.user, caller.actor, caller.action_id.as_str(), true),
             Access::Public { owner, action_id } => (owner, ActorKind::Public, action_id, false),
@@ -143,6 +160,7 @@ impl Planner {
             by_user,
             at_ms: (self.clock)(),
             changes,
+            receipt,
         };
         Ok(self.store.commit(&commit).await?)
     }

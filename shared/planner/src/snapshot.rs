@@ -46,6 +46,7 @@ impl Planner {
             actor: ActorKind::User,
             action_id: String::new(),
             conversation: Some(conversation.clone()),
+            call_key: None,
         };
         let events: Vec<EventLine> = self
             .list_events(&caller)

@@ -43,6 +43,8 @@ pub struct SqliteQueue {
     settings: QueueSettings,
     /// Signalled when work may have become ready: a job enqueued, acknowledged or released.
     work: Notify,
+    /// The dedupe keys of the jobs that were in flight when the file was opened.
+    recovered: Vec<String>,
 }
 
 impl SqliteQueue {
@@ -71,6 +73,10 @@ impl SqliteQueue {
 
     fn init(mut conn: Connection, mut settings: QueueSettings) -> Result<Self, QueueError> {
         schema::migrate(&mut conn, schema::MIGRATIONS)?;
+        let recovered = conn
+            .prepare("SELECT dedupe_key FROM queue_jobs WHERE receipt IS NOT NULL ORDER BY seq")
+            .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
+            .map_err(error::unavailable)?;
         conn.execute(
             "UPDATE queue_jobs SET receipt = NULL, visible_at_ms = ?1 WHERE receipt IS NOT NULL",
             [now_ms()],
@@ -81,7 +87,14 @@ impl SqliteQueue {
             conn: Mutex::new(conn),
             settings,
             work: Notify::new(),
+            recovered,
         })
+    }
+
+    /// The dedupe keys of the jobs that were in flight when this file was opened: their worker
+    /// died with the previous process, so their claims on the job (in the store) are dead too.
+    pub fn recovered(&self) -> &[String] {
+        &self.recovered
     }
 
     /// The settings in force.

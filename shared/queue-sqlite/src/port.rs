@@ -83,6 +83,24 @@ impl JobQueue for SqliteQueue {
         self.work.notify_waiters();
         Ok(())
     }
+
+    async fn put_back(&self, receipt: &str) -> Result<(), QueueError> {
+        let put_back = self
+            .conn()
+            .prepare_cached(
+                "UPDATE queue_jobs SET receipt = NULL, visible_at_ms = ?2,
+                     receive_count = MAX(receive_count - 1, 0)
+                 WHERE receipt = ?1",
+            )
+            .map_err(unavailable)?
+            .execute(params![receipt, now_ms()])
+            .map_err(unavailable)?;
+        if put_back == 0 {
+            return Err(QueueError::StaleReceipt);
+        }
+        self.work.notify_waiters();
+        Ok(())
+    }
 }
 
 impl SqliteQueue {

@@ -80,6 +80,14 @@ pub(crate) fn identity_pk(channel: &str, external_id: &str) -> String {
     format!("{IDENT}#{channel}#{external_id}")
 }
 
+/// The sort key of a tool call's receipt (its partition is [`receipt_pk`]).
+pub(crate) const RECEIPT: &str = "RECEIPT";
+
+/// `CALL#<call key>`: a tool call's receipt, written with the call's effect.
+pub(crate) fn receipt_pk(call_key: &str) -> String {
+    format!("CALL#{call_key}")
+}
+
 /// The sort key of a record's item.
 pub(crate) const REC: &str = "REC";
 /// The sort key of a user's audit head (the last sequence number used).

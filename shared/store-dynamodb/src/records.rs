@@ -65,6 +65,11 @@ impl Records for DynamoStore {
             for change in &commit.changes {
                 writes.push(self.listing_write(change)?);
             }
+            // The call's receipt, with the effect it records (DESIGN invariant 10).
+            let receipt_at = writes.len();
+            if let Some(receipt) = &commit.receipt {
+                writes.push(self.receipt_put(receipt)?);
+            }
             let sent = self
                 .client
                 .transact_write_items()
@@ -80,6 +85,11 @@ impl Records for DynamoStore {
                 let c = &commit.changes[stale];
                 return Err(StoreError::Conflict {
                     what: format!("{}/{} changed since it was read", c.kind, c.id),
+                });
+            }
+            if refused.get(receipt_at) == Some(&true) {
+                return Err(StoreError::Conflict {
+                    what: format!("the effect of call {} is already recorded", receipt_call(commit)),
                 });
             }
             if !refused.iter().any(|r| *r) {
@@ -127,4 +137,8 @@ fn record(kind: &str, item: &Item) -> Result<Record, StoreError> {
         owner: UserId(get_s(item, OWNER, &what)?.to_owned()),
         value: serde_json::from_str(get_s(item, BODY, &what)?).map_err(|e| corrupt(&what, e))?,
     })
+}
+
+fn receipt_call(commit: &ActionCommit) -> &str {
+    commit.receipt.as_ref().map_or("", |r| r.call_key.as_str())
 }

@@ -1,13 +1,18 @@
 //! `ToolResults`: one item per finished tool call, in the conversation's partition
 //! (`CONV#<id>` / `TOOL#<asked-at position>#<call id>`), written once with a conditional put.
+//! A call's receipt (`CALL#<call key>` / `RECEIPT`) is one more item of its effect's
+//! `TransactWriteItems`, conditional on not existing.
 
 use crate::DynamoStore;
+use crate::error::unavailable;
 use crate::error::write_error;
 use crate::item::{corrupt, get_s, s};
-use crate::keys::{PK, SK, conversation_pk};
+use crate::keys::{PK, RECEIPT, SK, conversation_pk, receipt_pk};
 use async_trait::async_trait;
+use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
+use serde_json::Value;
 use std::collections::HashMap;
-use store::{StoreError, ToolResults};
+use store::{Receipt, StoreError, ToolResults};
 use transcript::{ConversationId, Part};
 
 const BODY: &str = "body";
@@ -64,5 +69,41 @@ impl ToolResults for DynamoStore {
             out.insert(id, part);
         }
         Ok(out)
+    }
+
+    async fn receipt(&self, call_key: &str) -> Result<Option<Value>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key(PK, s(receipt_pk(call_key)))
+            .key(SK, s(RECEIPT))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(unavailable)?;
+        let what = format!("receipt {call_key}");
+        out.item
+            .map(|item| {
+                serde_json::from_str(get_s(&item, BODY, &what)?).map_err(|e| corrupt(&what, e))
+            })
+            .transpose()
+    }
+}
+
+impl DynamoStore {
+    /// A receipt as a `Put` that must not overwrite one (a racing attempt of the same call).
+    pub(crate) fn receipt_put(&self, receipt: &Receipt) -> Result<TransactWriteItem, StoreError> {
+        let what = format!("receipt {}", receipt.call_key);
+        let body = serde_json::to_string(&receipt.output).map_err(|e| corrupt(&what, e))?;
+        let put = Put::builder()
+            .table_name(&self.table)
+            .item(PK, s(receipt_pk(&receipt.call_key)))
+            .item(SK, s(RECEIPT))
+            .item(BODY, s(body))
+            .condition_expression("attribute_not_exists(pk)")
+            .build()
+            .map_err(unavailable)?;
+        Ok(TransactWriteItem::builder().put(put).build())
     }
 }

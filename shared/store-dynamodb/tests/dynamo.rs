@@ -77,6 +77,7 @@ async fn an_owners_listing_is_kept_in_the_records_transaction() {
             before,
             after,
         }],
+        receipt: None,
     };
     let v1 = serde_json::json!({"title": "Spring Open"});
     store

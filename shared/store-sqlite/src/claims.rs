@@ -8,6 +8,30 @@ use async_trait::async_trait;
 use rusqlite::{OptionalExtension, params};
 use store::{Claim, JobClaims, StoreError};
 
+impl SqliteStore {
+    /// Release the running claims of `job_keys`, whatever attempt holds them: for a server
+    /// that owns its file alone and restarts after a crash, whose queue found these jobs in
+    /// flight (`SqliteQueue::recovered`) — their holder died with the previous process, so the
+    /// retry may take over at once instead of waiting for the claims to expire.
+    pub fn release_claims_of_dead_process(
+        &self,
+        job_keys: &[String],
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        let conn = self.conn();
+        let mut release = conn
+            .prepare_cached(
+                "UPDATE job_claims SET expires_at_ms = ?2 - 1
+                 WHERE job_key = ?1 AND status = 'running'",
+            )
+            .map_err(unavailable)?;
+        for key in job_keys {
+            release.execute(params![key, now_ms]).map_err(unavailable)?;
+        }
+        Ok(())
+    }
+}
+
 #[async_trait]
 impl JobClaims for SqliteStore {
     async fn claim_job(

@@ -59,6 +59,9 @@ impl Records for SqliteStore {
         }
         apply(&tx, &commit.changes)?;
         append_audit(&tx, &audit_row(commit, None))?;
+        if let Some(receipt) = &commit.receipt {
+            crate::tool_results::put_receipt(&tx, receipt)?;
+        }
         tx.commit().map_err(unavailable)
     }
 
@@ -102,6 +105,7 @@ impl Records for SqliteStore {
             by_user: true,
             at_ms: now_ms,
             changes: changes.clone(),
+            receipt: None,
         };
         append_audit(&tx, &audit_row(&undo, Some(action_id.clone())))?;
         tx.commit().map_err(unavailable)?;

@@ -1,11 +1,13 @@
-//! `ToolResults`: one row per finished tool call; the first write of a key wins.
+//! `ToolResults`: one row per finished tool call; the first write of a key wins. Receipts
+//! (`tool_receipts`) are written by `Records::commit` inside its transaction.
 
 use crate::SqliteStore;
 use crate::error::{corrupt, to_sql, unavailable, write_error};
 use async_trait::async_trait;
-use rusqlite::params;
+use rusqlite::{OptionalExtension, Transaction, params};
+use serde_json::Value;
 use std::collections::HashMap;
-use store::{StoreError, ToolResults};
+use store::{Receipt, StoreError, ToolResults};
 use transcript::{ConversationId, Part};
 
 #[async_trait]
@@ -62,4 +64,44 @@ impl ToolResults for SqliteStore {
         }
         Ok(out)
     }
+
+    async fn receipt(&self, call_key: &str) -> Result<Option<Value>, StoreError> {
+        let output: Option<String> = self
+            .conn()
+            .prepare_cached("SELECT output FROM tool_receipts WHERE call_key = ?1")
+            .map_err(unavailable)?
+            .query_row(params![call_key], |r| r.get(0))
+            .optional()
+            .map_err(unavailable)?;
+        output
+            .map(|o| {
+                serde_json::from_str(&o).map_err(|e| corrupt(format!("receipt {call_key}"), e))
+            })
+            .transpose()
+    }
+}
+
+/// Write `receipt` inside a commit's transaction; a key already written is `Conflict` (the
+/// caller's transaction is then dropped, so the commit writes nothing). Public for a domain
+/// that keeps its own table in the store's file (the local server's notes): its write and the
+/// receipt commit in its own transaction on that file.
+pub fn put_receipt(tx: &Transaction<'_>, receipt: &Receipt) -> Result<(), StoreError> {
+    let what = || format!("receipt {}", receipt.call_key);
+    let output = serde_json::to_string(&receipt.output).map_err(|e| corrupt(what(), e))?;
+    tx.prepare_cached("INSERT INTO tool_receipts (call_key, output) VALUES (?1, ?2)")
+        .map_err(unavailable)?
+        .execute(params![receipt.call_key, output])
+        .map_err(|e| write_error(e, what))?;
+    Ok(())
+}
+
+/// Whether the database `conn` is open on holds the store's receipts (a file the store has
+/// opened), so a domain table beside them can commit receipts with its writes.
+pub fn receipts_here(conn: &rusqlite::Connection) -> rusqlite::Result<bool> {
+    conn.query_row(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'tool_receipts'",
+        [],
+        |r| r.get::<_, i64>(0),
+    )
+    .map(|n| n == 1)
 }

@@ -30,6 +30,7 @@ pub use crate::conformance_records::*;
 mod accounts;
 mod budget;
 mod leases;
+mod receipts;
 mod sessions;
 mod tool_results;
 
@@ -40,6 +41,7 @@ pub use accounts::{
 
 pub use leases::{check_concurrent_leases, check_leases};
 pub use sessions::{check_concurrent_take_login, check_pending_logins, check_sessions};
+pub use receipts::check_receipts;
 pub use tool_results::check_tool_results;
 
 pub use budget::{
@@ -79,6 +81,7 @@ macro_rules! conformance_tests {
             conversation_leases => check_leases,
             sessions => check_sessions,
             tool_results_written_once => check_tool_results,
+            receipts_written_with_their_effect => check_receipts,
             pending_logins => check_pending_logins,
             link_code_round_trip => check_link_code_round_trip,
             link_code_redeems_once => check_link_code_redeems_once,

@@ -34,6 +34,7 @@ fn commit(action: &str, owner: &str, at_ms: i64, changes: Vec<Change>) -> Action
         by_user: true,
         at_ms,
         changes,
+        receipt: None,
     }
 }
 

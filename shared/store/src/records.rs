@@ -86,6 +86,21 @@ pub struct ActionCommit {
     pub by_user: bool,
     pub at_ms: i64,
     pub changes: Vec<Change>,
+    /// When a model's tool call makes this write: the call's receipt, written in the same
+    /// transaction (DESIGN invariant 10), so the effect and the record that it happened are
+    /// one. A second commit with the same receipt key is [`StoreError::Conflict`].
+    pub receipt: Option<Receipt>,
+}
+
+/// The record that a tool call's effect was committed: the call's key
+/// ([`ToolResults::receipt`](crate::ToolResults::receipt) reads it back) and the output the
+/// tool returns for it, so a resumed turn answers the call without running it again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Receipt {
+    /// The tool call's key: conversation, the asking message's position and the call's id.
+    pub call_key: String,
+    /// The tool's output, as its handler returns it (before the runner shapes it).
+    pub output: Value,
 }
 
 impl ActionCommit {

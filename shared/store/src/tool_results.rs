@@ -3,9 +3,14 @@
 //! for it, and the model's id for the call — so a turn resumed after a crash reuses it instead
 //! of running the tool again. The tool message the model sees still carries all the results of
 //! one answer together; it is written once they are all in.
+//!
+//! A tool that writes to Bridle's own store commits a [`crate::Receipt`] with its effect (one
+//! transaction), so even a crash between the effect and the result record repeats nothing: the
+//! resumed turn answers the call from the receipt.
 
 use crate::StoreError;
 use async_trait::async_trait;
+use serde_json::Value;
 use std::collections::HashMap;
 use transcript::{ConversationId, Part};
 
@@ -27,4 +32,8 @@ pub trait ToolResults: Send + Sync {
         conversation: &ConversationId,
         asked_at: u64,
     ) -> Result<HashMap<String, Part>, StoreError>;
+
+    /// The output recorded with the effect of the call whose key is `call_key`
+    /// ([`crate::Receipt`], written by [`crate::Records::commit`]), if that effect committed.
+    async fn receipt(&self, call_key: &str) -> Result<Option<Value>, StoreError>;
 }

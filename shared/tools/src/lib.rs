@@ -13,6 +13,7 @@
 mod ctx;
 mod def;
 mod error;
+mod fault;
 mod handler;
 mod registry;
 mod shape;
@@ -20,5 +21,6 @@ mod shape;
 pub use ctx::{ActionId, Actor, Ctx};
 pub use def::ToolDef;
 pub use error::{RegistryError, ToolError};
+pub use fault::{FAULT_PAUSE_VAR, PAUSED};
 pub use handler::{ToolHandler, handler_fn};
 pub use registry::{Registry, RunnerOptions, ToolCall, ToolOutcome};

@@ -135,9 +135,17 @@ impl Registry {
         self.tools.get(name).map(|e| &e.def)
     }
 
-    /// Run one call for a conversation of `purpose`: look up, validate, call, shape. Never fails:
-    /// every outcome is a tool result the model can read.
-    pub async fn run(&self, ctx: &Ctx, purpose: &str, call: &ToolCall) -> ToolOutcome {
+    /// Whether `call` could run for a conversation of `purpose`: `Some(outcome)` is the
+    /// readable error an unknown tool or invalid arguments get (the same one [`Registry::run`]
+    /// answers with); `None`: the call is well-formed. Nothing runs. Callers that must decide
+    /// something about a call before running it (the confirmation gate) check it first, so a
+    /// malformed call never gets that far.
+    pub fn check(&self, purpose: &str, call: &ToolCall) -> Option<ToolOutcome> {
+        self.entry_for(purpose, call).err()
+    }
+
+    /// The registered entry for a well-formed call, or the error outcome.
+    fn entry_for(&self, purpose: &str, call: &ToolCall) -> Result<&Entry, ToolOutcome> {
         let entry = match self.tools.get(&call.name) {
             Some(e) if e.def.purposes.iter().any(|p| p == purpose) => e,
             _ => {
@@ -151,10 +159,9 @@ impl Registry {
                     call.name,
                     names.join(", ")
                 );
-                return self.error(call, msg);
+                return Err(self.error(call, msg));
             }
         };
-
         let problems: Vec<String> = entry
             .validator
             .iter_errors(&call.input)
@@ -171,26 +178,26 @@ impl Registry {
                 call.name,
                 problems.join("; ")
             );
-            return self.error(call, msg);
+            return Err(self.error(call, msg));
         }
+        Ok(entry)
+    }
 
+    /// Run one call for a conversation of `purpose`: look up, validate, call, shape. Never fails:
+    /// every outcome is a tool result the model can read.
+    pub async fn run(&self, ctx: &Ctx, purpose: &str, call: &ToolCall) -> ToolOutcome {
+        let entry = match self.entry_for(purpose, call) {
+            Ok(entry) => entry,
+            Err(invalid) => return invalid,
+        };
+
+        crate::fault::pause_if_asked(crate::fault::Pause::BeforeCall, &call.name).await;
         let fut = entry.handler.call(ctx, call.input.clone());
         let outcome =
             tokio::time::timeout(self.options.timeout, AssertUnwindSafe(fut).catch_unwind()).await;
+        crate::fault::pause_if_asked(crate::fault::Pause::AfterCall, &call.name).await;
         match outcome {
-            Ok(Ok(Ok(value))) => {
-                let Shaped { content, effects } =
-                    shape_result(value, self.options.result_cap_chars);
-                ToolOutcome {
-                    part: Part::ToolResult {
-                        tool_use_id: call.id.clone(),
-                        content,
-                        is_error: false,
-                    },
-                    is_error: false,
-                    effects,
-                }
-            }
+            Ok(Ok(Ok(value))) => self.answer(call, value),
             Ok(Ok(Err(ToolError::Domain { code, message }))) => {
                 tracing::info!(tool = %call.name, action_id = %ctx.action_id, %code, "tool declined");
                 self.error(call, message)
@@ -218,6 +225,22 @@ impl Registry {
                     ),
                 )
             }
+        }
+    }
+
+    /// The outcome of a call whose handler returned `output`, shaped as [`Registry::run`]
+    /// shapes it. A resumed turn answers a call whose effect was committed with its output
+    /// (its receipt) through this, so the model sees the bytes an uninterrupted run showed.
+    pub fn answer(&self, call: &ToolCall, output: serde_json::Value) -> ToolOutcome {
+        let Shaped { content, effects } = shape_result(output, self.options.result_cap_chars);
+        ToolOutcome {
+            part: Part::ToolResult {
+                tool_use_id: call.id.clone(),
+                content,
+                is_error: false,
+            },
+            is_error: false,
+            effects,
         }
     }
 

@@ -131,6 +131,8 @@ pub struct PostMessage {
     text: String,
     /// Set by the client so a resend of the same message is recognised; made up when absent.
     client_message_id: Option<String>,
+    /// The id of the button pressed (its title is `text`), when the message is a press.
+    button_id: Option<String>,
 }
 
 fn body_error(rejection: JsonRejection) -> ApiError {
@@ -208,7 +210,7 @@ pub async fn post_message(
         conversation_key: conv.id.0.clone(),
         external_user_id: current.user.0.clone(),
         text: text.to_owned(),
-        button_id: None,
+        button_id: body.button_id.filter(|b| !b.is_empty() && b.len() <= 200),
         media: Vec::new(),
         received_at_ms: now_ms(),
     };

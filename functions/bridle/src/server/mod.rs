@@ -36,6 +36,10 @@ use tokio::sync::{Semaphore, watch};
 /// Largest request body accepted, in bytes.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
 
+/// How long turns cut short at the end of the grace period get to release their leases and
+/// claims and put their jobs back (a few store writes each) before the server exits anyway.
+const CUT_SHORT_WAIT: Duration = Duration::from_secs(2);
+
 /// The single user of the local web chat.
 pub const LOCAL_USER: &str = "local";
 
@@ -132,15 +136,17 @@ pub fn spawn_worker(app: &App, shutdown: watch::Receiver<bool>) -> tokio::task::
 /// within [`App::shutdown_grace`]: stop accepting, let running turns finish, tell streams
 /// whose queued message has not started that it will be answered after the restart (the job
 /// stays in the durable queue), and wait for connections to close. Past the grace period it
-/// returns anyway: a turn cut short there resumes from the stored transcript on the next start
-/// (its claim and lease lapse), and a half-sent request was never accepted.
+/// cuts running turns short (their leases and claims are released and their jobs put back,
+/// within [`CUT_SHORT_WAIT`]) and returns: such a turn resumes from the stored transcript on
+/// the next start, and a half-sent request was never accepted.
 pub async fn run(
     listener: TcpListener,
     app: App,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let (stop_tx, stop_rx) = watch::channel(false);
-    let worker_task = spawn_worker(&app, stop_rx.clone());
+    let mut worker_task = spawn_worker(&app, stop_rx.clone());
+    let abandon = app.channels.jobs.options.abandon.clone();
     let (hub, grace, limits) = (app.hub.clone(), app.shutdown_grace, app.http);
     let service = router(app).layer(middleware::from_fn(move |request, next| {
         limits::limit_requests(limits, request, next)
@@ -154,12 +160,20 @@ pub async fn run(
         "stopping: no new connections; letting running turns finish"
     );
     let graceful = accepting.await.map_err(std::io::Error::other)?;
-    if tokio::time::timeout_at(deadline, worker_task)
+    if tokio::time::timeout_at(deadline, &mut worker_task)
         .await
         .is_err()
     {
+        // Cut them short, so their leases and claims are released and their jobs put back:
+        // the next start resumes them at once instead of waiting for those to lapse.
+        abandon.send_replace(true);
+        let released = tokio::time::timeout(CUT_SHORT_WAIT, worker_task)
+            .await
+            .is_ok();
         tracing::warn!(
-            "the grace period ended with turns still running; they resume on the next start"
+            released,
+            "the grace period ended with turns still running; they were cut short and resume on \
+             the next start"
         );
     }
     let waiting = hub.interrupt_all();

@@ -3,6 +3,7 @@
 
 mod compaction;
 mod model;
+mod press;
 mod record;
 mod tools;
 
@@ -42,6 +43,8 @@ pub(crate) struct Turn<'a> {
     calls_before: u32,
     resumed: bool,
     tool_errors: u32,
+    /// A call was held for confirmation in this turn: the reply gets the server's buttons.
+    held_now: bool,
 }
 
 /// Where the answer that asked for tools is stored, and whether the turn is resuming (only then
@@ -84,7 +87,13 @@ impl<'a> Turn<'a> {
             .filter_map(|m| m.action_id.as_deref())
             .find(|a| *a != input.action_id.0)
             .map(str::to_owned);
-        let answer = crate::Answer::from_text(&input.text, previous_action);
+        let answer = crate::Answer::read(
+            &input.text,
+            input.button_id.as_deref(),
+            previous_action,
+            &history,
+            id,
+        );
         if resumed.is_none() {
             conv.turn += 1;
             if conv.prompt_version != engine.options.prompt_version {
@@ -133,11 +142,15 @@ impl<'a> Turn<'a> {
             calls_before: 0,
             resumed: false,
             tool_errors: 0,
+            held_now: false,
         };
         match resumed {
             None => {
                 turn.compact_if_needed().await?;
-                let text = turn.user_message_text(&input.model_text()).await;
+                let decided = turn.settle_press().await?;
+                let text = turn
+                    .user_message_text(&press::with_note(input.model_text(), decided))
+                    .await;
                 turn.append(Role::User, input.user_parts(text), None)
                     .await?;
                 turn.append_visible(VisibleRole::User, input.text.clone())
@@ -190,6 +203,10 @@ impl<'a> Turn<'a> {
                 }
             }
             Some(Next::Model) | None => {}
+        }
+        if let Some(line) = self.press_line() {
+            self.say(line).await?;
+            return Ok(TurnEnd::Answered);
         }
         loop {
             cycle += 1;

@@ -35,7 +35,7 @@ impl Turn<'_> {
             self.say(lines::EMPTY).await?;
             end = TurnEnd::Muddled;
         }
-        let shaped = crate::shape(&self.shown.text);
+        let shaped = self.with_confirm_buttons(crate::shape(&self.shown.text));
         let marked = shaped.text != self.shown.text || !shaped.buttons.is_empty() || shaped.silent;
         // A silent reply has no reaction in the web chat: it shows a short acknowledgement.
         let shown = if shaped.text.is_empty() && shaped.silent {

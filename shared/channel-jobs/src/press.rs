@@ -1,0 +1,85 @@
+//! What a message answers: the button it pressed, and its words. A press of the server's
+//! confirmation buttons reaches the engine as the button's id, which decides a held call
+//! without the model. SMS has no buttons (they go out as numbered lines): there a reply of the
+//! option's number, its title, or a plain "yes" / "no" to a reply that offered the
+//! confirmation buttons counts as that press.
+
+use crate::ChannelJobs;
+use queue::TurnJob;
+use store::VisibleRole;
+use transcript::ConversationId;
+
+/// A message's words and the button it pressed, as the turn takes them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Said {
+    pub text: String,
+    pub button_id: Option<String>,
+}
+
+impl ChannelJobs {
+    /// The words and the pressed button of `job` in `conversation`.
+    pub(crate) async fn said(&self, job: &TurnJob, conversation: &ConversationId) -> Said {
+        let button_id = match &job.button_id {
+            Some(id) => Some(id.clone()),
+            None if job.channel == channels::twilio::NAME => {
+                self.typed_press(conversation, &job.text).await
+            }
+            None => None,
+        };
+        let text = match (&button_id, job.text.trim().is_empty()) {
+            (Some(id), true) => title_of(id),
+            _ => job.text.clone(),
+        };
+        Said { text, button_id }
+    }
+
+    /// The confirmation button a typed SMS reply chooses, if the last reply offered them.
+    async fn typed_press(&self, conversation: &ConversationId, text: &str) -> Option<String> {
+        let visible = match self.store.visible(conversation).await {
+            Ok(visible) => visible,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not read the last reply's buttons; the reply is read as words");
+                return None;
+            }
+        };
+        let last = visible
+            .iter()
+            .rev()
+            .find(|e| e.role == VisibleRole::Assistant)?;
+        if last.buttons.is_empty()
+            || !last
+                .buttons
+                .iter()
+                .all(|b| engine::is_confirm_button(&b.id))
+        {
+            return None;
+        }
+        let said = text
+            .trim()
+            .trim_end_matches(['.', '!'])
+            .trim()
+            .to_lowercase();
+        let chosen = last.buttons.iter().enumerate().find(|(i, b)| {
+            let yes = b.id.ends_with(":yes");
+            said == (i + 1).to_string()
+                || said == b.title.to_lowercase()
+                || (yes && matches!(said.as_str(), "yes" | "y"))
+                || (!yes && matches!(said.as_str(), "no" | "n"))
+        })?;
+        Some(chosen.1.id.clone())
+    }
+}
+
+/// The words of a press that came without any: the confirmation button's title, else a
+/// bracketed note naming the button.
+fn title_of(id: &str) -> String {
+    if engine::is_confirm_button(id) {
+        let title = if id.ends_with(":yes") {
+            engine::YES_TITLE
+        } else {
+            engine::NO_TITLE
+        };
+        return title.to_owned();
+    }
+    format!("[pressed button {id}]")
+}

@@ -1,0 +1,492 @@
+//! A store that "crashes" at a chosen write, for fault injection: it wraps a real store (SQLite
+//! or DynamoDB), counts every write, and at write N either fails that write (the process died
+//! before it) or lets it through and fails the caller (the process died right after it); from
+//! then on every operation fails, reads included, as a dead worker does nothing more. The same
+//! [`Crash`] can be shared with the model and the sender, so nothing outside the store happens
+//! after the crash either.
+
+use async_trait::async_trait;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use store::{
+    Claim, ConversationStore, Identities, JobClaims, MessageStore, Store, StoreError, VisibleEntry,
+    VisibleStore,
+};
+use transcript::{Conversation, ConversationId, Message, UserId};
+
+/// Where the crash comes, relative to write number `at` (1-based, in order of the writes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CrashAt {
+    /// Write `at` never happens.
+    Before(u64),
+    /// Write `at` happens; its caller never learns it.
+    After(u64),
+}
+
+/// One attempt's crash plan and write counter, shared by everything the attempt touches.
+#[derive(Debug, Default)]
+pub struct Crash {
+    plan: Mutex<Option<CrashAt>>,
+    writes: AtomicU64,
+    dead: AtomicBool,
+    /// The writes that happened, by name, in order (what a crash point is named after).
+    log: Mutex<Vec<&'static str>>,
+}
+
+impl Crash {
+    /// No crash: count the writes of an uninterrupted run.
+    pub fn never() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    pub fn at(plan: CrashAt) -> Arc<Self> {
+        let crash = Self::default();
+        *crash.plan.lock().unwrap() = Some(plan);
+        Arc::new(crash)
+    }
+
+    /// Writes done (or attempted, for the one that crashed before).
+    pub fn writes(&self) -> u64 {
+        self.writes.load(Ordering::SeqCst)
+    }
+
+    /// The names of the writes, in order.
+    pub fn log(&self) -> Vec<&'static str> {
+        self.log.lock().unwrap().clone()
+    }
+
+    pub fn is_dead(&self) -> bool {
+        self.dead.load(Ordering::SeqCst)
+    }
+
+    fn died() -> StoreError {
+        StoreError::Unavailable("the worker crashed here (fault injection)".into())
+    }
+
+    /// Fail once dead.
+    pub fn alive(&self) -> Result<(), StoreError> {
+        if self.is_dead() {
+            return Err(Self::died());
+        }
+        Ok(())
+    }
+
+    /// Run `write` as the next write point named `what`, crashing before or after it as
+    /// planned.
+    pub async fn write<T, E: From<StoreError>>(
+        &self,
+        what: &'static str,
+        write: impl Future<Output = Result<T, E>>,
+    ) -> Result<T, E> {
+        self.alive()?;
+        let n = self.writes.fetch_add(1, Ordering::SeqCst) + 1;
+        self.log.lock().unwrap().push(what);
+        let plan = *self.plan.lock().unwrap();
+        if plan == Some(CrashAt::Before(n)) {
+            self.dead.store(true, Ordering::SeqCst);
+            return Err(Self::died().into());
+        }
+        let done = write.await;
+        if plan == Some(CrashAt::After(n)) {
+            self.dead.store(true, Ordering::SeqCst);
+            return Err(Self::died().into());
+        }
+        done
+    }
+}
+
+/// A real store behind a [`Crash`].
+pub struct CrashStore {
+    pub inner: Arc<dyn Store>,
+    pub crash: Arc<Crash>,
+}
+
+impl std::fmt::Debug for CrashStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CrashStore")
+            .field("crash", &self.crash)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CrashStore {
+    pub fn new(inner: Arc<dyn Store>, crash: Arc<Crash>) -> Self {
+        Self { inner, crash }
+    }
+
+    fn alive(&self) -> Result<(), StoreError> {
+        self.crash.alive()
+    }
+
+    async fn write<T, E: From<StoreError>>(
+        &self,
+        what: &'static str,
+        write: impl Future<Output = Result<T, E>>,
+    ) -> Result<T, E> {
+        self.crash.write(what, write).await
+    }
+}
+
+#[async_trait]
+impl MessageStore for CrashStore {
+    async fn append_message(&self, message: &Message) -> Result<(), StoreError> {
+        self.write("append_message", self.inner.append_message(message))
+            .await
+    }
+    async fn messages(&self, c: &ConversationId, segment: u32) -> Result<Vec<Message>, StoreError> {
+        self.alive()?;
+        self.inner.messages(c, segment).await
+    }
+    async fn next_position(&self, c: &ConversationId) -> Result<u64, StoreError> {
+        self.alive()?;
+        self.inner.next_position(c).await
+    }
+}
+
+#[async_trait]
+impl ConversationStore for CrashStore {
+    async fn create_conversation(&self, c: &Conversation) -> Result<(), StoreError> {
+        self.write("create_conversation", self.inner.create_conversation(c))
+            .await
+    }
+    async fn conversation(&self, id: &ConversationId) -> Result<Option<Conversation>, StoreError> {
+        self.alive()?;
+        self.inner.conversation(id).await
+    }
+    async fn update_conversation(&self, c: &Conversation) -> Result<(), StoreError> {
+        self.write("update_conversation", self.inner.update_conversation(c))
+            .await
+    }
+    async fn conversations_of(&self, user: &UserId) -> Result<Vec<Conversation>, StoreError> {
+        self.alive()?;
+        self.inner.conversations_of(user).await
+    }
+}
+
+#[async_trait]
+impl VisibleStore for CrashStore {
+    async fn append_visible(&self, e: &VisibleEntry) -> Result<(), StoreError> {
+        self.write("append_visible", self.inner.append_visible(e))
+            .await
+    }
+    async fn visible(&self, c: &ConversationId) -> Result<Vec<VisibleEntry>, StoreError> {
+        self.alive()?;
+        self.inner.visible(c).await
+    }
+    async fn next_visible_position(&self, c: &ConversationId) -> Result<u64, StoreError> {
+        self.alive()?;
+        self.inner.next_visible_position(c).await
+    }
+}
+
+#[async_trait]
+impl JobClaims for CrashStore {
+    async fn claim_job(&self, key: &str, now: i64, until: i64) -> Result<Claim, StoreError> {
+        self.write("claim_job", self.inner.claim_job(key, now, until))
+            .await
+    }
+    async fn finish_job(&self, key: &str, keep_until: i64) -> Result<(), StoreError> {
+        self.write("finish_job", self.inner.finish_job(key, keep_until))
+            .await
+    }
+    async fn release_job(&self, key: &str, attempt: u32, now: i64) -> Result<(), StoreError> {
+        self.write("release_job", self.inner.release_job(key, attempt, now))
+            .await
+    }
+}
+
+#[async_trait]
+impl store::Leases for CrashStore {
+    async fn acquire_lease(
+        &self,
+        conversation: &ConversationId,
+        holder: &str,
+        now: i64,
+        until: i64,
+    ) -> Result<store::Lease, StoreError> {
+        self.write(
+            "acquire_lease",
+            self.inner.acquire_lease(conversation, holder, now, until),
+        )
+        .await
+    }
+    async fn release_lease(
+        &self,
+        conversation: &ConversationId,
+        holder: &str,
+    ) -> Result<(), StoreError> {
+        self.write(
+            "release_lease",
+            self.inner.release_lease(conversation, holder),
+        )
+        .await
+    }
+}
+
+#[async_trait]
+impl store::ToolResults for CrashStore {
+    async fn put_tool_result(
+        &self,
+        conversation: &ConversationId,
+        asked_at: u64,
+        tool_use_id: &str,
+        result: &transcript::Part,
+    ) -> Result<(), StoreError> {
+        self.write(
+            "put_tool_result",
+            self.inner
+                .put_tool_result(conversation, asked_at, tool_use_id, result),
+        )
+        .await
+    }
+    async fn tool_results(
+        &self,
+        conversation: &ConversationId,
+        asked_at: u64,
+    ) -> Result<std::collections::HashMap<String, transcript::Part>, StoreError> {
+        self.alive()?;
+        self.inner.tool_results(conversation, asked_at).await
+    }
+    async fn receipt(&self, call_key: &str) -> Result<Option<serde_json::Value>, StoreError> {
+        self.alive()?;
+        self.inner.receipt(call_key).await
+    }
+}
+
+#[async_trait]
+impl store::Sessions for CrashStore {
+    async fn put_session(&self, session: &store::Session) -> Result<(), StoreError> {
+        self.write("put_session", self.inner.put_session(session))
+            .await
+    }
+    async fn session(&self, id_hash: &str, now: i64) -> Result<Option<store::Session>, StoreError> {
+        self.alive()?;
+        self.inner.session(id_hash, now).await
+    }
+    async fn delete_session(&self, id_hash: &str) -> Result<(), StoreError> {
+        self.write("delete_session", self.inner.delete_session(id_hash))
+            .await
+    }
+    async fn put_login(&self, login: &store::PendingLogin) -> Result<(), StoreError> {
+        self.write("put_login", self.inner.put_login(login)).await
+    }
+    async fn take_login(
+        &self,
+        state: &str,
+        now: i64,
+    ) -> Result<Option<store::PendingLogin>, StoreError> {
+        self.write("take_login", self.inner.take_login(state, now))
+            .await
+    }
+}
+
+#[async_trait]
+impl Identities for CrashStore {
+    async fn create_link_code(
+        &self,
+        code: &str,
+        user: &UserId,
+        now: i64,
+        expires_at: i64,
+    ) -> Result<(), StoreError> {
+        self.write(
+            "create_link_code",
+            self.inner.create_link_code(code, user, now, expires_at),
+        )
+        .await
+    }
+    async fn consume_link_code(
+        &self,
+        code: &str,
+        redeemer: &str,
+        now: i64,
+    ) -> Result<Option<UserId>, StoreError> {
+        self.write(
+            "consume_link_code",
+            self.inner.consume_link_code(code, redeemer, now),
+        )
+        .await
+    }
+    async fn bind_identity(
+        &self,
+        channel: &str,
+        external_id: &str,
+        user: &UserId,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        self.write(
+            "bind_identity",
+            self.inner.bind_identity(channel, external_id, user, now),
+        )
+        .await
+    }
+    async fn identity(
+        &self,
+        channel: &str,
+        external_id: &str,
+    ) -> Result<Option<UserId>, StoreError> {
+        self.alive()?;
+        self.inner.identity(channel, external_id).await
+    }
+    async fn bindings(&self, user: Option<&UserId>) -> Result<Vec<store::Binding>, StoreError> {
+        self.alive()?;
+        self.inner.bindings(user).await
+    }
+    async fn unbind_identity(
+        &self,
+        channel: &str,
+        external_id: &str,
+    ) -> Result<Option<UserId>, StoreError> {
+        self.write(
+            "unbind_identity",
+            self.inner.unbind_identity(channel, external_id),
+        )
+        .await
+    }
+}
+
+#[async_trait]
+impl store::Records for CrashStore {
+    async fn record(&self, kind: &str, id: &str) -> Result<Option<store::Record>, StoreError> {
+        self.alive()?;
+        self.inner.record(kind, id).await
+    }
+    async fn records_of(
+        &self,
+        owner: &UserId,
+        kind: &str,
+    ) -> Result<Vec<store::Record>, StoreError> {
+        self.alive()?;
+        self.inner.records_of(owner, kind).await
+    }
+    async fn commit(&self, commit: &store::ActionCommit) -> Result<(), StoreError> {
+        self.write("commit", self.inner.commit(commit)).await
+    }
+    async fn undo_last(
+        &self,
+        user: &UserId,
+        undo_action_id: &str,
+        now_ms: i64,
+    ) -> Result<store::UndoOutcome, StoreError> {
+        self.write(
+            "undo_last",
+            self.inner.undo_last(user, undo_action_id, now_ms),
+        )
+        .await
+    }
+    async fn audit_log(&self, user: &UserId) -> Result<Vec<store::AuditEntry>, StoreError> {
+        self.alive()?;
+        self.inner.audit_log(user).await
+    }
+}
+
+#[async_trait]
+impl store::Confirmations for CrashStore {
+    async fn put_pending(&self, pending: &store::Pending) -> Result<(), StoreError> {
+        self.write("put_pending", self.inner.put_pending(pending))
+            .await
+    }
+    async fn take_pending(
+        &self,
+        conversation: &ConversationId,
+        hash: &str,
+        current_action: &str,
+        now_ms: i64,
+    ) -> Result<Option<store::Pending>, StoreError> {
+        self.write(
+            "take_pending",
+            self.inner
+                .take_pending(conversation, hash, current_action, now_ms),
+        )
+        .await
+    }
+}
+
+#[async_trait]
+impl store::Accounts for CrashStore {
+    async fn account(&self, user: &UserId) -> Result<Option<store::Account>, StoreError> {
+        self.alive()?;
+        self.inner.account(user).await
+    }
+    async fn account_by_email(
+        &self,
+        email: &store::Email,
+    ) -> Result<Option<store::Account>, StoreError> {
+        self.alive()?;
+        self.inner.account_by_email(email).await
+    }
+    async fn accounts_page(
+        &self,
+        after: Option<&store::AccountCursor>,
+        limit: usize,
+    ) -> Result<store::AccountPage, StoreError> {
+        self.alive()?;
+        self.inner.accounts_page(after, limit).await
+    }
+    async fn create_account(
+        &self,
+        account: &store::Account,
+    ) -> Result<(), store::CreateAccountError> {
+        self.write("create_account", self.inner.create_account(account))
+            .await
+    }
+    async fn put_account(&self, account: &store::Account) -> Result<(), StoreError> {
+        self.write("put_account", self.inner.put_account(account))
+            .await
+    }
+    async fn set_account_status(
+        &self,
+        user: &UserId,
+        status: store::AccountStatus,
+    ) -> Result<(), StoreError> {
+        self.write(
+            "set_account_status",
+            self.inner.set_account_status(user, status),
+        )
+        .await
+    }
+}
+
+#[async_trait]
+impl store::ActiveRecords for CrashStore {
+    async fn set_active(
+        &self,
+        conversation: &ConversationId,
+        kind: &str,
+        id: &str,
+    ) -> Result<(), StoreError> {
+        self.write("set_active", self.inner.set_active(conversation, kind, id))
+            .await
+    }
+    async fn active(
+        &self,
+        conversation: &ConversationId,
+        kind: &str,
+    ) -> Result<Option<String>, StoreError> {
+        self.alive()?;
+        self.inner.active(conversation, kind).await
+    }
+}
+
+#[async_trait]
+impl store::BudgetLedger for CrashStore {
+    async fn reserve(&self, charges: &[store::Charge]) -> Result<store::Reserve, StoreError> {
+        self.write("reserve", self.inner.reserve(charges)).await
+    }
+    async fn adjust(&self, adjustments: &[store::Adjustment]) -> Result<(), StoreError> {
+        self.write("adjust", self.inner.adjust(adjustments)).await
+    }
+    async fn bucket_usage(&self, buckets: &[store::BucketKey]) -> Result<Vec<u64>, StoreError> {
+        self.alive()?;
+        self.inner.bucket_usage(buckets).await
+    }
+    async fn buckets_of_window(
+        &self,
+        window: &str,
+        start_ms: i64,
+    ) -> Result<Vec<store::BucketUsage>, StoreError> {
+        self.alive()?;
+        self.inner.buckets_of_window(window, start_ms).await
+    }
+}

@@ -1,0 +1,368 @@
+//! Fault injection through the one job path (DESIGN invariant 10, issue 15 point 1): a web job
+//! whose turn has two cycles of tool calls (two `create_event` calls in one answer, then one
+//! more) is stopped at every write point of the turn and of the job path — each store write,
+//! crashing just before it and just after it, and the delivery to the user — then resumed by a
+//! fresh engine and job runner on the same store, as the queue's retry would. On SQLite and on
+//! moto's DynamoDB. After each: no tool effect twice, no message lost, the model-visible history
+//! (the last request the model got, and the stored transcript) byte-identical to an
+//! uninterrupted run's, and the reply delivered once.
+//!
+//! Event ids are random (`ev-` and ten hex digits), so two runs are compared with each id
+//! replaced by its order of first appearance; that the model saw exactly the stored events is
+//! checked separately.
+
+use async_trait::async_trait;
+use backend::{
+    BackendError, ChatModel, ChatRequest, EventStream, Reply, ScriptedModel, StopReason,
+};
+use channel_jobs::{ChannelJobs, JobOptions, JobOutcome};
+use channels::{Delivered, Outgoing, SendError, Sender};
+use engine::{Engine, EngineOptions};
+use serde_json::json;
+use std::collections::{BTreeSet, HashMap};
+use std::future::Future;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use store::Store;
+use tests::crash_store::{Crash, CrashAt, CrashStore};
+use tests::web_job;
+use tools::Registry;
+use transcript::{Conversation, Role};
+
+const BUDGET: Duration = Duration::from_secs(600);
+const START_MS: i64 = 1_800_000_000_000;
+
+/// Two creations in one answer, one more in the next, then the closing answer.
+fn script() -> Vec<Reply> {
+    let event = |title: &str, day: &str| json!({"title": title, "starts_at": format!("{day}T10:00"), "venue": "Hall", "capacity": 50});
+    vec![
+        Reply::new()
+            .say("Creating both.")
+            .call("t1", "create_event", event("Spring Open", "2027-04-01"))
+            .call("t2", "create_event", event("Summer Cup", "2027-07-01"))
+            .stop(StopReason::ToolUse),
+        Reply::new()
+            .say("And the autumn one.")
+            .call("t3", "create_event", event("Autumn Fair", "2027-10-01"))
+            .stop(StopReason::ToolUse),
+        Reply::text("All three are in."),
+    ]
+}
+
+/// The scripted model, answering by the cycle the request is at (the assistant messages it
+/// already holds), so a resumed run gets the reply the interrupted one would have got. Dead
+/// with its attempt's crash.
+struct CycleModel {
+    crash: Arc<Crash>,
+    requests: Arc<Mutex<Vec<ChatRequest>>>,
+}
+
+#[async_trait]
+impl ChatModel for CycleModel {
+    fn name(&self) -> &str {
+        "scripted"
+    }
+
+    async fn stream(&self, request: ChatRequest) -> Result<EventStream, BackendError> {
+        if self.crash.is_dead() {
+            return Err(BackendError::transport("the worker crashed"));
+        }
+        let cycle = request
+            .messages
+            .iter()
+            .filter(|m| m.role == Role::Assistant)
+            .count();
+        self.requests.lock().unwrap().push(request.clone());
+        ScriptedModel::new([script()[cycle].clone()])
+            .stream(request)
+            .await
+    }
+}
+
+/// The user's end of the web chat: records what was delivered. Delivering is a write point of
+/// its attempt's crash too.
+struct RecordingSender {
+    crash: Arc<Crash>,
+    delivered: Arc<Mutex<Vec<String>>>,
+}
+
+#[async_trait]
+impl Sender for RecordingSender {
+    fn max_chars(&self) -> usize {
+        usize::MAX
+    }
+
+    fn has_reactions(&self) -> bool {
+        false
+    }
+
+    async fn send(&self, reply: &Outgoing) -> Result<Delivered, SendError> {
+        let delivered = self.delivered.clone();
+        let text = reply.text.clone();
+        self.crash
+            .write("deliver the reply", async move {
+                delivered.lock().unwrap().push(text.clone());
+                Ok::<_, store::StoreError>(Delivered {
+                    pieces: vec![text],
+                    reacted: false,
+                })
+            })
+            .await
+            .map_err(|_| SendError::Retryable { status: 503 })
+    }
+}
+
+/// One store's world: the store itself, what reached the user, the job clock.
+struct World {
+    inner: Arc<dyn Store>,
+    delivered: Arc<Mutex<Vec<String>>>,
+    requests: Arc<Mutex<Vec<ChatRequest>>>,
+    clock: Arc<AtomicI64>,
+}
+
+impl World {
+    async fn new(inner: Arc<dyn Store>) -> Self {
+        inner
+            .create_conversation(&Conversation::new("c1", "u1", "web", planner::PURPOSE))
+            .await
+            .unwrap();
+        inner
+            .create_account(&store::Account::new("u1", "u1"))
+            .await
+            .unwrap();
+        Self {
+            inner,
+            delivered: Arc::default(),
+            requests: Arc::default(),
+            clock: Arc::new(AtomicI64::new(START_MS)),
+        }
+    }
+
+    /// One attempt of the job with a fresh engine and job runner, under `crash`.
+    async fn attempt(&self, crash: Arc<Crash>) -> JobOutcome {
+        let store: Arc<dyn Store> = Arc::new(CrashStore::new(self.inner.clone(), crash.clone()));
+        let at = self.clock.clone();
+        let planner = planner::Planner::new(store.clone())
+            .with_clock(Arc::new(move || at.load(Ordering::SeqCst)));
+        let mut registry = Registry::default();
+        planner::register(&mut registry, Arc::new(planner), &[planner::PURPOSE]).unwrap();
+        let model = Arc::new(CycleModel {
+            crash: crash.clone(),
+            requests: self.requests.clone(),
+        });
+        let engine = Arc::new(Engine::new(
+            model,
+            Arc::new(registry),
+            store.clone(),
+            EngineOptions {
+                model_id: "m".into(),
+                ..Default::default()
+            },
+        ));
+        let mut senders: HashMap<String, Arc<dyn Sender>> = HashMap::new();
+        senders.insert(
+            "web".into(),
+            Arc::new(RecordingSender {
+                crash,
+                delivered: self.delivered.clone(),
+            }),
+        );
+        let clock = self.clock.clone();
+        let jobs = ChannelJobs {
+            engine,
+            store,
+            senders,
+            options: JobOptions {
+                clock: Arc::new(move || clock.load(Ordering::SeqCst)),
+                metrics: metrics::Metrics::off(),
+                ..JobOptions::default()
+            },
+        };
+        jobs.run(&web_job("c1", "u1", "job-1", "Plan the season."), BUDGET)
+            .await
+    }
+
+    /// What a run leaves, for comparison with the uninterrupted run.
+    async fn observed(&self) -> Observed {
+        let conv = "c1".into();
+        let events = self.inner.records_of(&"u1".into(), "event").await.unwrap();
+        let stored_ids: BTreeSet<String> = events.iter().map(|r| r.id.clone()).collect();
+        let last = self.requests.lock().unwrap().last().cloned().unwrap();
+        let last_request = serde_json::to_string(&last.messages).unwrap();
+        let seen_ids: BTreeSet<String> = event_ids(&last_request).into_iter().collect();
+        let rows: Vec<String> = self
+            .inner
+            .messages(&conv, 0)
+            .await
+            .unwrap()
+            .iter()
+            .map(|m| serde_json::to_string(&(m.position, m.role, &m.parts, &m.action_id)).unwrap())
+            .collect();
+        Observed {
+            events: events.len(),
+            audit_rows: self.inner.audit_log(&"u1".into()).await.unwrap().len(),
+            model_saw_the_stored_events: seen_ids == stored_ids,
+            last_request: masked(&last_request),
+            transcript: masked(&rows.join("\n")),
+            visible: self
+                .inner
+                .visible(&conv)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|e| e.text)
+                .collect(),
+            delivered: self.delivered.lock().unwrap().clone(),
+        }
+    }
+}
+
+#[derive(Debug, PartialEq)]
+struct Observed {
+    events: usize,
+    audit_rows: usize,
+    model_saw_the_stored_events: bool,
+    last_request: String,
+    transcript: String,
+    visible: Vec<String>,
+    delivered: Vec<String>,
+}
+
+/// The event ids in `text`, in order of appearance.
+fn event_ids(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("ev-") {
+        let id: String = rest[i..].chars().take(13).collect();
+        if id.len() == 13 && id[3..].chars().all(|c| c.is_ascii_hexdigit()) {
+            out.push(id);
+        }
+        rest = &rest[i + 3..];
+    }
+    out
+}
+
+/// `text` with each event id replaced by its order of first appearance.
+fn masked(text: &str) -> String {
+    let mut order: Vec<String> = Vec::new();
+    for id in event_ids(text) {
+        if !order.contains(&id) {
+            order.push(id);
+        }
+    }
+    order
+        .iter()
+        .enumerate()
+        .fold(text.to_owned(), |t, (n, id)| {
+            t.replace(id, &format!("ev-#{n}"))
+        })
+}
+
+/// Run the job uninterrupted, then for every write point crash before and after it and resume;
+/// compare each with the uninterrupted run.
+async fn every_crash_point<F, Fut>(make: F)
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Arc<dyn Store>>,
+{
+    let clean = World::new(make().await).await;
+    let counted = Crash::never();
+    assert_eq!(clean.attempt(counted.clone()).await, JobOutcome::Done);
+    let expected = clean.observed().await;
+    assert_eq!(expected.events, 3);
+    assert_eq!(expected.audit_rows, 3);
+    assert!(expected.model_saw_the_stored_events);
+    assert_eq!(
+        expected.visible,
+        [
+            "Plan the season.",
+            "Creating both.\n\nAnd the autumn one.\n\nAll three are in."
+        ]
+    );
+    assert_eq!(expected.delivered.len(), 1);
+    let points = counted.log();
+    eprintln!("write points of an uninterrupted run: {points:?}");
+    assert!(
+        points.iter().filter(|p| **p == "commit").count() == 3
+            && points.contains(&"put_tool_result")
+            && points.contains(&"deliver the reply")
+            && points.contains(&"finish_job"),
+        "{points:?}"
+    );
+
+    for n in 1..=points.len() as u64 {
+        for at in [CrashAt::Before(n), CrashAt::After(n)] {
+            let point = format!("{at:?} ({})", points[n as usize - 1]);
+            let world = World::new(make().await).await;
+            let first = world.attempt(Crash::at(at)).await;
+            assert!(
+                matches!(first, JobOutcome::Failed(_)),
+                "{point}: the crashed attempt reported {first:?}"
+            );
+            // The dead worker could not release its claim: the retry comes once it expired.
+            world.clock.fetch_add(3_600_000, Ordering::SeqCst);
+            let retry = world.attempt(Crash::never()).await;
+            assert!(
+                matches!(retry, JobOutcome::Done | JobOutcome::Skipped(_)),
+                "{point}: the retry reported {retry:?}"
+            );
+            let got = world.observed().await;
+            let mut want = Observed {
+                delivered: got.delivered.clone(),
+                ..expected_clone(&expected)
+            };
+            if in_the_delivery_window(&points, at) {
+                // The one window exactly-once cannot close: the reply reached the user and the
+                // worker died before recording it. The retry cannot know it went out, and
+                // sending again beats leaving the user without an answer (invariant 6).
+                assert_eq!(got.delivered.len(), 2, "{point}");
+                assert_eq!(got.delivered[0], got.delivered[1], "{point}");
+            } else {
+                want.delivered = expected.delivered.clone();
+            }
+            assert_eq!(got, want, "{point}");
+        }
+    }
+}
+
+/// After the reply went out and before it is recorded as what the user saw: after the
+/// delivery, or before the visible entry that follows it.
+fn in_the_delivery_window(points: &[&str], at: CrashAt) -> bool {
+    let deliver = points
+        .iter()
+        .position(|p| *p == "deliver the reply")
+        .unwrap() as u64
+        + 1;
+    at == CrashAt::After(deliver)
+        || (at == CrashAt::Before(deliver + 1)
+            && points.get(deliver as usize) == Some(&"append_visible"))
+}
+
+fn expected_clone(o: &Observed) -> Observed {
+    Observed {
+        events: o.events,
+        audit_rows: o.audit_rows,
+        model_saw_the_stored_events: o.model_saw_the_stored_events,
+        last_request: o.last_request.clone(),
+        transcript: o.transcript.clone(),
+        visible: o.visible.clone(),
+        delivered: o.delivered.clone(),
+    }
+}
+
+#[tokio::test]
+async fn every_crash_point_on_sqlite_repeats_no_effect_and_loses_nothing() {
+    every_crash_point(|| async {
+        Arc::new(store_sqlite::SqliteStore::open_in_memory().unwrap()) as Arc<dyn Store>
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn every_crash_point_on_dynamodb_repeats_no_effect_and_loses_nothing() {
+    every_crash_point(|| async {
+        tests::moto::dynamo_store("crash-points").await as Arc<dyn Store>
+    })
+    .await;
+}
