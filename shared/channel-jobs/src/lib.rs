@@ -80,7 +80,15 @@ pub struct JobOptions {
     /// A turn's estimated cost in US dollars from its usage (the price table of the model in
     /// use); `None` leaves the cost metric out.
     pub estimate_usd: Option<EstimateUsd>,
+    /// Set to `true` when running jobs must stop now (`bridle serve` stopping past its grace
+    /// period): a job holding or waiting for its conversation's lease gives the lease up, its
+    /// claim is released, and it ends [`JobOutcome::Failed`] ([`CUT_SHORT`]) for its queue to
+    /// put back, so the next start resumes it at once.
+    pub abandon: Arc<tokio::sync::watch::Sender<bool>>,
 }
+
+/// Why a job cut short by [`JobOptions::abandon`] failed.
+pub const CUT_SHORT: &str = "cut short: the server stopped before the turn finished";
 
 /// Usage → estimated US dollars.
 pub type EstimateUsd = Arc<dyn Fn(&transcript::Usage) -> f64 + Send + Sync>;
@@ -107,6 +115,7 @@ impl Default for JobOptions {
             metrics: metrics::Metrics::default(),
             media: None,
             estimate_usd: None,
+            abandon: Arc::new(tokio::sync::watch::Sender::new(false)),
         }
     }
 }
@@ -366,23 +375,34 @@ impl ChannelJobs {
         let holder = job.dedupe_key();
         let ttl = o.lease_ttl.as_millis() as i64;
         let mut wait = Duration::from_millis(25);
-        loop {
-            let now = (o.clock)();
-            match self
-                .store
-                .acquire_lease(conversation, &holder, now, now + ttl)
-                .await
-                .map_err(|e| format!("store failed: {e}"))?
-            {
-                Lease::Held => break,
-                Lease::Busy {
-                    holder: other,
-                    until_ms,
-                } => {
-                    tracing::info!(job = %holder, held_by = %other, until_ms, "another turn of this conversation is running; waiting for it");
-                    tokio::time::sleep(wait).await;
-                    wait = (wait * 2).min(Duration::from_secs(1));
+        let acquire = async {
+            loop {
+                let now = (o.clock)();
+                match self
+                    .store
+                    .acquire_lease(conversation, &holder, now, now + ttl)
+                    .await
+                    .map_err(|e| format!("store failed: {e}"))?
+                {
+                    Lease::Held => break,
+                    Lease::Busy {
+                        holder: other,
+                        until_ms,
+                    } => {
+                        tracing::info!(job = %holder, held_by = %other, until_ms, "another turn of this conversation is running; waiting for it");
+                        tokio::time::sleep(wait).await;
+                        wait = (wait * 2).min(Duration::from_secs(1));
+                    }
                 }
+            }
+            Ok::<(), String>(())
+        };
+        tokio::select! {
+            acquired = acquire => acquired?,
+            _ = abandoned(&o.abandon) => {
+                // The cut may have come as the lease was taken: give it up if it is ours.
+                let _ = self.store.release_lease(conversation, &holder).await;
+                return Err(CUT_SHORT.into());
             }
         }
         let renew = async {
@@ -411,6 +431,7 @@ impl ChannelJobs {
         let result = tokio::select! {
             result = work => result,
             lost = renew => Err(lost),
+            _ = abandoned(&o.abandon) => Err(CUT_SHORT.into()),
         };
         // Crash story: a holder that dies before this leaves the lease to lapse; the next turn
         // waits at most `lease_ttl`.
@@ -418,6 +439,14 @@ impl ChannelJobs {
             tracing::warn!(error = %e, job = %holder, "could not release the conversation's lease; it will lapse");
         }
         result
+    }
+}
+
+/// Resolves once `abandon` is set.
+async fn abandoned(abandon: &tokio::sync::watch::Sender<bool>) {
+    let mut set = abandon.subscribe();
+    if set.wait_for(|set| *set).await.is_err() {
+        std::future::pending::<()>().await;
     }
 }
 

@@ -191,23 +191,13 @@ impl Registry {
             Err(invalid) => return invalid,
         };
 
+        crate::fault::pause_if_asked(crate::fault::Pause::BeforeCall, &call.name).await;
         let fut = entry.handler.call(ctx, call.input.clone());
         let outcome =
             tokio::time::timeout(self.options.timeout, AssertUnwindSafe(fut).catch_unwind()).await;
+        crate::fault::pause_if_asked(crate::fault::Pause::AfterCall, &call.name).await;
         match outcome {
-            Ok(Ok(Ok(value))) => {
-                let Shaped { content, effects } =
-                    shape_result(value, self.options.result_cap_chars);
-                ToolOutcome {
-                    part: Part::ToolResult {
-                        tool_use_id: call.id.clone(),
-                        content,
-                        is_error: false,
-                    },
-                    is_error: false,
-                    effects,
-                }
-            }
+            Ok(Ok(Ok(value))) => self.answer(call, value),
             Ok(Ok(Err(ToolError::Domain { code, message }))) => {
                 tracing::info!(tool = %call.name, action_id = %ctx.action_id, %code, "tool declined");
                 self.error(call, message)
@@ -235,6 +225,22 @@ impl Registry {
                     ),
                 )
             }
+        }
+    }
+
+    /// The outcome of a call whose handler returned `output`, shaped as [`Registry::run`]
+    /// shapes it. A resumed turn answers a call whose effect was committed with its output
+    /// (its receipt) through this, so the model sees the bytes an uninterrupted run showed.
+    pub fn answer(&self, call: &ToolCall, output: serde_json::Value) -> ToolOutcome {
+        let Shaped { content, effects } = shape_result(output, self.options.result_cap_chars);
+        ToolOutcome {
+            part: Part::ToolResult {
+                tool_use_id: call.id.clone(),
+                content,
+                is_error: false,
+            },
+            is_error: false,
+            effects,
         }
     }
 

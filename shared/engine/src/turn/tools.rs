@@ -10,8 +10,11 @@ impl Turn<'_> {
     /// Run the calls one after another, recording each result the moment the call finishes
     /// (DESIGN invariant 10), then write them together as one tool message. A resumed turn
     /// reuses the results already recorded and runs only the calls that never finished.
-    /// Crash story: a crash between a tool's effect and its result record repeats that one
-    /// call on resume; a crash after the record repeats nothing.
+    /// Crash story: a tool that writes to Bridle's store commits a receipt with its effect, so
+    /// a crash between the effect and the result record repeats nothing — the resumed turn
+    /// answers from the receipt; a tool without one (an outside system) repeats that one call,
+    /// with the same `call_key` as its idempotency key; a crash after the record repeats
+    /// nothing.
     pub(super) async fn run_tools(
         &mut self,
         calls: &[ToolCall],
@@ -37,23 +40,43 @@ impl Turn<'_> {
                 results.push(part);
                 continue;
             }
+            let key = format!("{}#{}#{}", self.conv.id, asked.at, call.id);
             let ctx = Ctx {
-                call_key: Some(format!("{}#{}#{}", self.conv.id, asked.at, call.id)),
+                call_key: Some(key.clone()),
                 ..self.ctx.clone()
             };
-            // Validation first: a malformed call gets its error and never reaches the gate, so
-            // it neither holds nor uses up a confirmation.
-            let outcome = match engine.tools.check(&self.conv.purpose, call) {
-                Some(invalid) => invalid,
-                None => match engine.hold_for_confirmation(&ctx, call, &self.answer).await {
-                    Some(held) => {
-                        self.held_now |= crate::confirm::is_held_outcome(&held);
-                        held
-                    }
-                    None => engine.tools.run(&ctx, &self.conv.purpose, call).await,
+            // Its effect was committed with its receipt before the interruption: answer the
+            // call from the receipt, shaped as the handler's output was, and run nothing.
+            let committed = match asked.resumed {
+                true => store.receipt(&key).await?,
+                false => None,
+            };
+            let outcome = match committed {
+                Some(output) => {
+                    tracing::info!(tool = %call.name, call = %call.id, "answering from the receipt committed before the interruption");
+                    engine.tools.answer(call, output)
+                }
+                // Validation first: a malformed call gets its error and never reaches the gate,
+                // so it neither holds nor uses up a confirmation.
+                None => match engine.tools.check(&self.conv.purpose, call) {
+                    Some(invalid) => invalid,
+                    None => match engine.hold_for_confirmation(&ctx, call, &self.answer).await {
+                        Some(held) => {
+                            self.held_now |= crate::confirm::is_held_outcome(&held);
+                            held
+                        }
+                        None => engine.tools.run(&ctx, &self.conv.purpose, call).await,
+                    },
                 },
             };
             let mut outcome = outcome;
+            // A racing attempt of the same call committed first and this one's commit was
+            // refused: the recorded outcome stands.
+            if outcome.is_error
+                && let Some(output) = store.receipt(&key).await?
+            {
+                outcome = engine.tools.answer(call, output);
+            }
             match store
                 .put_tool_result(&self.conv.id, asked.at, &call.id, &outcome.part)
                 .await
