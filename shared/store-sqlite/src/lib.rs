@@ -37,6 +37,7 @@ use std::time::Duration;
 use store::StoreError;
 
 pub use schema::{SCHEMA_VERSION, SchemaTooNew};
+pub use tool_results::{put_receipt, receipts_here};
 
 /// The store ports on SQLite. Cheap to share behind an `Arc`.
 #[derive(Debug)]

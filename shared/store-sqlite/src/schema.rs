@@ -172,6 +172,11 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         revoked_at_ms INTEGER
     ) STRICT;
     CREATE INDEX mcp_tokens_by_user ON mcp_tokens (user_id, created_at_ms, id);",
+    // 12: tool-call receipts, written in the same transaction as the call's effect.
+    "CREATE TABLE tool_receipts (
+        call_key TEXT PRIMARY KEY,
+        output TEXT NOT NULL
+    ) STRICT;",
 ];
 
 /// The schema version this build writes and understands.

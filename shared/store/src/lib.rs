@@ -41,8 +41,8 @@ pub use error::StoreError;
 pub use identities::{Binding, Identities};
 pub use leases::{Lease, Leases};
 pub use records::{
-    ActionCommit, ActorKind, AuditEntry, Change, Record, Records, UndoOutcome, reverting_changes,
-    rows_to_undo,
+    ActionCommit, ActorKind, AuditEntry, Change, Receipt, Record, Records, UndoOutcome,
+    reverting_changes, rows_to_undo,
 };
 pub use sessions::{PendingLogin, Session, Sessions};
 pub use tokens::{McpToken, TokenScope, Tokens};
