@@ -1,4 +1,4 @@
-//! Caps, prices and the reservation size, from the environment, each value with its source.
+//! Caps, prices, the output allowance and its floor, from the environment, each value with its source.
 //!
 //! | variable | meaning | default |
 //! |---|---|---|
