@@ -11,7 +11,7 @@
 //! terminates at your edge) could replay or alter it. Keep the token secret like a password,
 //! serve the webhook over HTTPS only. Against replays there is the dedupe key, and a message's
 //! own `date`: the webhook drops a delivery older than duplicates are remembered
-//! ([`Channel::sent_at_s`](crate::Channel::sent_at_s); a button press has no date of its own). Telegram also publishes its sending address ranges (149.154.160.0/20,
+//! ([`Channel::sent_at_s`]; a button press has no date of its own). Telegram also publishes its sending address ranges (149.154.160.0/20,
 //! 91.108.4.0/22); filtering on them is left to the network edge. An empty secret is refused at
 //! construction ([`ConfigError`]), as is one `setWebhook` would not accept.
 //!

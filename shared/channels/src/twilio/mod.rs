@@ -8,7 +8,9 @@
 //! constant-time, over both the URL with and without the default port, as Twilio's own helper
 //! libraries do. The form is decoded strictly before anything else is looked at; a body that is not
 //! a form (or declares another `Content-Type`) fails verification. There is no timestamp in the
-//! scheme, so replays are stopped by the dedupe key (`MessageSid`), not by the signature. Configure
+//! scheme, and the form names no time the message was sent either (so the webhook's age check,
+//! [`Channel::sent_at_s`], has nothing to go on): replays are stopped
+//! by the dedupe key (`MessageSid`, whose finished job's claim is kept 7 days) alone. Configure
 //! the number's (or Messaging Service's) incoming-message webhook as `HTTP POST` to exactly
 //! `PUBLIC_BASE_URL/webhooks/twilio`; `PUBLIC_BASE_URL` has no credentials and must be spelled as
 //! in the Twilio console (scheme, host, port, path prefix).

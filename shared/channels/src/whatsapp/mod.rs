@@ -8,7 +8,7 @@
 //! bytes exactly as Meta sent them — Meta escapes non-ASCII text (`\u00e9`), so the body must
 //! never be re-serialised before the check. The signature has no timestamp; each message's own
 //! `timestamp` is how old a delivery is, and the webhook drops one older than duplicates are
-//! remembered ([`Channel::sent_at_s`](crate::Channel::sent_at_s)).
+//! remembered ([`Channel::sent_at_s`]).
 //!
 //! A delivery is `{"object":"whatsapp_business_account","entry":[{"changes":[{"value":{…}}]}]}`;
 //! every `entry[].changes[].value.messages[]` becomes one [`InboundMessage`](crate::InboundMessage)
