@@ -37,6 +37,7 @@
 //! tokio's timer, tracing). Never on the store or the engine.
 
 mod arn;
+mod dead_letters;
 mod deadline;
 mod error;
 mod port;
@@ -44,6 +45,7 @@ mod setup;
 pub mod wire;
 
 pub use arn::queue_url_from_arn;
+pub use dead_letters::{DeadLetterView, DeadMessage, dead_letters, redrive};
 pub use setup::create_fifo_queue_with_dlq;
 pub use wire::{DecodeError, decode_job, encode_job, sqs_id};
 
