@@ -59,7 +59,8 @@ async fn setup() -> (Setup, String, String) {
         user: UserId::from("user-1"),
         actor: store::ActorKind::User,
         action_id: "setup".into(),
-        conversation: None,
+        // Earlier actions of the harness's conversation: its undo reaches only those.
+        conversation: Some("conv-1".into()),
         call_key: None,
     };
     let event = planner

@@ -1,49 +1,57 @@
-//! Paused accounts: answered without a model call.
+//! Paused and closed accounts: answered without a model call, each with its own sentence.
 
 use crate::lines;
 use async_trait::async_trait;
 use engine::{Denied, Guard, GuardCall, Permit};
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use store::StoreError;
+use store::{AccountStatus as Status, StoreError};
 use transcript::UserId;
 
-/// Whether a user's account is paused. The accounts store implements it; [`InMemoryAccounts`]
-/// is the in-process version (tests, the local server).
+/// A user's account status as the guard sees it: `None` for an account it does not know (the
+/// identity layer decides who may talk at all). The accounts store implements it;
+/// [`InMemoryAccounts`] is the in-process version (tests, the local server).
 #[async_trait]
 pub trait AccountStatus: Send + Sync {
-    async fn is_paused(&self, user: &UserId) -> Result<bool, StoreError>;
+    async fn status(&self, user: &UserId) -> Result<Option<Status>, StoreError>;
 }
 
-/// Paused users held in memory.
+/// Paused and closed users held in memory; everyone else is active.
 #[derive(Debug, Default)]
 pub struct InMemoryAccounts {
-    paused: Mutex<HashSet<UserId>>,
+    held: Mutex<HashMap<UserId, Status>>,
 }
 
 impl InMemoryAccounts {
     pub fn pause(&self, user: &UserId) {
-        self.lock().insert(user.clone());
+        self.lock().insert(user.clone(), Status::Paused);
+    }
+
+    pub fn close(&self, user: &UserId) {
+        self.lock().insert(user.clone(), Status::Closed);
     }
 
     pub fn resume(&self, user: &UserId) {
         self.lock().remove(user);
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<UserId>> {
-        self.paused.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<UserId, Status>> {
+        self.held.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
 #[async_trait]
 impl AccountStatus for InMemoryAccounts {
-    async fn is_paused(&self, user: &UserId) -> Result<bool, StoreError> {
-        Ok(self.lock().contains(user))
+    async fn status(&self, user: &UserId) -> Result<Option<Status>, StoreError> {
+        Ok(Some(
+            self.lock().get(user).copied().unwrap_or(Status::Active),
+        ))
     }
 }
 
-/// Denies every model call of a paused account with a calm sentence. An account whose status
-/// cannot be read is treated as not checkable: denied too (fails closed).
+/// Denies every model call of a paused or a closed account, each with its own calm sentence (a
+/// pause is for now; a closed account is not coming back). An account whose status cannot be
+/// read is treated as not checkable: denied too (fails closed).
 pub struct PausedAccounts(pub Arc<dyn AccountStatus>);
 
 impl std::fmt::Debug for PausedAccounts {
@@ -55,11 +63,15 @@ impl std::fmt::Debug for PausedAccounts {
 #[async_trait]
 impl Guard for PausedAccounts {
     async fn before_model_call(&self, call: &GuardCall<'_>) -> Result<Permit, Denied> {
-        match self.0.is_paused(&call.conversation.user_id).await {
-            Ok(false) => Ok(Permit::default()),
-            Ok(true) => Err(Denied {
+        match self.0.status(&call.conversation.user_id).await {
+            Ok(None | Some(Status::Active)) => Ok(Permit::default()),
+            Ok(Some(Status::Paused)) => Err(Denied {
                 reason: "account:paused".into(),
                 user_message: lines::ACCOUNT_PAUSED.to_owned(),
+            }),
+            Ok(Some(Status::Closed)) => Err(Denied {
+                reason: "account:closed".into(),
+                user_message: lines::ACCOUNT_CLOSED.to_owned(),
             }),
             Err(err) => {
                 tracing::error!(error = %err, "account status unavailable; no model call");
@@ -72,8 +84,8 @@ impl Guard for PausedAccounts {
     }
 }
 
-/// The accounts store as the guard sees it: an account that is not active (paused or closed)
-/// is held; an unknown user is not (the identity layer decides who may talk at all).
+/// The accounts store as the guard sees it: each account's stored status; an unknown user is
+/// not held (the identity layer decides who may talk at all).
 pub struct StoreAccounts(pub Arc<dyn store::Accounts>);
 
 impl std::fmt::Debug for StoreAccounts {
@@ -84,11 +96,7 @@ impl std::fmt::Debug for StoreAccounts {
 
 #[async_trait]
 impl AccountStatus for StoreAccounts {
-    async fn is_paused(&self, user: &UserId) -> Result<bool, StoreError> {
-        Ok(self
-            .0
-            .account(user)
-            .await?
-            .is_some_and(|a| a.status != store::AccountStatus::Active))
+    async fn status(&self, user: &UserId) -> Result<Option<Status>, StoreError> {
+        Ok(self.0.account(user).await?.map(|a| a.status))
     }
 }

@@ -15,6 +15,8 @@ pub const CONVERSATION_BUSY: &str = "This conversation has been very busy this h
 pause here and continue a bit later (or start a new conversation).";
 pub const ACCOUNT_PAUSED: &str = "Your account is paused at the moment, so I can't answer. \
 Please contact whoever runs this assistant for you.";
+pub const ACCOUNT_CLOSED: &str = "This account is closed, so I can't help here any more. If you \
+think that's a mistake, please contact whoever runs this assistant for you.";
 pub const CANNOT_CHECK: &str = "I can't check your usage right now, so I'm holding off on answering. Please try again in a moment.";
 
 /// The sentence for a tripped bucket.

@@ -2,7 +2,7 @@
 
 use crate::service::{Access, Caller, change, new_id};
 use crate::{EVENT, Event, EventStatus, Planner, PlannerError};
-use store::UndoOutcome;
+use store::{UndoOutcome, UndoRequest, UndoScope};
 
 /// The fields an update may change; `None` keeps the stored value.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -158,13 +158,25 @@ impl Planner {
         Ok(())
     }
 
-    /// Revert the caller's most recent action (all its changes), strictly last in, first out.
-    /// Returns a sentence for the user.
-    pub async fn undo(&self, caller: &Caller) -> Result<String, PlannerError> {
+    /// Revert the caller's most recent action within `scope` (all its changes), strictly last
+    /// in, first out. The undo is audited as the caller (agent, user, MCP) in the caller's
+    /// conversation. Returns a sentence for the user.
+    ///
+    /// The assistant's `undo` passes [`UndoScope::Conversation`] (its own conversation); the
+    /// web app may pass [`UndoScope::Anywhere`] when the user asks for it there.
+    pub async fn undo(&self, caller: &Caller, scope: UndoScope) -> Result<String, PlannerError> {
         self.check_active(&caller.user).await?;
+        let here = matches!(scope, UndoScope::Conversation(_));
         let outcome = self
             .store
-            .undo_last(&caller.user, &caller.action_id, self.now())
+            .undo_last(&UndoRequest {
+                user: caller.user.clone(),
+                scope,
+                action_id: caller.action_id.clone(),
+                actor: caller.actor,
+                conversation: caller.conversation.clone(),
+                at_ms: self.now(),
+            })
             .await?;
         Ok(match outcome {
             UndoOutcome::Undone { changes, .. } => {
@@ -173,6 +185,9 @@ impl Planner {
                     changes.len()
                 )
             }
+            UndoOutcome::NothingToUndo if here => "There is nothing to undo in this \
+                conversation. Changes made elsewhere are not undone from here."
+                .into(),
             UndoOutcome::NothingToUndo => "There is nothing to undo.".into(),
             UndoOutcome::ChangedSince { kind, id, .. } => format!(
                 "Cannot undo: {kind} {id} was changed since (for example by a registration), \

@@ -2,6 +2,7 @@
 
 use crate::{ATTENDEE, Attendee, Caller, EVENT, Event, EventStatus, Planner};
 use serde_json::Value;
+use store::UndoScope;
 use tools::Ctx;
 
 impl Planner {
@@ -61,13 +62,19 @@ impl Planner {
                 })
             }
             // Undoing is a change like any other: what it would revert passes the same policy.
+            // Only this conversation's actions are in reach, and only they are read.
             "undo" => {
-                // The log is newest first; undo reverts every row of the newest action.
-                let log = self.store.audit_log(&caller.user).await.ok()?;
-                let last = log.iter().find(|e| e.on_undo_stack())?;
-                let effects: Vec<String> = log
+                let here = UndoScope::Conversation(ctx.conversation_id.clone());
+                let rows = match self.store.next_undo(&caller.user, &here).await {
+                    Ok(rows) => rows,
+                    Err(err) => {
+                        // Fail closed: what the undo would do cannot be read, so it waits.
+                        tracing::warn!(error = %err, "undo stack unreadable; undo held");
+                        return Some("Undo the last change made in this conversation".into());
+                    }
+                };
+                let effects: Vec<String> = rows
                     .iter()
-                    .filter(|e| e.on_undo_stack() && e.action_id == last.action_id)
                     .flat_map(|e| e.changes.iter())
                     .filter_map(undo_effect)
                     .collect();

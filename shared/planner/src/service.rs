@@ -136,9 +136,17 @@ impl Planner {
             }),
             _ => None,
         };
-        let (user, actor, action_id, by_user) = match access {
-            Access::Owner(caller) => (&caller.user, caller.actor, caller.action_id.as_str(), true),
-            Access::Public { owner, action_id } => (owner, ActorKind::Public, action_id, false),
+        let (user, actor, action_id, by_user, conversation) = match access {
+            Access::Owner(caller) => (
+                &caller.user,
+                caller.actor,
+                caller.action_id.as_str(),
+                true,
+                caller.conversation.clone(),
+            ),
+            Access::Public { owner, action_id } => {
+                (owner, ActorKind::Public, action_id, false, None)
+            }
         };
         self.check_active(user).await?;
         if let Some(foreign) = changes.iter().find(|c| &c.owner != user) {
@@ -161,6 +169,7 @@ impl Planner {
             at_ms: (self.clock)(),
             changes,
             receipt,
+            conversation,
         };
         Ok(self.store.commit(&commit).await?)
     }

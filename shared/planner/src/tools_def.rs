@@ -6,6 +6,7 @@ use crate::{Caller, Planner, PlannerError};
 use serde_json::{Value, json};
 use std::future::Future;
 use std::sync::Arc;
+use store::UndoScope;
 use tools::{Ctx, Registry, RegistryError, ToolDef, ToolError, handler_fn};
 
 /// The conversation purpose the planner tools are offered for.
@@ -126,7 +127,7 @@ pub fn register(
         (
             ToolDef::new(
                 "undo",
-                "Undo the user's most recent change (all of it). Call it again to go further back.",
+                "Undo the most recent change made in this conversation (all of it). Call it again to go further back.",
                 object(json!({}), &[]),
             ),
             Op::Undo,
@@ -134,8 +135,14 @@ pub fn register(
     ];
     for (def, op) in defs {
         let planner = planner.clone();
+        // Focus is about a conversation; an MCP client has none.
+        let offered: Vec<&str> = purposes
+            .iter()
+            .copied()
+            .filter(|p| !matches!(op, Op::Focus) || *p != tools::MCP_PURPOSE)
+            .collect();
         registry.register(
-            def.purposes(purposes),
+            def.purposes(&offered),
             handler_fn(move |ctx: Ctx, args: Value| {
                 let planner = planner.clone();
                 async move { op.run(&planner, &ctx, &args).await }
@@ -210,7 +217,11 @@ impl Op {
                 json_of(planner.list_attendees(&caller, &required("event_id"))).await
             }
             Op::Focus => json_of(planner.focus_event(&caller, &required("event_id"))).await,
-            Op::Undo => json_of(planner.undo(&caller)).await,
+            // The assistant undoes only what was done in its own conversation.
+            Op::Undo => {
+                let here = UndoScope::Conversation(ctx.conversation_id.clone());
+                json_of(planner.undo(&caller, here)).await
+            }
         }
     }
 }

@@ -4,7 +4,7 @@
 use planner::{Caller, EventChanges, EventStatus, NewEvent, Planner, PlannerError};
 use serde_json::json;
 use std::sync::Arc;
-use store::{Account, AccountStatus, Accounts, ActorKind, Records, Store};
+use store::{Account, AccountStatus, Accounts, ActorKind, Records, Store, UndoScope};
 use store_sqlite::SqliteStore;
 use tools::{ActionId, Actor, Ctx};
 use transcript::{ConversationId, UserId};
@@ -46,6 +46,11 @@ fn ctx(user: &str, action: &str) -> Ctx {
         conversation_id: ConversationId::from(format!("conv-{user}")),
         call_key: None,
     }
+}
+
+/// The undo scope of `user`'s conversation in [`ctx`].
+fn here(user: &str) -> UndoScope {
+    UndoScope::Conversation(ConversationId::from(format!("conv-{user}")))
 }
 
 fn spring() -> NewEvent {
@@ -146,7 +151,11 @@ async fn a_paused_or_unknown_account_changes_nothing() {
         .await
         .unwrap_err();
     assert!(matches!(err, PlannerError::AccountInactive(_)), "{err:?}");
-    let err = w.planner.undo(&caller("alice", "a3")).await.unwrap_err();
+    let err = w
+        .planner
+        .undo(&caller("alice", "a3"), here("alice"))
+        .await
+        .unwrap_err();
     assert!(matches!(err, PlannerError::AccountInactive(_)), "{err:?}");
     assert_eq!(
         w.store
@@ -212,7 +221,7 @@ async fn undo_is_lifo_and_leaves_public_registrations_alone() {
     // Undo a4: the attendee and the event's count go back together.
     assert!(
         w.planner
-            .undo(&alice("u1"))
+            .undo(&alice("u1"), here("alice"))
             .await
             .unwrap()
             .starts_with("Undone")
@@ -246,7 +255,7 @@ async fn undo_is_lifo_and_leaves_public_registrations_alone() {
     assert_eq!((log[0].actor, log[0].by_user), (ActorKind::Public, false));
 
     // Undoing a3 (publish) would have to rewrite the event the registration changed: refused.
-    let refused = w.planner.undo(&alice("u2")).await.unwrap();
+    let refused = w.planner.undo(&alice("u2"), here("alice")).await.unwrap();
     assert!(refused.starts_with("Cannot undo"), "{refused}");
     let events = w.planner.list_events(&alice("x")).await.unwrap();
     assert_eq!(
@@ -262,7 +271,7 @@ async fn undo_is_lifo_and_leaves_public_registrations_alone() {
         .unwrap();
     assert!(
         w.planner
-            .undo(&alice("u3"))
+            .undo(&alice("u3"), here("alice"))
             .await
             .unwrap()
             .starts_with("Undone")

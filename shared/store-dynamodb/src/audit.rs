@@ -19,11 +19,13 @@ pub(crate) const BODY: &str = "body";
 const SEQ: &str = "seq";
 const ACTION_ID: &str = "action_id";
 const ACTOR: &str = "actor";
-const BY_USER: &str = "by_user";
+pub(crate) const BY_USER: &str = "by_user";
 const AT_MS: &str = "at_ms";
 const CHANGES: &str = "changes";
-const REVERTS: &str = "reverts";
+pub(crate) const REVERTS: &str = "reverts";
 pub(crate) const UNDONE_BY: &str = "undone_by";
+/// The conversation an audit row was recorded in (absent outside any).
+pub(crate) const CONVERSATION: &str = "conversation";
 
 impl DynamoStore {
     /// The user's last audit sequence number (0 before the first row), read consistently.
@@ -205,6 +207,9 @@ fn audit_item(row: &AuditEntry) -> Result<Item, StoreError> {
     if let Some(undone_by) = &row.undone_by {
         item.insert(UNDONE_BY.into(), s(undone_by));
     }
+    if let Some(conversation) = &row.conversation {
+        item.insert(CONVERSATION.into(), s(&conversation.0));
+    }
     Ok(item)
 }
 
@@ -228,6 +233,7 @@ pub(crate) fn audit_entry(item: &Item, user: &UserId) -> Result<AuditEntry, Stor
             .map_err(|e| corrupt(&what, e))?,
         reverts: optional(REVERTS),
         undone_by: optional(UNDONE_BY),
+        conversation: optional(CONVERSATION).map(transcript::ConversationId),
     })
 }
 
@@ -254,6 +260,7 @@ mod tests {
             }],
             reverts: Some("a-0".into()),
             undone_by: None,
+            conversation: Some("web:c-1".into()),
         };
         let item = audit_item(&row).unwrap();
         assert_eq!(item[PK], s("AUDIT#alice"));

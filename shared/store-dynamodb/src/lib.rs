@@ -27,7 +27,7 @@
 //! | owned record | `REC#<kind>#<id>` | `REC` | `kind`, `rid`, `owner`, `body` (canonical JSON) |
 //! | owner's listing entry | `OWNER#<owner>#<kind>` | `REC#<id>` | the record's attributes, written in the record's transaction |
 //! | audit head | `AUDIT#<user>` | `HEAD` | `seq` (the last row's number) |
-//! | audit row | `AUDIT#<user>` | `ACT#<seq>` | `action_id`, `actor`, `by_user`, `at_ms`, `changes` (JSON), `reverts`, `undone_by` |
+//! | audit row | `AUDIT#<user>` | `ACT#<seq>` | `action_id`, `actor`, `by_user`, `at_ms`, `changes` (JSON), `reverts`, `undone_by`, `conversation` |
 //! | pending confirmation | `CONV#<id>` | `PENDING#<hash>` | `created_on_action`, `description`, `expires_at_ms`, `ttl` |
 //! | active record | `CONV#<id>` | `ACTIVE#<kind>` | `rid` |
 //! | account | `USER#<user>` | `ACCOUNT` | `user_id`, `status`, `display_name`, `time_zone`, `email`, `roles`, `created_at_ms`; `gsi1pk = ACCOUNTS`, `gsi1sk = <created>#<user>` |
@@ -72,12 +72,15 @@
 //! audit row `ACT#<seq + 1>`. The head makes the user's rows a gap-free sequence in commit
 //! order; when a concurrent commit of the same user moved it, the transaction is cancelled on
 //! the head alone and is tried again (a few times) with the new number. A cancellation on a
-//! record's condition is `Conflict`. Undo reads the user's audit partition, picks the rows to
-//! revert (`store::rows_to_undo`) and writes, in one transaction, the reverting changes (each
-//! conditioned on the record still holding what the action left), `undone_by` on each row
-//! (conditioned on it being unset) and the undo's own row. A transaction holds at most 100
+//! record's condition is `Conflict`. Undo reads the user's undo stack (the audit partition
+//! under a filter: the user's own rows, not undone, not undos and, for a conversation's undo,
+//! of that conversation), picks the rows to revert (`store::rows_to_undo`) and writes, in one
+//! transaction, the reverting changes (each conditioned on the record still holding what the
+//! action left), `undone_by` on each row (conditioned on it being unset) and the undo's own row
+//! (its actor and conversation). A transaction holds at most 100
 //! items and each change writes two (the record and its listing entry), so one action changes
-//! at most about 48 records; undo reads the whole audit partition.
+//! at most about 48 records; undo's query walks the audit partition, though only the rows
+//! its filter keeps are returned.
 //!
 //! A user's records are listed from the base table: every change also writes the record's
 //! entry in its owner's listing (`OWNER#<owner>#<kind>` / `REC#<id>`, a copy of the record's

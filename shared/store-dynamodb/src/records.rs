@@ -6,7 +6,9 @@ use crate::error::unavailable;
 use crate::item::{Item, corrupt, get_s, s};
 use crate::keys::{ACT, PK, REC, SK, audit_pk, owner_pk, record_pk};
 use async_trait::async_trait;
-use store::{ActionCommit, AuditEntry, Record, Records, StoreError, UndoOutcome};
+use store::{
+    ActionCommit, AuditEntry, Record, Records, StoreError, UndoOutcome, UndoRequest, UndoScope,
+};
 use transcript::UserId;
 
 /// How often a write is tried again when only the audit head moved under it.
@@ -60,6 +62,7 @@ impl Records for DynamoStore {
                 changes: commit.changes.clone(),
                 reverts: None,
                 undone_by: None,
+                conversation: commit.conversation.clone(),
             })?);
             // Last, so the refused items' positions above still name the changes.
             for change in &commit.changes {
@@ -89,7 +92,10 @@ impl Records for DynamoStore {
             }
             if refused.get(receipt_at) == Some(&true) {
                 return Err(StoreError::Conflict {
-                    what: format!("the effect of call {} is already recorded", receipt_call(commit)),
+                    what: format!(
+                        "the effect of call {} is already recorded",
+                        receipt_call(commit)
+                    ),
                 });
             }
             if !refused.iter().any(|r| *r) {
@@ -102,13 +108,16 @@ impl Records for DynamoStore {
         ))
     }
 
-    async fn undo_last(
+    async fn undo_last(&self, undo: &UndoRequest) -> Result<UndoOutcome, StoreError> {
+        self.undo(undo).await
+    }
+
+    async fn next_undo(
         &self,
         user: &UserId,
-        undo_action_id: &str,
-        now_ms: i64,
-    ) -> Result<UndoOutcome, StoreError> {
-        self.undo(user, undo_action_id, now_ms).await
+        scope: &UndoScope,
+    ) -> Result<Vec<AuditEntry>, StoreError> {
+        self.undo_stack(user, scope).await
     }
 
     async fn audit_log(&self, user: &UserId) -> Result<Vec<AuditEntry>, StoreError> {

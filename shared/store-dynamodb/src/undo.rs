@@ -1,28 +1,25 @@
-//! Undo: the rows to revert come from the user's audit partition; the reverting changes, the
-//! `undone_by` marks and the undo's own row go in one transaction (see the crate docs).
+//! Undo: the rows to revert come from the user's undo stack (their audit partition, filtered
+//! to the rows an undo in the request's scope may take); the reverting changes, the `undone_by`
+//! marks and the undo's own row go in one transaction (see the crate docs).
 
 use crate::DynamoStore;
-use crate::audit::{UNDONE_BY, refused_items};
+use crate::audit::{BY_USER, CONVERSATION, REVERTS, UNDONE_BY, audit_entry, refused_items};
 use crate::error::unavailable;
 use crate::item::s;
-use crate::keys::{PK, SK, audit_pk, audit_sk};
+use crate::keys::{ACT, PK, SK, audit_pk, audit_sk};
 use crate::records::TRIES;
-use aws_sdk_dynamodb::types::{TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
 use store::{
-    ActorKind, AuditEntry, Records, StoreError, UndoOutcome, reverting_changes, rows_to_undo,
+    AuditEntry, StoreError, UndoOutcome, UndoRequest, UndoScope, reverting_changes, rows_to_undo,
 };
 use transcript::UserId;
 
 impl DynamoStore {
-    pub(crate) async fn undo(
-        &self,
-        user: &UserId,
-        undo_action_id: &str,
-        now_ms: i64,
-    ) -> Result<UndoOutcome, StoreError> {
+    pub(crate) async fn undo(&self, undo: &UndoRequest) -> Result<UndoOutcome, StoreError> {
+        let user = &undo.user;
         for _ in 0..TRIES {
             let prev = self.audit_head(user).await?;
-            let rows = rows_to_undo(&self.audit_log(user).await?);
+            let rows = self.undo_stack(user, &undo.scope).await?;
             let Some(action_id) = rows.first().map(|r| r.action_id.clone()) else {
                 return Ok(UndoOutcome::NothingToUndo);
             };
@@ -32,20 +29,10 @@ impl DynamoStore {
                 writes.push(self.change_write(change)?);
             }
             for row in &rows {
-                writes.push(self.mark_undone(user, row.seq, undo_action_id)?);
+                writes.push(self.mark_undone(user, row.seq, &undo.action_id)?);
             }
             writes.push(self.head_bump(user, prev)?);
-            writes.push(self.audit_put(&AuditEntry {
-                seq: prev + 1,
-                action_id: undo_action_id.to_owned(),
-                actor: ActorKind::User,
-                user: user.clone(),
-                by_user: true,
-                at_ms: now_ms,
-                changes: changes.clone(),
-                reverts: Some(action_id.clone()),
-                undone_by: None,
-            })?);
+            writes.push(self.audit_put(&undo.audit_row(prev + 1, &action_id, changes.clone()))?);
             // Last, so the refused items' positions above still name the changes.
             for change in &changes {
                 writes.push(self.listing_write(change)?);
@@ -77,6 +64,45 @@ impl DynamoStore {
         Err(StoreError::Unavailable(
             format!("audit log of {user}: too many concurrent writers").into(),
         ))
+    }
+
+    /// The rows the next undo in `scope` reverts, oldest first. The query's filter keeps only
+    /// the user's undo stack (in the conversation, for a conversation's undo), so undone rows,
+    /// undos and other parties' rows never leave the table.
+    pub(crate) async fn undo_stack(
+        &self,
+        user: &UserId,
+        scope: &UndoScope,
+    ) -> Result<Vec<AuditEntry>, StoreError> {
+        let mut filter = "#by_user = :yes AND attribute_not_exists(#undone_by) \
+                          AND attribute_not_exists(#reverts)"
+            .to_owned();
+        let mut query = self
+            .query()
+            .key_condition_expression("#pk = :pk AND begins_with(#sk, :act)")
+            .expression_attribute_names("#pk", PK)
+            .expression_attribute_names("#sk", SK)
+            .expression_attribute_names("#by_user", BY_USER)
+            .expression_attribute_names("#undone_by", UNDONE_BY)
+            .expression_attribute_names("#reverts", REVERTS)
+            .expression_attribute_values(":pk", s(audit_pk(user)))
+            .expression_attribute_values(":act", s(ACT))
+            .expression_attribute_values(":yes", AttributeValue::Bool(true))
+            .scan_index_forward(false)
+            .consistent_read(true);
+        if let UndoScope::Conversation(conversation) = scope {
+            filter.push_str(" AND #conversation = :conversation");
+            query = query
+                .expression_attribute_names("#conversation", CONVERSATION)
+                .expression_attribute_values(":conversation", s(&conversation.0));
+        }
+        let items = self.query_all(query.filter_expression(filter)).await?;
+        let rows = items
+            .iter()
+            .map(|item| audit_entry(item, user))
+            .collect::<Result<Vec<_>, _>>()?;
+        // The one rule for what an undo takes (scope included) stays `rows_to_undo`.
+        Ok(rows_to_undo(&rows, scope))
     }
 
     /// Mark an audit row undone, only if nothing undid it first.

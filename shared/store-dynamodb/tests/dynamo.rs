@@ -10,7 +10,8 @@ use std::collections::HashMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 use store::{
     ActionCommit, ActorKind, Change, Claim, ConversationStore, Identities, JobClaims, MessageStore,
-    Records, StoreError, UndoOutcome, VisibleEntry, VisibleRole, VisibleStore,
+    Records, StoreError, UndoOutcome, UndoRequest, UndoScope, VisibleEntry, VisibleRole,
+    VisibleStore,
 };
 use store_dynamodb::{DynamoStore, create_table};
 use support::fresh_store;
@@ -78,6 +79,7 @@ async fn an_owners_listing_is_kept_in_the_records_transaction() {
             after,
         }],
         receipt: None,
+        conversation: None,
     };
     let v1 = serde_json::json!({"title": "Spring Open"});
     store
@@ -105,7 +107,17 @@ async fn an_owners_listing_is_kept_in_the_records_transaction() {
             .is_empty()
     );
 
-    let undone = store.undo_last(&"alice".into(), "a3", 2).await.unwrap();
+    let undone = store
+        .undo_last(&UndoRequest {
+            user: "alice".into(),
+            scope: UndoScope::Anywhere,
+            action_id: "a3".into(),
+            actor: ActorKind::User,
+            conversation: None,
+            at_ms: 2,
+        })
+        .await
+        .unwrap();
     assert!(matches!(undone, UndoOutcome::Undone { .. }), "{undone:?}");
     assert!(get(&store, "OWNER#alice#event", "REC#e#1").await.is_some());
     let records = store.records_of(&"alice".into(), "event").await.unwrap();

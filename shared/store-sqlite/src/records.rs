@@ -8,9 +8,9 @@ use async_trait::async_trait;
 use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, params};
 use store::{
     ActionCommit, ActorKind, AuditEntry, Change, Record, Records, StoreError, UndoOutcome,
-    canonical_json, reverting_changes, rows_to_undo,
+    UndoRequest, UndoScope, canonical_json, reverting_changes, rows_to_undo,
 };
-use transcript::UserId;
+use transcript::{ConversationId, UserId};
 
 #[async_trait]
 impl Records for SqliteStore {
@@ -65,17 +65,12 @@ impl Records for SqliteStore {
         tx.commit().map_err(unavailable)
     }
 
-    async fn undo_last(
-        &self,
-        user: &UserId,
-        undo_action_id: &str,
-        now_ms: i64,
-    ) -> Result<UndoOutcome, StoreError> {
+    async fn undo_last(&self, undo: &UndoRequest) -> Result<UndoOutcome, StoreError> {
         let mut conn = self.conn();
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(unavailable)?;
-        let rows = rows_to_undo(&audit_log(&tx, user)?);
+        let rows = next_undo(&tx, &undo.user, &undo.scope)?;
         let Some(action_id) = rows.first().map(|r| r.action_id.clone()) else {
             return Ok(UndoOutcome::NothingToUndo);
         };
@@ -92,24 +87,25 @@ impl Records for SqliteStore {
             tx.prepare_cached("UPDATE audit SET undone_by = ?3 WHERE user_id = ?1 AND seq = ?2")
                 .map_err(unavailable)?
                 .execute(params![
-                    user.0,
+                    undo.user.0,
                     crate::error::to_sql(row.seq, "seq")?,
-                    undo_action_id
+                    undo.action_id
                 ])
                 .map_err(unavailable)?;
         }
-        let undo = ActionCommit {
-            action_id: undo_action_id.to_owned(),
-            actor: ActorKind::User,
-            user: user.clone(),
-            by_user: true,
-            at_ms: now_ms,
-            changes: changes.clone(),
-            receipt: None,
-        };
-        append_audit(&tx, &audit_row(&undo, Some(action_id.clone())))?;
+        append_audit(&tx, &undo.audit_row(0, &action_id, changes.clone()))?;
         tx.commit().map_err(unavailable)?;
         Ok(UndoOutcome::Undone { action_id, changes })
+    }
+
+    async fn next_undo(
+        &self,
+        user: &UserId,
+        scope: &UndoScope,
+    ) -> Result<Vec<AuditEntry>, StoreError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction().map_err(unavailable)?;
+        next_undo(&tx, user, scope)
     }
 
     async fn audit_log(&self, user: &UserId) -> Result<Vec<AuditEntry>, StoreError> {
@@ -187,6 +183,7 @@ fn audit_row(commit: &ActionCommit, reverts: Option<String>) -> AuditEntry {
         changes: commit.changes.clone(),
         reverts,
         undone_by: None,
+        conversation: commit.conversation.clone(),
     }
 }
 
@@ -196,9 +193,10 @@ fn append_audit(tx: &Transaction<'_>, row: &AuditEntry) -> Result<(), StoreError
         what: format!("audit changes of {}: {e}", row.action_id),
     })?;
     tx.prepare_cached(
-        "INSERT INTO audit (user_id, seq, action_id, actor, by_user, at_ms, changes, reverts)
+        "INSERT INTO audit (user_id, seq, action_id, actor, by_user, at_ms, changes, reverts,
+                            conversation_id)
          VALUES (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM audit WHERE user_id = ?1),
-                 ?2, ?3, ?4, ?5, ?6, ?7)",
+                 ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
     )
     .map_err(unavailable)?
     .execute(params![
@@ -208,36 +206,92 @@ fn append_audit(tx: &Transaction<'_>, row: &AuditEntry) -> Result<(), StoreError
         row.by_user,
         row.at_ms,
         changes,
-        row.reverts
+        row.reverts,
+        row.conversation.as_ref().map(|c| c.0.as_str())
     ])
     .map_err(unavailable)?;
     Ok(())
 }
 
+const AUDIT_COLUMNS: &str =
+    "seq, action_id, actor, by_user, at_ms, changes, reverts, undone_by, conversation_id";
+
 fn audit_log(tx: &Transaction<'_>, user: &UserId) -> Result<Vec<AuditEntry>, StoreError> {
-    let mut stmt = tx
-        .prepare_cached(
-            "SELECT seq, action_id, actor, by_user, at_ms, changes, reverts, undone_by
-             FROM audit WHERE user_id = ?1 ORDER BY seq DESC",
-        )
-        .map_err(unavailable)?;
+    audit_rows(
+        tx,
+        user,
+        &format!("SELECT {AUDIT_COLUMNS} FROM audit WHERE user_id = ?1 ORDER BY seq DESC"),
+        params![user.0],
+    )
+}
+
+/// The rows the next undo in `scope` reverts, oldest first: the newest stacked row in scope
+/// (one indexed lookup), then the stacked rows of its action. Only the undo stack is read.
+fn next_undo(
+    tx: &Transaction<'_>,
+    user: &UserId,
+    scope: &UndoScope,
+) -> Result<Vec<AuditEntry>, StoreError> {
+    const STACK: &str = "user_id = ?1 AND by_user = 1 AND undone_by IS NULL AND reverts IS NULL";
+    let top: Option<String> = match scope {
+        UndoScope::Anywhere => tx
+            .prepare_cached(&format!(
+                "SELECT action_id FROM audit WHERE {STACK} ORDER BY seq DESC LIMIT 1"
+            ))
+            .map_err(unavailable)?
+            .query_row(params![user.0], |r| r.get(0)),
+        UndoScope::Conversation(conversation) => tx
+            .prepare_cached(&format!(
+                "SELECT action_id FROM audit WHERE {STACK} AND conversation_id = ?2
+                 ORDER BY seq DESC LIMIT 1"
+            ))
+            .map_err(unavailable)?
+            .query_row(params![user.0, conversation.0], |r| r.get(0)),
+    }
+    .optional()
+    .map_err(unavailable)?;
+    let Some(action_id) = top else {
+        return Ok(Vec::new());
+    };
+    let rows = audit_rows(
+        tx,
+        user,
+        &format!(
+            "SELECT {AUDIT_COLUMNS} FROM audit WHERE {STACK} AND action_id = ?2 ORDER BY seq DESC"
+        ),
+        params![user.0, action_id],
+    )?;
+    // The one rule for what an undo takes (scope included) stays `rows_to_undo`.
+    Ok(rows_to_undo(&rows, scope))
+}
+
+fn audit_rows(
+    tx: &Transaction<'_>,
+    user: &UserId,
+    sql: &str,
+    params: impl rusqlite::Params,
+) -> Result<Vec<AuditEntry>, StoreError> {
+    let mut stmt = tx.prepare_cached(sql).map_err(unavailable)?;
     let rows = stmt
-        .query_map(params![user.0], |r| {
+        .query_map(params, |r| {
             Ok((
-                r.get::<_, i64>(0)?,
-                r.get::<_, String>(1)?,
-                r.get::<_, String>(2)?,
-                r.get::<_, bool>(3)?,
-                r.get::<_, i64>(4)?,
+                (
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, bool>(3)?,
+                    r.get::<_, i64>(4)?,
+                ),
                 r.get::<_, String>(5)?,
                 r.get::<_, Option<String>>(6)?,
                 r.get::<_, Option<String>>(7)?,
+                r.get::<_, Option<String>>(8)?,
             ))
         })
         .map_err(unavailable)?;
     let mut out = Vec::new();
     for row in rows {
-        let (seq, action_id, actor, by_user, at_ms, changes, reverts, undone_by) =
+        let ((seq, action_id, actor, by_user, at_ms), changes, reverts, undone_by, conversation) =
             row.map_err(unavailable)?;
         let what = || format!("audit row {}#{seq}", user.0);
         out.push(AuditEntry {
@@ -251,6 +305,7 @@ fn audit_log(tx: &Transaction<'_>, user: &UserId) -> Result<Vec<AuditEntry>, Sto
             at_ms,
             reverts,
             undone_by,
+            conversation: conversation.map(ConversationId),
         });
     }
     Ok(out)

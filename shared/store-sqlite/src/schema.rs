@@ -177,6 +177,13 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         call_key TEXT PRIMARY KEY,
         output TEXT NOT NULL
     ) STRICT;",
+    // 13: the conversation an audit row was recorded in (NULL before, and outside any): a
+    // conversation's undo reverts only its own actions. The index finds the top of one
+    // conversation's undo stack; the second an action's rows.
+    "ALTER TABLE audit ADD COLUMN conversation_id TEXT;
+    CREATE INDEX audit_undo_stack ON audit (user_id, conversation_id, seq)
+        WHERE by_user = 1 AND undone_by IS NULL AND reverts IS NULL;
+    CREATE INDEX audit_by_action ON audit (user_id, action_id, seq);",
 ];
 
 /// The schema version this build writes and understands.

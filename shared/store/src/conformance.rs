@@ -33,6 +33,7 @@ mod leases;
 mod receipts;
 mod sessions;
 mod tool_results;
+mod undo_scope;
 
 pub use accounts::{
     check_account_status, check_accounts, check_accounts_listing, check_bindings_and_unbind,
@@ -40,9 +41,10 @@ pub use accounts::{
 };
 
 pub use leases::{check_concurrent_leases, check_leases};
-pub use sessions::{check_concurrent_take_login, check_pending_logins, check_sessions};
 pub use receipts::check_receipts;
+pub use sessions::{check_concurrent_take_login, check_pending_logins, check_sessions};
 pub use tool_results::check_tool_results;
+pub use undo_scope::check_undo_scope;
 
 pub use budget::{
     check_budget_buckets_of_window, check_budget_reserve_and_settle,
@@ -96,6 +98,7 @@ macro_rules! conformance_tests {
             records_conflict_writes_nothing => check_records_conflict_writes_nothing,
             undo_is_lifo_per_user => check_undo_lifo,
             undo_conflict_and_other_parties => check_undo_conflict_and_other_parties,
+            undo_scoped_to_a_conversation => check_undo_scope,
             pending_confirmations => check_pending_confirmations,
             accounts => check_accounts,
             create_account_refuses_taken_id_or_email => check_create_account,

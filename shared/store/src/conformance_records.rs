@@ -2,7 +2,10 @@
 //! [`Confirmations`](crate::Confirmations) and [`ActiveRecords`](crate::ActiveRecords). Run through
 //! [`conformance_tests!`](crate::conformance_tests) like the rest of the suite.
 
-use crate::{ActionCommit, ActorKind, Change, Pending, Store, StoreError, UndoOutcome};
+use crate::{
+    ActionCommit, ActorKind, Change, Pending, Store, StoreError, UndoOutcome, UndoRequest,
+    UndoScope,
+};
 use serde_json::{Value, json};
 use transcript::{ConversationId, UserId};
 
@@ -35,6 +38,19 @@ fn commit(action: &str, owner: &str, at_ms: i64, changes: Vec<Change>) -> Action
         at_ms,
         changes,
         receipt: None,
+        conversation: None,
+    }
+}
+
+/// An undo by the user, reaching all their actions, outside any conversation.
+fn undo(user: &UserId, action: &str, at_ms: i64) -> UndoRequest {
+    UndoRequest {
+        user: user.clone(),
+        scope: UndoScope::Anywhere,
+        action_id: action.into(),
+        actor: ActorKind::User,
+        conversation: None,
+        at_ms,
     }
 }
 
@@ -398,7 +414,7 @@ pub async fn check_undo_lifo(store: &dyn Store) {
         .await
         .unwrap();
 
-    let undone = store.undo_last(&alice, "u1", 50).await.unwrap();
+    let undone = store.undo_last(&undo(&alice, "u1", 50)).await.unwrap();
     let UndoOutcome::Undone { action_id, changes } = undone else {
         panic!("expected Undone, got {undone:?}");
     };
@@ -416,20 +432,20 @@ pub async fn check_undo_lifo(store: &dyn Store) {
         "bob untouched"
     );
 
-    let next = store.undo_last(&alice, "u2", 60).await.unwrap();
+    let next = store.undo_last(&undo(&alice, "u2", 60)).await.unwrap();
     assert!(
         matches!(&next, UndoOutcome::Undone { action_id, .. } if action_id == "a2"),
         "{next:?}"
     );
     assert_eq!(value(store, "event", "e1").await, Some(json!({"t": "one"})));
-    let next = store.undo_last(&alice, "u3", 70).await.unwrap();
+    let next = store.undo_last(&undo(&alice, "u3", 70)).await.unwrap();
     assert!(
         matches!(&next, UndoOutcome::Undone { action_id, .. } if action_id == "a1"),
         "{next:?}"
     );
     assert_eq!(value(store, "event", "e1").await, None);
     assert_eq!(
-        store.undo_last(&alice, "u4", 80).await.unwrap(),
+        store.undo_last(&undo(&alice, "u4", 80)).await.unwrap(),
         UndoOutcome::NothingToUndo
     );
 
@@ -460,7 +476,10 @@ pub async fn check_undo_lifo(store: &dyn Store) {
     );
     assert!(log.iter().all(|e| !e.on_undo_stack()));
 
-    let bob = store.undo_last(&user("bob"), "ub", 90).await.unwrap();
+    let bob = store
+        .undo_last(&undo(&user("bob"), "ub", 90))
+        .await
+        .unwrap();
     assert!(
         matches!(&bob, UndoOutcome::Undone { action_id, .. } if action_id == "b1"),
         "{bob:?}"
@@ -532,7 +551,7 @@ pub async fn check_undo_conflict_and_other_parties(store: &dyn Store) {
         .await
         .unwrap();
 
-    let undone = store.undo_last(&alice, "u1", 40).await.unwrap();
+    let undone = store.undo_last(&undo(&alice, "u1", 40)).await.unwrap();
     assert!(
         matches!(&undone, UndoOutcome::Undone { action_id, .. } if action_id == "a2"),
         "{undone:?}"
@@ -567,7 +586,7 @@ pub async fn check_undo_conflict_and_other_parties(store: &dyn Store) {
         ))
         .await
         .unwrap();
-    let refused = store.undo_last(&alice, "u2", 60).await.unwrap();
+    let refused = store.undo_last(&undo(&alice, "u2", 60)).await.unwrap();
     assert_eq!(
         refused,
         UndoOutcome::ChangedSince {
@@ -616,7 +635,7 @@ pub async fn check_undo_conflict_and_other_parties(store: &dyn Store) {
         ))
         .await
         .unwrap();
-    let undone = store.undo_last(&alice, "u3", 80).await.unwrap();
+    let undone = store.undo_last(&undo(&alice, "u3", 80)).await.unwrap();
     assert!(
         matches!(&undone, UndoOutcome::Undone { action_id, .. } if action_id == "a1"),
         "{undone:?}"
@@ -628,7 +647,7 @@ pub async fn check_undo_conflict_and_other_parties(store: &dyn Store) {
         Some(json!({"name": "Dana Lee"}))
     );
     assert_eq!(
-        store.undo_last(&alice, "u4", 90).await.unwrap(),
+        store.undo_last(&undo(&alice, "u4", 90)).await.unwrap(),
         UndoOutcome::NothingToUndo
     );
 }

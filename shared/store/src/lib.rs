@@ -42,7 +42,7 @@ pub use identities::{Binding, Identities};
 pub use leases::{Lease, Leases};
 pub use records::{
     ActionCommit, ActorKind, AuditEntry, Change, Receipt, Record, Records, UndoOutcome,
-    reverting_changes, rows_to_undo,
+    UndoRequest, UndoScope, reverting_changes, rows_to_undo,
 };
 pub use sessions::{PendingLogin, Session, Sessions};
 pub use tokens::{McpToken, TokenScope, Tokens};

@@ -7,17 +7,19 @@
 //! [`canonical_json`](crate::canonical_json)), else the whole commit is
 //! [`StoreError::Conflict`] and nothing is written.
 //!
-//! Undo ([`Records::undo_last`]) reverts the newest action still on a user's undo stack: the
-//! audit rows that the user initiated (`by_user`), that are not undone yet and that are not
-//! themselves undos. All rows of that action id are reverted together, in one atomic write,
-//! each record conditioned on still holding what the action left there.
+//! Undo ([`Records::undo_last`]) reverts the newest action still on a user's undo stack, within
+//! an [`UndoScope`]: the audit rows that the user initiated (`by_user`), that are not undone yet,
+//! that are not themselves undos and, for [`UndoScope::Conversation`], that were recorded in
+//! that conversation. All rows of that action id are reverted together, in one atomic write,
+//! each record conditioned on still holding what the action left there. The undo's own row
+//! names who undid (its actor) and where.
 
 use crate::StoreError;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
-use transcript::UserId;
+use transcript::{ConversationId, UserId};
 
 /// One stored record.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -90,6 +92,9 @@ pub struct ActionCommit {
     /// transaction (DESIGN invariant 10), so the effect and the record that it happened are
     /// one. A second commit with the same receipt key is [`StoreError::Conflict`].
     pub receipt: Option<Receipt>,
+    /// The conversation the action was taken in (`None` outside any: a form, a setup script).
+    /// A conversation's undo reverts only its own actions.
+    pub conversation: Option<ConversationId>,
 }
 
 /// The record that a tool call's effect was committed: the call's key
@@ -142,12 +147,66 @@ pub struct AuditEntry {
     pub reverts: Option<String>,
     /// Set once the row was reverted: the undo's action id.
     pub undone_by: Option<String>,
+    /// The conversation the action was taken in, if any.
+    pub conversation: Option<ConversationId>,
 }
 
 impl AuditEntry {
     /// On the user's undo stack: theirs, not undone, not an undo.
     pub fn on_undo_stack(&self) -> bool {
         self.by_user && self.undone_by.is_none() && self.reverts.is_none()
+    }
+
+    /// On the user's undo stack and within `scope`.
+    pub fn undoable_in(&self, scope: &UndoScope) -> bool {
+        self.on_undo_stack()
+            && match scope {
+                UndoScope::Anywhere => true,
+                UndoScope::Conversation(id) => self.conversation.as_ref() == Some(id),
+            }
+    }
+}
+
+/// Which of a user's actions an undo may revert.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UndoScope {
+    /// Only actions taken in this conversation: what the assistant's `undo` may reach.
+    Conversation(ConversationId),
+    /// Any of the user's own actions, wherever they were taken: only on the user's explicit
+    /// request in the web app.
+    Anywhere,
+}
+
+/// One undo: whose stack, how far it reaches, and the undo's own audit row (who undid, in which
+/// request and conversation, when).
+#[derive(Debug, Clone, PartialEq)]
+pub struct UndoRequest {
+    pub user: UserId,
+    pub scope: UndoScope,
+    /// The undo's own action id: the reverted rows are marked `undone_by` it.
+    pub action_id: String,
+    /// Who undid: the user, their agent or an MCP client.
+    pub actor: ActorKind,
+    /// Where the undo was asked for (`None` outside a conversation).
+    pub conversation: Option<ConversationId>,
+    pub at_ms: i64,
+}
+
+impl UndoRequest {
+    /// The undo's own audit row for `changes`, reverting `reverted` (its `seq` is the caller's).
+    pub fn audit_row(&self, seq: u64, reverted: &str, changes: Vec<Change>) -> AuditEntry {
+        AuditEntry {
+            seq,
+            action_id: self.action_id.clone(),
+            actor: self.actor,
+            user: self.user.clone(),
+            by_user: true,
+            at_ms: self.at_ms,
+            changes,
+            reverts: Some(reverted.to_owned()),
+            undone_by: None,
+            conversation: self.conversation.clone(),
+        }
     }
 }
 
@@ -184,14 +243,18 @@ pub trait Records: Send + Sync {
     /// the commit breaks [`ActionCommit::validate`]; in both cases nothing is written.
     async fn commit(&self, commit: &ActionCommit) -> Result<(), StoreError>;
 
-    /// Revert the newest action on `user`'s undo stack (see the module docs), mark its rows
-    /// undone by `undo_action_id` and append the undo's own audit row, atomically.
-    async fn undo_last(
+    /// Revert the newest action on the user's undo stack within the request's scope (see the
+    /// module docs), mark its rows undone by the request's action id and append the undo's own
+    /// audit row (its actor and conversation), atomically.
+    async fn undo_last(&self, undo: &UndoRequest) -> Result<UndoOutcome, StoreError>;
+
+    /// The rows the next [`Records::undo_last`] in `scope` would revert, oldest first (empty:
+    /// nothing to undo). Reads only the user's undo stack, not the whole log.
+    async fn next_undo(
         &self,
         user: &UserId,
-        undo_action_id: &str,
-        now_ms: i64,
-    ) -> Result<UndoOutcome, StoreError>;
+        scope: &UndoScope,
+    ) -> Result<Vec<AuditEntry>, StoreError>;
 
     /// The user's audit log, newest first.
     async fn audit_log(&self, user: &UserId) -> Result<Vec<AuditEntry>, StoreError>;
@@ -219,15 +282,16 @@ pub fn reverting_changes(rows: &[AuditEntry]) -> Vec<Change> {
         .collect()
 }
 
-/// The rows an undo reverts, given a user's audit log newest first: the newest row on the undo
-/// stack and every other stacked row of its action, oldest first.
-pub fn rows_to_undo(log_newest_first: &[AuditEntry]) -> Vec<AuditEntry> {
-    let Some(top) = log_newest_first.iter().find(|e| e.on_undo_stack()) else {
+/// The rows an undo in `scope` reverts, given (a part of) a user's audit log newest first: the
+/// newest row on the undo stack within the scope and every other such row of its action, oldest
+/// first.
+pub fn rows_to_undo(log_newest_first: &[AuditEntry], scope: &UndoScope) -> Vec<AuditEntry> {
+    let Some(top) = log_newest_first.iter().find(|e| e.undoable_in(scope)) else {
         return Vec::new();
     };
     let mut rows: Vec<AuditEntry> = log_newest_first
         .iter()
-        .filter(|e| e.on_undo_stack() && e.action_id == top.action_id)
+        .filter(|e| e.undoable_in(scope) && e.action_id == top.action_id)
         .cloned()
         .collect();
     rows.reverse();

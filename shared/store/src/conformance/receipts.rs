@@ -19,6 +19,7 @@ fn creating(action: &str, id: &str, receipt: Option<Receipt>) -> ActionCommit {
             after: Some(json!({"title": id})),
         }],
         receipt,
+        conversation: None,
     }
 }
 
