@@ -363,17 +363,16 @@ impl store::Records for CrashStore {
     async fn commit(&self, commit: &store::ActionCommit) -> Result<(), StoreError> {
         self.write("commit", self.inner.commit(commit)).await
     }
-    async fn undo_last(
+    async fn undo_last(&self, undo: &store::UndoRequest) -> Result<store::UndoOutcome, StoreError> {
+        self.write("undo_last", self.inner.undo_last(undo)).await
+    }
+    async fn next_undo(
         &self,
         user: &UserId,
-        undo_action_id: &str,
-        now_ms: i64,
-    ) -> Result<store::UndoOutcome, StoreError> {
-        self.write(
-            "undo_last",
-            self.inner.undo_last(user, undo_action_id, now_ms),
-        )
-        .await
+        scope: &store::UndoScope,
+    ) -> Result<Vec<store::AuditEntry>, StoreError> {
+        self.alive()?;
+        self.inner.next_undo(user, scope).await
     }
     async fn audit_log(&self, user: &UserId) -> Result<Vec<store::AuditEntry>, StoreError> {
         self.alive()?;
