@@ -2,7 +2,7 @@
 //! store, never from the model: a link code found in the text is redeemed (one conditional
 //! write) and binds the account; otherwise the bound user is looked up. Codes are tried
 //! sparingly: two per message ([`MAX_CODES_PER_MESSAGE`]) and five per sender and hour that do
-//! not link ([`code_attempts`](crate::code_attempts)).
+//! not link ([`code_attempts`]).
 
 use crate::code_attempts::{self, Try};
 use channels::link_code;
