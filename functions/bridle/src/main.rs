@@ -37,8 +37,8 @@ enum Command {
     Users(UsersArgs),
     /// Linked messaging accounts: list, unlink — on the SQLite file or the DynamoDB table.
     Identities(IdentitiesArgs),
-    /// The local server's dead jobs (messages whose every attempt failed): list, retry. On AWS
-    /// they are in the SQS dead-letter queue (redrive it from the console or the CLI).
+    /// Dead jobs (messages whose every attempt failed): list, retry. The local server's queue,
+    /// or on AWS the SQS dead-letter queue (--dlq-url, and --queue-url to retry).
     #[command(subcommand)]
     Jobs(JobsCommand),
 }
@@ -50,21 +50,36 @@ enum JobsCommand {
         /// The local server's SQLite file (default: BRIDLE_DB or ./bridle.db).
         #[arg(long)]
         db: Option<PathBuf>,
+        /// On AWS: the SQS dead-letter queue's URL (the stack's DeadLetterQueueUrl output).
+        #[arg(long, value_name = "URL", conflicts_with = "db")]
+        dlq_url: Option<String>,
         /// Print JSON.
         #[arg(long)]
         json: bool,
     },
-    /// Put a dead job (or all) back in the queue; the running server answers it.
+    /// Put a dead job (or all) back in the queue; the running server (on AWS, the worker)
+    /// answers it.
     Retry {
         /// The job's ID from `bridle jobs dead`.
         #[arg(required_unless_present = "all", conflicts_with = "all")]
-        id: Option<i64>,
+        id: Option<String>,
         /// Every dead job.
         #[arg(long)]
         all: bool,
         /// The local server's SQLite file (default: BRIDLE_DB or ./bridle.db).
         #[arg(long)]
         db: Option<PathBuf>,
+        /// On AWS: the SQS dead-letter queue's URL (the stack's DeadLetterQueueUrl output).
+        #[arg(
+            long,
+            value_name = "URL",
+            conflicts_with = "db",
+            requires = "queue_url"
+        )]
+        dlq_url: Option<String>,
+        /// On AWS: the queue to put them back on (the stack's QueueUrl output).
+        #[arg(long, value_name = "URL", requires = "dlq_url")]
+        queue_url: Option<String>,
     },
 }
 
@@ -117,11 +132,49 @@ fn main() -> ExitCode {
         Command::Budget(BudgetCommand::Report(args)) => runtime.block_on(report(args)),
         Command::Users(args) => runtime.block_on(users(args)),
         Command::Identities(args) => runtime.block_on(identities(args)),
-        Command::Jobs(command) => jobs(command),
+        Command::Jobs(command) => runtime.block_on(jobs(command)),
     }
 }
 
-fn jobs(command: JobsCommand) -> ExitCode {
+async fn jobs(command: JobsCommand) -> ExitCode {
+    let mut out = std::io::stdout().lock();
+    let on_aws = match &command {
+        JobsCommand::Dead {
+            dlq_url: Some(dlq),
+            json,
+            ..
+        } => Some(
+            admin_cli::jobs::list_dead_sqs(
+                &admin_cli::jobs::sqs_client().await,
+                dlq,
+                *json,
+                &mut out,
+            )
+            .await,
+        ),
+        JobsCommand::Retry {
+            dlq_url: Some(dlq),
+            queue_url: Some(queue),
+            id,
+            ..
+        } => Some(
+            admin_cli::jobs::retry_sqs(
+                &admin_cli::jobs::sqs_client().await,
+                dlq,
+                queue,
+                id.as_deref(),
+                &mut out,
+            )
+            .await,
+        ),
+        _ => None,
+    };
+    if let Some(done) = on_aws {
+        return match done {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(err) => admin_failed(&err),
+        };
+    }
     let path = |db: Option<PathBuf>| {
         db.unwrap_or_else(|| {
             PathBuf::from(std::env::var("BRIDLE_DB").unwrap_or_else(|_| "./bridle.db".into()))
@@ -141,10 +194,15 @@ fn jobs(command: JobsCommand) -> ExitCode {
         Ok(q) => q,
         Err(err) => return fail("cannot open the job queue", &err),
     };
-    let mut out = std::io::stdout().lock();
     let done = match command {
         JobsCommand::Dead { json, .. } => admin_cli::jobs::list_dead(&queue, json, &mut out),
-        JobsCommand::Retry { id, .. } => admin_cli::jobs::retry(&queue, id, &mut out),
+        JobsCommand::Retry { id: None, .. } => admin_cli::jobs::retry(&queue, None, &mut out),
+        JobsCommand::Retry { id: Some(id), .. } => match id.parse() {
+            Ok(seq) => admin_cli::jobs::retry(&queue, Some(seq), &mut out),
+            Err(_) => Err(CliError::Refused(format!(
+                "There is no dead job {id} (bridle jobs dead lists them)."
+            ))),
+        },
     };
     match done {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,5 +1,5 @@
-//! `bridle jobs dead` and `bridle jobs retry` on the built binary, on a queue file with a dead
-//! job in it.
+//! `bridle jobs dead` and `bridle jobs retry` on the built binary: on a queue file with a dead
+//! job in it, and on AWS on moto's SQS dead-letter queue.
 
 use queue::{JobQueue, QueueSettings, TurnJob};
 use queue_sqlite::SqliteQueue;
@@ -22,7 +22,17 @@ async fn a_queue_with_a_dead_job(path: &Path) {
         ..QueueSettings::default()
     };
     let q = SqliteQueue::open(path, settings).unwrap();
-    let job = TurnJob {
+    q.enqueue(&poison()).await.unwrap();
+    let got = q.receive(1, Duration::ZERO).await.unwrap();
+    q.release(&got[0].receipt).await.unwrap();
+    // Its one delivery is spent: the next look moves it to the dead letters.
+    assert!(q.receive(1, Duration::ZERO).await.unwrap().is_empty());
+    assert_eq!(q.dead_letters().unwrap().len(), 1);
+}
+
+/// A WhatsApp message that fails every time.
+fn poison() -> TurnJob {
+    TurnJob {
         channel: "whatsapp".into(),
         message_id: "wamid.poison".into(),
         conversation_key: "491701234567".into(),
@@ -31,13 +41,7 @@ async fn a_queue_with_a_dead_job(path: &Path) {
         button_id: None,
         media: Vec::new(),
         received_at_ms: 0,
-    };
-    q.enqueue(&job).await.unwrap();
-    let got = q.receive(1, Duration::ZERO).await.unwrap();
-    q.release(&got[0].receipt).await.unwrap();
-    // Its one delivery is spent: the next look moves it to the dead letters.
-    assert!(q.receive(1, Duration::ZERO).await.unwrap().is_empty());
-    assert_eq!(q.dead_letters().unwrap().len(), 1);
+    }
 }
 
 #[tokio::test]
@@ -80,4 +84,90 @@ async fn dead_jobs_are_listed_and_retried() {
     assert!(String::from_utf8_lossy(&none.stdout).contains("No dead jobs."));
     let missing = bridle(&["jobs", "dead", "--db", "/nonexistent/bridle.db"]);
     assert_eq!(missing.status.code(), Some(1));
+}
+
+/// `bridle jobs dead|retry --dlq-url` against moto's SQS (`AWS_ENDPOINT_URL`): a queue whose
+/// job was received once too often, so it sits in the dead-letter queue.
+#[tokio::test]
+async fn on_aws_the_dead_letter_queue_is_listed_and_retried() {
+    let endpoint = std::env::var("AWS_ENDPOINT_URL")
+        .expect("AWS_ENDPOINT_URL is not set: this test needs moto (scripts/test starts it)");
+    let client = aws_sdk_sqs::Client::from_conf(
+        aws_sdk_sqs::Config::builder()
+            .behavior_version_latest()
+            .region(aws_sdk_sqs::config::Region::new("us-east-1"))
+            .endpoint_url(endpoint)
+            .credentials_provider(aws_sdk_sqs::config::Credentials::new(
+                "test", "test", None, None, "static",
+            ))
+            .build(),
+    );
+    let settings = QueueSettings {
+        max_receives: 1,
+        ..QueueSettings::default()
+    };
+    let name = format!(
+        "bridle-jobs-cli-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis()
+    );
+    let (queue_url, dlq_url) = queue_sqs::create_fifo_queue_with_dlq(&client, &name, &settings)
+        .await
+        .unwrap();
+    let q = queue_sqs::SqsQueue::new(client.clone(), queue_url.clone(), settings);
+    q.enqueue(&poison()).await.unwrap();
+    let got = q.receive(1, Duration::ZERO).await.unwrap();
+    q.release(&got[0].receipt).await.unwrap();
+    assert!(q.receive(1, Duration::ZERO).await.unwrap().is_empty());
+
+    let table = bridle(&["jobs", "dead", "--dlq-url", &dlq_url]);
+    assert!(table.status.success(), "{table:?}");
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        text.contains("whatsapp") && text.contains("491701234567"),
+        "{text}"
+    );
+    let json = bridle(&["jobs", "dead", "--dlq-url", &dlq_url, "--json"]);
+    let rows: Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(rows.as_array().unwrap().len(), 1, "{rows}");
+    assert_eq!(rows[0]["message_id"], "wamid.poison");
+    let id = rows[0]["id"].as_str().unwrap().to_owned();
+
+    let unknown = bridle(&[
+        "jobs",
+        "retry",
+        "no-such-id",
+        "--dlq-url",
+        &dlq_url,
+        "--queue-url",
+        &queue_url,
+    ]);
+    assert_eq!(unknown.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("no dead job no-such-id"));
+    let without_queue = bridle(&["jobs", "retry", &id, "--dlq-url", &dlq_url]);
+    assert_eq!(
+        without_queue.status.code(),
+        Some(2),
+        "--queue-url is required"
+    );
+
+    let retried = bridle(&[
+        "jobs",
+        "retry",
+        &id,
+        "--dlq-url",
+        &dlq_url,
+        "--queue-url",
+        &queue_url,
+    ]);
+    assert!(retried.status.success(), "{retried:?}");
+    assert!(String::from_utf8_lossy(&retried.stdout).contains("queued again"));
+    let back = q.receive(1, Duration::ZERO).await.unwrap();
+    assert_eq!(back.len(), 1, "the job is queued again");
+    assert_eq!(back[0].job.message_id, "wamid.poison");
+    let none = bridle(&["jobs", "dead", "--dlq-url", &dlq_url]);
+    assert!(String::from_utf8_lossy(&none.stdout).contains("No dead jobs."));
 }

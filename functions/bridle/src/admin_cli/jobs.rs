@@ -69,3 +69,101 @@ pub fn retry(queue: &SqliteQueue, id: Option<i64>, out: &mut impl Write) -> Resu
         )?),
     }
 }
+
+/// An SQS client from the standard AWS environment (region, credentials, `AWS_ENDPOINT_URL`).
+pub async fn sqs_client() -> aws_sdk_sqs::Client {
+    let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    aws_sdk_sqs::Client::new(&aws)
+}
+
+/// List the dead letters of the SQS dead-letter queue at `dlq_url`: a table, or JSON. SQS
+/// shows each conversation's oldest dead letters; a line says how many more wait behind them.
+pub async fn list_dead_sqs(
+    client: &aws_sdk_sqs::Client,
+    dlq_url: &str,
+    json: bool,
+    out: &mut impl Write,
+) -> Result<(), CliError> {
+    let view = queue_sqs::dead_letters(client, dlq_url)
+        .await
+        .map_err(|e| CliError::refused(format!("cannot read the dead-letter queue: {e}")))?;
+    let field = |m: &queue_sqs::DeadMessage, f: fn(&queue::TurnJob) -> &str| {
+        m.job.as_ref().map_or("(unreadable)", f).to_owned()
+    };
+    if json {
+        let rows: Vec<_> = view
+            .messages
+            .iter()
+            .map(|m| {
+                json!({
+                    "id": m.message_id,
+                    "channel": field(m, |j| &j.channel),
+                    "conversation": field(m, |j| &j.conversation_key),
+                    "message_id": field(m, |j| &j.message_id),
+                    "receive_count": m.receive_count,
+                    "sent_at_ms": m.sent_at_ms,
+                })
+            })
+            .collect();
+        writeln!(out, "{}", serde_json::Value::Array(rows))?;
+        return Ok(());
+    }
+    if view.messages.is_empty() && view.more == 0 {
+        writeln!(out, "No dead jobs.")?;
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "{:<38} {:<10} {:<40} {:<6} SENT AT (UTC)",
+        "ID", "CHANNEL", "CONVERSATION", "TRIES"
+    )?;
+    for m in &view.messages {
+        let at = jiff::Timestamp::from_millisecond(m.sent_at_ms)
+            .map(|t| t.strftime("%Y-%m-%d %H:%M:%S").to_string())
+            .unwrap_or_default();
+        writeln!(
+            out,
+            "{:<38} {:<10} {:<40} {:<6} {at}",
+            m.message_id,
+            field(m, |j| &j.channel),
+            field(m, |j| &j.conversation_key),
+            m.receive_count
+        )?;
+    }
+    if view.more > 0 {
+        writeln!(
+            out,
+            "About {} more wait behind these in their conversations; they show once these are \
+             retried.",
+            view.more
+        )?;
+    }
+    Ok(())
+}
+
+/// Move dead letter `id` (an SQS message id; or all with `None`) from `dlq_url` back to
+/// `queue_url`, where the worker answers it.
+pub async fn retry_sqs(
+    client: &aws_sdk_sqs::Client,
+    dlq_url: &str,
+    queue_url: &str,
+    id: Option<&str>,
+    out: &mut impl Write,
+) -> Result<(), CliError> {
+    let n = queue_sqs::redrive(client, dlq_url, queue_url, id)
+        .await
+        .map_err(|e| CliError::refused(format!("cannot put the jobs back: {e}")))?;
+    match (id, n) {
+        (Some(id), 0) => Err(CliError::refused(format!(
+            "There is no dead job {id} in view (bridle jobs dead --dlq-url lists them)."
+        ))),
+        (Some(id), _) => Ok(writeln!(
+            out,
+            "Job {id} is queued again; the worker answers it."
+        )?),
+        (None, n) => Ok(writeln!(
+            out,
+            "{n} job(s) queued again; the worker answers them."
+        )?),
+    }
+}
