@@ -16,6 +16,7 @@ use std::time::Duration;
 use store::{Account, Accounts, ActorKind, Store, UndoScope};
 use store_sqlite::SqliteStore;
 use tests::Harness;
+use tests::crash_store::{Crash, CrashAt, CrashStore};
 use tests::moto::dynamo_store;
 use tools::{ActionId, Actor, Ctx, Registry, ToolCall};
 use transcript::{ConversationId, Part, Role, UserId};
@@ -356,4 +357,32 @@ async fn a_model_chaining_undo_after_a_held_cancel_reverts_nothing_of_another_co
 /// A reader of user-1's records (reads are not audited).
 fn elsewhere_reader() -> Caller {
     Caller::from_ctx(&ctx("conv-read", "read", Actor::User))
+}
+
+#[tokio::test]
+async fn an_undo_whose_effect_cannot_be_read_is_held() {
+    let sqlite: Arc<dyn Store> = Arc::new(SqliteStore::open_in_memory().unwrap());
+    sqlite
+        .put_account(&Account::new(USER, "Ana"))
+        .await
+        .unwrap();
+    let store = Arc::new(CrashStore::new(sqlite, Crash::at(CrashAt::Before(1))));
+    let planner = Planner::new(store.clone());
+    let here = ctx("conv-1", "a1", Actor::Agent);
+    assert_eq!(
+        planner.assess_risk(&here, "undo", &json!({})).await,
+        None,
+        "nothing to undo here: nothing to confirm"
+    );
+    // The store goes away (the first write never happens, and nothing after it works).
+    let lost = planner
+        .create_event(&Caller::from_ctx(&here), spring())
+        .await;
+    assert!(lost.is_err() && store.crash.is_dead());
+    let held = planner.assess_risk(&here, "undo", &json!({})).await;
+    assert_eq!(
+        held.as_deref(),
+        Some("Undo the last change made in this conversation"),
+        "what an undo would revert cannot be read, so it waits for a yes"
+    );
 }

@@ -78,8 +78,12 @@ impl Planner {
                     .flat_map(|e| e.changes.iter())
                     .filter_map(undo_effect)
                     .collect();
-                (!effects.is_empty())
-                    .then(|| format!("Undo your last change, which would {}", effects.join("; ")))
+                (!effects.is_empty()).then(|| {
+                    format!(
+                        "Undo the last change made in this conversation, which would {}",
+                        effects.join("; ")
+                    )
+                })
             }
             _ => None,
         }
