@@ -197,6 +197,26 @@ impl JobClaims for CrashStore {
 }
 
 #[async_trait]
+impl store::Retention for CrashStore {
+    async fn expire_conversation(
+        &self,
+        conversation: &ConversationId,
+        until_ms: i64,
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        self.write(
+            "expire_conversation",
+            self.inner.expire_conversation(conversation, until_ms, now_ms),
+        )
+        .await
+    }
+    async fn sweep_expired(&self, now_ms: i64) -> Result<u64, StoreError> {
+        self.write("sweep_expired", self.inner.sweep_expired(now_ms))
+            .await
+    }
+}
+
+#[async_trait]
 impl store::Leases for CrashStore {
     async fn acquire_lease(
         &self,

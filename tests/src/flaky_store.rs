@@ -108,6 +108,23 @@ impl JobClaims for FlakyStore {
 }
 
 #[async_trait]
+impl store::Retention for FlakyStore {
+    async fn expire_conversation(
+        &self,
+        conversation: &ConversationId,
+        until_ms: i64,
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        self.inner
+            .expire_conversation(conversation, until_ms, now_ms)
+            .await
+    }
+    async fn sweep_expired(&self, now_ms: i64) -> Result<u64, StoreError> {
+        self.inner.sweep_expired(now_ms).await
+    }
+}
+
+#[async_trait]
 impl store::Leases for FlakyStore {
     async fn acquire_lease(
         &self,

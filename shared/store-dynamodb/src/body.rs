@@ -3,8 +3,8 @@
 
 use crate::DynamoStore;
 use crate::error::{unavailable, write_error};
-use crate::item::{Item, corrupt, get_n, get_s, n, s};
-use crate::keys::{LSI1SK, PK, SK, part_suffix};
+use crate::item::{Item, corrupt, get_n, get_s, n, now_s, s};
+use crate::keys::{LSI1SK, PK, SK, TTL, part_suffix};
 use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
 use store::StoreError;
 
@@ -20,6 +20,9 @@ pub(crate) const CHUNKS: &str = "chunks";
 /// On a continuation item: which chunk it holds (1-based).
 pub(crate) const CHUNK: &str = "chunk";
 
+/// The condition of a new item: none there, or one past its `ttl` (`:now`, epoch seconds).
+pub(crate) const ABSENT_OR_EXPIRED: &str = "attribute_not_exists(pk) OR #ttl < :now";
+
 /// A new record whose body may span items: the head's keys and attributes, and the body.
 #[derive(Debug)]
 pub(crate) struct NewRecord {
@@ -33,7 +36,8 @@ pub(crate) struct NewRecord {
 }
 
 impl DynamoStore {
-    /// Write a record that must not exist yet. `Conflict { what }` when its head exists.
+    /// Write a record that must not exist yet. `Conflict { what }` when its head exists and is
+    /// not past its `ttl` (an expired one counts as absent, as on reads, and is replaced).
     pub(crate) async fn put_new(&self, record: NewRecord, what: &str) -> Result<(), StoreError> {
         let conflict = || StoreError::Conflict {
             what: what.to_owned(),
@@ -46,7 +50,9 @@ impl DynamoStore {
                 .put_item()
                 .table_name(&self.table)
                 .set_item(Some(head))
-                .condition_expression("attribute_not_exists(pk)")
+                .condition_expression(ABSENT_OR_EXPIRED)
+                .expression_attribute_names("#ttl", TTL)
+                .expression_attribute_values(":now", n(now_s()))
                 .send()
                 .await
                 .map(drop)
@@ -56,7 +62,9 @@ impl DynamoStore {
         for (chunk, item) in items.into_iter().enumerate() {
             let put = Put::builder().table_name(&self.table).set_item(Some(item));
             let put = if chunk == 0 {
-                put.condition_expression("attribute_not_exists(pk)")
+                put.condition_expression(ABSENT_OR_EXPIRED)
+                    .expression_attribute_names("#ttl", TTL)
+                    .expression_attribute_values(":now", n(now_s()))
             } else {
                 put
             };

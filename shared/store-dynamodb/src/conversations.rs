@@ -2,10 +2,11 @@
 //! field, listed per user through `gsi1`.
 
 use crate::DynamoStore;
+use crate::body::ABSENT_OR_EXPIRED;
 use crate::error::{unavailable, write_error};
 use crate::item::{Item, corrupt, get_n, get_s, is_expired, n, now_s, s};
 use crate::keys::{
-    GSI1, GSI1PK, GSI1SK, META, PK, SK, conversation_pk, created_gsi1sk, user_gsi1pk,
+    GSI1, GSI1PK, GSI1SK, META, PK, SK, TTL, conversation_pk, created_gsi1sk, user_gsi1pk,
 };
 use async_trait::async_trait;
 use store::{ConversationStore, StoreError};
@@ -28,7 +29,11 @@ impl ConversationStore for DynamoStore {
             .put_item()
             .table_name(&self.table)
             .set_item(Some(encode(c)))
-            .condition_expression("attribute_not_exists(pk)")
+            // An expired one (an unknown sender's lobby past its date, TTL not run yet) counts
+            // as absent, as on reads.
+            .condition_expression(ABSENT_OR_EXPIRED)
+            .expression_attribute_names("#ttl", TTL)
+            .expression_attribute_values(":now", n(now_s()))
             .send()
             .await
             .map_err(|e| {

@@ -140,6 +140,7 @@ mod leases;
 mod messages;
 mod query;
 mod records;
+mod retention;
 mod sessions;
 mod table;
 mod tokens;

@@ -24,6 +24,7 @@ mod identities;
 mod leases;
 mod messages;
 mod records;
+mod retention;
 mod schema;
 mod sessions;
 mod tokens;

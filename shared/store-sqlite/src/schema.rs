@@ -184,6 +184,12 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     CREATE INDEX audit_undo_stack ON audit (user_id, conversation_id, seq)
         WHERE by_user = 1 AND undone_by IS NULL AND reverts IS NULL;
     CREATE INDEX audit_by_action ON audit (user_id, action_id, seq);",
+    // 14: the date after which a conversation (an unknown sender's lobby) is deleted.
+    "CREATE TABLE conversation_expiry (
+        conversation_id TEXT    NOT NULL PRIMARY KEY,
+        expires_at_ms   INTEGER NOT NULL
+    ) STRICT;
+    CREATE INDEX conversation_expiry_by_date ON conversation_expiry (expires_at_ms);",
 ];
 
 /// The schema version this build writes and understands.

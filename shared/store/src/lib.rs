@@ -18,11 +18,14 @@ pub mod conformance;
 #[cfg(feature = "test-support")]
 pub mod conformance_records;
 #[cfg(feature = "test-support")]
+pub mod conformance_retention;
+#[cfg(feature = "test-support")]
 pub mod conformance_tokens;
 mod error;
 mod identities;
 mod leases;
 mod records;
+mod retention;
 mod sessions;
 mod tokens;
 mod tool_results;
@@ -44,6 +47,7 @@ pub use records::{
     ActionCommit, ActorKind, AuditEntry, Change, Receipt, Record, Records, UndoOutcome,
     UndoRequest, UndoScope, reverting_changes, rows_to_undo,
 };
+pub use retention::Retention;
 pub use sessions::{PendingLogin, Session, Sessions};
 pub use tokens::{McpToken, TokenScope, Tokens};
 pub use tool_results::ToolResults;
@@ -116,6 +120,7 @@ pub trait Store:
     + Accounts
     + ActiveRecords
     + BudgetLedger
+    + Retention
 {
 }
 impl<
@@ -131,7 +136,8 @@ impl<
         + Confirmations
         + Accounts
         + ActiveRecords
-        + BudgetLedger,
+        + BudgetLedger
+        + Retention,
 > Store for T
 {
 }

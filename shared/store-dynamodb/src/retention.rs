@@ -1,0 +1,97 @@
+//! `Retention`: the table's `ttl` (epoch seconds) on every item of an expiring conversation —
+//! its `META`, its messages (`MSG#…`) and visible entries (`SEEN#…`), continuation items
+//! included. DynamoDB's TTL deletes them some time after the date; reads treat them as gone from
+//! the date on (`query_all`, `conversation`), and a conversation or entry written later under
+//! the same key replaces an expired one. So `sweep_expired` has nothing to do here.
+//!
+//! A refresh skips items already past their date (conditional update): a late refresh never
+//! brings old words back. Items written after a refresh get their date at the next one; the job
+//! path refreshes after recording each exchange (a crash in between leaves that exchange without
+//! a date until the sender's next message).
+
+use crate::DynamoStore;
+use crate::error::{unavailable, write_error};
+use crate::item::{Item, is_expired, n, s, ttl_for};
+use crate::keys::{META, MSG, PK, SEEN, SK, TTL, conversation_pk};
+use async_trait::async_trait;
+use store::{Retention, StoreError};
+use transcript::ConversationId;
+
+/// Whether an item of a conversation's partition is part of what expires with it (not its lease,
+/// whose own expiry is the lease's business).
+fn expires_with_conversation(item: &Item) -> bool {
+    item.get(SK)
+        .and_then(|v| v.as_s().ok())
+        .is_some_and(|sk| sk == META || sk.starts_with(MSG) || sk.starts_with(SEEN))
+}
+
+#[async_trait]
+impl Retention for DynamoStore {
+    async fn expire_conversation(
+        &self,
+        conversation: &ConversationId,
+        until_ms: i64,
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        let pk = conversation_pk(conversation);
+        let now_s = now_ms.div_euclid(1000);
+        let query = self
+            .query()
+            .key_condition_expression("#pk = :pk")
+            .expression_attribute_names("#pk", PK)
+            .expression_attribute_names("#sk", SK)
+            .expression_attribute_names("#ttl", TTL)
+            .expression_attribute_values(":pk", s(&pk))
+            .projection_expression("#pk, #sk, #ttl")
+            .consistent_read(true);
+        // Every item, expired ones included: they are left as they are.
+        let mut items = Vec::new();
+        let mut start = None;
+        loop {
+            let page = query
+                .clone()
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(unavailable)?;
+            items.extend(page.items.unwrap_or_default());
+            match page.last_evaluated_key {
+                Some(key) if !key.is_empty() => start = Some(key),
+                _ => break,
+            }
+        }
+        for item in items
+            .iter()
+            .filter(|i| expires_with_conversation(i) && !is_expired(i, now_s))
+        {
+            let result = self
+                .client
+                .update_item()
+                .table_name(&self.table)
+                .key(PK, s(&pk))
+                .key(SK, item[SK].clone())
+                .update_expression("SET #ttl = :ttl")
+                .condition_expression(
+                    "attribute_exists(#pk) AND (attribute_not_exists(#ttl) OR #ttl >= :now)",
+                )
+                .expression_attribute_names("#pk", PK)
+                .expression_attribute_names("#ttl", TTL)
+                .expression_attribute_values(":ttl", n(ttl_for(until_ms)))
+                .expression_attribute_values(":now", n(now_s))
+                .send()
+                .await;
+            // Refused: deleted or expired meanwhile, and so it stays.
+            if let Err(e) = result {
+                match write_error(e, || StoreError::NotFound { what: pk.clone() }) {
+                    StoreError::NotFound { .. } => {}
+                    other => return Err(other),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn sweep_expired(&self, _now_ms: i64) -> Result<u64, StoreError> {
+        Ok(0)
+    }
+}
