@@ -26,8 +26,10 @@ impl ChannelJobs {
             }
             None => None,
         };
-        let text = match (&button_id, job.text.trim().is_empty()) {
-            (Some(id), true) => title_of(id),
+        // A press that came without its title (or with its id as the words, as Telegram gives
+        // when the keyboard is gone) reads as the title.
+        let text = match &button_id {
+            Some(id) if job.text.trim().is_empty() || job.text == *id => title_of(id),
             _ => job.text.clone(),
         };
         Said { text, button_id }

@@ -6,7 +6,7 @@
 use super::Turn;
 use crate::confirm::STALE_PRESS;
 use crate::{EngineError, Press, Shaped, TurnEvent};
-use ::tools::{Ctx, ToolCall};
+use ::tools::{Actor, Ctx, ToolCall};
 use store::canonical_json;
 use transcript::Part;
 
@@ -56,8 +56,10 @@ impl Turn<'_> {
                 id: format!("confirmed:{}", held_call.id),
                 ..held_call
             };
+            // The user's own press runs it, not the model.
             let ctx = Ctx {
                 call_key: Some(format!("{}#{}#{}", self.conv.id, at, call.id)),
+                actor: Actor::User,
                 ..self.ctx.clone()
             };
             let part = match recorded.get(&call.id) {
