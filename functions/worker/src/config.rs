@@ -13,6 +13,9 @@ pub struct WorkerConfig {
     /// The frozen system prompt: `BRIDLE_SYSTEM_PROMPT_FILE` (e.g. shipped in a layer), or the
     /// built-in one.
     pub prompt: engine::SystemPrompt,
+    /// `BRIDLE_LOBBY_RETENTION_DAYS`: how long an unknown sender's lobby is kept after its last
+    /// message (30 days when unset).
+    pub lobby_retention: std::time::Duration,
 }
 
 impl WorkerConfig {
@@ -40,12 +43,20 @@ impl WorkerConfig {
                     problems.push(problem);
                     engine::SystemPrompt::default()
                 });
+        let lobby_retention = channel_jobs::lobby_retention_from_setting(
+            var("BRIDLE_LOBBY_RETENTION_DAYS").as_deref(),
+        )
+        .unwrap_or_else(|problem| {
+            problems.push(problem);
+            channel_jobs::DEFAULT_LOBBY_RETENTION
+        });
         if problems.is_empty() {
             Ok(Self {
                 table,
                 model_id,
                 public_base_url,
                 prompt,
+                lobby_retention,
             })
         } else {
             Err(problems)
@@ -80,5 +91,28 @@ mod tests {
         })
         .unwrap_err();
         assert_eq!(bad.len(), 4, "{bad:?}");
+    }
+
+    #[test]
+    fn lobby_retention_in_days() {
+        let with = |days: Option<&str>| {
+            WorkerConfig::from_vars(move |k| {
+                Some(
+                    match k {
+                        "TABLE_NAME" => "bridle",
+                        "BEDROCK_MODEL_ID" => "anthropic.claude",
+                        "PUBLIC_BASE_URL" => "https://bridle.example",
+                        "BRIDLE_LOBBY_RETENTION_DAYS" => days?,
+                        _ => return None,
+                    }
+                    .into(),
+                )
+            })
+        };
+        let day = std::time::Duration::from_secs(86_400);
+        assert_eq!(with(None).unwrap().lobby_retention, 30 * day);
+        assert_eq!(with(Some("7")).unwrap().lobby_retention, 7 * day);
+        let bad = with(Some("0")).unwrap_err();
+        assert!(bad[0].contains("BRIDLE_LOBBY_RETENTION_DAYS"), "{bad:?}");
     }
 }

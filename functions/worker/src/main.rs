@@ -117,6 +117,7 @@ async fn init() -> Result<Worker, Error> {
             senders,
             options: JobOptions {
                 signup_url: config.public_base_url.clone(),
+                lobby_retention: config.lobby_retention,
                 metrics: metrics::Metrics::from_vars(env),
                 media,
                 estimate_usd: Some(estimate_usd),

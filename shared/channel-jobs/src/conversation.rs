@@ -3,14 +3,40 @@
 //! account to someone else starts a fresh conversation and never shows them the earlier
 //! owner's history. Before linking, the harness's replies are recorded in the chat's *lobby*
 //! (`{channel}:{conversation key}`), which belongs to no user and never reaches the model.
+//!
+//! A lobby holds what an unknown sender wrote, so it is not kept for ever: it expires
+//! [`JobOptions::lobby_retention`](crate::JobOptions::lobby_retention) (30 days by default,
+//! `BRIDLE_LOBBY_RETENTION_DAYS`) after its last message — row, visible entries and any
+//! messages ([`store::Retention`]: DynamoDB's TTL, a periodic sweep on SQLite). Linking does not
+//! keep it: the linked sender's words go to their own conversation from then on, which never
+//! expires; the lobby keeps only the exchanges before linking and expires as any other.
 
 use crate::ChannelJobs;
 use queue::TurnJob;
+use std::time::Duration;
 use store::{Account, StoreError};
 use transcript::{Conversation, ConversationId, UserId};
 
 /// The purpose (tool catalogue and prompt) of conversations that arrive through channels.
 pub const CHANNEL_PURPOSE: &str = "chat";
+
+/// How long an unknown sender's lobby is kept after its last message: 30 days.
+pub const DEFAULT_LOBBY_RETENTION: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// `BRIDLE_LOBBY_RETENTION_DAYS`: days from 1 to 3650; unset or blank is
+/// [`DEFAULT_LOBBY_RETENTION`]. The error is the sentence to report.
+pub fn lobby_retention_from_setting(days: Option<&str>) -> Result<Duration, String> {
+    let Some(days) = days.map(str::trim).filter(|d| !d.is_empty()) else {
+        return Ok(DEFAULT_LOBBY_RETENTION);
+    };
+    match days.parse::<u64>() {
+        Ok(n @ 1..=3650) => Ok(Duration::from_secs(n * 24 * 3600)),
+        _ => Err(format!(
+            "BRIDLE_LOBBY_RETENTION_DAYS={days:?} is not a whole number of days from 1 to 3650 \
+             (how long an unknown sender's messages are kept)"
+        )),
+    }
+}
 
 /// The bound user's conversation in this chat, created on first contact.
 pub async fn user_conversation(
@@ -53,6 +79,9 @@ pub async fn lobby_conversation(
         escape_key(&job.conversation_key)
     ));
     let owner = UserId(format!("unlinked:{}", id.0));
+    // A lobby past its date is gone before it is looked at (SQLite deletes it now; on DynamoDB
+    // it reads as absent), so a sender who returns later starts afresh.
+    keep_lobby(jobs, &id).await?;
     let conv = ensure(jobs, &id, &owner, &job.channel).await?;
     if conv.user_id != owner {
         // Only a corrupt row gets here (keys are escaped); never answer into it.
@@ -60,7 +89,21 @@ pub async fn lobby_conversation(
             what: format!("lobby {id} owned by another"),
         });
     }
+    // A lobby just created gets its date too (a crash before this leaves it undated until the
+    // sender's next message).
+    keep_lobby(jobs, &id).await?;
     Ok(id)
+}
+
+/// Move the lobby's date to [`JobOptions::lobby_retention`](crate::JobOptions::lobby_retention)
+/// from now, for everything in it — called again after each exchange is recorded, so the
+/// entries just written expire too.
+pub async fn keep_lobby(jobs: &ChannelJobs, lobby: &ConversationId) -> Result<(), StoreError> {
+    let now = (jobs.options.clock)();
+    let keep = i64::try_from(jobs.options.lobby_retention.as_millis()).unwrap_or(i64::MAX);
+    jobs.store
+        .expire_conversation(lobby, now.saturating_add(keep), now)
+        .await
 }
 
 /// A platform's conversation key as it goes into a conversation id: `%` and `@` escaped, so no
@@ -112,4 +155,24 @@ async fn ensure_account(
             .await?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lobby_retention_is_whole_days_thirty_by_default() {
+        let day = Duration::from_secs(86_400);
+        assert_eq!(lobby_retention_from_setting(None), Ok(30 * day));
+        assert_eq!(lobby_retention_from_setting(Some(" ")), Ok(30 * day));
+        assert_eq!(lobby_retention_from_setting(Some("7")), Ok(7 * day));
+        for bad in ["0", "-1", "1.5", "3651", "a week"] {
+            let problem = lobby_retention_from_setting(Some(bad)).unwrap_err();
+            assert!(
+                problem.starts_with("BRIDLE_LOBBY_RETENTION_DAYS="),
+                "{problem}"
+            );
+        }
+    }
 }

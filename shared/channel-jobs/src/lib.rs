@@ -31,7 +31,10 @@ pub mod lines;
 mod press;
 pub mod web;
 
-pub use conversation::{CHANNEL_PURPOSE, escape_key, lobby_conversation, user_conversation};
+pub use conversation::{
+    CHANNEL_PURPOSE, DEFAULT_LOBBY_RETENTION, escape_key, keep_lobby, lobby_conversation,
+    lobby_retention_from_setting, user_conversation,
+};
 
 use channels::Sender;
 use engine::{Engine, EventSink, NullSink, TurnInput, TurnOutcome};
@@ -85,6 +88,9 @@ pub struct JobOptions {
     /// claim is released, and it ends [`JobOutcome::Failed`] ([`CUT_SHORT`]) for its queue to
     /// put back, so the next start resumes it at once.
     pub abandon: Arc<tokio::sync::watch::Sender<bool>>,
+    /// How long an unknown sender's lobby is kept after its last message
+    /// ([`DEFAULT_LOBBY_RETENTION`], `BRIDLE_LOBBY_RETENTION_DAYS`).
+    pub lobby_retention: Duration,
 }
 
 /// Why a job cut short by [`JobOptions::abandon`] failed.
@@ -116,6 +122,7 @@ impl Default for JobOptions {
             media: None,
             estimate_usd: None,
             abandon: Arc::new(tokio::sync::watch::Sender::new(false)),
+            lobby_retention: DEFAULT_LOBBY_RETENTION,
         }
     }
 }
@@ -296,6 +303,7 @@ impl ChannelJobs {
                         ));
                     }
                     let text = lines::harness_reply(other, &self.options.signup_url);
+                    let in_lobby = other.user().is_none();
                     let conversation = match other.user() {
                         Some(user) => user_conversation(self, job, user).await,
                         None => lobby_conversation(self, job).await,
@@ -303,7 +311,13 @@ impl ChannelJobs {
                     .map_err(store_error)?;
                     self.leased(job, &conversation, async {
                         self.deliver_harness_reply(job, &conversation, &text, sender)
-                            .await
+                            .await?;
+                        // The exchange just recorded expires with the lobby (a crash before
+                        // this leaves it undated until the sender's next message).
+                        if in_lobby {
+                            keep_lobby(self, &conversation).await.map_err(store_error)?;
+                        }
+                        Ok(())
                     })
                     .await?;
                     tracing::info!(job = %job.dedupe_key(), outcome = ?other, "answered by the harness");
