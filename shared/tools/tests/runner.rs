@@ -288,3 +288,31 @@ fn bad_definitions_are_rejected_at_registration() {
     );
     assert!(matches!(name, Err(RegistryError::BadName(_))));
 }
+
+/// A call answered from its receipt (the handler's output, recorded with its effect) is shaped
+/// exactly as the handler's return value was: effects stripped and given back, lists wrapped,
+/// long output capped — the same bytes for the model either way.
+#[tokio::test]
+async fn an_answer_from_a_recorded_output_is_shaped_as_the_run_was() {
+    let r = registry();
+    for (name, output) in [
+        (
+            "create_event",
+            json!({"id": "e1", "title": "Spring Open", "owner": "u1", "_effects": ["events"]}),
+        ),
+        ("list_events", json!([{"id": "e1"}, {"id": "e2"}])),
+        ("dump", json!({"blob": "x".repeat(5000)})),
+    ] {
+        let call = ToolCall {
+            id: "t1".into(),
+            name: name.into(),
+            input: if name == "create_event" {
+                json!({"title": "Spring Open"})
+            } else {
+                json!({})
+            },
+        };
+        let ran = r.run(&ctx(), "planner", &call).await;
+        assert_eq!(r.answer(&call, output), ran, "{name}");
+    }
+}
