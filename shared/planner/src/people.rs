@@ -122,7 +122,8 @@ impl Planner {
                 None,
             ),
         ];
-        self.write(Access::Owner(caller), changes, &attendee).await?;
+        self.write(Access::Owner(caller), changes, &attendee)
+            .await?;
         Ok(attendee)
     }
 
