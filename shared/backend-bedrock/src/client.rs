@@ -14,7 +14,7 @@ use aws_sdk_bedrockruntime::config::retry::RetryConfig;
 use aws_sdk_bedrockruntime::error::DisplayErrorContext;
 use aws_sdk_bedrockruntime::types::ConverseStreamOutput;
 use aws_sdk_bedrockruntime::types::error::ConverseStreamOutputError;
-use backend::{BackendError, ChatModel, ChatRequest, EventStream};
+use backend::{BackendError, ChatModel, ChatRequest, EventStream, ModelEvent};
 use futures::StreamExt;
 use std::collections::VecDeque;
 use std::time::Instant;
@@ -29,17 +29,45 @@ type Receiver = aws_sdk_bedrockruntime::primitives::event_stream::EventReceiver<
 pub struct BedrockModel {
     client: Client,
     model_id: String,
+    /// The configured endpoint override, for log lines.
+    endpoint: Option<String>,
 }
 
 impl BedrockModel {
     /// `model_id` (a model id or inference-profile ARN) is used when a request names no model.
     pub fn new(client: Client, model_id: String) -> Self {
-        Self { client, model_id }
+        Self {
+            client,
+            model_id,
+            endpoint: None,
+        }
     }
 
     pub fn model_id(&self) -> &str {
         &self.model_id
     }
+
+    /// Name the endpoint the client was configured with (an `AWS_ENDPOINT_URL…` override), so
+    /// a connection failure's log line says where; without it, the region's endpoint is named.
+    pub fn with_endpoint(mut self, endpoint: Option<&str>) -> Self {
+        self.endpoint = endpoint.map(str::to_owned);
+        self
+    }
+
+    /// Where calls go, for the operator's log.
+    fn endpoint(&self) -> String {
+        match (&self.endpoint, self.client.config().region()) {
+            (Some(url), _) => url.clone(),
+            (None, Some(region)) => format!("https://bedrock-runtime.{region}.amazonaws.com"),
+            (None, None) => "Bedrock (no region configured)".to_owned(),
+        }
+    }
+}
+
+/// A [`BedrockModel`] on [`client_from_env`], naming the configured endpoint in its logs.
+pub async fn model_from_env(model_id: String) -> BedrockModel {
+    let shared = aws_config::load_defaults(BehaviorVersion::latest()).await;
+    BedrockModel::new(client(&shared), model_id).with_endpoint(shared.endpoint_url())
 }
 
 /// A Bedrock runtime client configured the standard AWS way: region, credentials and endpoint
@@ -93,7 +121,7 @@ impl ChatModel for BedrockModel {
             .await
             .map_err(|err| {
                 let detail = excerpt(&DisplayErrorContext(&err).to_string());
-                let mapped = from_open_error(err, started.elapsed());
+                let mapped = from_open_error(err, started.elapsed(), &self.endpoint());
                 tracing::warn!(kind = mapped.kind(), error = %detail, "ConverseStream failed");
                 mapped
             })?;
@@ -120,7 +148,12 @@ fn events(receiver: Receiver) -> EventStream {
                 return None;
             }
             let mapped = match receiver.recv().await {
-                Ok(Some(event)) => mapper.map_event(event),
+                // A frame with nothing to say (`messageStart`, a block's start, an event newer
+                // than this SDK) still shows the stream is alive: the idle timer restarts.
+                Ok(Some(event)) => match mapper.map_event(event) {
+                    mapped if mapped.is_empty() => vec![Ok(ModelEvent::KeepAlive)],
+                    mapped => mapped,
+                },
                 Ok(None) => mapper.finish(),
                 Err(err) => {
                     let detail = excerpt(&DisplayErrorContext(&err).to_string());

@@ -22,6 +22,7 @@
 //!   text placeholder, `[image: key]` or `[document: key]`, as in the OpenAI adapter.
 //! - `toolConfig` is sent only when tools are offered (Bedrock then rejects tool blocks in the
 //!   history, so callers keep offering tools once a conversation used them; the engine does).
+//!   Its `toolChoice` is `{"any": {}}` for a required tool call, absent otherwise (auto).
 //! - `inferenceConfig` carries `maxTokens`, and `temperature` and `stopSequences` when set.
 //! - A reasoning budget becomes `additionalModelRequestFields`
 //!   `{"thinking": {"type": "enabled", "budget_tokens": N}}` (Anthropic's form), only when set.
@@ -35,10 +36,11 @@ use aws_sdk_bedrockruntime::error::BuildError;
 use aws_sdk_bedrockruntime::operation::converse_stream::ConverseStreamInput;
 use aws_sdk_bedrockruntime::primitives::Blob;
 use aws_sdk_bedrockruntime::types::{
-    ContentBlock, ConversationRole, DocumentBlock, DocumentFormat, DocumentSource, ImageBlock,
-    ImageFormat, ImageSource, InferenceConfiguration, Message, ReasoningContentBlock,
-    ReasoningTextBlock, S3Location, SystemContentBlock, Tool, ToolConfiguration, ToolInputSchema,
-    ToolResultBlock, ToolResultContentBlock, ToolResultStatus, ToolSpecification, ToolUseBlock,
+    AnyToolChoice, ContentBlock, ConversationRole, DocumentBlock, DocumentFormat, DocumentSource,
+    ImageBlock, ImageFormat, ImageSource, InferenceConfiguration, Message, ReasoningContentBlock,
+    ReasoningTextBlock, S3Location, SystemContentBlock, Tool, ToolChoice, ToolConfiguration,
+    ToolInputSchema, ToolResultBlock, ToolResultContentBlock, ToolResultStatus, ToolSpecification,
+    ToolUseBlock,
 };
 use backend::{BackendError, ChatRequest, ToolSpec};
 use serde_json::{Value, json};
@@ -93,6 +95,7 @@ fn build(request: &ChatRequest, fallback_model: &str) -> Result<ConverseStreamIn
         Some(
             ToolConfiguration::builder()
                 .set_tools(Some(tools))
+                .set_tool_choice(tool_choice(settings.tool_choice))
                 .build()?,
         )
     };
@@ -111,6 +114,16 @@ fn build(request: &ChatRequest, fallback_model: &str) -> Result<ConverseStreamIn
         .set_tool_config(tool_config)
         .set_additional_model_request_fields(thinking)
         .build()
+}
+
+/// Converse's `toolChoice`: `any` for required; nothing for auto (the default) and for none,
+/// which Converse cannot say (the tools must stay offered while the history holds tool blocks;
+/// the settings refuse `none` for Bedrock at start-up).
+fn tool_choice(choice: backend::ToolChoice) -> Option<ToolChoice> {
+    match choice {
+        backend::ToolChoice::Required => Some(ToolChoice::Any(AnyToolChoice::builder().build())),
+        backend::ToolChoice::Auto | backend::ToolChoice::None => None,
+    }
 }
 
 /// A cache point at the end of the last message, unless that message ends with reasoning
@@ -450,6 +463,7 @@ mod tests {
             stop_sequences: vec!["\nUser:".into()],
             reasoning_budget: Some(2048),
             prompt_cache: false,
+            ..InferenceSettings::default()
         };
         let input = convert(&req);
         assert_eq!(input.model_id.as_deref(), Some("anthropic.claude-sonnet-4"));

@@ -23,8 +23,10 @@
 //!   `Overloaded`, otherwise `Transport`.
 //! - A request that could not be built or signed (no credentials, no region) → `Auth`: an
 //!   operator must fix configuration.
-//! - Connection, timeout and response failures, and event-stream decode failures (a bad CRC, a
-//!   frame cut off by a closed connection) → `Transport`, with the SDK error as `source`.
+//! - A connection that cannot be made (an I/O failure before any response: refused, no route)
+//!   → `Unreachable`, naming the endpoint. Other connection, timeout and response failures, and
+//!   event-stream decode failures (a bad CRC, a frame cut off by a closed connection) →
+//!   `Transport`, with the SDK error as `source`.
 //! - Other codes by HTTP status: 401/403 → `Auth`, 429 → `Throttled`, 5xx → `Overloaded`, 4xx
 //!   → `InvalidRequest`, anything else → `Transport`.
 //!
@@ -85,11 +87,21 @@ const NOT_ACCEPTED: &[&str] = &[
 
 /// The error for a call that failed before any event. `elapsed` is how long the call took
 /// (reported for the model's own timeout).
+/// `endpoint` is where the call went, named when it could not connect at all.
 pub(crate) fn from_open_error(
     err: SdkError<ConverseStreamError, HttpResponse>,
     elapsed: Duration,
+    endpoint: &str,
 ) -> BackendError {
     match err {
+        SdkError::DispatchFailure(ref failure)
+            if failure.as_connector_error().is_some_and(|c| c.is_io()) =>
+        {
+            BackendError::Unreachable {
+                endpoint: endpoint.to_owned(),
+                source: Some(Arc::new(err)),
+            }
+        }
         SdkError::ServiceError(context) => {
             let status = context.raw().status().as_u16();
             from_service_error(context.into_err(), status, elapsed)

@@ -27,7 +27,7 @@ mod events;
 mod sorted_body;
 
 pub use cache::{CachePoints, MAX_CACHE_POINTS, cache_points_for};
-pub use client::{BedrockModel, client, client_from_env};
+pub use client::{BedrockModel, client, client_from_env, model_from_env};
 pub use convert::into_bedrock;
 pub use document::{from_document, to_document};
 pub use events::{BedrockEventMapper, Mapped};

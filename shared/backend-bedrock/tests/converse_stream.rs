@@ -7,7 +7,7 @@ use aws_sdk_bedrockruntime::config::retry::RetryConfig;
 use aws_sdk_bedrockruntime::config::{BehaviorVersion, Credentials, Region};
 use backend::{
     BackendError, ChatMessage, ChatModel, ChatRequest, EventStream, InferenceSettings, ModelEvent,
-    ReasoningDelta, Reply, StopReason, ToolSpec, Usage,
+    ReasoningDelta, Reply, StopReason, ToolChoice, ToolSpec, Usage,
 };
 use backend_bedrock::BedrockModel;
 use fake_bedrock::{FakeBedrock, Frame, Scenario};
@@ -65,9 +65,13 @@ fn weather_tool() -> ToolSpec {
     }
 }
 
+/// The stream without keep-alives (every frame that carries no content is one; the keep-alive
+/// test looks at them).
 async fn open(model: &BedrockModel) -> EventStream {
     match model.stream(request()).await {
-        Ok(stream) => stream,
+        Ok(stream) => stream
+            .filter(|e| std::future::ready(!matches!(e, Ok(ModelEvent::KeepAlive))))
+            .boxed(),
         Err(err) => panic!("the stream did not open: {err:?}"),
     }
 }
@@ -443,17 +447,85 @@ async fn other_http_errors_before_any_event() {
 }
 
 #[tokio::test]
-async fn a_refused_connection_is_a_transport_error_with_its_source() {
+async fn a_refused_connection_is_unreachable_and_names_the_endpoint() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let endpoint = format!("http://{}", listener.local_addr().unwrap());
     drop(listener);
-    let model = BedrockModel::new(client(&endpoint), MODEL.to_owned());
+    let model =
+        BedrockModel::new(client(&endpoint), MODEL.to_owned()).with_endpoint(Some(&endpoint));
     let err = match model.stream(request()).await {
         Ok(_) => panic!("the stream opened"),
         Err(err) => err,
     };
-    assert!(matches!(err, BackendError::Transport { .. }), "{err:?}");
+    assert!(matches!(err, BackendError::Unreachable { .. }), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        format!("cannot reach the model server at {endpoint}")
+    );
     assert!(std::error::Error::source(&err).is_some());
+    // Without a named endpoint, the region's is named.
+    let model = BedrockModel::new(client(&endpoint), MODEL.to_owned());
+    let err = model.stream(request()).await.err().unwrap();
+    assert!(
+        err.to_string()
+            .ends_with("https://bedrock-runtime.us-east-1.amazonaws.com"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn frames_without_content_are_keep_alives() {
+    let (_fake, model) = serve(vec![Scenario::reply(
+        &Reply::new()
+            .keep_alive()
+            .keep_alive()
+            .say("hi")
+            .stop(StopReason::EndTurn),
+    )])
+    .await;
+    let items: Vec<ModelEvent> = model
+        .stream(request())
+        .await
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+        .await;
+    // messageStart, then the two unknown events; the text block has no start event.
+    assert_eq!(
+        &items[..4],
+        &[
+            ModelEvent::KeepAlive,
+            ModelEvent::KeepAlive,
+            ModelEvent::KeepAlive,
+            ModelEvent::text("hi"),
+        ],
+        "{items:?}"
+    );
+    assert!(matches!(items.last(), Some(ModelEvent::Done { .. })));
+}
+
+#[tokio::test]
+async fn a_required_tool_call_is_tool_choice_any_in_the_body() {
+    let (fake, model) = serve(vec![
+        Scenario::reply(&Reply::text("ok")),
+        Scenario::reply(&Reply::text("ok")),
+        Scenario::reply(&Reply::text("ok")),
+    ])
+    .await;
+    for choice in [ToolChoice::Required, ToolChoice::Auto, ToolChoice::None] {
+        let mut req = request();
+        req.settings.tool_choice = choice;
+        let _: Vec<_> = model.stream(req).await.unwrap().collect().await;
+    }
+    let bodies: Vec<Value> = fake.requests().iter().map(|r| r.body.clone()).collect();
+    assert_eq!(bodies[0]["toolConfig"]["toolChoice"], json!({"any": {}}));
+    assert!(bodies[0]["toolConfig"]["tools"].is_array());
+    for body in &bodies[1..] {
+        assert!(
+            body["toolConfig"].get("toolChoice").is_none(),
+            "auto is Converse's default; none cannot be said: {body}"
+        );
+    }
 }
 
 #[tokio::test]
@@ -520,6 +592,7 @@ async fn bedrock_receives_the_converse_request_body() {
             stop_sequences: vec!["\nUser:".into()],
             reasoning_budget: Some(2048),
             prompt_cache: true,
+            ..InferenceSettings::default()
         },
     };
     let items: Vec<_> = model.stream(request).await.unwrap().collect().await;

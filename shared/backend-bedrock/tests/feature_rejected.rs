@@ -5,7 +5,8 @@
 mod support;
 
 use backend::{
-    BackendError, ChatMessage, ChatModel, ChatRequest, InferenceSettings, OptionalFeature, Reply,
+    BackendError, ChatMessage, ChatModel, ChatRequest, InferenceSettings, ModelEvent,
+    OptionalFeature, Reply,
 };
 use fake_bedrock::{Frame, Scenario};
 use futures::StreamExt;
@@ -33,15 +34,19 @@ fn request() -> ChatRequest {
 }
 
 /// The error the adapter reports for `scenario`, whether the call fails before the stream or
-/// the stream's first item is the failure.
+/// the stream's first item (after keep-alives: `messageStart` says nothing) is the failure.
 async fn failure(scenario: Scenario) -> BackendError {
     let (_fake, model) = serve(CLAUDE, vec![scenario]).await;
     match model.stream(request()).await {
         Err(err) => err,
-        Ok(mut stream) => match stream.next().await {
-            Some(Err(err)) => err,
-            other => panic!("expected a failure, got {other:?}"),
-        },
+        Ok(stream) => {
+            let mut stream =
+                stream.filter(|e| std::future::ready(!matches!(e, Ok(ModelEvent::KeepAlive))));
+            match stream.next().await {
+                Some(Err(err)) => err,
+                other => panic!("expected a failure, got {other:?}"),
+            }
+        }
     }
 }
 

@@ -1,7 +1,10 @@
 //! The I/O: POST the converted request, map HTTP failures before any event, then hand the body
-//! to the shared SSE path. Deadlines and idle timeouts are the engine's job; the caller builds
+//! to the shared SSE path (or, from a server that ignored `stream: true`, take its one JSON
+//! completion as a one-shot stream). A connection that cannot be made is `Unreachable`, naming
+//! the endpoint without credentials. Deadlines and idle timeouts are the engine's job; the caller builds
 //! the `reqwest::Client` (with a connect timeout).
 
+use crate::completion::events_from_completion;
 use crate::convert::into_openai;
 use crate::error::{excerpt, from_error_object, from_http, parse_retry_after};
 use crate::sse::sse_events;
@@ -11,6 +14,7 @@ use futures::StreamExt;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, RETRY_AFTER};
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Where and as whom to call. Built by the caller (typically from `OPENAI_BASE_URL`,
 /// `OPENAI_API_KEY`, `OPENAI_MODEL`); this crate reads no environment. `Debug` hides the key.
@@ -92,7 +96,7 @@ impl ChatModel for OpenAiModel {
         if let Some(key) = self.config.key() {
             call = call.bearer_auth(key);
         }
-        let response = call.send().await.map_err(send_error)?;
+        let response = call.send().await.map_err(|e| send_error(e, &self.url))?;
 
         let status = response.status();
         if !status.is_success() {
@@ -109,17 +113,40 @@ impl ChatModel for OpenAiModel {
         }
         if is_json(response.headers()) {
             // Not a stream: an error object some servers send with 200, or `stream` ignored.
-            let text = response.text().await.map_err(send_error)?;
+            let text = response
+                .text()
+                .await
+                .map_err(|e| send_error(e, &self.url))?;
+            let value = serde_json::from_str::<serde_json::Value>(&text).ok();
+            if let Some(events) = value.as_ref().and_then(events_from_completion) {
+                if !JSON_FALLBACK_LOGGED.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        url = %self.url,
+                        "the model server answered one JSON completion instead of a stream \
+                         (it ignores stream: true); taking it whole, so replies appear at once"
+                    );
+                }
+                return Ok(futures::stream::iter(events).boxed());
+            }
             return Err(json_instead_of_stream(&text, self.config.key()));
         }
         Ok(sse_events(response.bytes_stream()).boxed())
     }
 }
 
-fn send_error(err: reqwest::Error) -> BackendError {
-    let message = if err.is_connect() {
-        "could not connect to the model server"
-    } else if err.is_timeout() {
+/// The JSON fallback is said once per process, not on every call.
+static JSON_FALLBACK_LOGGED: AtomicBool = AtomicBool::new(false);
+
+fn send_error(err: reqwest::Error, url: &str) -> BackendError {
+    // The URL may carry a key (user info, query): the message names the endpoint instead.
+    let err = err.without_url();
+    if err.is_connect() {
+        return BackendError::Unreachable {
+            endpoint: endpoint_for_logs(url),
+            source: Some(Arc::new(err)),
+        };
+    }
+    let message = if err.is_timeout() {
         "the request to the model server timed out"
     } else {
         "the request to the model server failed"
@@ -127,6 +154,21 @@ fn send_error(err: reqwest::Error) -> BackendError {
     BackendError::Transport {
         message: message.into(),
         source: Some(Arc::new(err)),
+    }
+}
+
+/// Where the call went, for the operator's log: scheme, host, port and path; no user, password
+/// or query (a key may ride in either).
+fn endpoint_for_logs(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(mut u) => {
+            let _ = u.set_username("");
+            let _ = u.set_password(None);
+            u.set_query(None);
+            u.set_fragment(None);
+            u.to_string()
+        }
+        Err(_) => "(an address that does not parse)".to_owned(),
     }
 }
 

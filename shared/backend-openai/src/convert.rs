@@ -4,7 +4,10 @@
 //! Choices, for OpenAI and local servers alike:
 //! - `max_tokens` (not `max_completion_tokens`): local servers (llama.cpp, vLLM, Ollama) accept
 //!   it; OpenAI's o-series reasoning models reject it, so use a non-reasoning model or a proxy
-//!   that rewrites it. `reasoning_budget` is not sent (there is no portable field).
+//!   that rewrites it. `reasoning_budget` is not sent (there is no portable field);
+//!   `reasoning_effort` is, when set.
+//! - `tool_choice` is sent only with tools and only when it is not `auto` (the API's default):
+//!   `"required"` or `"none"`.
 //! - Text parts of one message are joined with a blank line into a plain `content` string, the
 //!   most widely accepted form.
 //! - Reasoning parts are dropped: OpenAI-compatible APIs do not accept reasoning on input.
@@ -16,7 +19,7 @@
 //!   sent as its JSON text, so the engine's `{"error": ...}` results arrive unchanged.
 //! - An assistant message without text has `content: ""` (some chat templates fail on `null`).
 
-use backend::{ChatMessage, ChatRequest, ToolSpec};
+use backend::{ChatMessage, ChatRequest, ToolChoice, ToolSpec};
 use serde_json::{Value, json};
 use transcript::{MediaRef, Part, Role};
 
@@ -52,6 +55,13 @@ pub fn into_openai(request: &ChatRequest, fallback_model: &str) -> Value {
     }
     if !request.tools.is_empty() {
         body["tools"] = request.tools.iter().map(tool).collect();
+        match settings.tool_choice {
+            ToolChoice::Auto => {}
+            choice => body["tool_choice"] = json!(choice.as_str()),
+        }
+    }
+    if let Some(effort) = settings.reasoning_effort {
+        body["reasoning_effort"] = json!(effort.as_str());
     }
     body
 }
@@ -244,6 +254,7 @@ mod tests {
                 stop_sequences: vec!["\nUser:".into()],
                 reasoning_budget: Some(2048),
                 prompt_cache: true,
+                ..InferenceSettings::default()
             },
         };
         check(
@@ -300,6 +311,27 @@ mod tests {
                 "messages": [{"role": "user", "content": "hi"}],
             }),
         );
+    }
+
+    #[test]
+    fn tool_choice_goes_only_with_tools_and_only_when_not_auto() {
+        let mut req = request(vec![msg(Role::User, vec![Part::text("hi")])]);
+        req.settings.tool_choice = ToolChoice::Required;
+        assert!(
+            into_openai(&req, "m").get("tool_choice").is_none(),
+            "no tools"
+        );
+        req.tools = vec![ToolSpec {
+            name: "t".into(),
+            description: "d".into(),
+            input_schema: json!({"type": "object"}),
+        }]
+        .into();
+        assert_eq!(into_openai(&req, "m")["tool_choice"], "required");
+        req.settings.tool_choice = ToolChoice::None;
+        assert_eq!(into_openai(&req, "m")["tool_choice"], "none");
+        req.settings.tool_choice = ToolChoice::Auto;
+        assert!(into_openai(&req, "m").get("tool_choice").is_none());
     }
 
     #[test]

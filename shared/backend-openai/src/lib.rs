@@ -17,12 +17,14 @@
 //! [`BackendError`]: backend::BackendError
 
 mod client;
+mod completion;
 mod convert;
 mod error;
 mod events;
 mod sse;
 
 pub use client::{OpenAiConfig, OpenAiModel};
+pub use completion::events_from_completion;
 pub use convert::into_openai;
 pub use events::OpenAiEventMapper;
 pub use sse::{events_from_sse_bytes, sse_events};

@@ -1,52 +1,45 @@
 //! Response bytes → neutral events: SSE framing (`eventsource-stream`: lines split across reads,
 //! `\r\n`, `: keep-alive` comments, multi-byte characters split across chunks) feeding the
-//! [`OpenAiEventMapper`]. The client and the tests share this path.
+//! [`OpenAiEventMapper`]; bytes that complete no event become a keep-alive. The client and the
+//! tests share this path.
 
 use crate::events::{Mapped, OpenAiEventMapper};
-use backend::BackendError;
+use backend::{BackendError, ModelEvent};
 use eventsource_stream::{EventStreamError, Eventsource};
 use futures::{Stream, StreamExt};
 use std::collections::VecDeque;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
 
 /// The neutral events of a Chat Completions response body. Ends after `Done` or the first
 /// error (without waiting for the server to close the connection).
+///
+/// Whenever bytes arrived since the last item but no complete event is ready (a `: ping`
+/// comment, half a frame, a chunk with nothing to say), the stream yields
+/// [`ModelEvent::KeepAlive`], so the engine's idle timer counts any bytes on the wire.
 pub fn sse_events<S, B, E>(body: S) -> impl Stream<Item = Mapped> + Send + 'static
 where
     S: Stream<Item = Result<B, E>> + Send + 'static,
     B: AsRef<[u8]> + Send + 'static,
     E: std::error::Error + Send + Sync + 'static,
 {
-    let state = State {
+    let bytes_seen = Arc::new(AtomicBool::new(false));
+    let seen = bytes_seen.clone();
+    let body = body.inspect(move |chunk| {
+        if chunk.as_ref().is_ok_and(|b| !b.as_ref().is_empty()) {
+            seen.store(true, Ordering::Relaxed);
+        }
+    });
+    let mut state = State {
         frames: Box::pin(body.eventsource()),
         mapper: OpenAiEventMapper::new(),
         pending: VecDeque::new(),
         ended: false,
+        bytes_seen,
     };
-    futures::stream::unfold(state, |mut state| async move {
-        loop {
-            if let Some(item) = state.pending.pop_front() {
-                return Some((item, state));
-            }
-            if state.ended || state.mapper.is_complete() {
-                return None;
-            }
-            match state.frames.next().await {
-                Some(Ok(frame)) => {
-                    let mapped = map_frame(&mut state.mapper, &frame.event, &frame.data);
-                    state.pending.extend(mapped);
-                }
-                Some(Err(err)) => {
-                    state.pending.push_back(Err(framing_error(err)));
-                    state.ended = true;
-                }
-                None => {
-                    state.pending.extend(state.mapper.finish());
-                    state.ended = true;
-                }
-            }
-        }
-    })
+    futures::stream::poll_fn(move |cx| state.poll_next(cx))
 }
 
 /// Every event in a complete recorded response body (tests, replays).
@@ -56,10 +49,48 @@ pub fn events_from_sse_bytes(bytes: &[u8]) -> Vec<Mapped> {
 }
 
 struct State<F> {
-    frames: std::pin::Pin<Box<F>>,
+    frames: Pin<Box<F>>,
     mapper: OpenAiEventMapper,
     pending: VecDeque<Mapped>,
     ended: bool,
+    /// Set by the body whenever a chunk arrives; cleared when an item is yielded.
+    bytes_seen: Arc<AtomicBool>,
+}
+
+impl<F, E> State<F>
+where
+    F: Stream<Item = Result<eventsource_stream::Event, EventStreamError<E>>>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Mapped>> {
+        loop {
+            if let Some(item) = self.pending.pop_front() {
+                self.bytes_seen.store(false, Ordering::Relaxed);
+                return Poll::Ready(Some(item));
+            }
+            if self.ended || self.mapper.is_complete() {
+                return Poll::Ready(None);
+            }
+            match self.frames.as_mut().poll_next(cx) {
+                Poll::Ready(Some(Ok(frame))) => {
+                    let mapped = map_frame(&mut self.mapper, &frame.event, &frame.data);
+                    self.pending.extend(mapped);
+                }
+                Poll::Ready(Some(Err(err))) => {
+                    self.pending.push_back(Err(framing_error(err)));
+                    self.ended = true;
+                }
+                Poll::Ready(None) => {
+                    self.pending.extend(self.mapper.finish());
+                    self.ended = true;
+                }
+                Poll::Pending if self.bytes_seen.swap(false, Ordering::Relaxed) => {
+                    return Poll::Ready(Some(Ok(ModelEvent::KeepAlive)));
+                }
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
 }
 
 /// A frame named `error` (some proxies send `event: error`) is an error even when its data is

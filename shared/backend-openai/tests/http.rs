@@ -8,8 +8,8 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
 use axum::routing::post;
 use backend::{
-    BackendError, ChatMessage, ChatModel, ChatRequest, InferenceSettings, ModelEvent, StopReason,
-    ToolSpec, Usage,
+    BackendError, ChatMessage, ChatModel, ChatRequest, InferenceSettings, ModelEvent,
+    ReasoningEffort, StopReason, ToolChoice, ToolSpec, Usage,
 };
 use backend_openai::{OpenAiConfig, OpenAiModel, into_openai};
 use futures::StreamExt;
@@ -24,6 +24,8 @@ const KEY: &str = "sk-test-0123456789abcdefSECRET";
 /// What the fake server answers, one per request.
 enum Canned {
     Sse(Vec<u8>),
+    /// SSE sent piece by piece, each after its wait.
+    Paced(Vec<(Duration, &'static str)>),
     Status {
         status: u16,
         headers: Vec<(&'static str, &'static str)>,
@@ -71,6 +73,16 @@ async fn chat_completions(State(fake): State<Fake>, headers: HeaderMap, body: By
             let stream = futures::stream::iter(pieces).then(|piece| async move {
                 tokio::time::sleep(Duration::from_millis(2)).await;
                 Ok::<_, std::convert::Infallible>(piece)
+            });
+            Response::builder()
+                .header(header::CONTENT_TYPE, "text/event-stream")
+                .body(Body::from_stream(stream))
+                .unwrap()
+        }
+        Canned::Paced(pieces) => {
+            let stream = futures::stream::iter(pieces).then(|(wait, piece)| async move {
+                tokio::time::sleep(wait).await;
+                Ok::<_, std::convert::Infallible>(Bytes::from_static(piece.as_bytes()))
             });
             Response::builder()
                 .header(header::CONTENT_TYPE, "text/event-stream")
@@ -148,8 +160,16 @@ fn request() -> ChatRequest {
     }
 }
 
+/// The events, without keep-alives (the pieces arrive a few milliseconds apart, so some bytes
+/// complete no event; the keep-alive tests look at those).
 async fn collect(model: &OpenAiModel) -> Vec<Result<ModelEvent, BackendError>> {
-    model.stream(request()).await.unwrap().collect().await
+    model
+        .stream(request())
+        .await
+        .unwrap()
+        .filter(|e| std::future::ready(!matches!(e, Ok(ModelEvent::KeepAlive))))
+        .collect()
+        .await
 }
 
 #[tokio::test]
@@ -292,16 +312,154 @@ async fn http_400_context_length_is_context_too_long() {
 }
 
 #[tokio::test]
-async fn a_refused_connection_is_a_transport_error_with_its_source() {
+async fn a_refused_connection_is_unreachable_and_names_the_endpoint_without_secrets() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let addr = listener.local_addr().unwrap();
     drop(listener);
-    let err = match model(&url, None).stream(request()).await {
+    let url = format!("http://user:{KEY}@{addr}/v1");
+    let err = match model(&url, Some(KEY)).stream(request()).await {
         Ok(_) => panic!("the stream opened"),
         Err(err) => err,
     };
+    assert!(matches!(err, BackendError::Unreachable { .. }), "{err:?}");
+    assert_eq!(err.kind(), "unreachable");
+    assert!(err.is_retryable());
+    let shown = err.to_string();
+    assert_eq!(
+        shown,
+        format!("cannot reach the model server at http://{addr}/v1/chat/completions")
+    );
+    let mut chain = format!("{err:?}");
+    let mut source = std::error::Error::source(&err);
+    assert!(source.is_some());
+    while let Some(s) = source {
+        chain.push_str(&s.to_string());
+        source = s.source();
+    }
+    assert!(!chain.contains("SECRET"), "{chain}");
+}
+
+#[tokio::test]
+async fn keep_alive_comments_surface_as_keep_alives_before_the_answer() {
+    let ping = Duration::from_millis(60);
+    let mut pieces = vec![(Duration::ZERO, ": ping\n\n")];
+    pieces.extend([(ping, ": ping - 2026-12-01 18:00:00\n\n"); 4]);
+    pieces.extend([
+        (
+            ping,
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Ready.\"}}]}\n\n",
+        ),
+        (
+            Duration::ZERO,
+            "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n",
+        ),
+    ]);
+    let (_fake, url) = serve(vec![Canned::Paced(pieces)]).await;
+    let events: Vec<ModelEvent> = model(&url, None)
+        .stream(request())
+        .await
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+        .await;
+    let alive = events
+        .iter()
+        .take_while(|e| **e == ModelEvent::KeepAlive)
+        .count();
+    assert!(alive >= 4, "one keep-alive per ping, at least: {events:?}");
+    assert_eq!(events[alive], ModelEvent::text("Ready."));
+    assert!(matches!(
+        events.last(),
+        Some(ModelEvent::Done {
+            stop_reason: StopReason::EndTurn,
+            ..
+        })
+    ));
+}
+
+#[tokio::test]
+async fn tool_choice_and_reasoning_effort_reach_the_server() {
+    let (fake, url) = serve(vec![
+        Canned::Sse(fixture("text.sse")),
+        Canned::Sse(fixture("text.sse")),
+        Canned::Sse(fixture("text.sse")),
+    ])
+    .await;
+    let model = model(&url, None);
+    for (choice, effort) in [
+        (ToolChoice::Required, Some(ReasoningEffort::Low)),
+        (ToolChoice::None, None),
+        (ToolChoice::Auto, Some(ReasoningEffort::High)),
+    ] {
+        let mut req = request();
+        req.settings.tool_choice = choice;
+        req.settings.reasoning_effort = effort;
+        let _: Vec<_> = model.stream(req).await.unwrap().collect().await;
+    }
+    let seen = fake.seen();
+    assert_eq!(seen[0].body["tool_choice"], "required");
+    assert_eq!(seen[0].body["reasoning_effort"], "low");
+    assert_eq!(seen[1].body["tool_choice"], "none");
+    assert!(seen[1].body.get("reasoning_effort").is_none());
+    assert!(
+        seen[2].body.get("tool_choice").is_none(),
+        "auto is the default and not sent"
+    );
+    assert_eq!(seen[2].body["reasoning_effort"], "high");
+}
+
+#[tokio::test]
+async fn a_server_that_ignores_stream_true_is_taken_as_a_one_shot_stream() {
+    let completion = json!({
+        "id": "chatcmpl-1", "object": "chat.completion", "model": "local",
+        "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+            "role": "assistant", "content": "Let me check.",
+            "tool_calls": [{"id": "call_1", "type": "function",
+                            "function": {"name": "get_weather", "arguments": "{\"city\":\"Oslo\"}"}}]}}],
+        "usage": {"prompt_tokens": 50, "completion_tokens": 9, "total_tokens": 59}
+    });
+    let (fake, url) = serve(vec![Canned::Status {
+        status: 200,
+        headers: vec![],
+        body: completion.to_string(),
+    }])
+    .await;
+    let events: Vec<ModelEvent> = collect(&model(&url, None))
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        events,
+        vec![
+            ModelEvent::text("Let me check."),
+            ModelEvent::ToolUse {
+                id: "call_1".into(),
+                name: "get_weather".into(),
+                input: json!({"city": "Oslo"}),
+            },
+            ModelEvent::Done {
+                stop_reason: StopReason::ToolUse,
+                usage: Usage {
+                    input_tokens: 50,
+                    output_tokens: 9,
+                    ..Usage::default()
+                },
+            },
+        ]
+    );
+    assert_eq!(fake.seen().len(), 1, "asked once, not again");
+}
+
+#[tokio::test]
+async fn json_that_is_neither_a_completion_nor_an_error_is_a_transport_error() {
+    let err = open_error(Canned::Status {
+        status: 200,
+        headers: vec![],
+        body: r#"{"hello": "world"}"#.into(),
+    })
+    .await;
     assert!(matches!(err, BackendError::Transport { .. }), "{err:?}");
-    assert!(std::error::Error::source(&err).is_some());
 }
 
 #[test]

@@ -41,6 +41,14 @@ pub enum BackendError {
         feature: OptionalFeature,
         message: String,
     },
+    /// The model server could not be reached at all (connection refused, no route, unknown
+    /// host): it is down or the address is wrong. `endpoint` says where (never a secret).
+    #[error("cannot reach the model server at {endpoint}")]
+    Unreachable {
+        endpoint: String,
+        #[source]
+        source: Option<Arc<dyn std::error::Error + Send + Sync>>,
+    },
     /// The connection or the stream broke (including malformed frames).
     #[error("transport failure: {message}")]
     Transport {
@@ -65,6 +73,7 @@ impl BackendError {
             BackendError::Throttled { .. }
                 | BackendError::Overloaded
                 | BackendError::Timeout { .. }
+                | BackendError::Unreachable { .. }
                 | BackendError::Transport { .. }
         )
     }
@@ -80,6 +89,7 @@ impl BackendError {
             BackendError::InvalidRequest { .. } => "invalid_request",
             BackendError::ReasoningRejected { .. } => "reasoning_rejected",
             BackendError::FeatureRejected { .. } => "feature_rejected",
+            BackendError::Unreachable { .. } => "unreachable",
             BackendError::Transport { .. } => "transport",
         }
     }

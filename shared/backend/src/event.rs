@@ -21,6 +21,9 @@ pub enum ModelEvent {
         name: String,
         input: Value,
     },
+    /// Bytes arrived that carry no content (an SSE `: ping` comment, a frame with nothing to
+    /// say): the server is alive. The engine only restarts its idle timer.
+    KeepAlive,
     /// The response is complete.
     Done {
         stop_reason: StopReason,

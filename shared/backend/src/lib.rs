@@ -14,7 +14,9 @@ mod scripted;
 
 pub use error::{BackendError, OptionalFeature};
 pub use event::{EventStream, ModelEvent, ReasoningDelta};
-pub use request::{ChatMessage, ChatRequest, InferenceSettings, ToolSpec};
+pub use request::{
+    ChatMessage, ChatRequest, InferenceSettings, ReasoningEffort, ToolChoice, ToolSpec,
+};
 pub use script_file::ScriptError;
 pub use scripted::{Reply, ScriptedModel, Step};
 pub use transcript::{StopReason, Usage};

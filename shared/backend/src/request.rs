@@ -70,6 +70,60 @@ pub struct InferenceSettings {
     /// supports it. Adapters without prompt caching ignore it.
     #[serde(default = "yes")]
     pub prompt_cache: bool,
+    /// Whether the model may, must or must not call a tool on this call. Adapters send nothing
+    /// for [`ToolChoice::Auto`] (every provider's default) and nothing at all without tools.
+    #[serde(default)]
+    pub tool_choice: ToolChoice,
+    /// How hard a reasoning model should think, for providers that take an effort level
+    /// (OpenAI-compatible `reasoning_effort`); Bedrock takes [`Self::reasoning_budget`] instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<ReasoningEffort>,
+}
+
+/// Whether a call may use the tools offered.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolChoice {
+    /// The model decides (the default everywhere).
+    #[default]
+    Auto,
+    /// The model must call at least one tool (OpenAI `required`, Bedrock `any`).
+    Required,
+    /// The model must not call a tool (OpenAI `none`; Bedrock has no such choice).
+    None,
+}
+
+impl ToolChoice {
+    /// The setting's spelling: `auto`, `required`, `none`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolChoice::Auto => "auto",
+            ToolChoice::Required => "required",
+            ToolChoice::None => "none",
+        }
+    }
+}
+
+/// A reasoning model's effort level, as OpenAI-compatible servers name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReasoningEffort {
+    Minimal,
+    Low,
+    Medium,
+    High,
+}
+
+impl ReasoningEffort {
+    /// The wire and setting spelling: `minimal`, `low`, `medium`, `high`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReasoningEffort::Minimal => "minimal",
+            ReasoningEffort::Low => "low",
+            ReasoningEffort::Medium => "medium",
+            ReasoningEffort::High => "high",
+        }
+    }
 }
 
 fn yes() -> bool {
@@ -84,6 +138,8 @@ impl Default for InferenceSettings {
             stop_sequences: Vec::new(),
             reasoning_budget: None,
             prompt_cache: true,
+            tool_choice: ToolChoice::Auto,
+            reasoning_effort: None,
         }
     }
 }

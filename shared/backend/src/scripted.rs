@@ -132,6 +132,12 @@ impl Reply {
         self
     }
 
+    /// A keep-alive (bytes with no content, like an SSE `: ping` comment).
+    pub fn keep_alive(mut self) -> Self {
+        self.steps.push(Step::Event(ModelEvent::KeepAlive));
+        self
+    }
+
     /// Pause before the next step.
     pub fn then_wait(mut self, d: Duration) -> Self {
         self.steps.push(Step::Delay(d));

@@ -14,6 +14,8 @@ pub(crate) struct Streamed {
     pub parts: Vec<Part>,
     /// Whether any event reached the sink (then a retry would repeat what the user saw).
     pub emitted: bool,
+    /// Whether the server sent keep-alives: it had the request and was working on it.
+    pub kept_alive: bool,
 }
 
 impl Streamed {
@@ -113,6 +115,7 @@ pub(crate) struct Limits {
 }
 
 /// Run one call to completion. On `Err`, `acc` holds what was streamed before the failure.
+/// Any event, a keep-alive included, restarts the idle timer; the whole-call deadline holds.
 pub(crate) async fn stream_call(
     model: &dyn ChatModel,
     request: ChatRequest,
@@ -154,6 +157,8 @@ pub(crate) async fn stream_call(
             }
             Some(Err(e)) => return Err(e),
             Some(Ok(ModelEvent::Done { stop_reason, usage })) => return Ok((stop_reason, usage)),
+            // Bytes on the wire: the idle timer starts again at the top of the loop.
+            Some(Ok(ModelEvent::KeepAlive)) => acc.kept_alive = true,
             Some(Ok(ModelEvent::Text { text })) => {
                 acc.push_text(&text);
                 acc.emitted = true;

@@ -71,6 +71,8 @@ pub(crate) fn notes_request(model: &str, rows: &[ChatMessage], max_tokens: u32) 
             stop_sequences: Vec::new(),
             reasoning_budget: None,
             prompt_cache: false,
+            tool_choice: backend::ToolChoice::Auto,
+            reasoning_effort: None,
         },
     }
 }

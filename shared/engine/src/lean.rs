@@ -36,6 +36,7 @@ impl Lean {
         }
         if self.dropped(OptionalFeature::Reasoning) {
             settings.reasoning_budget = None;
+            settings.reasoning_effort = None;
         }
     }
 }

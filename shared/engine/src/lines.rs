@@ -7,6 +7,9 @@ pub const THROTTLED: &str =
     "I'm getting more requests than I can handle right now. Please try again in a minute.";
 pub const OVERLOADED: &str =
     "The model is busy or still starting up right now. Please try again in a little while.";
+/// The model server refused the connection or could not be found.
+pub const UNREACHABLE: &str =
+    "I can't reach the model server right now. Please try again in a little while.";
 pub const TIMED_OUT: &str =
     "Sorry, that took too long and I had to stop. Please try again in a moment.";
 pub const CUT_OFF: &str = "(My answer was cut off because it got too long. Say \"continue\" and I'll pick up from there.)";

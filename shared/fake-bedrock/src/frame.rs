@@ -31,6 +31,12 @@ impl Frame {
         }
     }
 
+    /// An event of a type newer than the SDK (it decodes as `Unknown`) and says nothing: bytes
+    /// on the wire that carry no content, as a keep-alive would.
+    pub fn unknown_event() -> Self {
+        Self::event("keepAliveFromTheFuture", json!({}))
+    }
+
     /// `messageStart` for the assistant's message.
     pub fn message_start() -> Self {
         Self::event("messageStart", json!({"role": "assistant"}))

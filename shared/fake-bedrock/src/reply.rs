@@ -9,6 +9,7 @@
 //! - `Done` → `messageStop` and then `metadata` with the usage, as Bedrock orders them.
 //! - `Fail(err)` → an exception frame of the matching type, and the stream ends.
 //! - `Stall` → nothing more is ever sent; the connection stays open.
+//! - A keep-alive → an event of a type the SDK does not know, carrying nothing.
 
 use crate::frame::Frame;
 use crate::scenario::Piece;
@@ -140,6 +141,7 @@ impl Blocks {
                 }
                 out.push(frame(Frame::block_stop(index)));
             }
+            ModelEvent::KeepAlive => out.push(frame(Frame::unknown_event())),
             ModelEvent::Done { .. } => {}
         }
     }
@@ -203,6 +205,8 @@ pub(crate) fn exception_for(err: &BackendError) -> Frame {
         }
         BackendError::Auth { message } => Frame::exception("accessDeniedException", message),
         BackendError::Transport { message, .. } => Frame::model_stream_error(400, message),
+        // Mid-stream the server was reached: the nearest is a broken stream.
+        BackendError::Unreachable { endpoint, .. } => Frame::model_stream_error(400, endpoint),
     }
 }
 

@@ -134,7 +134,7 @@ impl Scenario {
                 "AccessDeniedException",
                 "You don't have access to the model with the specified model ID.",
             ),
-            BackendError::Transport { .. } => Self::http_error(
+            BackendError::Transport { .. } | BackendError::Unreachable { .. } => Self::http_error(
                 500,
                 "InternalServerException",
                 "The server encountered an internal error.",

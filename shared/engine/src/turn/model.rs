@@ -4,7 +4,7 @@
 use super::Turn;
 use crate::call::{Limits, Streamed, stream_call};
 use crate::{CallReport, EngineError, GuardCall, TurnEnd, TurnEvent, lines};
-use backend::{BackendError, ChatRequest};
+use backend::{BackendError, ChatRequest, ToolChoice};
 use std::time::Duration;
 use transcript::{Part, Role, StopReason, Usage};
 
@@ -35,6 +35,9 @@ impl Turn<'_> {
                         tracing::warn!(?feature, error = %err, "the provider refused an optional feature; lean mode from now on");
                     }
                 }
+                // A server that sent keep-alives had the request: a timeout's retry would only
+                // queue behind it (a single-slot local server).
+                BackendError::Timeout { .. } if acc.kept_alive => return Ok(Err(err)),
                 _ if err.is_retryable() && !retried => {
                     retried = true;
                     let wait = match &err {
@@ -103,6 +106,14 @@ impl Turn<'_> {
         } else {
             self.history.chat()
         };
+        // `required` asks for a tool on the user's message; after tool results the model must
+        // be free to answer, or it would call tools until the cycle limit.
+        let after_tools = messages
+            .last()
+            .is_some_and(|m| m.parts.iter().any(|p| matches!(p, Part::ToolResult { .. })));
+        if after_tools && settings.tool_choice == ToolChoice::Required {
+            settings.tool_choice = ToolChoice::Auto;
+        }
         ChatRequest {
             model: o.model_id.clone(),
             system: o.system_prompt.clone(),
@@ -124,6 +135,7 @@ impl Turn<'_> {
             BackendError::Throttled { .. } => lines::THROTTLED,
             BackendError::Overloaded => lines::OVERLOADED,
             BackendError::Timeout { .. } => lines::TIMED_OUT,
+            BackendError::Unreachable { .. } => lines::UNREACHABLE,
             _ => lines::BACKEND_FAILED,
         };
         let mut parts = acc.visible_parts();
