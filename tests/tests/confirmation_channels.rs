@@ -358,14 +358,20 @@ impl Setup {
             .await;
         let calls = self.api.wait_for(before + 1).await;
         let sent = platform.texts(&calls[before..]).join("\n");
-        let visible = self
-            .server
-            .app
-            .store
-            .visible(&platform.conversation())
-            .await
-            .unwrap();
-        let buttons = visible.last().unwrap().buttons.clone();
+        // The reply is recorded right after it went out.
+        let question = format!("Withdraw {name}");
+        let buttons = tests::browser::eventually("the reply recorded", || async {
+            let visible = self
+                .server
+                .app
+                .store
+                .visible(&platform.conversation())
+                .await
+                .ok()?;
+            let last = visible.last()?;
+            last.text.contains(&question).then(|| last.buttons.clone())
+        })
+        .await;
         assert!(self.names().await.contains(&name.to_owned()), "held");
         (sent, buttons)
     }

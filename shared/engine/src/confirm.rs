@@ -340,7 +340,7 @@ fn parse_press(id: &str) -> Option<(&str, bool)> {
 
 /// The calls held on `action`: its assistant rows' tool uses whose result is a
 /// [`needs_confirmation`] refusal, each call (tool + arguments) once, in order.
-fn held_calls(history: &[Message], action: &str) -> Vec<ToolCall> {
+pub(crate) fn held_calls(history: &[Message], action: &str) -> Vec<ToolCall> {
     let rows = history
         .iter()
         .filter(|m| m.action_id.as_deref() == Some(action));

@@ -94,6 +94,9 @@ impl<'a> Turn<'a> {
             &history,
             id,
         );
+        // A resumed turn that already held a call still offers the buttons.
+        let held_now = resumed.is_some()
+            && !crate::confirm::held_calls(&history, &input.action_id.0).is_empty();
         if resumed.is_none() {
             conv.turn += 1;
             if conv.prompt_version != engine.options.prompt_version {
@@ -142,7 +145,7 @@ impl<'a> Turn<'a> {
             calls_before: 0,
             resumed: false,
             tool_errors: 0,
-            held_now: false,
+            held_now,
         };
         match resumed {
             None => {
