@@ -80,6 +80,9 @@ async fn platform(fail_first: usize) -> (Platform, String) {
 
 struct Setup {
     sqs: aws_sdk_sqs::Client,
+    dlq_url: String,
+    /// The EMF lines the worker printed.
+    metric_lines: Arc<Mutex<Vec<String>>>,
     queue: SqsQueue,
     arn: String,
     worker: Worker,
@@ -90,13 +93,19 @@ struct Setup {
 /// A FIFO queue (30-minute visibility, a dead-letter queue after 5 receives) in moto, and the
 /// worker with an SQS client, the sender `u-42` linked to `alice`.
 async fn setup(replies: Vec<Reply>, fail_first: usize) -> Setup {
+    setup_with(replies, fail_first, QueueSettings::default().max_receives).await
+}
+
+/// [`setup`], with the queue's (and the worker's) `max_receives`.
+async fn setup_with(replies: Vec<Reply>, fail_first: usize, max_receives: u32) -> Setup {
     let sqs = sqs();
     let settings = QueueSettings {
         visibility_timeout: VISIBILITY,
+        max_receives,
         ..QueueSettings::default()
     };
     let name = format!("worker-retry-{}", uuid::Uuid::new_v4().simple());
-    let (queue_url, _dlq) = queue_sqs::create_fifo_queue_with_dlq(&sqs, &name, &settings)
+    let (queue_url, dlq_url) = queue_sqs::create_fifo_queue_with_dlq(&sqs, &name, &settings)
         .await
         .unwrap();
     let arn = sqs
@@ -126,6 +135,7 @@ async fn setup(replies: Vec<Reply>, fail_first: usize) -> Setup {
         },
     );
     let (platform, callback) = platform(fail_first).await;
+    let (metrics, metric_lines) = metrics::Metrics::capture("Bridle");
     let mut senders: HashMap<String, Arc<dyn channels::Sender>> = HashMap::new();
     senders.insert(
         "generic".into(),
@@ -140,14 +150,20 @@ async fn setup(replies: Vec<Reply>, fail_first: usize) -> Setup {
             engine: Arc::new(engine),
             store,
             senders,
-            options: JobOptions::default(),
+            options: JobOptions {
+                metrics: metrics.clone(),
+                ..JobOptions::default()
+            },
         },
         options: WorkerOptions {
             sqs: Some(sqs.clone()),
+            max_receives,
             ..WorkerOptions::default()
         },
     };
     Setup {
+        dlq_url,
+        metric_lines,
         queue: SqsQueue::new(sqs.clone(), queue_url, settings),
         sqs,
         arn,
@@ -240,6 +256,18 @@ impl Setup {
     }
 }
 
+impl Setup {
+    /// `name` in each EMF line that has it, in order.
+    fn metric(&self, name: &str) -> Vec<f64> {
+        self.metric_lines
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok()?[name].as_f64())
+            .collect()
+    }
+}
+
 fn text(record: &SqsMessage) -> String {
     queue_sqs::decode_job(record.body.as_deref().unwrap())
         .unwrap()
@@ -293,6 +321,9 @@ async fn a_reply_refused_once_is_retried_after_the_backoff_and_delivered_once() 
     );
     assert_eq!(s.platform.attempts.load(Ordering::SeqCst), 2);
     assert_eq!(s.model.requests().len(), 1, "the turn was not run again");
+    // The redelivery resumed the turn: not a new turn, no new model call.
+    assert_eq!(s.metric("Turns"), [1.0, 0.0]);
+    assert_eq!(s.metric("ModelCalls"), [1.0, 0.0]);
     assert!(
         s.poll(10, Duration::from_secs(2)).await.records.is_empty(),
         "nothing is left in the queue"
@@ -345,4 +376,26 @@ async fn a_record_whose_backoff_cannot_be_set_is_still_reported_failed() {
     batch.records[0].event_source_arn =
         Some("arn:aws:sqs:us-east-1:123456789012:no-such-queue.fifo".into());
     assert_eq!(s.work(batch).await, ["hello"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_its_last_receive_a_failing_job_tells_the_user_and_reaches_the_dead_letters_at_once() {
+    // One receive allowed; the platform refuses the reply, then takes the apology.
+    let s = setup_with(vec![Reply::text("Your list is empty.")], 1, 1).await;
+    s.queue.enqueue(&job("m-1", "hello")).await.unwrap();
+    let batch = s.poll(10, Duration::from_secs(5)).await;
+    assert_eq!(s.work(batch).await, ["hello"]);
+    assert_eq!(
+        *s.platform.accepted.lock().unwrap(),
+        [engine::lines::GAVE_UP],
+        "the user is told once, calmly"
+    );
+    assert_eq!(s.metric("JobsGivenUp"), [1.0]);
+
+    // Visible again at once, so SQS moves it to the dead letters on its next receive instead
+    // of holding it (and its conversation) for the visibility timeout.
+    assert!(s.poll(10, Duration::from_secs(3)).await.records.is_empty());
+    let dead = queue_sqs::dead_letters(&s.sqs, &s.dlq_url).await.unwrap();
+    assert_eq!(dead.messages.len(), 1, "{dead:?}");
+    assert_eq!(dead.messages[0].job.as_ref().unwrap().message_id, "m-1");
 }
