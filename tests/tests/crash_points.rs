@@ -1,15 +1,15 @@
 //! Fault injection through the one job path (DESIGN invariant 10, issue 15 point 1): a web job
 //! whose turn has two cycles of tool calls (two `create_event` calls in one answer, then one
-//! more) is stopped at every write point of the turn and of the job path — each store write,
-//! crashing just before it and just after it, and the delivery to the user — then resumed by a
-//! fresh engine and job runner on the same store, as the queue's retry would. On SQLite and on
+//! more — or then an `undo`) is stopped at every write point of the turn and of the job path —
+//! each store write, crashing just before it and just after it, and the delivery to the user —
+//! then resumed by a fresh engine and job runner on the same store, as the queue's retry would. On SQLite and on
 //! moto's DynamoDB. After each: no tool effect twice, no message lost, the model-visible history
 //! (the last request the model got, and the stored transcript) byte-identical to an
 //! uninterrupted run's, and the reply delivered once.
 //!
 //! Event ids are random (`ev-` and ten hex digits), so two runs are compared with each id
-//! replaced by its order of first appearance; that the model saw exactly the stored events is
-//! checked separately.
+//! replaced by its order of first appearance; that the model saw exactly the events the store
+//! recorded creating is checked separately.
 
 use async_trait::async_trait;
 use backend::{
@@ -33,9 +33,56 @@ use transcript::{Conversation, Role};
 const BUDGET: Duration = Duration::from_secs(600);
 const START_MS: i64 = 1_800_000_000_000;
 
+fn event(title: &str, day: &str) -> serde_json::Value {
+    json!({"title": title, "starts_at": format!("{day}T10:00"), "venue": "Hall", "capacity": 50})
+}
+
+/// A turn to crash, and what its uninterrupted run leaves.
+struct Scenario {
+    script: fn() -> Vec<Reply>,
+    /// Events stored at the end, and audit rows (the earlier action's included).
+    events: usize,
+    audit_rows: usize,
+    /// The domain writes of the run, in order, by write-point name.
+    domain_writes: &'static [&'static str],
+    reply: &'static str,
+}
+
 /// Two creations in one answer, one more in the next, then the closing answer.
-fn script() -> Vec<Reply> {
-    let event = |title: &str, day: &str| json!({"title": title, "starts_at": format!("{day}T10:00"), "venue": "Hall", "capacity": 50});
+const CREATIONS: Scenario = Scenario {
+    script: creations,
+    events: 4,
+    audit_rows: 4,
+    domain_writes: &["commit", "commit", "commit"],
+    reply: "Creating both.\n\nAnd the autumn one.\n\nAll three are in.",
+};
+
+/// Two creations in one answer, then an undo (of both: they are one action), then the closing
+/// answer.
+const CREATE_THEN_UNDO: Scenario = Scenario {
+    script: create_then_undo,
+    events: 1,
+    audit_rows: 4,
+    domain_writes: &["commit", "commit", "undo_last"],
+    reply: "Creating both.\n\nOn second thought, undoing that.\n\nNothing is planned now.",
+};
+
+fn create_then_undo() -> Vec<Reply> {
+    vec![
+        Reply::new()
+            .say("Creating both.")
+            .call("t1", "create_event", event("Spring Open", "2027-04-01"))
+            .call("t2", "create_event", event("Summer Cup", "2027-07-01"))
+            .stop(StopReason::ToolUse),
+        Reply::new()
+            .say("On second thought, undoing that.")
+            .call("t3", "undo", json!({}))
+            .stop(StopReason::ToolUse),
+        Reply::text("Nothing is planned now."),
+    ]
+}
+
+fn creations() -> Vec<Reply> {
     vec![
         Reply::new()
             .say("Creating both.")
@@ -54,6 +101,7 @@ fn script() -> Vec<Reply> {
 /// already holds), so a resumed run gets the reply the interrupted one would have got. Dead
 /// with its attempt's crash.
 struct CycleModel {
+    script: fn() -> Vec<Reply>,
     crash: Arc<Crash>,
     requests: Arc<Mutex<Vec<ChatRequest>>>,
 }
@@ -74,7 +122,7 @@ impl ChatModel for CycleModel {
             .filter(|m| m.role == Role::Assistant)
             .count();
         self.requests.lock().unwrap().push(request.clone());
-        ScriptedModel::new([script()[cycle].clone()])
+        ScriptedModel::new([(self.script)()[cycle].clone()])
             .stream(request)
             .await
     }
@@ -131,6 +179,26 @@ impl World {
             .create_account(&store::Account::new("u1", "u1"))
             .await
             .unwrap();
+        // An earlier action in this conversation: what an undo run twice would revert next.
+        inner
+            .commit(&store::ActionCommit {
+                action_id: "web#earlier".into(),
+                actor: store::ActorKind::Agent,
+                user: "u1".into(),
+                by_user: true,
+                at_ms: START_MS - 60_000,
+                changes: vec![store::Change {
+                    kind: "event".into(),
+                    id: "earlier-event".into(),
+                    owner: "u1".into(),
+                    before: None,
+                    after: Some(json!({"title": "Winter Gala"})),
+                }],
+                receipt: None,
+                conversation: Some("c1".into()),
+            })
+            .await
+            .unwrap();
         Self {
             inner,
             delivered: Arc::default(),
@@ -140,7 +208,7 @@ impl World {
     }
 
     /// One attempt of the job with a fresh engine and job runner, under `crash`.
-    async fn attempt(&self, crash: Arc<Crash>) -> JobOutcome {
+    async fn attempt(&self, script: fn() -> Vec<Reply>, crash: Arc<Crash>) -> JobOutcome {
         let store: Arc<dyn Store> = Arc::new(CrashStore::new(self.inner.clone(), crash.clone()));
         let at = self.clock.clone();
         let planner = planner::Planner::new(store.clone())
@@ -148,6 +216,7 @@ impl World {
         let mut registry = Registry::default();
         planner::register(&mut registry, Arc::new(planner), &[planner::PURPOSE]).unwrap();
         let model = Arc::new(CycleModel {
+            script,
             crash: crash.clone(),
             requests: self.requests.clone(),
         });
@@ -187,7 +256,14 @@ impl World {
     async fn observed(&self) -> Observed {
         let conv = "c1".into();
         let events = self.inner.records_of(&"u1".into(), "event").await.unwrap();
-        let stored_ids: BTreeSet<String> = events.iter().map(|r| r.id.clone()).collect();
+        let audit = self.inner.audit_log(&"u1".into()).await.unwrap();
+        // Every event ever created (an undo may have removed some since).
+        let created: BTreeSet<String> = audit
+            .iter()
+            .flat_map(|row| &row.changes)
+            .filter(|c| c.kind == "event" && c.before.is_none() && c.id.starts_with("ev-"))
+            .map(|c| c.id.clone())
+            .collect();
         let last = self.requests.lock().unwrap().last().cloned().unwrap();
         let last_request = serde_json::to_string(&last.messages).unwrap();
         let seen_ids: BTreeSet<String> = event_ids(&last_request).into_iter().collect();
@@ -201,8 +277,8 @@ impl World {
             .collect();
         Observed {
             events: events.len(),
-            audit_rows: self.inner.audit_log(&"u1".into()).await.unwrap().len(),
-            model_saw_the_stored_events: seen_ids == stored_ids,
+            audit_rows: audit.len(),
+            model_saw_the_created_events: seen_ids == created,
             last_request: masked(&last_request),
             transcript: masked(&rows.join("\n")),
             visible: self
@@ -222,7 +298,7 @@ impl World {
 struct Observed {
     events: usize,
     audit_rows: usize,
-    model_saw_the_stored_events: bool,
+    model_saw_the_created_events: bool,
     last_request: String,
     transcript: String,
     visible: Vec<String>,
@@ -261,30 +337,31 @@ fn masked(text: &str) -> String {
 
 /// Run the job uninterrupted, then for every write point crash before and after it and resume;
 /// compare each with the uninterrupted run.
-async fn every_crash_point<F, Fut>(make: F)
+async fn every_crash_point<F, Fut>(scenario: &Scenario, make: F)
 where
     F: Fn() -> Fut,
     Fut: Future<Output = Arc<dyn Store>>,
 {
     let clean = World::new(make().await).await;
     let counted = Crash::never();
-    assert_eq!(clean.attempt(counted.clone()).await, JobOutcome::Done);
-    let expected = clean.observed().await;
-    assert_eq!(expected.events, 3);
-    assert_eq!(expected.audit_rows, 3);
-    assert!(expected.model_saw_the_stored_events);
+    let script = scenario.script;
     assert_eq!(
-        expected.visible,
-        [
-            "Plan the season.",
-            "Creating both.\n\nAnd the autumn one.\n\nAll three are in."
-        ]
+        clean.attempt(script, counted.clone()).await,
+        JobOutcome::Done
     );
+    let expected = clean.observed().await;
+    assert_eq!(expected.events, scenario.events);
+    assert_eq!(expected.audit_rows, scenario.audit_rows);
+    assert!(expected.model_saw_the_created_events);
+    assert_eq!(expected.visible, ["Plan the season.", scenario.reply]);
     assert_eq!(expected.delivered.len(), 1);
     let points = counted.log();
     eprintln!("write points of an uninterrupted run: {points:?}");
     assert!(
-        points.iter().filter(|p| **p == "commit").count() == 3
+        points
+            .iter()
+            .filter(|p| ["commit", "undo_last"].contains(*p))
+            .eq(scenario.domain_writes.iter())
             && points.contains(&"put_tool_result")
             && points.contains(&"deliver the reply")
             && points.contains(&"finish_job"),
@@ -295,14 +372,14 @@ where
         for at in [CrashAt::Before(n), CrashAt::After(n)] {
             let point = format!("{at:?} ({})", points[n as usize - 1]);
             let world = World::new(make().await).await;
-            let first = world.attempt(Crash::at(at)).await;
+            let first = world.attempt(script, Crash::at(at)).await;
             assert!(
                 matches!(first, JobOutcome::Failed(_)),
                 "{point}: the crashed attempt reported {first:?}"
             );
             // The dead worker could not release its claim: the retry comes once it expired.
             world.clock.fetch_add(3_600_000, Ordering::SeqCst);
-            let retry = world.attempt(Crash::never()).await;
+            let retry = world.attempt(script, Crash::never()).await;
             assert!(
                 matches!(retry, JobOutcome::Done | JobOutcome::Skipped(_)),
                 "{point}: the retry reported {retry:?}"
@@ -343,7 +420,7 @@ fn expected_clone(o: &Observed) -> Observed {
     Observed {
         events: o.events,
         audit_rows: o.audit_rows,
-        model_saw_the_stored_events: o.model_saw_the_stored_events,
+        model_saw_the_created_events: o.model_saw_the_created_events,
         last_request: o.last_request.clone(),
         transcript: o.transcript.clone(),
         visible: o.visible.clone(),
@@ -351,18 +428,30 @@ fn expected_clone(o: &Observed) -> Observed {
     }
 }
 
+async fn sqlite() -> Arc<dyn Store> {
+    Arc::new(store_sqlite::SqliteStore::open_in_memory().unwrap())
+}
+
+async fn dynamodb() -> Arc<dyn Store> {
+    tests::moto::dynamo_store("crash-points").await
+}
+
+#[tokio::test]
+async fn undo_at_every_crash_point_on_sqlite_undoes_once() {
+    every_crash_point(&CREATE_THEN_UNDO, sqlite).await;
+}
+
+#[tokio::test]
+async fn undo_at_every_crash_point_on_dynamodb_undoes_once() {
+    every_crash_point(&CREATE_THEN_UNDO, dynamodb).await;
+}
+
 #[tokio::test]
 async fn every_crash_point_on_sqlite_repeats_no_effect_and_loses_nothing() {
-    every_crash_point(|| async {
-        Arc::new(store_sqlite::SqliteStore::open_in_memory().unwrap()) as Arc<dyn Store>
-    })
-    .await;
+    every_crash_point(&CREATIONS, sqlite).await;
 }
 
 #[tokio::test]
 async fn every_crash_point_on_dynamodb_repeats_no_effect_and_loses_nothing() {
-    every_crash_point(|| async {
-        tests::moto::dynamo_store("crash-points").await as Arc<dyn Store>
-    })
-    .await;
+    every_crash_point(&CREATIONS, dynamodb).await;
 }

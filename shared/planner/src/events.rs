@@ -2,7 +2,10 @@
 
 use crate::service::{Access, Caller, change, new_id};
 use crate::{EVENT, Event, EventStatus, Planner, PlannerError};
-use store::{UndoOutcome, UndoRequest, UndoScope};
+use serde_json::Value;
+use store::{
+    Receipt, StoreError, UndoOutcome, UndoReceipt, UndoRequest, UndoScope, reverting_changes,
+};
 
 /// The fields an update may change; `None` keeps the stored value.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -167,32 +170,87 @@ impl Planner {
     pub async fn undo(&self, caller: &Caller, scope: UndoScope) -> Result<String, PlannerError> {
         self.check_active(&caller.user).await?;
         let here = matches!(scope, UndoScope::Conversation(_));
-        let outcome = self
-            .store
-            .undo_last(&UndoRequest {
-                user: caller.user.clone(),
-                scope,
-                action_id: caller.action_id.clone(),
-                actor: caller.actor,
-                conversation: caller.conversation.clone(),
-                at_ms: self.now(),
-            })
-            .await?;
-        Ok(match outcome {
-            UndoOutcome::Undone { changes, .. } => {
-                format!(
-                    "Undone: the last action ({} change(s)) was reverted.",
-                    changes.len()
-                )
+        let mut tries = 0;
+        let outcome = loop {
+            let receipt = match &caller.call_key {
+                Some(key) => self.undo_receipt(caller, &scope, key, here).await?,
+                None => None,
+            };
+            let pinned = receipt.is_some();
+            let undone = self
+                .store
+                .undo_last(&UndoRequest {
+                    user: caller.user.clone(),
+                    scope: scope.clone(),
+                    action_id: caller.action_id.clone(),
+                    actor: caller.actor,
+                    conversation: caller.conversation.clone(),
+                    at_ms: self.now(),
+                    receipt,
+                })
+                .await;
+            match undone {
+                // The stack moved between reading it and undoing (nothing was written): word
+                // the answer again. Unless this call's undo is already recorded (a racing
+                // attempt): then that one stands and nothing more is undone.
+                Err(StoreError::Conflict { .. }) if pinned && tries < 3 => {
+                    let key = caller.call_key.as_deref().unwrap_or_default();
+                    if self.store.receipt(key).await?.is_some() {
+                        return Err(PlannerError::Store(StoreError::Conflict {
+                            what: format!("the undo of call {key} is already recorded"),
+                        }));
+                    }
+                    tries += 1;
+                }
+                other => break other?,
             }
-            UndoOutcome::NothingToUndo if here => "There is nothing to undo in this \
-                conversation. Changes made elsewhere are not undone from here."
-                .into(),
-            UndoOutcome::NothingToUndo => "There is nothing to undo.".into(),
-            UndoOutcome::ChangedSince { kind, id, .. } => format!(
-                "Cannot undo: {kind} {id} was changed since (for example by a registration), \
-                 so nothing was reverted."
-            ),
-        })
+        };
+        Ok(undo_answer(&outcome, here))
+    }
+
+    /// For a model's call: the receipt of the undo about to be made, worded for the rows it
+    /// will revert (`None` when there is nothing to undo: nothing will be written).
+    async fn undo_receipt(
+        &self,
+        caller: &Caller,
+        scope: &UndoScope,
+        call_key: &str,
+        here: bool,
+    ) -> Result<Option<UndoReceipt>, PlannerError> {
+        let rows = self.store.next_undo(&caller.user, scope).await?;
+        let Some(action_id) = rows.first().map(|r| r.action_id.clone()) else {
+            return Ok(None);
+        };
+        let would = UndoOutcome::Undone {
+            action_id,
+            changes: reverting_changes(&rows),
+        };
+        Ok(Some(UndoReceipt {
+            rows: rows.iter().map(|r| r.seq).collect(),
+            receipt: Receipt {
+                call_key: call_key.to_owned(),
+                output: Value::String(undo_answer(&would, here)),
+            },
+        }))
+    }
+}
+
+/// The sentence an undo answers with.
+fn undo_answer(outcome: &UndoOutcome, here: bool) -> String {
+    match outcome {
+        UndoOutcome::Undone { changes, .. } => {
+            format!(
+                "Undone: the last action ({} change(s)) was reverted.",
+                changes.len()
+            )
+        }
+        UndoOutcome::NothingToUndo if here => "There is nothing to undo in this \
+            conversation. Changes made elsewhere are not undone from here."
+            .into(),
+        UndoOutcome::NothingToUndo => "There is nothing to undo.".into(),
+        UndoOutcome::ChangedSince { kind, id, .. } => format!(
+            "Cannot undo: {kind} {id} was changed since (for example by a registration), \
+             so nothing was reverted."
+        ),
     }
 }

@@ -23,6 +23,9 @@ impl DynamoStore {
             let Some(action_id) = rows.first().map(|r| r.action_id.clone()) else {
                 return Ok(UndoOutcome::NothingToUndo);
             };
+            if let Some(receipt) = &undo.receipt {
+                receipt.check(&rows)?;
+            }
             let changes = reverting_changes(&rows);
             let mut writes = Vec::with_capacity(2 * changes.len() + rows.len() + 2);
             for change in &changes {
@@ -36,6 +39,11 @@ impl DynamoStore {
             // Last, so the refused items' positions above still name the changes.
             for change in &changes {
                 writes.push(self.listing_write(change)?);
+            }
+            // The call's receipt, with the undo it records (DESIGN invariant 10).
+            let receipt_at = writes.len();
+            if let Some(receipt) = &undo.receipt {
+                writes.push(self.receipt_put(&receipt.receipt)?);
             }
             let sent = self
                 .client
@@ -54,6 +62,11 @@ impl DynamoStore {
                     action_id,
                     kind: changes[stale].kind.clone(),
                     id: changes[stale].id.clone(),
+                });
+            }
+            if refused.get(receipt_at) == Some(&true) {
+                return Err(StoreError::Conflict {
+                    what: "the undo of this tool call is already recorded".into(),
                 });
             }
             if !refused.iter().any(|r| *r) {

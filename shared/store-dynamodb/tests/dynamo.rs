@@ -115,6 +115,7 @@ async fn an_owners_listing_is_kept_in_the_records_transaction() {
             actor: ActorKind::User,
             conversation: None,
             at_ms: 2,
+            receipt: None,
         })
         .await
         .unwrap();

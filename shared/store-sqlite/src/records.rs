@@ -74,6 +74,9 @@ impl Records for SqliteStore {
         let Some(action_id) = rows.first().map(|r| r.action_id.clone()) else {
             return Ok(UndoOutcome::NothingToUndo);
         };
+        if let Some(receipt) = &undo.receipt {
+            receipt.check(&rows)?;
+        }
         let changes = reverting_changes(&rows);
         if let Some(stale) = first_stale(&tx, &changes)? {
             return Ok(UndoOutcome::ChangedSince {
@@ -94,6 +97,9 @@ impl Records for SqliteStore {
                 .map_err(unavailable)?;
         }
         append_audit(&tx, &undo.audit_row(0, &action_id, changes.clone()))?;
+        if let Some(receipt) = &undo.receipt {
+            crate::tool_results::put_receipt(&tx, &receipt.receipt)?;
+        }
         tx.commit().map_err(unavailable)?;
         Ok(UndoOutcome::Undone { action_id, changes })
     }

@@ -41,7 +41,7 @@ pub use accounts::{
 };
 
 pub use leases::{check_concurrent_leases, check_leases};
-pub use receipts::check_receipts;
+pub use receipts::{check_receipts, check_undo_receipts};
 pub use sessions::{check_concurrent_take_login, check_pending_logins, check_sessions};
 pub use tool_results::check_tool_results;
 pub use undo_scope::check_undo_scope;
@@ -84,6 +84,7 @@ macro_rules! conformance_tests {
             sessions => check_sessions,
             tool_results_written_once => check_tool_results,
             receipts_written_with_their_effect => check_receipts,
+            undo_receipts_pinned_to_their_rows => check_undo_receipts,
             pending_logins => check_pending_logins,
             link_code_round_trip => check_link_code_round_trip,
             link_code_redeems_once => check_link_code_redeems_once,

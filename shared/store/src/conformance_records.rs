@@ -51,6 +51,7 @@ fn undo(user: &UserId, action: &str, at_ms: i64) -> UndoRequest {
         actor: ActorKind::User,
         conversation: None,
         at_ms,
+        receipt: None,
     }
 }
 

@@ -45,7 +45,7 @@ pub use identities::{Binding, Identities};
 pub use leases::{Lease, Leases};
 pub use records::{
     ActionCommit, ActorKind, AuditEntry, Change, Receipt, Record, Records, UndoOutcome,
-    UndoRequest, UndoScope, reverting_changes, rows_to_undo,
+    UndoReceipt, UndoRequest, UndoScope, reverting_changes, rows_to_undo,
 };
 pub use retention::Retention;
 pub use sessions::{PendingLogin, Session, Sessions};

@@ -190,6 +190,36 @@ pub struct UndoRequest {
     /// Where the undo was asked for (`None` outside a conversation).
     pub conversation: Option<ConversationId>,
     pub at_ms: i64,
+    /// When a model's tool call undoes: the call's receipt, written with the undo only if it
+    /// reverts exactly the audit rows the receipt's answer describes.
+    pub receipt: Option<UndoReceipt>,
+}
+
+/// A tool call's receipt for an undo (DESIGN invariant 10). The caller reads the rows the undo
+/// would revert ([`Records::next_undo`]) and words its answer for them; the undo writes the
+/// receipt in its transaction if the top of the stack is still those rows, and otherwise is
+/// [`StoreError::Conflict`] with nothing written (the stack moved: read it again).
+#[derive(Debug, Clone, PartialEq)]
+pub struct UndoReceipt {
+    /// The `seq`s of the rows the answer describes, oldest first.
+    pub rows: Vec<u64>,
+    pub receipt: Receipt,
+}
+
+impl UndoReceipt {
+    /// [`StoreError::Conflict`] unless `rows` (what the undo is about to revert) are the ones
+    /// this receipt's answer describes.
+    pub fn check(&self, rows: &[AuditEntry]) -> Result<(), StoreError> {
+        if rows.iter().map(|r| r.seq).eq(self.rows.iter().copied()) {
+            return Ok(());
+        }
+        Err(StoreError::Conflict {
+            what: format!(
+                "the undo stack moved under call {}; read it again",
+                self.receipt.call_key
+            ),
+        })
+    }
 }
 
 impl UndoRequest {

@@ -1,6 +1,10 @@
-//! Tool-call receipts: a commit's receipt is written with its effect, atomically, once per key.
+//! Tool-call receipts: a commit's or an undo's receipt is written with its effect, atomically,
+//! once per key.
 
-use crate::{ActionCommit, ActorKind, Change, Receipt, Store, StoreError};
+use crate::{
+    ActionCommit, ActorKind, AuditEntry, Change, Receipt, Store, StoreError, UndoOutcome,
+    UndoReceipt, UndoRequest, UndoScope,
+};
 use serde_json::{Value, json};
 use transcript::UserId;
 
@@ -78,4 +82,83 @@ pub async fn check_receipts(store: &dyn Store) {
     // A commit without a receipt (a user's own button, a public form) needs none.
     store.commit(&creating("a3", "e3", None)).await.unwrap();
     assert!(store.record("event", "e3").await.unwrap().is_some());
+}
+
+fn undo_by_call(user: &UserId, receipt: Option<UndoReceipt>) -> UndoRequest {
+    UndoRequest {
+        user: user.clone(),
+        scope: UndoScope::Anywhere,
+        action_id: "undo-1".into(),
+        actor: ActorKind::Agent,
+        conversation: None,
+        at_ms: 5,
+        receipt,
+    }
+}
+
+fn pinned(rows: &[AuditEntry], output: &str) -> Option<UndoReceipt> {
+    Some(UndoReceipt {
+        rows: rows.iter().map(|r| r.seq).collect(),
+        receipt: Receipt {
+            call_key: "c1#9#toolu_undo".into(),
+            output: json!(output),
+        },
+    })
+}
+
+/// An undo made by a tool call writes its receipt with the undo, only for the rows its answer
+/// describes, and once.
+pub async fn check_undo_receipts(store: &dyn Store) {
+    let user = UserId::from("u-receipts");
+    store.commit(&creating("a1", "u1", None)).await.unwrap();
+    store.commit(&creating("a2", "u2", None)).await.unwrap();
+    let top = store.next_undo(&user, &UndoScope::Anywhere).await.unwrap();
+    assert_eq!(top.len(), 1);
+    assert_eq!(top[0].action_id, "a2");
+
+    // Pinned to rows that are not the top of the stack: refused, nothing written.
+    let elsewhere = vec![AuditEntry {
+        seq: 999,
+        ..top[0].clone()
+    }];
+    let moved = store
+        .undo_last(&undo_by_call(&user, pinned(&elsewhere, "wrong")))
+        .await;
+    assert!(
+        matches!(moved, Err(StoreError::Conflict { .. })),
+        "{moved:?}"
+    );
+    assert!(store.record("event", "u2").await.unwrap().is_some());
+    assert_eq!(store.receipt("c1#9#toolu_undo").await.unwrap(), None);
+
+    // Pinned to the top: undone, with its receipt.
+    let undone = store
+        .undo_last(&undo_by_call(&user, pinned(&top, "Undone.")))
+        .await
+        .unwrap();
+    assert!(
+        matches!(&undone, UndoOutcome::Undone { action_id, .. } if action_id == "a2"),
+        "{undone:?}"
+    );
+    assert_eq!(store.record("event", "u2").await.unwrap(), None);
+    assert_eq!(
+        store.receipt("c1#9#toolu_undo").await.unwrap(),
+        Some(json!("Undone."))
+    );
+
+    // The same call again (a racing attempt, pinned to the new top): refused; a1 stays.
+    let next = store.next_undo(&user, &UndoScope::Anywhere).await.unwrap();
+    assert_eq!(next[0].action_id, "a1");
+    let again = store
+        .undo_last(&undo_by_call(&user, pinned(&next, "Undone again.")))
+        .await;
+    assert!(
+        matches!(again, Err(StoreError::Conflict { .. })),
+        "{again:?}"
+    );
+    assert!(store.record("event", "u1").await.unwrap().is_some());
+    assert_eq!(
+        store.receipt("c1#9#toolu_undo").await.unwrap(),
+        Some(json!("Undone."))
+    );
 }

@@ -58,6 +58,7 @@ fn undo(
         actor,
         conversation: conversation.map(ConversationId::from),
         at_ms: 20,
+        receipt: None,
     }
 }
 
