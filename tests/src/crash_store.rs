@@ -206,7 +206,8 @@ impl store::Retention for CrashStore {
     ) -> Result<(), StoreError> {
         self.write(
             "expire_conversation",
-            self.inner.expire_conversation(conversation, until_ms, now_ms),
+            self.inner
+                .expire_conversation(conversation, until_ms, now_ms),
         )
         .await
     }
