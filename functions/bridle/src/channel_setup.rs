@@ -32,6 +32,9 @@ pub struct ChannelSetup {
     /// web Lambda hands out link codes for the channels the webhook and worker Lambdas serve
     /// (`BRIDLE_LINKABLE_CHANNELS`, read by [`linkable_channels`]).
     pub linkable_elsewhere: Vec<&'static str>,
+    /// How long an unknown sender's lobby is kept after its last message
+    /// (`BRIDLE_LOBBY_RETENTION_DAYS`, 30 days when unset); `bridle serve` sweeps what expired.
+    pub lobby_retention: std::time::Duration,
 }
 
 impl std::fmt::Debug for ChannelSetup {
@@ -48,6 +51,7 @@ impl std::fmt::Debug for ChannelSetup {
             .field("open_chat", &self.open_chat)
             .field("media", &self.media)
             .field("linkable_elsewhere", &self.linkable_elsewhere)
+            .field("lobby_retention", &self.lobby_retention)
             .finish()
     }
 }
@@ -64,6 +68,7 @@ impl Default for ChannelSetup {
             media: no_media(),
             media_store: None,
             linkable_elsewhere: Vec::new(),
+            lobby_retention: channel_jobs::DEFAULT_LOBBY_RETENTION,
         }
     }
 }
@@ -106,6 +111,13 @@ impl ChannelSetup {
                 webhook::DEFAULT_MAX_BODY_BYTES
             }),
         };
+        let lobby_retention = channel_jobs::lobby_retention_from_setting(
+            var("BRIDLE_LOBBY_RETENTION_DAYS").as_deref(),
+        )
+        .unwrap_or_else(|problem| {
+            problems.push(problem);
+            channel_jobs::DEFAULT_LOBBY_RETENTION
+        });
         for c in &inbound {
             if !senders.contains_key(c.name()) {
                 problems.push(format!(
@@ -124,6 +136,7 @@ impl ChannelSetup {
                 media,
                 media_store: None,
                 linkable_elsewhere: Vec::new(),
+                lobby_retention,
             })
         } else {
             Err(problems)
@@ -189,6 +202,26 @@ mod tests {
         );
         let err = linkable_channels(Some("whatsapp,fax")).unwrap_err();
         assert!(err.contains("\"fax\"") && err.contains("telegram"), "{err}");
+    }
+
+    #[test]
+    fn lobby_retention_is_read_in_days() {
+        let http = reqwest::Client::new();
+        let days = |v: &'static str| {
+            move |k: &str| (k == "BRIDLE_LOBBY_RETENTION_DAYS").then(|| v.to_owned())
+        };
+        let setup = ChannelSetup::from_vars(&days("7"), &http).unwrap();
+        assert_eq!(
+            setup.lobby_retention,
+            std::time::Duration::from_secs(7 * 86_400)
+        );
+        let unset = ChannelSetup::from_vars(&|_: &str| None, &http).unwrap();
+        assert_eq!(unset.lobby_retention, channel_jobs::DEFAULT_LOBBY_RETENTION);
+        let problems = ChannelSetup::from_vars(&days("forever"), &http).unwrap_err();
+        assert!(
+            problems[0].contains("BRIDLE_LOBBY_RETENTION_DAYS"),
+            "{problems:?}"
+        );
     }
 
     #[test]

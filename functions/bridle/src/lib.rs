@@ -220,6 +220,7 @@ fn channel_jobs_for(
                 .clone()
                 .unwrap_or_else(|| "http://127.0.0.1:8080/".to_owned()),
             media: Some(media_for(options)),
+            lobby_retention: setup.lobby_retention,
             ..channel_jobs::JobOptions::default()
         },
     };

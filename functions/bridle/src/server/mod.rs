@@ -6,6 +6,7 @@ mod assets;
 pub(crate) mod errors;
 mod limits;
 mod link;
+pub mod sweep;
 mod webhooks;
 
 pub use limits::HttpLimits;
@@ -146,6 +147,13 @@ pub async fn run(
 ) -> std::io::Result<()> {
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut worker_task = spawn_worker(&app, stop_rx.clone());
+    // Ends when `stop_tx` says stop (or is dropped).
+    sweep::spawn_sweep(
+        app.store.clone(),
+        app.clock.clone(),
+        sweep::SWEEP_EVERY,
+        stop_rx.clone(),
+    );
     let abandon = app.channels.jobs.options.abandon.clone();
     let (hub, grace, limits) = (app.hub.clone(), app.shutdown_grace, app.http);
     let service = router(app).layer(middleware::from_fn(move |request, next| {
