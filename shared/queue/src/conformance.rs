@@ -65,6 +65,7 @@ macro_rules! queue_conformance_tests {
             duplicates_never_deliver_twice => check_dedupe(default_settings),
             released_job_comes_back_first => check_release(default_settings),
             released_job_waits_out_its_backoff => check_release_after(default_settings),
+            put_back_job_comes_back_at_once => check_put_back(default_settings),
             unacked_delivery_times_out => check_visibility_timeout(short_timeout_settings),
             failing_job_is_dead_lettered => check_dead_letter(short_timeout_settings),
             long_poll_wakes_on_work => check_long_poll_wakes(default_settings),
@@ -125,6 +126,10 @@ pub struct Fidelity {
     /// it (moto decides which groups are blocked once, when a poll starts, and wakes only for
     /// new messages; SQS itself wakes) the check wakes a poll only with a new job.
     pub wakes_on_ack_and_release: bool,
+    /// [`JobQueue::put_back`] takes the delivery's receive back, so a job cut short by a
+    /// stopping worker does not come nearer to the dead letters. Without it (SQS cannot) the
+    /// put-back delivery counts as a receive, as a release does.
+    pub takes_back_receives: bool,
 }
 
 impl Fidelity {
@@ -134,6 +139,7 @@ impl Fidelity {
         remembers_acknowledged_keys: true,
         rejects_old_receipts: true,
         wakes_on_ack_and_release: true,
+        takes_back_receives: true,
     };
 }
 
@@ -336,6 +342,29 @@ pub async fn check_release_after(q: &dyn JobQueue, _: &QueueSettings, _: &Fideli
     );
     assert_eq!(ids(&again), ["a1"], "the released job comes back first");
     assert_eq!(again[0].receive_count, 2);
+}
+
+/// A job put back (its worker stopping) comes back at once, before the later jobs of its
+/// group, and where the queue can, its receive was taken back.
+pub async fn check_put_back(q: &dyn JobQueue, _: &QueueSettings, fidelity: &Fidelity) {
+    enqueue_all(q, &[job("A", "a1"), job("A", "a2")]).await;
+    let first = receive_one(q, "a1").await;
+    q.put_back(&first.receipt).await.unwrap();
+    let again = receive_now(q, 10).await;
+    assert_eq!(
+        ids(&again),
+        ["a1"],
+        "a put-back job must come back at once, before the later jobs of its group"
+    );
+    let expected = if fidelity.takes_back_receives { 1 } else { 2 };
+    assert_eq!(
+        again[0].receive_count, expected,
+        "the receive count after a put-back"
+    );
+    assert_stale(
+        q.put_back("no-such-receipt").await,
+        "putting back an unknown receipt",
+    );
 }
 
 /// A delivery neither acknowledged nor released comes back after the visibility timeout (within

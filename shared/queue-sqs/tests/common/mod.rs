@@ -23,6 +23,8 @@ pub const MOTO_SQS: Fidelity = Fidelity {
     // moto: a long poll computes the blocked groups once, when it starts, and wakes only for a
     // new message; a group freed by an ack or a release shows on the next poll.
     wakes_on_ack_and_release: false,
+    // SQS cannot take a receive back: a put-back delivery counts, as a release does.
+    takes_back_receives: false,
 };
 
 /// An SQS client for the emulator at `AWS_ENDPOINT_URL`, with static test credentials: nothing
