@@ -340,6 +340,24 @@ mod tests {
     }
 
     #[test]
+    fn the_confirmation_ttl_is_a_setting_and_a_bad_one_stops_the_start() {
+        let c = parse(&[("BRIDLE_CONFIRMATION_TTL_S", "900")]).unwrap();
+        assert_eq!(c.confirmation.ttl, std::time::Duration::from_secs(900));
+        assert_eq!(
+            parse(&[]).unwrap().confirmation,
+            engine::ConfirmationOptions::default()
+        );
+        let err = parse(&[("BRIDLE_CONFIRMATION_TTL_S", "soon")]).unwrap_err();
+        assert!(
+            err.0
+                .iter()
+                .any(|p| p.starts_with("BRIDLE_CONFIRMATION_TTL_S=\"soon\" must be")),
+            "{:?}",
+            err.0
+        );
+    }
+
+    #[test]
     fn defaults_run_locally_with_no_model() {
         let c = parse(&[]).unwrap();
         assert_eq!(c.addr.to_string(), "127.0.0.1:8080");
