@@ -235,8 +235,14 @@ impl std::fmt::Debug for Twilio {
 
 /// Where Twilio serves `MediaUrl{N}` (with Basic auth).
 pub const TWILIO_HOSTS: &[&str] = &["https://api.twilio.com"];
-/// Where `MediaUrl{N}` redirects to: Twilio's media CDN, which is given no credentials.
-pub const TWILIO_CONTENT_HOSTS: &[&str] = &["https://*.twiliocdn.com"];
+/// Where `MediaUrl{N}` redirects to, given no credentials: Twilio's short-lived media URLs on
+/// `mms.twiliocdn.com` (media behind HTTP auth, now the rule) and, for media stored before an
+/// account turned that on, `s3-external-1.amazonaws.com` (Twilio's support article "Protect Media
+/// Access with HTTP Basic Authentication").
+pub const TWILIO_CONTENT_HOSTS: &[&str] = &[
+    "https://*.twiliocdn.com",
+    "https://s3-external-1.amazonaws.com",
+];
 
 impl Twilio {
     pub(crate) async fn fetch(
@@ -256,6 +262,7 @@ impl Twilio {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::media::hosts::Access;
 
     #[test]
     fn the_documented_hosts_and_the_api_base_are_the_platforms() {
@@ -279,6 +286,21 @@ mod tests {
             &wa,
             "https://evil.example/whatsapp_business/attachments/?mid=1"
         ));
+        let twilio = Hosts::new(TWILIO_HOSTS, TWILIO_CONTENT_HOSTS, "https://api.twilio.com");
+        let access = |u: &str| twilio.check(&reqwest::Url::parse(u).unwrap()).ok();
+        assert_eq!(
+            access("https://mms.twiliocdn.com/AC1/abc"),
+            Some(Access::Plain)
+        );
+        assert_eq!(
+            access("https://s3-external-1.amazonaws.com/media.twiliocdn.com/AC1/abc"),
+            Some(Access::Plain)
+        );
+        assert_eq!(
+            access("https://api.twilio.com/2010-04-01/x"),
+            Some(Access::WithCredentials)
+        );
+        assert_eq!(access("https://s3.amazonaws.com/x"), None);
     }
 
     #[test]
