@@ -42,12 +42,9 @@ pub async fn model_for(
         BackendChoice::None => (Arc::new(Unplugged(UNPLUGGED)), "none".into()),
         BackendChoice::Bedrock { model_id } => {
             // Region and credentials from the standard chain; AWS_ENDPOINT_URL_BEDROCK_RUNTIME
-            // is honoured.
-            let client = backend_bedrock::client_from_env().await;
-            (
-                Arc::new(backend_bedrock::BedrockModel::new(client, model_id.clone())),
-                model_id.clone(),
-            )
+            // is honoured (and named in the log when it cannot be reached).
+            let model = backend_bedrock::model_from_env(model_id.clone()).await;
+            (Arc::new(model), model_id.clone())
         }
         BackendChoice::Scripted { script } => {
             let path = script.display().to_string();

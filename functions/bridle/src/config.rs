@@ -22,6 +22,17 @@ pub enum BackendChoice {
     None,
 }
 
+impl BackendChoice {
+    /// Which settings apply (some exist on one kind of provider only).
+    pub fn provider(&self) -> assembly::Provider {
+        match self {
+            BackendChoice::OpenAi { .. } => assembly::Provider::OpenAiCompatible,
+            BackendChoice::Bedrock { .. } => assembly::Provider::Bedrock,
+            BackendChoice::Scripted { .. } | BackendChoice::None => assembly::Provider::Other,
+        }
+    }
+}
+
 /// Everything `bridle serve` needs, parsed and checked.
 #[derive(Clone, PartialEq, Eq)]
 pub struct ServeConfig {
@@ -45,6 +56,9 @@ pub struct ServeConfig {
     pub prompt: engine::SystemPrompt,
     /// `BRIDLE_CONFIRMATION_TTL_S`: how long a held risky call may be confirmed.
     pub confirmation: engine::ConfirmationOptions,
+    /// Model-call timeouts and inference settings (`BRIDLE_MODEL_TIMEOUT_S`,
+    /// `BRIDLE_MAX_OUTPUT_TOKENS`, `BRIDLE_TOOL_CHOICE`, …), checked for the chosen backend.
+    pub model: assembly::ModelSettings,
     /// Sign-in with OpenID Connect (`BRIDLE_OIDC_*`); `None`: one local user, loopback only.
     pub sign_in: Option<SignInConfig>,
 }
@@ -103,6 +117,7 @@ impl fmt::Debug for ServeConfig {
             .field("http", &self.http)
             .field("budget", &self.budget)
             .field("prompt_version", &self.prompt.version)
+            .field("model", &self.model)
             .field("sign_in", &self.sign_in)
             .field(
                 "admin_token",
@@ -238,6 +253,13 @@ impl ServeConfig {
             engine::ConfirmationOptions::default()
         });
 
+        let model = assembly::ModelSettings::from_vars(var, backend.provider()).unwrap_or_else(
+            |mut more| {
+                problems.append(&mut more);
+                assembly::ModelSettings::default()
+            },
+        );
+
         let sign_in = sign_in_from(&var, &addr, &mut problems);
 
         if problems.is_empty() {
@@ -254,6 +276,7 @@ impl ServeConfig {
                 admin_token,
                 prompt,
                 confirmation,
+                model,
             })
         } else {
             Err(ConfigErrors(problems))
@@ -484,6 +507,33 @@ mod tests {
         ])
         .unwrap_err();
         assert_eq!(err.0.len(), 4, "{err:?}");
+    }
+
+    #[test]
+    fn model_settings_are_read_for_the_chosen_backend() {
+        let c = parse(&[
+            ("OPENAI_BASE_URL", "http://127.0.0.1:8000/v1"),
+            ("OPENAI_MODEL", "qwen"),
+            ("BRIDLE_MODEL_TIMEOUT_S", "300"),
+            ("BRIDLE_MAX_OUTPUT_TOKENS", "1024"),
+            ("BRIDLE_TOOL_CHOICE", "none"),
+        ])
+        .unwrap();
+        assert_eq!(c.model.call_timeout, std::time::Duration::from_secs(300));
+        assert_eq!(c.model.max_output_tokens, 1024);
+        assert_eq!(c.model.tool_choice, backend::ToolChoice::None);
+        // On Bedrock `none` cannot be said; with another problem, both are reported.
+        let err = parse(&[
+            ("BEDROCK_MODEL_ID", "anthropic.claude"),
+            ("BRIDLE_TOOL_CHOICE", "none"),
+            ("BRIDLE_TEMPERATURE", "hot"),
+        ])
+        .unwrap_err();
+        assert_eq!(err.0.len(), 2, "{err:?}");
+        assert!(
+            err.to_string()
+                .contains("BRIDLE_TOOL_CHOICE=none is not available on Bedrock")
+        );
     }
 
     #[test]

@@ -385,11 +385,11 @@ async fn serve() -> ExitCode {
         },
         admin_token: config.admin_token.clone(),
         sign_in,
-        engine: engine::EngineOptions {
+        engine: config.model.applied_to(engine::EngineOptions {
             system_prompt: config.prompt.text.clone(),
             prompt_version: config.prompt.version.clone(),
             ..engine::EngineOptions::default()
-        },
+        }),
         ..AppOptions::default()
     };
     let app = match build_app(model, options) {

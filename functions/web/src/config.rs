@@ -23,6 +23,9 @@ pub struct WebConfig {
     pub budget: budget::BudgetConfig,
     /// `BRIDLE_SYSTEM_PROMPT_FILE`, or the built-in prompt.
     pub prompt: engine::SystemPrompt,
+    /// Model-call timeouts and inference settings (`BRIDLE_MODEL_TIMEOUT_S`,
+    /// `BRIDLE_MAX_OUTPUT_TOKENS`, `BRIDLE_TOOL_CHOICE`, …), as `bridle serve` reads them.
+    pub model: assembly::ModelSettings,
     /// `BRIDLE_CONFIRMATION_TTL_S`, as the worker reads it.
     pub confirmation: engine::ConfirmationOptions,
     /// `WHATSAPP_DISPLAY_NUMBER`, `TELEGRAM_BOT_USERNAME`: the link code's "open the chat" links.
@@ -98,6 +101,11 @@ impl WebConfig {
                     problems.push(problem);
                     engine::SystemPrompt::default()
                 });
+        let model = assembly::ModelSettings::from_vars(&var, assembly::Provider::Bedrock)
+            .unwrap_or_else(|more| {
+                problems.extend(more);
+                assembly::ModelSettings::default()
+            });
         let confirmation = engine::ConfirmationOptions::from_vars(var).unwrap_or_else(|problem| {
             problems.push(problem);
             engine::ConfirmationOptions::default()
@@ -128,6 +136,7 @@ impl WebConfig {
             },
             budget,
             prompt,
+            model,
             confirmation,
             open_chat,
             linkable,
@@ -184,6 +193,24 @@ mod tests {
         ]))
         .unwrap_err();
         assert_eq!(bad.len(), 8, "{bad:?}");
+    }
+
+    #[test]
+    fn model_settings_are_read_as_serve_reads_them_and_bad_ones_refused() {
+        let with = |more: &[(&str, &str)]| {
+            let mut pairs = COMPLETE.to_vec();
+            pairs.extend_from_slice(more);
+            WebConfig::from_vars(vars(&pairs))
+        };
+        let c = with(&[
+            ("BRIDLE_MODEL_IDLE_TIMEOUT_S", "30"),
+            ("BRIDLE_TEMPERATURE", "0.3"),
+        ])
+        .unwrap();
+        assert_eq!(c.model.idle_timeout, Duration::from_secs(30));
+        assert_eq!(c.model.temperature, Some(0.3));
+        let bad = with(&[("BRIDLE_REASONING_EFFORT", "high")]).unwrap_err();
+        assert!(bad[0].contains("BRIDLE_REASONING_BUDGET_TOKENS"), "{bad:?}");
     }
 
     #[test]

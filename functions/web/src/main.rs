@@ -101,11 +101,11 @@ async fn init() -> Result<server::App, InitError> {
             signup: s.signup,
             session_ttl: s.session_ttl,
         }),
-        engine: EngineOptions {
+        engine: config.model.applied_to(EngineOptions {
             system_prompt: config.prompt.text.clone(),
             prompt_version: config.prompt.version.clone(),
             ..EngineOptions::default()
-        },
+        }),
         ..AppOptions::default()
     };
     build_app(model, options).map_err(|e| InitError::from_error(FUNCTION, Box::new(e)))

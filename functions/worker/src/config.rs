@@ -13,6 +13,9 @@ pub struct WorkerConfig {
     /// The frozen system prompt: `BRIDLE_SYSTEM_PROMPT_FILE` (e.g. shipped in a layer), or the
     /// built-in one.
     pub prompt: engine::SystemPrompt,
+    /// Model-call timeouts and inference settings (`BRIDLE_MODEL_TIMEOUT_S`,
+    /// `BRIDLE_MAX_OUTPUT_TOKENS`, `BRIDLE_TOOL_CHOICE`, …), as `bridle serve` reads them.
+    pub model: assembly::ModelSettings,
     /// `BRIDLE_LOBBY_RETENTION_DAYS`: how long an unknown sender's lobby is kept after its last
     /// message (30 days when unset).
     pub lobby_retention: std::time::Duration,
@@ -43,6 +46,11 @@ impl WorkerConfig {
                     problems.push(problem);
                     engine::SystemPrompt::default()
                 });
+        let model = assembly::ModelSettings::from_vars(&var, assembly::Provider::Bedrock)
+            .unwrap_or_else(|more| {
+                problems.extend(more);
+                assembly::ModelSettings::default()
+            });
         let lobby_retention = channel_jobs::lobby_retention_from_setting(
             var("BRIDLE_LOBBY_RETENTION_DAYS").as_deref(),
         )
@@ -56,6 +64,7 @@ impl WorkerConfig {
                 model_id,
                 public_base_url,
                 prompt,
+                model,
                 lobby_retention,
             })
         } else {
@@ -91,6 +100,36 @@ mod tests {
         })
         .unwrap_err();
         assert_eq!(bad.len(), 4, "{bad:?}");
+    }
+
+    #[test]
+    fn model_settings_are_read_as_serve_reads_them_and_bad_ones_refused() {
+        let with = |pairs: &'static [(&'static str, &'static str)]| {
+            WorkerConfig::from_vars(move |k| {
+                let base = [
+                    ("TABLE_NAME", "bridle"),
+                    ("BEDROCK_MODEL_ID", "anthropic.claude"),
+                    ("PUBLIC_BASE_URL", "https://bridle.example"),
+                ];
+                base.iter()
+                    .chain(pairs)
+                    .find(|(name, _)| *name == k)
+                    .map(|(_, v)| (*v).to_owned())
+            })
+        };
+        let c = with(&[
+            ("BRIDLE_MODEL_TIMEOUT_S", "120"),
+            ("BRIDLE_TOOL_CHOICE", "required"),
+        ])
+        .unwrap();
+        assert_eq!(c.model.call_timeout, std::time::Duration::from_secs(120));
+        assert_eq!(c.model.tool_choice, backend::ToolChoice::Required);
+        let bad = with(&[
+            ("BRIDLE_MAX_OUTPUT_TOKENS", "0"),
+            ("BRIDLE_TOOL_CHOICE", "none"),
+        ])
+        .unwrap_err();
+        assert_eq!(bad.len(), 2, "{bad:?}");
     }
 
     #[test]

@@ -98,12 +98,12 @@ async fn init() -> Result<Worker, Error> {
         model,
         store: store.clone(),
         registry: Registry::default(),
-        engine: EngineOptions {
+        engine: config.model.applied_to(EngineOptions {
             model_id: config.model_id.clone(),
             system_prompt: config.prompt.text.clone(),
             prompt_version: config.prompt.version.clone(),
             ..EngineOptions::default()
-        },
+        }),
         guards: assembly::GuardOptions {
             budget: Arc::new(budget_config),
             confirmation,

@@ -8,6 +8,10 @@
 //! Depends on the ports and the domain (`engine`, `planner`, `budget`, `store`, `tools`); never
 //! on an adapter, AWS or an HTTP server.
 
+mod model_settings;
+
+pub use model_settings::{ModelSettings, Provider};
+
 use backend::ChatModel;
 use budget::{AccountStatus, BudgetConfig, Clock, system_clock};
 use engine::{
