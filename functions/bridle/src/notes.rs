@@ -106,14 +106,35 @@ impl Notes {
         Ok((note, output))
     }
 
-    /// Deletes the user's note; `false` when the user has no such note.
-    pub fn delete(&self, user: &str, id: i64) -> rusqlite::Result<bool> {
-        let conn = self.conn.lock().unwrap();
-        let n = conn.execute(
-            "DELETE FROM demo_notes WHERE id = ?1 AND user_id = ?2",
-            params![id, user],
-        )?;
-        Ok(n == 1)
+    /// Delete the user's note and, for a model's call, commit the call's receipt with it (as
+    /// [`Notes::add`]); `None` when the user has no such note (nothing written).
+    pub fn delete(
+        &self,
+        user: &str,
+        id: i64,
+        call_key: Option<&str>,
+    ) -> Result<Option<Value>, ToolError> {
+        let mut conn = self.conn.lock().unwrap();
+        let tx = conn.transaction().map_err(internal)?;
+        let n = tx
+            .execute(
+                "DELETE FROM demo_notes WHERE id = ?1 AND user_id = ?2",
+                params![id, user],
+            )
+            .map_err(internal)?;
+        if n != 1 {
+            return Ok(None);
+        }
+        let output = json!({"deleted": id, "_effects": {"refresh": ["notes"]}});
+        if let Some(call_key) = call_key.filter(|_| self.receipts) {
+            let receipt = store::Receipt {
+                call_key: call_key.to_owned(),
+                output: output.clone(),
+            };
+            store_sqlite::put_receipt(&tx, &receipt).map_err(ToolError::internal)?;
+        }
+        tx.commit().map_err(internal)?;
+        Ok(Some(output))
     }
 }
 
@@ -189,13 +210,15 @@ pub fn register(registry: &mut Registry, notes: Arc<Notes>) -> Result<(), Regist
             let n = notes.clone();
             async move {
                 let id = input["id"].as_i64().unwrap_or_default();
-                if !n.delete(&ctx.user_id.0, id).map_err(internal)? {
-                    return Err(ToolError::domain(
-                        "not_found",
-                        format!("There is no note with id {id}. Call list_notes to see the ids."),
-                    ));
-                }
-                Ok(json!({"deleted": id, "_effects": {"refresh": ["notes"]}}))
+                n.delete(&ctx.user_id.0, id, ctx.call_key.as_deref())?
+                    .ok_or_else(|| {
+                        ToolError::domain(
+                            "not_found",
+                            format!(
+                                "There is no note with id {id}. Call list_notes to see the ids."
+                            ),
+                        )
+                    })
             }
         }),
     )?;

@@ -199,3 +199,64 @@ async fn killed_after_the_note_was_saved_the_restart_saves_it_no_second_time() {
 async fn killed_before_the_note_was_saved_the_restart_saves_it_once() {
     killed_at("before_call").await;
 }
+
+/// Before the kill: save a note and delete it in one answer (the delete is where it stops).
+const SAVES_THEN_DELETES: &str = r#"{"replies": [
+  {"steps": [
+    {"call": {"id": "toolu_1", "name": "add_note", "input": {"text": "buy milk"}}},
+    {"call": {"id": "toolu_2", "name": "delete_note", "input": {"id": 1}}},
+    {"stop": "tool_use"}]}
+]}"#;
+
+/// After the restart: the resumed turn's next model call closes it.
+const DELETED: &str = r#"{"replies": [
+  {"steps": [{"say": "Deleted it again."}, {"stop": "end_turn"}]}
+]}"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_after_a_note_was_deleted_the_model_still_sees_the_delete_succeed() {
+    let dir = temp_dir("delete");
+    let http = reqwest::Client::new();
+    let mut server = start(&dir, SAVES_THEN_DELETES, Some("after_call:delete_note"));
+    let conv = new_conversation(&http, &server.base).await;
+    let posted = http
+        .post(format!("{}/api/conversations/{conv}/messages", server.base))
+        .json(&serde_json::json!({ "text": "save and drop a note" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(posted.status(), 200);
+    wait_for_pause(&server);
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+    drop(posted);
+
+    let restarted = start(&dir, DELETED, None);
+    let mut seen = Vec::new();
+    for _ in 0..300 {
+        seen = history(&http, &restarted.base, &conv).await;
+        if seen.len() >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(seen, ["save and drop a note", "Deleted it again."]);
+    assert!(notes_in(&dir).is_empty());
+    // What the model was told about the delete is what the uninterrupted run told it: the
+    // resumed turn answered from the receipt instead of deleting again ("There is no note").
+    let results: Vec<String> = {
+        let conn = rusqlite::Connection::open(dir.join("bridle.db")).unwrap();
+        let mut stmt = conn
+            .prepare("SELECT body FROM tool_results ORDER BY tool_use_id")
+            .unwrap();
+        stmt.query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert!(
+        results[1].contains(r#""content":{"deleted":1},"is_error":false"#),
+        "{results:?}"
+    );
+}
