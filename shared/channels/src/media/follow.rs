@@ -63,8 +63,17 @@ pub(crate) async fn get(
 ) -> Result<reqwest::Response, MediaError> {
     let deadline = Instant::now() + timeout;
     let mut url = Url::parse(url).map_err(|_| MediaError::UntrustedUrl)?;
-    for _ in 0..=MAX_REDIRECTS {
-        let access = hosts.check(&url)?;
+    for hop in 0..=MAX_REDIRECTS {
+        let access = hosts.check(&url).inspect_err(|_| {
+            // The host only: a path or query may carry a token. (Slack redirects to the
+            // workspace's sign-in page when the app lacks the files:read scope.)
+            if hop > 0 {
+                tracing::warn!(
+                    host = url.host_str().unwrap_or(""),
+                    "a media download redirected off the platform's hosts; not followed"
+                );
+            }
+        })?;
         let left = deadline
             .checked_duration_since(Instant::now())
             .filter(|d| !d.is_zero())
