@@ -15,6 +15,7 @@ pub mod hub;
 pub mod notes;
 pub mod planning;
 pub mod server;
+pub mod smoke;
 pub mod worker;
 
 use backend::ChatModel;

@@ -29,6 +29,13 @@ enum Command {
     /// BRIDLE_DB (default ./bridle.db). The model comes from BRIDLE_BACKEND / OPENAI_* /
     /// BEDROCK_MODEL_ID / BRIDLE_SCRIPT; without one, the assistant explains how to connect it.
     Serve,
+    /// A live check to run after changing the prompt, the tools or the model: an 8-message
+    /// conversation (greeting, note, event, correction, a risky change and its confirmation,
+    /// undo, thanks) with the configured model, on a throwaway in-memory store. Prints every
+    /// reply, tool call and result, tokens, cost and latency; exits 1 on harness failures, never
+    /// on the model's wording. BRIDLE_BACKEND=scripted without BRIDLE_SCRIPT plays a built-in
+    /// script.
+    Smoke,
     /// Budgets: usage against caps, with prices and caps and where they came from.
     #[command(subcommand)]
     Budget(BudgetCommand),
@@ -112,10 +119,17 @@ struct ReportArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // `bridle smoke` prints the conversation: only warnings, unless RUST_LOG asks for more.
+    let level = if matches!(cli.command, Command::Smoke) {
+        "warn"
+    } else {
+        "info"
+    };
     let logs = tracing_subscriber::fmt().with_env_filter(
-        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| level.into()),
     );
     match cli.command {
+        Command::Smoke => logs.with_writer(std::io::stderr).init(),
         // Their stdout is the answer (tables, JSON for scripts): logs go to stderr.
         Command::Users(_) | Command::Identities(_) => logs.with_writer(std::io::stderr).init(),
         _ => logs.init(),
@@ -129,6 +143,7 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::Serve => runtime.block_on(serve()),
+        Command::Smoke => runtime.block_on(smoke()),
         Command::Budget(BudgetCommand::Report(args)) => runtime.block_on(report(args)),
         Command::Users(args) => runtime.block_on(users(args)),
         Command::Identities(args) => runtime.block_on(identities(args)),
@@ -311,6 +326,35 @@ async fn report(args: ReportArgs) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(err) => fail("cannot read the budget ledger", &err),
+    }
+}
+
+async fn smoke() -> ExitCode {
+    let config = match bridle::smoke::SmokeConfig::from_vars(|k| std::env::var(k).ok()) {
+        Ok(c) => c,
+        Err(errors) => {
+            eprintln!(
+                "bridle smoke is not configured correctly:\n  - {}",
+                errors.0.join("\n  - ")
+            );
+            return ExitCode::from(2);
+        }
+    };
+    let (model, model_id): (Arc<dyn backend::ChatModel>, String) = match &config.backend {
+        None => (
+            Arc::new(bridle::smoke::script::BuiltInScript::default()),
+            "scripted".into(),
+        ),
+        Some(choice) => match backends::model_for(choice).await {
+            Ok(m) => m,
+            Err(err) => return fail("cannot set up the model", &err),
+        },
+    };
+    let mut out = std::io::stdout();
+    match bridle::smoke::run(model, &model_id, &config, &mut out).await {
+        Ok(findings) if findings.failures.is_empty() => ExitCode::SUCCESS,
+        Ok(_) => ExitCode::FAILURE,
+        Err(err) => fail("cannot start the smoke check", &err),
     }
 }
 

@@ -101,7 +101,7 @@ impl WebConfig {
                     problems.push(problem);
                     engine::SystemPrompt::default()
                 });
-        let model = assembly::ModelSettings::from_vars(&var, assembly::Provider::Bedrock)
+        let model = assembly::ModelSettings::from_vars(var, assembly::Provider::Bedrock)
             .unwrap_or_else(|more| {
                 problems.extend(more);
                 assembly::ModelSettings::default()

@@ -46,7 +46,7 @@ impl WorkerConfig {
                     problems.push(problem);
                     engine::SystemPrompt::default()
                 });
-        let model = assembly::ModelSettings::from_vars(&var, assembly::Provider::Bedrock)
+        let model = assembly::ModelSettings::from_vars(var, assembly::Provider::Bedrock)
             .unwrap_or_else(|more| {
                 problems.extend(more);
                 assembly::ModelSettings::default()
