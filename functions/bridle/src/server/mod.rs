@@ -4,9 +4,11 @@ mod admin;
 mod api;
 mod assets;
 pub(crate) mod errors;
+mod grant;
 mod limits;
 mod link;
 pub mod sweep;
+mod tokens;
 mod webhooks;
 
 pub use limits::HttpLimits;
@@ -20,7 +22,7 @@ use crate::worker::Worker;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::middleware;
-use axum::routing::{any, get, post};
+use axum::routing::{any, delete, get, post};
 use engine::Engine;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
@@ -40,6 +42,9 @@ pub const MAX_BODY_BYTES: usize = 64 * 1024;
 /// How long turns cut short at the end of the grace period get to release their leases and
 /// claims and put their jobs back (a few store writes each) before the server exits anyway.
 const CUT_SHORT_WAIT: Duration = Duration::from_secs(2);
+/// Past the grace period, how long connections still get to write the final event the stop
+/// gave their streams; a connection still open after it is closed.
+const FLUSH_WAIT: Duration = Duration::from_millis(500);
 
 /// The single user of the local web chat.
 pub const LOCAL_USER: &str = "local";
@@ -71,6 +76,10 @@ pub struct App {
     pub http: HttpLimits,
     /// Deliveries after which a failing job is given up (the queue's `max_receives`).
     pub max_receives: u32,
+    /// `/mcp` for external AI clients, behind its own token check (not the session gate).
+    pub mcp: Router,
+    /// The users' MCP access tokens ("Connect an AI client").
+    pub tokens: Arc<dyn store::Tokens>,
 }
 
 impl std::fmt::Debug for App {
@@ -100,6 +109,11 @@ pub fn router(app: App) -> Router {
         .route("/api/notes", get(api::list_notes))
         .route("/api/link-code", post(link::create_link_code))
         .route("/api/usage", get(usage::usage))
+        .route("/api/assistant-grant", get(grant::read).post(grant::set))
+        .route("/connect", get(assets::connect))
+        .route("/connect.js", get(assets::connect_script))
+        .route("/api/mcp-tokens", get(tokens::list).post(tokens::create))
+        .route("/api/mcp-tokens/{id}", delete(tokens::revoke))
         .route("/admin/budget", get(admin::budget_page))
         .route("/api/session", get(auth::routes::session))
         .route("/auth/login", get(auth::routes::login))
@@ -115,7 +129,8 @@ pub fn router(app: App) -> Router {
     let webhooks = Router::new()
         .route("/webhooks/{channel}", any(webhooks::receive))
         .layer(DefaultBodyLimit::max(webhook_cap));
-    api.merge(webhooks).with_state(app)
+    let mcp = app.mcp.clone();
+    api.merge(webhooks).with_state(app).merge(mcp)
 }
 
 /// Start the worker that runs the app's turn jobs (web chat and messaging channels) off its
@@ -191,7 +206,10 @@ pub async fn run(
             "told waiting streams their messages are answered after the restart"
         );
     }
-    if tokio::time::timeout_at(deadline, graceful.shutdown())
+    // Streams told just now (a turn cut short, a waiting message) still need their last event
+    // written out: past the grace period, connections get a short moment more for that.
+    let close_by = deadline.max(tokio::time::Instant::now() + FLUSH_WAIT);
+    if tokio::time::timeout_at(close_by, graceful.shutdown())
         .await
         .is_err()
     {
