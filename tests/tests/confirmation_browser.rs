@@ -21,6 +21,7 @@ fn owner() -> Caller {
         action_id: tools::ActionId("setup".into()),
         conversation_id: ConversationId::from("setup"),
         call_key: None,
+        grant: tools::Grant::default(),
     })
 }
 

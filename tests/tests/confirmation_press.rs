@@ -176,6 +176,7 @@ fn owner(action: &str) -> Caller {
         action_id: tools::ActionId(action.into()),
         conversation_id: ConversationId::from("conv-1"),
         call_key: None,
+        grant: tools::Grant::default(),
     })
 }
 

@@ -30,6 +30,7 @@ fn ctx(conversation: &str, action: &str, actor: Actor) -> Ctx {
         action_id: ActionId(action.into()),
         conversation_id: ConversationId::from(conversation),
         call_key: None,
+        grant: tools::Grant::default(),
     }
 }
 

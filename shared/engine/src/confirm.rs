@@ -115,6 +115,11 @@ impl ConfirmationGate {
     /// `None`: run the call. `Some(outcome)`: the call must not run; answer with `outcome`.
     pub async fn check(&self, ctx: &Ctx, call: &ToolCall, turn: &Answer) -> Option<ToolOutcome> {
         let description = self.policy.assess(ctx, &call.name, &call.input).await?;
+        if !ctx.grant.allows_risky() {
+            // Outside the grant: refused before anything is held, so nobody is asked.
+            tracing::info!(tool = %call.name, action_id = %ctx.action_id, grant = %ctx.grant, "risky call outside the grant refused");
+            return Some(tools::not_allowed_outcome(call, ctx.grant));
+        }
         let hash = call_hash(&call.name, &call.input);
         let now = (self.clock)();
         let conversation = &ctx.conversation_id;

@@ -1,5 +1,5 @@
 use store::StoreError;
-use tools::ToolError;
+use tools::{Grant, ToolError};
 
 /// Why a planner operation did not happen, phrased for the caller (and the model).
 #[derive(Debug, thiserror::Error)]
@@ -13,6 +13,9 @@ pub enum PlannerError {
     /// The account may not act (paused, closed, or unknown).
     #[error("This account cannot make changes right now ({0}).")]
     AccountInactive(String),
+    /// Outside what the person lets their assistant do (the grant as stored now).
+    #[error("{}", tools::not_allowed(*.0))]
+    NotAllowed(Grant),
     /// Someone changed the record meanwhile: read it again and retry.
     #[error("That changed in the meantime; look again and retry.")]
     Changed,
@@ -36,6 +39,7 @@ impl From<PlannerError> for ToolError {
             PlannerError::NotFound { .. } => "not_found",
             PlannerError::Rule(_) => "rule",
             PlannerError::AccountInactive(_) => "account_inactive",
+            PlannerError::NotAllowed(_) => "not_allowed",
             PlannerError::Changed => "changed",
             PlannerError::Store(_) => return ToolError::internal(err),
         };

@@ -168,7 +168,7 @@ impl Planner {
     /// The assistant's `undo` passes [`UndoScope::Conversation`] (its own conversation); the
     /// web app may pass [`UndoScope::Anywhere`] when the user asks for it there.
     pub async fn undo(&self, caller: &Caller, scope: UndoScope) -> Result<String, PlannerError> {
-        self.check_active(&caller.user).await?;
+        self.check_may_write(caller).await?;
         let here = matches!(scope, UndoScope::Conversation(_));
         let mut tries = 0;
         let outcome = loop {

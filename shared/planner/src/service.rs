@@ -6,7 +6,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::sync::Arc;
-use store::{AccountStatus, ActionCommit, ActorKind, Change, Receipt, Store};
+use store::{Account, AccountStatus, ActionCommit, ActorKind, Change, Receipt, Store};
 use tools::{Actor, Ctx};
 use transcript::{ConversationId, UserId};
 
@@ -109,14 +109,32 @@ impl Planner {
 
     /// The account may act: it exists and is active.
     pub(crate) async fn check_active(&self, user: &UserId) -> Result<(), PlannerError> {
+        self.active_account(user).await.map(drop)
+    }
+
+    /// `caller` may change things now: the account is active and, for the assistant, its grant
+    /// as stored now allows writes. One read of the account, right before the write, so a grant
+    /// narrowed during a turn (whose tools got the grant of its start) bites on the next call.
+    pub(crate) async fn check_may_write(&self, caller: &Caller) -> Result<(), PlannerError> {
+        let account = self.active_account(&caller.user).await?;
+        let grant = account.assistant_grant;
+        if caller.actor == ActorKind::Agent && !grant.allows_writes() {
+            tracing::info!(action_id = %caller.action_id, %grant, "a write outside the assistant's grant refused");
+            return Err(PlannerError::NotAllowed(grant));
+        }
+        Ok(())
+    }
+
+    async fn active_account(&self, user: &UserId) -> Result<Account, PlannerError> {
         match self.store.account(user).await? {
-            Some(a) if a.status == AccountStatus::Active => Ok(()),
+            Some(a) if a.status == AccountStatus::Active => Ok(a),
             Some(a) => Err(PlannerError::AccountInactive(a.status.as_str().to_owned())),
             None => Err(PlannerError::AccountInactive("no account".into())),
         }
     }
 
-    /// The one transaction helper: check access, then write `changes` and the audit row
+    /// The one transaction helper: check access (the account active; the assistant's grant as
+    /// stored now, [`Planner::check_may_write`]), then write `changes` and the audit row
     /// atomically. Every change must be of a record owned by the acting account. `answer` is
     /// what the service returns for the write; in a model's tool call it is committed as the
     /// call's receipt (the tool's output is its JSON), with the effect.
@@ -137,18 +155,21 @@ impl Planner {
             _ => None,
         };
         let (user, actor, action_id, by_user, conversation) = match access {
-            Access::Owner(caller) => (
-                &caller.user,
-                caller.actor,
-                caller.action_id.as_str(),
-                true,
-                caller.conversation.clone(),
-            ),
+            Access::Owner(caller) => {
+                self.check_may_write(caller).await?;
+                (
+                    &caller.user,
+                    caller.actor,
+                    caller.action_id.as_str(),
+                    true,
+                    caller.conversation.clone(),
+                )
+            }
             Access::Public { owner, action_id } => {
+                self.check_active(owner).await?;
                 (owner, ActorKind::Public, action_id, false, None)
             }
         };
-        self.check_active(user).await?;
         if let Some(foreign) = changes.iter().find(|c| &c.owner != user) {
             // A service bug, never a user error: refuse rather than touch another tenant.
             tracing::error!(kind = %foreign.kind, id = %foreign.id, "a write touched a record of another owner");

@@ -45,6 +45,7 @@ fn ctx(user: &str, action: &str) -> Ctx {
         action_id: ActionId(action.into()),
         conversation_id: ConversationId::from(format!("conv-{user}")),
         call_key: None,
+        grant: tools::Grant::default(),
     }
 }
 

@@ -23,7 +23,7 @@ use store::{
     Account, AccountCursor, AccountPage, AccountStatus, Accounts, ActiveRecords,
     CreateAccountError, Email, Roles, StoreError,
 };
-use transcript::{ConversationId, UserId};
+use transcript::{ConversationId, Grant, UserId};
 
 const STATUS: &str = "status";
 const DISPLAY_NAME: &str = "display_name";
@@ -31,6 +31,7 @@ const TIME_ZONE: &str = "time_zone";
 const EMAIL_ATTR: &str = "email";
 const ROLES: &str = "roles";
 const CREATED_AT_MS: &str = "created_at_ms";
+const ASSISTANT_GRANT: &str = "assistant_grant";
 const USER_ID: &str = "user_id";
 const RID: &str = "rid";
 
@@ -235,6 +236,26 @@ impl Accounts for DynamoStore {
             })?;
         Ok(())
     }
+
+    async fn set_assistant_grant(&self, user: &UserId, grant: Grant) -> Result<(), StoreError> {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .key(PK, s(account_pk(user)))
+            .key(SK, s(ACCOUNT))
+            .update_expression("SET #grant = :grant")
+            .condition_expression("attribute_exists(pk)")
+            .expression_attribute_names("#grant", ASSISTANT_GRANT)
+            .expression_attribute_values(":grant", s(grant.as_str()))
+            .send()
+            .await
+            .map_err(|e| {
+                write_error(e, || StoreError::NotFound {
+                    what: format!("account {user}"),
+                })
+            })?;
+        Ok(())
+    }
 }
 
 /// The account's item, with its entry in the `ACCOUNTS` listing (`gsi1`).
@@ -248,6 +269,7 @@ fn account_item(account: &Account) -> Item {
         (TIME_ZONE.into(), s(&account.time_zone)),
         (ROLES.into(), s(account.roles.to_string())),
         (CREATED_AT_MS.into(), n(account.created_at_ms)),
+        (ASSISTANT_GRANT.into(), s(account.assistant_grant.as_str())),
         (GSI1PK.into(), s(ACCOUNTS)),
         (
             GSI1SK.into(),
@@ -269,8 +291,8 @@ fn email_item(email: &Email, user: &UserId) -> Item {
     ])
 }
 
-/// An account from its item. Items written before e-mails, roles and creation times existed
-/// read as no e-mail, the `user` role and 0.
+/// An account from its item. Items written before e-mails, roles, creation times and grants
+/// existed read as no e-mail, the `user` role, 0 and the default grant.
 fn account_from(user: &UserId, item: &Item) -> Result<Account, StoreError> {
     let what = format!("account {user}");
     let status = get_s(item, STATUS, &what)?;
@@ -297,6 +319,14 @@ fn account_from(user: &UserId, item: &Item) -> Result<Account, StoreError> {
         created_at_ms: match item.get(CREATED_AT_MS) {
             None => 0,
             Some(_) => get_n(item, CREATED_AT_MS, &what)?,
+        },
+        assistant_grant: match item.get(ASSISTANT_GRANT) {
+            None => Grant::default(),
+            Some(_) => {
+                let text = get_s(item, ASSISTANT_GRANT, &what)?;
+                Grant::parse(text)
+                    .ok_or_else(|| corrupt(&what, format!("unknown assistant grant {text:?}")))?
+            }
         },
     })
 }

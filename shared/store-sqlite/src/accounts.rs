@@ -11,11 +11,11 @@ use store::{
     Account, AccountCursor, AccountPage, AccountStatus, Accounts, ActiveRecords,
     CreateAccountError, Email, Roles, StoreError,
 };
-use transcript::{ConversationId, UserId};
+use transcript::{ConversationId, Grant, UserId};
 
 /// The columns [`account_row`] reads, in its order.
 const ACCOUNT_COLUMNS: &str =
-    "user_id, status, display_name, time_zone, email, roles, created_at_ms";
+    "user_id, status, display_name, time_zone, email, roles, created_at_ms, assistant_grant";
 
 #[async_trait]
 impl Accounts for SqliteStore {
@@ -89,7 +89,7 @@ impl Accounts for SqliteStore {
         let inserted = self
             .conn()
             .prepare_cached(&format!(
-                "INSERT INTO accounts ({ACCOUNT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
+                "INSERT INTO accounts ({ACCOUNT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
             ))
             .map_err(unavailable)?
             .execute(params_from_iter(account_params(account)));
@@ -111,14 +111,15 @@ impl Accounts for SqliteStore {
     async fn put_account(&self, account: &Account) -> Result<(), StoreError> {
         self.conn()
             .prepare_cached(&format!(
-                "INSERT INTO accounts ({ACCOUNT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                "INSERT INTO accounts ({ACCOUNT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
                  ON CONFLICT (user_id) DO UPDATE SET
                      status = excluded.status,
                      display_name = excluded.display_name,
                      time_zone = excluded.time_zone,
                      email = excluded.email,
                      roles = excluded.roles,
-                     created_at_ms = excluded.created_at_ms"
+                     created_at_ms = excluded.created_at_ms,
+                     assistant_grant = excluded.assistant_grant"
             ))
             .map_err(unavailable)?
             .execute(params_from_iter(account_params(account)))
@@ -153,9 +154,33 @@ impl Accounts for SqliteStore {
         }
         Ok(())
     }
+
+    async fn set_assistant_grant(&self, user: &UserId, grant: Grant) -> Result<(), StoreError> {
+        let changed = self
+            .conn()
+            .prepare_cached("UPDATE accounts SET assistant_grant = ?2 WHERE user_id = ?1")
+            .map_err(unavailable)?
+            .execute(params![user.0, grant.as_str()])
+            .map_err(unavailable)?;
+        if changed == 0 {
+            return Err(StoreError::NotFound {
+                what: format!("account {user}"),
+            });
+        }
+        Ok(())
+    }
 }
 
-type RawAccount = (String, String, String, String, Option<String>, String, i64);
+type RawAccount = (
+    String,
+    String,
+    String,
+    String,
+    Option<String>,
+    String,
+    i64,
+    Option<String>,
+);
 
 fn raw_account(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawAccount> {
     Ok((
@@ -166,11 +191,12 @@ fn raw_account(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawAccount> {
         r.get(4)?,
         r.get(5)?,
         r.get(6)?,
+        r.get(7)?,
     ))
 }
 
 fn account_row(
-    (user, status, display_name, time_zone, email, roles, created_at_ms): RawAccount,
+    (user, status, display_name, time_zone, email, roles, created_at_ms, grant): RawAccount,
 ) -> Result<Account, StoreError> {
     let what = || format!("account {user}");
     Ok(Account {
@@ -182,6 +208,11 @@ fn account_row(
             .map_err(|e| corrupt(what(), e))?,
         roles: Roles::parse(&roles)
             .ok_or_else(|| corrupt(what(), format!("unknown roles {roles:?}")))?,
+        assistant_grant: match grant {
+            None => Grant::default(),
+            Some(g) => Grant::parse(&g)
+                .ok_or_else(|| corrupt(what(), format!("unknown assistant grant {g:?}")))?,
+        },
         user: UserId(user),
         display_name,
         time_zone,
@@ -189,7 +220,7 @@ fn account_row(
     })
 }
 
-fn account_params(account: &Account) -> [Box<dyn rusqlite::ToSql + '_>; 7] {
+fn account_params(account: &Account) -> [Box<dyn rusqlite::ToSql + '_>; 8] {
     [
         Box::new(account.user.0.as_str()),
         Box::new(account.status.as_str()),
@@ -198,6 +229,7 @@ fn account_params(account: &Account) -> [Box<dyn rusqlite::ToSql + '_>; 7] {
         Box::new(account.email.as_ref().map(Email::as_str)),
         Box::new(account.roles.to_string()),
         Box::new(account.created_at_ms),
+        Box::new(account.assistant_grant.as_str()),
     ]
 }
 

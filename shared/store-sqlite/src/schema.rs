@@ -190,6 +190,9 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         expires_at_ms   INTEGER NOT NULL
     ) STRICT;
     CREATE INDEX conversation_expiry_by_date ON conversation_expiry (expires_at_ms);",
+    // 15: how far an account's assistant may reach (read, write, risky); NULL reads as the
+    // default, risky.
+    "ALTER TABLE accounts ADD COLUMN assistant_grant TEXT;",
 ];
 
 /// The schema version this build writes and understands.

@@ -5,7 +5,7 @@ use crate::StoreError;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use std::fmt;
-use transcript::UserId;
+use transcript::{Grant, UserId};
 
 /// Whether an account may act.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -229,11 +229,15 @@ pub struct Account {
     pub roles: Roles,
     /// When the account was created; 0 for accounts stored before this was recorded.
     pub created_at_ms: i64,
+    /// How far the person's assistant may reach for them; the person changes it. Accounts
+    /// stored before grants existed read as the default, [`Grant::Risky`] (everything, a risky
+    /// call still waiting for the person's yes).
+    pub assistant_grant: Grant,
 }
 
 impl Account {
-    /// An active account with the `user` role, in UTC, without e-mail, created at 0: fill in
-    /// what you know with struct update syntax.
+    /// An active account with the `user` role, in UTC, without e-mail, created at 0, with the
+    /// default assistant grant: fill in what you know with struct update syntax.
     pub fn new(user: impl Into<UserId>, display_name: impl Into<String>) -> Self {
         Self {
             user: user.into(),
@@ -243,6 +247,7 @@ impl Account {
             email: None,
             roles: Roles::default(),
             created_at_ms: 0,
+            assistant_grant: Grant::default(),
         }
     }
 
@@ -318,6 +323,23 @@ pub trait Accounts: Send + Sync {
         user: &UserId,
         status: AccountStatus,
     ) -> Result<(), StoreError>;
+
+    /// Change how far an account's assistant may reach; [`StoreError::NotFound`] when there is
+    /// no such account. Only that field changes. (The default reads and puts the account, so a
+    /// concurrent change of another field may be lost; the adapters update the one field.)
+    async fn set_assistant_grant(&self, user: &UserId, grant: Grant) -> Result<(), StoreError> {
+        let account = self
+            .account(user)
+            .await?
+            .ok_or_else(|| StoreError::NotFound {
+                what: format!("account {user}"),
+            })?;
+        self.put_account(&Account {
+            assistant_grant: grant,
+            ..account
+        })
+        .await
+    }
 
     /// Every account, in listing order (page after page).
     async fn all_accounts(&self) -> Result<Vec<Account>, StoreError> {

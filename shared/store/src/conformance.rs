@@ -29,6 +29,7 @@
 pub use crate::conformance_records::*;
 mod accounts;
 mod budget;
+mod grants;
 mod leases;
 mod receipts;
 mod sessions;
@@ -40,6 +41,7 @@ pub use accounts::{
     check_concurrent_account_creation, check_create_account, check_put_account_keeps_emails_unique,
 };
 
+pub use grants::check_assistant_grant;
 pub use leases::{check_concurrent_leases, check_leases};
 pub use receipts::{check_receipts, check_undo_receipts};
 pub use sessions::{check_concurrent_take_login, check_pending_logins, check_sessions};
@@ -105,6 +107,7 @@ macro_rules! conformance_tests {
             create_account_refuses_taken_id_or_email => check_create_account,
             put_account_keeps_emails_unique => check_put_account_keeps_emails_unique,
             account_status_changes => check_account_status,
+            assistant_grant_changes => check_assistant_grant,
             accounts_listed_in_pages => check_accounts_listing,
             active_records => check_active_records,
             budget_reserve_and_settle => check_budget_reserve_and_settle,

@@ -1,6 +1,6 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
-use transcript::{ConversationId, UserId};
+use transcript::{ConversationId, Grant, UserId};
 
 /// Who initiated a tool call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -38,4 +38,9 @@ pub struct Ctx {
     /// outside system passes it as the idempotency key, so a call repeated after a crash is not
     /// done twice there. `None` outside a model's call.
     pub call_key: Option<String>,
+    /// The most this call may do: the assistant's grant, read from the account when the turn
+    /// started; an MCP token's scope. [`Registry::run`](crate::Registry::run) refuses a tool
+    /// that changes things under [`Grant::Read`], and the confirmation gate a risky call under
+    /// less than [`Grant::Risky`], each with [`not_allowed`](crate::not_allowed)'s sentence.
+    pub grant: Grant,
 }

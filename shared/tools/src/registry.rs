@@ -183,13 +183,20 @@ impl Registry {
         Ok(entry)
     }
 
-    /// Run one call for a conversation of `purpose`: look up, validate, call, shape. Never fails:
-    /// every outcome is a tool result the model can read.
+    /// Run one call for a conversation of `purpose`: look up, validate, check the grant (a tool
+    /// that changes things under [`Grant::Read`](crate::Grant::Read) is refused), call, shape.
+    /// Never fails: every outcome is a tool result the model can read.
     pub async fn run(&self, ctx: &Ctx, purpose: &str, call: &ToolCall) -> ToolOutcome {
         let entry = match self.entry_for(purpose, call) {
             Ok(entry) => entry,
             Err(invalid) => return invalid,
         };
+        // The grant caps calls, not the catalogue: the tool stays offered, the call is refused
+        // with a sentence the model can relay.
+        if !entry.def.read_only && !ctx.grant.allows_writes() {
+            tracing::info!(tool = %call.name, action_id = %ctx.action_id, grant = %ctx.grant, "call outside the grant refused");
+            return crate::not_allowed_outcome(call, ctx.grant);
+        }
 
         crate::fault::pause_if_asked(crate::fault::Pause::BeforeCall, &call.name).await;
         let fut = entry.handler.call(ctx, call.input.clone());

@@ -12,6 +12,7 @@ fn ctx() -> Ctx {
         action_id: ActionId("act-42".into()),
         conversation_id: "c1".into(),
         call_key: None,
+        grant: Grant::default(),
     }
 }
 

@@ -9,12 +9,14 @@
 //! depend on a backend, a store, or any AWS or Lambda crate.
 
 mod conversation;
+mod grant;
 mod json_chars;
 mod message;
 mod part;
 mod usage;
 
 pub use conversation::{Conversation, ConversationId, ConversationStatus, UserId};
+pub use grant::Grant;
 pub use json_chars::json_chars;
 pub use message::{CallRecord, Message, Role};
 pub use part::{MediaRef, Part, Reasoning};

@@ -119,12 +119,20 @@ impl<'a> Turn<'a> {
                 input_schema: d.input_schema.clone(),
             })
             .collect();
+        // The assistant's grant as the account holds it now (the widest when there is no
+        // account); the tool list above does not depend on it. A write re-reads it.
+        let grant = store
+            .account(&conv.user_id)
+            .await?
+            .map(|a| a.assistant_grant)
+            .unwrap_or_default();
         let ctx = Ctx {
             user_id: conv.user_id.clone(),
             actor: Actor::Agent,
             action_id: input.action_id.clone(),
             conversation_id: id.clone(),
             call_key: None,
+            grant,
         };
         let mut turn = Turn {
             engine,
