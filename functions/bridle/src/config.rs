@@ -59,6 +59,8 @@ pub struct ServeConfig {
     /// Model-call timeouts and inference settings (`BRIDLE_MODEL_TIMEOUT_S`,
     /// `BRIDLE_MAX_OUTPUT_TOKENS`, `BRIDLE_TOOL_CHOICE`, …), checked for the chosen backend.
     pub model: assembly::ModelSettings,
+    /// `BRIDLE_MCP_REQUESTS_PER_MINUTE`: each MCP access token's requests per minute.
+    pub mcp_rate: mcp::RateLimit,
     /// Sign-in with OpenID Connect (`BRIDLE_OIDC_*`); `None`: one local user, loopback only.
     pub sign_in: Option<SignInConfig>,
 }
@@ -260,6 +262,11 @@ impl ServeConfig {
             },
         );
 
+        let mcp_rate = mcp::RateLimit::from_vars(var).unwrap_or_else(|problem| {
+            problems.push(problem);
+            mcp::RateLimit::default()
+        });
+
         let sign_in = sign_in_from(&var, &addr, &mut problems);
 
         if problems.is_empty() {
@@ -276,6 +283,7 @@ impl ServeConfig {
                 admin_token,
                 prompt,
                 confirmation,
+                mcp_rate,
                 model,
             })
         } else {

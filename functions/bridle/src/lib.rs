@@ -36,7 +36,7 @@ pub enum Db {
 }
 
 /// What [`build_app`] needs.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct AppOptions {
     pub db: Db,
     pub model_id: String,
@@ -60,6 +60,23 @@ pub struct AppOptions {
     /// Keep conversations, accounts and sessions in this store instead of the SQLite file
     /// (tests run the router on DynamoDB this way); the queue and the demo notes stay in SQLite.
     pub store: Option<OtherStore>,
+    /// With `store`: the MCP access tokens' store (the same adapter). `None`: the SQLite file.
+    pub tokens: Option<Arc<dyn store::Tokens>>,
+    /// Requests per minute each MCP access token may make.
+    pub mcp_rate: mcp::RateLimit,
+}
+
+impl std::fmt::Debug for AppOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppOptions")
+            .field("db", &self.db)
+            .field("model_id", &self.model_id)
+            .field("engine", &self.engine)
+            .field("channels", &self.channels)
+            .field("sign_in", &self.sign_in)
+            .field("mcp_rate", &self.mcp_rate)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A store other than the SQLite file (see [`AppOptions::store`]).
@@ -98,6 +115,8 @@ impl Default for AppOptions {
             admin_token: None,
             sign_in: None,
             store: None,
+            tokens: None,
+            mcp_rate: mcp::RateLimit::default(),
         }
     }
 }
@@ -148,6 +167,7 @@ pub fn build_app(
     if options.sign_in.is_none() {
         planning::ensure_local_account(sqlite.as_ref())?;
     }
+    let sqlite_tokens: Arc<dyn store::Tokens> = sqlite.clone();
     let store: Arc<dyn store::Store> = match &options.store {
         Some(other) => other.0.clone(),
         None => sqlite,
@@ -166,6 +186,8 @@ pub fn build_app(
         },
         guards: options.guards.clone(),
     })?;
+    let mcp_tokens = options.tokens.clone().unwrap_or(sqlite_tokens);
+    let mcp = mcp_for(&assembled, &store, mcp_tokens.clone(), &options);
     let queue = Arc::new(queue);
     let channels = channel_jobs_for(&assembled.engine, &store, &queue, &options);
     let sign_in = options.sign_in.clone().map(|o| {
@@ -194,6 +216,34 @@ pub fn build_app(
         clock: options.guards.clock.clone(),
         admin_token: options.admin_token.clone(),
         sign_in,
+        mcp,
+        tokens: mcp_tokens,
+    })
+}
+
+/// `/mcp`: the engine's registry and confirmation policy, served to external AI clients with
+/// the owners' access tokens; request counts in the store's budget ledger.
+fn mcp_for(
+    assembled: &assembly::Assembled,
+    store: &Arc<dyn store::Store>,
+    tokens: Arc<dyn store::Tokens>,
+    options: &AppOptions,
+) -> axum::Router {
+    let ledger: Arc<dyn store::BudgetLedger> = store.clone();
+    mcp::router(mcp::handler::McpParts {
+        registry: assembled.registry.clone(),
+        policy: assembled.policy.clone(),
+        tokens,
+        ledger,
+        clock: options.guards.clock.clone(),
+        options: mcp::McpOptions {
+            rate: options.mcp_rate,
+            loopback_only: options.sign_in.is_none(),
+            may_be_risky: planner::MAY_NEED_CONFIRMATION
+                .iter()
+                .map(|t| (*t).to_owned())
+                .collect(),
+        },
     })
 }
 

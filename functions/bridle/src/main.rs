@@ -44,6 +44,8 @@ enum Command {
     Users(UsersArgs),
     /// Linked messaging accounts: list, unlink — on the SQLite file or the DynamoDB table.
     Identities(IdentitiesArgs),
+    /// MCP access tokens for a user's AI clients: create, list, revoke.
+    Tokens(admin_cli::tokens::TokensArgs),
     /// Dead jobs (messages whose every attempt failed): list, retry. The local server's queue,
     /// or on AWS the SQS dead-letter queue (--dlq-url, and --queue-url to retry).
     #[command(subcommand)]
@@ -131,7 +133,9 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Smoke => logs.with_writer(std::io::stderr).init(),
         // Their stdout is the answer (tables, JSON for scripts): logs go to stderr.
-        Command::Users(_) | Command::Identities(_) => logs.with_writer(std::io::stderr).init(),
+        Command::Users(_) | Command::Identities(_) | Command::Tokens(_) => {
+            logs.with_writer(std::io::stderr).init()
+        }
         _ => logs.init(),
     }
     let runtime = match tokio::runtime::Runtime::new() {
@@ -147,6 +151,7 @@ fn main() -> ExitCode {
         Command::Budget(BudgetCommand::Report(args)) => runtime.block_on(report(args)),
         Command::Users(args) => runtime.block_on(users(args)),
         Command::Identities(args) => runtime.block_on(identities(args)),
+        Command::Tokens(args) => runtime.block_on(tokens(args)),
         Command::Jobs(command) => runtime.block_on(jobs(command)),
     }
 }
@@ -259,6 +264,29 @@ async fn identities(args: IdentitiesArgs) -> ExitCode {
     };
     let mut out = std::io::stdout().lock();
     match admin_cli::run_identities(&args.command, &deps, &mut out).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => admin_failed(&err),
+    }
+}
+
+async fn tokens(args: admin_cli::tokens::TokensArgs) -> ExitCode {
+    let source = StoreSource::choose(&args.store, &|k| std::env::var(k).ok());
+    let (store, tokens) = match admin_cli::tokens::open_token_store(&source).await {
+        Ok(opened) => opened,
+        Err(err) => return admin_failed(&err),
+    };
+    let deps = admin_cli::tokens::TokenDeps {
+        store,
+        tokens,
+        format: if args.store.json {
+            admin_cli::Format::Json
+        } else {
+            admin_cli::Format::Table
+        },
+        clock: budget::system_clock(),
+    };
+    let mut out = std::io::stdout().lock();
+    match admin_cli::tokens::run_tokens(&args.command, &deps, &mut out).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => admin_failed(&err),
     }
@@ -428,6 +456,7 @@ async fn serve() -> ExitCode {
             ..GuardOptions::default()
         },
         admin_token: config.admin_token.clone(),
+        mcp_rate: config.mcp_rate,
         sign_in,
         engine: config.model.applied_to(engine::EngineOptions {
             system_prompt: config.prompt.text.clone(),

@@ -28,6 +28,8 @@ pub struct WebConfig {
     pub model: assembly::ModelSettings,
     /// `BRIDLE_CONFIRMATION_TTL_S`, as the worker reads it.
     pub confirmation: engine::ConfirmationOptions,
+    /// `BRIDLE_MCP_REQUESTS_PER_MINUTE`: each MCP access token's requests per minute.
+    pub mcp_rate: mcp::RateLimit,
     /// `WHATSAPP_DISPLAY_NUMBER`, `TELEGRAM_BOT_USERNAME`: the link code's "open the chat" links.
     pub open_chat: OpenChat,
     /// `BRIDLE_LINKABLE_CHANNELS`: the channels people can link from the web app.
@@ -110,6 +112,10 @@ impl WebConfig {
             problems.push(problem);
             engine::ConfirmationOptions::default()
         });
+        let mcp_rate = mcp::RateLimit::from_vars(var).unwrap_or_else(|problem| {
+            problems.push(problem);
+            mcp::RateLimit::default()
+        });
         let open_chat = OpenChat::from_vars(&var).unwrap_or_else(|p| {
             problems.extend(p);
             OpenChat::default()
@@ -138,6 +144,7 @@ impl WebConfig {
             prompt,
             model,
             confirmation,
+            mcp_rate,
             open_chat,
             linkable,
         })

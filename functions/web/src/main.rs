@@ -87,7 +87,10 @@ async fn init() -> Result<server::App, InitError> {
     let options = AppOptions {
         // The queue and the demo notes in memory; everything else in DynamoDB (crate docs).
         db: Db::Memory,
-        store: Some(OtherStore(store)),
+        store: Some(OtherStore(store.clone())),
+        // MCP access tokens on the same table.
+        tokens: Some(store),
+        mcp_rate: config.mcp_rate,
         model_id: config.model_id.clone(),
         channels,
         guards: GuardOptions {

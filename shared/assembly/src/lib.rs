@@ -16,7 +16,7 @@ use backend::ChatModel;
 use budget::{AccountStatus, BudgetConfig, Clock, system_clock};
 use engine::{
     ConfirmationGate, ConfirmationOptions, ContextFacts, ContextSource, Engine, EngineOptions,
-    context_source, risk_policy,
+    RiskPolicy, context_source, risk_policy,
 };
 use planner::Planner;
 use std::sync::Arc;
@@ -85,10 +85,23 @@ impl std::fmt::Debug for Parts {
 }
 
 /// The engine every entrance runs, and the domain service behind its tools.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Assembled {
     pub engine: Arc<Engine>,
     pub planner: Arc<Planner>,
+    /// The engine's registry (MCP serves its `mcp` catalogue through the same runner).
+    pub registry: Arc<Registry>,
+    /// The confirmation gate's policy (MCP refuses what it would hold).
+    pub policy: Arc<dyn RiskPolicy>,
+}
+
+impl std::fmt::Debug for Assembled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Assembled")
+            .field("engine", &self.engine)
+            .field("registry", &self.registry)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Build the engine: planner tools, confirmation gate, context source, guards.
@@ -104,9 +117,10 @@ pub fn assemble(parts: Parts) -> Result<Assembled, RegistryError> {
     planner::register(
         &mut registry,
         planner.clone(),
-        &[planner::PURPOSE, CHAT_PURPOSE],
+        &[planner::PURPOSE, CHAT_PURPOSE, tools::MCP_PURPOSE],
     )?;
     let gate = confirmation_gate(planner.clone(), store.clone(), guards.confirmation);
+    let registry = Arc::new(registry);
     let guard = budget::Guards::standard(budget::StandardGuards {
         ledger: store.clone(),
         config: guards.budget,
@@ -116,14 +130,16 @@ pub fn assemble(parts: Parts) -> Result<Assembled, RegistryError> {
         clock: guards.clock,
         no_model: guards.no_model,
     });
-    let engine = Engine::new(model, Arc::new(registry), store.clone(), options)
+    let engine = Engine::new(model, registry.clone(), store.clone(), options)
         .with_confirmation(gate)
         .with_context(planner_context(planner.clone()))
         // No model call without the cheap guards and the budget (DESIGN.md invariant 9).
         .with_guard(Arc::new(guard));
     Ok(Assembled {
         engine: Arc::new(engine),
-        planner,
+        planner: planner.clone(),
+        registry,
+        policy: planner_policy(planner),
     })
 }
 
@@ -133,11 +149,16 @@ fn confirmation_gate(
     store: Arc<dyn Store>,
     options: ConfirmationOptions,
 ) -> Arc<ConfirmationGate> {
-    let policy = risk_policy(move |ctx, tool, args| {
+    let policy = planner_policy(planner);
+    Arc::new(ConfirmationGate::new(policy, store).with_options(options))
+}
+
+/// The planner's risk policy: which calls need the user's yes, described from stored state.
+pub fn planner_policy(planner: Arc<Planner>) -> Arc<dyn RiskPolicy> {
+    Arc::new(risk_policy(move |ctx, tool, args| {
         let planner = planner.clone();
         async move { planner.assess_risk(&ctx, &tool, &args).await }
-    });
-    Arc::new(ConfirmationGate::new(Arc::new(policy), store).with_options(options))
+    }))
 }
 
 /// The per-turn context block's facts: the account's name and time zone, the user's events and

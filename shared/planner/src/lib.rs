@@ -33,3 +33,8 @@ pub use model::{ATTENDEE, Attendee, EVENT, Event, EventStatus};
 pub use service::{Caller, Clock, Planner};
 pub use snapshot::{EventLine, Snapshot, UserContext};
 pub use tools_def::{PURPOSE, register};
+
+/// The tools some of whose calls [`Planner::assess_risk`] may hold for a person's yes (the rest
+/// never are): what an MCP client is told is destructive.
+pub const MAY_NEED_CONFIRMATION: &[&str] =
+    &["cancel_event", "update_event", "withdraw_attendee", "undo"];

@@ -27,3 +27,7 @@ pub use grant::{not_allowed, not_allowed_outcome};
 pub use handler::{ToolHandler, handler_fn};
 pub use registry::{Registry, RunnerOptions, ToolCall, ToolOutcome};
 pub use transcript::Grant;
+
+/// The purpose of the tools offered to external AI clients over MCP: a deployment registers a
+/// tool for it unless the tool only makes sense inside a conversation (focus, reactions).
+pub const MCP_PURPOSE: &str = "mcp";

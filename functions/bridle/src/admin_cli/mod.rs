@@ -11,6 +11,7 @@ pub mod args;
 mod identities;
 pub mod jobs;
 mod render;
+pub mod tokens;
 mod users;
 
 pub use args::{IdentitiesArgs, IdentitiesCommand, StoreArgs, UsersArgs, UsersCommand};

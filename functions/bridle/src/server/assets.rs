@@ -21,3 +21,15 @@ pub async fn style() -> impl IntoResponse {
         include_str!("../../assets/app.css"),
     )
 }
+
+/// "Connect an AI client" (`/connect`).
+pub async fn connect() -> impl IntoResponse {
+    Html(include_str!("../../assets/connect.html"))
+}
+
+pub async fn connect_script() -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+        include_str!("../../assets/connect.js"),
+    )
+}

@@ -1,0 +1,116 @@
+//! "Connect an AI client": the signed-in user's MCP access tokens. `GET /api/mcp-tokens` lists
+//! them (never the tokens) with the URL to give a client; `POST` creates one and shows it once;
+//! `DELETE /api/mcp-tokens/{id}` revokes one of the user's own (another's id reads as not
+//! found). The page is `/connect`.
+
+use super::App;
+use super::errors::ApiError;
+use crate::admin_cli::tokens::{issue_token, token_json};
+use crate::auth::CurrentUser;
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use store::TokenScope;
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// The URL a client connects to: the public URL with sign-in, else this server's own address.
+fn mcp_url(app: &App, headers: &HeaderMap) -> String {
+    match &app.sign_in {
+        Some(sign_in) => format!("{}/mcp", sign_in.public_url),
+        None => {
+            let host = headers
+                .get(header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .unwrap_or("127.0.0.1:8080");
+            format!("http://{host}/mcp")
+        }
+    }
+}
+
+pub async fn list(
+    State(app): State<App>,
+    current: CurrentUser,
+    headers: HeaderMap,
+) -> Result<Json<Value>, ApiError> {
+    let now = now_ms();
+    let tokens = app
+        .tokens
+        .tokens_of(&current.user)
+        .await
+        .map_err(ApiError::internal)?;
+    let tokens: Vec<Value> = tokens.iter().map(|t| token_json(t, now)).collect();
+    Ok(Json(
+        json!({"url": mcp_url(&app, &headers), "tokens": tokens}),
+    ))
+}
+
+#[derive(Debug, Deserialize)]
+pub struct NewToken {
+    name: Option<String>,
+    scope: String,
+    /// Days until it stops working (1–365); `null`: 90.
+    expires_in_days: Option<u32>,
+}
+
+pub async fn create(
+    State(app): State<App>,
+    current: CurrentUser,
+    headers: HeaderMap,
+    Json(body): Json<NewToken>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let bad = |text: &str| ApiError::new(StatusCode::BAD_REQUEST, text.to_owned());
+    let scope = TokenScope::parse(&body.scope)
+        .ok_or_else(|| bad("Choose what the client may do: read, write or risky."))?;
+    let name = body.name.as_deref().map(str::trim).unwrap_or("AI client");
+    if name.is_empty() || name.chars().count() > 100 {
+        return Err(bad("Give the client a name of 1 to 100 characters."));
+    }
+    let days = body.expires_in_days.unwrap_or(90);
+    if !(1..=365).contains(&days) {
+        return Err(bad("A token may last from 1 to 365 days."));
+    }
+    let now = now_ms();
+    let expires = now + i64::from(days) * 86_400_000;
+    let (token, secret) = issue_token(
+        app.tokens.as_ref(),
+        &current.user,
+        name,
+        scope,
+        Some(expires),
+        now,
+    )
+    .await
+    .map_err(ApiError::internal)?;
+    let mut value = token_json(&token, now);
+    value["token"] = json!(secret);
+    value["url"] = json!(mcp_url(&app, &headers));
+    Ok((StatusCode::CREATED, Json(value)))
+}
+
+pub async fn revoke(
+    State(app): State<App>,
+    current: CurrentUser,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let not_found = || ApiError::new(StatusCode::NOT_FOUND, "No such token.");
+    let token = app
+        .tokens
+        .token(&id)
+        .await
+        .map_err(ApiError::internal)?
+        .filter(|t| t.user == current.user)
+        .ok_or_else(not_found)?;
+    app.tokens
+        .revoke_token(&token.id, now_ms())
+        .await
+        .map_err(ApiError::internal)?;
+    Ok(StatusCode::NO_CONTENT)
+}

@@ -1,0 +1,238 @@
+//! The real `bridle serve` binary as an MCP server for the official clients: tokens made with
+//! `bridle tokens` on its database, then the official Python SDK client (PyPI `mcp`) and the
+//! official TypeScript SDK client (npm `@modelcontextprotocol/sdk`) connect to `/mcp`, list the
+//! tools, call a read tool and a write tool, and get a readable validation error. Both clients
+//! are pinned in `tests/mcp-clients/` and installed there by `scripts/test`. Also: an unknown
+//! JSON-RPC method is a JSON-RPC error, and a revoked token is refused at once.
+
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+struct Server {
+    child: Child,
+    base: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn clients_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/mcp-clients")
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("bridle-mcp-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// `bridle serve` on a free loopback port, no sign-in (the local user), data in `dir`.
+fn serve(dir: &Path) -> Server {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bridle"))
+        .arg("serve")
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("BRIDLE_ADDR", "127.0.0.1:0")
+        .env("BRIDLE_DB", dir.join("bridle.db"))
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("the bridle binary starts");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let line = lines
+        .next()
+        .expect("the server says where it listens")
+        .unwrap();
+    let base = line
+        .split("Open ")
+        .nth(1)
+        .and_then(|rest| rest.split('/').nth(2))
+        .map(|host| format!("http://{host}"))
+        .unwrap_or_else(|| panic!("unexpected first line: {line}"));
+    std::thread::spawn(move || for _ in lines {});
+    Server { child, base }
+}
+
+/// `bridle tokens …` on the server's database: exit code, stdout, stderr.
+fn tokens_cli(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_bridle"))
+        .arg("tokens")
+        .args(args)
+        .arg("--db")
+        .arg(dir.join("bridle.db"))
+        .env_remove("TABLE_NAME")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+/// Run one official client; its JSON line.
+fn run_client(program: &Path, script: &str, url: &str, token: &str) -> Value {
+    assert!(
+        program.exists() || program == Path::new("node"),
+        "{} is missing: run scripts/test, which installs the official MCP clients pinned in \
+         tests/mcp-clients",
+        program.display()
+    );
+    let out = Command::new(program)
+        .arg(clients_dir().join(script))
+        .arg(url)
+        .arg(token)
+        .current_dir(clients_dir())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", program.display()));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{script} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(stdout.lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("{script} printed no JSON ({e}):\n{stdout}"))
+}
+
+fn check_client_saw(seen: &Value, title: &str) {
+    assert_eq!(seen["server"], "bridle", "{seen}");
+    let tools: Vec<&str> = seen["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    assert!(
+        tools.contains(&"list_events") && tools.contains(&"create_event"),
+        "{seen}"
+    );
+    assert!(!tools.contains(&"focus_event"), "{seen}");
+    assert_eq!(seen["read"]["is_error"], false, "{seen}");
+    assert_eq!(seen["write"]["is_error"], false, "{seen}");
+    assert_eq!(seen["write"]["structured"]["title"], title, "{seen}");
+    assert_eq!(seen["invalid"]["is_error"], true, "{seen}");
+    let text = seen["invalid"]["text"].as_str().unwrap();
+    assert!(
+        text.starts_with("Invalid arguments for create_event") && text.contains("capacity"),
+        "{seen}"
+    );
+}
+
+#[tokio::test]
+async fn the_official_python_and_typescript_clients_use_bridle_serve() {
+    let dir = temp_dir("clients");
+    let server = serve(&dir);
+    let url = format!("{}/mcp", server.base);
+
+    let (code, stdout, stderr) = tokens_cli(
+        &dir,
+        &["create", "local", "--scope", "write", "--name", "interop"],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let token = stdout.lines().last().unwrap().to_owned();
+    assert!(
+        token.starts_with("brd_"),
+        "the token alone on the last line: {stdout}"
+    );
+
+    let python = clients_dir().join(".venv/bin/python");
+    check_client_saw(
+        &run_client(&python, "client.py", &url, &token),
+        "Python Open",
+    );
+    check_client_saw(
+        &run_client(Path::new("node"), "client.mjs", &url, &token),
+        "Node Open",
+    );
+
+    // Both clients' events are the local user's.
+    let (code, stdout, _) = tokens_cli(&dir, &["list", "local", "--json"]);
+    assert_eq!(code, 0);
+    let listed: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(listed[0]["name"], "interop");
+    assert_eq!(listed[0]["scope"], "write");
+    assert!(listed[0]["last_used_ms"].is_i64(), "{listed}");
+    assert!(!stdout.contains(&token), "a listing never shows the token");
+
+    // An unknown method: a JSON-RPC error, not a hang or a 500.
+    let http = reqwest::Client::new();
+    let unknown = http
+        .post(&url)
+        .bearer_auth(&token)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-06-18")
+        .json(&json!({"jsonrpc": "2.0", "id": 3, "method": "frobnicate/everything", "params": {}}))
+        .send()
+        .await
+        .unwrap();
+    assert!(unknown.status().as_u16() < 500);
+    let body: Value = unknown.json().await.unwrap();
+    assert!(body["error"]["code"].is_i64(), "{body}");
+
+    // Revoked with the CLI: refused at once.
+    let id = listed[0]["id"].as_str().unwrap();
+    let (code, stdout, _) = tokens_cli(&dir, &["revoke", id]);
+    assert_eq!(code, 0);
+    assert!(stdout.contains("Revoked"), "{stdout}");
+    let refused = http
+        .post(&url)
+        .bearer_auth(&token)
+        .json(&json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status().as_u16(), 401);
+    assert!(refused.headers().contains_key("www-authenticate"));
+}
+
+#[test]
+fn tokens_cli_json_and_refusals() {
+    let dir = temp_dir("cli");
+    // The database exists once the server has started.
+    drop(serve(&dir));
+    let (code, stdout, stderr) = tokens_cli(
+        &dir,
+        &[
+            "create",
+            "local",
+            "--scope",
+            "read",
+            "--expires",
+            "12h",
+            "--json",
+        ],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let made: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert!(made["id"].as_str().unwrap().starts_with("tok_"));
+    assert!(made["token"].as_str().unwrap().starts_with("brd_"));
+    assert_eq!(made["scope"], "read");
+    assert!(made["expires_at_ms"].is_i64());
+
+    let (code, _, stderr) = tokens_cli(&dir, &["create", "nobody", "--scope", "read"]);
+    assert_eq!(code, 1);
+    assert!(
+        stderr.contains("No account has the id \"nobody\""),
+        "{stderr}"
+    );
+    let (code, _, stderr) = tokens_cli(
+        &dir,
+        &["create", "local", "--scope", "read", "--expires", "soon"],
+    );
+    assert_eq!(code, 1);
+    assert!(stderr.contains("--expires"), "{stderr}");
+    let (code, _, stderr) = tokens_cli(&dir, &["revoke", "tok_nope"]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("No token has the id"), "{stderr}");
+    let (code, _, _) = tokens_cli(&dir, &["create", "local", "--scope", "admin"]);
+    assert_eq!(code, 2, "clap refuses an unknown scope");
+}

@@ -1,0 +1,229 @@
+//! The door of `/mcp`: `Authorization: Bearer <token>` only. The token is looked up by its
+//! hash; a missing, unknown, revoked or expired one gets 401 with `WWW-Authenticate` and one
+//! sentence. A live one puts an [`McpCaller`] (its user, id and scope) in the request's
+//! extensions, where the MCP handler finds it; its last use is stamped (at most once a
+//! minute). The per-token limit of requests per minute ([`RateLimit`]) is counted in the
+//! store's budget ledger, one conditional add per request, so every instance shares it.
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use engine::Clock;
+use serde_json::json;
+use std::sync::Arc;
+use store::{BucketKey, BudgetLedger, Charge, Reserve, TokenScope, Tokens};
+use transcript::UserId;
+
+/// Who is calling over MCP, from the token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpCaller {
+    pub token_id: String,
+    pub user: UserId,
+    pub scope: TokenScope,
+}
+
+/// What the door needs.
+#[derive(Clone)]
+pub struct Door {
+    pub tokens: Arc<dyn Tokens>,
+    pub clock: Clock,
+}
+
+impl std::fmt::Debug for Door {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Door")
+    }
+}
+
+/// How often a token's last use is written at most.
+const TOUCH_EVERY_MS: i64 = 60_000;
+
+/// The middleware in front of `/mcp`.
+pub async fn authenticate(State(door): State<Door>, mut request: Request, next: Next) -> Response {
+    let Some(presented) = bearer(&request) else {
+        return unauthorized(
+            None,
+            "This endpoint needs an access token: send it as `Authorization: Bearer <token>`. \
+             Create one in Bridle under \"Connect an AI client\".",
+        );
+    };
+    let hash = crate::hash_token(presented);
+    let now = (door.clock)();
+    let token = match door.tokens.token_by_hash(&hash).await {
+        Ok(token) => token,
+        Err(err) => {
+            tracing::error!(error = %err, "looking up an MCP token failed");
+            return sentence(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Bridle could not check the access token just now. Try again in a moment.",
+            );
+        }
+    };
+    let Some(token) = token.filter(|t| t.is_live(now)) else {
+        return unauthorized(
+            Some("invalid_token"),
+            "This access token is not valid: it is unknown, revoked or expired. Create a new \
+             one in Bridle under \"Connect an AI client\".",
+        );
+    };
+    if token
+        .last_used_ms
+        .is_none_or(|last| now - last >= TOUCH_EVERY_MS)
+        && let Err(err) = door.tokens.touch_token(&token.id, now).await
+    {
+        // Only a stamp: the request goes on.
+        tracing::warn!(token_id = %token.id, error = %err, "stamping an MCP token's last use failed");
+    }
+    request.extensions_mut().insert(McpCaller {
+        token_id: token.id,
+        user: token.user,
+        scope: token.scope,
+    });
+    next.run(request).await
+}
+
+/// The token of an `Authorization: Bearer …` header (the scheme in any case).
+fn bearer(request: &Request) -> Option<&str> {
+    let value = request
+        .headers()
+        .get(header::AUTHORIZATION)?
+        .to_str()
+        .ok()?;
+    let (scheme, token) = value.trim().split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+fn unauthorized(error: Option<&str>, text: &str) -> Response {
+    let challenge = match error {
+        Some(code) => format!("Bearer realm=\"bridle\", error=\"{code}\""),
+        None => "Bearer realm=\"bridle\"".to_owned(),
+    };
+    let mut response = sentence(StatusCode::UNAUTHORIZED, text);
+    response.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_str(&challenge).expect("the challenge is ASCII"),
+    );
+    response
+}
+
+fn sentence(status: StatusCode, text: &str) -> Response {
+    (status, axum::Json(json!({ "error": text }))).into_response()
+}
+
+/// Requests per minute each token may make (`BRIDLE_MCP_REQUESTS_PER_MINUTE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimit {
+    pub per_minute: u64,
+}
+
+impl Default for RateLimit {
+    fn default() -> Self {
+        Self { per_minute: 120 }
+    }
+}
+
+/// The budget-ledger window the per-token counts are kept in.
+pub const RATE_WINDOW: &str = "mcp_requests_1m";
+
+/// What counting one request said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Counted {
+    Allowed,
+    /// Over the limit: the sentence to answer with.
+    Refused(String),
+}
+
+impl RateLimit {
+    /// Count one request of `token_id` at `now_ms` in this minute's bucket; refused, and not
+    /// counted, past the limit. A ledger that cannot be read refuses too (fail closed).
+    pub async fn count(&self, ledger: &dyn BudgetLedger, token_id: &str, now_ms: i64) -> Counted {
+        let start_ms = now_ms - now_ms.rem_euclid(60_000);
+        let charge = Charge {
+            bucket: BucketKey {
+                scope: format!("mcp_token:{token_id}"),
+                window: RATE_WINDOW.into(),
+                start_ms,
+            },
+            amount: 1,
+            limit: Some(self.per_minute),
+            expires_at_ms: start_ms + 120_000,
+        };
+        match ledger.reserve(&[charge]).await {
+            Ok(Reserve::Reserved) => Counted::Allowed,
+            Ok(Reserve::Tripped { .. }) => {
+                let wait_s = (start_ms + 60_000 - now_ms).div_euclid(1000).max(1);
+                Counted::Refused(format!(
+                    "Too many requests with this access token: at most {} a minute. Nothing \
+                     was done; try again in {wait_s} seconds.",
+                    self.per_minute
+                ))
+            }
+            Err(err) => {
+                tracing::error!(%token_id, error = %err, "counting an MCP request failed");
+                Counted::Refused(
+                    "Bridle could not check this token's request limit just now. Nothing was \
+                     done; try again in a moment."
+                        .into(),
+                )
+            }
+        }
+    }
+
+    /// The limit from a variable lookup: `BRIDLE_MCP_REQUESTS_PER_MINUTE` (default 120).
+    /// `Err` is one sentence naming the variable.
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
+        const VAR: &str = "BRIDLE_MCP_REQUESTS_PER_MINUTE";
+        let Some(raw) = var(VAR).filter(|v| !v.trim().is_empty()) else {
+            return Ok(Self::default());
+        };
+        match raw.trim().parse::<u64>() {
+            Ok(n) if (1..=1_000_000).contains(&n) => Ok(Self { per_minute: n }),
+            _ => Err(format!(
+                "{VAR}={raw:?} must be a whole number from 1 to 1000000 (requests per minute \
+                 each MCP access token may make)"
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_limit_is_read_once_with_a_sentence() {
+        let vars = |v: &'static str| move |_: &str| Some(v.to_owned());
+        assert_eq!(RateLimit::from_vars(|_| None), Ok(RateLimit::default()));
+        assert_eq!(
+            RateLimit::from_vars(vars("30")),
+            Ok(RateLimit { per_minute: 30 })
+        );
+        let err = RateLimit::from_vars(vars("0")).unwrap_err();
+        assert!(err.contains("BRIDLE_MCP_REQUESTS_PER_MINUTE"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_token_gets_its_limit_per_minute() {
+        let store = store_sqlite::SqliteStore::open_in_memory().unwrap();
+        let limit = RateLimit { per_minute: 2 };
+        // A whole minute.
+        let t0 = 1_800_000_000_000;
+        assert_eq!(limit.count(&store, "a", t0).await, Counted::Allowed);
+        assert_eq!(limit.count(&store, "a", t0 + 1).await, Counted::Allowed);
+        let Counted::Refused(text) = limit.count(&store, "a", t0 + 30_000).await else {
+            panic!("the third request in a minute must be refused");
+        };
+        assert!(
+            text.contains("at most 2 a minute") && text.contains("30 seconds"),
+            "{text}"
+        );
+        // Another token has its own count; the next minute starts again.
+        assert_eq!(limit.count(&store, "b", t0 + 2).await, Counted::Allowed);
+        assert_eq!(
+            limit.count(&store, "a", t0 + 60_000).await,
+            Counted::Allowed
+        );
+    }
+}

@@ -1,0 +1,235 @@
+//! The MCP server: `initialize`, `tools/list` and `tools/call` over rmcp's Streamable HTTP
+//! service, stateless (no session in memory; every request stands alone), JSON responses.
+
+use crate::MCP_PURPOSE;
+use crate::auth::{Counted, Door, McpCaller, RateLimit, authenticate};
+use crate::catalog::mcp_tool;
+use crate::result::{mcp_result, refusal};
+use axum::Router;
+use axum::http::request::Parts;
+use engine::{Clock, RiskPolicy};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use store::{BudgetLedger, TokenScope, Tokens};
+use tools::{ActionId, Actor, Ctx, Registry, ToolCall};
+
+/// The MCP server's settings.
+#[derive(Debug, Clone, Default)]
+pub struct McpOptions {
+    /// Requests per minute per token.
+    pub rate: RateLimit,
+    /// Answer only loopback `Host` names (a server without sign-in: DNS rebinding).
+    pub loopback_only: bool,
+    /// Tools whose calls the confirmation policy may call risky: `destructiveHint`.
+    pub may_be_risky: BTreeSet<String>,
+}
+
+/// What the MCP server is built from.
+pub struct McpParts {
+    /// The one registry; its [`MCP_PURPOSE`] catalogue is what clients see.
+    pub registry: Arc<Registry>,
+    /// The confirmation policy: which calls need a person's yes.
+    pub policy: Arc<dyn RiskPolicy>,
+    pub tokens: Arc<dyn Tokens>,
+    /// Where the per-token request counts are kept.
+    pub ledger: Arc<dyn BudgetLedger>,
+    pub clock: Clock,
+    pub options: McpOptions,
+}
+
+impl std::fmt::Debug for McpParts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpParts")
+            .field("registry", &self.registry)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Shared {
+    registry: Arc<Registry>,
+    policy: Arc<dyn RiskPolicy>,
+    ledger: Arc<dyn BudgetLedger>,
+    clock: Clock,
+    options: McpOptions,
+}
+
+/// The rmcp server handler; one per request (cheap: an `Arc`).
+#[derive(Clone)]
+pub struct BridleMcp {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for BridleMcp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BridleMcp")
+    }
+}
+
+/// `/mcp`: the token door, then rmcp's Streamable HTTP service (stateless, JSON responses).
+pub fn router(parts: McpParts) -> Router {
+    let door = Door {
+        tokens: parts.tokens,
+        clock: parts.clock.clone(),
+    };
+    let loopback_only = parts.options.loopback_only;
+    let handler = BridleMcp {
+        shared: Arc::new(Shared {
+            registry: parts.registry,
+            policy: parts.policy,
+            ledger: parts.ledger,
+            clock: parts.clock,
+            options: parts.options,
+        }),
+    };
+    let mut config = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(false)
+        .with_json_response(true)
+        .with_sse_keep_alive(None);
+    if !loopback_only {
+        // Signed-in deployments answer their public name; a bearer token, which a browser
+        // never attaches by itself, is what keeps a rebinding page out.
+        config = config.disable_allowed_hosts();
+    }
+    let service = StreamableHttpService::new(
+        move || Ok(handler.clone()),
+        Arc::new(NeverSessionManager::default()),
+        config,
+    );
+    Router::new()
+        .route_service("/mcp", service)
+        .route_layer(axum::middleware::from_fn_with_state(door, authenticate))
+}
+
+/// The caller the token door put on the request.
+fn caller(context: &RequestContext<RoleServer>) -> Result<McpCaller, ErrorData> {
+    context
+        .extensions
+        .get::<Parts>()
+        .and_then(|parts| parts.extensions.get::<McpCaller>())
+        .cloned()
+        .ok_or_else(|| {
+            tracing::error!("an MCP request reached the handler without a token's caller");
+            ErrorData::internal_error("Internal error.", None)
+        })
+}
+
+impl BridleMcp {
+    async fn count(&self, caller: &McpCaller) -> Counted {
+        let now = (self.shared.clock)();
+        self.shared
+            .options
+            .rate
+            .count(self.shared.ledger.as_ref(), &caller.token_id, now)
+            .await
+    }
+
+    /// One call: count it, validate it, check the token's scope and the confirmation policy,
+    /// then run it through the runner as the token's user.
+    async fn call(&self, caller: McpCaller, request: CallToolRequestParams) -> CallToolResult {
+        if let Counted::Refused(text) = self.count(&caller).await {
+            return refusal(text);
+        }
+        let registry = &self.shared.registry;
+        let action = uuid::Uuid::new_v4().simple().to_string();
+        let call = ToolCall {
+            id: format!("mcp_{action}"),
+            name: request.name.to_string(),
+            input: Value::Object(request.arguments.unwrap_or_default()),
+        };
+        // Unknown tools and invalid arguments: the runner's own sentences.
+        if let Some(invalid) = registry.check(MCP_PURPOSE, &call) {
+            return mcp_result(&invalid);
+        }
+        let read_only = registry.get(&call.name).is_some_and(|d| d.read_only);
+        if !read_only && caller.scope < TokenScope::Write {
+            return refusal(format!(
+                "This access token may only read, and {} changes things, so nothing was done. \
+                 The account owner can create a token with the write scope in Bridle under \
+                 \"Connect an AI client\".",
+                call.name
+            ));
+        }
+        let ctx = Ctx {
+            user_id: caller.user.clone(),
+            actor: Actor::Mcp,
+            action_id: ActionId(format!("mcp:{action}")),
+            conversation_id: format!("mcp:{}", caller.token_id).into(),
+            call_key: None,
+        };
+        if !read_only
+            && let Some(description) = self
+                .shared
+                .policy
+                .assess(&ctx, &call.name, &call.input)
+                .await
+        {
+            tracing::info!(tool = %call.name, action_id = %ctx.action_id, "risky MCP call refused");
+            return refusal(if caller.scope < TokenScope::Risky {
+                format!(
+                    "“{description}” needs a person's yes, and this access token does not have \
+                     the risky scope, so nothing was done. Ask in the Bridle chat instead, or \
+                     create a token with the risky scope."
+                )
+            } else {
+                format!(
+                    "“{description}” needs a person's yes, and this client cannot ask for one, \
+                     so nothing was done. Ask in the Bridle chat instead, where you will be \
+                     asked to confirm."
+                )
+            });
+        }
+        tracing::info!(tool = %call.name, action_id = %ctx.action_id, token_id = %caller.token_id, "MCP tool call");
+        let outcome = registry.run(&ctx, MCP_PURPOSE, &call).await;
+        mcp_result(&outcome)
+    }
+}
+
+impl ServerHandler for BridleMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("bridle", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Bridle's tools act on the account that owns this access token. Changes are \
+                 recorded and can be reverted with the undo tool.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let caller = caller(&context)?;
+        if let Counted::Refused(text) = self.count(&caller).await {
+            return Err(ErrorData::internal_error(text, None));
+        }
+        let risky = &self.shared.options.may_be_risky;
+        let tools = self
+            .shared
+            .registry
+            .catalog_for(MCP_PURPOSE)
+            .into_iter()
+            .map(|def| mcp_tool(def, risky))
+            .collect();
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let caller = caller(&context)?;
+        Ok(self.call(caller, request).await.into())
+    }
+}

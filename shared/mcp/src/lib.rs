@@ -1,0 +1,32 @@
+//! MCP for external AI clients (Claude Desktop, an IDE agent, a customer's own agent): the one
+//! tool registry served as an MCP server over Streamable HTTP, built on `rmcp`, the official
+//! Rust SDK. An MCP client brings its own model; Bridle runs tool calls only, no turn.
+//!
+//! - [`catalog`]: `tools/list` from the registry's [`MCP_PURPOSE`] catalogue — the same names,
+//!   descriptions and JSON Schemas the model sees — with annotations from the tool's flags.
+//! - [`handler`]: `tools/call` through the same runner (`Registry::run`): the same validation
+//!   and domain errors, generic internal errors with the raw error in the log. The handler
+//!   builds the `Ctx` from the token (actor `mcp`, a fresh action id per call, the
+//!   conversation `mcp:<token id>`), checks the token's scope and refuses what needs a person's
+//!   yes when it cannot ask for one.
+//! - [`auth`]: the bearer-token check in front of `/mcp` (401 with `WWW-Authenticate`), which
+//!   puts the token's user and scope in the request's extensions, and the per-token limit of
+//!   requests per minute, counted in the store's budget ledger so every instance agrees.
+//! - [`token`]: minting (`brd_` + 32 random bytes, base64url) and hashing (SHA-256).
+//!
+//! Stateless: no session lives in memory between requests, so any instance of the web Lambda
+//! answers any request. Depends on the ports (`tools`, `store`, `engine`'s `RiskPolicy`) and
+//! `rmcp`/`axum`; never on an adapter, the planner or AWS.
+
+pub mod auth;
+pub mod catalog;
+pub mod handler;
+pub mod result;
+pub mod token;
+
+pub use auth::{McpCaller, RateLimit};
+pub use handler::{BridleMcp, McpOptions, router};
+pub use token::{TOKEN_PREFIX, hash_token, mint_token, new_token_id};
+
+/// The registry purpose of the tools offered over MCP (defined with the registry).
+pub use tools::MCP_PURPOSE;

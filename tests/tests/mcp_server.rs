@@ -1,0 +1,412 @@
+//! MCP at `/mcp` on the real local server (in-process, SQLite): the token door (missing,
+//! unknown, revoked, expired → 401 with `WWW-Authenticate`), the tool list from the one
+//! registry, calls through the runner as the token's user (audited as `mcp`, undoable over
+//! MCP), scope refusals, risky calls refused, tenant isolation, the per-token rate limit, and
+//! an unknown method answered with a JSON-RPC error. Raw JSON-RPC over HTTP, as a client sends
+//! it; the official Python and TypeScript clients are in `mcp_clients.rs`.
+
+use backend::ScriptedModel;
+use bridle::admin_cli::tokens::issue_token;
+use bridle::{AppOptions, OtherStore};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use store::{Account, Accounts, ActorKind, Records, TokenScope, Tokens};
+use store_sqlite::SqliteStore;
+use tests::server::TestServer;
+use transcript::UserId;
+
+const NOW_MS: i64 = 1_700_000_000_000;
+
+struct Mcp {
+    server: TestServer,
+    store: Arc<SqliteStore>,
+}
+
+async fn start(options: AppOptions) -> Mcp {
+    let store = Arc::new(SqliteStore::open_in_memory().unwrap());
+    for (user, name) in [("alice", "Alice"), ("bob", "Bob")] {
+        store.put_account(&Account::new(user, name)).await.unwrap();
+    }
+    let options = AppOptions {
+        store: Some(OtherStore(store.clone())),
+        tokens: Some(store.clone()),
+        ..options
+    };
+    let server = TestServer::start(Arc::new(ScriptedModel::new(vec![])), options).await;
+    Mcp { server, store }
+}
+
+impl Mcp {
+    async fn token(&self, user: &str, scope: TokenScope) -> String {
+        let now = now_ms();
+        issue_token(
+            self.store.as_ref(),
+            &UserId::from(user),
+            "test",
+            scope,
+            None,
+            now,
+        )
+        .await
+        .unwrap()
+        .1
+    }
+
+    /// One JSON-RPC request; the HTTP status, the `WWW-Authenticate` header, the JSON body.
+    async fn rpc(
+        &self,
+        token: Option<&str>,
+        method: &str,
+        params: Value,
+    ) -> (u16, Option<String>, Value) {
+        let mut request = self
+            .server
+            .client
+            .post(self.server.url("/mcp"))
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-06-18")
+            .json(&json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params}));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status().as_u16();
+        let challenge = response
+            .headers()
+            .get("www-authenticate")
+            .map(|v| v.to_str().unwrap().to_owned());
+        let body = response.text().await.unwrap();
+        let value = serde_json::from_str(&body).unwrap_or(Value::String(body));
+        (status, challenge, value)
+    }
+
+    /// `tools/call`; the result object.
+    async fn call(&self, token: &str, tool: &str, arguments: Value) -> Value {
+        let (status, _, body) = self
+            .rpc(
+                Some(token),
+                "tools/call",
+                json!({"name": tool, "arguments": arguments}),
+            )
+            .await;
+        assert_eq!(status, 200, "{body}");
+        body["result"].clone()
+    }
+}
+
+/// The id of the user's first token.
+async fn token_id(mcp: &Mcp, user: &str) -> String {
+    mcp.store.tokens_of(&user.into()).await.unwrap()[0]
+        .id
+        .clone()
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+fn text(result: &Value) -> &str {
+    result["content"][0]["text"].as_str().unwrap_or_default()
+}
+
+fn spring() -> Value {
+    json!({"title": "Spring Open", "starts_at": "2030-04-12T10:00", "venue": "Court 1", "capacity": 40})
+}
+
+fn initialize() -> Value {
+    json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}})
+}
+
+#[tokio::test]
+async fn the_door_wants_a_live_bearer_token() {
+    let mcp = start(AppOptions::default()).await;
+    let live = mcp.token("alice", TokenScope::Write).await;
+
+    let (status, challenge, body) = mcp.rpc(None, "initialize", initialize()).await;
+    assert_eq!(status, 401);
+    assert_eq!(challenge.as_deref(), Some("Bearer realm=\"bridle\""));
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("Authorization: Bearer"),
+        "{body}"
+    );
+
+    let (status, challenge, body) = mcp.rpc(Some("brd_nope"), "initialize", initialize()).await;
+    assert_eq!(status, 401);
+    assert_eq!(
+        challenge.as_deref(),
+        Some("Bearer realm=\"bridle\", error=\"invalid_token\"")
+    );
+    assert!(
+        body["error"].as_str().unwrap().contains("not valid"),
+        "{body}"
+    );
+
+    // Basic auth is not a bearer token.
+    let response = mcp
+        .server
+        .client
+        .post(mcp.server.url("/mcp"))
+        .basic_auth("alice", Some(&live))
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": initialize()}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 401);
+
+    let (status, _, body) = mcp.rpc(Some(&live), "initialize", initialize()).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["result"]["serverInfo"]["name"], "bridle");
+    assert!(body["result"]["capabilities"]["tools"].is_object());
+
+    // Last use is stamped.
+    let id = mcp.store.tokens_of(&"alice".into()).await.unwrap()[0]
+        .id
+        .clone();
+    assert!(
+        mcp.store
+            .token(&id)
+            .await
+            .unwrap()
+            .unwrap()
+            .last_used_ms
+            .is_some()
+    );
+
+    // Revoked: 401 at once.
+    mcp.store.revoke_token(&id, now_ms()).await.unwrap();
+    let (status, challenge, _) = mcp.rpc(Some(&live), "tools/list", json!({})).await;
+    assert_eq!(status, 401);
+    assert!(challenge.unwrap().contains("invalid_token"));
+
+    // Expired: 401.
+    let (_, expired) = issue_token(
+        mcp.store.as_ref(),
+        &"alice".into(),
+        "old",
+        TokenScope::Write,
+        Some(NOW_MS),
+        NOW_MS - 1000,
+    )
+    .await
+    .unwrap();
+    let (status, challenge, _) = mcp.rpc(Some(&expired), "tools/list", json!({})).await;
+    assert_eq!(status, 401);
+    assert!(challenge.unwrap().contains("invalid_token"));
+    mcp.server.stop().await;
+}
+
+#[tokio::test]
+async fn the_tool_list_is_the_registrys_mcp_catalogue() {
+    let mcp = start(AppOptions::default()).await;
+    let token = mcp.token("alice", TokenScope::Read).await;
+    let (status, _, body) = mcp.rpc(Some(&token), "tools/list", json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    let tools = body["result"]["tools"].as_array().unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "cancel_event",
+            "create_event",
+            "list_attendees",
+            "list_events",
+            "publish_event",
+            "register_attendee",
+            "undo",
+            "update_event",
+            "withdraw_attendee"
+        ],
+        "conversation-only tools (focus) and chat-only tools (notes) are not offered"
+    );
+    let tool = |name: &str| tools.iter().find(|t| t["name"] == name).unwrap().clone();
+    assert_eq!(
+        tool("list_events")["annotations"],
+        json!({"readOnlyHint": true, "idempotentHint": true})
+    );
+    assert_eq!(tool("cancel_event")["annotations"]["destructiveHint"], true);
+    assert_eq!(
+        tool("create_event")["annotations"]["destructiveHint"],
+        false
+    );
+    assert_eq!(
+        tool("create_event")["inputSchema"]["required"],
+        json!(["title", "starts_at", "venue", "capacity"])
+    );
+    assert!(
+        tool("create_event")["description"]
+            .as_str()
+            .unwrap()
+            .starts_with("Create a draft event")
+    );
+    mcp.server.stop().await;
+}
+
+#[tokio::test]
+async fn calls_run_as_the_tokens_user_audited_as_mcp_and_undoable() {
+    let mcp = start(AppOptions::default()).await;
+    let alice = mcp.token("alice", TokenScope::Write).await;
+    let bob = mcp.token("bob", TokenScope::Risky).await;
+
+    let created = mcp.call(&alice, "create_event", spring()).await;
+    assert_eq!(created["isError"], false, "{created}");
+    let event = created["structuredContent"].clone();
+    assert_eq!(event["title"], "Spring Open");
+    assert_eq!(
+        serde_json::from_str::<Value>(text(&created)).unwrap(),
+        event,
+        "the text is the same JSON"
+    );
+    let id = event["id"].as_str().unwrap().to_owned();
+
+    let audit = mcp.store.audit_log(&"alice".into()).await.unwrap();
+    let last = audit.last().unwrap();
+    assert_eq!(last.actor, ActorKind::Mcp);
+    assert!(last.action_id.starts_with("mcp:"), "{}", last.action_id);
+
+    // A read tool.
+    let listed = mcp.call(&alice, "list_events", json!({})).await;
+    assert_eq!(listed["structuredContent"]["items"][0]["id"], id);
+
+    // Invalid arguments: the runner's sentence, readable.
+    let invalid = mcp
+        .call(
+            &alice,
+            "create_event",
+            json!({"title": "X", "capacity": "lots"}),
+        )
+        .await;
+    assert_eq!(invalid["isError"], true);
+    assert!(
+        text(&invalid).starts_with("Invalid arguments for create_event"),
+        "{invalid}"
+    );
+
+    // Tenant isolation: Bob's token sees none of Alice's events, and her id reads as not found.
+    let bobs = mcp.call(&bob, "list_events", json!({})).await;
+    assert_eq!(bobs["structuredContent"]["items"], json!([]));
+    let touched = mcp
+        .call(
+            &bob,
+            "update_event",
+            json!({"event_id": id, "title": "Mine now"}),
+        )
+        .await;
+    assert_eq!(touched["isError"], true);
+    assert!(text(&touched).contains("No event with id"), "{touched}");
+    let still = mcp.call(&alice, "list_events", json!({})).await;
+    assert_eq!(
+        still["structuredContent"]["items"][0]["title"],
+        "Spring Open"
+    );
+
+    // Undo over MCP reverts the token's own change, audited as mcp.
+    let undone = mcp.call(&alice, "undo", json!({})).await;
+    assert_eq!(undone["isError"], false, "{undone}");
+    let after = mcp.call(&alice, "list_events", json!({})).await;
+    assert_eq!(after["structuredContent"]["items"], json!([]));
+    let audit = mcp.store.audit_log(&"alice".into()).await.unwrap();
+    let undo_row = audit
+        .iter()
+        .find(|e| e.reverts.is_some())
+        .expect("the undo's own audit row");
+    assert_eq!(undo_row.actor, ActorKind::Mcp);
+    let conversation = format!("mcp:{}", token_id(&mcp, "alice").await);
+    assert_eq!(undo_row.conversation, Some(conversation.into()));
+    mcp.server.stop().await;
+}
+
+#[tokio::test]
+async fn scopes_and_risky_calls_are_refused_readably() {
+    let mcp = start(AppOptions::default()).await;
+    let reader = mcp.token("alice", TokenScope::Read).await;
+    let writer = mcp.token("alice", TokenScope::Write).await;
+    let risky = mcp.token("alice", TokenScope::Risky).await;
+
+    let refused = mcp.call(&reader, "create_event", spring()).await;
+    assert_eq!(refused["isError"], true);
+    assert!(text(&refused).contains("may only read"), "{refused}");
+    let listed = mcp.call(&reader, "list_events", json!({})).await;
+    assert_eq!(
+        listed["structuredContent"]["items"],
+        json!([]),
+        "nothing was created"
+    );
+
+    let created = mcp.call(&writer, "create_event", spring()).await;
+    let id = created["structuredContent"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let published = mcp
+        .call(&writer, "publish_event", json!({"event_id": id}))
+        .await;
+    assert_eq!(published["isError"], false, "{published}");
+
+    // Cancelling a published event needs a person's yes: a write token lacks the scope, and a
+    // risky token's client cannot ask (no elicitation); nothing runs either way.
+    let no_scope = mcp
+        .call(&writer, "cancel_event", json!({"event_id": id}))
+        .await;
+    assert_eq!(no_scope["isError"], true);
+    assert!(text(&no_scope).contains("Cancel Spring Open"), "{no_scope}");
+    assert!(text(&no_scope).contains("risky scope"), "{no_scope}");
+    let cannot_ask = mcp
+        .call(&risky, "cancel_event", json!({"event_id": id}))
+        .await;
+    assert_eq!(cannot_ask["isError"], true);
+    assert!(text(&cannot_ask).contains("cannot ask"), "{cannot_ask}");
+    let listed = mcp.call(&writer, "list_events", json!({})).await;
+    assert_eq!(
+        listed["structuredContent"]["items"][0]["status"],
+        "published"
+    );
+    mcp.server.stop().await;
+}
+
+#[tokio::test]
+async fn each_token_has_its_own_requests_per_minute() {
+    let mcp = start(AppOptions {
+        mcp_rate: mcp::RateLimit { per_minute: 3 },
+        ..AppOptions::default()
+    })
+    .await;
+    let first = mcp.token("alice", TokenScope::Read).await;
+    let second = mcp.token("alice", TokenScope::Read).await;
+    for _ in 0..3 {
+        let listed = mcp.call(&first, "list_events", json!({})).await;
+        assert_eq!(listed["isError"], false, "{listed}");
+    }
+    let limited = mcp.call(&first, "list_events", json!({})).await;
+    assert_eq!(limited["isError"], true);
+    assert!(text(&limited).contains("at most 3 a minute"), "{limited}");
+    let (_, _, body) = mcp.rpc(Some(&first), "tools/list", json!({})).await;
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Too many requests"),
+        "{body}"
+    );
+    let other = mcp.call(&second, "list_events", json!({})).await;
+    assert_eq!(other["isError"], false, "another token has its own count");
+    mcp.server.stop().await;
+}
+
+#[tokio::test]
+async fn an_unknown_method_gets_a_json_rpc_error() {
+    let mcp = start(AppOptions::default()).await;
+    let token = mcp.token("alice", TokenScope::Read).await;
+    for method in ["tasks/frobnicate", "no/such/method"] {
+        let (status, _, body) = mcp.rpc(Some(&token), method, json!({})).await;
+        assert!(status < 500, "{method}: HTTP {status}: {body}");
+        assert_eq!(body["jsonrpc"], "2.0", "{method}: {body}");
+        assert!(body["error"]["code"].is_i64(), "{method}: {body}");
+    }
+    mcp.server.stop().await;
+}
