@@ -165,6 +165,11 @@ impl BridleMcp {
             action_id: ActionId(format!("mcp:{action}")),
             conversation_id: format!("mcp:{}", caller.token_id).into(),
             call_key: None,
+            grant: match caller.scope {
+                TokenScope::Read => tools::Grant::Read,
+                TokenScope::Write => tools::Grant::Write,
+                TokenScope::Risky => tools::Grant::Risky,
+            },
         };
         if !read_only
             && let Some(description) = self
