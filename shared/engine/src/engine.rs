@@ -2,6 +2,7 @@
 
 use crate::context::ContextSource;
 use crate::lean::Lean;
+use crate::open_tools::OpenTools;
 use crate::turn::Turn;
 use crate::{AllowAll, Clock, EngineError, EngineOptions, EventSink, Guard};
 use backend::ChatModel;
@@ -156,13 +157,17 @@ impl Engine {
         sink: &dyn EventSink,
     ) -> Result<TurnOutcome, EngineError> {
         let span = tracing::info_span!("turn", conversation = %input.conversation_id, action_id = %input.action_id);
-        async move {
-            let mut turn = Turn::start(self, &input, sink).await?;
+        // Every tool shown gets a result or `tool_not_run`, however the turn ends.
+        let sink = OpenTools::new(sink);
+        let outcome = async {
+            let mut turn = Turn::start(self, &input, &sink).await?;
             let end = turn.run().await?;
             turn.finish(end).await
         }
         .instrument(span)
-        .await
+        .await;
+        sink.resolve();
+        outcome
     }
 }
 

@@ -23,6 +23,10 @@ pub enum TurnEvent {
         name: String,
         is_error: bool,
     },
+    /// A tool the model asked for (a `tool_use` already shown) will not run in this turn: the
+    /// call failed mid-stream, the answer stopped for another reason, or the turn ended early.
+    /// Every `tool_use` is followed by a `tool_result` or this before `error` / `done`.
+    ToolNotRun { id: String, name: String },
     /// A tool changed something the UI shows (`_effects`).
     Effects { tool: String, effects: Value },
     /// Something failed; `message` is the calm sentence the user sees.

@@ -23,6 +23,7 @@ mod history;
 mod input;
 mod lean;
 pub mod lines;
+mod open_tools;
 mod options;
 pub mod prompt;
 mod resume;

@@ -121,7 +121,34 @@ pub async fn history(
         .visible(&conv.id)
         .await
         .map_err(ApiError::internal)?;
-    Ok(Json(json!({ "id": conv.id, "messages": entries })))
+    let messages: Vec<Value> = entries.iter().map(history_entry).collect();
+    Ok(Json(json!({ "id": conv.id, "messages": messages })))
+}
+
+/// The sentences the web chat receives as an `error` event (shown in the error style): the
+/// model call failed, the job was given up, the server restarted mid-turn.
+const ERROR_LINES: [&str; 7] = [
+    engine::lines::BACKEND_FAILED,
+    engine::lines::THROTTLED,
+    engine::lines::OVERLOADED,
+    engine::lines::UNREACHABLE,
+    engine::lines::TIMED_OUT,
+    engine::lines::GAVE_UP,
+    engine::lines::INTERRUPTED,
+];
+
+/// A visible entry as the web chat reads it: the stored fields, plus `error` — the failure
+/// sentence a reply ends with, when it ends with one — so an error keeps its style after a
+/// reload.
+fn history_entry(entry: &store::VisibleEntry) -> Value {
+    let mut value = serde_json::to_value(entry).unwrap_or_default();
+    let error = (entry.role == store::VisibleRole::Assistant)
+        .then(|| ERROR_LINES.into_iter().find(|l| entry.text.ends_with(l)))
+        .flatten();
+    if let (Some(line), Some(fields)) = (error, value.as_object_mut()) {
+        fields.insert("error".into(), Value::from(line));
+    }
+    value
 }
 
 /// The body of `POST /api/conversations/{id}/messages`.
@@ -258,6 +285,7 @@ fn event_name(event: &TurnEvent) -> &'static str {
         TurnEvent::Reasoning { .. } => "reasoning",
         TurnEvent::ToolUse { .. } => "tool_use",
         TurnEvent::ToolResult { .. } => "tool_result",
+        TurnEvent::ToolNotRun { .. } => "tool_not_run",
         TurnEvent::Effects { .. } => "effects",
         TurnEvent::Error { .. } => "error",
         TurnEvent::Shaped { .. } => "shaped",
