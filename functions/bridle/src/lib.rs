@@ -10,6 +10,8 @@ pub mod backends;
 pub mod budget_report;
 pub mod channel_setup;
 pub mod config;
+pub mod eval;
+pub mod export;
 pub mod guards;
 pub mod hub;
 pub mod notes;

@@ -46,6 +46,12 @@ enum Command {
     Identities(IdentitiesArgs),
     /// MCP access tokens for a user's AI clients: create, list, revoke.
     Tokens(admin_cli::tokens::TokensArgs),
+    /// Conversations as JSON lines (both transcripts, every call record), optionally with
+    /// personal data replaced by placeholders: the input of `bridle eval`.
+    Export(bridle::export::cli::ExportArgs),
+    /// Replay an export's user turns against the current prompt, model and tools, and report
+    /// what changed (exit 1 past --max-changed).
+    Eval(bridle::eval::cli::EvalArgs),
     /// Dead jobs (messages whose every attempt failed): list, retry. The local server's queue,
     /// or on AWS the SQS dead-letter queue (--dlq-url, and --queue-url to retry).
     #[command(subcommand)]
@@ -133,9 +139,11 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Smoke => logs.with_writer(std::io::stderr).init(),
         // Their stdout is the answer (tables, JSON for scripts): logs go to stderr.
-        Command::Users(_) | Command::Identities(_) | Command::Tokens(_) => {
-            logs.with_writer(std::io::stderr).init()
-        }
+        Command::Users(_)
+        | Command::Identities(_)
+        | Command::Tokens(_)
+        | Command::Export(_)
+        | Command::Eval(_) => logs.with_writer(std::io::stderr).init(),
         _ => logs.init(),
     }
     let runtime = match tokio::runtime::Runtime::new() {
@@ -153,6 +161,8 @@ fn main() -> ExitCode {
         Command::Identities(args) => runtime.block_on(identities(args)),
         Command::Tokens(args) => runtime.block_on(tokens(args)),
         Command::Jobs(command) => runtime.block_on(jobs(command)),
+        Command::Export(args) => runtime.block_on(bridle::export::cli::main(args)),
+        Command::Eval(args) => runtime.block_on(bridle::eval::cli::main(args)),
     }
 }
 
