@@ -116,6 +116,38 @@ async fn required_asks_for_a_tool_on_the_users_message_and_frees_the_answer_afte
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_model_that_refuses_the_tool_choice_is_asked_again_without_it() {
+    let mut opts = EngineOptions::default();
+    opts.settings.tool_choice = ToolChoice::Required;
+    let refused = BackendError::FeatureRejected {
+        feature: backend::OptionalFeature::ToolChoice,
+        message: "HTTP 400: 'required' is not supported with this model".into(),
+    };
+    let h = Harness::with_options(
+        [
+            Reply::error(refused),
+            Reply::text("Hello."),
+            Reply::text("Hello again."),
+        ],
+        opts,
+    )
+    .await;
+    assert_eq!(h.turn("hi").await.outcome.reply, "Hello.");
+    assert_eq!(h.turn("hi again").await.outcome.reply, "Hello again.");
+    let choices: Vec<ToolChoice> = h
+        .model
+        .requests()
+        .iter()
+        .map(|r| r.settings.tool_choice)
+        .collect();
+    assert_eq!(
+        choices,
+        [ToolChoice::Required, ToolChoice::Auto, ToolChoice::Auto],
+        "dropped for the process, not asked for again"
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn an_unreachable_server_has_its_own_sentence_and_the_log_says_where() {
     let logs = Logs::default();
     let _g = logs.install();

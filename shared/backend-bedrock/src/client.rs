@@ -64,10 +64,15 @@ impl BedrockModel {
     }
 }
 
-/// A [`BedrockModel`] on [`client_from_env`], naming the configured endpoint in its logs.
+/// A [`BedrockModel`] on [`client_from_env`], naming the configured endpoint in its logs
+/// (`AWS_ENDPOINT_URL_BEDROCK_RUNTIME`, else `AWS_ENDPOINT_URL`, else the region's).
 pub async fn model_from_env(model_id: String) -> BedrockModel {
     let shared = aws_config::load_defaults(BehaviorVersion::latest()).await;
-    BedrockModel::new(client(&shared), model_id).with_endpoint(shared.endpoint_url())
+    let endpoint = std::env::var("AWS_ENDPOINT_URL_BEDROCK_RUNTIME")
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .or_else(|| shared.endpoint_url().map(str::to_owned));
+    BedrockModel::new(client(&shared), model_id).with_endpoint(endpoint.as_deref())
 }
 
 /// A Bedrock runtime client configured the standard AWS way: region, credentials and endpoint

@@ -14,7 +14,9 @@
 //!   is too long for the model (Bedrock's and each model family's phrasing);
 //!   `FeatureRejected { PromptCache }` when it refuses prompt caching or names cache points;
 //!   `FeatureRejected { Reasoning }` when it refuses the reasoning settings (an extraneous or
-//!   unsupported `thinking`/`reasoning_config` key, a bad budget); else `InvalidRequest`.
+//!   unsupported `thinking`/`reasoning_config` key, a bad budget); `FeatureRejected {
+//!   ToolChoice }` when it names `toolChoice` (a model that cannot be made to call a tool);
+//!   else `InvalidRequest`.
 //! - `AccessDeniedException` → `FeatureRejected { PromptCache }` when it is Bedrock's prompt
 //!   caching refusal ("... your request did not allow prompt caching"), else `Auth`, as are the
 //!   signing/credential codes (`UnrecognizedClientException`, `ExpiredTokenException`, ...);
@@ -191,6 +193,8 @@ pub(crate) fn from_validation(message: &str) -> BackendError {
         feature_rejected(OptionalFeature::PromptCache, message)
     } else if is_reasoning_settings_refusal(&lower) {
         feature_rejected(OptionalFeature::Reasoning, message)
+    } else if lower.contains("toolchoice") {
+        feature_rejected(OptionalFeature::ToolChoice, message)
     } else {
         BackendError::InvalidRequest {
             message: excerpt(message),

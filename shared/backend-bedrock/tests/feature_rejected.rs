@@ -122,7 +122,11 @@ async fn an_access_denied_about_permissions_stays_auth() {
 async fn the_fakes_scripted_refusals_round_trip() {
     // What a scripted `FeatureRejected` plays as on the fake: an HTTP error before the
     // stream, or an exception frame inside it.
-    for feature in [OptionalFeature::PromptCache, OptionalFeature::Reasoning] {
+    for feature in [
+        OptionalFeature::PromptCache,
+        OptionalFeature::Reasoning,
+        OptionalFeature::ToolChoice,
+    ] {
         let scripted = BackendError::FeatureRejected {
             feature,
             message: String::new(),

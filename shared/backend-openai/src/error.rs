@@ -11,11 +11,13 @@
 //!   the provider's text (OpenAI echoes part of a wrong key there).
 //! - Context-length wording (`context_length_exceeded`, llama.cpp's `exceed_context_size_error`,
 //!   "maximum context length", ...) → `ContextTooLong`, whatever the status; 413 too.
+//! - A 400/422 that names `reasoning_effort` or `tool_choice` → `FeatureRejected` (the engine
+//!   drops the setting and carries on without it).
 //! - Other 4xx → `InvalidRequest` with a short excerpt of the body; anything left → `Transport`.
 //!
 //! Every excerpt is cut short and scrubbed of the API key and of `sk-...` tokens.
 
-use backend::BackendError;
+use backend::{BackendError, OptionalFeature};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -29,6 +31,7 @@ struct Said {
     message: String,
     kind: String,
     code: String,
+    param: String,
 }
 
 impl Said {
@@ -60,6 +63,7 @@ impl Said {
                 message: text("message"),
                 kind: text("type"),
                 code: text("code"),
+                param: text("param"),
             },
         }
     }
@@ -81,6 +85,12 @@ impl Said {
         ]
         .iter()
         .any(|needle| all.contains(needle))
+    }
+
+    /// Whether the error names a request field (servers that refuse `reasoning_effort` or a
+    /// `tool_choice` they cannot honour say so, often in `param`).
+    fn names(&self, field: &str) -> bool {
+        self.all_lowercase().contains(field) || self.param == field
     }
 
     fn is_quota(&self) -> bool {
@@ -124,6 +134,14 @@ pub(crate) fn from_http(
         _ if said.is_context_too_long() => BackendError::ContextTooLong,
         500 | 502 | 503 | 504 | 529 => BackendError::Overloaded,
         408 => BackendError::transport(format!("HTTP 408: {}", said.excerpt(api_key))),
+        400 | 422 if said.names("reasoning_effort") => BackendError::FeatureRejected {
+            feature: OptionalFeature::Reasoning,
+            message: format!("HTTP {status}: {}", said.excerpt(api_key)),
+        },
+        400 | 422 if said.names("tool_choice") => BackendError::FeatureRejected {
+            feature: OptionalFeature::ToolChoice,
+            message: format!("HTTP {status}: {}", said.excerpt(api_key)),
+        },
         400..=499 => BackendError::InvalidRequest {
             message: format!("HTTP {status}: {}", said.excerpt(api_key)),
         },
@@ -224,6 +242,32 @@ mod tests {
 
     fn secs(s: u64) -> Option<Duration> {
         Some(Duration::from_secs(s))
+    }
+
+    #[test]
+    fn a_refused_reasoning_effort_or_tool_choice_is_a_feature_to_drop() {
+        let feature = |body: &str| match from_http(400, None, body, None) {
+            BackendError::FeatureRejected { feature, .. } => Some(feature),
+            _ => None,
+        };
+        assert_eq!(
+            feature(
+                r#"{"error":{"message":"Unrecognized request argument supplied: reasoning_effort","type":"invalid_request_error","param":null}}"#
+            ),
+            Some(OptionalFeature::Reasoning)
+        );
+        assert_eq!(
+            feature(
+                r#"{"error":{"message":"Unsupported value: 'required' is not supported with this model.","type":"invalid_request_error","param":"tool_choice"}}"#
+            ),
+            Some(OptionalFeature::ToolChoice)
+        );
+        assert_eq!(
+            feature(r#"{"detail":"tool_choice required is not supported by this server"}"#),
+            None,
+            "only an error object is read for its words"
+        );
+        assert_eq!(feature(r#"{"error":"bad field"}"#), None);
     }
 
     #[test]

@@ -8,6 +8,8 @@ pub enum OptionalFeature {
     PromptCache,
     /// Extended reasoning settings.
     Reasoning,
+    /// A tool choice other than auto (`required`, `none`): some models cannot be made to.
+    ToolChoice,
 }
 
 /// Why a model call failed, phrased as what the caller should do about it.

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub struct Lean {
     no_prompt_cache: AtomicBool,
     no_reasoning: AtomicBool,
+    no_tool_choice: AtomicBool,
 }
 
 impl Lean {
@@ -17,6 +18,7 @@ impl Lean {
         let flag = match feature {
             OptionalFeature::PromptCache => &self.no_prompt_cache,
             OptionalFeature::Reasoning => &self.no_reasoning,
+            OptionalFeature::ToolChoice => &self.no_tool_choice,
         };
         !flag.swap(true, Ordering::Relaxed)
     }
@@ -26,6 +28,7 @@ impl Lean {
         match feature {
             OptionalFeature::PromptCache => self.no_prompt_cache.load(Ordering::Relaxed),
             OptionalFeature::Reasoning => self.no_reasoning.load(Ordering::Relaxed),
+            OptionalFeature::ToolChoice => self.no_tool_choice.load(Ordering::Relaxed),
         }
     }
 
@@ -37,6 +40,9 @@ impl Lean {
         if self.dropped(OptionalFeature::Reasoning) {
             settings.reasoning_budget = None;
             settings.reasoning_effort = None;
+        }
+        if self.dropped(OptionalFeature::ToolChoice) {
+            settings.tool_choice = backend::ToolChoice::Auto;
         }
     }
 }
@@ -63,5 +69,11 @@ mod tests {
         lean.drop_feature(OptionalFeature::Reasoning);
         lean.apply(&mut s);
         assert_eq!(s.reasoning_budget, None);
+        s.tool_choice = backend::ToolChoice::Required;
+        lean.apply(&mut s);
+        assert_eq!(s.tool_choice, backend::ToolChoice::Required);
+        lean.drop_feature(OptionalFeature::ToolChoice);
+        lean.apply(&mut s);
+        assert_eq!(s.tool_choice, backend::ToolChoice::Auto);
     }
 }

@@ -210,6 +210,9 @@ pub(crate) fn exception_for(err: &BackendError) -> Frame {
     }
 }
 
+/// Bedrock's refusal of a forced tool choice by a model without it.
+pub(crate) const TOOL_CHOICE_REFUSED_MESSAGE: &str = "This model doesn't support the toolConfig.toolChoice.any field. Remove toolConfig.toolChoice.any and try again.";
+
 /// Bedrock's wording when the input does not fit the model.
 pub(crate) const CONTEXT_TOO_LONG_MESSAGE: &str = "Input is too long for requested model.";
 
@@ -228,6 +231,7 @@ pub(crate) fn feature_rejected_message(feature: OptionalFeature) -> &'static str
     match feature {
         OptionalFeature::PromptCache => PROMPT_CACHE_REFUSED_MESSAGE,
         OptionalFeature::Reasoning => REASONING_SETTINGS_REFUSED_MESSAGE,
+        OptionalFeature::ToolChoice => TOOL_CHOICE_REFUSED_MESSAGE,
     }
 }
 
