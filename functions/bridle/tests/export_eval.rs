@@ -4,13 +4,13 @@
 //! calls a tool differently; and an export with the personal data redacted.
 
 use backend::{Reply, ScriptedModel};
-use bridle::{AppOptions, Db, build_app};
+use bridle::{AppOptions, Db, OtherStore, build_app};
 use engine::{NullSink, TurnInput};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Arc;
-use store::{Account, Email};
+use store::{Account, Email, Store};
 use transcript::Conversation;
 
 const PHONE: &str = "+491701234567";
@@ -46,6 +46,11 @@ struct Recorded {
 /// A user with a name, an e-mail address and a linked WhatsApp number, and one conversation of
 /// three turns held by the real engine on a SQLite file.
 async fn a_recorded_conversation(name: &str) -> Recorded {
+    recorded_on(name, None).await
+}
+
+/// As [`a_recorded_conversation`], with the conversations on `store` (DynamoDB) when given.
+async fn recorded_on(name: &str, store: Option<Arc<dyn Store>>) -> Recorded {
     let dir = std::env::temp_dir().join(format!("bridle-export-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -56,6 +61,7 @@ async fn a_recorded_conversation(name: &str) -> Recorded {
         AppOptions {
             db: Db::File(db.clone()),
             model_id: "scripted".into(),
+            store: store.map(OtherStore),
             ..AppOptions::default()
         },
     )
@@ -112,6 +118,10 @@ async fn a_recorded_conversation(name: &str) -> Recorded {
 }
 
 fn bridle(args: &[&str], env: &[(&str, &str)]) -> Output {
+    bridle_with(args, env.iter().map(|(k, v)| (*k, v.to_string())).collect())
+}
+
+fn bridle_with(args: &[&str], env: Vec<(&str, String)>) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_bridle"));
     cmd.args(args);
     for k in [
@@ -127,7 +137,7 @@ fn bridle(args: &[&str], env: &[(&str, &str)]) -> Output {
     ] {
         cmd.env_remove(k);
     }
-    cmd.envs(env.iter().copied());
+    cmd.envs(env);
     cmd.output().unwrap()
 }
 
@@ -369,4 +379,96 @@ async fn filters_pick_conversations_and_bad_input_gets_one_sentence() {
     let no_model = bridle(&["eval", not_an_export.to_str().unwrap()], &[]);
     assert_eq!(no_model.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&no_model.stderr).contains("bridle eval needs a model"));
+}
+
+#[tokio::test]
+async fn a_turn_that_now_fails_is_reported_as_failing() {
+    let rec = a_recorded_conversation("fails").await;
+    let file = rec.dir.join("conversations.jsonl");
+    std::fs::write(&file, export(&rec.db, &[])).unwrap();
+    // The recorded answers, but the last turn's model call is refused.
+    let script = rec.dir.join("failing.json");
+    let replies = json!({"replies": [
+        {"steps": [{"call": {"id": "t1", "name": "add_note",
+                             "input": {"text": "call Bob at +1 555 010 9999 or bob@example.org"}}},
+                   {"stop": "tool_use"}]},
+        {"steps": [{"say": "Saved it, Dana."}, {"stop": "end_turn"}]},
+        {"steps": [{"call": {"id": "t2", "name": "list_notes", "input": {}}}, {"stop": "tool_use"}]},
+        {"steps": [{"say": "You have one note: call Bob."}, {"stop": "end_turn"}]},
+        {"error": "invalid_request"}
+    ]});
+    std::fs::write(&script, replies.to_string()).unwrap();
+    let env = [
+        ("BRIDLE_BACKEND", "scripted"),
+        ("BRIDLE_SCRIPT", script.to_str().unwrap()),
+    ];
+    let (code, report) = eval_json(&file, &[], &env);
+    assert_eq!(code, Some(1), "{report:#}");
+    assert_eq!(report["changed_turns"], 1, "{report:#}");
+    assert_eq!(report["newly_failing_turns"], 1);
+    assert_eq!(report["turns"][0]["verdict"], "same");
+    let last = &report["turns"][2];
+    assert_eq!(last["verdict"], "fails");
+    assert_eq!(
+        last["replayed"]["failure"],
+        "the model call failed (invalid_request)"
+    );
+    let table = bridle(&["eval", file.to_str().unwrap()], &env);
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(text.contains("now fails: the model call failed"), "{text}");
+    assert!(
+        text.contains("1 of 3 turns changed (1 now failing)"),
+        "{text}"
+    );
+}
+
+fn moto() -> String {
+    std::env::var("AWS_ENDPOINT_URL").unwrap_or_else(|_| {
+        panic!("AWS_ENDPOINT_URL is not set: run these tests through scripts/test (moto)")
+    })
+}
+
+#[tokio::test]
+async fn conversations_on_dynamodb_export_and_replay_unchanged() {
+    let aws = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .endpoint_url(moto())
+        .region(aws_config::Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
+            "test", "test", None, None, "static",
+        ))
+        .load()
+        .await;
+    let client = aws_sdk_dynamodb::Client::new(&aws);
+    let table = format!("bridle-export-{}", uuid::Uuid::new_v4());
+    store_dynamodb::create_table(&client, &table).await.unwrap();
+    let store: Arc<dyn Store> = Arc::new(store_dynamodb::DynamoStore::new(client, table.clone()));
+    let rec = recorded_on("dynamodb", Some(store)).await;
+    let env = vec![
+        ("AWS_ENDPOINT_URL", moto()),
+        ("AWS_ACCESS_KEY_ID", "test".into()),
+        ("AWS_SECRET_ACCESS_KEY", "test".into()),
+        ("AWS_REGION", "us-east-1".into()),
+        ("AWS_EC2_METADATA_DISABLED", "true".into()),
+    ];
+    let out = bridle_with(
+        &[
+            "export",
+            "--dynamodb-table",
+            &table,
+            "--user",
+            "dana@example.com",
+            "--redact",
+        ],
+        env,
+    );
+    assert!(out.status.success(), "{out:?}");
+    let lines = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(lines.lines().count(), 1, "{lines}");
+    assert!(!lines.contains("Dana") && lines.contains("<person-1>"));
+    let file = rec.dir.join("dynamodb.jsonl");
+    std::fs::write(&file, &lines).unwrap();
+    let (code, report) = eval_json(&file, &[], &[("BRIDLE_BACKEND", "scripted")]);
+    assert_eq!(code, Some(0), "{report:#}");
+    assert_eq!(report["turns"].as_array().unwrap().len(), 3);
+    assert_eq!(report["changed_turns"], 0);
 }
