@@ -549,3 +549,79 @@ async fn a_failing_store_is_exit_code_three() {
     assert_eq!(err.exit_code(), admin_cli::EXIT_STORE, "{err:?}");
     std::fs::remove_dir(&path).unwrap();
 }
+
+/// `bridle users grant`: sets the assistant's grant of one account (by id or e-mail), says what
+/// it means, leaves everything else (and other accounts) as it was; a bad grant is a usage
+/// error, an unknown account exit 1.
+async fn users_grant(target: Target, store: Arc<dyn Store>, env: &[(&str, &str)]) {
+    let run = |args: &[&str]| bridle(&target, args, env);
+    let ada = run(&["users", "add", "ada@example.org", "--json"]).json();
+    let bo = run(&["users", "add", "bo@example.org", "--json"]).json();
+    assert_eq!(ada["assistant_grant"], "risky", "the default: {ada}");
+    let ada_id: transcript::UserId = ada["id"].as_str().unwrap().into();
+    let bo_id: transcript::UserId = bo["id"].as_str().unwrap().into();
+    let before = store.account(&ada_id).await.unwrap().unwrap();
+
+    let said = run(&["users", "grant", "ada@example.org", "read"]);
+    assert_eq!(said.code, 0, "{said:?}");
+    assert_eq!(
+        said.stdout,
+        format!(
+            "The assistant of {ada_id} (ada@example.org) may now only read (from its next call).\n"
+        )
+    );
+    let after = store.account(&ada_id).await.unwrap().unwrap();
+    assert_eq!(after.assistant_grant, transcript::Grant::Read);
+    assert_eq!(
+        store::Account {
+            assistant_grant: before.assistant_grant,
+            ..after
+        },
+        before,
+        "only the grant changed"
+    );
+    let bo_now = store.account(&bo_id).await.unwrap().unwrap();
+    assert_eq!(
+        bo_now.assistant_grant,
+        transcript::Grant::Risky,
+        "bo's is untouched"
+    );
+
+    let json = run(&["users", "grant", ada_id.0.as_str(), "write", "--json"]).json();
+    assert_eq!(json["assistant_grant"], "write");
+    let shown = run(&["users", "show", ada_id.0.as_str(), "--json"]).json();
+    assert_eq!(shown["assistant_grant"], "write");
+
+    let bad = run(&["users", "grant", "ada@example.org", "admin"]);
+    assert_eq!(bad.code, 2, "an unknown grant is a usage error: {bad:?}");
+    assert!(
+        bad.stderr.contains("read") && bad.stderr.contains("risky"),
+        "{bad:?}"
+    );
+    run(&["users", "grant", "nobody@example.org", "read"]).refused("nobody@example.org");
+    assert_eq!(
+        store
+            .account(&ada_id)
+            .await
+            .unwrap()
+            .unwrap()
+            .assistant_grant,
+        transcript::Grant::Write
+    );
+}
+
+#[tokio::test]
+async fn users_grant_on_sqlite() {
+    let path = temp_db();
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).unwrap());
+    users_grant(Target::Sqlite(path.clone()), store, &[]).await;
+    remove_db(&path);
+}
+
+#[tokio::test]
+async fn users_grant_on_dynamodb() {
+    let (table, store) = fresh_table().await;
+    let aws = aws_env();
+    let env: Vec<(&str, &str)> = aws.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    users_grant(Target::Dynamo(table), store, &env).await;
+}

@@ -69,6 +69,38 @@ pub enum UsersCommand {
     /// the open-chat link of each enabled platform (the same channel variables as `serve`).
     #[command(after_help = EXIT_CODES)]
     LinkCode(Who),
+    /// How far the account's assistant may reach for them: read (only what changes nothing),
+    /// write (also changes, but no risky ones), or risky (everything; a risky call still waits
+    /// for the person's yes — the default). Bites on the assistant's next call.
+    #[command(after_help = EXIT_CODES)]
+    Grant(GrantArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct GrantArgs {
+    /// The account's id, or its e-mail address.
+    #[arg(value_name = "ID|EMAIL")]
+    pub who: String,
+    /// The assistant's new grant.
+    #[arg(value_enum)]
+    pub grant: GrantArg,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum GrantArg {
+    Read,
+    Write,
+    Risky,
+}
+
+impl From<GrantArg> for transcript::Grant {
+    fn from(arg: GrantArg) -> Self {
+        match arg {
+            GrantArg::Read => transcript::Grant::Read,
+            GrantArg::Write => transcript::Grant::Write,
+            GrantArg::Risky => transcript::Grant::Risky,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Args)]

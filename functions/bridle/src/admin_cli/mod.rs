@@ -8,6 +8,7 @@
 //! ([`CliError::exit_code`]).
 
 pub mod args;
+pub(crate) mod grant;
 mod identities;
 pub mod jobs;
 mod render;

@@ -82,6 +82,7 @@ pub(crate) fn account_json(a: &Account) -> Value {
         "roles": a.roles,
         "time_zone": a.time_zone,
         "created_at_ms": a.created_at_ms,
+        "assistant_grant": a.assistant_grant,
     })
 }
 

@@ -1,4 +1,5 @@
-//! `bridle users …`: add, list, show, pause / resume / close, link-code.
+//! `bridle users …`: add, list, show, pause / resume / close, link-code (and grant, in
+//! `grant.rs`).
 
 use super::args::{AddArgs, RoleArg, UsersCommand};
 use super::render::{self, ACCOUNT_HEADER};
@@ -76,6 +77,9 @@ pub async fn run_users(
                 .map_err(CliError::store("cannot store a link code"))?;
             let links = deps.channels.open_chat.links(&issued.code, &linkable);
             print_link_code(out, deps.format, &account, &issued, &links)
+        }
+        UsersCommand::Grant(args) => {
+            super::grant::set_grant(store, &args.who, args.grant.into(), deps.format, out).await
         }
     }
 }
