@@ -6,7 +6,7 @@
 
 use crate::hub::Hub;
 use channel_jobs::web::WEB_CHANNEL;
-use channel_jobs::{ChannelJobs, JobOutcome};
+use channel_jobs::{ChannelJobs, JobError, JobOutcome};
 use engine::{EventSink, NullSink, TurnEnd, TurnEvent, lines};
 use futures::FutureExt;
 use queue::{Delivery, JobQueue};
@@ -106,8 +106,8 @@ impl Worker {
             .catch_unwind()
             .await
             .map(|ran| ran.outcome)
-            .unwrap_or_else(|_| JobOutcome::Failed("the job panicked".into()));
-        if matches!(outcome, JobOutcome::Failed(_)) && *self.jobs.options.abandon.borrow() {
+            .unwrap_or_else(|_| JobOutcome::Failed(JobError::Panicked));
+        if outcome == JobOutcome::Failed(JobError::CutShort) {
             // Cut short by a stop past its grace period: lease and claim are released; the job
             // is visible again, this delivery not counted, and the next start resumes it. A
             // waiting browser stream is told by the server's drain.

@@ -2,6 +2,7 @@
 
 use crate::{JobOutcome, Worker};
 use aws_lambda_events::sqs::SqsMessage;
+use channel_jobs::JobError;
 use tokio::time::Instant;
 
 impl Worker {
@@ -11,7 +12,7 @@ impl Worker {
             Ok(job) => job,
             Err(e) => {
                 tracing::error!(error = %e, "undecodable job; it will reach the dead-letter queue");
-                return JobOutcome::Failed("undecodable job".into());
+                return JobOutcome::Failed(JobError::Undecodable);
             }
         };
         let left = deadline
@@ -19,7 +20,7 @@ impl Worker {
             .saturating_sub(self.options.safety_margin);
         let budget = left.min(self.options.max_turn);
         if budget.is_zero() {
-            return JobOutcome::Failed("no time left in this invocation".into());
+            return JobOutcome::Failed(JobError::NoTime);
         }
         let outcome = self.jobs.run(&job, budget).await;
         if let JobOutcome::Failed(why) = &outcome {

@@ -81,7 +81,7 @@ impl Worker {
             // keeps them behind the failed one, which is in flight for its backoff.
             let (outcome, delay) = if failed_groups.contains(&group) {
                 (
-                    JobOutcome::Failed("an earlier message of this conversation failed".into()),
+                    JobOutcome::Failed(channel_jobs::JobError::EarlierFailed),
                     Duration::ZERO,
                 )
             } else {

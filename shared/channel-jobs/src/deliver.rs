@@ -2,20 +2,12 @@
 //! attempt already recorded it; a `<silent/>` reply is a reaction where the platform has one,
 //! else a short text — the user is never left hanging.
 
-use crate::ChannelJobs;
+use crate::{ChannelJobs, JobError};
 use channels::{Button, Delivered, Outgoing, Sender};
 use engine::lines;
 use queue::TurnJob;
 use store::{VisibleEntry, VisibleRole};
 use transcript::ConversationId;
-
-fn store_error(e: store::StoreError) -> String {
-    format!("store failed: {e}")
-}
-
-fn send_error(e: channels::SendError) -> String {
-    format!("sending the reply failed: {e}")
-}
 
 fn outgoing(job: &TurnJob, text: String, buttons: Vec<Button>) -> Outgoing {
     Outgoing {
@@ -37,18 +29,18 @@ impl ChannelJobs {
         conversation: &ConversationId,
         outcome: &engine::TurnOutcome,
         sender: &dyn Sender,
-    ) -> Result<(), String> {
+    ) -> Result<(), JobError> {
         let conv = self
             .store
             .conversation(conversation)
             .await
-            .map_err(store_error)?
-            .ok_or("the conversation disappeared")?;
+            .map_err(JobError::from)?
+            .ok_or_else(|| JobError::ConversationGone(conversation.clone()))?;
         let visible = self
             .store
             .visible(conversation)
             .await
-            .map_err(store_error)?;
+            .map_err(JobError::from)?;
         if visible
             .iter()
             .any(|e| e.turn == conv.turn && e.role == VisibleRole::Assistant)
@@ -79,7 +71,7 @@ impl ChannelJobs {
         let mut delivered = if nothing_to_send {
             Delivered::default()
         } else {
-            sender.send(&reply).await.map_err(send_error)?
+            sender.send(&reply).await.map_err(JobError::from)?
         };
         if !delivered.reacted && (reply.reaction.is_some() || reply.text.trim().is_empty()) {
             // The reaction did not go out (or there was nothing to say): never leave the user
@@ -95,7 +87,7 @@ impl ChannelJobs {
                 buttons,
                 ..reply.clone()
             };
-            let more: Delivered = sender.send(&fallback).await.map_err(send_error)?;
+            let more: Delivered = sender.send(&fallback).await.map_err(JobError::from)?;
             delivered.pieces.extend(more.pieces);
         }
         let entry = VisibleEntry {
@@ -104,7 +96,7 @@ impl ChannelJobs {
                 .store
                 .next_visible_position(conversation)
                 .await
-                .map_err(store_error)?,
+                .map_err(JobError::from)?,
             role: VisibleRole::Assistant,
             text: delivered.pieces.join("\n\n"),
             buttons: outcome
@@ -119,7 +111,10 @@ impl ChannelJobs {
             turn: conv.turn,
             created_at_ms: (self.options.clock)(),
         };
-        self.store.append_visible(&entry).await.map_err(store_error)
+        self.store
+            .append_visible(&entry)
+            .await
+            .map_err(JobError::from)
     }
 
     /// Send one of the harness's own replies (no model call), then record the exchange in the
@@ -131,22 +126,22 @@ impl ChannelJobs {
         conversation: &ConversationId,
         text: &str,
         sender: &dyn Sender,
-    ) -> Result<(), String> {
+    ) -> Result<(), JobError> {
         let delivered = sender
             .send(&outgoing(job, text.to_owned(), Vec::new()))
             .await
-            .map_err(send_error)?;
+            .map_err(JobError::from)?;
         let mut conv = self
             .store
             .conversation(conversation)
             .await
-            .map_err(store_error)?
-            .ok_or("the conversation disappeared")?;
+            .map_err(JobError::from)?
+            .ok_or_else(|| JobError::ConversationGone(conversation.clone()))?;
         conv.turn += 1;
         self.store
             .update_conversation(&conv)
             .await
-            .map_err(store_error)?;
+            .map_err(JobError::from)?;
         let now = (self.options.clock)();
         for (role, text) in [
             (VisibleRole::User, job.text.clone()),
@@ -158,7 +153,7 @@ impl ChannelJobs {
                     .store
                     .next_visible_position(conversation)
                     .await
-                    .map_err(store_error)?,
+                    .map_err(JobError::from)?,
                 role,
                 text,
                 buttons: Vec::new(),
@@ -169,7 +164,7 @@ impl ChannelJobs {
             self.store
                 .append_visible(&entry)
                 .await
-                .map_err(store_error)?;
+                .map_err(JobError::from)?;
         }
         Ok(())
     }
@@ -180,18 +175,18 @@ impl ChannelJobs {
     /// transcript so the next one is coherent, tell the user in one calm sentence (best effort
     /// on a messaging channel; the web chat's stream gets it from the worker), and record what
     /// they saw. Returns whether a turn was closed.
-    pub async fn give_up_for_good(&self, job: &TurnJob) -> Result<bool, String> {
+    pub async fn give_up_for_good(&self, job: &TurnJob) -> Result<bool, JobError> {
         let conversation = if job.channel == crate::web::WEB_CHANNEL {
             crate::web::owned_conversation(self.store.as_ref(), job)
                 .await
-                .map_err(store_error)?
+                .map_err(JobError::from)?
                 .map(|(_, id)| id)
         } else {
             match self
                 .store
                 .identity(&job.channel, &job.external_user_id)
                 .await
-                .map_err(store_error)?
+                .map_err(JobError::from)?
             {
                 Some(user) => Some(ConversationId(format!(
                     "{}:{}@{}",
@@ -207,7 +202,7 @@ impl ChannelJobs {
                 .engine
                 .close_abandoned_turn(id, &tools::ActionId(job.dedupe_key()), lines::GAVE_UP)
                 .await
-                .map_err(|e| format!("closing the turn failed: {e}"))?,
+                .map_err(JobError::from)?,
             None => false,
         };
         let mut shown = lines::GAVE_UP.to_owned();
@@ -227,12 +222,12 @@ impl ChannelJobs {
         }
         // What the user saw ends their turn in the visible transcript, unless it has its reply.
         if let Some(id) = &conversation
-            && let Some(conv) = self.store.conversation(id).await.map_err(store_error)?
+            && let Some(conv) = self.store.conversation(id).await.map_err(JobError::from)?
             && !self
                 .store
                 .visible(id)
                 .await
-                .map_err(store_error)?
+                .map_err(JobError::from)?
                 .iter()
                 .any(|e| e.turn == conv.turn && e.role == VisibleRole::Assistant)
         {
@@ -242,7 +237,7 @@ impl ChannelJobs {
                     .store
                     .next_visible_position(id)
                     .await
-                    .map_err(store_error)?,
+                    .map_err(JobError::from)?,
                 role: VisibleRole::Assistant,
                 text: shown,
                 buttons: Vec::new(),
@@ -253,7 +248,7 @@ impl ChannelJobs {
             self.store
                 .append_visible(&entry)
                 .await
-                .map_err(store_error)?;
+                .map_err(JobError::from)?;
         }
         Ok(closed)
     }

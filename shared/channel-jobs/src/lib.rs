@@ -26,6 +26,7 @@ pub mod attachments;
 pub mod code_attempts;
 mod conversation;
 mod deliver;
+mod error;
 pub mod identity;
 pub mod lines;
 mod press;
@@ -35,6 +36,7 @@ pub use conversation::{
     CHANNEL_PURPOSE, DEFAULT_LOBBY_RETENTION, escape_key, keep_lobby, lobby_conversation,
     lobby_retention_from_setting, user_conversation,
 };
+pub use error::JobError;
 
 use channels::Sender;
 use engine::{Engine, EventSink, NullSink, TurnInput, TurnOutcome};
@@ -85,16 +87,13 @@ pub struct JobOptions {
     pub estimate_usd: Option<EstimateUsd>,
     /// Set to `true` when running jobs must stop now (`bridle serve` stopping past its grace
     /// period): a job holding or waiting for its conversation's lease gives the lease up, its
-    /// claim is released, and it ends [`JobOutcome::Failed`] ([`CUT_SHORT`]) for its queue to
+    /// claim is released, and it ends [`JobOutcome::Failed`] ([`JobError::CutShort`]) for its queue to
     /// put back, so the next start resumes it at once.
     pub abandon: Arc<tokio::sync::watch::Sender<bool>>,
     /// How long an unknown sender's lobby is kept after its last message
     /// ([`DEFAULT_LOBBY_RETENTION`], `BRIDLE_LOBBY_RETENTION_DAYS`).
     pub lobby_retention: Duration,
 }
-
-/// Why a job cut short by [`JobOptions::abandon`] failed.
-pub const CUT_SHORT: &str = "cut short: the server stopped before the turn finished";
 
 /// Usage → estimated US dollars.
 pub type EstimateUsd = Arc<dyn Fn(&transcript::Usage) -> f64 + Send + Sync>;
@@ -137,7 +136,7 @@ pub enum JobOutcome {
     /// Nothing to do: the job was done before, or is not for us.
     Skipped(&'static str),
     /// Not done: retry it later (SQS redelivers it; the local queue releases it).
-    Failed(String),
+    Failed(JobError),
 }
 
 /// How often a sender gets one of the harness's replies limited by [`Resolved::hourly_reply`].
@@ -181,12 +180,12 @@ impl ChannelJobs {
     /// [`ChannelJobs::run`], with the turn's events streamed to `sink` as they happen; `done`
     /// comes after the reply is recorded.
     pub async fn run_streamed(&self, job: &TurnJob, budget: Duration, sink: &dyn EventSink) -> Ran {
-        let failed = |why: String| Ran {
+        let failed = |why: JobError| Ran {
             outcome: JobOutcome::Failed(why),
             turn: None,
         };
         if budget.is_zero() {
-            return failed("no time left for this job".into());
+            return failed(JobError::NoTime);
         }
         let o = &self.options;
         let key = job.dedupe_key();
@@ -199,13 +198,13 @@ impl ChannelJobs {
                     turn: None,
                 };
             }
-            Ok(Claim::Busy { .. }) => return failed("another worker holds this job".into()),
+            Ok(Claim::Busy { .. }) => return failed(JobError::Busy),
             Ok(Claim::TakenOver { attempt }) => {
                 tracing::warn!(job = %key, attempt, "taking over a job whose worker died");
                 attempt
             }
             Ok(Claim::Fresh) => 1,
-            Err(e) => return failed(format!("claim failed: {e}")),
+            Err(e) => return failed(e.into()),
         };
         let held = web::HoldDone::new(sink);
         let answered = tokio::time::timeout(budget, self.answer(job, &held)).await;
@@ -213,7 +212,7 @@ impl ChannelJobs {
             Ok(Ok(answered)) => answered,
             Ok(Err(why)) => return self.end_attempt(&key, attempt, why).await,
             Err(_) => {
-                let why = format!("turn deadline of {budget:?} passed");
+                let why = JobError::Deadline(budget);
                 return self.end_attempt(&key, attempt, why).await;
             }
         };
@@ -224,7 +223,7 @@ impl ChannelJobs {
             if let Err(e) = self.store.finish_job(&key, keep_until).await {
                 // Crash story: the reply is recorded, so the retry's turn resumes as finished
                 // and delivery finds the reply already there (nothing is sent twice).
-                return failed(format!("could not mark the job done: {e}"));
+                return failed(JobError::NotMarkedDone(e.to_string()));
             }
         }
         Ran { outcome, turn }
@@ -249,7 +248,7 @@ impl ChannelJobs {
     /// This attempt is over without finishing: release its claim so the retry (after the
     /// queue's backoff) takes over at once and resumes the turn from the stored transcript.
     /// Crash story: a worker that dies before this leaves the claim to expire instead.
-    async fn end_attempt(&self, key: &str, attempt: u32, why: String) -> Ran {
+    async fn end_attempt(&self, key: &str, attempt: u32, why: JobError) -> Ran {
         if let Err(e) = self
             .store
             .release_job(key, attempt, (self.options.clock)())
@@ -268,17 +267,16 @@ impl ChannelJobs {
         &self,
         job: &TurnJob,
         sink: &dyn EventSink,
-    ) -> Result<(JobOutcome, Option<TurnOutcome>), String> {
+    ) -> Result<(JobOutcome, Option<TurnOutcome>), JobError> {
         let Some(sender) = self.senders.get(&job.channel) else {
             tracing::error!(channel = %job.channel, "no sender configured for this channel");
             return Ok((JobOutcome::Skipped("no sender for this channel"), None));
         };
         let sender = sender.as_ref();
-        let store_error = |e: store::StoreError| format!("store failed: {e}");
         let (user, conversation) = if job.channel == web::WEB_CHANNEL {
             match web::owned_conversation(self.store.as_ref(), job)
                 .await
-                .map_err(store_error)?
+                .map_err(JobError::from)?
             {
                 Some(owned) => owned,
                 None => {
@@ -289,7 +287,7 @@ impl ChannelJobs {
         } else {
             let resolved = identity::resolve(self.store.as_ref(), job, (self.options.clock)())
                 .await
-                .map_err(store_error)?;
+                .map_err(JobError::from)?;
             let user = match &resolved {
                 Resolved::Bound(user) => user.clone(),
                 other => {
@@ -308,14 +306,16 @@ impl ChannelJobs {
                         Some(user) => user_conversation(self, job, user).await,
                         None => lobby_conversation(self, job).await,
                     }
-                    .map_err(store_error)?;
+                    .map_err(JobError::from)?;
                     self.leased(job, &conversation, async {
                         self.deliver_harness_reply(job, &conversation, &text, sender)
                             .await?;
                         // The exchange just recorded expires with the lobby (a crash before
                         // this leaves it undated until the sender's next message).
                         if in_lobby {
-                            keep_lobby(self, &conversation).await.map_err(store_error)?;
+                            keep_lobby(self, &conversation)
+                                .await
+                                .map_err(JobError::from)?;
                         }
                         Ok(())
                     })
@@ -326,7 +326,7 @@ impl ChannelJobs {
             };
             let conversation = user_conversation(self, job, &user)
                 .await
-                .map_err(store_error)?;
+                .map_err(JobError::from)?;
             (user, conversation)
         };
         tracing::debug!(user = %user.0, conversation = %conversation, "job resolved");
@@ -347,7 +347,7 @@ impl ChannelJobs {
         conversation: &ConversationId,
         sink: &dyn EventSink,
         sender: &dyn Sender,
-    ) -> Result<TurnOutcome, String> {
+    ) -> Result<TurnOutcome, JobError> {
         let said = self.said(job, conversation).await;
         let prepared = attachments::prepare(self.options.media.as_ref(), job).await;
         let input = TurnInput {
@@ -363,7 +363,7 @@ impl ChannelJobs {
             .engine
             .run_turn(input, sink)
             .await
-            .map_err(|e| format!("turn failed: {e}"))?;
+            .map_err(JobError::from)?;
         self.options.metrics.turn(&turn_metrics(
             job,
             &outcome,
@@ -383,8 +383,8 @@ impl ChannelJobs {
         &self,
         job: &TurnJob,
         conversation: &ConversationId,
-        work: impl Future<Output = Result<T, String>>,
-    ) -> Result<T, String> {
+        work: impl Future<Output = Result<T, JobError>>,
+    ) -> Result<T, JobError> {
         let o = &self.options;
         let holder = job.dedupe_key();
         let ttl = o.lease_ttl.as_millis() as i64;
@@ -396,7 +396,7 @@ impl ChannelJobs {
                     .store
                     .acquire_lease(conversation, &holder, now, now + ttl)
                     .await
-                    .map_err(|e| format!("store failed: {e}"))?
+                    .map_err(JobError::from)?
                 {
                     Lease::Held => break,
                     Lease::Busy {
@@ -409,14 +409,14 @@ impl ChannelJobs {
                     }
                 }
             }
-            Ok::<(), String>(())
+            Ok::<(), JobError>(())
         };
         tokio::select! {
             acquired = acquire => acquired?,
             _ = abandoned(&o.abandon) => {
                 // The cut may have come as the lease was taken: give it up if it is ours.
                 let _ = self.store.release_lease(conversation, &holder).await;
-                return Err(CUT_SHORT.into());
+                return Err(JobError::CutShort);
             }
         }
         let renew = async {
@@ -433,7 +433,7 @@ impl ChannelJobs {
                 {
                     Ok(Lease::Held) => {}
                     Ok(Lease::Busy { holder: other, .. }) => {
-                        return format!("the conversation's lease was lost to {other}");
+                        return JobError::LeaseLost(other);
                     }
                     // Keep working: the lease is still ours until it expires.
                     Err(e) => {
@@ -445,7 +445,7 @@ impl ChannelJobs {
         let result = tokio::select! {
             result = work => result,
             lost = renew => Err(lost),
-            _ = abandoned(&o.abandon) => Err(CUT_SHORT.into()),
+            _ = abandoned(&o.abandon) => Err(JobError::CutShort),
         };
         // Crash story: a holder that dies before this leaves the lease to lapse; the next turn
         // waits at most `lease_ttl`.
