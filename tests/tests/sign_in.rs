@@ -346,7 +346,11 @@ async fn every_change_needs_the_sessions_csrf_token() {
             cookie: a.cookie.clone(),
             csrf: csrf.to_owned(),
         };
-        for path in ["/api/conversations", "/api/link-code"] {
+        for path in [
+            "/api/conversations",
+            "/api/link-code",
+            "/api/assistant-grant",
+        ] {
             let res = s.post(&forged, path, None).await;
             assert_eq!(res.status(), StatusCode::FORBIDDEN, "{path} with {csrf:?}");
         }
@@ -523,6 +527,40 @@ async fn two_users_cannot_reach_each_others_data(s: Site) {
     assert_eq!(texts.len(), 2, "{texts:?}");
     assert_eq!(texts[0], "alice's secret plan");
 
+    // The assistant's grant is each person's own: bob narrows his; alice's is untouched.
+    let set = s
+        .post(&b, "/api/assistant-grant", Some(json!({"grant": "read"})))
+        .await;
+    assert_eq!(set.status(), 200);
+    let mine: Value = s
+        .get(&b, "/api/assistant-grant")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(mine["grant"], "read", "{mine}");
+    assert_eq!(mine["choices"].as_array().unwrap().len(), 3, "{mine}");
+    let hers: Value = s
+        .get(&a, "/api/assistant-grant")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(hers["grant"], "risky", "{hers}");
+    let bad = s
+        .post(&b, "/api/assistant-grant", Some(json!({"grant": "admin"})))
+        .await;
+    assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
+    let said: Value = bad.json().await.unwrap();
+    assert_eq!(
+        said["error"],
+        "Choose what the assistant may do: read, write or risky."
+    );
+    let me_a: Value = s.get(&a, "/api/session").await.json().await.unwrap();
+    let alice_id: transcript::UserId = me_a["user"]["id"].as_str().unwrap().into();
+    let alice_account = s.store.account(&alice_id).await.unwrap().unwrap();
+    assert_eq!(alice_account.assistant_grant, transcript::Grant::Risky);
+
     // A link code is its creator's: it redeems for bob, not alice.
     let me_b: Value = s.get(&b, "/api/session").await.json().await.unwrap();
     let code = s.post(&b, "/api/link-code", None).await;
@@ -538,8 +576,10 @@ async fn two_users_cannot_reach_each_others_data(s: Site) {
             .consume_link_code("K7PQ2345", "whatsapp#+1555", now_ms())
             .await
             .unwrap(),
-        Some(bob_id)
+        Some(bob_id.clone())
     );
+    let bob_account = s.store.account(&bob_id).await.unwrap().unwrap();
+    assert_eq!(bob_account.assistant_grant, transcript::Grant::Read);
 }
 
 #[tokio::test]
