@@ -304,6 +304,7 @@ async function loadSession() {
     await loadSession();
     await loadNotes(false);
     loadUsage();
+    loadGrant();
     const list = await loadConversations();
     const wanted = location.hash.slice(1);
     if (wanted) await openConversation(wanted);
@@ -343,3 +344,35 @@ async function getLinkCode() {
   }
 }
 $("#link-button").addEventListener("click", getLinkCode);
+
+// "What the assistant may do": the person's own grant (read, write, risky); the assistant's
+// next call is checked against it. The tools it is offered never change.
+async function loadGrant() {
+  const select = $("#grant-choice");
+  try {
+    const g = await (await api("/api/assistant-grant")).json();
+    select.replaceChildren(...g.choices.map((c) => {
+      const option = el("option", "", `${c.grant}: ${c.meaning}`);
+      option.value = c.grant;
+      return option;
+    }));
+    select.value = g.grant;
+    select.disabled = false;
+  } catch (err) {
+    $("#grant-said").textContent = err.message;
+  }
+}
+$("#grant-choice").addEventListener("change", async (e) => {
+  const said = $("#grant-said");
+  try {
+    const g = await (await api("/api/assistant-grant", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ grant: e.target.value }),
+    })).json();
+    said.textContent = `Saved: the assistant may ${g.meaning}.`;
+  } catch (err) {
+    said.textContent = err.message;
+    loadGrant();
+  }
+});
