@@ -472,3 +472,48 @@ async fn conversations_on_dynamodb_export_and_replay_unchanged() {
     assert_eq!(report["turns"].as_array().unwrap().len(), 3);
     assert_eq!(report["changed_turns"], 0);
 }
+
+#[tokio::test]
+async fn a_turn_without_a_model_call_is_skipped_not_changed() {
+    let rec = a_recorded_conversation("paused").await;
+    let app = build_app(
+        Arc::new(ScriptedModel::new([])),
+        AppOptions {
+            db: Db::File(rec.db.clone()),
+            ..AppOptions::default()
+        },
+    )
+    .unwrap();
+    // An operator takes over: the next message is recorded and no model is called.
+    let mut conv = app
+        .store
+        .conversation(&"c-dana".into())
+        .await
+        .unwrap()
+        .unwrap();
+    conv.status = transcript::ConversationStatus::Paused;
+    app.store.update_conversation(&conv).await.unwrap();
+    let outcome = app
+        .engine
+        .run_turn(
+            TurnInput {
+                conversation_id: "c-dana".into(),
+                text: "Is anyone there?".into(),
+                action_id: tools::ActionId("whatsapp#m9".into()),
+                attachments: vec![],
+                attachment_notes: vec![],
+                button_id: None,
+            },
+            &NullSink,
+        )
+        .await
+        .unwrap();
+    assert_eq!(outcome.end, engine::TurnEnd::Paused);
+    let file = rec.dir.join("conversations.jsonl");
+    std::fs::write(&file, export(&rec.db, &[])).unwrap();
+    let (code, report) = eval_json(&file, &[], &[("BRIDLE_BACKEND", "scripted")]);
+    assert_eq!(code, Some(0), "{report:#}");
+    assert_eq!(report["turns"].as_array().unwrap().len(), 4);
+    assert_eq!(report["turns"][3]["verdict"], "skipped");
+    assert_eq!(report["changed_turns"], 0);
+}

@@ -123,3 +123,75 @@ pub async fn engine_for(config: &EvalConfig) -> Result<(Arc<Engine>, Answerer), 
     let app = build_app(model, options)?;
     Ok((app.engine, answerer))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn read(
+        pairs: &[(&str, &str)],
+        model: Option<&str>,
+        prompt: Option<&Path>,
+    ) -> Result<EvalConfig, ConfigErrors> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        EvalConfig::from_vars(|k| map.get(k).cloned(), model, prompt)
+    }
+
+    #[test]
+    fn scripted_without_a_script_is_the_recorded_model() {
+        let c = read(&[("BRIDLE_BACKEND", "scripted")], None, None).unwrap();
+        assert_eq!(c.model, EvalModel::Recorded);
+        let c = read(
+            &[("BRIDLE_BACKEND", "scripted"), ("BRIDLE_SCRIPT", "/s.json")],
+            None,
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            c.model,
+            EvalModel::Configured(BackendChoice::Scripted {
+                script: "/s.json".into()
+            })
+        );
+    }
+
+    #[test]
+    fn model_and_prompt_flags_replace_the_configured_ones() {
+        let openai = [
+            ("OPENAI_BASE_URL", "http://127.0.0.1:11434/v1"),
+            ("OPENAI_MODEL", "llama3.2"),
+        ];
+        let path =
+            std::env::temp_dir().join(format!("bridle-eval-prompt-{}.md", std::process::id()));
+        std::fs::write(&path, "Be brief.").unwrap();
+        let c = read(&openai, Some("qwen3"), Some(&path)).unwrap();
+        assert!(
+            matches!(c.model, EvalModel::Configured(BackendChoice::OpenAi { model, .. }) if model == "qwen3")
+        );
+        assert_eq!(c.serve.prompt.text, "Be brief.");
+        std::fs::remove_file(&path).unwrap();
+        let missing = read(&openai, None, Some(Path::new("/nonexistent/p.md"))).unwrap_err();
+        assert!(
+            missing.to_string().contains("--prompt /nonexistent/p.md"),
+            "{missing}"
+        );
+    }
+
+    #[test]
+    fn no_model_is_a_clear_error() {
+        let err = read(&[], None, None).unwrap_err().to_string();
+        assert!(err.contains("bridle eval needs a model"), "{err}");
+        let err = read(
+            &[("BRIDLE_BACKEND", "scripted"), ("BRIDLE_SCRIPT", "/s")],
+            Some("m"),
+            None,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("--model needs"), "{err}");
+    }
+}

@@ -7,7 +7,8 @@
 //! call with the same name and arguments, and a call the recording does not have gets a neutral
 //! "not recorded" error (and counts as a change). A turn is *changed* when its tool calls (names,
 //! arguments, order), its last stop reason, or whether it failed differ from the recording;
-//! reply length, tokens and cost are reported side by side.
+//! reply length, tokens and cost are reported side by side. A turn in which the model was not
+//! called (a paused conversation, a guard's refusal, a confirmation press) is skipped.
 //!
 //! With the recorded model ([`recorded::RecordedModel`]) the recorded answers are played back,
 //! so an export evaluated as it is shows no change.
@@ -99,6 +100,11 @@ impl Evaluator<'_> {
 
     async fn turn(&self, record: &ExportedConversation, turn: RecordedTurn) -> TurnResult {
         let before = self.recorded_side(&turn);
+        if turn.answers.is_empty() {
+            // Paused, refused by a guard, or a confirmation press the harness decided: the
+            // model was not asked then, so there is nothing to compare.
+            return TurnResult::skipped(&record.conversation.id.0, turn.number, before);
+        }
         if let Answerer::Recorded(model) = &self.answerer {
             model.load(&turn.answers);
         }

@@ -195,3 +195,181 @@ fn events_of(answer: &Message) -> Vec<Result<ModelEvent, BackendError>> {
     }
     events
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::export::record::{FORMAT, Segment};
+    use futures::StreamExt;
+    use transcript::{CallRecord, Conversation, StopReason, Usage};
+
+    fn call(stop: Option<StopReason>, error: Option<&str>) -> CallRecord {
+        CallRecord {
+            backend: "scripted".into(),
+            model: "m".into(),
+            stop_reason: stop,
+            error: error.map(str::to_owned),
+            usage: Usage {
+                input_tokens: 7,
+                output_tokens: 3,
+                ..Usage::default()
+            },
+            latency_ms: 1,
+            tools_offered: vec![],
+        }
+    }
+
+    fn row(position: u64, role: Role, parts: Vec<Part>, call: Option<CallRecord>) -> Message {
+        Message {
+            conversation_id: "c".into(),
+            segment: 1,
+            position,
+            role,
+            parts,
+            call,
+            action_id: None,
+            created_at_ms: 0,
+        }
+    }
+
+    fn use_(id: &str, name: &str, input: Value) -> Part {
+        Part::ToolUse {
+            id: id.into(),
+            name: name.into(),
+            input,
+        }
+    }
+
+    fn result(id: &str, content: Value) -> Part {
+        Part::ToolResult {
+            tool_use_id: id.into(),
+            content,
+            is_error: false,
+        }
+    }
+
+    /// A segment opened by compaction's notes, then two user turns: one with a tool call made
+    /// twice, one answered by the harness alone.
+    fn record() -> ExportedConversation {
+        let tool_use = Some(call(Some(StopReason::ToolUse), None));
+        let done = Some(call(Some(StopReason::EndTurn), None));
+        let messages = vec![
+            row(
+                10,
+                Role::User,
+                vec![Part::text("<notes>…</notes>")],
+                done.clone(),
+            ),
+            row(11, Role::User, vec![Part::text("first")], None),
+            row(
+                12,
+                Role::Assistant,
+                vec![
+                    use_("a", "add", json!({"x": 1, "y": 2})),
+                    use_("b", "add", json!({"y": 2, "x": 1})),
+                ],
+                tool_use,
+            ),
+            row(
+                13,
+                Role::Tool,
+                vec![result("a", json!(3)), result("b", json!("again"))],
+                None,
+            ),
+            row(14, Role::Assistant, vec![Part::text("Done.")], done),
+            row(15, Role::User, vec![Part::text("second")], None),
+            row(
+                16,
+                Role::Assistant,
+                vec![Part::text("You've reached a limit.")],
+                None,
+            ),
+        ];
+        ExportedConversation {
+            format: FORMAT.into(),
+            conversation: Conversation::new("c", "u", "web", "chat"),
+            segments: vec![Segment {
+                segment: 1,
+                messages,
+            }],
+            visible: vec![],
+            redacted: false,
+        }
+    }
+
+    #[test]
+    fn user_turns_are_the_users_messages_with_the_model_answers_that_followed() {
+        let turns = turns(&record());
+        assert_eq!(turns.len(), 2, "compaction's notes are not a user turn");
+        assert_eq!(turns[0].number, 1);
+        let positions = |rows: &[Message]| rows.iter().map(|m| m.position).collect::<Vec<_>>();
+        assert_eq!(positions(&turns[0].history), vec![10, 11]);
+        assert_eq!(positions(&turns[0].answers), vec![12, 14]);
+        assert_eq!(positions(&turns[1].history), vec![10, 11, 12, 13, 14, 15]);
+        assert!(
+            turns[1].answers.is_empty(),
+            "a harness line is no model answer"
+        );
+    }
+
+    #[test]
+    fn calls_are_answered_by_name_and_arguments_in_recorded_order() {
+        let mut results = turns(&record())[0].results.clone();
+        // Key order does not matter; a call made twice gets its results in turn.
+        assert_eq!(
+            results.answer("add", &json!({"y": 2, "x": 1})),
+            (json!(3), false, true)
+        );
+        assert_eq!(
+            results.answer("add", &json!({"x": 1, "y": 2})),
+            (json!("again"), false, true)
+        );
+        let (content, is_error, recorded) = results.answer("add", &json!({"x": 1, "y": 2}));
+        assert!(is_error && !recorded);
+        assert!(
+            content["error"]
+                .as_str()
+                .unwrap()
+                .starts_with("not recorded")
+        );
+    }
+
+    #[tokio::test]
+    async fn the_recorded_model_plays_each_answer_then_refuses() {
+        let model = RecordedModel::default();
+        let answers = [
+            row(
+                1,
+                Role::Assistant,
+                vec![Part::text("Half"), Part::text("Sorry.")],
+                Some(call(None, Some("timeout"))),
+            ),
+            row(
+                2,
+                Role::Assistant,
+                vec![Part::text("Done.")],
+                Some(call(Some(StopReason::EndTurn), None)),
+            ),
+        ];
+        model.load(&answers);
+        let request = ChatRequest {
+            model: String::new(),
+            system: String::new(),
+            messages: vec![],
+            tools: Default::default(),
+            settings: Default::default(),
+        };
+        let failed: Vec<_> = model.stream(request.clone()).await.unwrap().collect().await;
+        // What streamed before the failure, not the harness's apology; then the failure.
+        assert_eq!(failed.len(), 2);
+        assert_eq!(failed[0].as_ref().unwrap(), &ModelEvent::text("Half"));
+        assert!(failed[1].is_err());
+        let done: Vec<_> = model.stream(request.clone()).await.unwrap().collect().await;
+        assert!(matches!(
+            done.last(),
+            Some(Ok(ModelEvent::Done { stop_reason: StopReason::EndTurn, usage }))
+                if usage.input_tokens == 7
+        ));
+        assert!(model.stream(request).await.is_err(), "no answer left");
+    }
+}

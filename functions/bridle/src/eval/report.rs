@@ -59,7 +59,8 @@ impl Side {
 pub struct TurnResult {
     pub conversation: String,
     pub turn: usize,
-    /// `same`, `changed` or `fails` (fails now, did not before).
+    /// `same`, `changed`, `fails` (fails now, did not before) or `skipped` (no model call was
+    /// recorded for it).
     pub verdict: &'static str,
     /// One sentence per difference.
     pub changes: Vec<String>,
@@ -118,8 +119,20 @@ impl TurnResult {
         }
     }
 
+    /// A turn the recording has no model call for: listed, not replayed, not a change.
+    pub fn skipped(conversation: &str, turn: usize, recorded: Side) -> Self {
+        Self {
+            conversation: conversation.to_owned(),
+            turn,
+            verdict: "skipped",
+            changes: Vec::new(),
+            replayed: Side::default(),
+            recorded,
+        }
+    }
+
     pub fn is_changed(&self) -> bool {
-        self.verdict != "same"
+        !matches!(self.verdict, "same" | "skipped")
     }
 }
 
