@@ -369,6 +369,135 @@ async fn scopes_and_risky_calls_are_refused_readably() {
     mcp.server.stop().await;
 }
 
+/// `tools/call` as a 2026-07-28 client that can elicit: the request's own `_meta` says so.
+async fn modern_call(mcp: &Mcp, token: &str, tool: &str, arguments: Value, round: Value) -> Value {
+    let mut params = json!({
+        "name": tool,
+        "arguments": arguments,
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "test", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}
+        }
+    });
+    if let Value::Object(round) = round {
+        params.as_object_mut().unwrap().extend(round);
+    }
+    let response = mcp
+        .server
+        .client
+        .post(mcp.server.url("/mcp"))
+        .bearer_auth(token)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", tool)
+        .json(&json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": params}))
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let body = response.text().await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    let body: Value = serde_json::from_str(&body).unwrap();
+    body["result"].clone()
+}
+
+#[tokio::test]
+async fn a_risky_call_asks_the_human_through_the_client_and_runs_once_on_accept() {
+    let mcp = start(AppOptions::default()).await;
+    let risky = mcp.token("alice", TokenScope::Risky).await;
+    let created = mcp.call(&risky, "create_event", spring()).await;
+    let id = created["structuredContent"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    mcp.call(&risky, "publish_event", json!({"event_id": id}))
+        .await;
+    let cancel = json!({"event_id": id});
+    let status = |mcp: &Mcp| {
+        let store = mcp.store.clone();
+        let id = id.clone();
+        async move {
+            let record = store.record("event", &id).await.unwrap().unwrap();
+            record.value["status"].as_str().unwrap().to_owned()
+        }
+    };
+
+    // Asked, with the description from the database; nothing ran.
+    let asked = modern_call(&mcp, &risky, "cancel_event", cancel.clone(), json!(null)).await;
+    assert_eq!(asked["resultType"], "input_required", "{asked}");
+    let question = asked["inputRequests"]["confirm"].clone();
+    assert_eq!(question["method"], "elicitation/create", "{asked}");
+    assert!(
+        question["params"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Cancel Spring Open on 2030-04-12T10:00"),
+        "{asked}"
+    );
+    assert_eq!(status(&mcp).await, "published");
+    let state = asked["requestState"].clone();
+
+    // Declined: not run, and that question is spent.
+    let decline =
+        json!({"inputResponses": {"confirm": {"action": "decline"}}, "requestState": state});
+    let declined = modern_call(
+        &mcp,
+        &risky,
+        "cancel_event",
+        cancel.clone(),
+        decline.clone(),
+    )
+    .await;
+    assert_eq!(declined["isError"], true, "{declined}");
+    assert!(text(&declined).contains("did not agree"), "{declined}");
+    assert_eq!(status(&mcp).await, "published");
+    let accept = json!({"inputResponses": {"confirm": {"action": "accept", "content": {}}}, "requestState": state});
+    let late = modern_call(&mcp, &risky, "cancel_event", cancel.clone(), accept.clone()).await;
+    assert!(text(&late).contains("already answered"), "{late}");
+    assert_eq!(status(&mcp).await, "published");
+
+    // Asked again and accepted: runs, once; the same answer again runs nothing.
+    let asked = modern_call(&mcp, &risky, "cancel_event", cancel.clone(), json!(null)).await;
+    let accept = json!({"inputResponses": {"confirm": {"action": "accept", "content": {}}}, "requestState": asked["requestState"]});
+    let ran = modern_call(&mcp, &risky, "cancel_event", cancel.clone(), accept.clone()).await;
+    assert_eq!(ran["isError"], false, "{ran}");
+    assert_eq!(ran["structuredContent"]["status"], "cancelled");
+    let again = modern_call(&mcp, &risky, "cancel_event", cancel.clone(), accept).await;
+    assert_eq!(again["isError"], true, "{again}");
+    let audit = mcp.store.audit_log(&"alice".into()).await.unwrap();
+    let cancels = audit
+        .iter()
+        .filter(|e| {
+            e.changes
+                .iter()
+                .any(|c| c.after.as_ref().is_some_and(|a| a["status"] == "cancelled"))
+        })
+        .count();
+    assert_eq!(cancels, 1, "cancelled exactly once");
+
+    // An answer whose state is for another call runs nothing.
+    let other = mcp.call(&risky, "create_event", spring()).await;
+    let other_id = other["structuredContent"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    mcp.call(&risky, "publish_event", json!({"event_id": other_id}))
+        .await;
+    let forged = json!({"inputResponses": {"confirm": {"action": "accept"}}, "requestState": "not-the-hash"});
+    let refused = modern_call(
+        &mcp,
+        &risky,
+        "cancel_event",
+        json!({"event_id": other_id}),
+        forged,
+    )
+    .await;
+    assert!(text(&refused).contains("another call"), "{refused}");
+    mcp.server.stop().await;
+}
+
 #[tokio::test]
 async fn each_token_has_its_own_requests_per_minute() {
     let mcp = start(AppOptions {

@@ -237,6 +237,7 @@ fn mcp_for(
         policy: assembled.policy.clone(),
         tokens,
         ledger,
+        pending: store.clone(),
         clock: options.guards.clock.clone(),
         options: mcp::McpOptions {
             rate: options.mcp_rate,

@@ -178,6 +178,68 @@ async fn the_official_python_and_typescript_clients_use_bridle_serve() {
     let body: Value = unknown.json().await.unwrap();
     assert!(body["error"]["code"].is_i64(), "{body}");
 
+    // A risky call through the Python client, which can ask its human (elicitation): declined,
+    // nothing runs; accepted, it runs.
+    let (code, stdout, stderr) = tokens_cli(&dir, &["create", "local", "--scope", "risky"]);
+    assert_eq!(code, 0, "{stderr}");
+    let risky = stdout.lines().last().unwrap().to_owned();
+    let call = |name: &str, arguments: Value| {
+        http.post(&url)
+            .bearer_auth(&risky)
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-06-18")
+            .json(&json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": name, "arguments": arguments}}))
+            .send()
+    };
+    let made: Value = call("create_event", json!({"title": "Spring Open", "starts_at": "2030-04-12T10:00", "venue": "Court 1", "capacity": 40}))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let event = made["result"]["structuredContent"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    call("publish_event", json!({"event_id": event}))
+        .await
+        .unwrap();
+    let ask = |answer: &str| {
+        let out = Command::new(&python)
+            .arg(clients_dir().join("elicit.py"))
+            .args([url.as_str(), risky.as_str(), event.as_str(), answer])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    let declined = ask("decline");
+    assert!(
+        declined["asked"][0]
+            .as_str()
+            .unwrap()
+            .contains("Cancel Spring Open"),
+        "{declined}"
+    );
+    assert_eq!(declined["is_error"], true, "{declined}");
+    let status = || async {
+        let listed: Value = call("list_events", json!({}))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        listed["result"]["structuredContent"]["items"][0]["status"].clone()
+    };
+    assert_eq!(status().await, "published", "declined: not run");
+    let accepted = ask("accept");
+    assert_eq!(accepted["is_error"], false, "{accepted}");
+    assert_eq!(status().await, "cancelled", "accepted: run");
+
     // Revoked with the CLI: refused at once.
     let id = listed[0]["id"].as_str().unwrap();
     let (code, stdout, _) = tokens_cli(&dir, &["revoke", id]);

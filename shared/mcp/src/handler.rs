@@ -4,13 +4,14 @@
 use crate::MCP_PURPOSE;
 use crate::auth::{Counted, Door, McpCaller, RateLimit, authenticate};
 use crate::catalog::mcp_tool;
+use crate::confirm::{Decision, Round, can_ask, decide};
 use crate::result::{mcp_result, refusal};
 use axum::Router;
 use axum::http::request::Parts;
 use engine::{Clock, RiskPolicy};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
+    PaginatedRequestParams, RequestMetaObject, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
@@ -19,7 +20,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use store::{BudgetLedger, TokenScope, Tokens};
+use store::{BudgetLedger, Confirmations, TokenScope, Tokens};
 use tools::{ActionId, Actor, Ctx, Registry, ToolCall};
 
 /// The MCP server's settings.
@@ -42,6 +43,8 @@ pub struct McpParts {
     pub tokens: Arc<dyn Tokens>,
     /// Where the per-token request counts are kept.
     pub ledger: Arc<dyn BudgetLedger>,
+    /// Where a question put to the human waits for its answer.
+    pub pending: Arc<dyn Confirmations>,
     pub clock: Clock,
     pub options: McpOptions,
 }
@@ -59,6 +62,7 @@ struct Shared {
     registry: Arc<Registry>,
     policy: Arc<dyn RiskPolicy>,
     ledger: Arc<dyn BudgetLedger>,
+    pending: Arc<dyn Confirmations>,
     clock: Clock,
     options: McpOptions,
 }
@@ -87,6 +91,7 @@ pub fn router(parts: McpParts) -> Router {
             registry: parts.registry,
             policy: parts.policy,
             ledger: parts.ledger,
+            pending: parts.pending,
             clock: parts.clock,
             options: parts.options,
         }),
@@ -133,22 +138,28 @@ impl BridleMcp {
             .await
     }
 
-    /// One call: count it, validate it, check the token's scope and the confirmation policy,
-    /// then run it through the runner as the token's user.
-    async fn call(&self, caller: McpCaller, request: CallToolRequestParams) -> CallToolResult {
+    /// One call: count it, validate it, check the token's scope and the confirmation policy
+    /// (asking the human through the client when it can), then run it through the runner as
+    /// the token's user.
+    async fn call(
+        &self,
+        caller: McpCaller,
+        request: CallToolRequestParams,
+        meta: &RequestMetaObject,
+    ) -> CallToolResponse {
         if let Counted::Refused(text) = self.count(&caller).await {
-            return refusal(text);
+            return refusal(text).into();
         }
         let registry = &self.shared.registry;
         let action = uuid::Uuid::new_v4().simple().to_string();
         let call = ToolCall {
             id: format!("mcp_{action}"),
             name: request.name.to_string(),
-            input: Value::Object(request.arguments.unwrap_or_default()),
+            input: Value::Object(request.arguments.clone().unwrap_or_default()),
         };
         // Unknown tools and invalid arguments: the runner's own sentences.
         if let Some(invalid) = registry.check(MCP_PURPOSE, &call) {
-            return mcp_result(&invalid);
+            return mcp_result(&invalid).into();
         }
         let read_only = registry.get(&call.name).is_some_and(|d| d.read_only);
         if !read_only && caller.scope < TokenScope::Write {
@@ -157,7 +168,8 @@ impl BridleMcp {
                  The account owner can create a token with the write scope in Bridle under \
                  \"Connect an AI client\".",
                 call.name
-            ));
+            ))
+            .into();
         }
         let ctx = Ctx {
             user_id: caller.user.clone(),
@@ -178,24 +190,41 @@ impl BridleMcp {
                 .assess(&ctx, &call.name, &call.input)
                 .await
         {
-            tracing::info!(tool = %call.name, action_id = %ctx.action_id, "risky MCP call refused");
-            return refusal(if caller.scope < TokenScope::Risky {
-                format!(
+            if caller.scope < TokenScope::Risky {
+                tracing::info!(tool = %call.name, action_id = %ctx.action_id, "risky MCP call outside the token's scope");
+                return refusal(format!(
                     "“{description}” needs a person's yes, and this access token does not have \
                      the risky scope, so nothing was done. Ask in the Bridle chat instead, or \
                      create a token with the risky scope."
-                )
-            } else {
-                format!(
-                    "“{description}” needs a person's yes, and this client cannot ask for one, \
-                     so nothing was done. Ask in the Bridle chat instead, where you will be \
-                     asked to confirm."
-                )
-            });
+                ))
+                .into();
+            }
+            let round = Round {
+                responses: request.input_responses.as_ref(),
+                state: request.request_state.as_deref(),
+                can_ask: can_ask(meta),
+            };
+            let now = (self.shared.clock)();
+            match decide(
+                self.shared.pending.as_ref(),
+                &ctx,
+                &call,
+                &description,
+                round,
+                now,
+            )
+            .await
+            {
+                Decision::Run => {
+                    tracing::info!(tool = %call.name, action_id = %ctx.action_id, "risky MCP call confirmed by the human");
+                }
+                Decision::Ask(question) => return question.into(),
+                Decision::Refuse(text) => return refusal(text).into(),
+            }
         }
         tracing::info!(tool = %call.name, action_id = %ctx.action_id, token_id = %caller.token_id, "MCP tool call");
         let outcome = registry.run(&ctx, MCP_PURPOSE, &call).await;
-        mcp_result(&outcome)
+        mcp_result(&outcome).into()
     }
 }
 
@@ -235,6 +264,6 @@ impl ServerHandler for BridleMcp {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let caller = caller(&context)?;
-        Ok(self.call(caller, request).await.into())
+        Ok(self.call(caller, request, &context.meta).await)
     }
 }

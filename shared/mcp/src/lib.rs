@@ -20,6 +20,7 @@
 
 pub mod auth;
 pub mod catalog;
+pub mod confirm;
 pub mod handler;
 pub mod result;
 pub mod token;
