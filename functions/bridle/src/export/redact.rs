@@ -210,25 +210,35 @@ fn digits(s: &str) -> String {
     s.chars().filter(char::is_ascii_digit).collect()
 }
 
+/// `text` with every occurrence of the term (ASCII letters in any case) replaced.
 fn replace_term(text: &str, term: &Term) -> String {
+    // ASCII lower-casing keeps every byte offset, so matches in `lower` are matches in `text`.
+    let lower = text.to_ascii_lowercase();
+    let needle = term.text.to_ascii_lowercase();
     let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(i) = rest.find(term.text.as_str()) {
-        let end = i + term.text.len();
-        let before = rest[..i].chars().next_back();
-        let after = rest[end..].chars().next();
+    let (mut copied, mut from) = (0, 0);
+    while let Some(found) = lower[from..].find(&needle) {
+        let (at, end) = (from + found, from + found + needle.len());
         let bounded = !term.whole_word
-            || (!before.is_some_and(char::is_alphanumeric)
-                && !after.is_some_and(char::is_alphanumeric));
-        out.push_str(&rest[..i]);
-        out.push_str(if bounded {
-            &term.placeholder
+            || (!text[..at]
+                .chars()
+                .next_back()
+                .is_some_and(char::is_alphanumeric)
+                && !text[end..]
+                    .chars()
+                    .next()
+                    .is_some_and(char::is_alphanumeric));
+        if bounded {
+            out.push_str(&text[copied..at]);
+            out.push_str(&term.placeholder);
+            copied = end;
+            from = end;
         } else {
-            &term.text
-        });
-        rest = &rest[end..];
+            // Past this match's first character.
+            from = at + lower[at..].chars().next().map_or(1, char::len_utf8);
+        }
     }
-    out.push_str(rest);
+    out.push_str(&text[copied..]);
     out
 }
 
@@ -346,6 +356,11 @@ mod tests {
         );
         // The same values later in the file get the same placeholders.
         assert_eq!(r.redact("other@mail.org / Lee"), "<email-2> / <person-1>");
+        // Names in any case, also inside ids; not inside other words.
+        assert_eq!(
+            r.redact("u-dana, DANA LEE, Danae"),
+            "u-<person-1>, <person-1>, Danae"
+        );
     }
 
     #[test]
