@@ -1,6 +1,6 @@
 //! Headless Chromium for the browser tests, driven through ChromeDriver (Debian's `chromium`
-//! and `chromium-driver`; `.ci/run` installs them): a driver on a free port, a session with a
-//! fresh profile, and polling helpers.
+//! and `chromium-driver`; `scripts/test` installs them when it can): a driver on a free port, a
+//! session with a fresh profile (a window, or an emulated phone), and polling helpers.
 
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::json;
@@ -28,7 +28,7 @@ impl Drop for Driver {
 pub async fn start_driver() -> Driver {
     assert!(
         std::path::Path::new(CHROMEDRIVER).exists() && std::path::Path::new(CHROMIUM).exists(),
-        "this test needs Chromium and ChromeDriver: apt-get install chromium chromium-driver"
+        "this test needs Chromium and ChromeDriver: scripts/test installs them when run as root, else run sudo apt-get install -y chromium chromium-driver"
     );
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -56,20 +56,37 @@ pub async fn start_driver() -> Driver {
 
 /// A headless browser session with its own profile folder and window size.
 pub async fn browser(driver: &Driver, profile: &std::path::Path, size: (u32, u32)) -> Client {
+    session(driver, profile, size, None).await
+}
+
+/// A headless session whose page is `size` CSS pixels, as on a phone (Chromium's windows are
+/// never narrower than 500 pixels, so the phone is emulated).
+pub async fn phone_browser(driver: &Driver, profile: &std::path::Path, size: (u32, u32)) -> Client {
+    let metrics = json!({"deviceMetrics": {"width": size.0, "height": size.1, "pixelRatio": 1.0}});
+    session(driver, profile, size, Some(metrics)).await
+}
+
+async fn session(
+    driver: &Driver,
+    profile: &std::path::Path,
+    size: (u32, u32),
+    mobile_emulation: Option<serde_json::Value>,
+) -> Client {
+    let mut options = json!({
+        "binary": CHROMIUM,
+        "args": [
+            "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+            "--disable-quic", "--no-first-run", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync",
+            format!("--window-size={},{}", size.0, size.1),
+            format!("--user-data-dir={}", profile.display()),
+        ]
+    });
+    if let Some(emulation) = mobile_emulation {
+        options["mobileEmulation"] = emulation;
+    }
     let mut caps = serde_json::Map::new();
-    caps.insert(
-        "goog:chromeOptions".into(),
-        json!({
-            "binary": CHROMIUM,
-            "args": [
-                "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--disable-quic", "--no-first-run", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync",
-                format!("--window-size={},{}", size.0, size.1),
-                format!("--user-data-dir={}", profile.display()),
-            ]
-        }),
-    );
+    caps.insert("goog:chromeOptions".into(), options);
     ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
         .capabilities(caps)
         .connect(&format!("http://127.0.0.1:{}", driver.port))

@@ -3,7 +3,8 @@
 "use strict";
 
 const $ = (sel) => document.querySelector(sel);
-const state = { conversation: null, busy: false, csrf: null, pressed: null };
+// `follow`: the message list keeps to the newest message (false once the user scrolls up).
+const state = { conversation: null, busy: false, csrf: null, pressed: null, follow: true, lastTop: 0 };
 
 function el(tag, cls, text) {
   const e = document.createElement(tag);
@@ -12,10 +13,36 @@ function el(tag, cls, text) {
   return e;
 }
 
-function scrollDown() {
+// Keep to the newest message, unless the user scrolled up to read (`force`: they just sent
+// a message or opened a conversation). Only the user ever scrolls up: the list never does.
+function scrollDown(force) {
   const m = $("#messages");
+  if (force) state.follow = true;
+  // Moved up since the list last followed (its scroll event may still be on its way).
+  else if (m.scrollTop < state.lastTop - 1) state.follow = false;
+  if (!state.follow) {
+    $("#jump").hidden = atBottom(m);
+    return;
+  }
   m.scrollTop = m.scrollHeight;
+  state.lastTop = m.scrollTop;
+  $("#jump").hidden = true;
 }
+
+// Near the bottom (a few pixels of slack for rounding) counts as at the bottom.
+function atBottom(m) {
+  return m.scrollHeight - m.scrollTop - m.clientHeight < 24;
+}
+
+$("#messages").addEventListener("scroll", () => {
+  const m = $("#messages");
+  if (m.scrollTop < state.lastTop - 1) state.follow = false;
+  else if (atBottom(m)) state.follow = true;
+  state.lastTop = m.scrollTop;
+  $("#jump").hidden = state.follow;
+});
+
+$("#jump").addEventListener("click", () => scrollDown(true));
 
 function setStatus(text) {
   $("#status").textContent = text || "";
@@ -76,12 +103,31 @@ async function loadHistory(id) {
   const box = $("#messages");
   box.replaceChildren();
   data.messages.forEach((m, i) => {
-    box.append(el("div", `msg ${m.role}`, m.text));
+    box.append(entryBubble(m));
     const last = i === data.messages.length - 1;
     if (last && m.buttons && m.buttons.length) box.append(buttonRow(m.buttons));
   });
   if (!data.messages.length) box.append(el("p", "empty", "Say hello to start."));
-  scrollDown();
+  scrollDown(true);
+}
+
+// One stored entry. A reply that ended in a failure sentence (`error`) shows that sentence in
+// the error style, as it was shown live.
+function entryBubble(m) {
+  return fill(el("div", `msg ${m.role}`), m.text, m.error);
+}
+
+// Put `text` in `bubble`; its ending `error` sentence, if any, in the error style.
+function fill(bubble, text, error) {
+  if (error && text.endsWith(error)) {
+    bubble.replaceChildren(
+      document.createTextNode(text.slice(0, text.length - error.length)),
+      el("span", "error", error),
+    );
+  } else {
+    bubble.replaceChildren(document.createTextNode(text));
+  }
+  return bubble;
 }
 
 async function loadNotes(highlightNew) {
@@ -142,16 +188,25 @@ async function send(text, buttonId) {
   let bubble = null;
   let tools = null;
   let thinking = null;
+  let failure = null; // the error sentence shown, if the turn failed
   const chips = new Map();
+  const bubbles = []; // this answer's bubbles (tool chips go between them)
+  // Whatever ends the stream (done, error, a dropped connection), no tool is left running.
+  const settleChips = () => {
+    for (const chip of chips.values()) {
+      if (chip.dataset.state === "running") chip.dataset.state = "not_run";
+    }
+  };
   const bubbleFor = () => {
     if (!bubble) {
       bubble = el("div", "msg assistant streaming");
       box.append(bubble);
+      bubbles.push(bubble);
       tools = null; // later tool calls go below this text
     }
     return bubble;
   };
-  scrollDown();
+  scrollDown(true);
   const res = await api(`/api/conversations/${state.conversation}/messages`, {
     method: "POST",
     headers: { "Content-Type": "application/json" },
@@ -161,7 +216,24 @@ async function send(text, buttonId) {
       ...(buttonId ? { button_id: buttonId } : {}),
     }),
   });
-  await readSse(res, (name, ev) => {
+  let finished = false;
+  try {
+    await readSse(res, (name, ev) => {
+      if (name === "done") finished = true;
+      onEvent(name, ev);
+    });
+  } catch (_) {
+    // The connection dropped: said below, without the browser's raw error.
+  } finally {
+    settleChips();
+    bubble?.classList.remove("streaming");
+    thinking?.remove();
+  }
+  if (!finished) {
+    throw new Error("The connection dropped before the answer finished. Reload to see it.");
+  }
+
+  function onEvent(name, ev) {
     switch (name) {
       case "token": {
         thinking?.remove(); thinking = null;
@@ -189,23 +261,38 @@ async function send(text, buttonId) {
         if (chip) chip.dataset.state = ev.is_error ? "error" : "ok";
         break;
       }
+      case "tool_not_run": {
+        const chip = chips.get(ev.id);
+        if (chip) chip.dataset.state = "not_run";
+        break;
+      }
       case "effects":
         if ((ev.effects?.refresh || []).includes("notes")) loadNotes(true);
         break;
       case "error": {
+        settleChips();
+        failure = ev.message;
         const b = bubbleFor();
         if (b.textContent) b.append(document.createTextNode("\n\n"));
         b.append(el("span", "error", ev.message));
         break;
       }
       case "shaped": {
-        // The reply carried markers: show the final text and its buttons instead.
+        // The reply carried markers: show the final text and its buttons instead. Text already
+        // shown above this answer's tool chips stays there; the last bubble gets the rest.
         const b = bubbleFor();
-        b.replaceChildren(document.createTextNode(ev.text));
+        let rest = ev.text;
+        for (const earlier of bubbles.slice(0, -1)) {
+          const said = earlier.textContent.trim();
+          if (rest === null || !rest.trimStart().startsWith(said)) { rest = null; break; }
+          rest = rest.trimStart().slice(said.length);
+        }
+        fill(b, rest === null ? ev.text : rest.trimStart(), failure);
         if (ev.buttons.length) box.append(buttonRow(ev.buttons));
         break;
       }
       case "done":
+        settleChips();
         bubble?.classList.remove("streaming");
         thinking?.remove();
         loadConversations();
@@ -213,7 +300,7 @@ async function send(text, buttonId) {
         break;
     }
     scrollDown();
-  });
+  }
 }
 
 // The usage meter stays hidden until a budget bucket is nearly full (GET /api/usage says when).
@@ -279,6 +366,20 @@ $("#input").addEventListener("keydown", (e) => {
 });
 
 $("#new-chat").addEventListener("click", () => newConversation().catch((e) => setStatus(e.message)));
+
+// Phone width: conversations and notes open over the chat from the top bar.
+function toggle(which) {
+  const open = !document.body.classList.contains(which);
+  document.body.classList.remove("show-chats", "show-notes");
+  document.body.classList.toggle(which, open);
+  $("#show-chats").setAttribute("aria-expanded", String(document.body.classList.contains("show-chats")));
+  $("#show-notes").setAttribute("aria-expanded", String(document.body.classList.contains("show-notes")));
+}
+$("#show-chats").addEventListener("click", () => toggle("show-chats"));
+$("#show-notes").addEventListener("click", () => toggle("show-notes"));
+$("#conversations").addEventListener("click", () => {
+  if (document.body.classList.contains("show-chats")) toggle("show-chats");
+});
 
 window.addEventListener("hashchange", () => {
   const id = location.hash.slice(1);
