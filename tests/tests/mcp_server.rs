@@ -201,6 +201,59 @@ async fn the_door_wants_a_live_bearer_token() {
     mcp.server.stop().await;
 }
 
+/// A token store that is down.
+struct DownTokens;
+
+#[async_trait::async_trait]
+impl Tokens for DownTokens {
+    async fn create_token(&self, _: &store::McpToken) -> Result<(), store::StoreError> {
+        Err(down())
+    }
+    async fn token_by_hash(&self, _: &str) -> Result<Option<store::McpToken>, store::StoreError> {
+        Err(down())
+    }
+    async fn token(&self, _: &str) -> Result<Option<store::McpToken>, store::StoreError> {
+        Err(down())
+    }
+    async fn tokens_of(&self, _: &UserId) -> Result<Vec<store::McpToken>, store::StoreError> {
+        Err(down())
+    }
+    async fn revoke_token(&self, _: &str, _: i64) -> Result<bool, store::StoreError> {
+        Err(down())
+    }
+    async fn touch_token(&self, _: &str, _: i64) -> Result<(), store::StoreError> {
+        Err(down())
+    }
+}
+
+fn down() -> store::StoreError {
+    store::StoreError::Unavailable("connection refused to tokens-db.internal:5432".into())
+}
+
+#[tokio::test]
+async fn a_token_store_that_is_down_gets_a_calm_503() {
+    let store = Arc::new(SqliteStore::open_in_memory().unwrap());
+    let options = AppOptions {
+        store: Some(OtherStore(store)),
+        tokens: Some(Arc::new(DownTokens)),
+        ..AppOptions::default()
+    };
+    let server = TestServer::start(Arc::new(ScriptedModel::new(vec![])), options).await;
+    let response = server
+        .client
+        .post(server.url("/mcp"))
+        .bearer_auth("brd_anything")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 503);
+    let body = response.text().await.unwrap();
+    assert!(body.contains("could not check the access token"), "{body}");
+    assert!(!body.contains("tokens-db"), "no raw error: {body}");
+    server.stop().await;
+}
+
 #[tokio::test]
 async fn the_tool_list_is_the_registrys_mcp_catalogue() {
     let mcp = start(AppOptions::default()).await;
@@ -537,5 +590,72 @@ async fn an_unknown_method_gets_a_json_rpc_error() {
         assert_eq!(body["jsonrpc"], "2.0", "{method}: {body}");
         assert!(body["error"]["code"].is_i64(), "{method}: {body}");
     }
+    mcp.server.stop().await;
+}
+
+#[tokio::test]
+async fn connect_an_ai_client_creates_lists_and_revokes_the_users_own_tokens() {
+    let mcp = start(AppOptions::default()).await;
+    let api = |path: &str| mcp.server.url(path);
+    let http = &mcp.server.client;
+
+    let page = http.get(api("/connect")).send().await.unwrap();
+    assert_eq!(page.status().as_u16(), 200);
+    assert!(page.text().await.unwrap().contains("Connect an AI client"));
+
+    let made = http
+        .post(api("/api/mcp-tokens"))
+        .json(&json!({"name": "Claude Desktop", "scope": "read", "expires_in_days": 30}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(made.status().as_u16(), 201);
+    let made: Value = made.json().await.unwrap();
+    let token = made["token"].as_str().unwrap().to_owned();
+    assert_eq!(made["url"], api("/mcp"));
+    assert_eq!(made["scope"], "read");
+    let (status, _, _) = mcp.rpc(Some(&token), "tools/list", json!({})).await;
+    assert_eq!(status, 200, "the token opens /mcp");
+
+    let listed: Value = http
+        .get(api("/api/mcp-tokens"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed["tokens"][0]["name"], "Claude Desktop");
+    assert!(!listed.to_string().contains(&token), "never listed");
+
+    let bad = http
+        .post(api("/api/mcp-tokens"))
+        .json(&json!({"scope": "admin"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status().as_u16(), 400);
+    assert!(bad.text().await.unwrap().contains("read, write or risky"));
+
+    // Someone else's token reads as not found; one's own is revoked.
+    let bobs = mcp.token("bob", TokenScope::Read).await;
+    let bobs_id = token_id(&mcp, "bob").await;
+    let other = http
+        .delete(api(&format!("/api/mcp-tokens/{bobs_id}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(other.status().as_u16(), 404);
+    let (status, _, _) = mcp.rpc(Some(&bobs), "tools/list", json!({})).await;
+    assert_eq!(status, 200, "bob's token still works");
+    let id = made["id"].as_str().unwrap();
+    let revoked = http
+        .delete(api(&format!("/api/mcp-tokens/{id}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(revoked.status().as_u16(), 204);
+    let (status, _, _) = mcp.rpc(Some(&token), "tools/list", json!({})).await;
+    assert_eq!(status, 401);
     mcp.server.stop().await;
 }

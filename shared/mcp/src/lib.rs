@@ -7,8 +7,11 @@
 //! - [`handler`]: `tools/call` through the same runner (`Registry::run`): the same validation
 //!   and domain errors, generic internal errors with the raw error in the log. The handler
 //!   builds the `Ctx` from the token (actor `mcp`, a fresh action id per call, the
-//!   conversation `mcp:<token id>`), checks the token's scope and refuses what needs a person's
-//!   yes when it cannot ask for one.
+//!   conversation `mcp:<token id>`) and checks the token's scope.
+//! - [`confirm`]: a call the confirmation policy calls risky (with a token of the risky scope)
+//!   asks the human through the client — an elicitation in an input-required round, the
+//!   question kept in the store — and runs only on an explicit accept; a client that cannot be
+//!   asked is refused with a sentence.
 //! - [`auth`]: the bearer-token check in front of `/mcp` (401 with `WWW-Authenticate`), which
 //!   puts the token's user and scope in the request's extensions, and the per-token limit of
 //!   requests per minute, counted in the store's budget ledger so every instance agrees.
