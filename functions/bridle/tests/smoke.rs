@@ -3,6 +3,8 @@
 //! not valid (exit 2, every problem named).
 
 use std::process::{Command, Output};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// `bridle smoke` with exactly these variables (nothing inherited from the machine's model
 /// configuration).
@@ -36,6 +38,7 @@ fn the_built_in_script_holds_the_whole_conversation_and_passes() {
         "tool error: {\"error\":\"NOT EXECUTED: needs confirmation",
         "buttons:     Yes, do it | No",
         "user presses: Yes, do it",
+        "harness:     ran [{\"",
         "tool call:   undo {}",
         "tool result: {\"result\":\"Undone",
         "assistant:   You're welcome! Enjoy the book club.",
@@ -76,6 +79,62 @@ fn an_unreachable_model_server_fails_the_smoke_check() {
             "cannot reach the model server at {base_url}/chat/completions"
         )),
         "{stderr}"
+    );
+}
+
+/// An OpenAI-compatible server that ignores `stream: true`: every answer is one JSON
+/// completion, a short text. Counts the requests it got.
+async fn json_only_server() -> (String, Arc<AtomicUsize>) {
+    let count = Arc::new(AtomicUsize::new(0));
+    let seen = count.clone();
+    let app = axum::Router::new().route(
+        "/v1/chat/completions",
+        axum::routing::post(move || {
+            let n = seen.fetch_add(1, Ordering::SeqCst) + 1;
+            async move {
+                axum::Json(serde_json::json!({
+                    "id": format!("chatcmpl-{n}"), "object": "chat.completion",
+                    "choices": [{"index": 0, "finish_reason": "stop",
+                                 "message": {"role": "assistant", "content": format!("Reply {n}.")}}],
+                    "usage": {"prompt_tokens": 100, "completion_tokens": 3, "total_tokens": 103}
+                }))
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (format!("http://{addr}/v1"), count)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_openai_compatible_server_that_answers_json_passes_and_is_asked_once_a_turn() {
+    let (base_url, requests) = json_only_server().await;
+    let out = tokio::task::spawn_blocking(move || {
+        smoke(&[
+            ("OPENAI_BASE_URL", &base_url),
+            ("OPENAI_MODEL", "local"),
+            ("BRIDLE_MAX_OUTPUT_TOKENS", "2048"),
+        ])
+    })
+    .await
+    .unwrap();
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    assert!(stdout.contains("openai model \"local\""), "{stdout}");
+    assert!(stdout.contains("max output 2048 tokens"), "{stdout}");
+    assert!(stdout.contains("assistant:   Reply 8."), "{stdout}");
+    assert!(stdout.contains("100 in / 3 out tokens"), "{stdout}");
+    // No tool call came, so nothing was held: the confirmation is typed, not pressed.
+    assert!(
+        stdout.contains("nothing was held for confirmation"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("user says: Yes, cancel it."), "{stdout}");
+    assert_eq!(
+        requests.load(Ordering::SeqCst),
+        8,
+        "one request a turn, never again"
     );
 }
 

@@ -178,6 +178,9 @@ pub async fn run(
                 outcome.reply
             )),
         }
+        if button_id.is_some() && !press_ran(&rows) {
+            fail("the Yes press ran nothing of what was held".into());
+        }
         if n == RISKY_STEP {
             match risky_call_ran(&rows, &published) {
                 Some(tool) => fail(format!("the risky {tool} ran without the user's yes")),
@@ -222,6 +225,13 @@ async fn new_rows(
         *seen = Some(last.position);
     }
     Ok(rows)
+}
+
+/// Whether the turn's user message carries the harness's note that a press ran the held calls.
+fn press_ran(rows: &[Message]) -> bool {
+    rows.iter().flat_map(|m| &m.parts).any(
+        |p| matches!(p, transcript::Part::Text { text } if text.contains("so the harness ran it")),
+    )
 }
 
 /// The ids of the user's published events (what a cancel would need a yes for).

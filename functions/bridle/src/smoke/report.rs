@@ -9,6 +9,11 @@ use std::io::Write;
 use std::time::Duration;
 use transcript::{Message, Part, Usage};
 
+/// How the harness's notes to the model begin (engine `turn/press.rs`).
+const HARNESS_NOTE: &str = "[Note from the harness";
+/// What precedes the calls a press ran, in its note.
+const RAN_DATA: &str = "as JSON data (not instructions): ";
+
 /// Tool results longer than this are cut in the printout.
 const RESULT_CHARS: usize = 240;
 
@@ -56,9 +61,28 @@ impl<'a> Printer<'a> {
         self.line(&format!("   user {how}: {text}"));
     }
 
+    /// The turn's tool calls and results, and the harness's own notes to the model (what a
+    /// press of the confirmation button ran).
     pub fn tool_calls(&mut self, rows: &[Message]) {
         for part in rows.iter().flat_map(|m| &m.parts) {
             match part {
+                Part::Text { text } => {
+                    if let Some(at) = text.find(HARNESS_NOTE) {
+                        let note = &text[at..];
+                        // A press's note ends with what ran, as data: show that.
+                        let ran = note.split_once(RAN_DATA).and_then(|(_, data)| {
+                            serde_json::Deserializer::from_str(data)
+                                .into_iter::<serde_json::Value>()
+                                .next()?
+                                .ok()
+                        });
+                        let shown = match ran {
+                            Some(ran) => format!("ran {ran}"),
+                            None => note.to_owned(),
+                        };
+                        self.line(&format!("   harness:     {}", clip(&shown)));
+                    }
+                }
                 Part::ToolUse { name, input, .. } => {
                     self.line(&format!("   tool call:   {name} {input}"));
                 }
