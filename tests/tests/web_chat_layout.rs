@@ -414,3 +414,75 @@ async fn every_tool_use_in_the_stream_is_answered_before_it_ends() {
     }
     server.stop().await;
 }
+
+/// A stream cut off after a `tool_use` (no `tool_result`, no `done`): the chip stops spinning
+/// and the person is told in one sentence. The browser's `fetch` is replaced for the message
+/// post only, by a response that ends early.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_cut_off_after_a_tool_use_leaves_no_tool_running() {
+    let server = TestServer::start(Arc::new(ScriptedModel::new([])), AppOptions::default()).await;
+    let driver = start_driver().await;
+    let profile = std::env::temp_dir().join(format!("bridle-layout-cut-{}", std::process::id()));
+    let c = browser(&driver, &profile, (1280, 800)).await;
+    c.goto(&server.base).await.unwrap();
+    eventually("the page's script", || async {
+        c.find(Locator::Css("#messages .empty")).await.ok()
+    })
+    .await;
+    c.execute(
+        r#"
+        const real = window.fetch;
+        window.fetch = (path, options) => {
+          if (!(options && options.method === "POST" && String(path).endsWith("/messages"))) {
+            return real(path, options);
+          }
+          const body = 'event: queued\ndata: {"message_id":"m"}\n\n' +
+            'event: token\ndata: {"text":"Saving it. "}\n\n' +
+            'event: tool_use\ndata: {"id":"t1","name":"add_note","input":{"text":"x"}}\n\n';
+          return Promise.resolve(new Response(body, {
+            status: 200, headers: { "Content-Type": "text/event-stream" },
+          }));
+        };
+        "#,
+        vec![],
+    )
+    .await
+    .unwrap();
+    c.find(Locator::Id("input"))
+        .await
+        .unwrap()
+        .send_keys("note x")
+        .await
+        .unwrap();
+    c.find(Locator::Id("send"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    eventually("the chip to end as not run", || async {
+        c.find(Locator::Css(
+            ".tool[data-tool='add_note'][data-state='not_run']",
+        ))
+        .await
+        .ok()
+    })
+    .await;
+    let status = eventually("the status sentence", || async {
+        text_of(&c, "#status").await.filter(|t| !t.is_empty())
+    })
+    .await;
+    assert_eq!(
+        status,
+        "The connection dropped before the answer finished. Reload to see it."
+    );
+    assert!(
+        c.find(Locator::Css(".msg.assistant.streaming"))
+            .await
+            .is_err(),
+        "nothing is left streaming"
+    );
+    c.close().await.unwrap();
+    server.stop().await;
+    let _ = std::fs::remove_dir_all(&profile);
+}
