@@ -320,6 +320,20 @@ async fn risky_needs_the_risky_grant(store: Arc<dyn Store>) {
     assert!(!out.buttons.is_empty(), "the held call offers Yes / No");
 }
 
+/// An undo is a change too: narrowed to read between creating an event and undoing it in one
+/// turn, the undo is refused by the planner (which re-reads the grant) and the event stays.
+async fn an_undo_after_narrowing_is_refused(store: Arc<dyn Store>) {
+    let r = rig(store).await;
+    r.scripted
+        .push(Reply::tool_call("c1", "create_event", event("Spring Open")));
+    r.scripted.push(Reply::tool_call("c2", "undo", json!({})));
+    r.scripted.push(Reply::text("I may not undo it now."));
+    *r.model.change.lock().unwrap() = Some((2, Grant::Read));
+    r.send("add Spring Open, then undo it").await;
+    assert_eq!(refusal(&r.result("c2").await), not_allowed(Grant::Read));
+    assert_eq!(r.titles().await, ["Spring Open"], "nothing was undone");
+}
+
 async fn sqlite() -> Arc<dyn Store> {
     Arc::new(store_sqlite::SqliteStore::open_in_memory().unwrap())
 }
@@ -345,4 +359,8 @@ macro_rules! on_both_stores {
     };
 }
 
-on_both_stores!(narrowed_between_two_calls, risky_needs_the_risky_grant);
+on_both_stores!(
+    narrowed_between_two_calls,
+    risky_needs_the_risky_grant,
+    an_undo_after_narrowing_is_refused,
+);
