@@ -1,0 +1,361 @@
+//! The search: validate, check necessary conditions, then run a fixed budget of construction
+//! passes (the first unperturbed, the rest with seeded perturbations) and keep the best by
+//! (moved sessions, makespan, track gaps). When re-planning, passes first keep every previous
+//! place that still holds; only if no such pass succeeds do they keep fewer.
+
+use serde::{Deserialize, Serialize};
+
+use schedule_types::{Placed, PlacedBreak, Program, Timetable};
+
+use crate::bounds::{bound, event_minute};
+use crate::build::{PassInput, Stuck, pass};
+use crate::explain::{Infeasible, Reason, clock, necessary, span};
+use crate::improve::left_justify;
+use crate::index::Problem;
+use crate::rng::{Rng, fingerprint};
+use crate::state::{At, State};
+
+/// A timetable, what moved against the previous one, and how good it is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Plan {
+    pub timetable: Timetable,
+    /// Sessions that had a place in the previous timetable and now have another.
+    pub moved: Vec<Move>,
+    /// Sessions that had no place before (new in the program).
+    pub added: Vec<String>,
+    pub stats: Stats,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Move {
+    pub session: String,
+    pub from: Placed,
+    pub to: Placed,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stats {
+    /// Event minutes (see [`crate::event_minute`]) at the end of the last session.
+    pub makespan: u32,
+    /// No timetable can finish earlier than this.
+    pub lower_bound: u32,
+    /// Idle minutes between consecutive sessions of a track on a day, summed.
+    pub track_gaps: u32,
+    /// Construction passes run.
+    pub passes: u32,
+}
+
+/// Schedules `program`; with `previous`, moves as few sessions as it can.
+pub fn plan(program: &Program, previous: Option<&Timetable>) -> Result<Plan, Infeasible> {
+    let pr = Problem::new(program).map_err(|reasons| Infeasible { reasons })?;
+    let reasons = necessary(&pr);
+    if !reasons.is_empty() {
+        return Err(Infeasible { reasons });
+    }
+    let lower = bound(&pr);
+    let prev = previous.map(|t| previous_places(&pr, t));
+    let seed = fingerprint(&[
+        format!("{program:?}").as_bytes(),
+        format!("{previous:?}").as_bytes(),
+    ]);
+    let mut rng = Rng::new(seed);
+    let budget = budget(pr.n());
+    let mut best: Option<(Score, State)> = None;
+    let mut stuck: Option<Box<Stuck>> = None;
+    let mut passes = 0;
+    let none = vec![None; pr.n()];
+    let mut boost = vec![0u64; pr.n()];
+    let levels: Vec<Vec<Option<At>>> = match &prev {
+        Some((keep, _)) => vec![keep.clone(), none],
+        None => vec![none],
+    };
+    for keep in &levels {
+        for k in 0..budget {
+            passes += 1;
+            let breaks = break_starts(&pr, prev.as_ref().map(|(_, b)| b.as_slice()), k, &mut rng);
+            let priority = priorities(&pr, k, &boost, &mut rng);
+            let input = PassInput {
+                break_starts: &breaks,
+                keep,
+                priority: &priority,
+                spare: if k < 4 {
+                    SPARE[k as usize]
+                } else {
+                    SPARE[rng.below(4) as usize] + rng.below(7) as u32 * 5
+                },
+            };
+            match pass(&pr, &input) {
+                Ok(mut st) => {
+                    let movable: Vec<bool> = (0..pr.n())
+                        .map(|s| program.sessions[s].fixed_start.is_none() && keep[s].is_none())
+                        .collect();
+                    left_justify(&mut st, &movable, 3);
+                    let score = score(&pr, &st, prev.as_ref().map(|(k, _)| k.as_slice()), &breaks);
+                    if best.as_ref().is_none_or(|(b, _)| score < *b) {
+                        best = Some((score, st));
+                    }
+                    if best
+                        .as_ref()
+                        .is_some_and(|(b, _)| b.moved == 0 && b.makespan <= lower && b.gaps == 0)
+                    {
+                        break;
+                    }
+                }
+                Err(s) => {
+                    // Squeaky wheel: the session that got stuck goes earlier next time.
+                    boost[s.session] += 30;
+                    if stuck
+                        .as_ref()
+                        .is_none_or(|b| placed(&b.state) < placed(&s.state))
+                    {
+                        stuck = Some(s);
+                    }
+                }
+            }
+        }
+        if best.is_some() {
+            break;
+        }
+    }
+    match best {
+        Some((score, st)) => Ok(finish(&pr, &st, &score, previous, lower, passes)),
+        None => Err(Infeasible {
+            reasons: vec![explain_stuck(&pr, &stuck.unwrap())],
+        }),
+    }
+}
+
+/// Minutes a bigger room counts as later, by pass: the first pass takes the earliest slot
+/// anywhere, later ones increasingly keep big rooms for big audiences.
+const SPARE: [u32; 4] = [0, 30, 60, 90];
+
+/// Passes per search: more for small programs, fewer for large ones, always the same number
+/// for the same size.
+fn budget(n: usize) -> u32 {
+    (20_000 / n.max(1)).clamp(24, 160) as u32
+}
+
+fn placed(st: &State) -> usize {
+    st.at.iter().filter(|a| a.is_some()).count()
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Score {
+    moved: u32,
+    makespan: u32,
+    gaps: u32,
+    breaks_moved: u32,
+}
+
+fn score(pr: &Problem, st: &State, prev: Option<&[Option<At>]>, breaks: &[u32]) -> Score {
+    let p = pr.p;
+    let at: Vec<At> = st.at.iter().map(|a| a.unwrap()).collect();
+    let moved = prev.map_or(0, |prev| {
+        prev.iter()
+            .zip(&at)
+            .filter(|(old, new)| old.is_some_and(|o| o != **new))
+            .count() as u32
+    });
+    let makespan = (0..pr.n())
+        .map(|s| event_minute(p, at[s].day, at[s].start + p.sessions[s].duration))
+        .max()
+        .unwrap_or(0);
+    let mut rows: Vec<(&str, u32, u32, u32)> = p
+        .sessions
+        .iter()
+        .enumerate()
+        .filter_map(|(s, x)| {
+            x.track
+                .as_deref()
+                .map(|t| (t, at[s].day, at[s].start, at[s].start + x.duration))
+        })
+        .collect();
+    rows.sort_unstable();
+    let gaps = rows
+        .windows(2)
+        .filter(|w| w[0].0 == w[1].0 && w[0].1 == w[1].1)
+        .map(|w| w[1].2.saturating_sub(w[0].3))
+        .sum();
+    let breaks_moved = breaks
+        .iter()
+        .zip(&p.breaks)
+        .filter(|(s, b)| **s != centre(b))
+        .count() as u32;
+    Score {
+        moved,
+        makespan,
+        gaps,
+        breaks_moved,
+    }
+}
+
+/// The previous timetable's places and break starts, where they still name this program's
+/// sessions and rooms (the pass re-checks everything else).
+fn previous_places(pr: &Problem, t: &Timetable) -> (Vec<Option<At>>, Vec<u32>) {
+    let p = pr.p;
+    let keep = p
+        .sessions
+        .iter()
+        .map(|s| {
+            let old = t.placed(&s.id)?;
+            let room = p.rooms.iter().position(|r| r.id == old.room)?;
+            Some(At {
+                day: old.day,
+                start: old.start,
+                room,
+            })
+        })
+        .collect();
+    let breaks = p
+        .breaks
+        .iter()
+        .map(|b| {
+            t.breaks
+                .iter()
+                .find(|x| {
+                    x.id == b.id
+                        && x.day == b.day
+                        && x.start >= b.earliest
+                        && x.start + b.duration <= b.latest_end
+                })
+                .map_or_else(|| centre(b), |x| x.start)
+        })
+        .collect();
+    (keep, breaks)
+}
+
+/// A flexible break's first choice: the middle of its span, on a 5-minute mark.
+fn centre(b: &schedule_types::Break) -> u32 {
+    let slack = b.latest_end.saturating_sub(b.earliest + b.duration);
+    b.earliest + (slack / 2) / 5 * 5
+}
+
+fn break_starts(pr: &Problem, prev: Option<&[u32]>, k: u32, rng: &mut Rng) -> Vec<u32> {
+    pr.p.breaks
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            let slack = b.latest_end.saturating_sub(b.earliest + b.duration);
+            if let Some(v) = prev {
+                // Re-planning: a break that still fits its span stays where it was.
+                v[i]
+            } else if k == 0 || slack == 0 || rng.below(3) == 0 {
+                centre(b)
+            } else {
+                b.earliest + (rng.below(u64::from(slack / 5) + 1) as u32) * 5
+            }
+        })
+        .collect()
+}
+
+/// Higher first: the longest chain of dependants, then scarce rooms, then long sessions; later
+/// passes add seeded noise of up to an hour to the chain length and shuffle the ties, and a
+/// session that got a pass stuck is boosted in the passes after.
+fn priorities(pr: &Problem, k: u32, boost: &[u64], rng: &mut Rng) -> Vec<u64> {
+    let amp = u64::from(k.min(12)) * 5;
+    // Minutes of priority per room a session can't use: big audiences go first.
+    let scarce_weight = if k == 0 { 0 } else { rng.below(4) * 10 };
+    let rooms = pr.p.rooms.len() as u64;
+    (0..pr.n())
+        .map(|s| {
+            let noise = if k == 0 { 0 } else { rng.below(amp + 1) };
+            let unusable = rooms - pr.rooms_for[s].len() as u64;
+            let chain = u64::from(pr.tail[s]) + noise + boost[s] + scarce_weight * unusable;
+            let scarce = 64u64.saturating_sub(pr.rooms_for[s].len() as u64);
+            let tie = if k == 0 { 0 } else { rng.below(16) };
+            (chain << 24)
+                | (scarce << 16)
+                | (u64::from(pr.p.sessions[s].duration.min(255)) << 8)
+                | tie
+        })
+        .collect()
+}
+
+fn finish(
+    pr: &Problem,
+    st: &State,
+    score: &Score,
+    previous: Option<&Timetable>,
+    lower: u32,
+    passes: u32,
+) -> Plan {
+    let p = pr.p;
+    let sessions: Vec<Placed> = p
+        .sessions
+        .iter()
+        .enumerate()
+        .map(|(s, x)| {
+            let a = st.at[s].unwrap();
+            Placed {
+                session: x.id.clone(),
+                room: p.rooms[a.room].id.clone(),
+                day: a.day,
+                start: a.start,
+            }
+        })
+        .collect();
+    let breaks = p
+        .breaks
+        .iter()
+        .zip(st.break_starts())
+        .map(|(b, start)| PlacedBreak {
+            id: b.id.clone(),
+            day: b.day,
+            start,
+        })
+        .collect();
+    let mut moved = Vec::new();
+    let mut added = Vec::new();
+    if let Some(prev) = previous {
+        for now in &sessions {
+            match prev.placed(&now.session) {
+                Some(old) if old != now => moved.push(Move {
+                    session: now.session.clone(),
+                    from: old.clone(),
+                    to: now.clone(),
+                }),
+                Some(_) => {}
+                None => added.push(now.session.clone()),
+            }
+        }
+    }
+    let stats = Stats {
+        makespan: score.makespan,
+        lower_bound: lower,
+        track_gaps: score.gaps,
+        passes,
+    };
+    Plan {
+        timetable: Timetable { sessions, breaks },
+        moved,
+        added,
+        stats,
+    }
+}
+
+/// The best failed pass's stuck session, in numbers: its size and length against what the
+/// rooms seating it have left.
+fn explain_stuck(pr: &Problem, stuck: &Stuck) -> Reason {
+    let s = &pr.p.sessions[stuck.session];
+    let (open, used) = stuck.state.room_use(s.audience);
+    let after = if s.after.is_empty() {
+        String::new()
+    } else {
+        " after the sessions it must follow".to_string()
+    };
+    let fixed = match s.fixed_start {
+        Some(f) => format!(" at its fixed time (day {} {})", f.day + 1, clock(f.start)),
+        None => String::new(),
+    };
+    let sentence = format!(
+        "Couldn't find a place for “{}” ({}, {} people){fixed}{after}: rooms seating {} are open {} in all and {} of that is already taken by other sessions and breaks, with no free {} stretch that also suits its speakers. Add a room, shorten or drop a session, or loosen a fixed time.",
+        s.title,
+        span(u64::from(s.duration)),
+        s.audience,
+        s.audience,
+        span(open),
+        span(used),
+        span(u64::from(s.duration)),
+    );
+    Reason::no_slot(sentence, s)
+}
