@@ -440,10 +440,23 @@ mod tests {
                 ..Account::new("bo", "Bo")
             }
         );
-        let mut bad = item;
+        let mut bad = item.clone();
         bad.insert(ROLES.into(), s("user,root"));
         assert!(matches!(
             account_from(&"bo".into(), &bad),
+            Err(StoreError::Corrupt { .. })
+        ));
+        let mut narrowed = item;
+        narrowed.insert(ASSISTANT_GRANT.into(), s("read"));
+        assert_eq!(
+            account_from(&"bo".into(), &narrowed)
+                .unwrap()
+                .assistant_grant,
+            Grant::Read
+        );
+        narrowed.insert(ASSISTANT_GRANT.into(), s("admin"));
+        assert!(matches!(
+            account_from(&"bo".into(), &narrowed),
             Err(StoreError::Corrupt { .. })
         ));
     }
