@@ -183,7 +183,8 @@ pub(crate) fn necessary(pr: &Problem) -> Vec<Reason> {
                 vec![s.id.clone()],
             ));
         }
-        if pr.head[i] + s.duration > total {
+        // Without prerequisites, that's the too-long case above.
+        if pr.head[i] > 0 && pr.head[i] + s.duration > total {
             let t = format!(
                 "{} and the sessions it must follow need {} one after another, but the event has {} {}: drop an 'after' link or shorten one of them.",
                 quoted(s),

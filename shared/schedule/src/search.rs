@@ -1,7 +1,8 @@
 //! The search: validate, check necessary conditions, then run a fixed budget of construction
 //! passes (the first unperturbed, the rest with seeded perturbations) and keep the best by
 //! (moved sessions, makespan, track gaps). When re-planning, passes first keep every previous
-//! place that still holds; only if no such pass succeeds do they keep fewer.
+//! place that still holds; if none succeeds, the kept places in the way of the session that got
+//! stuck are released (its dependants', then its people's, then its rooms'), and so on.
 
 use serde::{Deserialize, Serialize};
 
@@ -61,22 +62,29 @@ pub fn plan(program: &Program, previous: Option<&Timetable>) -> Result<Plan, Inf
     let mut rng = Rng::new(seed);
     let budget = budget(pr.n());
     let mut best: Option<(Score, State)> = None;
-    let mut stuck: Option<Box<Stuck>> = None;
+    let mut stuck: Option<Box<Stuck>>;
     let mut passes = 0;
     let none = vec![None; pr.n()];
     let mut boost = vec![0u64; pr.n()];
-    let levels: Vec<Vec<Option<At>>> = match &prev {
-        Some((keep, _)) => vec![keep.clone(), none],
-        None => vec![none],
-    };
-    for keep in &levels {
-        for k in 0..budget {
+    // Re-planning keeps every previous place it can; when no pass succeeds, it releases the
+    // kept places in the way of the session that got stuck, and tries again, down to none.
+    let mut keep: Vec<Option<At>> = prev
+        .as_ref()
+        .map_or_else(|| none.clone(), |(k, _)| k.clone());
+    loop {
+        stuck = None;
+        let rounds = if keep == none {
+            budget
+        } else {
+            (budget / 4).max(8)
+        };
+        for k in 0..rounds {
             passes += 1;
             let breaks = break_starts(&pr, prev.as_ref().map(|(_, b)| b.as_slice()), k, &mut rng);
             let priority = priorities(&pr, k, &boost, &mut rng);
             let input = PassInput {
                 break_starts: &breaks,
-                keep,
+                keep: &keep,
                 priority: &priority,
                 spare: if k < 4 {
                     SPARE[k as usize]
@@ -87,7 +95,7 @@ pub fn plan(program: &Program, previous: Option<&Timetable>) -> Result<Plan, Inf
             match pass(&pr, &input) {
                 Ok(mut st) => {
                     let movable: Vec<bool> = (0..pr.n())
-                        .map(|s| program.sessions[s].fixed_start.is_none() && keep[s].is_none())
+                        .map(|s| program.sessions[s].fixed_start.is_none() && keep[s] != st.at[s])
                         .collect();
                     left_justify(&mut st, &movable, 3);
                     let score = score(&pr, &st, prev.as_ref().map(|(k, _)| k.as_slice()), &breaks);
@@ -113,9 +121,11 @@ pub fn plan(program: &Program, previous: Option<&Timetable>) -> Result<Plan, Inf
                 }
             }
         }
-        if best.is_some() {
+        if best.is_some() || keep == none {
             break;
         }
+        let s = stuck.as_ref().map_or(0, |b| b.session);
+        release(&pr, &mut keep, s);
     }
     match best {
         Some((score, st)) => Ok(finish(&pr, &st, &score, previous, lower, passes)),
@@ -128,6 +138,39 @@ pub fn plan(program: &Program, previous: Option<&Timetable>) -> Result<Plan, Inf
 /// Minutes a bigger room counts as later, by pass: the first pass takes the earliest slot
 /// anywhere, later ones increasingly keep big rooms for big audiences.
 const SPARE: [u32; 4] = [0, 30, 60, 90];
+
+/// Frees kept places in the way of `s`: first its dependants' (they set its deadline), else
+/// those of people it shares, else those in rooms it could use; else every kept place.
+fn release(pr: &Problem, keep: &mut [Option<At>], s: usize) {
+    let mut below = vec![false; pr.n()];
+    let mut stack = vec![s];
+    while let Some(x) = stack.pop() {
+        for &j in &pr.succs[x] {
+            if !below[j] {
+                below[j] = true;
+                stack.push(j);
+            }
+        }
+    }
+    let rooms: Vec<Option<usize>> = keep.iter().map(|k| k.map(|a| a.room)).collect();
+    let tiers: [&dyn Fn(usize) -> bool; 3] = [
+        &|j| below[j],
+        &|j| j != s && pr.speakers[j].iter().any(|k| pr.speakers[s].contains(k)),
+        &|j| rooms[j].is_some_and(|r| pr.rooms_for[s].contains(&r)),
+    ];
+    for tier in tiers {
+        let hit: Vec<usize> = (0..pr.n())
+            .filter(|&j| rooms[j].is_some() && tier(j))
+            .collect();
+        if !hit.is_empty() {
+            for j in hit {
+                keep[j] = None;
+            }
+            return;
+        }
+    }
+    keep.iter_mut().for_each(|k| *k = None);
+}
 
 /// Passes per search: more for small programs, fewer for large ones, always the same number
 /// for the same size.
