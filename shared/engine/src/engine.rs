@@ -141,6 +141,35 @@ impl Engine {
         &self.lean
     }
 
+    /// The request for `messages`: the frozen prefix (model, system prompt, `tools`), the
+    /// settings less what the provider refused, and `required` tool choice only on a user's
+    /// message — after tool results the model must be free to answer, or it would call tools
+    /// until the cycle limit. One place for the turn loop and `bridle eval`'s replay.
+    pub(crate) fn request_for(
+        &self,
+        messages: Vec<backend::ChatMessage>,
+        tools: Arc<[backend::ToolSpec]>,
+    ) -> backend::ChatRequest {
+        let o = &self.options;
+        let mut settings = o.settings.clone();
+        self.lean.apply(&mut settings);
+        let after_tools = messages.last().is_some_and(|m| {
+            m.parts
+                .iter()
+                .any(|p| matches!(p, transcript::Part::ToolResult { .. }))
+        });
+        if after_tools && settings.tool_choice == backend::ToolChoice::Required {
+            settings.tool_choice = backend::ToolChoice::Auto;
+        }
+        backend::ChatRequest {
+            model: o.model_id.clone(),
+            system: o.system_prompt.clone(),
+            messages,
+            tools,
+            settings,
+        }
+    }
+
     /// Put a guard (budgets, rate limits) in front of every model call.
     pub fn with_guard(mut self, guard: Arc<dyn Guard>) -> Self {
         self.guard = guard;

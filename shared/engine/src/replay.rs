@@ -6,7 +6,7 @@
 use crate::call::{Limits, Shown, Streamed, stream_call};
 use crate::history::History;
 use crate::{Engine, NullSink};
-use backend::{BackendError, ChatRequest, ToolChoice, ToolSpec};
+use backend::{BackendError, ChatRequest, ToolSpec};
 use std::sync::Arc;
 use std::time::Instant;
 use transcript::{Message, Part, StopReason, Usage};
@@ -68,23 +68,8 @@ impl Engine {
 impl Replay<'_> {
     /// The request the turn loop sends next (as `Turn::request`, reasoning kept).
     pub fn request(&self) -> ChatRequest {
-        let o = &self.engine.options;
-        let mut settings = o.settings.clone();
-        self.engine.lean.apply(&mut settings);
-        let messages = self.history.chat();
-        let after_tools = messages
-            .last()
-            .is_some_and(|m| m.parts.iter().any(|p| matches!(p, Part::ToolResult { .. })));
-        if after_tools && settings.tool_choice == ToolChoice::Required {
-            settings.tool_choice = ToolChoice::Auto;
-        }
-        ChatRequest {
-            model: o.model_id.clone(),
-            system: o.system_prompt.clone(),
-            messages,
-            tools: self.tools.clone(),
-            settings,
-        }
+        self.engine
+            .request_for(self.history.chat(), self.tools.clone())
     }
 
     /// One call of the engine's model with the next request, under the engine's call deadline

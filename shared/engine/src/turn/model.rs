@@ -4,7 +4,7 @@
 use super::Turn;
 use crate::call::{Limits, Streamed, stream_call};
 use crate::{CallReport, EngineError, GuardCall, TurnEnd, TurnEvent, lines};
-use backend::{BackendError, ChatRequest, ToolChoice};
+use backend::{BackendError, ChatRequest};
 use std::time::Duration;
 use transcript::{Part, Role, StopReason, Usage};
 
@@ -98,29 +98,12 @@ impl Turn<'_> {
     }
 
     pub(super) fn request(&self) -> ChatRequest {
-        let o = &self.engine.options;
-        let mut settings = o.settings.clone();
-        self.engine.lean.apply(&mut settings);
         let messages = if self.strip_reasoning {
             self.history.chat_without_reasoning()
         } else {
             self.history.chat()
         };
-        // `required` asks for a tool on the user's message; after tool results the model must
-        // be free to answer, or it would call tools until the cycle limit.
-        let after_tools = messages
-            .last()
-            .is_some_and(|m| m.parts.iter().any(|p| matches!(p, Part::ToolResult { .. })));
-        if after_tools && settings.tool_choice == ToolChoice::Required {
-            settings.tool_choice = ToolChoice::Auto;
-        }
-        ChatRequest {
-            model: o.model_id.clone(),
-            system: o.system_prompt.clone(),
-            messages,
-            tools: self.tools.clone(),
-            settings,
-        }
+        self.engine.request_for(messages, self.tools.clone())
     }
 
     /// Log the raw error; record and show what the user saw plus a calm sentence.
