@@ -6,7 +6,8 @@ then both templates are normalised: parameters resolved to their defaults, condi
 under them, Fn::Sub / Fn::Join / Ref / GetAtt rendered to one canonical string form, IAM
 statements sorted. Then, resource by resource (both use the same logical ids), the types and the
 properties that matter are compared; routes are compared as route keys (SAM embeds them in the
-API's OpenAPI body, CDK makes Route resources). Exits 1 and lists every difference.
+API's OpenAPI body, CDK makes Route resources); parameters by their defaults and what each
+accepts (type, allowed values or pattern, bounds). Exits 1 and lists every difference.
 
 Usage: compare.py SAM_TEMPLATE CDK_TEMPLATE_JSON
 """
@@ -37,6 +38,8 @@ IGNORED_PROPERTIES = {
 # Parameters only one side has: CDK's bootstrap check; SAM's architecture (a CDK context value,
 # since RustFunction must know it to build).
 IGNORED_PARAMETERS = {"BootstrapVersion", "Architecture"}
+# What a parameter accepts, compared as well as its default.
+PARAMETER_CONSTRAINTS = ("Type", "AllowedValues", "AllowedPattern", "MinValue", "MaxValue", "NoEcho")
 
 
 class Resolver:
@@ -260,9 +263,16 @@ def compare(sam, cdk):
     if sparams != cparams:
         problems.append(f"parameters: only SAM {sorted(sparams - cparams)}, only CDK {sorted(cparams - sparams)}")
     for name in sorted(sparams & cparams):
-        sd, cd = sam["Parameters"][name].get("Default"), cdk["Parameters"][name].get("Default")
+        sp, cp = sam["Parameters"][name], cdk["Parameters"][name]
+        sd, cd = sp.get("Default"), cp.get("Default")
         if str(sd) != str(cd):
             problems.append(f"parameter {name} default: SAM {sd!r} != CDK {cd!r}")
+        # What the parameter accepts: a looser pattern on one side lets through a value the
+        # functions refuse at start-up.
+        for attr in PARAMETER_CONSTRAINTS:
+            sv, cv = sp.get(attr), cp.get(attr)
+            if json.dumps(sv) != json.dumps(cv):
+                problems.append(f"parameter {name} {attr}: SAM {sv!r} != CDK {cv!r}")
 
     souts, couts = sam.get("Outputs", {}), cdk.get("Outputs", {})
     if set(souts) != set(couts):

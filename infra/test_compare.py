@@ -123,5 +123,23 @@ class CompareTest(unittest.TestCase):
         del cdk["Outputs"]["UserPoolId"]["Condition"]
         self.assertIn("output UserPoolId condition: SAM UseCognito != CDK None", compare.compare(self.sam, cdk))
 
+    def test_a_looser_parameter_pattern_is_caught(self):
+        cdk = copy.deepcopy(self.cdk)
+        cdk["Parameters"]["BridleModelTimeoutS"]["AllowedPattern"] = "^$|^[0-9]+$"
+        problems = compare.compare(self.sam, cdk)
+        self.assertTrue(any(p.startswith("parameter BridleModelTimeoutS AllowedPattern") for p in problems), problems)
+
+    def test_a_missing_allowed_value_list_is_caught(self):
+        cdk = copy.deepcopy(self.cdk)
+        del cdk["Parameters"]["BridleToolChoice"]["AllowedValues"]
+        problems = compare.compare(self.sam, cdk)
+        self.assertTrue(any(p.startswith("parameter BridleToolChoice AllowedValues") for p in problems), problems)
+
+    def test_a_setting_the_web_function_lacks_is_caught(self):
+        def change(r):
+            del r["WebFunction"]["Properties"]["Environment"]["Variables"]["BRIDLE_CONFIRMATION_TTL_S"]
+        problems = self.problems_after(change)
+        self.assertTrue(any(p.startswith("WebFunction.Environment") for p in problems), problems)
+
 if __name__ == "__main__":
     unittest.main()

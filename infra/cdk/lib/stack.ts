@@ -7,6 +7,7 @@ import {
   CfnCondition,
   CfnOutput,
   CfnParameter,
+  CfnParameterProps,
   CfnResource,
   Duration,
   Fn,
@@ -32,6 +33,54 @@ import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { RustFunction } from 'cargo-lambda-cdk';
 import { Construct } from 'constructs';
 import { DASHBOARD_BODY } from './dashboard';
+
+/** Whole seconds from 1 to 900 (the model timeouts). */
+const SECONDS_1_900 = '^$|^([1-9][0-9]?|[1-8][0-9][0-9]|900)$';
+/**
+ * What each optional setting's parameter accepts besides empty (the built-in default): the range
+ * the functions accept (shared/assembly/src/model_settings.rs, engine's ConfirmationOptions,
+ * channel-jobs' lobby retention, budget's config), so a value they would refuse at start-up is
+ * refused at deploy instead. The same patterns are in template.yaml; compare.py checks they agree.
+ */
+export const SETTING_CONSTRAINTS: Record<string, Pick<CfnParameterProps, 'allowedPattern' | 'allowedValues' | 'constraintDescription'>> = {
+  BridleBudgetOutputAllowance: {
+    allowedPattern: '^$|^[0-9][0-9_]*$',
+    constraintDescription: 'must be empty or a whole number of tokens, like 16000.',
+  },
+  BridleBudgetMinOutputTokens: {
+    allowedPattern: '^$|^[0-9][0-9_]*$',
+    constraintDescription: 'must be empty or a whole number of tokens, like 1000.',
+  },
+  BridleModelTimeoutS: {
+    allowedPattern: SECONDS_1_900,
+    constraintDescription: 'must be empty or a whole number of seconds from 1 to 900.',
+  },
+  BridleModelIdleTimeoutS: {
+    allowedPattern: SECONDS_1_900,
+    constraintDescription: 'must be empty or a whole number of seconds from 1 to 900.',
+  },
+  BridleMaxOutputTokens: {
+    allowedPattern: '^$|^([1-9][0-9]{0,5}|1000000)$',
+    constraintDescription: 'must be empty or a whole number of tokens from 1 to 1000000.',
+  },
+  BridleTemperature: {
+    allowedPattern: '^$|^([01](\\.[0-9]+)?|2(\\.0+)?)$',
+    constraintDescription: 'must be empty or a number from 0 to 2, like 0.2.',
+  },
+  BridleToolChoice: { allowedValues: ['', 'auto', 'required'] },
+  BridleReasoningBudgetTokens: {
+    allowedPattern: '^$|^(102[4-9]|10[3-9][0-9]|1[1-9][0-9][0-9]|[2-9][0-9]{3}|[1-9][0-9]{4,5})$',
+    constraintDescription: 'must be empty or a whole number of tokens from 1024, below the output allowance.',
+  },
+  BridleConfirmationTtlS: {
+    allowedPattern: '^$|^([1-9][0-9]{0,4}|[1-5][0-9]{5}|60[0-3][0-9]{3}|604[0-7][0-9]{2}|604800)$',
+    constraintDescription: 'must be empty or a whole number of seconds from 1 to 604800 (7 days).',
+  },
+  BridleLobbyRetentionDays: {
+    allowedPattern: '^$|^([1-9][0-9]{0,2}|[12][0-9]{3}|3[0-5][0-9]{2}|36[0-4][0-9]|3650)$',
+    constraintDescription: 'must be empty or a whole number of days from 1 to 3650.',
+  },
+};
 
 /** The worker's timeout; the queue's visibility timeout is 6x this (AWS's advice). */
 export const WORKER_TIMEOUT_S = 300;
@@ -115,6 +164,9 @@ export class BridleStack extends Stack {
     // Parameters: the same names as the SAM template's.
     const param = (name: string, description: string, def: string) =>
       new CfnParameter(this, name, { type: 'String', default: def, description });
+    // A setting whose empty default is the built-in one, held to what the functions accept.
+    const setting = (name: string, description: string) =>
+      new CfnParameter(this, name, { type: 'String', default: '', description, ...SETTING_CONSTRAINTS[name] });
     const modelId = param('BedrockModelId', 'The Bedrock foundation model id the worker talks to.',
       'anthropic.claude-sonnet-4-5-20250929-v1:0');
     const profileId = param('BedrockInferenceProfileId',
@@ -158,7 +210,34 @@ export class BridleStack extends Stack {
       BRIDLE_CAP_USER_USD_30D: param('BridleCapUserUsd30d', 'BRIDLE_CAP_USER_USD_30D; empty = default.', ''),
       BRIDLE_CAP_GLOBAL_USD_30D: param('BridleCapGlobalUsd30d', 'BRIDLE_CAP_GLOBAL_USD_30D; empty = default.', ''),
       BRIDLE_PRICES_FILE: param('BridlePricesFile', 'BRIDLE_PRICES_FILE; empty = built-in prices.', ''),
+      BRIDLE_CAP_CONVERSATION_MESSAGES_PER_HOUR: param('BridleCapConversationMessagesPerHour',
+        'BRIDLE_CAP_CONVERSATION_MESSAGES_PER_HOUR: user messages per conversation per hour, or off; empty = default (60).', ''),
+      BRIDLE_BUDGET_OUTPUT_ALLOWANCE: setting('BridleBudgetOutputAllowance',
+        'BRIDLE_BUDGET_OUTPUT_ALLOWANCE: the most output tokens one call is given and reserved for; empty = default (16000).'),
+      BRIDLE_BUDGET_MIN_OUTPUT_TOKENS: setting('BridleBudgetMinOutputTokens',
+        'BRIDLE_BUDGET_MIN_OUTPUT_TOKENS: below this much room for output, a call is refused; empty = default (1000).'),
     };
+    // The model-call settings (shared/assembly/src/model_settings.rs) and the confirmation window,
+    // the same for the worker and the web function.
+    const modelSettings: Record<string, CfnParameter> = {
+      BRIDLE_MODEL_TIMEOUT_S: setting('BridleModelTimeoutS',
+        'BRIDLE_MODEL_TIMEOUT_S: one model call, opening and streaming, 1-900 s; empty = default (60).'),
+      BRIDLE_MODEL_IDLE_TIMEOUT_S: setting('BridleModelIdleTimeoutS',
+        'BRIDLE_MODEL_IDLE_TIMEOUT_S: the longest silence in a call, 1-900 s, at most the call timeout; empty = default (20).'),
+      BRIDLE_MAX_OUTPUT_TOKENS: setting('BridleMaxOutputTokens',
+        'BRIDLE_MAX_OUTPUT_TOKENS: a call\'s output allowance, 1-1000000; empty = default (16000).'),
+      BRIDLE_TEMPERATURE: setting('BridleTemperature',
+        'BRIDLE_TEMPERATURE: 0 to 2 (e.g. 0.2); empty = the model provider\'s default.'),
+      BRIDLE_TOOL_CHOICE: setting('BridleToolChoice',
+        'BRIDLE_TOOL_CHOICE: auto, or required (a tool call on each user message); none is not available on Bedrock. ' +
+        'Empty = default (auto).'),
+      BRIDLE_REASONING_BUDGET_TOKENS: setting('BridleReasoningBudgetTokens',
+        'BRIDLE_REASONING_BUDGET_TOKENS: Bedrock\'s thinking budget, 1024 or more and below the output allowance; empty = none.'),
+      BRIDLE_CONFIRMATION_TTL_S: setting('BridleConfirmationTtlS',
+        'BRIDLE_CONFIRMATION_TTL_S: how long a held risky call may be confirmed, 1-604800 s; empty = default (3600).'),
+    };
+    const lobbyRetention = setting('BridleLobbyRetentionDays',
+      'BRIDLE_LOBBY_RETENTION_DAYS (worker): days an unlinked sender\'s messages are kept, 1-3650; empty = default (30).');
     const budgetUsd = new CfnParameter(this, 'MonthlyBudgetUsd', {
       type: 'Number', default: 100, minValue: 1,
       description: 'The account-wide AWS Budgets backstop, in US dollars a month.',
@@ -473,6 +552,7 @@ export class BridleStack extends Stack {
         BRIDLE_SECRETS_ARN: Fn.sub(WEB_SECRET_NAME),
         BRIDLE_SIGNUP: signup.valueAsString,
         ...Object.fromEntries(Object.entries(caps).map(([k, p]) => [k, p.valueAsString])),
+        ...Object.fromEntries(Object.entries(modelSettings).map(([k, p]) => [k, p.valueAsString])),
         WHATSAPP_DISPLAY_NUMBER: whatsappNumber.valueAsString,
         TELEGRAM_BOT_USERNAME: telegramUser.valueAsString,
         BRIDLE_LINKABLE_CHANNELS: linkable.valueAsString,
@@ -504,6 +584,8 @@ export class BridleStack extends Stack {
         BRIDLE_SECRETS_ARN: workerSecrets.secretArn,
         BRIDLE_MEDIA_BUCKET: mediaBucket.bucketName,
         ...Object.fromEntries(Object.entries(caps).map(([k, p]) => [k, p.valueAsString])),
+        ...Object.fromEntries(Object.entries(modelSettings).map(([k, p]) => [k, p.valueAsString])),
+        BRIDLE_LOBBY_RETENTION_DAYS: lobbyRetention.valueAsString,
       },
     });
     // Sign-in: a Cognito user pool (e-mail as the username, verified; TOTP MFA required), its

@@ -9,7 +9,8 @@ import { Match, Template } from 'aws-cdk-lib/assertions';
 import { Architecture } from 'aws-cdk-lib/aws-lambda';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import {
-  BridleStack, MAX_RECEIVE_COUNT, MEDIA_EXPIRY_DAYS, ROUTE_THROTTLES, ROUTES, WEB_SECRET_KEYS, WEB_SECRET_NAME, WORKER_TIMEOUT_S,
+  BridleStack, MAX_RECEIVE_COUNT, MEDIA_EXPIRY_DAYS, ROUTE_THROTTLES, ROUTES, SETTING_CONSTRAINTS, WEB_SECRET_KEYS, WEB_SECRET_NAME,
+  WORKER_TIMEOUT_S,
 } from '../lib/stack';
 
 function synth(): { app: App; template: Template } {
@@ -129,6 +130,76 @@ test('the worker gets every variable its config requires; PUBLIC_BASE_URL is Pub
   assert.deepEqual(webhook.PUBLIC_BASE_URL, { Ref: 'PublicBaseUrl' });
 });
 
+/** The optional settings the worker and the web function both read, and their parameters. */
+const SHARED_SETTINGS: Record<string, string> = {
+  BRIDLE_BUDGET_OUTPUT_ALLOWANCE: 'BridleBudgetOutputAllowance',
+  BRIDLE_BUDGET_MIN_OUTPUT_TOKENS: 'BridleBudgetMinOutputTokens',
+  BRIDLE_CAP_CONVERSATION_MESSAGES_PER_HOUR: 'BridleCapConversationMessagesPerHour',
+  BRIDLE_MODEL_TIMEOUT_S: 'BridleModelTimeoutS',
+  BRIDLE_MODEL_IDLE_TIMEOUT_S: 'BridleModelIdleTimeoutS',
+  BRIDLE_MAX_OUTPUT_TOKENS: 'BridleMaxOutputTokens',
+  BRIDLE_TEMPERATURE: 'BridleTemperature',
+  BRIDLE_TOOL_CHOICE: 'BridleToolChoice',
+  BRIDLE_REASONING_BUDGET_TOKENS: 'BridleReasoningBudgetTokens',
+  BRIDLE_CONFIRMATION_TTL_S: 'BridleConfirmationTtlS',
+};
+
+test('the model, confirmation, budget and lobby settings reach the functions from parameters that default to empty', () => {
+  const json = template.toJSON();
+  const worker = json.Resources.WorkerFunction.Properties.Environment.Variables;
+  const web = json.Resources.WebFunction.Properties.Environment.Variables;
+  for (const [name, parameter] of Object.entries(SHARED_SETTINGS)) {
+    assert.deepEqual(worker[name], { Ref: parameter }, `${name} on the worker`);
+    assert.deepEqual(web[name], { Ref: parameter }, `${name} on the web function`);
+    // Empty is the built-in default: every parser reads a blank value as unset.
+    assert.equal(json.Parameters[parameter].Default, '', parameter);
+    assert.equal(json.Parameters[parameter].Type, 'String', parameter);
+  }
+  // Lobbies are the worker's alone (unknown senders write to the messaging channels).
+  assert.deepEqual(worker.BRIDLE_LOBBY_RETENTION_DAYS, { Ref: 'BridleLobbyRetentionDays' });
+  assert.equal(web.BRIDLE_LOBBY_RETENTION_DAYS, undefined);
+  assert.equal(json.Parameters.BridleLobbyRetentionDays.Default, '');
+  // none is refused on Bedrock, so the parameter does not offer it.
+  assert.deepEqual(json.Parameters.BridleToolChoice.AllowedValues, ['', 'auto', 'required']);
+  // BRIDLE_REASONING_EFFORT is refused on Bedrock: not passed.
+  assert.equal(worker.BRIDLE_REASONING_EFFORT, undefined);
+  assert.equal(web.BRIDLE_REASONING_EFFORT, undefined);
+  for (const [parameter, constraint] of Object.entries(SETTING_CONSTRAINTS)) {
+    const p = json.Parameters[parameter];
+    assert.ok(p, `${parameter} is a parameter`);
+    if (constraint.allowedPattern) assert.equal(p.AllowedPattern, constraint.allowedPattern, parameter);
+  }
+});
+
+test('each setting parameter accepts empty and exactly the range the functions accept', () => {
+  const accepts = (parameter: string, value: string) =>
+    new RegExp(SETTING_CONSTRAINTS[parameter].allowedPattern!).test(value);
+  const ranges: Array<[string, number, number]> = [
+    ['BridleModelTimeoutS', 1, 900],
+    ['BridleModelIdleTimeoutS', 1, 900],
+    ['BridleMaxOutputTokens', 1, 1_000_000],
+    ['BridleReasoningBudgetTokens', 1024, 999_999],
+    ['BridleConfirmationTtlS', 1, 604_800],
+    ['BridleLobbyRetentionDays', 1, 3650],
+  ];
+  for (const [parameter, low, high] of ranges) {
+    assert.ok(accepts(parameter, ''), `${parameter}: empty`);
+    for (let n = 0; n <= high + 10; n += n < 5000 ? 1 : 97) {
+      assert.equal(accepts(parameter, String(n)), n >= low && n <= high, `${parameter}: ${n}`);
+    }
+    for (const n of [low, high, low - 1, high + 1]) {
+      assert.equal(accepts(parameter, String(n)), n >= low && n <= high, `${parameter}: ${n}`);
+    }
+    for (const bad of ['ten', '1.5', '-1', ' 60', '60s']) assert.ok(!accepts(parameter, bad), `${parameter}: ${bad}`);
+  }
+  for (const ok of ['', '0', '0.2', '1', '1.25', '2', '2.0']) assert.ok(accepts('BridleTemperature', ok), ok);
+  for (const bad of ['2.1', '3', '-0.5', 'warm', 'NaN']) assert.ok(!accepts('BridleTemperature', bad), bad);
+  for (const parameter of ['BridleBudgetOutputAllowance', 'BridleBudgetMinOutputTokens']) {
+    for (const ok of ['', '0', '16000', '16_000']) assert.ok(accepts(parameter, ok), `${parameter}: ${ok}`);
+    for (const bad of ['lots', '-1', '1.5']) assert.ok(!accepts(parameter, bad), `${parameter}: ${bad}`);
+  }
+});
+
 test('the worker reads the queue with partial batch failures and bounded concurrency', () => {
   template.resourceCountIs('AWS::Lambda::EventSourceMapping', 1);
   template.hasResourceProperties('AWS::Lambda::EventSourceMapping', {
@@ -228,14 +299,18 @@ test('the web function streams through a public function URL and is the WebAppUr
 test('the web function gets exactly its environment contract, the secret by name', () => {
   const vars = resources().WebFunction.Properties.Environment.Variables;
   assert.deepEqual(Object.keys(vars).sort(), [
-    'BEDROCK_MODEL_ID', 'BRIDLE_CAP_GLOBAL_USD_30D', 'BRIDLE_CAP_USER_TOKENS_PER_HOUR',
-    'BRIDLE_CAP_USER_TOKENS_PER_MINUTE', 'BRIDLE_CAP_USER_USD_30D', 'BRIDLE_LINKABLE_CHANNELS',
-    'BRIDLE_METRICS_NAMESPACE', 'BRIDLE_PRICES_FILE', 'BRIDLE_SECRETS_ARN', 'BRIDLE_SIGNUP', 'RUST_LOG',
+    'BEDROCK_MODEL_ID', 'BRIDLE_BUDGET_MIN_OUTPUT_TOKENS', 'BRIDLE_BUDGET_OUTPUT_ALLOWANCE',
+    'BRIDLE_CAP_CONVERSATION_MESSAGES_PER_HOUR', 'BRIDLE_CAP_GLOBAL_USD_30D', 'BRIDLE_CAP_USER_TOKENS_PER_HOUR',
+    'BRIDLE_CAP_USER_TOKENS_PER_MINUTE', 'BRIDLE_CAP_USER_USD_30D', 'BRIDLE_CONFIRMATION_TTL_S',
+    'BRIDLE_LINKABLE_CHANNELS', 'BRIDLE_MAX_OUTPUT_TOKENS', 'BRIDLE_METRICS_NAMESPACE',
+    'BRIDLE_MODEL_IDLE_TIMEOUT_S', 'BRIDLE_MODEL_TIMEOUT_S', 'BRIDLE_PRICES_FILE', 'BRIDLE_REASONING_BUDGET_TOKENS',
+    'BRIDLE_SECRETS_ARN', 'BRIDLE_SIGNUP', 'BRIDLE_TEMPERATURE', 'BRIDLE_TOOL_CHOICE', 'RUST_LOG',
     'TABLE_NAME', 'TELEGRAM_BOT_USERNAME', 'WHATSAPP_DISPLAY_NUMBER',
   ]);
   const worker = resources().WorkerFunction.Properties.Environment.Variables;
   assert.deepEqual(vars.BEDROCK_MODEL_ID, worker.BEDROCK_MODEL_ID, 'the same model as the worker');
-  for (const cap of Object.keys(vars).filter((k) => k.startsWith('BRIDLE_CAP_') || k === 'BRIDLE_PRICES_FILE')) {
+  for (const cap of Object.keys(vars).filter((k) => k.startsWith('BRIDLE_CAP_') || k.startsWith('BRIDLE_BUDGET_')
+    || k === 'BRIDLE_PRICES_FILE' || k in SHARED_SETTINGS)) {
     assert.deepEqual(vars[cap], worker[cap], `${cap} as the worker's`);
   }
   assert.deepEqual(vars.BRIDLE_SECRETS_ARN, { 'Fn::Sub': WEB_SECRET_NAME });
