@@ -5,6 +5,8 @@ mod api;
 mod assets;
 pub(crate) mod errors;
 mod grant;
+mod inspect;
+mod inspect_view;
 mod limits;
 mod link;
 pub mod sweep;
@@ -115,6 +117,14 @@ pub fn router(app: App) -> Router {
         .route("/api/mcp-tokens", get(tokens::list).post(tokens::create))
         .route("/api/mcp-tokens/{id}", delete(tokens::revoke))
         .route("/admin/budget", get(admin::budget_page))
+        .route("/admin/inspect", get(inspect::page))
+        .route("/admin/inspect.js", get(inspect::script))
+        .route("/admin/inspect.css", get(inspect::style))
+        .route("/admin/inspect/conversations", get(inspect::list))
+        .route(
+            "/admin/inspect/conversations/{id}",
+            get(inspect::conversation),
+        )
         .route("/api/session", get(auth::routes::session))
         .route("/auth/login", get(auth::routes::login))
         .route("/auth/callback", get(auth::routes::callback))
