@@ -221,7 +221,8 @@ export class BridleStack extends Stack {
     // the same for the worker and the web function.
     const modelSettings: Record<string, CfnParameter> = {
       BRIDLE_MODEL_TIMEOUT_S: setting('BridleModelTimeoutS',
-        'BRIDLE_MODEL_TIMEOUT_S: one model call, opening and streaming, 1-900 s; empty = default (60).'),
+        'BRIDLE_MODEL_TIMEOUT_S: one model call, opening and streaming, 1-900 s (the functions stop after 300 s); ' +
+        'empty = default (60).'),
       BRIDLE_MODEL_IDLE_TIMEOUT_S: setting('BridleModelIdleTimeoutS',
         'BRIDLE_MODEL_IDLE_TIMEOUT_S: the longest silence in a call, 1-900 s, at most the call timeout; empty = default (20).'),
       BRIDLE_MAX_OUTPUT_TOKENS: setting('BridleMaxOutputTokens',
