@@ -36,14 +36,17 @@ impl ChannelJobs {
             .await
             .map_err(JobError::from)?
             .ok_or_else(|| JobError::ConversationGone(conversation.clone()))?;
-        let visible = self
+        // The turn's reply, once recorded, is the last entry: the lease keeps every other turn
+        // of this conversation out until this one is done. One bounded read, however long the
+        // transcript, that also gives the next entry's position.
+        let last = self
             .store
-            .visible(conversation)
+            .last_visible(conversation)
             .await
             .map_err(JobError::from)?;
-        if visible
-            .iter()
-            .any(|e| e.turn == conv.turn && e.role == VisibleRole::Assistant)
+        if last
+            .as_ref()
+            .is_some_and(|e| e.turn == conv.turn && e.role == VisibleRole::Assistant)
         {
             tracing::info!(job = %job.dedupe_key(), "reply already delivered; not sending again");
             return Ok(());
@@ -92,11 +95,9 @@ impl ChannelJobs {
         }
         let entry = VisibleEntry {
             conversation_id: conversation.clone(),
-            position: self
-                .store
-                .next_visible_position(conversation)
-                .await
-                .map_err(JobError::from)?,
+            // Read before sending: nothing else writes this conversation's transcript while
+            // the turn holds its lease, and a taken position is a `Conflict`, never an overwrite.
+            position: last.map_or(0, |e| e.position + 1),
             role: VisibleRole::Assistant,
             text: delivered.pieces.join("\n\n"),
             buttons: outcome
@@ -143,17 +144,20 @@ impl ChannelJobs {
             .await
             .map_err(JobError::from)?;
         let now = (self.options.clock)();
-        for (role, text) in [
+        // One read for both entries: the job holds the conversation's lease, so no other
+        // writer takes the positions in between (and a taken one is a `Conflict`).
+        let first = self
+            .store
+            .next_visible_position(conversation)
+            .await
+            .map_err(JobError::from)?;
+        for (position, (role, text)) in (first..).zip([
             (VisibleRole::User, job.text.clone()),
             (VisibleRole::Assistant, delivered.pieces.join("\n\n")),
-        ] {
+        ]) {
             let entry = VisibleEntry {
                 conversation_id: conversation.clone(),
-                position: self
-                    .store
-                    .next_visible_position(conversation)
-                    .await
-                    .map_err(JobError::from)?,
+                position,
                 role,
                 text,
                 buttons: Vec::new(),
@@ -221,23 +225,17 @@ impl ChannelJobs {
             }
         }
         // What the user saw ends their turn in the visible transcript, unless it has its reply.
+        // (Its reply, once recorded, is the last entry, as in `deliver_turn`.)
         if let Some(id) = &conversation
             && let Some(conv) = self.store.conversation(id).await.map_err(JobError::from)?
-            && !self
-                .store
-                .visible(id)
-                .await
-                .map_err(JobError::from)?
-                .iter()
-                .any(|e| e.turn == conv.turn && e.role == VisibleRole::Assistant)
+            && let last = self.store.last_visible(id).await.map_err(JobError::from)?
+            && !last
+                .as_ref()
+                .is_some_and(|e| e.turn == conv.turn && e.role == VisibleRole::Assistant)
         {
             let entry = VisibleEntry {
                 conversation_id: id.clone(),
-                position: self
-                    .store
-                    .next_visible_position(id)
-                    .await
-                    .map_err(JobError::from)?,
+                position: last.map_or(0, |e| e.position + 1),
                 role: VisibleRole::Assistant,
                 text: shown,
                 buttons: Vec::new(),

@@ -2,7 +2,8 @@
 //! `used`. A reservation is one `TransactWriteItems` with an `Update` per bucket: `ADD used
 //! :amount` under `attribute_not_exists(used) OR used <= :room` (`room` = cap − amount), so
 //! either every bucket takes the charge or, when any would pass its cap, none does — and the
-//! cancellation reasons name the bucket that refused. Settling is another transaction of
+//! cancellation reasons name the bucket that refused. A single bucket is the same update as a
+//! plain conditional `UpdateItem` (a transaction costs twice the write units). Settling is another transaction of
 //! unconditional `ADD`s (negative to give back). `gsi1` (`BUDGETS#<window>#<start>`, scope)
 //! lists one window's buckets for reports.
 
@@ -13,6 +14,7 @@ use crate::keys::{GSI1, GSI1PK, GSI1SK, PK, SK, TTL, order_preserving};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{TransactWriteItem, Update};
 use store::{Adjustment, BucketKey, BucketUsage, BudgetLedger, Charge, Reserve, StoreError};
 
@@ -43,7 +45,7 @@ fn add(
     delta: i64,
     expires_at_ms: i64,
     room: Option<u64>,
-) -> Result<TransactWriteItem, StoreError> {
+) -> Result<Update, StoreError> {
     let mut update = Update::builder()
         .table_name(table)
         .key(PK, s(bucket_pk(bucket)))
@@ -70,9 +72,63 @@ fn add(
             .condition_expression("attribute_not_exists(#used) OR #used <= :room")
             .expression_attribute_values(":room", n(room));
     }
-    Ok(TransactWriteItem::builder()
-        .update(update.build().map_err(unavailable)?)
-        .build())
+    update.build().map_err(unavailable)
+}
+
+/// What writing a bucket's `Update` came to.
+enum Written {
+    Done,
+    /// The update at this index was refused by its cap condition.
+    Refused(usize),
+}
+
+impl DynamoStore {
+    /// Write `updates` all or none: one bucket is a plain conditional `UpdateItem` (half the
+    /// write units of a transaction), more are one `TransactWriteItems`.
+    async fn write_buckets(&self, mut updates: Vec<Update>) -> Result<Written, StoreError> {
+        if updates.len() == 1 {
+            let u = updates.pop().unwrap_or_else(|| unreachable!());
+            let sent = self
+                .client
+                .update_item()
+                .table_name(u.table_name)
+                .set_key(Some(u.key))
+                .update_expression(u.update_expression)
+                .set_condition_expression(u.condition_expression)
+                .set_expression_attribute_names(u.expression_attribute_names)
+                .set_expression_attribute_values(u.expression_attribute_values)
+                .send()
+                .await;
+            return match sent {
+                Ok(_) => Ok(Written::Done),
+                Err(err)
+                    if err
+                        .as_service_error()
+                        .is_some_and(UpdateItemError::is_conditional_check_failed_exception) =>
+                {
+                    Ok(Written::Refused(0))
+                }
+                Err(err) => Err(unavailable(err)),
+            };
+        }
+        let writes = updates
+            .into_iter()
+            .map(|u| TransactWriteItem::builder().update(u).build())
+            .collect();
+        let sent = self
+            .client
+            .transact_write_items()
+            .set_transact_items(Some(writes))
+            .send()
+            .await;
+        match sent {
+            Ok(_) => Ok(Written::Done),
+            Err(err) => match refused_index(&err) {
+                Some(i) => Ok(Written::Refused(i)),
+                None => Err(unavailable(err)),
+            },
+        }
+    }
 }
 
 /// The index of the first item whose condition failed, if that is why the transaction was
@@ -124,25 +180,17 @@ impl BudgetLedger for DynamoStore {
         if writes.is_empty() {
             return Ok(Reserve::Reserved);
         }
-        let sent = self
-            .client
-            .transact_write_items()
-            .set_transact_items(Some(writes))
-            .send()
-            .await;
-        match sent {
-            Ok(_) => Ok(Reserve::Reserved),
-            Err(err) => match refused_index(&err).and_then(|i| charges.get(i)) {
-                Some(c) => {
-                    let used = self.bucket_usage(std::slice::from_ref(&c.bucket)).await?[0];
-                    Ok(Reserve::Tripped {
-                        bucket: c.bucket.clone(),
-                        used,
-                        limit: c.limit.unwrap_or(u64::MAX),
-                    })
-                }
-                None => Err(unavailable(err)),
-            },
+        match self.write_buckets(writes).await? {
+            Written::Done => Ok(Reserve::Reserved),
+            Written::Refused(i) => {
+                let c = &charges[i];
+                let used = self.bucket_usage(std::slice::from_ref(&c.bucket)).await?[0];
+                Ok(Reserve::Tripped {
+                    bucket: c.bucket.clone(),
+                    used,
+                    limit: c.limit.unwrap_or(u64::MAX),
+                })
+            }
         }
     }
 
@@ -154,13 +202,12 @@ impl BudgetLedger for DynamoStore {
             .iter()
             .map(|a| add(&self.table, &a.bucket, a.delta, a.expires_at_ms, None))
             .collect::<Result<Vec<_>, _>>()?;
-        self.client
-            .transact_write_items()
-            .set_transact_items(Some(writes))
-            .send()
-            .await
-            .map_err(unavailable)?;
-        Ok(())
+        match self.write_buckets(writes).await? {
+            Written::Done => Ok(()),
+            Written::Refused(_) => Err(StoreError::Unavailable(
+                "an unconditional budget adjustment was refused".into(),
+            )),
+        }
     }
 
     async fn bucket_usage(&self, buckets: &[BucketKey]) -> Result<Vec<u64>, StoreError> {

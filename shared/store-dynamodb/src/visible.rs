@@ -2,7 +2,7 @@
 //! the whole entry as JSON.
 
 use crate::DynamoStore;
-use crate::body::{NewRecord, Record, assemble};
+use crate::body::{CHUNKS, NewRecord, Record, assemble};
 use crate::item::{Item, corrupt, n, s};
 use crate::keys::{PK, SEEN, SK, TTL, conversation_pk, position_in, visible_sk};
 use crate::messages::next_after;
@@ -49,6 +49,35 @@ impl VisibleStore for DynamoStore {
             .expression_attribute_names("#ttl", TTL)
             .scan_index_forward(false);
         next_after(self.query_first(query).await?, SEEN, conversation)
+    }
+
+    /// One Query (newest first, one item) whatever the transcript's length; an entry whose
+    /// body spans items (the newest item is then its last continuation) costs a second one for
+    /// its items.
+    async fn last_visible(
+        &self,
+        conversation: &ConversationId,
+    ) -> Result<Option<VisibleEntry>, StoreError> {
+        let newest = self.seen_query(conversation).scan_index_forward(false);
+        let Some(item) = self.query_first(newest).await? else {
+            return Ok(None);
+        };
+        let whole = item
+            .get(CHUNKS)
+            .and_then(|v| v.as_n().ok())
+            .map(String::as_str)
+            == Some("1");
+        let items = if whole {
+            vec![item]
+        } else {
+            let position = next_after(Some(item), SEEN, conversation)? - 1;
+            let entry = self
+                .seen_query(conversation)
+                .expression_attribute_values(":seen", s(visible_sk(position)));
+            self.query_all(entry).await?
+        };
+        let record = assemble(items)?.pop();
+        record.map(|r| decode(conversation, r)).transpose()
     }
 }
 

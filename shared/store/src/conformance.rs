@@ -445,7 +445,7 @@ pub async fn check_segments_and_positions(store: &dyn Store) {
 
     assert_eq!(
         store.messages(&other, 0).await.unwrap(),
-        vec![foreign],
+        vec![foreign.clone()],
         "isolation"
     );
     assert_eq!(store.next_position(&other).await.unwrap(), 1, "isolation");
@@ -465,6 +465,11 @@ pub async fn check_visible_transcript(store: &dyn Store) {
         "empty → 0"
     );
     assert!(store.visible(&conv).await.unwrap().is_empty());
+    assert_eq!(
+        store.last_visible(&conv).await.unwrap(),
+        None,
+        "empty → none"
+    );
 
     let mut reply = visible(&conv, 1, VisibleRole::Assistant, "Pay now?");
     reply.buttons = vec![
@@ -497,6 +502,11 @@ pub async fn check_visible_transcript(store: &dyn Store) {
         "visible entries must read back byte-identical as JSON"
     );
     assert_eq!(store.next_visible_position(&conv).await.unwrap(), 5);
+    assert_eq!(
+        store.last_visible(&conv).await.unwrap().as_ref(),
+        written.last(),
+        "the last entry is the one at the highest position, whatever the order written"
+    );
 
     let rival = visible(&conv, 1, VisibleRole::User, "rival");
     let result = store.append_visible(&rival).await;
@@ -509,12 +519,17 @@ pub async fn check_visible_transcript(store: &dyn Store) {
 
     assert_eq!(
         store.visible(&other).await.unwrap(),
-        vec![foreign],
+        vec![foreign.clone()],
         "isolation"
     );
     assert_eq!(
         store.next_visible_position(&other).await.unwrap(),
         1,
+        "isolation"
+    );
+    assert_eq!(
+        store.last_visible(&other).await.unwrap(),
+        Some(foreign),
         "isolation"
     );
 }
@@ -551,8 +566,13 @@ pub async fn check_large_content(store: &dyn Store) {
     store.append_visible(&entry).await.unwrap();
     let read = store.visible(&conv).await.unwrap();
     assert!(
-        read == vec![entry],
+        read == vec![entry.clone()],
         "a large visible entry must round-trip intact"
+    );
+    let last = store.last_visible(&conv).await.unwrap();
+    assert!(
+        last == Some(entry),
+        "a large visible entry must read back intact as the last one"
     );
 }
 

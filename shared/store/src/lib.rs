@@ -103,6 +103,17 @@ pub trait VisibleStore: Send + Sync {
     /// The position the next visible entry takes (0 when empty).
     async fn next_visible_position(&self, conversation: &ConversationId)
     -> Result<u64, StoreError>;
+
+    /// The entry at the highest position (`None` when empty): one bounded read, whatever the
+    /// length of the transcript. A turn asks it whether its reply is already recorded (the
+    /// reply of the turn in progress can only be the last entry) and where the next entry goes.
+    /// The default reads the whole transcript; adapters answer from an index.
+    async fn last_visible(
+        &self,
+        conversation: &ConversationId,
+    ) -> Result<Option<VisibleEntry>, StoreError> {
+        Ok(self.visible(conversation).await?.pop())
+    }
 }
 
 /// Everything the engine and the worker need from storage, as one handle.

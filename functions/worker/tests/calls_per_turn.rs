@@ -1,0 +1,321 @@
+//! How many DynamoDB calls a turn costs, counted from outside: the built worker bootstrap under a
+//! local Runtime API, its DynamoDB endpoint (`AWS_ENDPOINT_URL_DYNAMODB`) a counting proxy in
+//! front of moto that tallies each request's operation (`X-Amz-Target`) and the items a
+//! `TransactWriteItems` carries. Setting up (accounts, link codes, old history) goes to moto
+//! directly and is not counted.
+//!
+//! The goal (issue #18): at most 10 calls for a plain answer, at most 3 more per tool round,
+//! and the same with 1,400 earlier entries in the visible transcript.
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::post;
+use backend::Reply;
+use fake_bedrock::{FakeBedrock, Scenario};
+use fake_lambda::{Bootstrap, PostedKind, RuntimeApi, moto_endpoint as moto};
+use queue::TurnJob;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use store::{
+    Account, Accounts, ConversationStore, Identities, VisibleEntry, VisibleRole, VisibleStore,
+};
+use store_dynamodb::DynamoStore;
+
+const MODEL: &str = "anthropic.claude-3-5-haiku-20241022-v1:0";
+const CALLBACK_SECRET: &str = "calls-per-turn-secret";
+/// The calls a plain answer may cost, and what each tool round may add.
+const PLAIN_GOAL: usize = 10;
+const TOOL_ROUND_GOAL: usize = 3;
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// What the proxy saw: calls by operation, and the items carried by transactions.
+#[derive(Debug, Default, Clone)]
+struct Tally {
+    calls: BTreeMap<String, usize>,
+    transaction_items: usize,
+}
+
+impl Tally {
+    fn total(&self) -> usize {
+        self.calls.values().sum()
+    }
+}
+
+#[derive(Clone)]
+struct Proxy {
+    tally: Arc<Mutex<Tally>>,
+    http: reqwest::Client,
+    moto: String,
+}
+
+/// Forward one DynamoDB request to moto, counting it.
+async fn forward(
+    State(p): State<Proxy>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> (StatusCode, HeaderMap, Bytes) {
+    let target = headers
+        .get("x-amz-target")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("unknown")
+        .to_owned();
+    let op = target.rsplit('.').next().unwrap_or("unknown").to_owned();
+    {
+        let mut tally = p.tally.lock().unwrap();
+        *tally.calls.entry(op.clone()).or_default() += 1;
+        if op == "TransactWriteItems" {
+            let parsed: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+            tally.transaction_items += parsed["TransactItems"].as_array().map_or(0, Vec::len);
+        }
+    }
+    let mut request = p.http.post(format!("{}/", p.moto)).body(body);
+    for (name, value) in &headers {
+        if name != "host" && name != "content-length" {
+            request = request.header(name, value);
+        }
+    }
+    let response = request.send().await.unwrap();
+    let status = StatusCode::from_u16(response.status().as_u16()).unwrap();
+    let mut back = HeaderMap::new();
+    for (name, value) in response.headers() {
+        if name != "content-length" && name != "transfer-encoding" && name != "connection" {
+            back.insert(name.clone(), value.clone());
+        }
+    }
+    (status, back, response.bytes().await.unwrap())
+}
+
+/// The counting proxy: its endpoint and its tally.
+async fn counting_proxy() -> (String, Arc<Mutex<Tally>>) {
+    let tally = Arc::new(Mutex::new(Tally::default()));
+    let proxy = Proxy {
+        tally: tally.clone(),
+        http: reqwest::Client::new(),
+        moto: moto().trim_end_matches('/').to_owned(),
+    };
+    let app = Router::new().route("/", post(forward)).with_state(proxy);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (url, tally)
+}
+
+/// The platform: takes every reply.
+async fn platform() -> String {
+    let app = Router::new().route("/callback", post(|| async { "ok" }));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/callback", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    url
+}
+
+/// A table in moto with `alice` (linked to `u-42`) and `bob` (not linked) active.
+async fn table() -> (DynamoStore, String) {
+    let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .endpoint_url(moto())
+        .region(aws_config::Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
+            "test", "test", None, None, "static",
+        ))
+        .load()
+        .await;
+    let dynamo = aws_sdk_dynamodb::Client::new(&config);
+    let name = format!("calls-per-turn-{}", uuid::Uuid::new_v4().simple());
+    store_dynamodb::create_table(&dynamo, &name).await.unwrap();
+    let store = DynamoStore::new(dynamo, name.clone());
+    for (id, display) in [("alice", "Alice"), ("bob", "Bob")] {
+        store.put_account(&Account::new(id, display)).await.unwrap();
+    }
+    store
+        .bind_identity("generic", "u-42", &"alice".into(), now_ms())
+        .await
+        .unwrap();
+    (store, name)
+}
+
+/// A job from `from` (built from its JSON, so fields added later keep their defaults).
+fn job(n: usize, conversation: &str, from: &str, text: &str) -> TurnJob {
+    serde_json::from_value(json!({
+        "channel": "generic",
+        "message_id": format!("m-count-{n}"),
+        "conversation_key": conversation,
+        "external_user_id": from,
+        "text": text,
+        "button_id": null,
+        "media": [],
+        "received_at_ms": now_ms(),
+    }))
+    .unwrap()
+}
+
+fn record(job: &TurnJob) -> Value {
+    let sample: Value = serde_json::from_str(
+        &std::fs::read_to_string(format!(
+            "{}/../../events/sqs-turn-jobs.json",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let mut record = sample["Records"][0].clone();
+    record["messageId"] = json!(format!("sqs-{}", job.message_id));
+    record["body"] = json!(queue_sqs::encode_job(job).unwrap());
+    record["attributes"]["MessageGroupId"] = json!(format!("generic#{}", job.conversation_key));
+    record
+}
+
+/// Run one job through a fresh bootstrap whose model plays `replies`; the DynamoDB calls it made.
+async fn count(table: &str, job: &TurnJob, replies: &[Reply]) -> Tally {
+    let (dynamo, tally) = counting_proxy().await;
+    let bedrock = FakeBedrock::start(replies.iter().map(Scenario::reply))
+        .await
+        .unwrap();
+    let callback = platform().await;
+    let batch = json!({"Records": [record(job)]});
+    let mut api = RuntimeApi::start([("req-1".into(), batch)]).await.unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_worker"));
+    cmd.env_clear()
+        .envs(api.lambda_env("worker"))
+        .env("AWS_ENDPOINT_URL", moto())
+        .env("AWS_ENDPOINT_URL_DYNAMODB", &dynamo)
+        .env("AWS_ENDPOINT_URL_BEDROCK_RUNTIME", bedrock.endpoint())
+        .env("TABLE_NAME", table)
+        .env("BEDROCK_MODEL_ID", MODEL)
+        .env("PUBLIC_BASE_URL", "https://bridle.example/")
+        .env("GENERIC_CALLBACK_URL", &callback)
+        .env("GENERIC_CALLBACK_SECRET", CALLBACK_SECRET)
+        .env("RUST_LOG", "info");
+    let running = Bootstrap::spawn(cmd).unwrap();
+    let posted = api.next_posted(Duration::from_secs(60)).await;
+    let logs = running.stop().logs;
+    assert_eq!(posted.kind, PostedKind::Response, "{logs}");
+    assert_eq!(posted.body, json!({"batchItemFailures": []}), "{logs}");
+    assert_eq!(
+        bedrock.requests().len(),
+        replies.len(),
+        "every scripted reply was asked for: {logs}"
+    );
+    tally.lock().unwrap().clone()
+}
+
+/// `n` old exchanges in the visible transcript, written straight to the table.
+async fn old_history(store: &DynamoStore, conversation: &str, n: u64) {
+    let id = conversation.into();
+    let turn = store.conversation(&id).await.unwrap().unwrap().turn;
+    let start = store.next_visible_position(&id).await.unwrap();
+    for position in start..start + n {
+        let entry = VisibleEntry {
+            conversation_id: id.clone(),
+            position,
+            role: if position % 2 == 0 {
+                VisibleRole::User
+            } else {
+                VisibleRole::Assistant
+            },
+            text: "an earlier message of about this length, as people write them".into(),
+            buttons: Vec::new(),
+            reaction: None,
+            // Older turns than the current one: none of them is this turn's reply.
+            turn: turn.saturating_sub(1),
+            created_at_ms: now_ms(),
+        };
+        store.append_visible(&entry).await.unwrap();
+    }
+}
+
+fn table_of(rows: &[(&str, &Tally)]) -> String {
+    let mut ops: Vec<&String> = rows.iter().flat_map(|(_, t)| t.calls.keys()).collect();
+    ops.sort();
+    ops.dedup();
+    let mut out = format!("{:<24}", "operation");
+    for (name, _) in rows {
+        out += &format!("{name:>14}");
+    }
+    for op in ops {
+        out += &format!("\n{op:<24}");
+        for (_, t) in rows {
+            out += &format!("{:>14}", t.calls.get(op).copied().unwrap_or(0));
+        }
+    }
+    out += &format!("\n{:<24}", "total");
+    for (_, t) in rows {
+        out += &format!("{:>14}", t.total());
+    }
+    out += &format!("\n{:<24}", "items in transactions");
+    for (_, t) in rows {
+        out += &format!("{:>14}", t.transaction_items);
+    }
+    out
+}
+
+#[tokio::test]
+async fn a_turn_costs_a_constant_handful_of_dynamodb_calls() {
+    let (store, table) = table().await;
+    let conversation = "generic:c-count@alice";
+
+    let onboarding = count(&table, &job(1, "c-new", "u-new", "hello"), &[]).await;
+    let code = channels::link_code::generate().unwrap();
+    store
+        .create_link_code(&code, &"bob".into(), now_ms(), now_ms() + 600_000)
+        .await
+        .unwrap();
+    let linking = count(&table, &job(2, "c-link", "u-bob", &code), &[]).await;
+    let first = count(
+        &table,
+        &job(3, "c-count", "u-42", "hi"),
+        &[Reply::text("Hello!")],
+    )
+    .await;
+    let plain = count(
+        &table,
+        &job(4, "c-count", "u-42", "how are you?"),
+        &[Reply::text("Fine, thanks.")],
+    )
+    .await;
+    let tool = count(
+        &table,
+        &job(5, "c-count", "u-42", "what events do I have?"),
+        &[
+            Reply::tool_call("t-1", "list_events", json!({})),
+            Reply::text("You have no events."),
+        ],
+    )
+    .await;
+    old_history(&store, conversation, 1_400).await;
+    let long = count(
+        &table,
+        &job(6, "c-count", "u-42", "and now?"),
+        &[Reply::text("Still fine.")],
+    )
+    .await;
+
+    let rows = [
+        ("onboarding", &onboarding),
+        ("linking", &linking),
+        ("first turn", &first),
+        ("plain answer", &plain),
+        ("one tool round", &tool),
+        ("after 1,400", &long),
+    ];
+    let shown = table_of(&rows);
+    println!("DynamoDB calls per turn:\n{shown}");
+
+    assert!(plain.total() <= PLAIN_GOAL, "{shown}");
+    assert!(tool.total() <= plain.total() + TOOL_ROUND_GOAL, "{shown}");
+    assert_eq!(
+        long.total(),
+        plain.total(),
+        "the cost does not grow with the history:\n{shown}"
+    );
+}
