@@ -150,13 +150,47 @@ impl Reply {
     }
 }
 
-/// Plays [`Reply`]s in order, one per call, and records every request it receives.
+/// How many of the latest requests a [`ScriptedModel`] keeps unless told otherwise.
+pub const KEPT_REQUESTS: usize = 64;
+
+/// Plays [`Reply`]s in order, one per call, and records the requests it receives: the latest
+/// [`KEPT_REQUESTS`] (see [`ScriptedModel::keeping`]) and a count of all, so a server running it
+/// for hours does not grow per turn.
 #[derive(Debug)]
 pub struct ScriptedModel {
     replies: Mutex<VecDeque<Reply>>,
     /// When set, the script starts over once it runs out.
     cycle: Option<Vec<Reply>>,
-    requests: Mutex<Vec<ChatRequest>>,
+    requests: Mutex<Requests>,
+}
+
+/// The latest requests (at most `keep`), oldest first, and how many arrived in all.
+#[derive(Debug)]
+struct Requests {
+    kept: VecDeque<ChatRequest>,
+    keep: usize,
+    total: usize,
+}
+
+impl Requests {
+    fn new(keep: usize) -> Mutex<Self> {
+        Mutex::new(Self {
+            kept: VecDeque::new(),
+            keep,
+            total: 0,
+        })
+    }
+
+    fn record(&mut self, request: ChatRequest) {
+        self.total += 1;
+        if self.keep == 0 {
+            return;
+        }
+        if self.kept.len() == self.keep {
+            self.kept.pop_front();
+        }
+        self.kept.push_back(request);
+    }
 }
 
 impl ScriptedModel {
@@ -164,7 +198,7 @@ impl ScriptedModel {
         Self {
             replies: Mutex::new(replies.into_iter().collect()),
             cycle: None,
-            requests: Mutex::new(Vec::new()),
+            requests: Requests::new(KEPT_REQUESTS),
         }
     }
 
@@ -173,13 +207,29 @@ impl ScriptedModel {
         Self {
             replies: Mutex::new(replies.iter().cloned().collect()),
             cycle: Some(replies),
-            requests: Mutex::new(Vec::new()),
+            requests: Requests::new(KEPT_REQUESTS),
         }
     }
 
-    /// Every request received so far, in order.
+    /// Keep the latest `n` requests instead of [`KEPT_REQUESTS`] (0: keep none, count only).
+    pub fn keeping(self, n: usize) -> Self {
+        *self.requests.lock().unwrap() = Requests {
+            kept: VecDeque::new(),
+            keep: n,
+            total: 0,
+        };
+        self
+    }
+
+    /// The latest requests received (all of them while fewer than the kept number have come), in
+    /// order.
     pub fn requests(&self) -> Vec<ChatRequest> {
-        self.requests.lock().unwrap().clone()
+        self.requests.lock().unwrap().kept.iter().cloned().collect()
+    }
+
+    /// How many requests have been received in all, including those no longer kept.
+    pub fn request_count(&self) -> usize {
+        self.requests.lock().unwrap().total
     }
 
     /// How many scripted replies have not been played yet.
@@ -201,7 +251,7 @@ impl ChatModel for ScriptedModel {
 
     async fn stream(&self, request: ChatRequest) -> Result<EventStream, BackendError> {
         let max_tokens = request.settings.max_tokens;
-        self.requests.lock().unwrap().push(request);
+        self.requests.lock().unwrap().record(request);
         let next = {
             let mut replies = self.replies.lock().unwrap();
             if replies.is_empty()
@@ -338,6 +388,33 @@ mod tests {
         assert!(s.next().await.unwrap().is_ok());
         let next = tokio::time::timeout(Duration::from_secs(3600), s.next()).await;
         assert!(next.is_err(), "a stalled stream must not yield");
+    }
+
+    #[tokio::test]
+    async fn only_the_latest_requests_are_kept_and_all_are_counted() {
+        let model = ScriptedModel::repeating(vec![Reply::text("ok")]).keeping(3);
+        for n in 0..10u32 {
+            let mut req = request();
+            req.settings.max_tokens = n;
+            let _ = model.stream(req).await.unwrap();
+        }
+        let kept: Vec<u32> = model
+            .requests()
+            .iter()
+            .map(|r| r.settings.max_tokens)
+            .collect();
+        assert_eq!(kept, vec![7, 8, 9], "the latest three, oldest first");
+        assert_eq!(model.request_count(), 10);
+    }
+
+    #[tokio::test]
+    async fn the_default_keeps_a_bounded_number() {
+        let model = ScriptedModel::repeating(vec![Reply::text("ok")]);
+        for _ in 0..KEPT_REQUESTS + 5 {
+            let _ = model.stream(request()).await.unwrap();
+        }
+        assert_eq!(model.requests().len(), KEPT_REQUESTS);
+        assert_eq!(model.request_count(), KEPT_REQUESTS + 5);
     }
 
     #[tokio::test]
