@@ -98,7 +98,7 @@ function turnNode(turn, channel) {
     const r = el("div", "request");
     r.append(el("h4", null, "Request " + request.number + (request.kind === "compaction" ? " (compaction notes)" : "")));
     r.append(metrics(request.call));
-    r.append(el("div", "label", "tools offered: " + (request.call.tools_offered.join(", ") || "none")));
+    r.append(el("div", "tools-offered", "tools offered: " + (request.call.tools_offered.join(", ") || "none")));
     r.append(el("div", "label", "new messages"));
     for (const m of request.new_messages) r.append(messageNode(m));
     r.append(el("div", "label", "reply"));
