@@ -66,6 +66,8 @@ pub fn plan(program: &Program, previous: Option<&Timetable>) -> Result<Plan, Inf
     let mut passes = 0;
     let none = vec![None; pr.n()];
     let mut boost = vec![0u64; pr.n()];
+    let mut best_input: Option<(Vec<u32>, Vec<u64>, u32)> = None;
+    let prev_keep = prev.as_ref().map(|(k, _)| k.as_slice());
     // Re-planning keeps every previous place it can; when no pass succeeds, it releases the
     // kept places in the way of the session that got stuck, and tries again, down to none.
     let mut keep: Vec<Option<At>> = prev
@@ -82,25 +84,22 @@ pub fn plan(program: &Program, previous: Option<&Timetable>) -> Result<Plan, Inf
             passes += 1;
             let breaks = break_starts(&pr, prev.as_ref().map(|(_, b)| b.as_slice()), k, &mut rng);
             let priority = priorities(&pr, k, &boost, &mut rng);
+            let spare = if k < 4 {
+                SPARE[k as usize]
+            } else {
+                SPARE[rng.below(4) as usize] + rng.below(7) as u32 * 5
+            };
             let input = PassInput {
                 break_starts: &breaks,
                 keep: &keep,
                 priority: &priority,
-                spare: if k < 4 {
-                    SPARE[k as usize]
-                } else {
-                    SPARE[rng.below(4) as usize] + rng.below(7) as u32 * 5
-                },
+                spare,
             };
-            match pass(&pr, &input) {
-                Ok(mut st) => {
-                    let movable: Vec<bool> = (0..pr.n())
-                        .map(|s| program.sessions[s].fixed_start.is_none() && keep[s] != st.at[s])
-                        .collect();
-                    left_justify(&mut st, &movable, 3);
-                    let score = score(&pr, &st, prev.as_ref().map(|(k, _)| k.as_slice()), &breaks);
+            match attempt(&pr, &input, prev_keep) {
+                Ok((score, st)) => {
                     if best.as_ref().is_none_or(|(b, _)| score < *b) {
                         best = Some((score, st));
+                        best_input = Some((breaks, priority, spare));
                     }
                     if best
                         .as_ref()
@@ -127,6 +126,31 @@ pub fn plan(program: &Program, previous: Option<&Timetable>) -> Result<Plan, Inf
         let s = stuck.as_ref().map_or(0, |b| b.session);
         release(&pr, &mut keep, s);
     }
+    // A fresh plan's flexible breaks are tried at each quarter hour of their span, one break at
+    // a time, with the best pass's priorities: a lunch moved earlier can end a day sooner.
+    if let (None, Some((mut breaks, priority, spare))) = (&prev, best_input) {
+        for (i, b) in program.breaks.iter().enumerate() {
+            let mut start = b.earliest;
+            while start + b.duration <= b.latest_end {
+                let mut trial = breaks.clone();
+                trial[i] = start;
+                start += 15;
+                passes += 1;
+                let input = PassInput {
+                    break_starts: &trial,
+                    keep: &none,
+                    priority: &priority,
+                    spare,
+                };
+                if let Ok((score, st)) = attempt(&pr, &input, None)
+                    && best.as_ref().is_none_or(|(b, _)| score < *b)
+                {
+                    best = Some((score, st));
+                    breaks = trial;
+                }
+            }
+        }
+    }
     match best {
         Some((score, st)) => Ok(finish(&pr, &st, &score, previous, lower, passes)),
         None => Err(Infeasible {
@@ -138,6 +162,20 @@ pub fn plan(program: &Program, previous: Option<&Timetable>) -> Result<Plan, Inf
 /// Minutes a bigger room counts as later, by pass: the first pass takes the earliest slot
 /// anywhere, later ones increasingly keep big rooms for big audiences.
 const SPARE: [u32; 4] = [0, 30, 60, 90];
+
+/// One pass, left-justified and scored.
+fn attempt<'a>(
+    pr: &'a Problem<'a>,
+    input: &PassInput<'_>,
+    prev: Option<&[Option<At>]>,
+) -> Result<(Score, State<'a>), Box<Stuck<'a>>> {
+    let mut st = pass(pr, input)?;
+    let movable: Vec<bool> = (0..pr.n())
+        .map(|s| pr.p.sessions[s].fixed_start.is_none() && input.keep[s] != st.at[s])
+        .collect();
+    left_justify(&mut st, &movable, 3);
+    Ok((score(pr, &st, prev, input.break_starts), st))
+}
 
 /// Frees kept places in the way of `s`: first its dependants' (they set its deadline), else
 /// those of people it shares, else those in rooms it could use; else every kept place.
@@ -175,7 +213,7 @@ fn release(pr: &Problem, keep: &mut [Option<At>], s: usize) {
 /// Passes per search: more for small programs, fewer for large ones, always the same number
 /// for the same size.
 fn budget(n: usize) -> u32 {
-    (20_000 / n.max(1)).clamp(24, 160) as u32
+    (20_000 / n.max(1)).clamp(24, 1000) as u32
 }
 
 fn placed(st: &State) -> usize {
