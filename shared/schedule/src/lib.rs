@@ -18,7 +18,8 @@
 //! earliest feasible start in the smallest room that seats it. Then a fixed budget of further
 //! passes with seeded perturbations of the priorities and of flexible breaks, and with big
 //! rooms increasingly kept for big audiences, each followed by left-justification
-//! (every session lifted and put back at its earliest slot), keeps the best.
+//! (every session lifted and put back at its earliest slot), keeps the best. Last, a fresh
+//! plan's flexible breaks are tried at each quarter hour of their span, one at a time.
 
 mod bounds;
 mod build;
