@@ -11,9 +11,11 @@ mod harness;
 mod logs;
 pub mod moto;
 pub mod oidc_provider;
+pub mod otlp;
 pub mod platform_api;
 mod sample_tools;
 pub mod server;
+pub mod traced_turn;
 mod web_jobs;
 
 pub use echo_model::EchoModel;

@@ -92,6 +92,7 @@ fn setup(store: Arc<dyn Store>) -> Setup {
 
 fn job(id: &str, sender: &str, text: &str) -> TurnJob {
     TurnJob {
+        trace_context: Default::default(),
         channel: "whatsapp".into(),
         message_id: id.into(),
         conversation_key: sender.into(),

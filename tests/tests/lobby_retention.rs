@@ -100,6 +100,7 @@ impl Setup {
 
     async fn message(&self, id: &str, sender: &str, text: &str) -> JobOutcome {
         let job = TurnJob {
+            trace_context: Default::default(),
             channel: "whatsapp".into(),
             message_id: id.into(),
             conversation_key: sender.into(),

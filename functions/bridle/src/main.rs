@@ -14,6 +14,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
+use tracing_subscriber::Layer;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
 
 /// Bridle: a chat-agent harness.
 #[derive(Debug, Parser)]
@@ -133,19 +136,6 @@ fn main() -> ExitCode {
     } else {
         "info"
     };
-    let logs = tracing_subscriber::fmt().with_env_filter(
-        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| level.into()),
-    );
-    match cli.command {
-        Command::Smoke => logs.with_writer(std::io::stderr).init(),
-        // Their stdout is the answer (tables, JSON for scripts): logs go to stderr.
-        Command::Users(_)
-        | Command::Identities(_)
-        | Command::Tokens(_)
-        | Command::Export(_)
-        | Command::Eval(_) => logs.with_writer(std::io::stderr).init(),
-        _ => logs.init(),
-    }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(err) => {
@@ -153,7 +143,38 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match cli.command {
+    // Traces: off unless OTEL_EXPORTER_OTLP_ENDPOINT is set (gRPC's exporter wants the runtime).
+    let mut traces = {
+        let _in_runtime = runtime.enter();
+        telemetry::Traces::from_env("bridle")
+    };
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| level.into());
+    let logs = tracing_subscriber::fmt::layer();
+    let logs = match cli.command {
+        // Their stdout is the answer (tables, JSON for scripts): logs go to stderr.
+        Command::Smoke
+        | Command::Users(_)
+        | Command::Identities(_)
+        | Command::Tokens(_)
+        | Command::Export(_)
+        | Command::Eval(_) => logs
+            .with_writer(std::io::stderr)
+            .with_filter(filter)
+            .boxed(),
+        _ => logs.with_filter(filter).boxed(),
+    };
+    let layers: Vec<telemetry::BoxedLayer> = std::iter::once(logs).chain(traces.layer()).collect();
+    tracing_subscriber::registry().with(layers).init();
+    traces.report();
+    engine::trace_content(traces.settings.trace_content);
+    let code = run(cli.command, &runtime);
+    traces.shutdown();
+    code
+}
+
+fn run(command: Command, runtime: &tokio::runtime::Runtime) -> ExitCode {
+    match command {
         Command::Serve => runtime.block_on(serve()),
         Command::Smoke => runtime.block_on(smoke()),
         Command::Budget(BudgetCommand::Report(args)) => runtime.block_on(report(args)),

@@ -33,6 +33,7 @@ async fn a_queue_with_a_dead_job(path: &Path) {
 /// A WhatsApp message that fails every time.
 fn poison() -> TurnJob {
     TurnJob {
+        trace_context: Default::default(),
         channel: "whatsapp".into(),
         message_id: "wamid.poison".into(),
         conversation_key: "491701234567".into(),

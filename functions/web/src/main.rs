@@ -22,7 +22,13 @@ const FUNCTION: &str = "web";
 /// handler all wait on I/O and take turns on the one thread.
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
-    lambda_logs::init();
+    // Traces: off unless OTEL_EXPORTER_OTLP_ENDPOINT is set (the ADOT collector layer). A
+    // turn's spans go out while its response streams; what is left when Lambda freezes the
+    // environment goes out when it thaws.
+    let mut traces = telemetry::Traces::from_env("bridle-web");
+    lambda_logs::init_with(traces.layer());
+    traces.report();
+    engine::trace_content(traces.settings.trace_content);
     let app = match init().await {
         Ok(app) => app,
         // To Lambda on /runtime/init/error, and one problem per line in the log.

@@ -20,6 +20,7 @@ use queue::{Enqueued, JobMedia, JobQueue, TurnJob};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
+use tracing::Instrument;
 
 /// Largest webhook body accepted by default (platform payloads are a few KB).
 pub const DEFAULT_MAX_BODY_BYTES: usize = 256 * 1024;
@@ -140,7 +141,9 @@ impl Webhook {
 
     /// Verify, parse and enqueue one delivery.
     pub async fn handle(&self, req: Incoming<'_>) -> HttpResponse {
-        match self.accept(req).await {
+        // The trace of each message starts here; its job carries it to the worker.
+        let span = tracing::info_span!("webhook", otel.kind = "server", http.route = %req.path);
+        match self.accept(req).instrument(span).await {
             Ok(response) => response,
             Err(refusal) => {
                 refusal.log();
@@ -226,8 +229,15 @@ impl Webhook {
             Inbound::Messages(messages) => {
                 let mut queued = 0;
                 for message in messages {
-                    let job = turn_job(message, req.now_s);
-                    match self.queue.enqueue(&job).await {
+                    let mut job = turn_job(message, req.now_s);
+                    let span = tracing::info_span!(
+                        "enqueue",
+                        otel.kind = "producer",
+                        messaging.operation.type = "send",
+                        channel = %job.channel,
+                    );
+                    job.trace_context = span.in_scope(telemetry::inject_current);
+                    match self.queue.enqueue(&job).instrument(span).await {
                         Ok(Enqueued::Accepted) => queued += 1,
                         Ok(Enqueued::Duplicate) => {
                             tracing::info!(job = %job.dedupe_key(), "duplicate delivery dropped")
@@ -260,6 +270,7 @@ fn acknowledge(channel: &dyn Channel, body: impl FnOnce() -> String) -> HttpResp
 /// The job for one inbound message.
 pub fn turn_job(m: InboundMessage, now_s: i64) -> TurnJob {
     TurnJob {
+        trace_context: Default::default(),
         channel: m.channel,
         message_id: m.message_id,
         conversation_key: m.conversation_key,

@@ -16,7 +16,11 @@ use webhook::config::WebhookConfig;
 /// 0.4 ms sooner (`scripts/cold-start`).
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
-    lambda_logs::init();
+    // Traces: off unless OTEL_EXPORTER_OTLP_ENDPOINT is set (the ADOT collector layer).
+    let mut traces = telemetry::Traces::from_env("bridle-webhook");
+    lambda_logs::init_with(traces.layer());
+    traces.report();
+    let traces = &traces;
     let webhook = match init().await {
         Ok(webhook) => webhook,
         // To Lambda on /runtime/init/error, and one problem per line in the log.
@@ -29,7 +33,10 @@ async fn main() -> ExitCode {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs() as i64)
             .unwrap_or(0);
-        Ok::<_, Error>(webhook::lambda::handle(webhook, req, now_s).await)
+        let response = webhook::lambda::handle(webhook, req, now_s).await;
+        // Lambda may freeze the environment once this returns: export the request's spans now.
+        traces.flush(TRACE_FLUSH_WAIT);
+        Ok::<_, Error>(response)
     }))
     .await;
     match ran {
@@ -40,6 +47,9 @@ async fn main() -> ExitCode {
         }
     }
 }
+
+/// The longest a request waits for its spans to reach the collector on localhost.
+const TRACE_FLUSH_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Configuration and clients, once per cold start.
 async fn init() -> Result<Webhook, InitError> {

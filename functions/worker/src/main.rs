@@ -20,7 +20,12 @@ use worker::{ChannelJobs, JobOptions, Worker, WorkerOptions};
 /// would only add to each cold start.
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
-    lambda_logs::init();
+    // Traces: off unless OTEL_EXPORTER_OTLP_ENDPOINT is set (the ADOT collector layer).
+    let mut traces = telemetry::Traces::from_env("bridle-worker");
+    lambda_logs::init_with(traces.layer());
+    traces.report();
+    engine::trace_content(traces.settings.trace_content);
+    let traces = &traces;
     let worker = match init().await {
         Ok(worker) => worker,
         // To Lambda on /runtime/init/error, and one problem per line in the log.
@@ -35,7 +40,10 @@ async fn main() -> ExitCode {
             .unwrap_or(0);
         let left = Duration::from_millis(event.context.deadline.saturating_sub(now_ms));
         let deadline = tokio::time::Instant::now() + left;
-        Ok::<SqsBatchResponse, Error>(worker.handle_batch(event.payload, deadline).await)
+        let response = worker.handle_batch(event.payload, deadline).await;
+        // Lambda may freeze the environment once this returns: export the batch's spans now.
+        traces.flush(TRACE_FLUSH_WAIT);
+        Ok::<SqsBatchResponse, Error>(response)
     }))
     .await;
     match ran {
@@ -46,6 +54,9 @@ async fn main() -> ExitCode {
         }
     }
 }
+
+/// The longest a batch waits for its spans to reach the collector on localhost.
+const TRACE_FLUSH_WAIT: Duration = Duration::from_secs(1);
 
 /// Configuration and clients, once per cold start: every error here is a failed init.
 async fn init() -> Result<Worker, Error> {

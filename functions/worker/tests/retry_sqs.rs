@@ -175,6 +175,7 @@ async fn setup_with(replies: Vec<Reply>, fail_first: usize, max_receives: u32) -
 
 fn job(message_id: &str, text: &str) -> TurnJob {
     TurnJob {
+        trace_context: Default::default(),
         channel: "generic".into(),
         message_id: message_id.into(),
         conversation_key: "c-7".into(),

@@ -117,6 +117,7 @@ mod tests {
 
     fn job_with_an_image() -> TurnJob {
         TurnJob {
+            trace_context: Default::default(),
             channel: "whatsapp".into(),
             message_id: "wamid.1".into(),
             conversation_key: "1555".into(),

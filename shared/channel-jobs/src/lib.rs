@@ -30,6 +30,7 @@ mod error;
 pub mod identity;
 pub mod lines;
 mod press;
+mod spans;
 pub mod web;
 
 pub use conversation::{
@@ -47,6 +48,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use store::{Claim, Lease, Store};
 use tools::ActionId;
+use tracing::Instrument;
 use transcript::ConversationId;
 
 /// Unix milliseconds now; injectable for tests.
@@ -180,6 +182,16 @@ impl ChannelJobs {
     /// [`ChannelJobs::run`], with the turn's events streamed to `sink` as they happen; `done`
     /// comes after the reply is recorded.
     pub async fn run_streamed(&self, job: &TurnJob, budget: Duration, sink: &dyn EventSink) -> Ran {
+        let span = spans::job(job);
+        let ran = self
+            .attempt(job, budget, sink)
+            .instrument(span.clone())
+            .await;
+        span.record("outcome", tracing::field::debug(&ran.outcome));
+        ran
+    }
+
+    async fn attempt(&self, job: &TurnJob, budget: Duration, sink: &dyn EventSink) -> Ran {
         let failed = |why: JobError| Ran {
             outcome: JobOutcome::Failed(why),
             turn: None,
@@ -191,7 +203,23 @@ impl ChannelJobs {
         let key = job.dedupe_key();
         let now = (o.clock)();
         let expires = now + (budget + o.claim_slack).as_millis() as i64;
-        let attempt = match self.store.claim_job(&key, now, expires).await {
+        let claim_span = spans::claim();
+        let claim = self
+            .store
+            .claim_job(&key, now, expires)
+            .instrument(claim_span.clone())
+            .await;
+        claim_span.record(
+            "outcome",
+            match &claim {
+                Ok(Claim::Fresh) => "fresh",
+                Ok(Claim::TakenOver { .. }) => "taken_over",
+                Ok(Claim::Busy { .. }) => "busy",
+                Ok(Claim::Done) => "done",
+                Err(_) => "failed",
+            },
+        );
+        let attempt = match claim {
             Ok(Claim::Done) => {
                 return Ran {
                     outcome: JobOutcome::Skipped("already done"),
@@ -309,6 +337,7 @@ impl ChannelJobs {
                     .map_err(JobError::from)?;
                     self.leased(job, &conversation, async {
                         self.deliver_harness_reply(job, &conversation, &text, sender)
+                            .instrument(spans::delivery(&job.channel))
                             .await?;
                         // The exchange just recorded expires with the lobby (a crash before
                         // this leaves it undated until the sender's next message).
@@ -364,13 +393,18 @@ impl ChannelJobs {
             .run_turn(input, sink)
             .await
             .map_err(JobError::from)?;
-        self.options.metrics.turn(&turn_metrics(
+        let metrics = turn_metrics(
             job,
             &outcome,
             started.elapsed(),
             self.options.estimate_usd.as_deref(),
-        ));
+        );
+        if let Some(usd) = metrics.estimated_usd {
+            tracing::Span::current().record("cost_usd", usd);
+        }
+        self.options.metrics.turn(&metrics);
         self.deliver_turn(job, conversation, &outcome, sender)
+            .instrument(spans::delivery(&job.channel))
             .await?;
         Ok(outcome)
     }

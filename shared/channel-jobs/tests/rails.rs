@@ -60,6 +60,7 @@ fn jobs(store: Arc<SqliteStore>, replies: Vec<Reply>) -> ChannelJobs {
 
 fn job(id: &str, user: &str, key: &str, text: &str) -> TurnJob {
     TurnJob {
+        trace_context: Default::default(),
         channel: "generic".into(),
         message_id: id.into(),
         conversation_key: key.into(),

@@ -16,6 +16,8 @@ pub(crate) struct Streamed {
     pub emitted: bool,
     /// Whether the server sent keep-alives: it had the request and was working on it.
     pub kept_alive: bool,
+    /// When the first text, reasoning or tool call arrived (time to first token).
+    pub first_event_at: Option<Instant>,
 }
 
 impl Streamed {
@@ -149,6 +151,12 @@ pub(crate) async fn stream_call(
                 }
             }
         };
+        if let Some(Ok(
+            ModelEvent::Text { .. } | ModelEvent::Reasoning { .. } | ModelEvent::ToolUse { .. },
+        )) = &next
+        {
+            acc.first_event_at.get_or_insert_with(Instant::now);
+        }
         match next {
             None => {
                 return Err(BackendError::transport(

@@ -189,7 +189,9 @@ impl Engine {
         // Every tool shown gets a result or `tool_not_run`, however the turn ends.
         let sink = OpenTools::new(sink);
         let outcome = async {
-            let mut turn = Turn::start(self, &input, &sink).await?;
+            let mut turn = Turn::start(self, &input, &sink)
+                .instrument(crate::spans::context_build())
+                .await?;
             let end = turn.run().await?;
             turn.finish(end).await
         }

@@ -29,6 +29,7 @@ pub mod prompt;
 mod replay;
 mod resume;
 pub mod shape;
+mod spans;
 mod turn;
 
 pub use compact::COMPACTION_PROMPT;
@@ -47,3 +48,4 @@ pub use options::EngineOptions;
 pub use prompt::{DEFAULT_SYSTEM_PROMPT, PROMPT_VERSION, SystemPrompt};
 pub use replay::{FailedReplay, Replay, ReplayedCall};
 pub use shape::{Shaped, ShapedButton, shape};
+pub use spans::trace_content;

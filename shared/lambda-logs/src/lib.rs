@@ -17,7 +17,11 @@ pub mod init_error;
 
 pub use init_error::InitError;
 
+use tracing_subscriber::Layer;
 use tracing_subscriber::filter::{EnvFilter, LevelFilter};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::registry::Registry;
+use tracing_subscriber::util::SubscriberInitExt;
 
 /// What `RUST_LOG` asks for.
 #[derive(Debug)]
@@ -46,12 +50,23 @@ impl LogFilter {
 
 /// Install the process's log subscriber, at `RUST_LOG`. Call once, first thing in `main`.
 pub fn init() {
+    init_with(None);
+}
+
+/// [`init`], plus another layer next to the log lines (the trace exporter's, when traces are
+/// on). The level filter applies to the log lines only.
+pub fn init_with(traces: Option<Box<dyn Layer<Registry> + Send + Sync>>) {
     let spec = std::env::var("RUST_LOG").unwrap_or_default();
-    let logs = tracing_subscriber::fmt().with_ansi(false).without_time();
-    match LogFilter::parse(&spec) {
-        LogFilter::Level(level) => logs.with_max_level(level).init(),
-        LogFilter::Directives(filter) => logs.with_env_filter(*filter).init(),
-    }
+    let logs = tracing_subscriber::fmt::layer()
+        .with_ansi(false)
+        .without_time();
+    let logs = match LogFilter::parse(&spec) {
+        LogFilter::Level(level) => logs.with_filter(level).boxed(),
+        LogFilter::Directives(filter) => logs.with_filter(*filter).boxed(),
+    };
+    let layers: Vec<Box<dyn Layer<Registry> + Send + Sync>> =
+        std::iter::once(logs).chain(traces).collect();
+    tracing_subscriber::registry().with(layers).init();
 }
 
 #[cfg(test)]

@@ -87,6 +87,7 @@ mod tests {
 
     fn job() -> TurnJob {
         TurnJob {
+            trace_context: Default::default(),
             channel: "telegram".into(),
             message_id: "4711".into(),
             conversation_key: "chat-9".into(),

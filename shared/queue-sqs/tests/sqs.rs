@@ -15,6 +15,7 @@ use std::time::Duration;
 /// message id) SQS does not take as ids, so the adapter sends their hashes.
 fn whatsapp_job() -> TurnJob {
     TurnJob {
+        trace_context: Default::default(),
         channel: "whatsapp".into(),
         message_id: "wamid.HBgLMzQ2\u{e9}==".into(),
         conversation_key: "+34 600 00 00 00".into(),
@@ -127,6 +128,7 @@ async fn the_same_dedupe_key_within_the_window_is_one_message() {
     let q = TestQueue::new(QueueSettings::default()).await;
     let original = job("A", "m1");
     let retry = TurnJob {
+        trace_context: Default::default(),
         text: "a webhook retry with a different body".into(),
         ..original.clone()
     };

@@ -595,6 +595,17 @@ pub async fn check_unknown_receipt(q: &dyn JobQueue, _: &QueueSettings, fidelity
 /// Every field of a job comes back exactly: media, button id, unusual text, extreme numbers.
 pub async fn check_round_trip(q: &dyn JobQueue, _: &QueueSettings, _: &Fidelity) {
     let full = TurnJob {
+        trace_context: [
+            (
+                "traceparent".to_string(),
+                "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".to_string(),
+            ),
+            (
+                "tracestate".to_string(),
+                "rojo=00f067aa0ba902b7".to_string(),
+            ),
+        ]
+        .into(),
         channel: "whatsapp".into(),
         message_id: "wamid.HBgLMzQ2\u{00E9}==".into(),
         conversation_key: "+34 600 00 00 00".into(),
@@ -616,6 +627,7 @@ pub async fn check_round_trip(q: &dyn JobQueue, _: &QueueSettings, _: &Fidelity)
         received_at_ms: i64::MIN,
     };
     let bare = TurnJob {
+        trace_context: Default::default(),
         channel: "web".into(),
         message_id: "m".into(),
         conversation_key: "c".into(),
@@ -641,6 +653,7 @@ pub async fn check_round_trip(q: &dyn JobQueue, _: &QueueSettings, _: &Fidelity)
 
 fn job(group: &str, message_id: &str) -> TurnJob {
     TurnJob {
+        trace_context: Default::default(),
         channel: "web".into(),
         message_id: message_id.into(),
         conversation_key: group.into(),

@@ -1,3 +1,5 @@
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 /// A media attachment, by reference (the webhook never downloads bytes).
@@ -26,6 +28,11 @@ pub struct TurnJob {
     pub button_id: Option<String>,
     pub media: Vec<JobMedia>,
     pub received_at_ms: i64,
+    /// The trace this message started in, as W3C trace-context headers (`traceparent`,
+    /// `tracestate`), so the worker's spans join the webhook's trace. Empty when tracing is off;
+    /// absent from jobs written before it existed.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub trace_context: BTreeMap<String, String>,
 }
 
 impl TurnJob {
@@ -37,5 +44,23 @@ impl TurnJob {
     /// The ordering group: one conversation on one channel.
     pub fn group(&self) -> String {
         format!("{}#{}", self.channel, self.conversation_key)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_job_written_before_trace_context_existed_still_decodes() {
+        let old = r#"{"channel":"web","message_id":"m","conversation_key":"c",
+            "external_user_id":"u","text":"hi","button_id":null,"media":[],"received_at_ms":1}"#;
+        let job: TurnJob = serde_json::from_str(old).unwrap();
+        assert!(job.trace_context.is_empty());
+        let again = serde_json::to_string(&job).unwrap();
+        assert!(
+            !again.contains("trace_context"),
+            "an empty trace context is not written: {again}"
+        );
     }
 }

@@ -6,6 +6,7 @@ use crate::call::{Limits, Streamed, stream_call};
 use crate::{CallReport, EngineError, GuardCall, TurnEnd, TurnEvent, lines};
 use backend::{BackendError, ChatRequest};
 use std::time::Duration;
+use tracing::Instrument;
 use transcript::{Part, Role, StopReason, Usage};
 
 impl Turn<'_> {
@@ -70,7 +71,22 @@ impl Turn<'_> {
             call_number: self.model_calls,
             request: &request,
         };
-        let permit = engine.guard.before_model_call(&guard_call).await?;
+        let guard_span = crate::spans::guard(self.model_calls);
+        let permit = match engine
+            .guard
+            .before_model_call(&guard_call)
+            .instrument(guard_span.clone())
+            .await
+        {
+            Ok(permit) => {
+                guard_span.record("outcome", "allowed");
+                permit
+            }
+            Err(denied) => {
+                guard_span.record("outcome", "denied");
+                return Err(denied);
+            }
+        };
         // The guard may lower the output allowance to what the budget reserved for.
         permit.limit(&mut request.settings);
         self.shown.close_block();
@@ -78,6 +94,8 @@ impl Turn<'_> {
             call_timeout: engine.options.call_timeout,
             idle_timeout: engine.options.idle_timeout,
         };
+        let span = crate::spans::model_call(engine.model.name(), &engine.options.model_id);
+        let started = tokio::time::Instant::now();
         let result = stream_call(
             engine.model.as_ref(),
             request,
@@ -86,7 +104,9 @@ impl Turn<'_> {
             &mut self.shown,
             acc,
         )
+        .instrument(span.clone())
         .await;
+        crate::spans::model_call_done(&span, &result, started, acc.first_event_at);
         let report = CallReport {
             usage: result.as_ref().map(|(_, u)| *u).unwrap_or_default(),
             failed: result.is_err(),

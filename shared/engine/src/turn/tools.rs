@@ -4,6 +4,7 @@ use super::{Asked, Turn};
 use crate::{EngineError, TurnEvent};
 use ::tools::{Ctx, ToolCall};
 use serde_json::json;
+use tracing::Instrument;
 use transcript::{Part, Role};
 
 impl Turn<'_> {
@@ -29,7 +30,10 @@ impl Turn<'_> {
         };
         let mut results = Vec::with_capacity(calls.len());
         for call in calls {
+            let span = crate::spans::tool_call(&call.name, &call.id, &call.input);
+            let started = std::time::Instant::now();
             if let Some(part) = stored.remove(&call.id) {
+                crate::spans::tool_done(&span, "reused", started.elapsed(), &part);
                 let is_error = matches!(part, Part::ToolResult { is_error: true, .. });
                 tracing::info!(tool = %call.name, call = %call.id, "reusing the result recorded before the interruption");
                 self.sink.emit(TurnEvent::ToolResult {
@@ -47,11 +51,13 @@ impl Turn<'_> {
             };
             // Its effect was committed with its receipt before the interruption: answer the
             // call from the receipt, shaped as the handler's output was, and run nothing.
-            let committed = match asked.resumed {
-                true => store.receipt(&key).await?,
-                false => None,
-            };
-            let outcome = match committed {
+            let mut held = false;
+            let outcome = async {
+                let committed = match asked.resumed {
+                    true => store.receipt(&key).await?,
+                    false => None,
+                };
+                Ok::<_, EngineError>(match committed {
                 Some(output) => {
                     tracing::info!(tool = %call.name, call = %call.id, "answering from the receipt committed before the interruption");
                     engine.tools.answer(call, output)
@@ -61,14 +67,18 @@ impl Turn<'_> {
                 None => match engine.tools.check(&self.conv.purpose, call) {
                     Some(invalid) => invalid,
                     None => match engine.hold_for_confirmation(&ctx, call, &self.answer).await {
-                        Some(held) => {
-                            self.held_now |= crate::confirm::is_held_outcome(&held);
-                            held
+                        Some(outcome) => {
+                            held = crate::confirm::is_held_outcome(&outcome);
+                            outcome
                         }
                         None => engine.tools.run(&ctx, &self.conv.purpose, call).await,
                     },
                 },
-            };
+                })
+            }
+            .instrument(span.clone())
+            .await?;
+            self.held_now |= held;
             let mut outcome = outcome;
             // A racing attempt of the same call committed first and this one's commit was
             // refused: the recorded outcome stands.
@@ -92,6 +102,12 @@ impl Turn<'_> {
                 }
                 Err(e) => return Err(e.into()),
             }
+            let label = match (held, outcome.is_error) {
+                (true, _) => "held_for_confirmation",
+                (false, true) => "error",
+                (false, false) => "ok",
+            };
+            crate::spans::tool_done(&span, label, started.elapsed(), &outcome.part);
             self.sink.emit(TurnEvent::ToolResult {
                 id: call.id.clone(),
                 name: call.name.clone(),

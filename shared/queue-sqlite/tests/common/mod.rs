@@ -34,6 +34,7 @@ impl Drop for TempPath {
 /// A web message `message_id` in conversation `group`.
 pub fn job(group: &str, message_id: &str) -> TurnJob {
     TurnJob {
+        trace_context: Default::default(),
         channel: "web".into(),
         message_id: message_id.into(),
         conversation_key: group.into(),
@@ -48,6 +49,7 @@ pub fn job(group: &str, message_id: &str) -> TurnJob {
 /// A button press with a photo: every optional field set; same group as [`job`].
 pub fn full_job(group: &str, message_id: &str) -> TurnJob {
     TurnJob {
+        trace_context: Default::default(),
         button_id: Some("retry".into()),
         media: vec![JobMedia {
             reference: "media/42".into(),

@@ -1,0 +1,199 @@
+//! The bounded export queue: a span that ends is handed to the queue without waiting; a thread
+//! of its own sends batches to the exporter. A full queue drops the span and counts it, so a
+//! slow or absent collector never slows or fails a turn.
+
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::error::OTelSdkResult;
+use opentelemetry_sdk::trace::{SpanData, SpanExporter, SpanProcessor};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Spans sent in one export call at most.
+const MAX_BATCH: usize = 512;
+/// A batch that is not full goes out after this long.
+const BATCH_DELAY: Duration = Duration::from_millis(500);
+
+enum Work {
+    Span(Box<SpanData>),
+    /// Export everything queued before this, then answer.
+    Flush(Sender<()>),
+}
+
+/// The handle to the queue and its export thread.
+#[derive(Debug, Clone)]
+pub struct ExportQueue {
+    inner: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    tx: Mutex<Option<SyncSender<Work>>>,
+    dropped: AtomicU64,
+    failed_exports: Arc<AtomicU64>,
+}
+
+impl ExportQueue {
+    /// Start the export thread for `exporter`, holding at most `capacity` spans.
+    pub fn start<E: SpanExporter + 'static>(
+        mut exporter: E,
+        resource: &Resource,
+        capacity: usize,
+    ) -> Self {
+        exporter.set_resource(resource);
+        // One slot more than the spans, so a flush finds room in a full queue.
+        let (tx, rx) = std::sync::mpsc::sync_channel(capacity + 1);
+        let failed_exports = Arc::new(AtomicU64::new(0));
+        let failed = failed_exports.clone();
+        let spawned = std::thread::Builder::new()
+            .name("otel-export".into())
+            .spawn(move || export_loop(exporter, rx, failed));
+        if let Err(e) = spawned {
+            tracing::warn!(error = %e, "the trace export thread did not start; traces are off");
+        }
+        ExportQueue {
+            inner: Arc::new(Shared {
+                tx: Mutex::new(Some(tx)),
+                dropped: AtomicU64::new(0),
+                failed_exports,
+            }),
+        }
+    }
+
+    /// The span processor that feeds this queue.
+    pub fn processor(&self) -> QueueProcessor {
+        QueueProcessor {
+            queue: self.clone(),
+        }
+    }
+
+    /// Spans dropped because the queue was full (or the export thread is gone).
+    pub fn dropped(&self) -> u64 {
+        self.inner.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Export calls that failed (a collector down or refusing).
+    pub fn failed_exports(&self) -> u64 {
+        self.inner.failed_exports.load(Ordering::Relaxed)
+    }
+
+    fn sender(&self) -> Option<SyncSender<Work>> {
+        self.inner.tx.lock().ok().and_then(|tx| tx.clone())
+    }
+
+    fn push(&self, span: SpanData) {
+        let Some(tx) = self.sender() else {
+            self.count_drop();
+            return;
+        };
+        match tx.try_send(Work::Span(Box::new(span))) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => self.count_drop(),
+        }
+    }
+
+    fn count_drop(&self) {
+        let n = self.inner.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+        // 1, 10, 100, ...: a full queue says so without a line per span.
+        if n.to_string()
+            .trim_start_matches('1')
+            .bytes()
+            .all(|b| b == b'0')
+        {
+            tracing::warn!(
+                dropped = n,
+                "the trace export queue is full; spans are dropped"
+            );
+        }
+    }
+
+    /// Export everything queued so far; wait at most `wait` for it.
+    pub fn flush(&self, wait: Duration) {
+        let Some(tx) = self.sender() else { return };
+        let (done, finished) = std::sync::mpsc::channel();
+        // A queue that is full even with the spare slot is being exported already.
+        if tx.try_send(Work::Flush(done)).is_ok() {
+            let _ = finished.recv_timeout(wait);
+        }
+    }
+
+    fn close(&self) {
+        if let Ok(mut tx) = self.inner.tx.lock() {
+            tx.take();
+        }
+    }
+}
+
+fn export_loop<E: SpanExporter>(exporter: E, rx: Receiver<Work>, failed: Arc<AtomicU64>) {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::warn!(error = %e, "the trace export thread has no runtime; traces are off");
+            return;
+        }
+    };
+    let mut batch = Vec::with_capacity(MAX_BATCH);
+    let mut oldest: Option<Instant> = None;
+    loop {
+        let wait = oldest.map_or(BATCH_DELAY, |t| BATCH_DELAY.saturating_sub(t.elapsed()));
+        let (flush, closed) = match rx.recv_timeout(wait) {
+            Ok(Work::Span(span)) => {
+                batch.push(*span);
+                oldest.get_or_insert_with(Instant::now);
+                (None, false)
+            }
+            Ok(Work::Flush(done)) => (Some(done), false),
+            Err(RecvTimeoutError::Timeout) => (None, false),
+            Err(RecvTimeoutError::Disconnected) => (None, true),
+        };
+        let due = oldest.is_some_and(|t| t.elapsed() >= BATCH_DELAY);
+        if !batch.is_empty() && (batch.len() >= MAX_BATCH || due || flush.is_some() || closed) {
+            let spans = std::mem::replace(&mut batch, Vec::with_capacity(MAX_BATCH));
+            oldest = None;
+            if let Err(e) = runtime.block_on(exporter.export(spans)) {
+                let n = failed.fetch_add(1, Ordering::Relaxed) + 1;
+                if n == 1 || n.is_multiple_of(100) {
+                    tracing::warn!(error = %e, failed_exports = n, "traces could not be exported; the turns are unaffected");
+                }
+            }
+        }
+        if let Some(done) = flush {
+            let _ = done.send(());
+        }
+        if closed {
+            let _ = exporter.shutdown();
+            return;
+        }
+    }
+}
+
+/// Hands ended spans to an [`ExportQueue`].
+#[derive(Debug)]
+pub struct QueueProcessor {
+    queue: ExportQueue,
+}
+
+impl SpanProcessor for QueueProcessor {
+    fn on_start(&self, _span: &mut opentelemetry_sdk::trace::Span, _cx: &opentelemetry::Context) {}
+
+    fn on_end(&self, span: SpanData) {
+        if span.span_context.is_sampled() {
+            self.queue.push(span);
+        }
+    }
+
+    fn force_flush(&self) -> OTelSdkResult {
+        self.queue.flush(Duration::from_secs(5));
+        Ok(())
+    }
+
+    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        self.queue.flush(timeout);
+        self.queue.close();
+        Ok(())
+    }
+}
