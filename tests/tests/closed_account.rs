@@ -27,7 +27,7 @@ async fn user_whose_account_is(status: AccountStatus) -> Harness {
         })
         .await
         .unwrap();
-    let guard = Arc::new(PausedAccounts(Arc::new(StoreAccounts(store.clone()))));
+    let guard = Arc::new(PausedAccounts::new(Arc::new(StoreAccounts(store.clone()))));
     Harness::build_on(
         store,
         [Reply::text("never said")],

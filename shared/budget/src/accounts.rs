@@ -6,7 +6,7 @@ use engine::{Denied, Guard, GuardCall, Permit};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use store::{AccountStatus as Status, StoreError};
-use transcript::UserId;
+use transcript::{ConversationId, UserId};
 
 /// A user's account status as the guard sees it: `None` for an account it does not know (the
 /// identity layer decides who may talk at all). The accounts store implements it;
@@ -52,7 +52,46 @@ impl AccountStatus for InMemoryAccounts {
 /// Denies every model call of a paused or a closed account, each with its own calm sentence (a
 /// pause is for now; a closed account is not coming back). An account whose status cannot be
 /// read is treated as not checkable: denied too (fails closed).
-pub struct PausedAccounts(pub Arc<dyn AccountStatus>);
+///
+/// The status is read once per turn: the first model call of a conversation's turn reads it,
+/// the turn's later calls (after tools) reuse it. Pausing an account takes effect from its
+/// next turn.
+pub struct PausedAccounts(pub Arc<dyn AccountStatus>, pub StatusOfTurn);
+
+impl PausedAccounts {
+    pub fn new(accounts: Arc<dyn AccountStatus>) -> Self {
+        Self(accounts, StatusOfTurn::default())
+    }
+
+    /// The status for `call`: remembered for its conversation's turn, or read.
+    async fn status(&self, call: &GuardCall<'_>) -> Result<Option<Status>, StoreError> {
+        let conv = call.conversation;
+        let key = (conv.id.clone(), conv.turn);
+        if let Some(status) = self.1.lock().get(&key.0).filter(|(t, _)| *t == key.1) {
+            return Ok(status.1);
+        }
+        let status = self.0.status(&conv.user_id).await?;
+        let mut held = self.1.lock();
+        if held.len() >= REMEMBERED_TURNS && !held.contains_key(&key.0) {
+            held.clear();
+        }
+        held.insert(key.0, (key.1, status));
+        Ok(status)
+    }
+}
+
+/// Conversations whose turn's account status is remembered at once.
+const REMEMBERED_TURNS: usize = 1_024;
+
+/// Each conversation's current turn and the account status read for it.
+#[derive(Debug, Default)]
+pub struct StatusOfTurn(Mutex<HashMap<ConversationId, (u64, Option<Status>)>>);
+
+impl StatusOfTurn {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ConversationId, (u64, Option<Status>)>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
 
 impl std::fmt::Debug for PausedAccounts {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -63,7 +102,7 @@ impl std::fmt::Debug for PausedAccounts {
 #[async_trait]
 impl Guard for PausedAccounts {
     async fn before_model_call(&self, call: &GuardCall<'_>) -> Result<Permit, Denied> {
-        match self.0.status(&call.conversation.user_id).await {
+        match self.status(call).await {
             Ok(None | Some(Status::Active)) => Ok(Permit::default()),
             Ok(Some(Status::Paused)) => Err(Denied {
                 reason: "account:paused".into(),
@@ -98,5 +137,74 @@ impl std::fmt::Debug for StoreAccounts {
 impl AccountStatus for StoreAccounts {
     async fn status(&self, user: &UserId) -> Result<Option<Status>, StoreError> {
         Ok(self.0.account(user).await?.map(|a| a.status))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use transcript::Conversation;
+
+    /// Counts its reads; the status of `held`.
+    #[derive(Default)]
+    struct Counted {
+        reads: AtomicUsize,
+        held: InMemoryAccounts,
+    }
+
+    #[async_trait]
+    impl AccountStatus for Counted {
+        async fn status(&self, user: &UserId) -> Result<Option<Status>, StoreError> {
+            self.reads.fetch_add(1, Ordering::SeqCst);
+            self.held.status(user).await
+        }
+    }
+
+    async fn ask(guard: &PausedAccounts, conv: &Conversation, n: u32) -> Result<Permit, Denied> {
+        let request = backend::ChatRequest {
+            model: "m".into(),
+            system: String::new(),
+            messages: Vec::new(),
+            tools: Arc::new([]),
+            settings: Default::default(),
+        };
+        guard
+            .before_model_call(&GuardCall {
+                conversation: conv,
+                call_number: n,
+                request: &request,
+            })
+            .await
+    }
+
+    #[tokio::test]
+    async fn the_status_is_read_once_per_turn_and_a_pause_holds_from_the_next() {
+        let accounts = Arc::new(Counted::default());
+        let guard = PausedAccounts::new(accounts.clone());
+        let mut conv = Conversation::new("c", "ana", "web", "chat");
+        conv.turn = 1;
+        for n in 1..=3 {
+            assert!(ask(&guard, &conv, n).await.is_ok());
+        }
+        assert_eq!(
+            accounts.reads.load(Ordering::SeqCst),
+            1,
+            "one read for the turn"
+        );
+        accounts.held.pause(&"ana".into());
+        conv.turn = 2;
+        let denied = ask(&guard, &conv, 1).await.unwrap_err();
+        assert_eq!(denied.reason, "account:paused");
+        assert_eq!(
+            accounts.reads.load(Ordering::SeqCst),
+            2,
+            "the next turn reads again"
+        );
+        let other = Conversation::new("d", "ana", "web", "chat");
+        assert!(
+            ask(&guard, &other, 1).await.is_err(),
+            "another conversation reads its own"
+        );
     }
 }

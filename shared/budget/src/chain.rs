@@ -84,7 +84,7 @@ impl Guards {
         if let Some(line) = s.no_model {
             guards.push(Arc::new(crate::NoModel(line)));
         }
-        guards.push(Arc::new(crate::PausedAccounts(s.accounts)));
+        guards.push(Arc::new(crate::PausedAccounts::new(s.accounts)));
         guards.push(Arc::new(crate::ConversationRate::new(
             s.ledger.clone(),
             s.config.clone(),

@@ -3,7 +3,7 @@
 
 use crate::prices::Price;
 use crate::room::output_room;
-use crate::{Bucket, BudgetConfig, Clock, Unit, estimate_input_tokens, lines};
+use crate::{Bucket, BudgetConfig, Clock, RunningEstimate, Unit, lines};
 use async_trait::async_trait;
 use engine::{CallReport, Denied, Guard, GuardCall, Permit};
 use std::sync::Arc;
@@ -22,7 +22,8 @@ const ATTEMPTS: usize = 8;
 ///
 /// **Allowance.** A call's output allowance is the request's `max_tokens`, lowered to
 /// [`BudgetConfig::output_allowance`] and to the most output that, with the call's estimated
-/// input ([`estimate_input_tokens`]), fits in what every capped bucket has left (tokens one for
+/// input ([`crate::estimate_input_tokens`], kept as a running total per conversation so a call
+/// measures only the messages new since the last: [`RunningEstimate`]), fits in what every capped bucket has left (tokens one for
 /// one; dollars at the model's input and output prices). The [`Permit`] carries it and the
 /// engine sends the request with it. When the room is below
 /// [`BudgetConfig::min_output_tokens`] (or not even the input fits) the call is refused with
@@ -61,6 +62,8 @@ pub struct BudgetGuard {
     ledger: Arc<dyn BudgetLedger>,
     config: Arc<BudgetConfig>,
     clock: Clock,
+    /// The input estimate of each call, kept as a running total per conversation.
+    estimate: RunningEstimate,
 }
 
 impl std::fmt::Debug for BudgetGuard {
@@ -97,6 +100,7 @@ impl BudgetGuard {
             ledger,
             config,
             clock,
+            estimate: RunningEstimate::default(),
         }
     }
 
@@ -190,7 +194,8 @@ fn unavailable(err: &StoreError) -> Denied {
 impl Guard for BudgetGuard {
     async fn before_model_call(&self, call: &GuardCall<'_>) -> Result<Permit, Denied> {
         let request = call.request;
-        let input = estimate_input_tokens(request);
+        // The same number as `estimate_input_tokens(request)`, measuring only new messages.
+        let input = self.estimate.input_tokens(&call.conversation.id, request);
         let price = self.config.prices.lookup(&request.model).1.price;
         let wanted = u64::from(request.settings.max_tokens).min(self.config.output_allowance);
         let floor = self.config.min_output_tokens.min(wanted);

@@ -36,6 +36,7 @@ pub mod prices;
 mod rate;
 pub mod report;
 mod room;
+mod running;
 
 pub use accounts::{AccountStatus, InMemoryAccounts, PausedAccounts, StoreAccounts};
 pub use bucket::{Bucket, Unit};
@@ -49,3 +50,4 @@ pub use meter::{Fill, Meter};
 pub use no_model::NoModel;
 pub use prices::{Price, PriceTable};
 pub use rate::ConversationRate;
+pub use running::RunningEstimate;
