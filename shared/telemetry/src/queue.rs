@@ -5,13 +5,15 @@
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::trace::{SpanData, SpanExporter, SpanProcessor};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Spans sent in one export call at most.
 const MAX_BATCH: usize = 512;
+/// Flushes that may wait in the channel besides the spans.
+const FLUSH_SLOTS: usize = 16;
 /// A batch that is not full goes out after this long.
 const BATCH_DELAY: Duration = Duration::from_millis(500);
 
@@ -30,6 +32,9 @@ pub struct ExportQueue {
 #[derive(Debug)]
 struct Shared {
     tx: Mutex<Option<SyncSender<Work>>>,
+    /// Spans in the channel now; at most `capacity`.
+    queued: Arc<AtomicUsize>,
+    capacity: usize,
     dropped: AtomicU64,
     failed_exports: Arc<AtomicU64>,
 }
@@ -42,19 +47,22 @@ impl ExportQueue {
         capacity: usize,
     ) -> Self {
         exporter.set_resource(resource);
-        // One slot more than the spans, so a flush finds room in a full queue.
-        let (tx, rx) = std::sync::mpsc::sync_channel(capacity + 1);
+        // Room for flushes beyond the spans, so a flush finds a slot in a queue full of spans.
+        let (tx, rx) = std::sync::mpsc::sync_channel(capacity + FLUSH_SLOTS);
         let failed_exports = Arc::new(AtomicU64::new(0));
-        let failed = failed_exports.clone();
+        let queued = Arc::new(AtomicUsize::new(0));
+        let (failed, taken) = (failed_exports.clone(), queued.clone());
         let spawned = std::thread::Builder::new()
             .name("otel-export".into())
-            .spawn(move || export_loop(exporter, rx, failed));
+            .spawn(move || export_loop(exporter, rx, failed, taken));
         if let Err(e) = spawned {
             tracing::warn!(error = %e, "the trace export thread did not start; traces are off");
         }
         ExportQueue {
             inner: Arc::new(Shared {
                 tx: Mutex::new(Some(tx)),
+                queued,
+                capacity,
                 dropped: AtomicU64::new(0),
                 failed_exports,
             }),
@@ -83,13 +91,21 @@ impl ExportQueue {
     }
 
     fn push(&self, span: SpanData) {
-        let Some(tx) = self.sender() else {
+        let queued = &self.inner.queued;
+        let (Some(tx), true) = (
+            self.sender(),
+            queued.load(Ordering::Acquire) < self.inner.capacity,
+        ) else {
             self.count_drop();
             return;
         };
+        queued.fetch_add(1, Ordering::AcqRel);
         match tx.try_send(Work::Span(Box::new(span))) {
             Ok(()) => {}
-            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => self.count_drop(),
+            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
+                queued.fetch_sub(1, Ordering::AcqRel);
+                self.count_drop();
+            }
         }
     }
 
@@ -112,7 +128,7 @@ impl ExportQueue {
     pub fn flush(&self, wait: Duration) {
         let Some(tx) = self.sender() else { return };
         let (done, finished) = std::sync::mpsc::channel();
-        // A queue that is full even with the spare slot is being exported already.
+        // Every flush slot taken: other flushes are waiting for the same export.
         if tx.try_send(Work::Flush(done)).is_ok() {
             let _ = finished.recv_timeout(wait);
         }
@@ -125,7 +141,12 @@ impl ExportQueue {
     }
 }
 
-fn export_loop<E: SpanExporter>(exporter: E, rx: Receiver<Work>, failed: Arc<AtomicU64>) {
+fn export_loop<E: SpanExporter>(
+    exporter: E,
+    rx: Receiver<Work>,
+    failed: Arc<AtomicU64>,
+    queued: Arc<AtomicUsize>,
+) {
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -142,6 +163,7 @@ fn export_loop<E: SpanExporter>(exporter: E, rx: Receiver<Work>, failed: Arc<Ato
         let wait = oldest.map_or(BATCH_DELAY, |t| BATCH_DELAY.saturating_sub(t.elapsed()));
         let (flush, closed) = match rx.recv_timeout(wait) {
             Ok(Work::Span(span)) => {
+                queued.fetch_sub(1, Ordering::AcqRel);
                 batch.push(*span);
                 oldest.get_or_insert_with(Instant::now);
                 (None, false)
@@ -195,5 +217,116 @@ impl SpanProcessor for QueueProcessor {
         self.queue.flush(timeout);
         self.queue.close();
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use opentelemetry::trace::{
+        SpanContext, SpanId, SpanKind, Status, TraceFlags, TraceId, TraceState,
+    };
+    use opentelemetry_sdk::trace::{SpanEvents, SpanLinks};
+    use std::borrow::Cow;
+    use std::time::SystemTime;
+
+    /// An exporter that holds every export until `open` is set, and counts what it got.
+    #[derive(Debug, Clone, Default)]
+    struct Stuck {
+        open: Arc<AtomicBool>,
+        exported: Arc<AtomicUsize>,
+    }
+
+    use std::sync::atomic::AtomicBool;
+
+    impl SpanExporter for Stuck {
+        async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
+            while !self.open.load(Ordering::SeqCst) {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            self.exported.fetch_add(batch.len(), Ordering::SeqCst);
+            Ok(())
+        }
+    }
+
+    fn span(n: u64) -> SpanData {
+        SpanData {
+            span_context: SpanContext::new(
+                TraceId::from(u128::from(n) + 1),
+                SpanId::from(n + 1),
+                TraceFlags::SAMPLED,
+                false,
+                TraceState::default(),
+            ),
+            parent_span_id: SpanId::INVALID,
+            parent_span_is_remote: false,
+            span_kind: SpanKind::Internal,
+            name: Cow::Borrowed("s"),
+            start_time: SystemTime::now(),
+            end_time: SystemTime::now(),
+            attributes: Vec::new(),
+            dropped_attributes_count: 0,
+            events: SpanEvents::default(),
+            links: SpanLinks::default(),
+            status: Status::Unset,
+            instrumentation_scope: Default::default(),
+        }
+    }
+
+    #[test]
+    fn a_stuck_collector_never_blocks_a_span_and_the_overflow_is_counted() {
+        let exporter = Stuck::default();
+        let queue = ExportQueue::start(exporter.clone(), &Resource::builder_empty().build(), 8);
+        let processor = queue.processor();
+        // The export thread takes a first span and is stuck exporting it.
+        processor.on_end(span(0));
+        queue.flush(Duration::from_millis(50));
+        std::thread::sleep(Duration::from_millis(50));
+        let started = Instant::now();
+        for n in 1..=100 {
+            processor.on_end(span(n));
+        }
+        assert!(
+            started.elapsed() < Duration::from_millis(500),
+            "ending spans waited for the collector"
+        );
+        // The queue holds 8 spans; the rest are counted.
+        assert_eq!(queue.dropped(), 100 - 8);
+        // A flush against a stuck collector gives up after its wait.
+        let flushing = Instant::now();
+        queue.flush(Duration::from_millis(100));
+        assert!(flushing.elapsed() < Duration::from_secs(2));
+        // Once the collector answers, what was kept goes out.
+        exporter.open.store(true, Ordering::SeqCst);
+        queue.flush(Duration::from_secs(5));
+        assert_eq!(exporter.exported.load(Ordering::SeqCst), 1 + 8);
+    }
+
+    #[test]
+    fn an_unreachable_collector_costs_a_flush_its_wait_and_no_more() {
+        // Nothing listens on the port a closed listener had.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let exporter = opentelemetry_otlp::SpanExporter::builder()
+            .with_http()
+            .with_endpoint(format!("http://127.0.0.1:{port}/v1/traces"))
+            .build()
+            .unwrap();
+        use opentelemetry_otlp::WithExportConfig;
+        let queue = ExportQueue::start(exporter, &Resource::builder_empty().build(), 16);
+        queue.processor().on_end(span(1));
+        let started = Instant::now();
+        queue.flush(Duration::from_secs(5));
+        assert!(started.elapsed() < Duration::from_secs(5));
+        // The refused export is counted once it came back.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while queue.failed_exports() == 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(queue.failed_exports(), 1);
+        assert_eq!(queue.dropped(), 0);
     }
 }
