@@ -13,6 +13,9 @@
 //!   under the event's owner as actor `public`, not on the owner's undo stack.
 //! - **Risk** ([`Planner::assess_risk`]): which calls need the user's confirmation, described
 //!   from stored state; the engine's confirmation gate asks it.
+//! - The **program** of an event (days, rooms, breaks, sessions) and its saved timetable:
+//!   records like the others; the scheduler builds, the independent checker re-checks before
+//!   every save, undo restores the previous timetable.
 //! - The **active event** of a conversation and a compact [`snapshot`](Planner::snapshot) for
 //!   the per-turn context block.
 //!
@@ -22,19 +25,32 @@ mod error;
 mod events;
 mod model;
 mod people;
+mod program;
+mod program_tools;
 mod risk;
 mod service;
 mod snapshot;
+mod timetable;
 mod tools_def;
 
 pub use error::PlannerError;
 pub use events::{EventChanges, NewEvent};
 pub use model::{ATTENDEE, Attendee, EVENT, Event, EventStatus};
+pub use program::{
+    NewSession, PROGRAM, ProgramRecord, ProgramSummary, SCHEDULE, ScheduleRecord, SessionChanges,
+};
 pub use service::{Caller, Clock, Planner};
 pub use snapshot::{EventLine, Snapshot, UserContext};
+pub use timetable::{BuildSummary, Line};
 pub use tools_def::{PURPOSE, register};
 
 /// The tools some of whose calls [`Planner::assess_risk`] may hold for a person's yes (the rest
 /// never are): what an MCP client is told is destructive.
-pub const MAY_NEED_CONFIRMATION: &[&str] =
-    &["cancel_event", "update_event", "withdraw_attendee", "undo"];
+pub const MAY_NEED_CONFIRMATION: &[&str] = &[
+    "cancel_event",
+    "update_event",
+    "withdraw_attendee",
+    "undo",
+    "build_schedule",
+    "move_session",
+];

@@ -7,7 +7,8 @@ use tools::Ctx;
 
 impl Planner {
     /// `Some(description)` for a risky call: cancelling a published event, withdrawing an
-    /// attendee, or moving a published event to another date or venue. The description names
+    /// attendee, moving a published event to another date or venue, or re-planning the saved
+    /// timetable of a published event. The description names
     /// what is stored (titles, names), not what the model typed. Calls on records the caller
     /// does not own are not risky here: they fail as not found when they run.
     pub async fn assess_risk(&self, ctx: &Ctx, tool: &str, args: &Value) -> Option<String> {
@@ -82,6 +83,30 @@ impl Planner {
                     format!(
                         "Undo the last change made in this conversation, which would {}",
                         effects.join("; ")
+                    )
+                })
+            }
+            // Re-planning a published program moves sessions people may have planned around:
+            // a dry run counts how many would move.
+            "build_schedule" | "move_session" => {
+                let event_id = arg("event_id")?;
+                let pin = if tool == "move_session" {
+                    Some(crate::program_tools::move_pin(args)?)
+                } else {
+                    None
+                };
+                let pin = pin
+                    .as_ref()
+                    .map(|(s, at, room)| (s.as_str(), *at, room.clone()));
+                let (run, published) = self.dry_run(&caller, event_id, pin).await?;
+                published.then(|| {
+                    let n = match run.moved {
+                        1 => "1 session moves".to_owned(),
+                        n => format!("{n} sessions move"),
+                    };
+                    format!(
+                        "Re-plan the published program of \u{201c}{}\u{201d}: {n}",
+                        run.title
                     )
                 })
             }

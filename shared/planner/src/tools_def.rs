@@ -149,7 +149,7 @@ pub fn register(
             }),
         )?;
     }
-    Ok(())
+    crate::program_tools::register(registry, planner, purposes)
 }
 
 #[derive(Debug, Clone, Copy)]

@@ -1,0 +1,439 @@
+//! An event's program and timetable on a real (in-memory) SQLite store: the program records,
+//! building with the scheduler and the checker, moving, showing, the ownership gate, the risk
+//! of re-planning a published program, and undo restoring the previous timetable.
+
+use planner::{
+    Caller, NewEvent, NewSession, Planner, PlannerError, SCHEDULE, ScheduleRecord, SessionChanges,
+};
+use schedule_types::{Break, Day, Room, Slot, Window};
+use serde_json::json;
+use std::sync::Arc;
+use store::{Account, AccountStatus, Accounts, Records, Store, UndoScope};
+use store_sqlite::SqliteStore;
+use tools::{ActionId, Actor, Ctx};
+use transcript::{ConversationId, UserId};
+
+struct World {
+    store: Arc<SqliteStore>,
+    planner: Planner,
+}
+
+async fn world() -> World {
+    let store = Arc::new(SqliteStore::open_in_memory().unwrap());
+    for user in ["alice", "bob"] {
+        let account = Account {
+            status: AccountStatus::Active,
+            ..Account::new(user, user)
+        };
+        store.put_account(&account).await.unwrap();
+    }
+    let planner = Planner::new(store.clone() as Arc<dyn Store>);
+    World { store, planner }
+}
+
+fn ctx(user: &str, action: &str) -> Ctx {
+    Ctx {
+        user_id: UserId::from(user),
+        actor: Actor::Agent,
+        action_id: ActionId(action.into()),
+        conversation_id: ConversationId::from(format!("conv-{user}")),
+        call_key: None,
+        grant: tools::Grant::default(),
+    }
+}
+
+fn caller(user: &str, action: &str) -> Caller {
+    Caller::from_ctx(&ctx(user, action))
+}
+
+fn here(user: &str) -> UndoScope {
+    UndoScope::Conversation(ConversationId::from(format!("conv-{user}")))
+}
+
+/// 09:00–13:00 on one day; a big hall and a small room; coffee "around 10:30, 15 min".
+async fn spring_with_rooms(w: &World) -> String {
+    let alice = caller("alice", "a0");
+    let event = w
+        .planner
+        .create_event(
+            &alice,
+            NewEvent {
+                title: "Spring Open".into(),
+                starts_at: "2025-04-12T09:00".into(),
+                venue: "Court 1".into(),
+                capacity: 200,
+            },
+        )
+        .await
+        .unwrap();
+    let room = |name: &str, capacity| Room {
+        id: name.into(),
+        name: name.into(),
+        capacity,
+        windows: vec![Window {
+            day: 0,
+            start: 540,
+            end: 780,
+        }],
+    };
+    let coffee = Break {
+        id: "b1".into(),
+        name: "Coffee".into(),
+        day: 0,
+        earliest: 600,
+        latest_end: 690,
+        duration: 15,
+    };
+    w.planner
+        .set_rooms(
+            &caller("alice", "a1"),
+            &event.id,
+            vec![Day {
+                start: 540,
+                end: 780,
+            }],
+            vec![room("Hall", 150), room("Studio", 30)],
+            vec![coffee],
+        )
+        .await
+        .unwrap();
+    event.id
+}
+
+fn talk(title: &str, minutes: u32, audience: u32, after: &[&str]) -> NewSession {
+    NewSession {
+        title: title.into(),
+        duration: minutes,
+        track: Some("Main".into()),
+        speakers: vec![format!("{title} speaker")],
+        audience,
+        after: after.iter().map(|s| (*s).to_owned()).collect(),
+        ..NewSession::default()
+    }
+}
+
+async fn add(w: &World, event: &str, action: &str, session: NewSession) -> String {
+    w.planner
+        .add_session(&caller("alice", action), event, session)
+        .await
+        .unwrap()
+        .session_id
+        .unwrap()
+}
+
+async fn saved(w: &World, event: &str) -> Option<ScheduleRecord> {
+    let record = w.store.record(SCHEDULE, event).await.unwrap()?;
+    Some(serde_json::from_value(record.value).unwrap())
+}
+
+#[tokio::test]
+async fn a_program_built_by_calls_gets_a_checked_timetable_with_a_short_headline() {
+    let w = world().await;
+    let event = spring_with_rooms(&w).await;
+    let keynote = add(&w, &event, "a2", talk("Keynote", 60, 120, &[])).await;
+    let panel = add(&w, &event, "a3", talk("Panel", 45, 100, &[&keynote])).await;
+    let mut workshop = talk("Workshop", 90, 20, &[]);
+    workshop.track = Some("Hands-on".into());
+    add(&w, &event, "a4", workshop).await;
+
+    let built = w
+        .planner
+        .build_schedule(&caller("alice", "a5"), &event)
+        .await
+        .unwrap();
+    assert_eq!(built.sessions, 3);
+    assert_eq!(built.added, 3, "a first build places every session");
+    assert_eq!(built.moved, 0);
+    assert_eq!(built.finishes.len(), 1);
+    assert!(built.finishes[0].as_str() <= "13:00", "{built:?}");
+
+    let table = saved(&w, &event).await.expect("the timetable is saved");
+    let start = |id: &str| table.timetable.placed(id).unwrap().start;
+    assert!(
+        start(&panel) >= start(&keynote) + 60,
+        "the panel follows the keynote"
+    );
+    assert_eq!(table.timetable.placed(&keynote).unwrap().room, "Hall");
+
+    let main = w
+        .planner
+        .show_schedule(&caller("alice", "r1"), &event, None, Some("Main"))
+        .await
+        .unwrap();
+    let titles: Vec<&str> = main.iter().map(|l| l.what.as_str()).collect();
+    assert_eq!(titles, ["Keynote", "Panel"]);
+    let day = w
+        .planner
+        .show_schedule(&caller("alice", "r2"), &event, Some(0), None)
+        .await
+        .unwrap();
+    assert_eq!(day.len(), 4, "three sessions and the coffee break: {day:?}");
+    assert!(day.iter().any(|l| l.what == "Coffee" && l.room.is_none()));
+    let other_day = w
+        .planner
+        .show_schedule(&caller("alice", "r3"), &event, Some(1), None)
+        .await
+        .unwrap();
+    assert!(other_day.is_empty());
+}
+
+#[tokio::test]
+async fn an_impossible_program_saves_nothing_and_says_why_in_numbers() {
+    let w = world().await;
+    let event = spring_with_rooms(&w).await;
+    add(&w, &event, "a2", talk("Keynote", 60, 400, &[])).await;
+    let err = w
+        .planner
+        .build_schedule(&caller("alice", "a3"), &event)
+        .await
+        .unwrap_err();
+    let PlannerError::Rule(sentence) = err else {
+        panic!("expected a rule, got {err:?}");
+    };
+    assert!(sentence.starts_with("No timetable fits"), "{sentence}");
+    assert!(
+        sentence.contains("400"),
+        "the audience is named: {sentence}"
+    );
+    assert!(saved(&w, &event).await.is_none());
+}
+
+#[tokio::test]
+async fn bad_program_input_is_refused_with_a_sentence() {
+    let w = world().await;
+    let event = spring_with_rooms(&w).await;
+    let unknown_room = NewSession {
+        fixed_room: Some("Attic".into()),
+        ..talk("Keynote", 60, 10, &[])
+    };
+    let err = w
+        .planner
+        .add_session(&caller("alice", "a2"), &event, unknown_room)
+        .await
+        .unwrap_err();
+    assert_eq!(err.to_string(), "There is no room named Attic.");
+    let err = w
+        .planner
+        .add_session(
+            &caller("alice", "a3"),
+            &event,
+            talk("Panel", 45, 10, &["ss-nope"]),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "There is no session with id ss-nope to come after."
+    );
+    let err = w
+        .planner
+        .set_rooms(&caller("alice", "a4"), &event, vec![], vec![], vec![])
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "An event's program needs at least one day."
+    );
+    let err = w
+        .planner
+        .show_schedule(&caller("alice", "a5"), &event, None, None)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "This event has no timetable yet: build it first."
+    );
+}
+
+#[tokio::test]
+async fn another_users_program_reads_as_absent() {
+    let w = world().await;
+    let event = spring_with_rooms(&w).await;
+    add(&w, &event, "a2", talk("Keynote", 60, 10, &[])).await;
+    let bob = caller("bob", "b1");
+    let err = w
+        .planner
+        .add_session(&bob, &event, talk("Intruder", 30, 1, &[]))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, PlannerError::NotFound { kind: "event", .. }),
+        "{err:?}"
+    );
+    let err = w.planner.build_schedule(&bob, &event).await.unwrap_err();
+    assert!(matches!(err, PlannerError::NotFound { .. }), "{err:?}");
+    let err = w
+        .planner
+        .show_schedule(&bob, &event, None, None)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, PlannerError::Rule(_)),
+        "no program of bob's: {err:?}"
+    );
+    assert!(saved(&w, &event).await.is_none());
+}
+
+#[tokio::test]
+async fn a_rebuild_moves_few_sessions_and_undo_restores_the_previous_timetable() {
+    let w = world().await;
+    let event = spring_with_rooms(&w).await;
+    let keynote = add(&w, &event, "a2", talk("Keynote", 60, 120, &[])).await;
+    add(&w, &event, "a3", talk("Panel", 45, 100, &[&keynote])).await;
+    w.planner
+        .build_schedule(&caller("alice", "a4"), &event)
+        .await
+        .unwrap();
+    let first = saved(&w, &event).await.unwrap();
+
+    add(&w, &event, "a5", talk("Lightning", 15, 20, &[])).await;
+    let again = w
+        .planner
+        .build_schedule(&caller("alice", "a6"), &event)
+        .await
+        .unwrap();
+    assert_eq!((again.added, again.moved), (1, 0), "{again:?}");
+    assert_ne!(saved(&w, &event).await.unwrap(), first);
+
+    let answer = w
+        .planner
+        .undo(&caller("alice", "a7"), here("alice"))
+        .await
+        .unwrap();
+    assert!(answer.starts_with("Undone"), "{answer}");
+    assert_eq!(saved(&w, &event).await.unwrap(), first);
+}
+
+#[tokio::test]
+async fn moving_a_session_pins_it_and_undo_restores_program_and_timetable() {
+    let w = world().await;
+    let event = spring_with_rooms(&w).await;
+    let keynote = add(&w, &event, "a2", talk("Keynote", 60, 120, &[])).await;
+    let panel = add(&w, &event, "a3", talk("Panel", 45, 100, &[])).await;
+    w.planner
+        .build_schedule(&caller("alice", "a4"), &event)
+        .await
+        .unwrap();
+    let first = saved(&w, &event).await.unwrap();
+
+    let at = Slot { day: 0, start: 720 };
+    w.planner
+        .move_session(
+            &caller("alice", "a5"),
+            &event,
+            &panel,
+            at,
+            Some("Hall".into()),
+        )
+        .await
+        .unwrap();
+    let placed = saved(&w, &event).await.unwrap();
+    let p = placed.timetable.placed(&panel).unwrap();
+    assert_eq!((p.start, p.room.as_str()), (720, "Hall"));
+    assert!(placed.timetable.placed(&keynote).is_some());
+
+    let err = w
+        .planner
+        .move_session(
+            &caller("alice", "a6"),
+            &event,
+            &keynote,
+            Slot { day: 0, start: 750 },
+            None,
+        )
+        .await
+        .unwrap_err();
+    assert!(err.to_string().starts_with("No timetable fits"), "{err}");
+    assert_eq!(
+        saved(&w, &event).await.unwrap(),
+        placed,
+        "a failed move saves nothing"
+    );
+
+    w.planner
+        .undo(&caller("alice", "a7"), here("alice"))
+        .await
+        .unwrap();
+    assert_eq!(saved(&w, &event).await.unwrap(), first);
+    // The pin went with it: editing the panel now does not carry a fixed start.
+    let summary = w
+        .planner
+        .edit_session(
+            &caller("alice", "a8"),
+            &event,
+            &panel,
+            SessionChanges {
+                title: Some("Open panel".into()),
+                ..SessionChanges::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(summary.sessions, 2);
+    let record = w
+        .store
+        .record(planner::PROGRAM, &event)
+        .await
+        .unwrap()
+        .unwrap();
+    let pinned = &record.value["program"]["sessions"][1];
+    assert_eq!(pinned["title"], "Open panel");
+    assert!(pinned["fixed_start"].is_null(), "{pinned}");
+}
+
+#[tokio::test]
+async fn re_planning_a_published_program_needs_a_yes_described_from_the_database() {
+    let w = world().await;
+    let event = spring_with_rooms(&w).await;
+    let keynote = add(&w, &event, "a2", talk("Keynote", 60, 120, &[])).await;
+    add(&w, &event, "a3", talk("Panel", 45, 100, &[&keynote])).await;
+    let alice = ctx("alice", "r");
+    let build = json!({"event_id": event});
+    // A draft, or a program never built: nothing to hold.
+    assert_eq!(
+        w.planner
+            .assess_risk(&alice, "build_schedule", &build)
+            .await,
+        None
+    );
+    w.planner
+        .publish_event(&caller("alice", "a4"), &event)
+        .await
+        .unwrap();
+    assert_eq!(
+        w.planner
+            .assess_risk(&alice, "build_schedule", &build)
+            .await,
+        None
+    );
+    w.planner
+        .build_schedule(&caller("alice", "a5"), &event)
+        .await
+        .unwrap();
+
+    assert_eq!(
+        w.planner
+            .assess_risk(&alice, "build_schedule", &build)
+            .await
+            .as_deref(),
+        Some("Re-plan the published program of \u{201c}Spring Open\u{201d}: 0 sessions move")
+    );
+    let table = saved(&w, &event).await.unwrap();
+    // Right after the coffee break, which pushes the panel (it follows the keynote) too.
+    let late = table.timetable.breaks[0].start + 15;
+    let mv = json!({"event_id": event, "session_id": keynote, "day": 1, "time": format!("{:02}:{:02}", late / 60, late % 60)});
+    assert_eq!(
+        w.planner
+            .assess_risk(&alice, "move_session", &mv)
+            .await
+            .as_deref(),
+        Some("Re-plan the published program of \u{201c}Spring Open\u{201d}: 2 sessions move")
+    );
+    // Another user's event is not risky here: the call fails as not found when it runs.
+    assert_eq!(
+        w.planner
+            .assess_risk(&ctx("bob", "b"), "build_schedule", &build)
+            .await,
+        None
+    );
+}
