@@ -443,3 +443,58 @@ async fn an_unknown_sender_is_onboarded_then_links_with_a_code_on_dynamodb() {
         "the turn ran in alice's conversation"
     );
 }
+
+/// The trace started at the webhook travels in the SQS message body and the worker's spans
+/// join it: one trace from the request to the delivery (traces go to an OTLP receiver in this
+/// process, `tests::otlp`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_webhook_s_trace_survives_the_queue_into_the_worker() {
+    let collector = tests::otlp::Collector::install(false);
+    let aws = aws(tool_then_answer()).await;
+    assert_eq!(aws.post(&message_event("m-traced")).await, 200);
+    let batch = aws.poll().await;
+    let body: Value = serde_json::from_str(batch.records[0].body.as_deref().unwrap()).unwrap();
+    let traceparent = body["job"]["trace_context"]["traceparent"]
+        .as_str()
+        .expect("the message on the queue carries the trace")
+        .to_owned();
+    let mut fields = traceparent.split('-');
+    let (trace_id, enqueue_span) = (fields.nth(1).unwrap(), fields.next().unwrap());
+    assert_eq!(aws.work(batch, Duration::from_secs(30)).await, 0);
+
+    let spans = collector.trace(trace_id);
+    let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
+    let one = |name: &str| {
+        let found: Vec<_> = spans.iter().filter(|s| s.name == name).collect();
+        assert_eq!(found.len(), 1, "one {name} span in {names:?}");
+        found[0].clone()
+    };
+    let webhook = one("webhook");
+    let enqueue = one("enqueue");
+    assert_eq!(enqueue.span_id, enqueue_span);
+    assert_eq!(enqueue.parent_span_id, webhook.span_id);
+    let job = one("turn_job");
+    assert_eq!(
+        job.parent_span_id, enqueue.span_id,
+        "the worker's job span continues the webhook's trace"
+    );
+    assert_eq!(job.attr("job"), Some("generic#m-traced"));
+    for name in [
+        "job_claim",
+        "turn",
+        "context_build",
+        "execute_tool list_events",
+        "delivery",
+    ] {
+        one(name);
+    }
+    let model_calls = spans
+        .iter()
+        .filter(|s| s.name == "chat anthropic.claude-test")
+        .count();
+    assert_eq!(model_calls, 2, "{names:?}");
+    assert!(
+        !collector.exported_contains("Spring Open"),
+        "no tool result text without BRIDLE_TRACE_CONTENT"
+    );
+}
