@@ -50,7 +50,8 @@ fn here(user: &str) -> UndoScope {
     UndoScope::Conversation(ConversationId::from(format!("conv-{user}")))
 }
 
-/// 09:00–13:00 on one day; a big hall and a small room; coffee "around 10:30, 15 min".
+/// 09:00–13:00 on one day; a big hall and a small room; coffee "around 10:30, 15 min"
+/// (between 10:00 and 11:15).
 async fn spring_with_rooms(w: &World) -> String {
     let alice = caller("alice", "a0");
     let event = w
@@ -81,7 +82,7 @@ async fn spring_with_rooms(w: &World) -> String {
         name: "Coffee".into(),
         day: 0,
         earliest: 600,
-        latest_end: 690,
+        latest_end: 675,
         duration: 15,
     };
     w.planner
