@@ -346,7 +346,7 @@ fn no_planner_schema_can_name_whose_data_to_touch() {
     )
     .unwrap();
     let catalog = tools.catalog_for(planner::PURPOSE);
-    assert_eq!(catalog.len(), 10, "every planner tool is registered");
+    assert_eq!(catalog.len(), 16, "every planner tool is registered");
     fn names(schema: &Value, out: &mut Vec<String>) {
         match schema {
             Value::Object(map) => {

@@ -265,12 +265,18 @@ async fn the_tool_list_is_the_registrys_mcp_catalogue() {
     assert_eq!(
         names,
         [
+            "add_session",
+            "build_schedule",
             "cancel_event",
             "create_event",
+            "edit_session",
             "list_attendees",
             "list_events",
+            "move_session",
             "publish_event",
             "register_attendee",
+            "set_rooms",
+            "show_schedule",
             "undo",
             "update_event",
             "withdraw_attendee"
