@@ -30,12 +30,8 @@ impl ChannelJobs {
         outcome: &engine::TurnOutcome,
         sender: &dyn Sender,
     ) -> Result<(), JobError> {
-        let conv = self
-            .store
-            .conversation(conversation)
-            .await
-            .map_err(JobError::from)?
-            .ok_or_else(|| JobError::ConversationGone(conversation.clone()))?;
+        // The turn this outcome is of, as the engine left the conversation (no second read).
+        let turn = outcome.turn;
         // The turn's reply, once recorded, is the last entry: the lease keeps every other turn
         // of this conversation out until this one is done. One bounded read, however long the
         // transcript, that also gives the next entry's position.
@@ -46,7 +42,7 @@ impl ChannelJobs {
             .map_err(JobError::from)?;
         if last
             .as_ref()
-            .is_some_and(|e| e.turn == conv.turn && e.role == VisibleRole::Assistant)
+            .is_some_and(|e| e.turn == turn && e.role == VisibleRole::Assistant)
         {
             tracing::info!(job = %job.dedupe_key(), "reply already delivered; not sending again");
             return Ok(());
@@ -109,7 +105,7 @@ impl ChannelJobs {
                 })
                 .collect(),
             reaction: delivered.reacted.then(|| lines::ACKNOWLEDGED.to_owned()),
-            turn: conv.turn,
+            turn,
             created_at_ms: (self.options.clock)(),
         };
         self.store

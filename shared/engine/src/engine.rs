@@ -79,6 +79,9 @@ pub struct TurnOutcome {
     /// Tool calls of this turn whose result was an error (bad arguments, domain or internal
     /// failures, unknown tools) — for metrics.
     pub tool_errors: u32,
+    /// The conversation's turn number this outcome is of (what its visible entries carry), so
+    /// the caller delivering it need not read the conversation again.
+    pub turn: u64,
 }
 
 /// The harness core: holds the model, the tools, the store and the guard.

@@ -61,6 +61,7 @@ impl Turn<'_> {
             resumed: self.resumed,
             usage: self.usage,
             tool_errors: self.tool_errors,
+            turn: self.conv.turn,
         })
     }
 
