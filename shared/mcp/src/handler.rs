@@ -80,6 +80,11 @@ impl std::fmt::Debug for BridleMcp {
 }
 
 /// `/mcp`: the token door, then rmcp's Streamable HTTP service (stateless, JSON responses).
+///
+/// POST only: without sessions or an event store, rmcp answers GET (a client's server-to-client
+/// stream) and DELETE (a session's end) with 405 and `Allow: POST` at once, as the Streamable
+/// HTTP transport allows, so a client falls back to POST and no request — no Lambda invocation
+/// — is held open. Every answer is one JSON body that ends.
 pub fn router(parts: McpParts) -> Router {
     let door = Door {
         tokens: parts.tokens,
