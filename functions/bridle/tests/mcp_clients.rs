@@ -3,12 +3,18 @@
 //! official TypeScript SDK client (npm `@modelcontextprotocol/sdk`) connect to `/mcp`, list the
 //! tools, call a read tool and a write tool, and get a readable validation error. Both clients
 //! are pinned in `tests/mcp-clients/` and installed there by `scripts/test`. Also: an unknown
-//! JSON-RPC method is a JSON-RPC error, and a revoked token is refused at once.
+//! JSON-RPC method is a JSON-RPC error, GET and DELETE on `/mcp` are 405 at once (stateless:
+//! POST only), and a revoked token is refused at once.
 
+#[path = "support/mcp_clients.rs"]
+mod clients;
+
+use clients::{check_client_saw, clients_dir, python, run_client};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
 struct Server {
     child: Child,
@@ -20,10 +26,6 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn clients_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/mcp-clients")
 }
 
 fn temp_dir(name: &str) -> PathBuf {
@@ -78,55 +80,6 @@ fn tokens_cli(dir: &Path, args: &[&str]) -> (i32, String, String) {
     )
 }
 
-/// Run one official client; its JSON line.
-fn run_client(program: &Path, script: &str, url: &str, token: &str) -> Value {
-    assert!(
-        program.exists() || program == Path::new("node"),
-        "{} is missing: run scripts/test, which installs the official MCP clients pinned in \
-         tests/mcp-clients",
-        program.display()
-    );
-    let out = Command::new(program)
-        .arg(clients_dir().join(script))
-        .arg(url)
-        .arg(token)
-        .current_dir(clients_dir())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", program.display()));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{script} failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_str(stdout.lines().last().unwrap_or_default())
-        .unwrap_or_else(|e| panic!("{script} printed no JSON ({e}):\n{stdout}"))
-}
-
-fn check_client_saw(seen: &Value, title: &str) {
-    assert_eq!(seen["server"], "bridle", "{seen}");
-    let tools: Vec<&str> = seen["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t.as_str().unwrap())
-        .collect();
-    assert!(
-        tools.contains(&"list_events") && tools.contains(&"create_event"),
-        "{seen}"
-    );
-    assert!(!tools.contains(&"focus_event"), "{seen}");
-    assert_eq!(seen["read"]["is_error"], false, "{seen}");
-    assert_eq!(seen["write"]["is_error"], false, "{seen}");
-    assert_eq!(seen["write"]["structured"]["title"], title, "{seen}");
-    assert_eq!(seen["invalid"]["is_error"], true, "{seen}");
-    let text = seen["invalid"]["text"].as_str().unwrap();
-    assert!(
-        text.starts_with("Invalid arguments for create_event") && text.contains("capacity"),
-        "{seen}"
-    );
-}
-
 #[tokio::test]
 async fn the_official_python_and_typescript_clients_use_bridle_serve() {
     let dir = temp_dir("clients");
@@ -144,7 +97,7 @@ async fn the_official_python_and_typescript_clients_use_bridle_serve() {
         "the token alone on the last line: {stdout}"
     );
 
-    let python = clients_dir().join(".venv/bin/python");
+    let python = python();
     check_client_saw(
         &run_client(&python, "client.py", &url, &token),
         "Python Open",
@@ -177,6 +130,27 @@ async fn the_official_python_and_typescript_clients_use_bridle_serve() {
     assert!(unknown.status().as_u16() < 500);
     let body: Value = unknown.json().await.unwrap();
     assert!(body["error"]["code"].is_i64(), "{body}");
+
+    // Stateless, POST only: the server-to-client stream a client may open with GET, and a
+    // session's DELETE, are refused at once with 405, never held open.
+    let quick = reqwest::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    for method in [reqwest::Method::GET, reqwest::Method::DELETE] {
+        let answer = quick
+            .request(method.clone(), &url)
+            .bearer_auth(&token)
+            .header("accept", "text/event-stream")
+            .header("mcp-protocol-version", "2025-06-18")
+            .header("mcp-session-id", "no-such-session")
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{method} /mcp was not answered at once: {e}"));
+        assert_eq!(answer.status().as_u16(), 405, "{method}");
+        assert_eq!(answer.headers()["allow"], "POST", "{method}");
+        answer.bytes().await.expect("the refusal's body ends");
+    }
 
     // A risky call through the Python client, which can ask its human (elicitation): declined,
     // nothing runs; accepted, it runs.
