@@ -357,10 +357,9 @@ impl Op {
             }
             Op::Show => {
                 let a: ShowArgs = parse(args)?;
-                let day = a.day.map(day_index).transpose()?;
                 json(
                     planner
-                        .show_schedule(&caller, &a.event_id, day, a.track.as_deref())
+                        .show_schedule(&caller, &a.event_id, a.day, a.track.as_deref())
                         .await?,
                 )
             }

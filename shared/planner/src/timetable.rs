@@ -27,6 +27,7 @@ pub struct BuildSummary {
 /// One line of a shown timetable.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Line {
+    /// Day of the event, 1 for the first (as people and the tools count).
     pub day: u32,
     pub start: String,
     pub end: String,
@@ -146,7 +147,8 @@ impl Planner {
         ))
     }
 
-    /// The saved timetable of an event, one day or one track of it, as short lines.
+    /// The saved timetable of an event, one day (1 for the first) or one track of it, as short
+    /// lines.
     pub async fn show_schedule(
         &self,
         caller: &Caller,
@@ -255,11 +257,11 @@ fn lines(program: &Program, t: &Timetable, day: Option<u32>, track: Option<&str>
     let mut out: Vec<Line> = t
         .sessions
         .iter()
-        .filter(|p| day.is_none_or(|d| d == p.day))
+        .filter(|p| day.is_none_or(|d| d == p.day + 1))
         .filter_map(|p| Some((p, program.session(&p.session)?)))
         .filter(|(_, s)| track.is_none_or(|t| s.track.as_deref() == Some(t)))
         .map(|(p, s)| Line {
-            day: p.day,
+            day: p.day + 1,
             start: clock(p.start),
             end: clock(p.start + s.duration),
             what: s.title.clone(),
@@ -272,11 +274,11 @@ fn lines(program: &Program, t: &Timetable, day: Option<u32>, track: Option<&str>
         out.extend(
             t.breaks
                 .iter()
-                .filter(|b| day.is_none_or(|d| d == b.day))
+                .filter(|b| day.is_none_or(|d| d == b.day + 1))
                 .filter_map(|b| {
                     let def = program.breaks.iter().find(|d| d.id == b.id)?;
                     Some(Line {
-                        day: b.day,
+                        day: b.day + 1,
                         start: clock(b.start),
                         end: clock(b.start + def.duration),
                         what: def.name.clone(),

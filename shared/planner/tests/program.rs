@@ -165,14 +165,14 @@ async fn a_program_built_by_calls_gets_a_checked_timetable_with_a_short_headline
     assert_eq!(titles, ["Keynote", "Panel"]);
     let day = w
         .planner
-        .show_schedule(&caller("alice", "r2"), &event, Some(0), None)
+        .show_schedule(&caller("alice", "r2"), &event, Some(1), None)
         .await
         .unwrap();
     assert_eq!(day.len(), 4, "three sessions and the coffee break: {day:?}");
     assert!(day.iter().any(|l| l.what == "Coffee" && l.room.is_none()));
     let other_day = w
         .planner
-        .show_schedule(&caller("alice", "r3"), &event, Some(1), None)
+        .show_schedule(&caller("alice", "r3"), &event, Some(2), None)
         .await
         .unwrap();
     assert!(other_day.is_empty());
