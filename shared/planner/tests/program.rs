@@ -438,3 +438,27 @@ async fn re_planning_a_published_program_needs_a_yes_described_from_the_database
         None
     );
 }
+
+#[tokio::test]
+async fn an_assistant_on_a_read_grant_cannot_change_the_program_or_build() {
+    let w = world().await;
+    let event = spring_with_rooms(&w).await;
+    add(&w, &event, "a2", talk("Keynote", 60, 120, &[])).await;
+    w.store
+        .set_assistant_grant(&UserId::from("alice"), tools::Grant::Read)
+        .await
+        .unwrap();
+    let err = w
+        .planner
+        .build_schedule(&caller("alice", "a3"), &event)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, PlannerError::NotAllowed(_)), "{err:?}");
+    let err = w
+        .planner
+        .add_session(&caller("alice", "a4"), &event, talk("Panel", 45, 10, &[]))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, PlannerError::NotAllowed(_)), "{err:?}");
+    assert!(saved(&w, &event).await.is_none());
+}
