@@ -101,6 +101,7 @@ impl Planner {
                 let (run, published) = self.dry_run(&caller, event_id, pin).await?;
                 published.then(|| {
                     let n = match run.moved {
+                        0 => "no session moves".to_owned(),
                         1 => "1 session moves".to_owned(),
                         n => format!("{n} sessions move"),
                     };

@@ -417,7 +417,7 @@ async fn re_planning_a_published_program_needs_a_yes_described_from_the_database
             .assess_risk(&alice, "build_schedule", &build)
             .await
             .as_deref(),
-        Some("Re-plan the published program of \u{201c}Spring Open\u{201d}: 0 sessions move")
+        Some("Re-plan the published program of \u{201c}Spring Open\u{201d}: no session moves")
     );
     let table = saved(&w, &event).await.unwrap();
     // Right after the coffee break, which pushes the panel (it follows the keynote) too.
