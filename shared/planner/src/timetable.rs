@@ -345,7 +345,8 @@ mod tests {
     }
 
     /// A timetable the scheduler must never return (both talks at once, same room and
-    /// speaker) stands in for a scheduler bug: the checker stops it with the calm sentence.
+    /// speaker) stands in for a scheduler bug: the checker stops it, the bug is logged as an
+    /// error naming the rule, and the user gets the calm sentence.
     #[test]
     fn a_timetable_the_checker_rejects_is_refused_with_the_calm_sentence() {
         let p = program();
@@ -359,9 +360,44 @@ mod tests {
                 start: 540,
             })
             .to_vec();
-        let err = checked("ev-1", &p, &plan).unwrap_err();
+        let log = Log::default();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(log.clone())
+            .with_ansi(false)
+            .finish();
+        let err = tracing::subscriber::with_default(subscriber, || {
+            checked("ev-1", &p, &plan).unwrap_err()
+        });
+        let line = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+        assert!(line.contains("ERROR"), "{line}");
+        assert!(
+            line.contains("scheduler bug") && line.contains("RoomOnce"),
+            "{line}"
+        );
+        assert!(line.contains("ev-1"), "{line}");
         let rejection = schedule_check::verify(&p, &plan.timetable).unwrap_err();
         assert_eq!(err.to_string(), rejection.sentence());
+    }
+
+    /// Where the test's log lines go.
+    #[derive(Clone, Default)]
+    struct Log(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Log {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Log {
+        type Writer = Log;
+        fn make_writer(&'a self) -> Log {
+            self.clone()
+        }
     }
 
     #[test]
