@@ -7,9 +7,9 @@
 //! becomes [`StoreError::Conflict`], with no read-then-write race. The schema is versioned with
 //! `PRAGMA user_version` (see `schema.rs`).
 //!
-//! No SQLite call runs on the async threads: writes go to one writer thread that commits every
-//! write waiting at once (group commit: one fsync for many writers, each acknowledged only once
-//! durable), reads to reader threads with their own connections (see `db.rs`).
+//! One connection sits behind a `std::sync::Mutex`, and every operation runs synchronously
+//! under it. This is deliberate: the statements are sub-millisecond, so handing them to a
+//! blocking pool would cost more than it saves, and the lock is never held across an `.await`.
 //!
 //! Depends on the `store` ports, `transcript` and `rusqlite` only. Never on AWS, a backend or
 //! the engine.
@@ -19,7 +19,6 @@ mod budget;
 mod claims;
 mod confirmations;
 mod conversations;
-mod db;
 mod error;
 mod identities;
 mod leases;
@@ -32,8 +31,9 @@ mod tokens;
 mod tool_results;
 mod visible;
 
-use rusqlite::{Connection, OpenFlags};
+use rusqlite::Connection;
 use std::path::Path;
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 use store::StoreError;
 
@@ -43,7 +43,7 @@ pub use tool_results::{put_receipt, receipts_here};
 /// The store ports on SQLite. Cheap to share behind an `Arc`.
 #[derive(Debug)]
 pub struct SqliteStore {
-    db: db::Db,
+    conn: Mutex<Connection>,
 }
 
 impl SqliteStore {
@@ -52,7 +52,6 @@ impl SqliteStore {
     /// A file written by a newer build fails with [`StoreError::Unavailable`] wrapping
     /// [`SchemaTooNew`]; it is left untouched.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
-        let path = path.as_ref();
         let conn = Connection::open(path).map_err(error::unavailable)?;
         conn.busy_timeout(Duration::from_secs(5))
             .map_err(error::unavailable)?;
@@ -69,44 +68,28 @@ impl SqliteStore {
                 format!("SQLite's quick_check found damage: {check}"),
             ));
         }
-        // Every commit that acknowledges a write is durable before the caller hears of it.
-        conn.pragma_update(None, "synchronous", "FULL")
-            .map_err(error::unavailable)?;
-        let writer = Self::migrated(conn)?;
-        let readers = (0..db::READERS)
-            .map(|_| reader(path))
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(Self {
-            db: db::Db::start(writer, readers),
-        })
+        Self::init(conn)
     }
 
     /// A private, empty database in memory, gone when the store is dropped.
     pub fn open_in_memory() -> Result<Self, StoreError> {
-        let conn = Self::migrated(Connection::open_in_memory().map_err(error::unavailable)?)?;
-        Ok(Self {
-            db: db::Db::start(conn, Vec::new()),
-        })
+        Self::init(Connection::open_in_memory().map_err(error::unavailable)?)
     }
 
-    fn migrated(mut conn: Connection) -> Result<Connection, StoreError> {
+    fn init(mut conn: Connection) -> Result<Self, StoreError> {
         conn.pragma_update(None, "foreign_keys", true)
             .map_err(error::unavailable)?;
         schema::migrate(&mut conn, schema::MIGRATIONS)?;
-        Ok(conn)
+        Ok(Self {
+            conn: Mutex::new(conn),
+        })
     }
-}
 
-/// A connection that only reads the file at `path` (WAL: it reads beside the writer).
-fn reader(path: &Path) -> Result<Connection, StoreError> {
-    let conn = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )
-    .map_err(error::unavailable)?;
-    conn.busy_timeout(Duration::from_secs(5))
-        .map_err(error::unavailable)?;
-    conn.pragma_update(None, "query_only", true)
-        .map_err(error::unavailable)?;
-    Ok(conn)
+    /// The connection, for one synchronous operation. A panic in an earlier operation does not
+    /// wedge the store: its transaction rolled back when it unwound, so the connection is sound.
+    fn conn(&self) -> MutexGuard<'_, Connection> {
+        self.conn
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
 }

@@ -12,26 +12,22 @@ impl MessageStore for SqliteStore {
     async fn append_message(&self, m: &Message) -> Result<(), StoreError> {
         let what = || format!("message {}@{}", m.conversation_id, m.position);
         let body = serde_json::to_string(m).map_err(|e| corrupt(what(), e))?;
-        let (conversation, position, segment, role) = (
-            m.conversation_id.0.clone(),
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached(
+                "INSERT INTO messages (conversation_id, position, segment, role, body)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+            )
+            .map_err(unavailable)?;
+        stmt.execute(params![
+            m.conversation_id.0,
             to_sql(m.position, "position")?,
             m.segment,
             m.role.as_str(),
-        );
-        let what = what();
-        self.db
-            .write(move |conn| {
-                let mut stmt = conn
-                    .prepare_cached(
-                        "INSERT INTO messages (conversation_id, position, segment, role, body)
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
-                    )
-                    .map_err(unavailable)?;
-                stmt.execute(params![conversation, position, segment, role, body])
-                    .map_err(|e| write_error(e, || what))?;
-                Ok(())
-            })
-            .await
+            body,
+        ])
+        .map_err(|e| write_error(e, what))?;
+        Ok(())
     }
 
     async fn messages(
@@ -39,46 +35,37 @@ impl MessageStore for SqliteStore {
         conversation: &ConversationId,
         segment: u32,
     ) -> Result<Vec<Message>, StoreError> {
-        let conversation = conversation.clone();
-        self.db
-            .read(move |conn| {
-                let conversation = &conversation;
-                let mut stmt = conn
-                    .prepare_cached(
-                        "SELECT position, body FROM messages
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT position, body FROM messages
                  WHERE conversation_id = ?1 AND segment = ?2 ORDER BY position",
-                    )
-                    .map_err(unavailable)?;
-                let rows = stmt
-                    .query_map(params![conversation.0, segment], |row| {
-                        Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?))
-                    })
-                    .map_err(unavailable)?;
-                rows.map(|row| {
-                    let (position, body) = row.map_err(unavailable)?;
-                    decode(conversation, position, &body)
-                })
-                .collect()
+            )
+            .map_err(unavailable)?;
+        let rows = stmt
+            .query_map(params![conversation.0, segment], |row| {
+                Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?))
             })
-            .await
+            .map_err(unavailable)?;
+        rows.map(|row| {
+            let (position, body) = row.map_err(unavailable)?;
+            decode(conversation, position, &body)
+        })
+        .collect()
     }
 
     async fn next_position(&self, conversation: &ConversationId) -> Result<u64, StoreError> {
-        let conversation = conversation.clone();
-        self.db
-            .read(move |conn| {
-                let mut stmt = conn
-                    .prepare_cached("SELECT MAX(position) FROM messages WHERE conversation_id = ?1")
-                    .map_err(unavailable)?;
-                let max: Option<i64> = stmt
-                    .query_row([&conversation.0], |row| row.get(0))
-                    .map_err(unavailable)?;
-                match max {
-                    None => Ok(0),
-                    Some(max) => Ok(from_sql(max, || format!("message {conversation}@{max}"))? + 1),
-                }
-            })
-            .await
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached("SELECT MAX(position) FROM messages WHERE conversation_id = ?1")
+            .map_err(unavailable)?;
+        let max: Option<i64> = stmt
+            .query_row([&conversation.0], |row| row.get(0))
+            .map_err(unavailable)?;
+        match max {
+            None => Ok(0),
+            Some(max) => Ok(from_sql(max, || format!("message {conversation}@{max}"))? + 1),
+        }
     }
 }
 
