@@ -3,7 +3,7 @@
 use crate::SqliteStore;
 use crate::error::{corrupt, from_sql, to_sql, unavailable, write_error};
 use async_trait::async_trait;
-use rusqlite::params;
+use rusqlite::{OptionalExtension, params};
 use store::{StoreError, VisibleEntry, VisibleStore};
 use transcript::ConversationId;
 
@@ -64,6 +64,27 @@ impl VisibleStore for SqliteStore {
             None => Ok(0),
             Some(max) => Ok(from_sql(max, || format!("visible entry {conversation}@{max}"))? + 1),
         }
+    }
+
+    async fn last_visible(
+        &self,
+        conversation: &ConversationId,
+    ) -> Result<Option<VisibleEntry>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT position, body FROM visible WHERE conversation_id = ?1 \
+                 ORDER BY position DESC LIMIT 1",
+            )
+            .map_err(unavailable)?;
+        let row = stmt
+            .query_row([&conversation.0], |row| {
+                Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?))
+            })
+            .optional()
+            .map_err(unavailable)?;
+        row.map(|(position, body)| decode(conversation, position, &body))
+            .transpose()
     }
 }
 
