@@ -460,6 +460,17 @@ async fn the_webhook_s_trace_survives_the_queue_into_the_worker() {
         .to_owned();
     let mut fields = traceparent.split('-');
     let (trace_id, enqueue_span) = (fields.nth(1).unwrap(), fields.next().unwrap());
+    // X-Ray's shape (what the ADOT collector's awsxray exporter needs on AWS): the first 4
+    // bytes are the second the trace began.
+    let began = u64::from_str_radix(&trace_id[..8], 16).expect("hex trace id");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    assert!(
+        began <= now && now - began < 600,
+        "trace id {trace_id} does not start with the time it began (now {now:x})"
+    );
     assert_eq!(aws.work(batch, Duration::from_secs(30)).await, 0);
 
     let spans = collector.trace(trace_id);

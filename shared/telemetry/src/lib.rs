@@ -10,7 +10,11 @@
 //!
 //! [`context`] carries a trace across the job queue as W3C trace-context headers.
 //!
-//! Depends on the OpenTelemetry crates and `tracing`; nothing of Bridle's, no AWS SDK.
+//! Trace ids start with the second the trace began (X-Ray's shape: 4 bytes of Unix time, then
+//! 12 random bytes). They are ordinary W3C ids to any collector, and X-Ray, which drops ids
+//! without that timestamp, takes them through the ADOT collector's `awsxray` exporter.
+//!
+//! Depends on the OpenTelemetry crates (`opentelemetry-aws` for the id shape only) and `tracing`; nothing of Bridle's, no AWS SDK.
 
 pub mod context;
 mod entrance;
@@ -70,6 +74,7 @@ impl Telemetry {
         let queue = ExportQueue::start(exporter, &resource, settings.queue_capacity);
         let provider = SdkTracerProvider::builder()
             .with_span_processor(queue.processor())
+            .with_id_generator(opentelemetry_aws::trace::XrayIdGenerator::default())
             .with_resource(resource)
             .build();
         let tracer = provider.tracer("bridle");
