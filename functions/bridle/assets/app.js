@@ -266,9 +266,15 @@ async function send(text, buttonId) {
         if (chip) chip.dataset.state = "not_run";
         break;
       }
-      case "effects":
-        if ((ev.effects?.refresh || []).includes("notes")) loadNotes(true);
+      case "effects": {
+        const refresh = ev.effects?.refresh || [];
+        if (refresh.includes("notes")) loadNotes(true);
+        // The timetable panel (timetable.js): the planner changed; show the event it touched.
+        if (refresh.includes("planner") && typeof loadTimetable === "function") {
+          loadTimetable(ev.effects.event_id);
+        }
         break;
+      }
       case "error": {
         settleChips();
         failure = ev.message;

@@ -209,6 +209,7 @@ pub fn build_app(
         channels,
         hub: Arc::default(),
         notes,
+        planner: assembled.planner.clone(),
         max_message_chars: options.max_message_chars,
         max_concurrent_turns: options.max_concurrent_turns,
         shutdown_grace: options.shutdown_grace,

@@ -15,7 +15,9 @@
 //!   from stored state; the engine's confirmation gate asks it.
 //! - The **program** of an event (days, rooms, breaks, sessions) and its saved timetable:
 //!   records like the others; the scheduler builds, the independent checker re-checks before
-//!   every save, undo restores the previous timetable.
+//!   every save, undo restores the previous timetable. [`Planner::timetables`] is the
+//!   read a page draws its grid from; every changing tool's output carries `_effects` with
+//!   [`REFRESH`], so the page re-reads it.
 //! - The **active event** of a conversation and a compact [`snapshot`](Planner::snapshot) for
 //!   the per-turn context block.
 //!
@@ -23,6 +25,7 @@
 
 mod error;
 mod events;
+mod grid;
 mod model;
 mod people;
 mod program;
@@ -35,6 +38,7 @@ mod tools_def;
 
 pub use error::PlannerError;
 pub use events::{EventChanges, NewEvent};
+pub use grid::{DayGrid, EventGrid, GridBreak, GridSession, REFRESH};
 pub use model::{ATTENDEE, Attendee, EVENT, Event, EventStatus};
 pub use program::{
     NewSession, PROGRAM, ProgramRecord, ProgramSummary, SCHEDULE, ScheduleRecord, SessionChanges,

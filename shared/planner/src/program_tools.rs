@@ -1,6 +1,7 @@
 //! The tools for an event's program: set rooms, add and edit sessions, build, move and show
 //! the timetable. Thin: parse arguments (times as `HH:MM`), call one service, answer short.
 
+use crate::grid::with_refresh;
 use crate::program::{NewSession, SessionChanges};
 use crate::timetable::minutes;
 use crate::{Caller, Planner};
@@ -21,11 +22,22 @@ pub(crate) fn register(
 ) -> Result<(), RegistryError> {
     for (def, op) in defs() {
         let planner = planner.clone();
+        let changes = !def.read_only;
         registry.register(
             def.purposes(purposes),
             handler_fn(move |ctx: Ctx, args: Value| {
                 let planner = planner.clone();
-                async move { op.run(&planner, &ctx, args).await }
+                async move {
+                    let event = args
+                        .get("event_id")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned);
+                    let output = op.run(&planner, &ctx, args).await?;
+                    Ok(match changes {
+                        true => with_refresh(output, event.as_deref()),
+                        false => output,
+                    })
+                }
             }),
         )?;
     }

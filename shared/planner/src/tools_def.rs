@@ -2,6 +2,7 @@
 //! answer. Identity comes from `Ctx`; no schema has a field naming a user.
 
 use crate::events::{EventChanges, NewEvent};
+use crate::grid::with_refresh;
 use crate::{Caller, Planner, PlannerError};
 use serde_json::{Value, json};
 use std::future::Future;
@@ -141,11 +142,25 @@ pub fn register(
             .copied()
             .filter(|p| !matches!(op, Op::Focus) || *p != tools::MCP_PURPOSE)
             .collect();
+        let changes = !def.read_only;
         registry.register(
             def.purposes(&offered),
             handler_fn(move |ctx: Ctx, args: Value| {
                 let planner = planner.clone();
-                async move { op.run(&planner, &ctx, &args).await }
+                async move {
+                    let output = op.run(&planner, &ctx, &args).await?;
+                    if !changes {
+                        return Ok(output);
+                    }
+                    // The event the call changed: named in its arguments, or just created.
+                    let event = match op {
+                        Op::Create => output.get("id"),
+                        _ => args.get("event_id"),
+                    }
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
+                    Ok(with_refresh(output, event.as_deref()))
+                }
             }),
         )?;
     }

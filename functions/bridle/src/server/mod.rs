@@ -10,6 +10,7 @@ mod inspect_view;
 mod limits;
 mod link;
 pub mod sweep;
+mod timetable;
 mod tokens;
 mod webhooks;
 
@@ -59,6 +60,9 @@ pub struct App {
     pub engine: Arc<Engine>,
     pub hub: Arc<Hub>,
     pub notes: Arc<Notes>,
+    /// The planner's service layer (the engine's tools use the same one): the timetable panel
+    /// reads through it.
+    pub planner: Arc<planner::Planner>,
     /// Messaging channels: webhooks in, channel jobs out.
     pub channels: Channels,
     pub max_message_chars: usize,
@@ -109,6 +113,8 @@ pub fn router(app: App) -> Router {
             get(api::history).post(api::post_message),
         )
         .route("/api/notes", get(api::list_notes))
+        .route("/api/timetable", get(timetable::timetables))
+        .route("/timetable.js", get(timetable::script))
         .route("/api/link-code", post(link::create_link_code))
         .route("/api/usage", get(usage::usage))
         .route("/api/assistant-grant", get(grant::read).post(grant::set))
