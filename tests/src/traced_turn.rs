@@ -54,6 +54,19 @@ impl Trace {
     }
 }
 
+/// Prices for the test model, per million tokens: input $1, output $10, cache read $0.10,
+/// cache write $2.
+fn budget_config() -> budget::BudgetConfig {
+    budget::BudgetConfig {
+        prices: budget::PriceTable::with_file(
+            "test-prices.json",
+            r#"{"models": {"test-model": {"input": 1, "output": 10, "cache_read": 0.1, "cache_write": 2}}}"#,
+        )
+        .unwrap(),
+        ..budget::BudgetConfig::default()
+    }
+}
+
 fn replies() -> Vec<Reply> {
     vec![
         Reply::tool_call("c1", "list_events", json!({})).usage(USAGE),
@@ -72,7 +85,10 @@ fn replies() -> Vec<Reply> {
 /// the trace: everything in one trace under the webhook's span, with the attributes the issue
 /// asks for. Content checks are the caller's.
 pub async fn run_three_rounds(collector: &Collector, message_id: &str) -> Trace {
-    let h = Harness::new(replies()).await;
+    // The budget prices each call (and records the cost on its span).
+    let ledger = Arc::new(store_sqlite::SqliteStore::open_in_memory().unwrap());
+    let guard = budget::BudgetGuard::new(ledger, Arc::new(budget_config()), budget::system_clock());
+    let h = Harness::with_guard(replies(), Arc::new(guard)).await;
     // The webhook's side: its span's context goes into the job.
     let webhook = tracing::info_span!("webhook");
     let context = webhook.in_scope(telemetry::inject_current);
@@ -159,6 +175,9 @@ fn check_three_rounds(trace: &Trace, webhook_span: &str) {
             call.attr("gen_ai.usage.cache_creation_input_tokens"),
             Some("45")
         );
+        // 120 × $1 + 30 × $10 + 900 × $0.10 + 45 × $2 per million tokens.
+        let cost: f64 = call.attr("cost_usd").expect("cost_usd").parse().unwrap();
+        assert!((cost - 0.0006).abs() < 1e-9, "cost {cost} in {call:?}");
         assert!(call.attr("latency_ms").is_some(), "{call:?}");
         assert!(call.attr("time_to_first_token_ms").is_some(), "{call:?}");
     }

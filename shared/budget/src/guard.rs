@@ -307,6 +307,8 @@ impl BudgetGuard {
     async fn settle_reservation(&self, r: Reservation, usage: &Usage) {
         let real_tokens = usage.total() as i64;
         let real_usd = self.config.prices.cost(&r.model, usage) as i64;
+        // The engine settles inside the model call's span, which has a `cost_usd` field.
+        tracing::Span::current().record("cost_usd", real_usd as f64 / 1_000_000.0);
         let adjustments: Vec<Adjustment> = r
             .buckets
             .into_iter()

@@ -30,7 +30,9 @@ pub(crate) fn guard(call_number: u32) -> tracing::Span {
     tracing::info_span!("guard", call_number, outcome = Empty)
 }
 
-/// One model call; the usage, stop reason and timings are recorded when it ends.
+/// One model call; the usage, stop reason and timings are recorded when it ends. Its cost
+/// (`cost_usd`) is recorded by the guard that prices it (the budget), which settles the call
+/// inside this span.
 pub(crate) fn model_call(backend: &str, model: &str) -> tracing::Span {
     tracing::info_span!(
         "model_call",
@@ -43,6 +45,7 @@ pub(crate) fn model_call(backend: &str, model: &str) -> tracing::Span {
         gen_ai.usage.cache_read_input_tokens = Empty,
         gen_ai.usage.cache_creation_input_tokens = Empty,
         gen_ai.response.finish_reasons = Empty,
+        cost_usd = Empty,
         latency_ms = Empty,
         time_to_first_token_ms = Empty,
         error.type = Empty,

@@ -113,7 +113,12 @@ impl Turn<'_> {
             streamed: acc.emitted || !acc.parts.is_empty(),
             streamed_chars: streamed_chars(&acc.parts),
         };
-        engine.guard.settle(&self.conv, permit, &report).await;
+        // Inside the call's span: the budget records what it priced the call at there.
+        engine
+            .guard
+            .settle(&self.conv, permit, &report)
+            .instrument(span)
+            .await;
         Ok(result)
     }
 
