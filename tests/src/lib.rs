@@ -13,6 +13,7 @@ pub mod moto;
 pub mod oidc_provider;
 pub mod otlp;
 pub mod platform_api;
+pub mod program_script;
 mod sample_tools;
 pub mod server;
 pub mod traced_turn;
