@@ -453,3 +453,46 @@ async fn the_conversation_records_the_prompt_version() {
     assert_eq!(conv.prompt_version, engine::PROMPT_VERSION);
     assert_eq!(h.model.requests()[0].system, engine::DEFAULT_SYSTEM_PROMPT);
 }
+
+/// A compaction that crashed after writing its notes (the conversation still on the old
+/// segment) under a threshold since raised: the next turn's first row meets the notes' position
+/// and moves on to their segment instead of failing or writing over them.
+#[tokio::test]
+async fn notes_left_by_a_crashed_compaction_are_adopted_below_the_threshold() {
+    let h = Harness::new([Reply::text("First."), Reply::text("Second.")]).await;
+    h.turn("hello").await;
+    let old = h.store.messages(&h.conversation, 0).await.unwrap();
+    assert_eq!(old.len(), 2);
+    let notes = transcript::Message {
+        conversation_id: h.conversation.clone(),
+        segment: 1,
+        position: old[1].position + 1,
+        role: Role::User,
+        parts: vec![Part::text("<notes>\nsays hello\n</notes>")],
+        call: None,
+        action_id: Some("crashed-compaction".into()),
+        created_at_ms: 0,
+    };
+    h.store.append_message(&notes).await.unwrap();
+
+    let t = h.turn("and again").await;
+    assert_eq!(t.outcome.reply, "Second.");
+    let conv = h
+        .store
+        .conversation(&h.conversation)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(conv.segment, 1);
+    let new = h.store.messages(&h.conversation, 1).await.unwrap();
+    let positions: Vec<u64> = new.iter().map(|m| m.position).collect();
+    assert_eq!(
+        positions,
+        vec![notes.position, notes.position + 1, notes.position + 2]
+    );
+    assert_eq!(text_of(&new[1].parts[0]), "and again");
+    // The answer saw the notes, then the new message.
+    let answer = h.model.requests().pop().unwrap();
+    assert!(text_of(&answer.messages[0].parts[0]).starts_with("<notes>"));
+    assert_eq!(h.store.messages(&h.conversation, 0).await.unwrap(), old);
+}

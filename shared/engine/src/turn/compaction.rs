@@ -23,6 +23,9 @@ impl Turn<'_> {
         if !written.is_empty() {
             self.conv.segment = next_segment;
             engine.store.update_conversation(&self.conv).await?;
+            if let Some(last) = written.last() {
+                self.next_position = self.next_position.max(last.position + 1);
+            }
             self.history = History::new(written);
             return Ok(());
         }

@@ -107,7 +107,14 @@ impl<'a> Turn<'a> {
             }
             store.update_conversation(&conv).await?;
         }
-        let next_position = store.next_position(id).await?;
+        // The segment's last row is the transcript's last (a new segment opens after every
+        // position of the one before), so its read gives the next position without another;
+        // an empty segment (a new conversation) asks the store. A segment a crashed compaction
+        // left behind is adopted where its rows are met (`Turn::append`).
+        let next_position = match history.last() {
+            Some(last) => last.position + 1,
+            None => store.next_position(id).await?,
+        };
         let next_visible = store.next_visible_position(id).await?;
         let tools = engine
             .tools

@@ -99,7 +99,45 @@ impl Turn<'_> {
             action_id: Some(self.action_id.clone()),
             created_at_ms: (self.engine.clock)(),
         };
-        self.engine.store.append_message(&message).await?;
+        match self.engine.store.append_message(&message).await {
+            Ok(()) => {}
+            Err(store::StoreError::Conflict { what }) => {
+                return self.append_after_orphan(message, what).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+        self.next_position += 1;
+        self.history.push(message);
+        Ok(())
+    }
+
+    /// The position is taken. Rows only get there from the segment after this one, which a
+    /// compaction that crashed between writing its notes and moving the conversation on left
+    /// behind (the threshold since raised, so this turn did not compact): move on to that
+    /// segment, as compaction would have, and append after it. Anything else is the
+    /// `Conflict` it is (another attempt of this turn writing, say): never written twice.
+    async fn append_after_orphan(
+        &mut self,
+        mut message: Message,
+        what: String,
+    ) -> Result<(), EngineError> {
+        let store = &self.engine.store;
+        let next_segment = self.conv.segment + 1;
+        let written = store.messages(&self.conv.id, next_segment).await?;
+        let Some(last) = written.last() else {
+            return Err(store::StoreError::Conflict { what }.into());
+        };
+        tracing::warn!(
+            segment = next_segment,
+            "a crashed compaction's notes were found; moving on to their segment"
+        );
+        self.conv.segment = next_segment;
+        store.update_conversation(&self.conv).await?;
+        self.next_position = last.position + 1;
+        self.history = crate::history::History::new(written);
+        message.segment = next_segment;
+        message.position = self.next_position;
+        store.append_message(&message).await?;
         self.next_position += 1;
         self.history.push(message);
         Ok(())
