@@ -44,12 +44,27 @@ pub async fn user_conversation(
     job: &TurnJob,
     user: &UserId,
 ) -> Result<ConversationId, StoreError> {
-    let id = ConversationId(format!(
+    user_conversation_row(jobs, job, user).await.map(|c| c.id)
+}
+
+/// The id of the bound user's conversation in this chat (it names the user).
+pub(crate) fn user_conversation_id(job: &TurnJob, user: &UserId) -> ConversationId {
+    ConversationId(format!(
         "{}:{}@{}",
         job.channel,
         escape_key(&job.conversation_key),
         user.0
-    ));
+    ))
+}
+
+/// [`user_conversation`], as read (or created): read under the conversation's lease, the turn
+/// starts from it.
+pub(crate) async fn user_conversation_row(
+    jobs: &ChannelJobs,
+    job: &TurnJob,
+    user: &UserId,
+) -> Result<Conversation, StoreError> {
+    let id = user_conversation_id(job, user);
     // The account is looked at on first contact only (before the conversation exists, so a
     // crash in between leaves no conversation without its account), not on every message.
     let conv = match jobs.store.conversation(&id).await? {
@@ -65,7 +80,7 @@ pub async fn user_conversation(
             what: format!("conversation {id} of another user"),
         });
     }
-    Ok(id)
+    Ok(conv)
 }
 
 /// The chat's lobby: where replies to a sender that is not linked are recorded.

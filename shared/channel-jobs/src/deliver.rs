@@ -32,21 +32,30 @@ impl ChannelJobs {
     ) -> Result<(), JobError> {
         // The turn this outcome is of, as the engine left the conversation (no second read).
         let turn = outcome.turn;
-        // The turn's reply, once recorded, is the last entry: the lease keeps every other turn
-        // of this conversation out until this one is done. One bounded read, however long the
-        // transcript, that also gives the next entry's position.
-        let last = self
-            .store
-            .last_visible(conversation)
-            .await
-            .map_err(JobError::from)?;
-        if last
-            .as_ref()
-            .is_some_and(|e| e.turn == turn && e.role == VisibleRole::Assistant)
-        {
-            tracing::info!(job = %job.dedupe_key(), "reply already delivered; not sending again");
-            return Ok(());
-        }
+        let position = match outcome.reply_position {
+            // This run wrote the user's entry (a new turn): no attempt recorded the reply yet,
+            // and it goes right after that entry. A retry after a crash past sending resumes
+            // the turn, so it gets `None` and reads.
+            Some(position) => position,
+            // The turn's reply, once recorded, is the last entry: the lease keeps every other
+            // turn of this conversation out until this one is done. One bounded read, however
+            // long the transcript, that also gives the next entry's position.
+            None => {
+                let last = self
+                    .store
+                    .last_visible(conversation)
+                    .await
+                    .map_err(JobError::from)?;
+                if last
+                    .as_ref()
+                    .is_some_and(|e| e.turn == turn && e.role == VisibleRole::Assistant)
+                {
+                    tracing::info!(job = %job.dedupe_key(), "reply already delivered; not sending again");
+                    return Ok(());
+                }
+                last.map_or(0, |e| e.position + 1)
+            }
+        };
         if !outcome.silent && outcome.reply.trim().is_empty() {
             // The turn said nothing on purpose (a paused conversation): nothing to deliver.
             tracing::info!(job = %job.dedupe_key(), end = ?outcome.end, "the turn has no reply to deliver");
@@ -91,9 +100,9 @@ impl ChannelJobs {
         }
         let entry = VisibleEntry {
             conversation_id: conversation.clone(),
-            // Read before sending: nothing else writes this conversation's transcript while
+            // Known before sending: nothing else writes this conversation's transcript while
             // the turn holds its lease, and a taken position is a `Conflict`, never an overwrite.
-            position: last.map_or(0, |e| e.position + 1),
+            position,
             role: VisibleRole::Assistant,
             text: delivered.pieces.join("\n\n"),
             buttons: outcome

@@ -353,18 +353,27 @@ impl ChannelJobs {
                     return Ok((JobOutcome::Answered(other.clone()), None));
                 }
             };
-            let conversation = user_conversation(self, job, &user)
-                .await
-                .map_err(JobError::from)?;
+            // Read (or created) once the lease is held, below.
+            let conversation = conversation::user_conversation_id(job, &user);
             (user, conversation)
         };
         tracing::debug!(user = %user.0, conversation = %conversation, "job resolved");
         let outcome = self
-            .leased(
-                job,
-                &conversation,
-                self.turn(job, &conversation, sink, sender),
-            )
+            .leased(job, &conversation, async {
+                // A channel's conversation is read under the lease, so the turn starts from
+                // this read instead of its own (a web job's was read to check its owner, before
+                // the lease: the turn reads it again).
+                let row = if job.channel == web::WEB_CHANNEL {
+                    None
+                } else {
+                    Some(
+                        conversation::user_conversation_row(self, job, &user)
+                            .await
+                            .map_err(JobError::from)?,
+                    )
+                };
+                self.turn(job, &conversation, row, sink, sender).await
+            })
             .await?;
         Ok((JobOutcome::Done, Some(outcome)))
     }
@@ -374,6 +383,7 @@ impl ChannelJobs {
         &self,
         job: &TurnJob,
         conversation: &ConversationId,
+        row: Option<transcript::Conversation>,
         sink: &dyn EventSink,
         sender: &dyn Sender,
     ) -> Result<TurnOutcome, JobError> {
@@ -388,11 +398,11 @@ impl ChannelJobs {
             button_id: said.button_id,
         };
         let started = std::time::Instant::now();
-        let outcome = self
-            .engine
-            .run_turn(input, sink)
-            .await
-            .map_err(JobError::from)?;
+        let outcome = match row {
+            Some(row) => self.engine.run_turn_in(row, input, sink).await,
+            None => self.engine.run_turn(input, sink).await,
+        }
+        .map_err(JobError::from)?;
         let metrics = turn_metrics(
             job,
             &outcome,

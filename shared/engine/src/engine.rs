@@ -12,7 +12,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use store::Store;
 use tools::{ActionId, Registry};
 use tracing::Instrument;
-use transcript::{ConversationId, Usage};
+use transcript::{Conversation, ConversationId, Usage};
 
 /// One user message to answer.
 #[derive(Debug, Clone)]
@@ -82,6 +82,11 @@ pub struct TurnOutcome {
     /// The conversation's turn number this outcome is of (what its visible entries carry), so
     /// the caller delivering it need not read the conversation again.
     pub turn: u64,
+    /// Where the reply's visible entry goes, when this run wrote the user's entry itself (a
+    /// new turn, not a resumed one): nothing but this turn's reply can follow it, so whoever
+    /// delivers it need not read the visible transcript. `None`: an earlier attempt may have
+    /// recorded more; read it.
+    pub reply_position: Option<u64>,
 }
 
 /// The harness core: holds the model, the tools, the store and the guard.
@@ -188,11 +193,32 @@ impl Engine {
         input: TurnInput,
         sink: &dyn EventSink,
     ) -> Result<TurnOutcome, EngineError> {
+        self.run(None, input, sink).await
+    }
+
+    /// [`Engine::run_turn`] in `conversation` as the caller just read it while holding the
+    /// conversation's lease (so no other turn can have moved it on since), which saves the
+    /// turn reading it again.
+    pub async fn run_turn_in(
+        &self,
+        conversation: Conversation,
+        input: TurnInput,
+        sink: &dyn EventSink,
+    ) -> Result<TurnOutcome, EngineError> {
+        self.run(Some(conversation), input, sink).await
+    }
+
+    async fn run(
+        &self,
+        conversation: Option<Conversation>,
+        input: TurnInput,
+        sink: &dyn EventSink,
+    ) -> Result<TurnOutcome, EngineError> {
         let span = tracing::info_span!("turn", conversation = %input.conversation_id, action_id = %input.action_id);
         // Every tool shown gets a result or `tool_not_run`, however the turn ends.
         let sink = OpenTools::new(sink);
         let outcome = async {
-            let mut turn = Turn::start(self, &input, &sink)
+            let mut turn = Turn::start(self, conversation, &input, &sink)
                 .instrument(crate::spans::context_build())
                 .await?;
             let end = turn.run().await?;

@@ -45,6 +45,8 @@ pub(crate) struct Turn<'a> {
     tool_errors: u32,
     /// A call was held for confirmation in this turn: the reply gets the server's buttons.
     held_now: bool,
+    /// This run wrote the user's visible entry (a new turn).
+    wrote_user_entry: bool,
 }
 
 /// Where the answer that asked for tools is stored, and whether the turn is resuming (only then
@@ -68,15 +70,19 @@ enum Flow {
 impl<'a> Turn<'a> {
     pub(crate) async fn start(
         engine: &'a Engine,
+        read: Option<Conversation>,
         input: &TurnInput,
         sink: &'a dyn EventSink,
     ) -> Result<Turn<'a>, EngineError> {
         let store = &engine.store;
         let id = &input.conversation_id;
-        let mut conv = store
-            .conversation(id)
-            .await?
-            .ok_or_else(|| EngineError::ConversationNotFound(id.clone()))?;
+        let mut conv = match read.filter(|c| &c.id == id) {
+            Some(conv) => conv,
+            None => store
+                .conversation(id)
+                .await?
+                .ok_or_else(|| EngineError::ConversationNotFound(id.clone()))?,
+        };
         let history = store.messages(id, conv.segment).await?;
         let resumed = resume::find(&history, &input.action_id.0);
         // The user's message before this one: only a call held on it can be confirmed now.
@@ -161,6 +167,7 @@ impl<'a> Turn<'a> {
             resumed: false,
             tool_errors: 0,
             held_now,
+            wrote_user_entry: false,
         };
         match resumed {
             None => {
@@ -173,6 +180,7 @@ impl<'a> Turn<'a> {
                     .await?;
                 turn.append_visible(VisibleRole::User, input.text.clone())
                     .await?;
+                turn.wrote_user_entry = true;
             }
             Some(r) => {
                 tracing::warn!(calls_made = r.calls_made, next = ?r.next, "resuming a turn that was cut short");

@@ -62,6 +62,7 @@ impl Turn<'_> {
             usage: self.usage,
             tool_errors: self.tool_errors,
             turn: self.conv.turn,
+            reply_position: self.wrote_user_entry.then_some(self.next_visible),
         })
     }
 
