@@ -67,6 +67,7 @@ async fn spend(s: &TestServer, conv: &str, tokens: u64) {
                 conversation: &conv,
                 call_number: 1,
                 request: &request,
+                account: None,
             })
             .await
             .unwrap();

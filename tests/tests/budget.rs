@@ -224,6 +224,7 @@ async fn parallel_calls_on_dynamodb_never_pass_the_cap() {
                     conversation: &conv,
                     call_number: 1,
                     request: &request,
+                    account: None,
                 })
                 .await
         }));
@@ -273,6 +274,7 @@ async fn spent_ledger() -> (Arc<SqliteStore>, BudgetConfig) {
                 conversation: &conv,
                 call_number: 1,
                 request: &request,
+                account: None,
             })
             .await
             .unwrap();

@@ -161,20 +161,21 @@ pub fn planner_policy(planner: Arc<Planner>) -> Arc<dyn RiskPolicy> {
     }))
 }
 
-/// The per-turn context block's facts: the account's name and time zone, the user's events and
-/// the conversation's active event, read fresh for every turn.
+/// The per-turn context block's facts: the user's events and the conversation's active event,
+/// read fresh for every turn. The account's name and time zone come from the turn's own read
+/// of the account (the engine fills them in), not a second read here.
 fn planner_context(planner: Arc<Planner>) -> Arc<dyn ContextSource> {
     Arc::new(context_source(move |conversation| {
         let planner = planner.clone();
         async move {
-            let user = planner
-                .user_context(&conversation.user_id, &conversation.id)
+            let snapshot = planner
+                .snapshot(&conversation.user_id, &conversation.id)
                 .await
                 .map_err(|e| e.to_string())?;
             Ok(ContextFacts {
-                user_name: user.name,
-                time_zone: user.time_zone,
-                records: Some(user.records),
+                user_name: None,
+                time_zone: None,
+                records: Some(snapshot.text),
                 active: None,
             })
         }

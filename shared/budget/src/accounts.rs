@@ -14,6 +14,12 @@ use transcript::{ConversationId, UserId};
 #[async_trait]
 pub trait AccountStatus: Send + Sync {
     async fn status(&self, user: &UserId) -> Result<Option<Status>, StoreError>;
+
+    /// The status in `account` as the turn read it from the store, when that is this source's
+    /// answer (the store's own accounts); `None`: ask [`AccountStatus::status`].
+    fn as_read(&self, _account: &store::Account) -> Option<Status> {
+        None
+    }
 }
 
 /// Paused and closed users held in memory; everyone else is active.
@@ -70,7 +76,10 @@ impl PausedAccounts {
         if let Some(status) = self.1.lock().get(&key.0).filter(|(t, _)| *t == key.1) {
             return Ok(status.1);
         }
-        let status = self.0.status(&conv.user_id).await?;
+        let status = match call.account.and_then(|a| self.0.as_read(a)) {
+            Some(status) => Some(status),
+            None => self.0.status(&conv.user_id).await?,
+        };
         let mut held = self.1.lock();
         if held.len() >= REMEMBERED_TURNS && !held.contains_key(&key.0) {
             held.clear();
@@ -138,6 +147,10 @@ impl AccountStatus for StoreAccounts {
     async fn status(&self, user: &UserId) -> Result<Option<Status>, StoreError> {
         Ok(self.0.account(user).await?.map(|a| a.status))
     }
+
+    fn as_read(&self, account: &store::Account) -> Option<Status> {
+        Some(account.status)
+    }
 }
 
 #[cfg(test)]
@@ -174,6 +187,7 @@ mod tests {
                 conversation: conv,
                 call_number: n,
                 request: &request,
+                account: None,
             })
             .await
     }
@@ -206,5 +220,37 @@ mod tests {
             ask(&guard, &other, 1).await.is_err(),
             "another conversation reads its own"
         );
+    }
+
+    /// The store's accounts as the turn read them: no read of its own; a source that is not
+    /// the store (here, in memory) still answers for itself.
+    #[tokio::test]
+    async fn the_turns_own_read_of_the_account_is_the_stores_answer() {
+        let store = Arc::new(store_sqlite::SqliteStore::open_in_memory().unwrap());
+        let guard = PausedAccounts::new(Arc::new(StoreAccounts(store)));
+        let conv = Conversation::new("c", "ana", "web", "chat");
+        let request = backend::ChatRequest {
+            model: "m".into(),
+            system: String::new(),
+            messages: Vec::new(),
+            tools: Arc::new([]),
+            settings: Default::default(),
+        };
+        let paused = store::Account {
+            status: Status::Paused,
+            ..store::Account::new("ana", "Ana")
+        };
+        let call = GuardCall {
+            conversation: &conv,
+            call_number: 1,
+            request: &request,
+            account: Some(&paused),
+        };
+        // Not in the store at all: the status came from the turn's read.
+        let denied = guard.before_model_call(&call).await.unwrap_err();
+        assert_eq!(denied.reason, "account:paused");
+
+        let in_memory = PausedAccounts::new(Arc::new(InMemoryAccounts::default()));
+        assert!(in_memory.before_model_call(&call).await.is_ok());
     }
 }

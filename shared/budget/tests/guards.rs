@@ -92,6 +92,7 @@ async fn call(guard: &dyn Guard, conv: &Conversation, input: u64) -> Result<Perm
             conversation: conv,
             call_number: 1,
             request: &req,
+            account: None,
         })
         .await
 }
@@ -138,6 +139,7 @@ async fn ask(guard: &dyn Guard, conv: &Conversation, req: &ChatRequest) -> Resul
             conversation: conv,
             call_number: 1,
             request: req,
+            account: None,
         })
         .await
 }
@@ -520,6 +522,7 @@ async fn the_conversation_rate_counts_first_calls_only() {
         conversation: &c1,
         call_number: n,
         request: &req,
+        account: None,
     };
     rate.before_model_call(&at(1)).await.unwrap();
     // Tool round trips of the same turn are not messages.
@@ -535,6 +538,7 @@ async fn the_conversation_rate_counts_first_calls_only() {
         conversation: &c2,
         call_number: 1,
         request: &req,
+        account: None,
     })
     .await
     .unwrap();

@@ -10,6 +10,9 @@ pub struct GuardCall<'a> {
     /// 1-based model call number within this turn (retries count).
     pub call_number: u32,
     pub request: &'a ChatRequest,
+    /// The conversation's account as the turn read it at its start; `None` when it was not
+    /// read or there is none (a guard that needs it reads it).
+    pub account: Option<&'a store::Account>,
 }
 
 /// A refusal to make a model call.

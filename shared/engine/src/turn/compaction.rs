@@ -39,6 +39,7 @@ impl Turn<'_> {
             conversation: &self.conv,
             call_number: self.model_calls,
             request: &request,
+            account: self.account.as_ref(),
         };
         let permit = match engine.guard.before_model_call(&call).await {
             Ok(permit) => permit,

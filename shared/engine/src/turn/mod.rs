@@ -47,6 +47,8 @@ pub(crate) struct Turn<'a> {
     held_now: bool,
     /// This run wrote the user's visible entry (a new turn).
     wrote_user_entry: bool,
+    /// The conversation's account as read at the turn's start.
+    account: Option<store::Account>,
 }
 
 /// Where the answer that asked for tools is stored, and whether the turn is resuming (only then
@@ -134,9 +136,11 @@ impl<'a> Turn<'a> {
             .collect();
         // The assistant's grant as the account holds it now (the widest when there is no
         // account); the tool list above does not depend on it. A write re-reads it.
-        let grant = store
-            .account(&conv.user_id)
-            .await?
+        // One read for the turn: the guards (the account's status) and the context block (name,
+        // time zone) use it too.
+        let account = store.account(&conv.user_id).await?;
+        let grant = account
+            .as_ref()
             .map(|a| a.assistant_grant)
             .unwrap_or_default();
         let ctx = Ctx {
@@ -168,6 +172,7 @@ impl<'a> Turn<'a> {
             tool_errors: 0,
             held_now,
             wrote_user_entry: false,
+            account,
         };
         match resumed {
             None => {

@@ -70,6 +70,7 @@ impl Turn<'_> {
             conversation: &self.conv,
             call_number: self.model_calls,
             request: &request,
+            account: self.account.as_ref(),
         };
         let guard_span = crate::spans::guard(self.model_calls);
         let permit = match engine

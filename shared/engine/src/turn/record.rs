@@ -13,10 +13,20 @@ impl Turn<'_> {
         let Some(source) = &self.engine.context else {
             return text.to_owned();
         };
-        let facts = source.facts(&self.conv).await.unwrap_or_else(|err| {
+        let mut facts = source.facts(&self.conv).await.unwrap_or_else(|err| {
             tracing::warn!(error = %err, "context facts unavailable; the block has time and channel only");
             ContextFacts::default()
         });
+        // The account the turn read gives the name and time zone the domain left out.
+        if let Some(account) = &self.account {
+            let name = account.display_name.trim();
+            if facts.user_name.is_none() && !name.is_empty() {
+                facts.user_name = Some(account.display_name.clone());
+            }
+            if facts.time_zone.is_none() {
+                facts.time_zone = Some(account.time_zone.clone());
+            }
+        }
         context::render(&facts, &self.conv, (self.engine.clock)(), text)
     }
 
