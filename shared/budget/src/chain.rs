@@ -85,14 +85,10 @@ impl Guards {
             guards.push(Arc::new(crate::NoModel(line)));
         }
         guards.push(Arc::new(crate::PausedAccounts::new(s.accounts)));
-        guards.push(Arc::new(crate::ConversationRate::new(
-            s.ledger.clone(),
-            s.config.clone(),
-            s.clock.clone(),
-        )));
-        guards.push(Arc::new(crate::BudgetGuard::new(
-            s.ledger, s.config, s.clock,
-        )));
+        // The conversation's rate rides in the budget's first reservation (one write).
+        guards.push(Arc::new(
+            crate::BudgetGuard::new(s.ledger, s.config, s.clock).with_conversation_rate(),
+        ));
         Self(guards)
     }
 }

@@ -64,6 +64,9 @@ pub struct BudgetGuard {
     clock: Clock,
     /// The input estimate of each call, kept as a running total per conversation.
     estimate: RunningEstimate,
+    /// Also count the turn's message against its conversation's hourly rate, in the first
+    /// call's reservation ([`BudgetGuard::with_conversation_rate`]).
+    rate: bool,
 }
 
 impl std::fmt::Debug for BudgetGuard {
@@ -101,7 +104,33 @@ impl BudgetGuard {
             config,
             clock,
             estimate: RunningEstimate::default(),
+            rate: false,
         }
+    }
+
+    /// Count each turn's message against its conversation's messages-per-hour cap, as
+    /// [`crate::ConversationRate`] does, but in the same all-or-nothing reservation as the
+    /// turn's first call (one write instead of two): a message over the rate is refused with
+    /// the rate's sentence and charges nothing; one the budget refuses is not counted either.
+    pub fn with_conversation_rate(mut self) -> Self {
+        self.rate = true;
+        self
+    }
+
+    /// The rate's charge for `call`: on the turn's first call only.
+    fn rate_charge(&self, call: &GuardCall<'_>, now: i64) -> Option<Charge> {
+        if !self.rate || call.call_number != 1 {
+            return None;
+        }
+        let b = Bucket::ConversationMessagesHour;
+        let conv = call.conversation;
+        let bucket = b.key(&conv.user_id, &conv.id, now);
+        Some(Charge {
+            expires_at_ms: bucket.start_ms + b.length_ms(),
+            bucket,
+            amount: 1,
+            limit: self.config.cap(b).limit,
+        })
     }
 
     /// The charges of a call with `input` estimated input tokens and `output` allowed output
@@ -203,9 +232,12 @@ impl Guard for BudgetGuard {
         let now = (self.clock)();
         let mut output = wanted;
         let mut last = Bucket::GlobalUsd30d;
+        let rate = self.rate_charge(call, now);
         for _ in 0..ATTEMPTS {
             let plan = self.plan(call.conversation, now, &price, input, output);
-            let bucket = match self.ledger.reserve(&plan.charges).await {
+            // The rate's charge first: over both, the rate is what the user is told.
+            let charges: Vec<Charge> = rate.iter().chain(&plan.charges).cloned().collect();
+            let bucket = match self.ledger.reserve(&charges).await {
                 Ok(Reserve::Reserved) => {
                     let reservation = Reservation {
                         model: request.model.clone(),
@@ -231,6 +263,18 @@ impl Guard for BudgetGuard {
                     // `output` ≤ the request's `max_tokens`, a u32.
                     let allowed = u32::try_from(output).unwrap_or(u32::MAX);
                     return Ok(Permit::carrying(reservation).with_max_output_tokens(allowed));
+                }
+                Ok(Reserve::Tripped {
+                    bucket,
+                    used,
+                    limit,
+                }) if rate.as_ref().is_some_and(|r| r.bucket == bucket) => {
+                    let conv = &call.conversation.id;
+                    tracing::warn!(conversation = %conv, used, limit, "conversation rate reached; no model call");
+                    return Err(Denied {
+                        reason: format!("rate:{}", Bucket::ConversationMessagesHour.name()),
+                        user_message: lines::CONVERSATION_BUSY.to_owned(),
+                    });
                 }
                 Ok(Reserve::Tripped { bucket, .. }) => bucket,
                 Err(err) => return Err(unavailable(&err)),

@@ -676,3 +676,52 @@ async fn unreported_and_failed_calls_are_settled_from_an_estimate() {
         1_332 + 300 + 100
     );
 }
+
+/// The standard chain's rate: in the budget's first reservation of a turn (one write), all or
+/// nothing with it.
+#[tokio::test]
+async fn the_conversation_rate_rides_in_the_first_reservation_all_or_nothing() {
+    let s = setup(config(|c| {
+        c.conversation_messages_per_hour = cap(Some(2));
+        c.user_tokens_per_minute = cap(Some(2_500));
+    }));
+    let clock_now = s.now.clone();
+    let guard = BudgetGuard::new(
+        s.ledger.clone(),
+        s.config.clone(),
+        Arc::new(move || clock_now.load(Ordering::SeqCst)),
+    )
+    .with_conversation_rate();
+    let ana = conv("ana", "c1");
+    let req = request(900);
+    let at = |n| GuardCall {
+        conversation: &ana,
+        call_number: n,
+        request: &req,
+        account: None,
+    };
+    let messages = |now| used(&s.ledger, Bucket::ConversationMessagesHour, &ana, now);
+    let tokens = |now| used(&s.ledger, Bucket::UserTokensMinute, &ana, now);
+    // A message, then a tool round of the same turn (not a message): 2,000 tokens.
+    guard.before_model_call(&at(1)).await.unwrap();
+    guard.before_model_call(&at(2)).await.unwrap();
+    let now = s.now.load(Ordering::SeqCst);
+    assert_eq!((messages(now).await, tokens(now).await), (1, 2_000));
+    // A message the budget refuses is not counted against the rate either.
+    tripped(
+        guard.before_model_call(&at(1)).await,
+        Bucket::UserTokensMinute,
+    );
+    assert_eq!(messages(now).await, 1);
+    // Next minute: the second message fits; the third is over the rate and reserves nothing.
+    s.now.fetch_add(60_000, Ordering::SeqCst);
+    let now = s.now.load(Ordering::SeqCst);
+    guard.before_model_call(&at(1)).await.unwrap();
+    let denied = guard.before_model_call(&at(1)).await.unwrap_err();
+    assert_eq!(
+        denied.reason,
+        format!("rate:{}", Bucket::ConversationMessagesHour.name())
+    );
+    assert_eq!(denied.user_message, lines::CONVERSATION_BUSY);
+    assert_eq!((messages(now).await, tokens(now).await), (2, 1_000));
+}
