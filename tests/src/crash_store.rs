@@ -134,6 +134,17 @@ impl MessageStore for CrashStore {
         self.write("append_message", self.inner.append_message(message))
             .await
     }
+    async fn append_message_and_visible(
+        &self,
+        message: &Message,
+        entry: &VisibleEntry,
+    ) -> Result<(), StoreError> {
+        self.write(
+            "append_message_and_visible",
+            self.inner.append_message_and_visible(message, entry),
+        )
+        .await
+    }
     async fn messages(&self, c: &ConversationId, segment: u32) -> Result<Vec<Message>, StoreError> {
         self.alive()?;
         self.inner.messages(c, segment).await

@@ -57,6 +57,21 @@ impl MessageStore for FlakyStore {
         }
         self.inner.append_message(message).await
     }
+    /// One append, as the store makes it one write.
+    async fn append_message_and_visible(
+        &self,
+        message: &Message,
+        entry: &VisibleEntry,
+    ) -> Result<(), StoreError> {
+        let left = self.appends_left.load(Ordering::SeqCst);
+        if left == 0 {
+            return Err(StoreError::Unavailable("the worker died here".into()));
+        }
+        if left > 0 {
+            self.appends_left.fetch_sub(1, Ordering::SeqCst);
+        }
+        self.inner.append_message_and_visible(message, entry).await
+    }
     async fn messages(&self, c: &ConversationId, segment: u32) -> Result<Vec<Message>, StoreError> {
         self.inner.messages(c, segment).await
     }

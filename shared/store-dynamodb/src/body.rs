@@ -39,10 +39,14 @@ impl DynamoStore {
     /// Write a record that must not exist yet. `Conflict { what }` when its head exists and is
     /// not past its `ttl` (an expired one counts as absent, as on reads, and is replaced).
     pub(crate) async fn put_new(&self, record: NewRecord, what: &str) -> Result<(), StoreError> {
+        self.put_items(record.into_items()?, what).await
+    }
+
+    /// [`DynamoStore::put_new`] of a record's items.
+    async fn put_items(&self, mut items: Vec<Item>, what: &str) -> Result<(), StoreError> {
         let conflict = || StoreError::Conflict {
             what: what.to_owned(),
         };
-        let mut items = record.into_items()?;
         if items.len() == 1 {
             let head = items.pop().unwrap_or_default();
             return self
@@ -58,6 +62,55 @@ impl DynamoStore {
                 .map(drop)
                 .map_err(|e| write_error(e, conflict));
         }
+        let writes = self.transact_puts(items)?;
+        self.client
+            .transact_write_items()
+            .set_transact_items(Some(writes))
+            .send()
+            .await
+            .map(drop)
+            .map_err(|e| write_error(e, conflict))
+    }
+}
+
+impl DynamoStore {
+    /// Write several records that must not exist yet, all or none: one transaction, each head
+    /// conditioned as in [`DynamoStore::put_new`]; `Conflict { what }` when any head is taken.
+    /// Records too large to share one transaction are written one after another instead.
+    pub(crate) async fn put_new_together(
+        &self,
+        records: Vec<NewRecord>,
+        what: &str,
+    ) -> Result<(), StoreError> {
+        let mut heads = Vec::new();
+        for record in records {
+            heads.push(record.into_items()?);
+        }
+        if heads.iter().map(Vec::len).sum::<usize>() > MAX_CHUNKS {
+            for items in heads {
+                self.put_items(items, what).await?;
+            }
+            return Ok(());
+        }
+        let mut writes = Vec::new();
+        for items in heads {
+            writes.extend(self.transact_puts(items)?);
+        }
+        self.client
+            .transact_write_items()
+            .set_transact_items(Some(writes))
+            .send()
+            .await
+            .map(drop)
+            .map_err(|e| {
+                write_error(e, || StoreError::Conflict {
+                    what: what.to_owned(),
+                })
+            })
+    }
+
+    /// A record's items as transaction puts, its head conditioned on its key being free.
+    fn transact_puts(&self, items: Vec<Item>) -> Result<Vec<TransactWriteItem>, StoreError> {
         let mut writes = Vec::with_capacity(items.len());
         for (chunk, item) in items.into_iter().enumerate() {
             let put = Put::builder().table_name(&self.table).set_item(Some(item));
@@ -74,13 +127,7 @@ impl DynamoStore {
                     .build(),
             );
         }
-        self.client
-            .transact_write_items()
-            .set_transact_items(Some(writes))
-            .send()
-            .await
-            .map(drop)
-            .map_err(|e| write_error(e, conflict))
+        Ok(writes)
     }
 }
 

@@ -9,7 +9,7 @@ use crate::keys::{
     segment_prefix,
 };
 use async_trait::async_trait;
-use store::{MessageStore, StoreError};
+use store::{MessageStore, StoreError, VisibleEntry};
 use transcript::{ConversationId, Message};
 
 const SEGMENT: &str = "segment";
@@ -18,19 +18,20 @@ const POSITION: &str = "position";
 #[async_trait]
 impl MessageStore for DynamoStore {
     async fn append_message(&self, m: &Message) -> Result<(), StoreError> {
-        let what = format!("message {}@{}", m.conversation_id, m.position);
-        let body = serde_json::to_string(m).map_err(|e| corrupt(&what, e))?;
-        let record = NewRecord {
-            pk: conversation_pk(&m.conversation_id),
-            sk: message_sk(m.position),
-            lsi1sk: Some(message_lsi1sk(m.segment, m.position)),
-            attrs: Item::from([
-                (SEGMENT.into(), n(m.segment)),
-                (POSITION.into(), n(m.position)),
-            ]),
-            body,
-        };
+        let (record, what) = message_record(m)?;
         self.put_new(record, &what).await
+    }
+
+    /// One `TransactWriteItems` for both (each head conditioned on its key being free).
+    async fn append_message_and_visible(
+        &self,
+        m: &Message,
+        e: &VisibleEntry,
+    ) -> Result<(), StoreError> {
+        let (message, what) = message_record(m)?;
+        let (entry, seen) = crate::visible::visible_record(e)?;
+        self.put_new_together(vec![message, entry], &format!("{what} or {seen}"))
+            .await
     }
 
     async fn messages(
@@ -68,6 +69,23 @@ impl MessageStore for DynamoStore {
             .consistent_read(true);
         next_after(self.query_first(query).await?, MSG, conversation)
     }
+}
+
+/// A message as the record it is stored as, and its name for errors.
+fn message_record(m: &Message) -> Result<(NewRecord, String), StoreError> {
+    let what = format!("message {}@{}", m.conversation_id, m.position);
+    let body = serde_json::to_string(m).map_err(|e| corrupt(&what, e))?;
+    let record = NewRecord {
+        pk: conversation_pk(&m.conversation_id),
+        sk: message_sk(m.position),
+        lsi1sk: Some(message_lsi1sk(m.segment, m.position)),
+        attrs: Item::from([
+            (SEGMENT.into(), n(m.segment)),
+            (POSITION.into(), n(m.position)),
+        ]),
+        body,
+    };
+    Ok((record, what))
 }
 
 /// The position after the one in `last`'s sort key; 0 when there is none.

@@ -16,15 +16,7 @@ const POSITION: &str = "position";
 #[async_trait]
 impl VisibleStore for DynamoStore {
     async fn append_visible(&self, e: &VisibleEntry) -> Result<(), StoreError> {
-        let what = format!("visible entry {}@{}", e.conversation_id, e.position);
-        let body = serde_json::to_string(e).map_err(|err| corrupt(&what, err))?;
-        let record = NewRecord {
-            pk: conversation_pk(&e.conversation_id),
-            sk: visible_sk(e.position),
-            lsi1sk: None,
-            attrs: Item::from([(POSITION.into(), n(e.position))]),
-            body,
-        };
+        let (record, what) = visible_record(e)?;
         self.put_new(record, &what).await
     }
 
@@ -92,6 +84,20 @@ impl DynamoStore {
             .expression_attribute_values(":seen", s(SEEN))
             .consistent_read(true)
     }
+}
+
+/// An entry as the record it is stored as, and its name for errors.
+pub(crate) fn visible_record(e: &VisibleEntry) -> Result<(NewRecord, String), StoreError> {
+    let what = format!("visible entry {}@{}", e.conversation_id, e.position);
+    let body = serde_json::to_string(e).map_err(|err| corrupt(&what, err))?;
+    let record = NewRecord {
+        pk: conversation_pk(&e.conversation_id),
+        sk: visible_sk(e.position),
+        lsi1sk: None,
+        attrs: Item::from([(POSITION.into(), n(e.position))]),
+        body,
+    };
+    Ok((record, what))
 }
 
 /// The stored JSON, checked against the key it was stored under.

@@ -4,7 +4,7 @@ use crate::SqliteStore;
 use crate::error::{corrupt, from_sql, to_sql, unavailable, write_error};
 use async_trait::async_trait;
 use rusqlite::params;
-use store::{MessageStore, StoreError};
+use store::{MessageStore, StoreError, VisibleEntry};
 use transcript::{ConversationId, Message};
 
 #[async_trait]
@@ -28,6 +28,44 @@ impl MessageStore for SqliteStore {
         ])
         .map_err(|e| write_error(e, what))?;
         Ok(())
+    }
+
+    async fn append_message_and_visible(
+        &self,
+        m: &Message,
+        e: &VisibleEntry,
+    ) -> Result<(), StoreError> {
+        let what = || format!("message {}@{}", m.conversation_id, m.position);
+        let seen = || format!("visible entry {}@{}", e.conversation_id, e.position);
+        let body = serde_json::to_string(m).map_err(|err| corrupt(what(), err))?;
+        let shown = serde_json::to_string(e).map_err(|err| corrupt(seen(), err))?;
+        let mut conn = self.conn();
+        let tx = conn.transaction().map_err(unavailable)?;
+        tx.prepare_cached(
+            "INSERT INTO messages (conversation_id, position, segment, role, body)
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+        )
+        .map_err(unavailable)?
+        .execute(params![
+            m.conversation_id.0,
+            to_sql(m.position, "position")?,
+            m.segment,
+            m.role.as_str(),
+            body,
+        ])
+        .map_err(|err| write_error(err, what))?;
+        tx.prepare_cached(
+            "INSERT INTO visible (conversation_id, position, body) VALUES (?1, ?2, ?3)",
+        )
+        .map_err(unavailable)?
+        .execute(params![
+            e.conversation_id.0,
+            to_sql(e.position, "position")?,
+            shown
+        ])
+        .map_err(|err| write_error(err, seen))?;
+        // Dropped without commit on any error above: neither row is written.
+        tx.commit().map_err(unavailable)
     }
 
     async fn messages(

@@ -79,6 +79,14 @@ pub trait MessageStore: Send + Sync {
     /// (someone else appended first); the stored row is never changed.
     async fn append_message(&self, message: &Message) -> Result<(), StoreError>;
 
+    /// Write `message` and `entry` (a user's words as they were shown) together: both or
+    /// neither. [`StoreError::Conflict`] when either position is taken, and nothing is written.
+    async fn append_message_and_visible(
+        &self,
+        message: &Message,
+        entry: &VisibleEntry,
+    ) -> Result<(), StoreError>;
+
     /// The messages of one segment, by position.
     async fn messages(
         &self,

@@ -181,9 +181,7 @@ impl<'a> Turn<'a> {
                 let text = turn
                     .user_message_text(&press::with_note(input.model_text(), decided))
                     .await;
-                turn.append(Role::User, input.user_parts(text), None)
-                    .await?;
-                turn.append_visible(VisibleRole::User, input.text.clone())
+                turn.append_user(input.user_parts(text), input.text.clone())
                     .await?;
                 turn.wrote_user_entry = true;
             }

@@ -154,6 +154,52 @@ impl Turn<'_> {
         Ok(())
     }
 
+    /// A new turn's user message and the user's entry in the visible transcript, written
+    /// together (one write, both or neither). A taken position falls back to writing them one
+    /// after the other, which adopts a crashed compaction's segment ([`Turn::append`]) or
+    /// reports the `Conflict`.
+    pub(super) async fn append_user(
+        &mut self,
+        parts: Vec<Part>,
+        text: String,
+    ) -> Result<(), EngineError> {
+        let now = (self.engine.clock)();
+        let message = Message {
+            conversation_id: self.conv.id.clone(),
+            segment: self.conv.segment,
+            position: self.next_position,
+            role: Role::User,
+            parts,
+            call: None,
+            action_id: Some(self.action_id.clone()),
+            created_at_ms: now,
+        };
+        let entry = VisibleEntry {
+            conversation_id: self.conv.id.clone(),
+            position: self.next_visible,
+            role: VisibleRole::User,
+            text,
+            buttons: Vec::new(),
+            reaction: None,
+            turn: self.conv.turn,
+            created_at_ms: now,
+        };
+        let store = &self.engine.store;
+        match store.append_message_and_visible(&message, &entry).await {
+            Ok(()) => {
+                self.next_position += 1;
+                self.next_visible += 1;
+                self.history.push(message);
+                Ok(())
+            }
+            Err(store::StoreError::Conflict { .. }) => {
+                self.append(Role::User, message.parts, None).await?;
+                self.append_visible(VisibleRole::User, entry.text).await
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// The user's entry in the visible transcript. The reply's entry is the job path's: it
     /// records what was actually delivered (`channel-jobs`).
     pub(super) async fn append_visible(
