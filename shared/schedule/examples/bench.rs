@@ -68,6 +68,7 @@ fn main() {
                 "size": n, "seed": seed, "feasible": feasible, "makespan": makespan,
                 "lower_bound": bound, "seconds": seconds,
                 "reasons": result.as_ref().err().map(|e| e.to_string()),
+                "timetable": result.as_ref().ok().map(|p| &p.timetable),
             });
             write(format!("bridle-{n}.json"), out);
         }

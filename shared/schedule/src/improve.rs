@@ -20,8 +20,8 @@ pub(crate) fn left_justify(st: &mut State, movable: &[bool], rounds: u32) {
                 .filter_map(|&j| st.end(j))
                 .max()
                 .unwrap_or(0);
-            let at = match st.earliest(s, release) {
-                Some(at) if global(at.day, at.start) < global(old.day, old.start) => {
+            let at = match st.earliest_before(s, release, 0, global(old.day, old.start)) {
+                Some(at) => {
                     moved = true;
                     at
                 }

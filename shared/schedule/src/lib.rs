@@ -19,7 +19,9 @@
 //! passes with seeded perturbations of the priorities and of flexible breaks, and with big
 //! rooms increasingly kept for big audiences, each followed by left-justification
 //! (every session lifted and put back at its earliest slot), keeps the best. Last, a fresh
-//! plan's flexible breaks are tried at each quarter hour of their span, one at a time.
+//! plan's flexible breaks are tried at each quarter hour of their span, one at a time, and a
+//! local search changes the best pass's order a little at a time (mostly the sessions around
+//! those that end last), keeping each change that scores no worse.
 
 mod bounds;
 mod build;

@@ -144,19 +144,34 @@ impl<'a> State<'a> {
                 .all(|&j| self.at[j].is_none_or(|a| end <= global(a.day, a.start)))
     }
 
-    /// The earliest slot for `s` that starts at or after `release` (global minutes), in the
-    /// room seating the fewest that has it.
-    pub(crate) fn earliest(&self, s: usize, release: u64) -> Option<At> {
-        self.earliest_sparing(s, release, 0)
-    }
-
-    /// As [`Self::earliest`], on the first day with a slot, but a room counts as `spare`
+    /// The earliest slot for `s` that starts at or after `release` (global minutes), on the
+    /// first day with a slot, in the room seating the fewest that has it, but a room counts as `spare`
     /// minutes later for each room seating fewer that could also hold the session: big rooms
     /// are kept for the sessions only they can hold.
     pub(crate) fn earliest_sparing(&self, s: usize, release: u64, spare: u32) -> Option<At> {
+        self.earliest_before(s, release, spare, u64::MAX)
+    }
+
+    /// As [`Self::earliest_sparing`], among slots starting before `limit` (global minutes).
+    pub(crate) fn earliest_before(
+        &self,
+        s: usize,
+        release: u64,
+        spare: u32,
+        limit: u64,
+    ) -> Option<At> {
         let dur = self.pr.p.sessions[s].duration;
         let first_day = (release / 1440) as usize;
-        for d in first_day..self.pr.p.days.len() {
+        if self.pr.p.days.is_empty() {
+            return None;
+        }
+        let last_day = (limit / 1440).min(self.pr.p.days.len() as u64 - 1) as usize;
+        for d in first_day..=last_day {
+            let until = if d == last_day {
+                (limit - d as u64 * 1440).min(u64::from(u32::MAX)) as u32
+            } else {
+                u32::MAX
+            };
             let from = if d == first_day {
                 (release % 1440) as u32
             } else {
@@ -164,7 +179,7 @@ impl<'a> State<'a> {
             };
             let mut best: Option<(u32, u32, u32, usize)> = None;
             for &r in &self.pr.rooms_for[s] {
-                let Some(t) = self.earliest_in(s, r, d, from, dur) else {
+                let Some(t) = self.earliest_in(s, r, d, from, dur, until) else {
                     continue;
                 };
                 let cap = self.pr.p.rooms[r].capacity;
@@ -188,10 +203,18 @@ impl<'a> State<'a> {
         None
     }
 
-    fn earliest_in(&self, s: usize, r: usize, d: usize, from: u32, dur: u32) -> Option<u32> {
+    fn earliest_in(
+        &self,
+        s: usize,
+        r: usize,
+        d: usize,
+        from: u32,
+        dur: u32,
+        until: u32,
+    ) -> Option<u32> {
         for &(a, b) in &self.pr.windows[r][d] {
             let mut t = a.max(from);
-            while t + dur <= b {
+            while t + dur <= b && t < until {
                 match self.blocked_until(s, r, d, t) {
                     Some(next) => t = next,
                     None => return Some(t),
