@@ -134,14 +134,15 @@ impl MessageStore for CrashStore {
         self.write("append_message", self.inner.append_message(message))
             .await
     }
-    async fn append_message_and_visible(
+    async fn start_turn(
         &self,
+        conversation: &Conversation,
         message: &Message,
         entry: &VisibleEntry,
     ) -> Result<(), StoreError> {
         self.write(
-            "append_message_and_visible",
-            self.inner.append_message_and_visible(message, entry),
+            "start_turn",
+            self.inner.start_turn(conversation, message, entry),
         )
         .await
     }

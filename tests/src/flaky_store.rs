@@ -58,8 +58,9 @@ impl MessageStore for FlakyStore {
         self.inner.append_message(message).await
     }
     /// One append, as the store makes it one write.
-    async fn append_message_and_visible(
+    async fn start_turn(
         &self,
+        conversation: &Conversation,
         message: &Message,
         entry: &VisibleEntry,
     ) -> Result<(), StoreError> {
@@ -70,7 +71,7 @@ impl MessageStore for FlakyStore {
         if left > 0 {
             self.appends_left.fetch_sub(1, Ordering::SeqCst);
         }
-        self.inner.append_message_and_visible(message, entry).await
+        self.inner.start_turn(conversation, message, entry).await
     }
     async fn messages(&self, c: &ConversationId, segment: u32) -> Result<Vec<Message>, StoreError> {
         self.inner.messages(c, segment).await

@@ -74,12 +74,14 @@ impl DynamoStore {
 }
 
 impl DynamoStore {
-    /// Write several records that must not exist yet, all or none: one transaction, each head
-    /// conditioned as in [`DynamoStore::put_new`]; `Conflict { what }` when any head is taken.
-    /// Records too large to share one transaction are written one after another instead.
+    /// Write several records that must not exist yet, and `also`, all or none: one
+    /// transaction, each head conditioned as in [`DynamoStore::put_new`]; `Conflict { what }`
+    /// when any condition is false. Records too large to share one transaction are written one
+    /// after another instead (`also` first).
     pub(crate) async fn put_new_together(
         &self,
         records: Vec<NewRecord>,
+        also: Option<TransactWriteItem>,
         what: &str,
     ) -> Result<(), StoreError> {
         let mut heads = Vec::new();
@@ -87,12 +89,24 @@ impl DynamoStore {
             heads.push(record.into_items()?);
         }
         if heads.iter().map(Vec::len).sum::<usize>() > MAX_CHUNKS {
+            if let Some(also) = also {
+                self.client
+                    .transact_write_items()
+                    .transact_items(also)
+                    .send()
+                    .await
+                    .map_err(|e| {
+                        write_error(e, || StoreError::Conflict {
+                            what: what.to_owned(),
+                        })
+                    })?;
+            }
             for items in heads {
                 self.put_items(items, what).await?;
             }
             return Ok(());
         }
-        let mut writes = Vec::new();
+        let mut writes: Vec<TransactWriteItem> = also.into_iter().collect();
         for items in heads {
             writes.extend(self.transact_puts(items)?);
         }

@@ -65,6 +65,7 @@ impl ConversationStore for DynamoStore {
         self.client
             .update_item()
             .table_name(&self.table)
+            // The same change as `conversation_update`, below.
             .key(PK, s(conversation_pk(&c.id)))
             .key(SK, s(META))
             .update_expression(
@@ -103,6 +104,39 @@ impl ConversationStore for DynamoStore {
             .scan_index_forward(false);
         let items = self.query_all(query).await?;
         items.iter().map(decode).collect()
+    }
+}
+
+impl DynamoStore {
+    /// [`ConversationStore::update_conversation`]'s change as one write of a transaction.
+    pub(crate) fn conversation_update(
+        &self,
+        c: &Conversation,
+    ) -> Result<aws_sdk_dynamodb::types::TransactWriteItem, StoreError> {
+        let update = aws_sdk_dynamodb::types::Update::builder()
+            .table_name(&self.table)
+            .key(PK, s(conversation_pk(&c.id)))
+            .key(SK, s(META))
+            .update_expression(
+                "SET #purpose = :purpose, #status = :status, #prompt = :prompt, \
+                 #segment = :segment, #turn = :turn",
+            )
+            .condition_expression("attribute_exists(pk)")
+            .expression_attribute_names("#purpose", PURPOSE)
+            .expression_attribute_names("#status", STATUS)
+            .expression_attribute_names("#prompt", PROMPT_VERSION)
+            .expression_attribute_names("#segment", SEGMENT)
+            .expression_attribute_names("#turn", TURN)
+            .expression_attribute_values(":purpose", s(&c.purpose))
+            .expression_attribute_values(":status", s(status_name(c.status)))
+            .expression_attribute_values(":prompt", s(&c.prompt_version))
+            .expression_attribute_values(":segment", n(c.segment))
+            .expression_attribute_values(":turn", n(c.turn))
+            .build()
+            .map_err(unavailable)?;
+        Ok(aws_sdk_dynamodb::types::TransactWriteItem::builder()
+            .update(update)
+            .build())
     }
 }
 

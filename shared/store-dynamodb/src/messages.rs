@@ -10,7 +10,7 @@ use crate::keys::{
 };
 use async_trait::async_trait;
 use store::{MessageStore, StoreError, VisibleEntry};
-use transcript::{ConversationId, Message};
+use transcript::{Conversation, ConversationId, Message};
 
 const SEGMENT: &str = "segment";
 const POSITION: &str = "position";
@@ -23,15 +23,21 @@ impl MessageStore for DynamoStore {
     }
 
     /// One `TransactWriteItems` for both (each head conditioned on its key being free).
-    async fn append_message_and_visible(
+    async fn start_turn(
         &self,
+        c: &Conversation,
         m: &Message,
         e: &VisibleEntry,
     ) -> Result<(), StoreError> {
         let (message, what) = message_record(m)?;
         let (entry, seen) = crate::visible::visible_record(e)?;
-        self.put_new_together(vec![message, entry], &format!("{what} or {seen}"))
-            .await
+        let moved_on = self.conversation_update(c)?;
+        self.put_new_together(
+            vec![message, entry],
+            Some(moved_on),
+            &format!("{what} or {seen} (or conversation {} gone)", c.id),
+        )
+        .await
     }
 
     async fn messages(

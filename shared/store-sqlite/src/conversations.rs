@@ -141,13 +141,13 @@ impl RawConversation {
 }
 
 /// The status's serde name (`active`, `paused`, ...), so new variants need no code here.
-fn status_to_sql(status: ConversationStatus) -> String {
+pub(crate) fn status_to_sql(status: ConversationStatus) -> String {
     match serde_json::to_value(status) {
         Ok(serde_json::Value::String(name)) => name,
         other => unreachable!("ConversationStatus serializes as a string, got {other:?}"),
     }
 }
 
-fn turn_to_sql(turn: u64) -> Result<i64, StoreError> {
+pub(crate) fn turn_to_sql(turn: u64) -> Result<i64, StoreError> {
     crate::error::to_sql(turn, "turn")
 }

@@ -5,7 +5,7 @@ use crate::error::{corrupt, from_sql, to_sql, unavailable, write_error};
 use async_trait::async_trait;
 use rusqlite::params;
 use store::{MessageStore, StoreError, VisibleEntry};
-use transcript::{ConversationId, Message};
+use transcript::{Conversation, ConversationId, Message};
 
 #[async_trait]
 impl MessageStore for SqliteStore {
@@ -30,8 +30,9 @@ impl MessageStore for SqliteStore {
         Ok(())
     }
 
-    async fn append_message_and_visible(
+    async fn start_turn(
         &self,
+        c: &Conversation,
         m: &Message,
         e: &VisibleEntry,
     ) -> Result<(), StoreError> {
@@ -41,6 +42,27 @@ impl MessageStore for SqliteStore {
         let shown = serde_json::to_string(e).map_err(|err| corrupt(seen(), err))?;
         let mut conn = self.conn();
         let tx = conn.transaction().map_err(unavailable)?;
+        let changed = tx
+            .prepare_cached(
+                "UPDATE conversations
+                 SET purpose = ?2, status = ?3, prompt_version = ?4, segment = ?5, turn = ?6
+                 WHERE id = ?1",
+            )
+            .map_err(unavailable)?
+            .execute(params![
+                c.id.0,
+                c.purpose,
+                crate::conversations::status_to_sql(c.status),
+                c.prompt_version,
+                c.segment,
+                crate::conversations::turn_to_sql(c.turn)?,
+            ])
+            .map_err(unavailable)?;
+        if changed == 0 {
+            return Err(StoreError::Conflict {
+                what: format!("conversation {} (gone)", c.id),
+            });
+        }
         tx.prepare_cached(
             "INSERT INTO messages (conversation_id, position, segment, role, body)
              VALUES (?1, ?2, ?3, ?4, ?5)",

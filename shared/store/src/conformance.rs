@@ -76,7 +76,7 @@ macro_rules! conformance_tests {
             conversations_of_user_newest_first => check_conversations_of,
             messages_round_trip_every_part => check_messages_round_trip,
             append_at_taken_position_conflicts => check_append_conflict,
-            message_and_visible_entry_together => check_message_and_visible_together,
+            turn_started_in_one_write => check_start_turn,
             messages_by_segment_and_position => check_segments_and_positions,
             visible_transcript => check_visible_transcript,
             large_content_round_trips => check_large_content,
@@ -457,14 +457,20 @@ pub async fn check_segments_and_positions(store: &dyn Store) {
 
 /// The visible transcript: ordered reads, `Conflict` on a taken position, next position,
 /// buttons and reactions kept, conversations isolated.
-/// `append_message_and_visible`: both rows, or (either position taken) `Conflict` and neither.
-pub async fn check_message_and_visible_together(store: &dyn Store) {
+/// `start_turn`: the conversation moved on and both rows, or (either position taken)
+/// `Conflict` and none of it.
+pub async fn check_start_turn(store: &dyn Store) {
     let id = create(store, "c-together").await;
+    let mut conv = store.conversation(&id).await.unwrap().unwrap();
+    conv.turn = 1;
+    conv.prompt_version = "v2".into();
     let said = |position| message(&id, 0, position, Role::User, vec![Part::text("hi")]);
     store
-        .append_message_and_visible(&said(0), &visible(&id, 0, VisibleRole::User, "hi"))
+        .start_turn(&conv, &said(0), &visible(&id, 0, VisibleRole::User, "hi"))
         .await
         .unwrap();
+    assert_eq!(store.conversation(&id).await.unwrap().unwrap(), conv);
+    conv.turn = 2;
     assert_eq!(store.messages(&id, 0).await.unwrap(), vec![said(0)]);
     assert_eq!(
         store.visible(&id).await.unwrap(),
@@ -472,7 +478,11 @@ pub async fn check_message_and_visible_together(store: &dyn Store) {
     );
     // The message's position is taken: the entry is not written either.
     let taken = store
-        .append_message_and_visible(&said(0), &visible(&id, 1, VisibleRole::User, "again"))
+        .start_turn(
+            &conv,
+            &said(0),
+            &visible(&id, 1, VisibleRole::User, "again"),
+        )
         .await;
     assert!(
         matches!(taken, Err(StoreError::Conflict { .. })),
@@ -481,7 +491,11 @@ pub async fn check_message_and_visible_together(store: &dyn Store) {
     assert_eq!(store.next_visible_position(&id).await.unwrap(), 1);
     // The entry's position is taken: the message is not written either.
     let taken = store
-        .append_message_and_visible(&said(1), &visible(&id, 0, VisibleRole::User, "again"))
+        .start_turn(
+            &conv,
+            &said(1),
+            &visible(&id, 0, VisibleRole::User, "again"),
+        )
         .await;
     assert!(
         matches!(taken, Err(StoreError::Conflict { .. })),
@@ -489,6 +503,11 @@ pub async fn check_message_and_visible_together(store: &dyn Store) {
     );
     assert_eq!(store.next_position(&id).await.unwrap(), 1);
     assert_eq!(store.messages(&id, 0).await.unwrap(), vec![said(0)]);
+    let stored = store.conversation(&id).await.unwrap().unwrap();
+    assert_eq!(
+        stored.turn, 1,
+        "a refused start leaves the conversation as it was"
+    );
 }
 
 pub async fn check_visible_transcript(store: &dyn Store) {

@@ -79,10 +79,13 @@ pub trait MessageStore: Send + Sync {
     /// (someone else appended first); the stored row is never changed.
     async fn append_message(&self, message: &Message) -> Result<(), StoreError>;
 
-    /// Write `message` and `entry` (a user's words as they were shown) together: both or
-    /// neither. [`StoreError::Conflict`] when either position is taken, and nothing is written.
-    async fn append_message_and_visible(
+    /// Start a turn in one write, all or nothing: move `conversation` on (as
+    /// [`ConversationStore::update_conversation`]) and append `message` and `entry` (the user's
+    /// words as they were shown). [`StoreError::Conflict`] when either position is taken (or the
+    /// conversation is gone), and nothing is written.
+    async fn start_turn(
         &self,
+        conversation: &Conversation,
         message: &Message,
         entry: &VisibleEntry,
     ) -> Result<(), StoreError>;

@@ -113,7 +113,7 @@ impl<'a> Turn<'a> {
                 }
                 conv.prompt_version = engine.options.prompt_version.clone();
             }
-            store.update_conversation(&conv).await?;
+            // Written with the user's message (`Turn::append_user`): one write starts the turn.
         }
         // The segment's last row is the transcript's last (a new segment opens after every
         // position of the one before), so its read gives the next position without another;

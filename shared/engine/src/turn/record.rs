@@ -154,10 +154,11 @@ impl Turn<'_> {
         Ok(())
     }
 
-    /// A new turn's user message and the user's entry in the visible transcript, written
-    /// together (one write, both or neither). A taken position falls back to writing them one
-    /// after the other, which adopts a crashed compaction's segment ([`Turn::append`]) or
-    /// reports the `Conflict`.
+    /// A new turn's start in one write, all or nothing: the conversation moved on to this turn,
+    /// the user's message and the user's entry in the visible transcript. A taken position
+    /// falls back to writing them one after the other, which adopts a crashed compaction's
+    /// segment ([`Turn::append`]) or reports the `Conflict`. A crash before it leaves nothing
+    /// of the turn (the retry starts it afresh with the same number).
     pub(super) async fn append_user(
         &mut self,
         parts: Vec<Part>,
@@ -185,7 +186,7 @@ impl Turn<'_> {
             created_at_ms: now,
         };
         let store = &self.engine.store;
-        match store.append_message_and_visible(&message, &entry).await {
+        match store.start_turn(&self.conv, &message, &entry).await {
             Ok(()) => {
                 self.next_position += 1;
                 self.next_visible += 1;
@@ -193,6 +194,7 @@ impl Turn<'_> {
                 Ok(())
             }
             Err(store::StoreError::Conflict { .. }) => {
+                store.update_conversation(&self.conv).await?;
                 self.append(Role::User, message.parts, None).await?;
                 self.append_visible(VisibleRole::User, entry.text).await
             }
