@@ -200,6 +200,10 @@ async fn main() {
     let pid = server.child.id();
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(128)
+        // Below the server's keep-alive limit (BRIDLE_HTTP_HEADER_TIMEOUT_S, 10 s): a connection
+        // the server is closing is never picked for the next request (on a loaded machine a
+        // 64-way turn can leave one idle that long).
+        .pool_idle_timeout(Duration::from_secs(5))
         .build()
         .unwrap();
     // Warm up: the first turns pay for lazy setup that a long-running server pays once.
