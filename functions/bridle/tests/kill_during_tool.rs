@@ -7,11 +7,11 @@
 //! (`BRIDLE_FAULT_PAUSE_TOOL`, see `tools::FAULT_PAUSE_VAR`): the server logs
 //! `tools::PAUSED` and stops there until it is killed.
 
-use serde_json::Value;
-use std::io::{BufRead, BufReader};
+#[path = "support/serve.rs"]
+mod serve;
+
+use serve::{Server, history, new_conversation};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// Before the kill: the model asks to save a note.
@@ -24,78 +24,22 @@ const CLOSES: &str = r#"{"replies": [
   {"steps": [{"say": "Saved: buy milk."}, {"stop": "end_turn"}]}
 ]}"#;
 
-struct Server {
-    child: Child,
-    base: String,
-    /// The server's log lines (stderr), as they come.
-    log: mpsc::Receiver<String>,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
+/// Wait for the server to log the crash-test pause.
 fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("bridle-kill-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    serve::temp_dir(&format!("kill-{name}"))
 }
 
-/// Start `bridle serve` on a free port with its data in `dir` and `script`, and wait for its
-/// address. `pause` asks the tool runner to stop for good at that point.
+/// Start `bridle serve` on `dir` playing `script`. `pause` asks the tool runner to stop for
+/// good at that point.
 fn start(dir: &Path, script: &str, pause: Option<&str>) -> Server {
     std::fs::write(dir.join("script.json"), script).unwrap();
-    let mut command = Command::new(env!("CARGO_BIN_EXE_bridle"));
-    command
-        .arg("serve")
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("BRIDLE_ADDR", "127.0.0.1:0")
-        .env("BRIDLE_DB", dir.join("bridle.db"))
-        .env("BRIDLE_BACKEND", "scripted")
-        .env("BRIDLE_SCRIPT", dir.join("script.json"))
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    if let Some(at) = pause {
-        command.env(tools::FAULT_PAUSE_VAR, at);
-    }
-    let mut child = command.spawn().expect("the bridle binary starts");
-    let stderr = child.stderr.take().unwrap();
-    let (tx, log) = mpsc::channel();
-    let to_log = tx.clone();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            eprintln!("[bridle] {line}");
-            let _ = to_log.send(line);
+    serve::start(dir, |c| {
+        if let Some(at) = pause {
+            c.env(tools::FAULT_PAUSE_VAR, at);
         }
-    });
-    let stdout = child.stdout.take().unwrap();
-    let mut lines = BufReader::new(stdout).lines();
-    let line = lines
-        .next()
-        .expect("the server says where it listens")
-        .unwrap();
-    let base = line
-        .split("Open ")
-        .nth(1)
-        .and_then(|rest| rest.split('/').nth(2))
-        .map(|host| format!("http://{host}"))
-        .unwrap_or_else(|| panic!("unexpected first line: {line}"));
-    std::thread::spawn(move || {
-        for line in lines.map_while(Result::ok) {
-            eprintln!("[bridle] {line}");
-            let _ = tx.send(line);
-        }
-    });
-    Server { child, base, log }
+    })
 }
 
-/// Wait for the server to log the crash-test pause.
 fn wait_for_pause(server: &Server) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
@@ -106,36 +50,6 @@ fn wait_for_pause(server: &Server) {
             Err(_) => panic!("the tool call never reached the pause"),
         }
     }
-}
-
-async fn new_conversation(http: &reqwest::Client, base: &str) -> String {
-    let res = http
-        .post(format!("{base}/api/conversations"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 201);
-    res.json::<Value>().await.unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_owned()
-}
-
-async fn history(http: &reqwest::Client, base: &str, conv: &str) -> Vec<String> {
-    let v: Value = http
-        .get(format!("{base}/api/conversations/{conv}/messages"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    v["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["text"].as_str().unwrap_or_default().to_owned())
-        .collect()
 }
 
 fn notes_in(dir: &Path) -> Vec<String> {

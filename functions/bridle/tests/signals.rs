@@ -5,68 +5,19 @@
 //! A turn still running when the grace period ends is cut short: its lease and claim are
 //! released and its job put back, so the next start answers it at once.
 
-use serde_json::Value;
-use std::io::{BufRead, BufReader, Write};
+#[path = "support/serve.rs"]
+mod serve;
+
+use serve::{Server, history, new_conversation};
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// Eight words at 120 ms each: a turn that is still streaming when the signal comes.
 const SCRIPT: &str = r#"{"repeat": true, "replies": [
   {"token_delay_ms": 120, "steps": [{"say": "one two three four five six seven eight."}, {"stop": "end_turn"}]}
 ]}"#;
-
-struct Server {
-    child: Child,
-    base: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("bridle-signals-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("script.json"), SCRIPT).unwrap();
-    dir
-}
-
-/// Start `bridle serve` on a free port with its data in `dir`, and wait for its address.
-fn start(dir: &Path, grace_s: u64) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_bridle"))
-        .arg("serve")
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("BRIDLE_ADDR", "127.0.0.1:0")
-        .env("BRIDLE_DB", dir.join("bridle.db"))
-        .env("BRIDLE_BACKEND", "scripted")
-        .env("BRIDLE_SCRIPT", dir.join("script.json"))
-        .env("BRIDLE_SHUTDOWN_GRACE_S", grace_s.to_string())
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("the bridle binary starts");
-    let stdout = child.stdout.take().unwrap();
-    let mut lines = BufReader::new(stdout).lines();
-    let line = lines
-        .next()
-        .expect("the server says where it listens")
-        .unwrap();
-    let base = line
-        .split("Open ")
-        .nth(1)
-        .and_then(|rest| rest.split('/').nth(2))
-        .map(|host| format!("http://{host}"))
-        .unwrap_or_else(|| panic!("unexpected first line: {line}"));
-    std::thread::spawn(move || for _ in lines {});
-    Server { child, base }
-}
 
 fn signal(server: &Server, name: &str) {
     let status = Command::new("kill")
@@ -92,17 +43,17 @@ fn exit_within(server: &mut Server, limit: Duration) -> (Option<i32>, Duration) 
     }
 }
 
-async fn new_conversation(http: &reqwest::Client, base: &str) -> String {
-    let res = http
-        .post(format!("{base}/api/conversations"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 201);
-    res.json::<Value>().await.unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_owned()
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = serve::temp_dir(&format!("signals-{name}"));
+    std::fs::write(dir.join("script.json"), SCRIPT).unwrap();
+    dir
+}
+
+/// Start `bridle serve` on `dir` with a shutdown grace period of `grace_s` seconds.
+fn start(dir: &Path, grace_s: u64) -> Server {
+    serve::start(dir, |c| {
+        c.env("BRIDLE_SHUTDOWN_GRACE_S", grace_s.to_string());
+    })
 }
 
 async fn post(http: &reqwest::Client, base: &str, conv: &str, text: &str) -> reqwest::Response {
@@ -126,23 +77,6 @@ async fn read_until(res: &mut reqwest::Response, stop: impl Fn(&str) -> bool) ->
         }
     }
     text
-}
-
-async fn history(http: &reqwest::Client, base: &str, conv: &str) -> Vec<String> {
-    let v: Value = http
-        .get(format!("{base}/api/conversations/{conv}/messages"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    v["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["text"].as_str().unwrap_or_default().to_owned())
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
