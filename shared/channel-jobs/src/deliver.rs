@@ -22,14 +22,16 @@ fn outgoing(job: &TurnJob, text: String, buttons: Vec<Button>) -> Outgoing {
 }
 
 impl ChannelJobs {
-    /// Send the turn's reply unless an earlier attempt already did, then record what went out.
+    /// Send the turn's reply unless an earlier attempt already did, and return what went out,
+    /// for the caller to record (with the turn's closing writes: [`ChannelJobs::finish_turn`]).
+    /// `None`: nothing went out to record.
     pub(crate) async fn deliver_turn(
         &self,
         job: &TurnJob,
         conversation: &ConversationId,
         outcome: &engine::TurnOutcome,
         sender: &dyn Sender,
-    ) -> Result<(), JobError> {
+    ) -> Result<Option<VisibleEntry>, JobError> {
         // The turn this outcome is of, as the engine left the conversation (no second read).
         let turn = outcome.turn;
         let position = match outcome.reply_position {
@@ -51,7 +53,7 @@ impl ChannelJobs {
                     .is_some_and(|e| e.turn == turn && e.role == VisibleRole::Assistant)
                 {
                     tracing::info!(job = %job.dedupe_key(), "reply already delivered; not sending again");
-                    return Ok(());
+                    return Ok(None);
                 }
                 last.map_or(0, |e| e.position + 1)
             }
@@ -59,7 +61,7 @@ impl ChannelJobs {
         if !outcome.silent && outcome.reply.trim().is_empty() {
             // The turn said nothing on purpose (a paused conversation): nothing to deliver.
             tracing::info!(job = %job.dedupe_key(), end = ?outcome.end, "the turn has no reply to deliver");
-            return Ok(());
+            return Ok(None);
         }
         let buttons: Vec<Button> = outcome
             .buttons
@@ -98,7 +100,7 @@ impl ChannelJobs {
             let more: Delivered = sender.send(&fallback).await.map_err(JobError::from)?;
             delivered.pieces.extend(more.pieces);
         }
-        let entry = VisibleEntry {
+        Ok(Some(VisibleEntry {
             conversation_id: conversation.clone(),
             // Known before sending: nothing else writes this conversation's transcript while
             // the turn holds its lease, and a taken position is a `Conflict`, never an overwrite.
@@ -116,11 +118,7 @@ impl ChannelJobs {
             reaction: delivered.reacted.then(|| lines::ACKNOWLEDGED.to_owned()),
             turn,
             created_at_ms: (self.options.clock)(),
-        };
-        self.store
-            .append_visible(&entry)
-            .await
-            .map_err(JobError::from)
+        }))
     }
 
     /// Send one of the harness's own replies (no model call), then record the exchange in the

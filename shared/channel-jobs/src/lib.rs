@@ -46,7 +46,7 @@ use queue::TurnJob;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
-use store::{Claim, Lease, Store};
+use store::{Claim, Lease, Store, StoreError, TurnFinish, VisibleEntry};
 use tools::ActionId;
 use tracing::Instrument;
 use transcript::ConversationId;
@@ -236,7 +236,7 @@ impl ChannelJobs {
         };
         let held = web::HoldDone::new(sink);
         let answered = tokio::time::timeout(budget, self.answer(job, &held)).await;
-        let (outcome, turn) = match answered {
+        let (outcome, turn, finished) = match answered {
             Ok(Ok(answered)) => answered,
             Ok(Err(why)) => return self.end_attempt(&key, attempt, why).await,
             Err(_) => {
@@ -246,7 +246,7 @@ impl ChannelJobs {
         };
         // The reply is recorded: a client that reloads on `done` finds it.
         held.release();
-        if matches!(outcome, JobOutcome::Done | JobOutcome::Answered(_)) {
+        if !finished && matches!(outcome, JobOutcome::Done | JobOutcome::Answered(_)) {
             let keep_until = (o.clock)() + o.keep_done.as_millis() as i64;
             if let Err(e) = self.store.finish_job(&key, keep_until).await {
                 // Crash story: the reply is recorded, so the retry's turn resumes as finished
@@ -291,14 +291,19 @@ impl ChannelJobs {
     }
 
     /// Resolve who is writing, then answer: by the harness (no model call) or with a turn.
+    /// The flag says whether the job's claim is already marked done (with the turn's reply).
     async fn answer(
         &self,
         job: &TurnJob,
         sink: &dyn EventSink,
-    ) -> Result<(JobOutcome, Option<TurnOutcome>), JobError> {
+    ) -> Result<(JobOutcome, Option<TurnOutcome>, bool), JobError> {
         let Some(sender) = self.senders.get(&job.channel) else {
             tracing::error!(channel = %job.channel, "no sender configured for this channel");
-            return Ok((JobOutcome::Skipped("no sender for this channel"), None));
+            return Ok((
+                JobOutcome::Skipped("no sender for this channel"),
+                None,
+                false,
+            ));
         };
         let sender = sender.as_ref();
         let (user, conversation) = if job.channel == web::WEB_CHANNEL {
@@ -309,7 +314,11 @@ impl ChannelJobs {
                 Some(owned) => owned,
                 None => {
                     tracing::warn!(job = %job.dedupe_key(), "web job for a conversation its user does not own; dropped");
-                    return Ok((JobOutcome::Skipped("not the user's conversation"), None));
+                    return Ok((
+                        JobOutcome::Skipped("not the user's conversation"),
+                        None,
+                        false,
+                    ));
                 }
             }
         } else {
@@ -326,6 +335,7 @@ impl ChannelJobs {
                         return Ok((
                             JobOutcome::Skipped("this reply was sent this hour already"),
                             None,
+                            false,
                         ));
                     }
                     let text = lines::harness_reply(other, &self.options.signup_url);
@@ -346,11 +356,11 @@ impl ChannelJobs {
                                 .await
                                 .map_err(JobError::from)?;
                         }
-                        Ok(())
+                        Ok(((), None))
                     })
                     .await?;
                     tracing::info!(job = %job.dedupe_key(), outcome = ?other, "answered by the harness");
-                    return Ok((JobOutcome::Answered(other.clone()), None));
+                    return Ok((JobOutcome::Answered(other.clone()), None, false));
                 }
             };
             // Read (or created) once the lease is held, below.
@@ -358,7 +368,7 @@ impl ChannelJobs {
             (user, conversation)
         };
         tracing::debug!(user = %user.0, conversation = %conversation, "job resolved");
-        let outcome = self
+        let (outcome, finished) = self
             .leased(job, &conversation, async {
                 // A channel's conversation is read under the lease, so the turn starts from
                 // this read instead of its own (a web job's was read to check its owner, before
@@ -375,10 +385,10 @@ impl ChannelJobs {
                 self.turn(job, &conversation, row, sink, sender).await
             })
             .await?;
-        Ok((JobOutcome::Done, Some(outcome)))
+        Ok((JobOutcome::Done, Some(outcome), finished))
     }
 
-    /// The turn, then delivery and the record of what went out.
+    /// The turn, then delivery; what went out is returned for the lease's end to record.
     async fn turn(
         &self,
         job: &TurnJob,
@@ -386,7 +396,7 @@ impl ChannelJobs {
         row: Option<transcript::Conversation>,
         sink: &dyn EventSink,
         sender: &dyn Sender,
-    ) -> Result<TurnOutcome, JobError> {
+    ) -> Result<(TurnOutcome, Option<VisibleEntry>), JobError> {
         let said = self.said(job, conversation).await;
         let prepared = attachments::prepare(self.options.media.as_ref(), job).await;
         let input = TurnInput {
@@ -413,22 +423,25 @@ impl ChannelJobs {
             tracing::Span::current().record("cost_usd", usd);
         }
         self.options.metrics.turn(&metrics);
-        self.deliver_turn(job, conversation, &outcome, sender)
+        let shown = self
+            .deliver_turn(job, conversation, &outcome, sender)
             .instrument(spans::delivery(&job.channel))
             .await?;
-        Ok(outcome)
+        Ok((outcome, shown))
     }
 
     /// Run `work` holding `conversation`'s lease, so turns of one conversation from different
     /// entrances (or functions) never interleave: wait while another turn holds it, renew it
     /// every third of its lifetime while `work` runs, release it after. A holder that died
-    /// stops renewing; its lease lapses within [`JobOptions::lease_ttl`].
+    /// stops renewing; its lease lapses within [`JobOptions::lease_ttl`]. An entry `work`
+    /// returns (the reply that went out) is recorded as the lease is released
+    /// ([`ChannelJobs::finish_turn`]); the flag says whether the job was marked done with it.
     async fn leased<T>(
         &self,
         job: &TurnJob,
         conversation: &ConversationId,
-        work: impl Future<Output = Result<T, JobError>>,
-    ) -> Result<T, JobError> {
+        work: impl Future<Output = Result<(T, Option<VisibleEntry>), JobError>>,
+    ) -> Result<(T, bool), JobError> {
         let o = &self.options;
         let holder = job.dedupe_key();
         let ttl = o.lease_ttl.as_millis() as i64;
@@ -491,12 +504,62 @@ impl ChannelJobs {
             lost = renew => Err(lost),
             _ = abandoned(&o.abandon) => Err(JobError::CutShort),
         };
-        // Crash story: a holder that dies before this leaves the lease to lapse; the next turn
-        // waits at most `lease_ttl`.
-        if let Err(e) = self.store.release_lease(conversation, &holder).await {
+        match result {
+            Ok((value, Some(entry))) => {
+                let finished = self.finish_turn(conversation, &holder, &entry).await?;
+                Ok((value, finished))
+            }
+            other => {
+                self.release_lease(conversation, &holder).await;
+                other.map(|(value, _)| (value, false))
+            }
+        }
+    }
+
+    /// Record the reply that went out, give the lease up and mark the job done: one write
+    /// where the store offers it ([`store::TurnWrites`]), else the record and the release one
+    /// after the other, and `false` (the caller marks the job done, as after any turn). A
+    /// refused combined write (the position taken, the lease lapsed) falls back to the
+    /// writes one by one, which report what they found.
+    async fn finish_turn(
+        &self,
+        conversation: &ConversationId,
+        holder: &str,
+        entry: &VisibleEntry,
+    ) -> Result<bool, JobError> {
+        if let Some(writes) = self.store.turn_writes() {
+            let o = &self.options;
+            let finish = TurnFinish {
+                entry,
+                conversation,
+                holder,
+                job_key: holder,
+                keep_until_ms: (o.clock)() + o.keep_done.as_millis() as i64,
+            };
+            match writes.finish_turn(&finish).await {
+                Ok(()) => return Ok(true),
+                Err(StoreError::Conflict { what }) => {
+                    tracing::info!(job = %holder, what, "the turn's closing writes were refused together; one by one");
+                }
+                Err(e) => {
+                    self.release_lease(conversation, holder).await;
+                    return Err(e.into());
+                }
+            }
+        }
+        let recorded = self.store.append_visible(entry).await;
+        self.release_lease(conversation, holder).await;
+        recorded.map_err(JobError::from)?;
+        Ok(false)
+    }
+
+    /// Give `conversation`'s lease up if `holder` still holds it.
+    /// Crash story: a holder that dies before this leaves the lease to lapse; the next turn
+    /// waits at most `lease_ttl`.
+    async fn release_lease(&self, conversation: &ConversationId, holder: &str) {
+        if let Err(e) = self.store.release_lease(conversation, holder).await {
             tracing::warn!(error = %e, job = %holder, "could not release the conversation's lease; it will lapse");
         }
-        result
     }
 }
 

@@ -124,7 +124,10 @@ impl DynamoStore {
     }
 
     /// A record's items as transaction puts, its head conditioned on its key being free.
-    fn transact_puts(&self, items: Vec<Item>) -> Result<Vec<TransactWriteItem>, StoreError> {
+    pub(crate) fn transact_puts(
+        &self,
+        items: Vec<Item>,
+    ) -> Result<Vec<TransactWriteItem>, StoreError> {
         let mut writes = Vec::with_capacity(items.len());
         for (chunk, item) in items.into_iter().enumerate() {
             let put = Put::builder().table_name(&self.table).set_item(Some(item));
@@ -147,7 +150,7 @@ impl DynamoStore {
 
 impl NewRecord {
     /// The head item, then one item per further chunk.
-    fn into_items(self) -> Result<Vec<Item>, StoreError> {
+    pub(crate) fn into_items(self) -> Result<Vec<Item>, StoreError> {
         let chunks = split(&self.body, CHUNK_BYTES);
         if chunks.len() > MAX_CHUNKS {
             return Err(StoreError::Unavailable(

@@ -9,7 +9,9 @@ use crate::keys::{CLAIM, PK, SK, TTL, job_pk};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-use aws_sdk_dynamodb::types::{ReturnValue, ReturnValuesOnConditionCheckFailure};
+use aws_sdk_dynamodb::types::{
+    ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
+};
 use store::{Claim, JobClaims, StoreError};
 
 const STATUS: &str = "status";
@@ -69,8 +71,31 @@ impl JobClaims for DynamoStore {
     }
 
     async fn finish_job(&self, job_key: &str, keep_until_ms: i64) -> Result<(), StoreError> {
+        let done = self
+            .job_done_update(job_key, keep_until_ms)
+            .map_err(unavailable)?;
         self.client
             .update_item()
+            .table_name(&self.table)
+            .set_key(Some(done.key))
+            .update_expression(done.update_expression)
+            .set_expression_attribute_names(done.expression_attribute_names)
+            .set_expression_attribute_values(done.expression_attribute_values)
+            .send()
+            .await
+            .map_err(unavailable)?;
+        Ok(())
+    }
+}
+
+impl DynamoStore {
+    /// [`JobClaims::finish_job`]'s update: done, kept until `keep_until_ms`.
+    fn job_done_update(
+        &self,
+        job_key: &str,
+        keep_until_ms: i64,
+    ) -> Result<Update, aws_sdk_dynamodb::error::BuildError> {
+        Update::builder()
             .table_name(&self.table)
             .key(PK, s(job_pk(job_key)))
             .key(SK, s(CLAIM))
@@ -85,10 +110,19 @@ impl JobClaims for DynamoStore {
             .expression_attribute_values(":done", s(DONE))
             .expression_attribute_values(":keep", n(keep_until_ms))
             .expression_attribute_values(":ttl", n(ttl_for(keep_until_ms)))
-            .send()
-            .await
+            .build()
+    }
+
+    /// [`JobClaims::finish_job`] as a transaction's update.
+    pub(crate) fn job_done(
+        &self,
+        job_key: &str,
+        keep_until_ms: i64,
+    ) -> Result<TransactWriteItem, StoreError> {
+        let update = self
+            .job_done_update(job_key, keep_until_ms)
             .map_err(unavailable)?;
-        Ok(())
+        Ok(TransactWriteItem::builder().update(update).build())
     }
 }
 

@@ -10,7 +10,7 @@ use crate::keys::{LEASE, PK, SK, TTL, conversation_pk};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
-use aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure;
+use aws_sdk_dynamodb::types::{Delete, ReturnValuesOnConditionCheckFailure, TransactWriteItem};
 use store::{Lease, Leases, StoreError};
 use transcript::ConversationId;
 
@@ -101,5 +101,26 @@ impl Leases for DynamoStore {
             }
             Err(e) => Err(unavailable(e)),
         }
+    }
+}
+
+impl DynamoStore {
+    /// [`Leases::release_lease`] as a transaction's delete: refused (cancelling the
+    /// transaction) when `holder` no longer holds the lease.
+    pub(crate) fn lease_release(
+        &self,
+        conversation: &ConversationId,
+        holder: &str,
+    ) -> Result<TransactWriteItem, StoreError> {
+        let delete = Delete::builder()
+            .table_name(&self.table)
+            .key(PK, s(conversation_pk(conversation)))
+            .key(SK, s(LEASE))
+            .condition_expression("#holder = :holder")
+            .expression_attribute_names("#holder", HOLDER)
+            .expression_attribute_values(":holder", s(holder))
+            .build()
+            .map_err(unavailable)?;
+        Ok(TransactWriteItem::builder().delete(delete).build())
     }
 }

@@ -145,6 +145,7 @@ mod sessions;
 mod table;
 mod tokens;
 mod tool_results;
+mod turn_writes;
 mod undo;
 mod visible;
 

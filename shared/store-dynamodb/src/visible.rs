@@ -20,6 +20,10 @@ impl VisibleStore for DynamoStore {
         self.put_new(record, &what).await
     }
 
+    fn turn_writes(&self) -> Option<&dyn store::TurnWrites> {
+        Some(self)
+    }
+
     async fn visible(
         &self,
         conversation: &ConversationId,

@@ -34,6 +34,7 @@ mod leases;
 mod receipts;
 mod sessions;
 mod tool_results;
+mod turn_writes;
 mod undo_scope;
 
 pub use accounts::{
@@ -46,6 +47,7 @@ pub use leases::{check_concurrent_leases, check_leases};
 pub use receipts::{check_receipts, check_undo_receipts};
 pub use sessions::{check_concurrent_take_login, check_pending_logins, check_sessions};
 pub use tool_results::check_tool_results;
+pub use turn_writes::check_finish_turn;
 pub use undo_scope::check_undo_scope;
 
 pub use budget::{
@@ -84,6 +86,7 @@ macro_rules! conformance_tests {
             done_job_claims_expire => check_done_claims_expire,
             released_claims_are_taken_over_at_once => check_release_job,
             conversation_leases => check_leases,
+            turn_finished_in_one_write => check_finish_turn,
             sessions => check_sessions,
             tool_results_written_once => check_tool_results,
             receipts_written_with_their_effect => check_receipts,

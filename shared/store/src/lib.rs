@@ -29,6 +29,7 @@ mod retention;
 mod sessions;
 mod tokens;
 mod tool_results;
+mod turn_writes;
 mod visible;
 
 pub use accounts::{
@@ -51,6 +52,7 @@ pub use retention::Retention;
 pub use sessions::{PendingLogin, Session, Sessions};
 pub use tokens::{McpToken, TokenScope, Tokens};
 pub use tool_results::ToolResults;
+pub use turn_writes::{TurnFinish, TurnWrites};
 pub use visible::{Button, VisibleEntry, VisibleRole};
 
 use async_trait::async_trait;
@@ -124,6 +126,11 @@ pub trait VisibleStore: Send + Sync {
         conversation: &ConversationId,
     ) -> Result<Option<VisibleEntry>, StoreError> {
         Ok(self.visible(conversation).await?.pop())
+    }
+
+    /// The turn's writes this store makes as one, if it does (`None`: make them one by one).
+    fn turn_writes(&self) -> Option<&dyn TurnWrites> {
+        None
     }
 }
 

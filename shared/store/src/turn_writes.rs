@@ -1,0 +1,31 @@
+//! Writes of a turn that an adapter may make as one (a DynamoDB transaction) instead of several.
+//! Offered through [`crate::VisibleStore::turn_writes`]; a store that does not offer them is
+//! written one port call at a time by its consumer, with the same outcome when nothing fails in
+//! between. Each combined write is all or nothing, so it never adds a crash point.
+
+use crate::{StoreError, VisibleEntry};
+use async_trait::async_trait;
+use transcript::ConversationId;
+
+/// The end of a turn's job: the reply as the user saw it, the conversation's lease given up and
+/// the job's claim marked done (as [`crate::VisibleStore::append_visible`],
+/// [`crate::Leases::release_lease`] and [`crate::JobClaims::finish_job`]).
+#[derive(Debug, Clone, Copy)]
+pub struct TurnFinish<'a> {
+    pub entry: &'a VisibleEntry,
+    pub conversation: &'a ConversationId,
+    /// Who holds the conversation's lease (and the job's key).
+    pub holder: &'a str,
+    pub job_key: &'a str,
+    pub keep_until_ms: i64,
+}
+
+/// Several writes of a turn as one.
+#[async_trait]
+pub trait TurnWrites: Send + Sync {
+    /// Record `finish.entry`, release the lease `finish.holder` holds and mark the job done,
+    /// all or nothing. [`StoreError::Conflict`] when the entry's position is taken or the
+    /// lease is no longer the holder's (lapsed, or taken by another turn), and nothing is
+    /// written: the caller then makes the writes one by one, each reporting what it found.
+    async fn finish_turn(&self, finish: &TurnFinish<'_>) -> Result<(), StoreError>;
+}
