@@ -78,7 +78,7 @@ impl MessageStore for DynamoStore {
 }
 
 /// A message as the record it is stored as, and its name for errors.
-fn message_record(m: &Message) -> Result<(NewRecord, String), StoreError> {
+pub(crate) fn message_record(m: &Message) -> Result<(NewRecord, String), StoreError> {
     let what = format!("message {}@{}", m.conversation_id, m.position);
     let body = serde_json::to_string(m).map_err(|e| corrupt(&what, e))?;
     let record = NewRecord {

@@ -6,7 +6,7 @@
 use crate::DynamoStore;
 use crate::error::unavailable;
 use crate::error::write_error;
-use crate::item::{corrupt, get_s, s};
+use crate::item::{Item, corrupt, get_s, s};
 use crate::keys::{PK, RECEIPT, SK, conversation_pk, receipt_pk};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
@@ -22,6 +22,44 @@ fn prefix(asked_at: u64) -> String {
     format!("TOOL#{asked_at:020}#")
 }
 
+/// A tool call's result as the item it is stored as, and its name for errors.
+fn tool_result_item(
+    conversation: &ConversationId,
+    asked_at: u64,
+    tool_use_id: &str,
+    result: &Part,
+) -> Result<(Item, String), StoreError> {
+    let what = format!("tool result {conversation}@{asked_at}#{tool_use_id}");
+    let body = serde_json::to_string(result).map_err(|e| corrupt(&what, e))?;
+    let item = Item::from([
+        (PK.into(), s(conversation_pk(conversation))),
+        (SK.into(), s(format!("{}{tool_use_id}", prefix(asked_at)))),
+        (CALL.into(), s(tool_use_id)),
+        (BODY.into(), s(body)),
+    ]);
+    Ok((item, what))
+}
+
+impl DynamoStore {
+    /// [`ToolResults::put_tool_result`] as a transaction's put (refused when recorded already).
+    pub(crate) fn tool_result_put(
+        &self,
+        conversation: &ConversationId,
+        asked_at: u64,
+        tool_use_id: &str,
+        result: &Part,
+    ) -> Result<(TransactWriteItem, String), StoreError> {
+        let (item, what) = tool_result_item(conversation, asked_at, tool_use_id, result)?;
+        let put = Put::builder()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(pk)")
+            .build()
+            .map_err(unavailable)?;
+        Ok((TransactWriteItem::builder().put(put).build(), what))
+    }
+}
+
 #[async_trait]
 impl ToolResults for DynamoStore {
     async fn put_tool_result(
@@ -31,15 +69,11 @@ impl ToolResults for DynamoStore {
         tool_use_id: &str,
         result: &Part,
     ) -> Result<(), StoreError> {
-        let what = format!("tool result {conversation}@{asked_at}#{tool_use_id}");
-        let body = serde_json::to_string(result).map_err(|e| corrupt(&what, e))?;
+        let (item, what) = tool_result_item(conversation, asked_at, tool_use_id, result)?;
         self.client
             .put_item()
             .table_name(&self.table)
-            .item(PK, s(conversation_pk(conversation)))
-            .item(SK, s(format!("{}{tool_use_id}", prefix(asked_at))))
-            .item(CALL, s(tool_use_id))
-            .item(BODY, s(body))
+            .set_item(Some(item))
             .condition_expression("attribute_not_exists(pk)")
             .send()
             .await

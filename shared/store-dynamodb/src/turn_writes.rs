@@ -1,11 +1,14 @@
 //! `TurnWrites`: a turn's closing writes as one `TransactWriteItems` — the reply's visible entry
 //! (its head conditioned on a free position, as `append_visible`), the lease's delete
 //! (conditioned on its holder, as `release_lease`) and the job's claim marked done (as
-//! `finish_job`). Three calls become one; a false condition cancels all of them.
+//! `finish_job`). Three calls become one; a false condition cancels all of them. And a tool
+//! message with its last call's result (`put_tool_result`, then `append_message`): two become
+//! one.
 
 use crate::DynamoStore;
 use crate::error::write_error;
 use store::{StoreError, TurnFinish, TurnWrites};
+use transcript::{Message, Part};
 
 #[async_trait::async_trait]
 impl TurnWrites for DynamoStore {
@@ -28,5 +31,23 @@ impl TurnWrites for DynamoStore {
                     ),
                 })
             })
+    }
+
+    async fn append_with_tool_result(
+        &self,
+        m: &Message,
+        asked_at: u64,
+        tool_use_id: &str,
+        result: &Part,
+    ) -> Result<(), StoreError> {
+        let (message, what) = crate::messages::message_record(m)?;
+        let (recorded, result_what) =
+            self.tool_result_put(&m.conversation_id, asked_at, tool_use_id, result)?;
+        self.put_new_together(
+            vec![message],
+            Some(recorded),
+            &format!("{what} or {result_what}"),
+        )
+        .await
     }
 }

@@ -5,7 +5,7 @@
 
 use crate::{StoreError, VisibleEntry};
 use async_trait::async_trait;
-use transcript::ConversationId;
+use transcript::{ConversationId, Message, Part};
 
 /// The end of a turn's job: the reply as the user saw it, the conversation's lease given up and
 /// the job's claim marked done (as [`crate::VisibleStore::append_visible`],
@@ -28,4 +28,17 @@ pub trait TurnWrites: Send + Sync {
     /// lease is no longer the holder's (lapsed, or taken by another turn), and nothing is
     /// written: the caller then makes the writes one by one, each reporting what it found.
     async fn finish_turn(&self, finish: &TurnFinish<'_>) -> Result<(), StoreError>;
+
+    /// Record the result of tool call `tool_use_id` asked at `asked_at` and append `message`
+    /// (the tool message that carries it), all or nothing (as
+    /// [`crate::ToolResults::put_tool_result`] then [`crate::MessageStore::append_message`]).
+    /// [`StoreError::Conflict`] when the result is recorded already or the message's position
+    /// is taken, and nothing is written: the caller then makes the two writes one by one.
+    async fn append_with_tool_result(
+        &self,
+        message: &Message,
+        asked_at: u64,
+        tool_use_id: &str,
+        result: &Part,
+    ) -> Result<(), StoreError>;
 }

@@ -100,7 +100,26 @@ impl Turn<'_> {
         parts: Vec<Part>,
         call: Option<CallRecord>,
     ) -> Result<(), EngineError> {
-        let message = Message {
+        let message = self.next_message(role, parts, call);
+        match self.engine.store.append_message(&message).await {
+            Ok(()) => {}
+            Err(store::StoreError::Conflict { what }) => {
+                return self.append_after_orphan(message, what).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+        self.appended(message);
+        Ok(())
+    }
+
+    /// The message this turn appends next, at the next position.
+    pub(super) fn next_message(
+        &self,
+        role: Role,
+        parts: Vec<Part>,
+        call: Option<CallRecord>,
+    ) -> Message {
+        Message {
             conversation_id: self.conv.id.clone(),
             segment: self.conv.segment,
             position: self.next_position,
@@ -109,17 +128,13 @@ impl Turn<'_> {
             call,
             action_id: Some(self.action_id.clone()),
             created_at_ms: (self.engine.clock)(),
-        };
-        match self.engine.store.append_message(&message).await {
-            Ok(()) => {}
-            Err(store::StoreError::Conflict { what }) => {
-                return self.append_after_orphan(message, what).await;
-            }
-            Err(e) => return Err(e.into()),
         }
+    }
+
+    /// `message` (from [`Turn::next_message`]) is stored: the turn moves past it.
+    pub(super) fn appended(&mut self, message: Message) {
         self.next_position += 1;
         self.history.push(message);
-        Ok(())
     }
 
     /// The position is taken. Rows only get there from the segment after this one, which a

@@ -9,7 +9,9 @@ use transcript::{Part, Role};
 
 impl Turn<'_> {
     /// Run the calls one after another, recording each result the moment the call finishes
-    /// (DESIGN invariant 10), then write them together as one tool message. A resumed turn
+    /// (DESIGN invariant 10), then write them together as one tool message — the last call's
+    /// result in the same write as the message where the store offers it (nothing happens
+    /// between the two, so no crash point moves). A resumed turn
     /// reuses the results already recorded and runs only the calls that never finished.
     /// Crash story: a tool that writes to Bridle's store commits a receipt with its effect, so
     /// a crash between the effect and the result record repeats nothing — the resumed turn
@@ -29,7 +31,9 @@ impl Turn<'_> {
             Default::default()
         };
         let mut results = Vec::with_capacity(calls.len());
-        for call in calls {
+        // Whether the tool message went out with the last call's result (one write).
+        let mut message_written = false;
+        for (i, call) in calls.iter().enumerate() {
             let span = crate::spans::tool_call(&call.name, &call.id, &call.input);
             let started = std::time::Instant::now();
             if let Some(part) = stored.remove(&call.id) {
@@ -87,10 +91,18 @@ impl Turn<'_> {
             {
                 outcome = engine.tools.answer(call, output);
             }
-            match store
-                .put_tool_result(&self.conv.id, asked.at, &call.id, &outcome.part)
-                .await
-            {
+            if i + 1 == calls.len() {
+                message_written = self
+                    .append_with_result(&results, asked.at, call, &outcome.part)
+                    .await?;
+            }
+            match if message_written {
+                Ok(())
+            } else {
+                store
+                    .put_tool_result(&self.conv.id, asked.at, &call.id, &outcome.part)
+                    .await
+            } {
                 Ok(()) => {}
                 // Recorded by an attempt that was still running: the first record stands.
                 Err(store::StoreError::Conflict { .. }) => {
@@ -122,7 +134,46 @@ impl Turn<'_> {
             }
             results.push(outcome.part);
         }
+        if message_written {
+            return Ok(());
+        }
         self.append(Role::Tool, results, None).await
+    }
+
+    /// The last call's result and the tool message carrying every result as one write, where
+    /// the store offers it ([`store::TurnWrites`]): `true` when written. `false` when the store
+    /// has no such write or refused it (the result recorded already, the position taken):
+    /// the caller then makes the two writes one by one, each handling what it found.
+    async fn append_with_result(
+        &mut self,
+        before: &[Part],
+        asked_at: u64,
+        call: &ToolCall,
+        result: &Part,
+    ) -> Result<bool, EngineError> {
+        let Some(writes) = self.engine.store.turn_writes() else {
+            return Ok(false);
+        };
+        let mut parts = before.to_vec();
+        parts.push(result.clone());
+        let message = self.next_message(Role::Tool, parts, None);
+        match writes
+            .append_with_tool_result(&message, asked_at, &call.id, result)
+            .await
+        {
+            Ok(()) => {
+                self.appended(message);
+                Ok(true)
+            }
+            Err(store::StoreError::Conflict { what }) => {
+                tracing::info!(
+                    what,
+                    "the tool message and its last result were refused together; one by one"
+                );
+                Ok(false)
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Answer calls that will not run, so the transcript stays valid for replay.

@@ -1,8 +1,10 @@
 //! A store's combined turn writes ([`crate::TurnWrites`]), where it offers them: each is all or
 //! nothing, and a refusal leaves everything as it was.
 
-use super::{create, visible};
+use super::{create, message, visible};
 use crate::{Claim, Lease, Store, StoreError, TurnFinish, VisibleRole};
+use serde_json::json;
+use transcript::{Message, Part, Role};
 
 /// `finish_turn` records the reply, releases the holder's lease and marks the job done in one
 /// write; with the position taken or the lease not the holder's, it writes none of the three.
@@ -121,5 +123,84 @@ pub async fn check_finish_turn(store: &dyn Store) {
             until_ms: t0 + 60_002
         },
         "the other turn's lease is untouched"
+    );
+}
+
+/// `append_with_tool_result` records the last call's result and appends the tool message in
+/// one write; with the result recorded already or the position taken, it writes neither.
+pub async fn check_append_with_tool_result(store: &dyn Store) {
+    let Some(writes) = store.turn_writes() else {
+        return;
+    };
+    let conv = create(store, "conv-tools").await;
+    let asked = message(
+        &conv,
+        0,
+        0,
+        Role::Assistant,
+        vec![Part::text("let me look")],
+    );
+    store.append_message(&asked).await.unwrap();
+    let part = |text: &str| Part::ToolResult {
+        tool_use_id: "t2".into(),
+        content: json!({ "result": text }),
+        is_error: false,
+    };
+    let tool_message = |position| -> Message {
+        message(
+            &conv,
+            0,
+            position,
+            Role::Tool,
+            vec![part("first"), part("second")],
+        )
+    };
+
+    // The position is taken: the result is not recorded either.
+    let taken = message(&conv, 0, 1, Role::User, vec![Part::text("in the way")]);
+    store.append_message(&taken).await.unwrap();
+    let refused = writes
+        .append_with_tool_result(&tool_message(1), 0, "t2", &part("second"))
+        .await;
+    assert!(
+        matches!(refused, Err(StoreError::Conflict { .. })),
+        "a taken position refuses the whole write, got {refused:?}"
+    );
+    assert!(
+        store.tool_results(&conv, 0).await.unwrap().is_empty(),
+        "a refused write records no result"
+    );
+
+    // Both in one write.
+    let written = tool_message(2);
+    writes
+        .append_with_tool_result(&written, 0, "t2", &part("second"))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.tool_results(&conv, 0).await.unwrap().get("t2"),
+        Some(&part("second"))
+    );
+    assert_eq!(
+        store.messages(&conv, 0).await.unwrap(),
+        vec![asked.clone(), taken.clone(), written.clone()]
+    );
+
+    // The result is recorded already: the message is not appended.
+    let refused = writes
+        .append_with_tool_result(&tool_message(3), 0, "t2", &part("again"))
+        .await;
+    assert!(
+        matches!(refused, Err(StoreError::Conflict { .. })),
+        "a recorded result refuses the whole write, got {refused:?}"
+    );
+    assert_eq!(
+        store.messages(&conv, 0).await.unwrap(),
+        vec![asked, taken, written]
+    );
+    assert_eq!(
+        store.tool_results(&conv, 0).await.unwrap().get("t2"),
+        Some(&part("second")),
+        "the first record stands"
     );
 }
