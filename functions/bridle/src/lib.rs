@@ -143,18 +143,18 @@ pub fn build_app(
     model: Arc<dyn ChatModel>,
     options: AppOptions,
 ) -> Result<server::App, StartError> {
-    let (store, queue, notes) = match &options.db {
-        Db::File(path) => (
-            SqliteStore::open(path)?,
-            SqliteQueue::open(path, options.queue)?,
-            notes::Notes::open(path)?,
-        ),
-        Db::Memory => (
-            SqliteStore::open_in_memory()?,
-            SqliteQueue::open_in_memory(options.queue)?,
-            notes::Notes::open_in_memory()?,
-        ),
-    };
+    // One database for the store, the queue and the notes: one writer thread commits all
+    // their writes, in groups (see `sqlite-db`), so none of them waits on another's lock.
+    let db = Arc::new(
+        match &options.db {
+            Db::File(path) => store_sqlite::Db::open(path),
+            Db::Memory => store_sqlite::Db::open_in_memory(),
+        }
+        .map_err(|e| store::StoreError::Unavailable(Box::new(e)))?,
+    );
+    let store = SqliteStore::on(db.clone())?;
+    let queue = SqliteQueue::on(db.clone(), options.queue)?;
+    let notes = notes::Notes::on(db)?;
     let notes = Arc::new(notes);
     let sqlite: Arc<SqliteStore> = Arc::new(store);
     if options.store.is_none() {

@@ -2,11 +2,11 @@
 //! It shows how tools plug in (thin handlers over a service, identity from `Ctx`, `_effects` to
 //! refresh the page) until the planner example domain arrives.
 
-use rusqlite::{Connection, params};
+use rusqlite::params;
 use serde::Serialize;
 use serde_json::{Value, json};
-use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use store_sqlite::Db;
 use tools::{Ctx, Registry, RegistryError, ToolDef, ToolError, handler_fn};
 
 /// One note.
@@ -17,10 +17,11 @@ pub struct Note {
     pub created_at_ms: i64,
 }
 
-/// Notes per user, in the server's SQLite file (table `demo_notes`).
+/// Notes per user, in the server's SQLite file (table `demo_notes`), on the database the store
+/// and the queue share: its writes join their group commits.
 #[derive(Debug)]
 pub struct Notes {
-    conn: Mutex<Connection>,
+    db: Arc<Db>,
     /// The store's receipts are in the same file: a note added by a model's call commits the
     /// call's receipt with it (DESIGN invariant 10), so a resumed turn never adds it twice.
     receipts: bool,
@@ -29,117 +30,129 @@ pub struct Notes {
 const MAX_NOTE_CHARS: usize = 500;
 
 impl Notes {
-    pub fn open(path: &Path) -> rusqlite::Result<Self> {
-        let conn = Connection::open(path)?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))?;
-        Self::init(conn)
-    }
-
-    pub fn open_in_memory() -> rusqlite::Result<Self> {
-        Self::init(Connection::open_in_memory()?)
-    }
-
-    fn init(conn: Connection) -> rusqlite::Result<Self> {
-        conn.execute_batch(
-            "CREATE TABLE IF NOT EXISTS demo_notes (
-                id INTEGER PRIMARY KEY AUTOINCREMENT,
-                user_id TEXT NOT NULL,
-                text TEXT NOT NULL,
-                created_at_ms INTEGER NOT NULL
-            );
-            CREATE INDEX IF NOT EXISTS demo_notes_user ON demo_notes (user_id, id);",
-        )?;
-        Ok(Self {
-            receipts: store_sqlite::receipts_here(&conn)?,
-            conn: Mutex::new(conn),
-        })
-    }
-
-    pub fn list(&self, user: &str) -> rusqlite::Result<Vec<Note>> {
-        let conn = self.conn.lock().unwrap();
-        let mut stmt = conn.prepare_cached(
-            "SELECT id, text, created_at_ms FROM demo_notes WHERE user_id = ?1 ORDER BY id",
-        )?;
-        stmt.query_map([user], |r| {
-            Ok(Note {
-                id: r.get(0)?,
-                text: r.get(1)?,
-                created_at_ms: r.get(2)?,
+    /// The notes table on `db`, created if missing.
+    pub fn on(db: Arc<Db>) -> rusqlite::Result<Self> {
+        let receipts = db
+            .exclusive(|conn| {
+                conn.execute_batch(
+                    "CREATE TABLE IF NOT EXISTS demo_notes (
+                        id INTEGER PRIMARY KEY AUTOINCREMENT,
+                        user_id TEXT NOT NULL,
+                        text TEXT NOT NULL,
+                        created_at_ms INTEGER NOT NULL
+                    );
+                    CREATE INDEX IF NOT EXISTS demo_notes_user ON demo_notes (user_id, id);",
+                )?;
+                store_sqlite::receipts_here(conn)
             })
-        })?
-        .collect()
+            .map_err(stopped)??;
+        Ok(Self { db, receipts })
+    }
+
+    pub async fn list(&self, user: &str) -> rusqlite::Result<Vec<Note>> {
+        let user = user.to_owned();
+        self.db
+            .read(move |conn| {
+                let mut stmt = conn.prepare_cached(
+                    "SELECT id, text, created_at_ms FROM demo_notes WHERE user_id = ?1 ORDER BY id",
+                )?;
+                stmt.query_map([user], |r| {
+                    Ok(Note {
+                        id: r.get(0)?,
+                        text: r.get(1)?,
+                        created_at_ms: r.get(2)?,
+                    })
+                })?
+                .collect()
+            })
+            .await
+            .map_err(stopped)?
     }
 
     /// Add a note and, for a model's call (`call_key`), commit the call's receipt with it: the
     /// tool's output, built here from the new note. Crash story: both or neither are written,
     /// so a turn resumed after a crash answers the call from the receipt and adds nothing.
-    pub fn add(
+    pub async fn add(
         &self,
         user: &str,
         text: &str,
         now_ms: i64,
         call_key: Option<&str>,
     ) -> Result<(Note, Value), ToolError> {
-        let mut conn = self.conn.lock().unwrap();
-        let tx = conn.transaction().map_err(internal)?;
-        tx.execute(
-            "INSERT INTO demo_notes (user_id, text, created_at_ms) VALUES (?1, ?2, ?3)",
-            params![user, text, now_ms],
-        )
-        .map_err(internal)?;
-        let note = Note {
-            id: tx.last_insert_rowid(),
-            text: text.to_owned(),
-            created_at_ms: now_ms,
-        };
-        let output = json!({"note": note, "_effects": {"refresh": ["notes"]}});
-        if let Some(call_key) = call_key.filter(|_| self.receipts) {
-            let receipt = store::Receipt {
-                call_key: call_key.to_owned(),
-                output: output.clone(),
-            };
-            // A racing attempt recorded this call first: its note stands, this one is dropped
-            // with the transaction, and the engine answers from the recorded receipt.
-            store_sqlite::put_receipt(&tx, &receipt).map_err(ToolError::internal)?;
-        }
-        tx.commit().map_err(internal)?;
-        Ok((note, output))
+        let (user, text) = (user.to_owned(), text.to_owned());
+        let call_key = call_key.filter(|_| self.receipts).map(str::to_owned);
+        // One write of the shared database (its own savepoint): both or neither.
+        self.db
+            .write(move |tx| {
+                tx.execute(
+                    "INSERT INTO demo_notes (user_id, text, created_at_ms) VALUES (?1, ?2, ?3)",
+                    params![user, text, now_ms],
+                )
+                .map_err(internal)?;
+                let note = Note {
+                    id: tx.last_insert_rowid(),
+                    text,
+                    created_at_ms: now_ms,
+                };
+                let output = json!({"note": note, "_effects": {"refresh": ["notes"]}});
+                if let Some(call_key) = call_key {
+                    let receipt = store::Receipt {
+                        call_key,
+                        output: output.clone(),
+                    };
+                    // A racing attempt recorded this call first: its note stands, this one is rolled
+                    // back with the write, and the engine answers from the recorded receipt.
+                    store_sqlite::put_receipt(tx, &receipt).map_err(ToolError::internal)?;
+                }
+                Ok((note, output))
+            })
+            .await
+            .map_err(ToolError::internal)?
     }
 
     /// Delete the user's note and, for a model's call, commit the call's receipt with it (as
     /// [`Notes::add`]); `None` when the user has no such note (nothing written).
-    pub fn delete(
+    pub async fn delete(
         &self,
         user: &str,
         id: i64,
         call_key: Option<&str>,
     ) -> Result<Option<Value>, ToolError> {
-        let mut conn = self.conn.lock().unwrap();
-        let tx = conn.transaction().map_err(internal)?;
-        let n = tx
-            .execute(
-                "DELETE FROM demo_notes WHERE id = ?1 AND user_id = ?2",
-                params![id, user],
-            )
-            .map_err(internal)?;
-        if n != 1 {
-            return Ok(None);
-        }
-        let output = json!({"deleted": id, "_effects": {"refresh": ["notes"]}});
-        if let Some(call_key) = call_key.filter(|_| self.receipts) {
-            let receipt = store::Receipt {
-                call_key: call_key.to_owned(),
-                output: output.clone(),
-            };
-            store_sqlite::put_receipt(&tx, &receipt).map_err(ToolError::internal)?;
-        }
-        tx.commit().map_err(internal)?;
-        Ok(Some(output))
+        let user = user.to_owned();
+        let call_key = call_key.filter(|_| self.receipts).map(str::to_owned);
+        self.db
+            .write(move |tx| {
+                let n = tx
+                    .execute(
+                        "DELETE FROM demo_notes WHERE id = ?1 AND user_id = ?2",
+                        params![id, user],
+                    )
+                    .map_err(internal)?;
+                if n != 1 {
+                    return Ok(None);
+                }
+                let output = json!({"deleted": id, "_effects": {"refresh": ["notes"]}});
+                if let Some(call_key) = call_key {
+                    let receipt = store::Receipt {
+                        call_key,
+                        output: output.clone(),
+                    };
+                    store_sqlite::put_receipt(tx, &receipt).map_err(ToolError::internal)?;
+                }
+                Ok(Some(output))
+            })
+            .await
+            .map_err(ToolError::internal)?
     }
 }
 
 fn internal(e: rusqlite::Error) -> ToolError {
     ToolError::internal(e)
+}
+
+/// The database's thread is gone: said as the error the callers already handle.
+fn stopped(e: store_sqlite::DbFailure) -> rusqlite::Error {
+    rusqlite::Error::ToSqlConversionFailure(Box::new(e))
 }
 
 fn now_ms() -> i64 {
@@ -163,7 +176,7 @@ pub fn register(registry: &mut Registry, notes: Arc<Notes>) -> Result<(), Regist
         handler_fn(move |ctx: Ctx, _: Value| {
             let n = n.clone();
             async move {
-                let notes = n.list(&ctx.user_id.0).map_err(internal)?;
+                let notes = n.list(&ctx.user_id.0).await.map_err(internal)?;
                 serde_json::to_value(notes).map_err(ToolError::internal)
             }
         }),
@@ -189,7 +202,8 @@ pub fn register(registry: &mut Registry, notes: Arc<Notes>) -> Result<(), Regist
                     return Err(ToolError::domain("empty", "A note needs some text."));
                 }
                 let (_, output) =
-                    n.add(&ctx.user_id.0, &text, now_ms(), ctx.call_key.as_deref())?;
+                    n.add(&ctx.user_id.0, &text, now_ms(), ctx.call_key.as_deref())
+                        .await?;
                 Ok(output)
             }
         }),
@@ -210,7 +224,8 @@ pub fn register(registry: &mut Registry, notes: Arc<Notes>) -> Result<(), Regist
             let n = notes.clone();
             async move {
                 let id = input["id"].as_i64().unwrap_or_default();
-                n.delete(&ctx.user_id.0, id, ctx.call_key.as_deref())?
+                n.delete(&ctx.user_id.0, id, ctx.call_key.as_deref())
+                    .await?
                     .ok_or_else(|| {
                         ToolError::domain(
                             "not_found",

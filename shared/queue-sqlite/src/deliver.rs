@@ -3,8 +3,8 @@
 
 use crate::error::{count, unavailable};
 use crate::{SqliteQueue, decode, millis, now_ms};
-use queue::{Delivery, QueueError};
-use rusqlite::{OptionalExtension, Row, Transaction, TransactionBehavior, params};
+use queue::{Delivery, QueueError, QueueSettings};
+use rusqlite::{Connection, OptionalExtension, Row, params};
 
 /// What one receive found.
 #[derive(Debug, Default)]
@@ -37,65 +37,66 @@ impl Head {
 const HEAD_COLUMNS: &str = "seq, group_key, visible_at_ms, receive_count";
 
 impl SqliteQueue {
-    /// Up to `max` deliveries, ready now; never waits.
-    pub(crate) fn deliver(&self, max: usize) -> Result<Batch, QueueError> {
-        let mut conn = self.conn();
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(unavailable)?;
-        let now = now_ms();
-        let mut batch = Batch::default();
-        for head in heads(&tx)? {
-            if batch.deliveries.len() >= max {
-                break;
-            }
-            let mut head = Some(head);
-            while let Some(h) = head.take() {
-                if h.visible_at_ms > now {
-                    let next = batch.next_visible_at_ms.get_or_insert(h.visible_at_ms);
-                    *next = (*next).min(h.visible_at_ms);
-                } else if h.receive_count >= i64::from(self.settings.max_receives) {
-                    bury(&tx, h.seq, now)?;
-                    head = next_in_group(&tx, &h.group_key)?;
-                } else {
-                    batch.deliveries.push(self.hand_out(&tx, &h, now)?);
-                }
-            }
-        }
-        tx.commit().map_err(unavailable)?;
-        Ok(batch)
-    }
-
-    /// Stamp `head` with a fresh receipt and hide it for the visibility timeout.
-    fn hand_out(
-        &self,
-        tx: &Transaction<'_>,
-        head: &Head,
-        now: i64,
-    ) -> Result<Delivery, QueueError> {
-        let receipt = uuid::Uuid::new_v4().to_string();
-        let visible_at = now.saturating_add(millis(self.settings.visibility_timeout));
-        let body: String = tx
-            .prepare_cached(
-                "UPDATE queue_jobs
-                 SET receipt = ?2, visible_at_ms = ?3, receive_count = receive_count + 1
-                 WHERE seq = ?1
-                 RETURNING body",
-            )
-            .map_err(unavailable)?
-            .query_row(params![head.seq, receipt, visible_at], |row| row.get(0))
-            .map_err(unavailable)?;
-        let what = || format!("job {}", head.seq);
-        Ok(Delivery {
-            receipt,
-            job: decode(&body, what)?,
-            receive_count: count(head.receive_count + 1, what)?,
-        })
+    /// Up to `max` deliveries, ready now; never waits. One write of the shared database: the
+    /// receipts it hands out are durable before any caller sees them.
+    pub(crate) async fn deliver(&self, max: usize) -> Result<Batch, QueueError> {
+        let settings = self.settings;
+        self.write(move |conn| deliver(conn, &settings, max)).await
     }
 }
 
+fn deliver(conn: &Connection, settings: &QueueSettings, max: usize) -> Result<Batch, QueueError> {
+    let now = now_ms();
+    let mut batch = Batch::default();
+    for head in heads(conn)? {
+        if batch.deliveries.len() >= max {
+            break;
+        }
+        let mut head = Some(head);
+        while let Some(h) = head.take() {
+            if h.visible_at_ms > now {
+                let next = batch.next_visible_at_ms.get_or_insert(h.visible_at_ms);
+                *next = (*next).min(h.visible_at_ms);
+            } else if h.receive_count >= i64::from(settings.max_receives) {
+                bury(conn, h.seq, now)?;
+                head = next_in_group(conn, &h.group_key)?;
+            } else {
+                batch.deliveries.push(hand_out(conn, settings, &h, now)?);
+            }
+        }
+    }
+    Ok(batch)
+}
+
+/// Stamp `head` with a fresh receipt and hide it for the visibility timeout.
+fn hand_out(
+    conn: &Connection,
+    settings: &QueueSettings,
+    head: &Head,
+    now: i64,
+) -> Result<Delivery, QueueError> {
+    let receipt = uuid::Uuid::new_v4().to_string();
+    let visible_at = now.saturating_add(millis(settings.visibility_timeout));
+    let body: String = conn
+        .prepare_cached(
+            "UPDATE queue_jobs
+             SET receipt = ?2, visible_at_ms = ?3, receive_count = receive_count + 1
+             WHERE seq = ?1
+             RETURNING body",
+        )
+        .map_err(unavailable)?
+        .query_row(params![head.seq, receipt, visible_at], |row| row.get(0))
+        .map_err(unavailable)?;
+    let what = || format!("job {}", head.seq);
+    Ok(Delivery {
+        receipt,
+        job: decode(&body, what)?,
+        receive_count: count(head.receive_count + 1, what)?,
+    })
+}
+
 /// The oldest job of every group, oldest first.
-fn heads(tx: &Transaction<'_>) -> Result<Vec<Head>, QueueError> {
+fn heads(tx: &Connection) -> Result<Vec<Head>, QueueError> {
     let mut stmt = tx
         .prepare_cached(&format!(
             "SELECT {HEAD_COLUMNS} FROM queue_jobs
@@ -108,7 +109,7 @@ fn heads(tx: &Transaction<'_>) -> Result<Vec<Head>, QueueError> {
 }
 
 /// The oldest job left in `group`.
-fn next_in_group(tx: &Transaction<'_>, group: &str) -> Result<Option<Head>, QueueError> {
+fn next_in_group(tx: &Connection, group: &str) -> Result<Option<Head>, QueueError> {
     tx.prepare_cached(&format!(
         "SELECT {HEAD_COLUMNS} FROM queue_jobs WHERE group_key = ?1 ORDER BY seq LIMIT 1"
     ))
@@ -119,7 +120,7 @@ fn next_in_group(tx: &Transaction<'_>, group: &str) -> Result<Option<Head>, Queu
 }
 
 /// Move job `seq` to the dead letters.
-fn bury(tx: &Transaction<'_>, seq: i64, now: i64) -> Result<(), QueueError> {
+fn bury(tx: &Connection, seq: i64, now: i64) -> Result<(), QueueError> {
     tx.prepare_cached(
         "INSERT INTO queue_dead_letters (seq, body, receive_count, dead_at_ms)
          SELECT seq, body, receive_count, ?2 FROM queue_jobs WHERE seq = ?1",

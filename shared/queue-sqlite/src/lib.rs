@@ -14,12 +14,16 @@
 //! delay the conversation. Its receive count is kept, so a job that kills the process every time
 //! still ends in the dead letters.
 //!
-//! One connection sits behind a `std::sync::Mutex`, and every operation runs synchronously under
-//! it, never across an `.await`. Long polls wait on a `tokio::sync::Notify` signalled by enqueue,
-//! ack and release, and wake on their own when a visibility timeout runs out.
+//! No SQLite call runs on the async threads: every operation is a closure on a shared
+//! [`sqlite_db::Db`] — writes on its writer thread with group commit (an enqueue is acknowledged
+//! only once durable, sharing its fsync with whatever else was waiting), reads on its reader
+//! threads. A server that keeps its store in the same file gives both the same `Db`
+//! ([`SqliteQueue::on`]), so the queue never waits on the store for the file's write lock.
+//! Long polls wait on a `tokio::sync::Notify` signalled by enqueue, ack and release, and wake on
+//! their own when a visibility timeout runs out.
 //!
-//! Depends on the `queue` port, `rusqlite` and tokio's timers only. Never on AWS, the store or
-//! the engine.
+//! Depends on the `queue` port, `rusqlite`, `sqlite-db` and tokio's timers only. Never on AWS,
+//! the store or the engine.
 
 mod deliver;
 mod error;
@@ -28,8 +32,9 @@ mod schema;
 
 use queue::{DeadLetter, QueueError, QueueSettings, TurnJob};
 use rusqlite::Connection;
+use sqlite_db::Db;
 use std::path::Path;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::Notify;
 
@@ -39,7 +44,7 @@ pub use schema::{SCHEMA_VERSION, SchemaTooNew};
 /// The job queue on SQLite. Cheap to share behind an `Arc`.
 #[derive(Debug)]
 pub struct SqliteQueue {
-    conn: Mutex<Connection>,
+    db: Arc<Db>,
     settings: QueueSettings,
     /// Signalled when work may have become ready: a job enqueued, acknowledged or released.
     work: Notify,
@@ -48,43 +53,30 @@ pub struct SqliteQueue {
 }
 
 impl SqliteQueue {
-    /// Open (or create) the queue's tables in the database file at `path`, bring them up to
-    /// date, and make every job that was in flight visible again (see the crate docs).
+    /// Open (or create) the queue's tables in the database file at `path` on a [`Db`] of its
+    /// own, bring them up to date, and make every job that was in flight visible again (see
+    /// the crate docs).
     ///
     /// A `max_receives` of 0 is taken as 1. Tables written by a newer build fail with
     /// [`QueueError::Unavailable`] wrapping [`SchemaTooNew`]; they are left untouched.
     pub fn open(path: impl AsRef<Path>, settings: QueueSettings) -> Result<Self, QueueError> {
-        let conn = Connection::open(path).map_err(error::unavailable)?;
-        conn.busy_timeout(Duration::from_secs(5))
-            .map_err(error::unavailable)?;
-        // WAL lets readers in other processes (an inspecting CLI) run beside the server.
-        conn.pragma_update_and_check(None, "journal_mode", "wal", |_| Ok(()))
-            .map_err(error::unavailable)?;
-        Self::init(conn, settings)
+        let db = Db::open(path).map_err(error::unavailable)?;
+        Self::on(Arc::new(db), settings)
     }
 
     /// A private, empty queue in memory, gone when it is dropped.
     pub fn open_in_memory(settings: QueueSettings) -> Result<Self, QueueError> {
-        Self::init(
-            Connection::open_in_memory().map_err(error::unavailable)?,
-            settings,
-        )
+        let db = Db::open_in_memory().map_err(error::unavailable)?;
+        Self::on(Arc::new(db), settings)
     }
 
-    fn init(mut conn: Connection, mut settings: QueueSettings) -> Result<Self, QueueError> {
-        schema::migrate(&mut conn, schema::MIGRATIONS)?;
-        let recovered = conn
-            .prepare("SELECT dedupe_key FROM queue_jobs WHERE receipt IS NOT NULL ORDER BY seq")
-            .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
-            .map_err(error::unavailable)?;
-        conn.execute(
-            "UPDATE queue_jobs SET receipt = NULL, visible_at_ms = ?1 WHERE receipt IS NOT NULL",
-            [now_ms()],
-        )
-        .map_err(error::unavailable)?;
+    /// The queue on `db` (shared with the store, or its own): its tables brought up to date and
+    /// the jobs in flight made visible again, alone on the writer's connection.
+    pub fn on(db: Arc<Db>, mut settings: QueueSettings) -> Result<Self, QueueError> {
+        let recovered = db.exclusive(recover).map_err(failed)??;
         settings.max_receives = settings.max_receives.max(1);
         Ok(Self {
-            conn: Mutex::new(conn),
+            db,
             settings,
             work: Notify::new(),
             recovered,
@@ -104,42 +96,16 @@ impl SqliteQueue {
 
     /// The jobs neither acknowledged nor dead, in flight or waiting.
     pub fn depth(&self) -> Result<usize, QueueError> {
-        let conn = self.conn();
-        let n: i64 = conn
-            .query_row("SELECT COUNT(*) FROM queue_jobs", [], |row| row.get(0))
-            .map_err(error::unavailable)?;
+        let n: i64 = self.read_blocking(|conn| {
+            conn.query_row("SELECT COUNT(*) FROM queue_jobs", [], |row| row.get(0))
+                .map_err(error::unavailable)
+        })?;
         Ok(usize::try_from(n).unwrap_or(0))
     }
 
     /// The jobs that were delivered `max_receives` times without success, oldest job first.
     pub fn dead_letters(&self) -> Result<Vec<DeadLetter>, QueueError> {
-        let conn = self.conn();
-        let mut stmt = conn
-            .prepare_cached(
-                "SELECT seq, body, receive_count, dead_at_ms FROM queue_dead_letters ORDER BY seq",
-            )
-            .map_err(error::unavailable)?;
-        let rows = stmt
-            .query_map([], |row| {
-                Ok((
-                    row.get::<_, i64>(0)?,
-                    row.get::<_, String>(1)?,
-                    row.get::<_, i64>(2)?,
-                    row.get::<_, i64>(3)?,
-                ))
-            })
-            .map_err(error::unavailable)?;
-        rows.map(|row| {
-            let (seq, body, receive_count, dead_at_ms) = row.map_err(error::unavailable)?;
-            let what = || format!("dead letter {seq}");
-            Ok(DeadLetter {
-                seq,
-                job: decode(&body, what)?,
-                receive_count: error::count(receive_count, what)?,
-                dead_at_ms,
-            })
-        })
-        .collect()
+        self.read_blocking(dead_letters)
     }
 
     /// Put dead jobs back in the queue, ready now with a fresh receive count: the one numbered
@@ -148,50 +114,111 @@ impl SqliteQueue {
     /// were put back.
     pub fn retry_dead(&self, seq: Option<i64>) -> Result<usize, QueueError> {
         let now = now_ms();
-        let mut conn = self.conn();
-        let tx = conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(error::unavailable)?;
-        let dead: Vec<(i64, String)> = {
-            let mut stmt = tx
-                .prepare_cached(
-                    "SELECT seq, body FROM queue_dead_letters
-                     WHERE ?1 IS NULL OR seq = ?1 ORDER BY seq",
+        let put_back = self.write_blocking(move |tx| {
+            let dead: Vec<(i64, String)> = {
+                let mut stmt = tx
+                    .prepare_cached(
+                        "SELECT seq, body FROM queue_dead_letters
+                         WHERE ?1 IS NULL OR seq = ?1 ORDER BY seq",
+                    )
+                    .map_err(error::unavailable)?;
+                let rows = stmt
+                    .query_map([seq], |row| Ok((row.get(0)?, row.get(1)?)))
+                    .map_err(error::unavailable)?;
+                rows.collect::<Result<_, _>>().map_err(error::unavailable)?
+            };
+            for (seq, body) in &dead {
+                let job = decode(body, || format!("dead letter {seq}"))?;
+                tx.prepare_cached(
+                    "INSERT INTO queue_jobs
+                        (group_key, dedupe_key, body, visible_at_ms, receipt, receive_count, enqueued_at_ms)
+                     VALUES (?1, ?2, ?3, ?4, NULL, 0, ?4)",
                 )
-                .map_err(error::unavailable)?;
-            let rows = stmt
-                .query_map([seq], |row| Ok((row.get(0)?, row.get(1)?)))
-                .map_err(error::unavailable)?;
-            rows.collect::<Result<_, _>>().map_err(error::unavailable)?
-        };
-        for (seq, body) in &dead {
-            let job = decode(body, || format!("dead letter {seq}"))?;
-            tx.prepare_cached(
-                "INSERT INTO queue_jobs
-                    (group_key, dedupe_key, body, visible_at_ms, receipt, receive_count, enqueued_at_ms)
-                 VALUES (?1, ?2, ?3, ?4, NULL, 0, ?4)",
-            )
-            .map_err(error::unavailable)?
-            .execute(rusqlite::params![job.group(), job.dedupe_key(), body, now])
-            .map_err(error::unavailable)?;
-            tx.prepare_cached("DELETE FROM queue_dead_letters WHERE seq = ?1")
                 .map_err(error::unavailable)?
-                .execute([seq])
+                .execute(rusqlite::params![job.group(), job.dedupe_key(), body, now])
                 .map_err(error::unavailable)?;
-        }
-        tx.commit().map_err(error::unavailable)?;
-        drop(conn);
+                tx.prepare_cached("DELETE FROM queue_dead_letters WHERE seq = ?1")
+                    .map_err(error::unavailable)?
+                    .execute([seq])
+                    .map_err(error::unavailable)?;
+            }
+            Ok(dead.len())
+        })?;
         self.work.notify_waiters();
-        Ok(dead.len())
+        Ok(put_back)
     }
 
-    /// The connection, for one synchronous operation. A panic in an earlier operation does not
-    /// wedge the queue: its transaction rolled back when it unwound, so the connection is sound.
-    fn conn(&self) -> MutexGuard<'_, Connection> {
-        self.conn
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    /// Run `f` in the shared database's next group commit.
+    async fn write<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, QueueError> + Send + 'static,
+    ) -> Result<T, QueueError> {
+        self.db.write(f).await.map_err(failed)?
     }
+
+    fn write_blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, QueueError> + Send + 'static,
+    ) -> Result<T, QueueError> {
+        self.db.write_blocking(f).map_err(failed)?
+    }
+
+    fn read_blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, QueueError> + Send + 'static,
+    ) -> Result<T, QueueError> {
+        self.db.read_blocking(f).map_err(failed)?
+    }
+}
+
+fn failed(e: sqlite_db::Failure) -> QueueError {
+    QueueError::Unavailable(Box::new(e))
+}
+
+/// Bring the queue's tables up to date and make the jobs in flight visible again; the dedupe
+/// keys of those jobs.
+fn recover(conn: &mut Connection) -> Result<Vec<String>, QueueError> {
+    schema::migrate(conn, schema::MIGRATIONS)?;
+    let recovered = conn
+        .prepare("SELECT dedupe_key FROM queue_jobs WHERE receipt IS NOT NULL ORDER BY seq")
+        .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
+        .map_err(error::unavailable)?;
+    conn.execute(
+        "UPDATE queue_jobs SET receipt = NULL, visible_at_ms = ?1 WHERE receipt IS NOT NULL",
+        [now_ms()],
+    )
+    .map_err(error::unavailable)?;
+    Ok(recovered)
+}
+
+/// The dead letters, oldest job first.
+fn dead_letters(conn: &Connection) -> Result<Vec<DeadLetter>, QueueError> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT seq, body, receive_count, dead_at_ms FROM queue_dead_letters ORDER BY seq",
+        )
+        .map_err(error::unavailable)?;
+    let rows = stmt
+        .query_map([], |row| {
+            Ok((
+                row.get::<_, i64>(0)?,
+                row.get::<_, String>(1)?,
+                row.get::<_, i64>(2)?,
+                row.get::<_, i64>(3)?,
+            ))
+        })
+        .map_err(error::unavailable)?;
+    rows.map(|row| {
+        let (seq, body, receive_count, dead_at_ms) = row.map_err(error::unavailable)?;
+        let what = || format!("dead letter {seq}");
+        Ok(DeadLetter {
+            seq,
+            job: decode(&body, what)?,
+            receive_count: error::count(receive_count, what)?,
+            dead_at_ms,
+        })
+    })
+    .collect()
 }
 
 /// A stored job body.

@@ -5,7 +5,7 @@ use crate::error::unavailable;
 use crate::{SqliteQueue, millis, now_ms};
 use async_trait::async_trait;
 use queue::{Delivery, Enqueued, JobQueue, QueueError, TurnJob};
-use rusqlite::{TransactionBehavior, params};
+use rusqlite::params;
 use std::pin::pin;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -20,7 +20,7 @@ impl JobQueue for SqliteQueue {
         let body = serde_json::to_string(job).map_err(|e| QueueError::Rejected {
             reason: format!("the job does not encode as JSON: {e}"),
         })?;
-        let outcome = self.enqueue_now(job, &body)?;
+        let outcome = self.enqueue_now(job, body).await?;
         if outcome == Enqueued::Accepted {
             self.work.notify_waiters();
         }
@@ -37,7 +37,7 @@ impl JobQueue for SqliteQueue {
             let mut signalled = pin!(self.work.notified());
             signalled.as_mut().enable();
 
-            let batch = self.deliver(max)?;
+            let batch = self.deliver(max).await?;
             let now = Instant::now();
             if !batch.deliveries.is_empty() || deadline.is_some_and(|d| d <= now) {
                 return Ok(batch.deliveries);
@@ -55,12 +55,15 @@ impl JobQueue for SqliteQueue {
     }
 
     async fn ack(&self, receipt: &str) -> Result<(), QueueError> {
+        let receipt = receipt.to_owned();
         let deleted = self
-            .conn()
-            .prepare_cached("DELETE FROM queue_jobs WHERE receipt = ?1")
-            .map_err(unavailable)?
-            .execute([receipt])
-            .map_err(unavailable)?;
+            .write(move |conn| {
+                conn.prepare_cached("DELETE FROM queue_jobs WHERE receipt = ?1")
+                    .map_err(unavailable)?
+                    .execute([receipt])
+                    .map_err(unavailable)
+            })
+            .await?;
         if deleted == 0 {
             return Err(QueueError::StaleReceipt);
         }
@@ -69,14 +72,17 @@ impl JobQueue for SqliteQueue {
     }
 
     async fn release_after(&self, receipt: &str, delay: Duration) -> Result<(), QueueError> {
+        let (receipt, at) = (receipt.to_owned(), now_ms() + delay.as_millis() as i64);
         let released = self
-            .conn()
-            .prepare_cached(
-                "UPDATE queue_jobs SET receipt = NULL, visible_at_ms = ?2 WHERE receipt = ?1",
-            )
-            .map_err(unavailable)?
-            .execute(params![receipt, now_ms() + delay.as_millis() as i64])
-            .map_err(unavailable)?;
+            .write(move |conn| {
+                conn.prepare_cached(
+                    "UPDATE queue_jobs SET receipt = NULL, visible_at_ms = ?2 WHERE receipt = ?1",
+                )
+                .map_err(unavailable)?
+                .execute(params![receipt, at])
+                .map_err(unavailable)
+            })
+            .await?;
         if released == 0 {
             return Err(QueueError::StaleReceipt);
         }
@@ -85,16 +91,19 @@ impl JobQueue for SqliteQueue {
     }
 
     async fn put_back(&self, receipt: &str) -> Result<(), QueueError> {
+        let receipt = receipt.to_owned();
         let put_back = self
-            .conn()
-            .prepare_cached(
-                "UPDATE queue_jobs SET receipt = NULL, visible_at_ms = ?2,
-                     receive_count = MAX(receive_count - 1, 0)
-                 WHERE receipt = ?1",
-            )
-            .map_err(unavailable)?
-            .execute(params![receipt, now_ms()])
-            .map_err(unavailable)?;
+            .write(move |conn| {
+                conn.prepare_cached(
+                    "UPDATE queue_jobs SET receipt = NULL, visible_at_ms = ?2,
+                         receive_count = MAX(receive_count - 1, 0)
+                     WHERE receipt = ?1",
+                )
+                .map_err(unavailable)?
+                .execute(params![receipt, now_ms()])
+                .map_err(unavailable)
+            })
+            .await?;
         if put_back == 0 {
             return Err(QueueError::StaleReceipt);
         }
@@ -105,42 +114,38 @@ impl JobQueue for SqliteQueue {
 
 impl SqliteQueue {
     /// Queue `job` (encoded as `body`) unless its dedupe key is remembered; remember it for the
-    /// dedupe window from now. Forgets expired keys on the way.
-    fn enqueue_now(&self, job: &TurnJob, body: &str) -> Result<Enqueued, QueueError> {
+    /// dedupe window from now. Forgets expired keys on the way. One write of the shared
+    /// database: acknowledged only once durable.
+    async fn enqueue_now(&self, job: &TurnJob, body: String) -> Result<Enqueued, QueueError> {
         let now = now_ms();
-        let dedupe_key = job.dedupe_key();
-        let mut conn = self.conn();
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(unavailable)?;
-        tx.prepare_cached("DELETE FROM queue_dedupe WHERE expires_at_ms <= ?1")
-            .map_err(unavailable)?
-            .execute([now])
-            .map_err(unavailable)?;
-        let fresh = tx
-            .prepare_cached(
-                "INSERT INTO queue_dedupe (dedupe_key, expires_at_ms) VALUES (?1, ?2)
-                 ON CONFLICT (dedupe_key) DO NOTHING",
+        let (group, dedupe_key) = (job.group(), job.dedupe_key());
+        let expires = now.saturating_add(millis(self.settings.dedupe_window));
+        self.write(move |tx| {
+            tx.prepare_cached("DELETE FROM queue_dedupe WHERE expires_at_ms <= ?1")
+                .map_err(unavailable)?
+                .execute([now])
+                .map_err(unavailable)?;
+            let fresh = tx
+                .prepare_cached(
+                    "INSERT INTO queue_dedupe (dedupe_key, expires_at_ms) VALUES (?1, ?2)
+                     ON CONFLICT (dedupe_key) DO NOTHING",
+                )
+                .map_err(unavailable)?
+                .execute(params![dedupe_key, expires])
+                .map_err(unavailable)?;
+            if fresh == 0 {
+                return Ok(Enqueued::Duplicate);
+            }
+            tx.prepare_cached(
+                "INSERT INTO queue_jobs
+                    (group_key, dedupe_key, body, visible_at_ms, receipt, receive_count, enqueued_at_ms)
+                 VALUES (?1, ?2, ?3, ?4, NULL, 0, ?4)",
             )
             .map_err(unavailable)?
-            .execute(params![
-                dedupe_key,
-                now.saturating_add(millis(self.settings.dedupe_window))
-            ])
+            .execute(params![group, dedupe_key, body, now])
             .map_err(unavailable)?;
-        if fresh == 0 {
-            tx.commit().map_err(unavailable)?;
-            return Ok(Enqueued::Duplicate);
-        }
-        tx.prepare_cached(
-            "INSERT INTO queue_jobs
-                (group_key, dedupe_key, body, visible_at_ms, receipt, receive_count, enqueued_at_ms)
-             VALUES (?1, ?2, ?3, ?4, NULL, 0, ?4)",
-        )
-        .map_err(unavailable)?
-        .execute(params![job.group(), dedupe_key, body, now])
-        .map_err(unavailable)?;
-        tx.commit().map_err(unavailable)?;
-        Ok(Enqueued::Accepted)
+            Ok(Enqueued::Accepted)
+        })
+        .await
     }
 }

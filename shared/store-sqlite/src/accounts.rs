@@ -20,29 +20,37 @@ const ACCOUNT_COLUMNS: &str =
 #[async_trait]
 impl Accounts for SqliteStore {
     async fn account(&self, user: &UserId) -> Result<Option<Account>, StoreError> {
-        let row = self
-            .conn()
-            .prepare_cached(&format!(
-                "SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE user_id = ?1"
-            ))
-            .map_err(unavailable)?
-            .query_row(params![user.0], raw_account)
-            .optional()
-            .map_err(unavailable)?;
-        row.map(account_row).transpose()
+        let user = user.clone();
+        self.db
+            .read(move |conn| {
+                let row = conn
+                    .prepare_cached(&format!(
+                        "SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE user_id = ?1"
+                    ))
+                    .map_err(unavailable)?
+                    .query_row(params![user.0], raw_account)
+                    .optional()
+                    .map_err(unavailable)?;
+                row.map(account_row).transpose()
+            })
+            .await
     }
 
     async fn account_by_email(&self, email: &Email) -> Result<Option<Account>, StoreError> {
-        let row = self
-            .conn()
-            .prepare_cached(&format!(
-                "SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE email = ?1"
-            ))
-            .map_err(unavailable)?
-            .query_row(params![email.as_str()], raw_account)
-            .optional()
-            .map_err(unavailable)?;
-        row.map(account_row).transpose()
+        let email = email.clone();
+        self.db
+            .read(move |conn| {
+                let row = conn
+                    .prepare_cached(&format!(
+                        "SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE email = ?1"
+                    ))
+                    .map_err(unavailable)?
+                    .query_row(params![email.as_str()], raw_account)
+                    .optional()
+                    .map_err(unavailable)?;
+                row.map(account_row).transpose()
+            })
+            .await
     }
 
     async fn accounts_page(
@@ -50,67 +58,66 @@ impl Accounts for SqliteStore {
         after: Option<&AccountCursor>,
         limit: usize,
     ) -> Result<AccountPage, StoreError> {
-        // One more than asked: whether it exists says whether there is a next page.
-        let fetch = to_sql(limit as u64, "page size")?.saturating_add(1);
-        let rows = {
-            let conn = self.conn();
-            let mut statement = conn
-                .prepare_cached(&format!(
-                    "SELECT {ACCOUNT_COLUMNS} FROM accounts
+        let after = after.cloned();
+        self.db
+            .read(move |conn| {
+                // One more than asked: whether it exists says whether there is a next page.
+                let fetch = to_sql(limit as u64, "page size")?.saturating_add(1);
+                let rows = {
+                    let mut statement = conn
+                        .prepare_cached(&format!(
+                            "SELECT {ACCOUNT_COLUMNS} FROM accounts
                      WHERE ?1 IS NULL OR (created_at_ms, user_id) > (?1, ?2)
                      ORDER BY created_at_ms, user_id
                      LIMIT ?3"
-                ))
-                .map_err(unavailable)?;
-            statement
-                .query_map(
-                    params![
-                        after.map(|c| c.created_at_ms),
-                        after.map(|c| c.user.0.as_str()),
-                        fetch
-                    ],
-                    raw_account,
-                )
-                .map_err(unavailable)?
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(unavailable)?
-        };
-        let mut accounts = rows
-            .into_iter()
-            .map(account_row)
-            .collect::<Result<Vec<_>, _>>()?;
-        let more = accounts.len() > limit;
-        accounts.truncate(limit);
-        let next = more.then(|| accounts.last().map(Account::cursor)).flatten();
-        Ok(AccountPage { accounts, next })
+                        ))
+                        .map_err(unavailable)?;
+                    statement
+                        .query_map(
+                            params![
+                                after.as_ref().map(|c| c.created_at_ms),
+                                after.as_ref().map(|c| c.user.0.as_str()),
+                                fetch
+                            ],
+                            raw_account,
+                        )
+                        .map_err(unavailable)?
+                        .collect::<Result<Vec<_>, _>>()
+                        .map_err(unavailable)?
+                };
+                let mut accounts = rows
+                    .into_iter()
+                    .map(account_row)
+                    .collect::<Result<Vec<_>, _>>()?;
+                let more = accounts.len() > limit;
+                accounts.truncate(limit);
+                let next = more.then(|| accounts.last().map(Account::cursor)).flatten();
+                Ok(AccountPage { accounts, next })
+            })
+            .await
     }
 
     async fn create_account(&self, account: &Account) -> Result<(), CreateAccountError> {
-        let inserted = self
-            .conn()
-            .prepare_cached(&format!(
-                "INSERT INTO accounts ({ACCOUNT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
-            ))
-            .map_err(unavailable)?
-            .execute(params_from_iter(account_params(account)));
-        match inserted {
-            Ok(_) => Ok(()),
-            Err(err) => Err(match err.sqlite_error().map(|e| e.extended_code) {
-                Some(ffi::SQLITE_CONSTRAINT_PRIMARYKEY) => {
-                    CreateAccountError::UserTaken(account.user.clone())
-                }
-                Some(ffi::SQLITE_CONSTRAINT_UNIQUE) => match &account.email {
-                    Some(email) => CreateAccountError::EmailTaken(email.clone()),
-                    None => unavailable(err).into(),
-                },
-                _ => unavailable(err).into(),
-            }),
-        }
+        let account = account.clone();
+        // The insert's refusal is an answer, not a failed write: the inner result.
+        self.db
+            .write(move |conn| {
+                let inserted = conn
+                    .prepare_cached(&format!(
+                        "INSERT INTO accounts ({ACCOUNT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
+                    ))
+                    .map_err(unavailable)?
+                    .execute(params_from_iter(account_params(&account)));
+                Ok(refusal(inserted, &account))
+            })
+            .await?
     }
 
     async fn put_account(&self, account: &Account) -> Result<(), StoreError> {
-        self.conn()
-            .prepare_cached(&format!(
+        let account = account.clone();
+        self.db
+            .write(move |conn| {
+                conn.prepare_cached(&format!(
                 "INSERT INTO accounts ({ACCOUNT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
                  ON CONFLICT (user_id) DO UPDATE SET
                      status = excluded.status,
@@ -121,19 +128,21 @@ impl Accounts for SqliteStore {
                      created_at_ms = excluded.created_at_ms,
                      assistant_grant = excluded.assistant_grant"
             ))
-            .map_err(unavailable)?
-            .execute(params_from_iter(account_params(account)))
-            .map_err(|err| match err.sqlite_error().map(|e| e.extended_code) {
-                // The e-mail index: the user-id clash is the upsert's.
-                Some(ffi::SQLITE_CONSTRAINT_UNIQUE) => StoreError::Conflict {
-                    what: format!(
-                        "e-mail {}",
-                        account.email.as_ref().map_or("", Email::as_str)
-                    ),
-                },
-                _ => unavailable(err),
-            })?;
-        Ok(())
+                .map_err(unavailable)?
+                .execute(params_from_iter(account_params(&account)))
+                .map_err(|err| match err.sqlite_error().map(|e| e.extended_code) {
+                    // The e-mail index: the user-id clash is the upsert's.
+                    Some(ffi::SQLITE_CONSTRAINT_UNIQUE) => StoreError::Conflict {
+                        what: format!(
+                            "e-mail {}",
+                            account.email.as_ref().map_or("", Email::as_str)
+                        ),
+                    },
+                    _ => unavailable(err),
+                })?;
+                Ok(())
+            })
+            .await
     }
 
     async fn set_account_status(
@@ -141,33 +150,41 @@ impl Accounts for SqliteStore {
         user: &UserId,
         status: AccountStatus,
     ) -> Result<(), StoreError> {
-        let changed = self
-            .conn()
-            .prepare_cached("UPDATE accounts SET status = ?2 WHERE user_id = ?1")
-            .map_err(unavailable)?
-            .execute(params![user.0, status.as_str()])
-            .map_err(unavailable)?;
-        if changed == 0 {
-            return Err(StoreError::NotFound {
-                what: format!("account {user}"),
-            });
-        }
-        Ok(())
+        let user = user.clone();
+        self.db
+            .write(move |conn| {
+                let changed = conn
+                    .prepare_cached("UPDATE accounts SET status = ?2 WHERE user_id = ?1")
+                    .map_err(unavailable)?
+                    .execute(params![user.0, status.as_str()])
+                    .map_err(unavailable)?;
+                if changed == 0 {
+                    return Err(StoreError::NotFound {
+                        what: format!("account {user}"),
+                    });
+                }
+                Ok(())
+            })
+            .await
     }
 
     async fn set_assistant_grant(&self, user: &UserId, grant: Grant) -> Result<(), StoreError> {
-        let changed = self
-            .conn()
-            .prepare_cached("UPDATE accounts SET assistant_grant = ?2 WHERE user_id = ?1")
-            .map_err(unavailable)?
-            .execute(params![user.0, grant.as_str()])
-            .map_err(unavailable)?;
-        if changed == 0 {
-            return Err(StoreError::NotFound {
-                what: format!("account {user}"),
-            });
-        }
-        Ok(())
+        let user = user.clone();
+        self.db
+            .write(move |conn| {
+                let changed = conn
+                    .prepare_cached("UPDATE accounts SET assistant_grant = ?2 WHERE user_id = ?1")
+                    .map_err(unavailable)?
+                    .execute(params![user.0, grant.as_str()])
+                    .map_err(unavailable)?;
+                if changed == 0 {
+                    return Err(StoreError::NotFound {
+                        what: format!("account {user}"),
+                    });
+                }
+                Ok(())
+            })
+            .await
     }
 }
 
@@ -241,15 +258,21 @@ impl ActiveRecords for SqliteStore {
         kind: &str,
         id: &str,
     ) -> Result<(), StoreError> {
-        self.conn()
-            .prepare_cached(
-                "INSERT INTO active_records (conversation_id, kind, id) VALUES (?1, ?2, ?3)
+        let conversation = conversation.clone();
+        let kind = kind.to_owned();
+        let id = id.to_owned();
+        self.db
+            .write(move |conn| {
+                conn.prepare_cached(
+                    "INSERT INTO active_records (conversation_id, kind, id) VALUES (?1, ?2, ?3)
                  ON CONFLICT (conversation_id, kind) DO UPDATE SET id = excluded.id",
-            )
-            .map_err(unavailable)?
-            .execute(params![conversation.0, kind, id])
-            .map_err(unavailable)?;
-        Ok(())
+                )
+                .map_err(unavailable)?
+                .execute(params![conversation.0, kind, id])
+                .map_err(unavailable)?;
+                Ok(())
+            })
+            .await
     }
 
     async fn active(
@@ -257,14 +280,38 @@ impl ActiveRecords for SqliteStore {
         conversation: &ConversationId,
         kind: &str,
     ) -> Result<Option<String>, StoreError> {
-        self.conn()
-            .prepare_cached(
-                "SELECT id FROM active_records WHERE conversation_id = ?1 AND kind = ?2",
-            )
-            .map_err(unavailable)?
-            .query_row(params![conversation.0, kind], |r| r.get(0))
-            .optional()
-            .map_err(unavailable)
+        let conversation = conversation.clone();
+        let kind = kind.to_owned();
+        self.db
+            .read(move |conn| {
+                conn.prepare_cached(
+                    "SELECT id FROM active_records WHERE conversation_id = ?1 AND kind = ?2",
+                )
+                .map_err(unavailable)?
+                .query_row(params![conversation.0, kind], |r| r.get(0))
+                .optional()
+                .map_err(unavailable)
+            })
+            .await
+    }
+}
+
+/// An insert's outcome as `create_account` answers it.
+fn refusal(inserted: rusqlite::Result<usize>, account: &Account) -> Result<(), CreateAccountError> {
+    {
+        match inserted {
+            Ok(_) => Ok(()),
+            Err(err) => Err(match err.sqlite_error().map(|e| e.extended_code) {
+                Some(ffi::SQLITE_CONSTRAINT_PRIMARYKEY) => {
+                    CreateAccountError::UserTaken(account.user.clone())
+                }
+                Some(ffi::SQLITE_CONSTRAINT_UNIQUE) => match &account.email {
+                    Some(email) => CreateAccountError::EmailTaken(email.clone()),
+                    None => unavailable(err).into(),
+                },
+                _ => unavailable(err).into(),
+            }),
+        }
     }
 }
 
@@ -273,7 +320,6 @@ mod tests {
     use super::*;
     use crate::schema::{MIGRATIONS, migrate};
     use rusqlite::Connection;
-    use std::sync::Mutex;
 
     /// Accounts stored before migration 7 read back with no e-mail, the `user` role and
     /// creation time 0, are listed, and can be given an e-mail.
@@ -291,7 +337,7 @@ mod tests {
         }
         migrate(&mut conn, MIGRATIONS).unwrap();
         let store = SqliteStore {
-            conn: Mutex::new(conn),
+            db: crate::db::Db(std::sync::Arc::new(crate::Db::start(conn, Vec::new()))),
         };
         let old = Account {
             status: AccountStatus::Paused,

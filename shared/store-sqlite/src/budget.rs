@@ -6,7 +6,7 @@
 use crate::SqliteStore;
 use crate::error::unavailable;
 use async_trait::async_trait;
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, params};
 use store::{Adjustment, BucketKey, BucketUsage, BudgetLedger, Charge, Reserve, StoreError};
 
 const ADD: &str = "INSERT INTO budget_buckets (scope, win, start_ms, used, expires_at_ms)
@@ -55,41 +55,48 @@ fn signed(amount: u64) -> i64 {
 #[async_trait]
 impl BudgetLedger for SqliteStore {
     async fn reserve(&self, charges: &[Charge]) -> Result<Reserve, StoreError> {
-        let mut conn = self.conn();
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(unavailable)?;
-        for c in charges {
-            let Some(limit) = c.limit else { continue };
-            let used = used(&tx, &c.bucket)?;
-            if used.saturating_add(c.amount) > limit {
-                // Dropping the transaction rolls it back; nothing was written anyway.
-                return Ok(Reserve::Tripped {
-                    bucket: c.bucket.clone(),
-                    used,
-                    limit,
-                });
-            }
-        }
-        for c in charges {
-            add(&tx, &c.bucket, signed(c.amount), c.expires_at_ms)?;
-        }
-        tx.commit().map_err(unavailable)?;
-        Ok(Reserve::Reserved)
+        let charges = charges.to_vec();
+        self.db
+            .write(move |conn| {
+                let tx = conn;
+                for c in &charges {
+                    let Some(limit) = c.limit else { continue };
+                    let used = used(tx, &c.bucket)?;
+                    if used.saturating_add(c.amount) > limit {
+                        // Dropping the transaction rolls it back; nothing was written anyway.
+                        return Ok(Reserve::Tripped {
+                            bucket: c.bucket.clone(),
+                            used,
+                            limit,
+                        });
+                    }
+                }
+                for c in &charges {
+                    add(tx, &c.bucket, signed(c.amount), c.expires_at_ms)?;
+                }
+                Ok(Reserve::Reserved)
+            })
+            .await
     }
 
     async fn adjust(&self, adjustments: &[Adjustment]) -> Result<(), StoreError> {
-        let mut conn = self.conn();
-        let tx = conn.transaction().map_err(unavailable)?;
-        for a in adjustments {
-            add(&tx, &a.bucket, a.delta, a.expires_at_ms)?;
-        }
-        tx.commit().map_err(unavailable)
+        let adjustments = adjustments.to_vec();
+        self.db
+            .write(move |conn| {
+                let tx = conn;
+                for a in &adjustments {
+                    add(tx, &a.bucket, a.delta, a.expires_at_ms)?;
+                }
+                Ok(())
+            })
+            .await
     }
 
     async fn bucket_usage(&self, buckets: &[BucketKey]) -> Result<Vec<u64>, StoreError> {
-        let conn = self.conn();
-        buckets.iter().map(|b| used(&conn, b)).collect()
+        let buckets = buckets.to_vec();
+        self.db
+            .read(move |conn| buckets.iter().map(|b| used(conn, b)).collect())
+            .await
     }
 
     async fn buckets_of_window(
@@ -97,30 +104,34 @@ impl BudgetLedger for SqliteStore {
         window: &str,
         start_ms: i64,
     ) -> Result<Vec<BucketUsage>, StoreError> {
-        let conn = self.conn();
-        let mut stmt = conn
-            .prepare_cached(
-                "SELECT scope, used FROM budget_buckets WHERE win = ?1 AND start_ms = ?2
+        let window = window.to_owned();
+        self.db
+            .read(move |conn| {
+                let mut stmt = conn
+                    .prepare_cached(
+                        "SELECT scope, used FROM budget_buckets WHERE win = ?1 AND start_ms = ?2
                  ORDER BY scope",
-            )
-            .map_err(unavailable)?;
-        let rows = stmt
-            .query_map(params![window, start_ms], |r| {
-                Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
+                    )
+                    .map_err(unavailable)?;
+                let rows = stmt
+                    .query_map(params![window, start_ms], |r| {
+                        Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
+                    })
+                    .map_err(unavailable)?;
+                let mut out = Vec::new();
+                for row in rows {
+                    let (scope, used) = row.map_err(unavailable)?;
+                    out.push(BucketUsage {
+                        bucket: BucketKey {
+                            scope,
+                            window: window.to_owned(),
+                            start_ms,
+                        },
+                        used: used.max(0) as u64,
+                    });
+                }
+                Ok(out)
             })
-            .map_err(unavailable)?;
-        let mut out = Vec::new();
-        for row in rows {
-            let (scope, used) = row.map_err(unavailable)?;
-            out.push(BucketUsage {
-                bucket: BucketKey {
-                    scope,
-                    window: window.to_owned(),
-                    start_ms,
-                },
-                used: used.max(0) as u64,
-            });
-        }
-        Ok(out)
+            .await
     }
 }

@@ -1,5 +1,5 @@
 //! `JobClaims`: one row per turn job. Claiming is a single upsert whose `WHERE` admits only a
-//! missing, expired-running or expired-done row; the connection mutex makes the read that
+//! missing, expired-running or expired-done row; running both in the one write makes the read that
 //! explains a refusal consistent with it.
 
 use crate::SqliteStore;
@@ -18,17 +18,19 @@ impl SqliteStore {
         job_keys: &[String],
         now_ms: i64,
     ) -> Result<(), StoreError> {
-        let conn = self.conn();
-        let mut release = conn
-            .prepare_cached(
-                "UPDATE job_claims SET expires_at_ms = ?2 - 1
+        let job_keys = job_keys.to_vec();
+        self.db.write_blocking(move |conn| {
+            let mut release = conn
+                .prepare_cached(
+                    "UPDATE job_claims SET expires_at_ms = ?2 - 1
                  WHERE job_key = ?1 AND status = 'running'",
-            )
-            .map_err(unavailable)?;
-        for key in job_keys {
-            release.execute(params![key, now_ms]).map_err(unavailable)?;
-        }
-        Ok(())
+                )
+                .map_err(unavailable)?;
+            for key in job_keys {
+                release.execute(params![key, now_ms]).map_err(unavailable)?;
+            }
+            Ok(())
+        })
     }
 }
 
@@ -40,8 +42,10 @@ impl JobClaims for SqliteStore {
         now_ms: i64,
         expires_at_ms: i64,
     ) -> Result<Claim, StoreError> {
-        let conn = self.conn();
-        let claimed: Option<i64> = conn
+        let job_key = job_key.to_owned();
+        self.db
+            .write(move |conn| {
+                let claimed: Option<i64> = conn
             .prepare_cached(
                 "INSERT INTO job_claims (job_key, status, expires_at_ms, attempt, keep_until_ms)
                  VALUES (?1, 'running', ?3, 1, NULL)
@@ -59,28 +63,35 @@ impl JobClaims for SqliteStore {
             .query_row(params![job_key, now_ms, expires_at_ms], |r| r.get(0))
             .optional()
             .map_err(unavailable)?;
-        if let Some(attempt) = claimed {
-            return Ok(match attempt {
-                1 => Claim::Fresh,
-                n => Claim::TakenOver {
-                    attempt: u32::try_from(n).unwrap_or(u32::MAX),
-                },
-            });
-        }
-        let (status, expires): (String, i64) = conn
-            .prepare_cached("SELECT status, expires_at_ms FROM job_claims WHERE job_key = ?1")
-            .map_err(unavailable)?
-            .query_row([job_key], |r| Ok((r.get(0)?, r.get(1)?)))
-            .map_err(unavailable)?;
-        Ok(if status == "done" {
-            Claim::Done
-        } else {
-            Claim::Busy { until_ms: expires }
-        })
+                if let Some(attempt) = claimed {
+                    return Ok(match attempt {
+                        1 => Claim::Fresh,
+                        n => Claim::TakenOver {
+                            attempt: u32::try_from(n).unwrap_or(u32::MAX),
+                        },
+                    });
+                }
+                let (status, expires): (String, i64) = conn
+                    .prepare_cached(
+                        "SELECT status, expires_at_ms FROM job_claims WHERE job_key = ?1",
+                    )
+                    .map_err(unavailable)?
+                    .query_row([&job_key], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .map_err(unavailable)?;
+                Ok(if status == "done" {
+                    Claim::Done
+                } else {
+                    Claim::Busy { until_ms: expires }
+                })
+            })
+            .await
     }
 
     async fn finish_job(&self, job_key: &str, keep_until_ms: i64) -> Result<(), StoreError> {
-        self.conn()
+        let job_key = job_key.to_owned();
+        self.db
+            .write(move |conn| {
+                conn
             .prepare_cached(
                 "INSERT INTO job_claims (job_key, status, expires_at_ms, attempt, keep_until_ms)
                  VALUES (?1, 'done', 0, 1, ?2)
@@ -89,7 +100,9 @@ impl JobClaims for SqliteStore {
             .map_err(unavailable)?
             .execute(params![job_key, keep_until_ms])
             .map_err(unavailable)?;
-        Ok(())
+                Ok(())
+            })
+            .await
     }
 
     async fn release_job(
@@ -98,14 +111,18 @@ impl JobClaims for SqliteStore {
         attempt: u32,
         now_ms: i64,
     ) -> Result<(), StoreError> {
-        self.conn()
-            .prepare_cached(
-                "UPDATE job_claims SET expires_at_ms = ?3 - 1
+        let job_key = job_key.to_owned();
+        self.db
+            .write(move |conn| {
+                conn.prepare_cached(
+                    "UPDATE job_claims SET expires_at_ms = ?3 - 1
                  WHERE job_key = ?1 AND status = 'running' AND attempt = ?2",
-            )
-            .map_err(unavailable)?
-            .execute(params![job_key, attempt, now_ms])
-            .map_err(unavailable)?;
-        Ok(())
+                )
+                .map_err(unavailable)?
+                .execute(params![job_key, attempt, now_ms])
+                .map_err(unavailable)?;
+                Ok(())
+            })
+            .await
     }
 }

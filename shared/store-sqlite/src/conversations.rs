@@ -13,82 +13,98 @@ const COLUMNS: &str =
 #[async_trait]
 impl ConversationStore for SqliteStore {
     async fn create_conversation(&self, c: &Conversation) -> Result<(), StoreError> {
-        let conn = self.conn();
-        let mut stmt = conn
+        let c = c.clone();
+        self.db
+            .write(move |conn| {
+                let mut stmt = conn
             .prepare_cached(&format!(
                 "INSERT INTO conversations ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
             ))
             .map_err(unavailable)?;
-        stmt.execute(params![
-            c.id.0,
-            c.user_id.0,
-            c.channel,
-            c.purpose,
-            status_to_sql(c.status),
-            c.prompt_version,
-            c.segment,
-            turn_to_sql(c.turn)?,
-            c.created_at_ms,
-        ])
-        .map_err(|e| write_error(e, || format!("conversation {}", c.id)))?;
-        Ok(())
+                stmt.execute(params![
+                    c.id.0,
+                    c.user_id.0,
+                    c.channel,
+                    c.purpose,
+                    status_to_sql(c.status),
+                    c.prompt_version,
+                    c.segment,
+                    turn_to_sql(c.turn)?,
+                    c.created_at_ms,
+                ])
+                .map_err(|e| write_error(e, || format!("conversation {}", c.id)))?;
+                Ok(())
+            })
+            .await
     }
 
     async fn conversation(&self, id: &ConversationId) -> Result<Option<Conversation>, StoreError> {
-        let conn = self.conn();
-        let mut stmt = conn
-            .prepare_cached(&format!(
-                "SELECT {COLUMNS} FROM conversations WHERE id = ?1"
-            ))
-            .map_err(unavailable)?;
-        let raw = stmt
-            .query_row([&id.0], RawConversation::read)
-            .optional()
-            .map_err(unavailable)?;
-        raw.map(RawConversation::decode).transpose()
+        let id = id.clone();
+        self.db
+            .read(move |conn| {
+                let mut stmt = conn
+                    .prepare_cached(&format!(
+                        "SELECT {COLUMNS} FROM conversations WHERE id = ?1"
+                    ))
+                    .map_err(unavailable)?;
+                let raw = stmt
+                    .query_row([&id.0], RawConversation::read)
+                    .optional()
+                    .map_err(unavailable)?;
+                raw.map(RawConversation::decode).transpose()
+            })
+            .await
     }
 
     async fn update_conversation(&self, c: &Conversation) -> Result<(), StoreError> {
-        let conn = self.conn();
-        let mut stmt = conn
-            .prepare_cached(
-                "UPDATE conversations
+        let c = c.clone();
+        self.db
+            .write(move |conn| {
+                let mut stmt = conn
+                    .prepare_cached(
+                        "UPDATE conversations
                  SET purpose = ?2, status = ?3, prompt_version = ?4, segment = ?5, turn = ?6
                  WHERE id = ?1",
-            )
-            .map_err(unavailable)?;
-        let changed = stmt
-            .execute(params![
-                c.id.0,
-                c.purpose,
-                status_to_sql(c.status),
-                c.prompt_version,
-                c.segment,
-                turn_to_sql(c.turn)?,
-            ])
-            .map_err(unavailable)?;
-        if changed == 0 {
-            return Err(StoreError::NotFound {
-                what: format!("conversation {}", c.id),
-            });
-        }
-        Ok(())
+                    )
+                    .map_err(unavailable)?;
+                let changed = stmt
+                    .execute(params![
+                        c.id.0,
+                        c.purpose,
+                        status_to_sql(c.status),
+                        c.prompt_version,
+                        c.segment,
+                        turn_to_sql(c.turn)?,
+                    ])
+                    .map_err(unavailable)?;
+                if changed == 0 {
+                    return Err(StoreError::NotFound {
+                        what: format!("conversation {}", c.id),
+                    });
+                }
+                Ok(())
+            })
+            .await
     }
 
     /// Newest first; ties by id, descending.
     async fn conversations_of(&self, user: &UserId) -> Result<Vec<Conversation>, StoreError> {
-        let conn = self.conn();
-        let mut stmt = conn
-            .prepare_cached(&format!(
-                "SELECT {COLUMNS} FROM conversations WHERE user_id = ?1
+        let user = user.clone();
+        self.db
+            .read(move |conn| {
+                let mut stmt = conn
+                    .prepare_cached(&format!(
+                        "SELECT {COLUMNS} FROM conversations WHERE user_id = ?1
                  ORDER BY created_at_ms DESC, id DESC"
-            ))
-            .map_err(unavailable)?;
-        let rows = stmt
-            .query_map([&user.0], RawConversation::read)
-            .map_err(unavailable)?;
-        rows.map(|raw| RawConversation::decode(raw.map_err(unavailable)?))
-            .collect()
+                    ))
+                    .map_err(unavailable)?;
+                let rows = stmt
+                    .query_map([&user.0], RawConversation::read)
+                    .map_err(unavailable)?;
+                rows.map(|raw| RawConversation::decode(raw.map_err(unavailable)?))
+                    .collect()
+            })
+            .await
     }
 }
 

@@ -21,10 +21,13 @@ impl Identities for SqliteStore {
         now_ms: i64,
         expires_at_ms: i64,
     ) -> Result<(), StoreError> {
-        let written = self
-            .conn()
-            .prepare_cached(
-                "INSERT INTO link_codes (code, user_id, expires_at_ms, used_at_ms)
+        let code = code.to_owned();
+        let user = user.clone();
+        self.db
+            .write(move |conn| {
+                let written = conn
+                    .prepare_cached(
+                        "INSERT INTO link_codes (code, user_id, expires_at_ms, used_at_ms)
                  VALUES (?1, ?2, ?4, NULL)
                  ON CONFLICT (code) DO UPDATE SET
                      user_id = excluded.user_id,
@@ -32,16 +35,18 @@ impl Identities for SqliteStore {
                      used_at_ms = NULL,
                      used_by = NULL
                  WHERE link_codes.expires_at_ms <= ?3",
-            )
-            .map_err(unavailable)?
-            .execute(params![code, user.0, now_ms, expires_at_ms])
-            .map_err(unavailable)?;
-        if written == 0 {
-            return Err(StoreError::Conflict {
-                what: format!("link code {code}"),
-            });
-        }
-        Ok(())
+                    )
+                    .map_err(unavailable)?
+                    .execute(params![code, user.0, now_ms, expires_at_ms])
+                    .map_err(unavailable)?;
+                if written == 0 {
+                    return Err(StoreError::Conflict {
+                        what: format!("link code {code}"),
+                    });
+                }
+                Ok(())
+            })
+            .await
     }
 
     async fn consume_link_code(
@@ -50,19 +55,24 @@ impl Identities for SqliteStore {
         redeemer: &str,
         now_ms: i64,
     ) -> Result<Option<UserId>, StoreError> {
-        let user: Option<String> = self
-            .conn()
-            .prepare_cached(
-                "UPDATE link_codes SET used_at_ms = COALESCE(used_at_ms, ?2), used_by = ?3
+        let code = code.to_owned();
+        let redeemer = redeemer.to_owned();
+        self.db
+            .write(move |conn| {
+                let user: Option<String> = conn
+                    .prepare_cached(
+                        "UPDATE link_codes SET used_at_ms = COALESCE(used_at_ms, ?2), used_by = ?3
                  WHERE code = ?1 AND expires_at_ms > ?2
                    AND (used_at_ms IS NULL OR used_by = ?3)
                  RETURNING user_id",
-            )
-            .map_err(unavailable)?
-            .query_row(params![code, now_ms, redeemer], |r| r.get(0))
-            .optional()
-            .map_err(unavailable)?;
-        Ok(user.map(UserId))
+                    )
+                    .map_err(unavailable)?
+                    .query_row(params![code, now_ms, redeemer], |r| r.get(0))
+                    .optional()
+                    .map_err(unavailable)?;
+                Ok(user.map(UserId))
+            })
+            .await
     }
 
     async fn bind_identity(
@@ -72,18 +82,24 @@ impl Identities for SqliteStore {
         user: &UserId,
         now_ms: i64,
     ) -> Result<(), StoreError> {
-        self.conn()
-            .prepare_cached(
-                "INSERT INTO identities (channel, external_id, user_id, bound_at_ms)
+        let channel = channel.to_owned();
+        let external_id = external_id.to_owned();
+        let user = user.clone();
+        self.db
+            .write(move |conn| {
+                conn.prepare_cached(
+                    "INSERT INTO identities (channel, external_id, user_id, bound_at_ms)
                  VALUES (?1, ?2, ?3, ?4)
                  ON CONFLICT (channel, external_id) DO UPDATE SET
                      user_id = excluded.user_id,
                      bound_at_ms = excluded.bound_at_ms",
-            )
-            .map_err(unavailable)?
-            .execute(params![channel, external_id, user.0, now_ms])
-            .map_err(unavailable)?;
-        Ok(())
+                )
+                .map_err(unavailable)?
+                .execute(params![channel, external_id, user.0, now_ms])
+                .map_err(unavailable)?;
+                Ok(())
+            })
+            .await
     }
 
     async fn identity(
@@ -91,38 +107,47 @@ impl Identities for SqliteStore {
         channel: &str,
         external_id: &str,
     ) -> Result<Option<UserId>, StoreError> {
-        let user: Option<String> = self
-            .conn()
-            .prepare_cached(
-                "SELECT user_id FROM identities WHERE channel = ?1 AND external_id = ?2",
-            )
-            .map_err(unavailable)?
-            .query_row(params![channel, external_id], |r| r.get(0))
-            .optional()
-            .map_err(unavailable)?;
-        Ok(user.map(UserId))
+        let channel = channel.to_owned();
+        let external_id = external_id.to_owned();
+        self.db
+            .read(move |conn| {
+                let user: Option<String> = conn
+                    .prepare_cached(
+                        "SELECT user_id FROM identities WHERE channel = ?1 AND external_id = ?2",
+                    )
+                    .map_err(unavailable)?
+                    .query_row(params![channel, external_id], |r| r.get(0))
+                    .optional()
+                    .map_err(unavailable)?;
+                Ok(user.map(UserId))
+            })
+            .await
     }
 
     async fn bindings(&self, user: Option<&UserId>) -> Result<Vec<Binding>, StoreError> {
-        let conn = self.conn();
-        let mut statement = conn
-            .prepare_cached(
-                "SELECT channel, external_id, user_id, bound_at_ms FROM identities
+        let user = user.cloned();
+        self.db
+            .read(move |conn| {
+                let mut statement = conn
+                    .prepare_cached(
+                        "SELECT channel, external_id, user_id, bound_at_ms FROM identities
                  WHERE ?1 IS NULL OR user_id = ?1
                  ORDER BY user_id, channel, external_id",
-            )
-            .map_err(unavailable)?;
-        let rows = statement
-            .query_map(params![user.map(|u| u.0.as_str())], |r| {
-                Ok(Binding {
-                    channel: r.get(0)?,
-                    external_id: r.get(1)?,
-                    user: UserId(r.get(2)?),
-                    bound_at_ms: r.get(3)?,
-                })
+                    )
+                    .map_err(unavailable)?;
+                let rows = statement
+                    .query_map(params![user.as_ref().map(|u| u.0.as_str())], |r| {
+                        Ok(Binding {
+                            channel: r.get(0)?,
+                            external_id: r.get(1)?,
+                            user: UserId(r.get(2)?),
+                            bound_at_ms: r.get(3)?,
+                        })
+                    })
+                    .map_err(unavailable)?;
+                rows.collect::<Result<_, _>>().map_err(unavailable)
             })
-            .map_err(unavailable)?;
-        rows.collect::<Result<_, _>>().map_err(unavailable)
+            .await
     }
 
     async fn unbind_identity(
@@ -130,16 +155,21 @@ impl Identities for SqliteStore {
         channel: &str,
         external_id: &str,
     ) -> Result<Option<UserId>, StoreError> {
-        let user: Option<String> = self
-            .conn()
-            .prepare_cached(
-                "DELETE FROM identities WHERE channel = ?1 AND external_id = ?2
+        let channel = channel.to_owned();
+        let external_id = external_id.to_owned();
+        self.db
+            .write(move |conn| {
+                let user: Option<String> = conn
+                    .prepare_cached(
+                        "DELETE FROM identities WHERE channel = ?1 AND external_id = ?2
                  RETURNING user_id",
-            )
-            .map_err(unavailable)?
-            .query_row(params![channel, external_id], |r| r.get(0))
-            .optional()
-            .map_err(unavailable)?;
-        Ok(user.map(UserId))
+                    )
+                    .map_err(unavailable)?
+                    .query_row(params![channel, external_id], |r| r.get(0))
+                    .optional()
+                    .map_err(unavailable)?;
+                Ok(user.map(UserId))
+            })
+            .await
     }
 }

@@ -1,6 +1,6 @@
 //! `Leases`: one row per leased conversation. Taking a lease is a single upsert whose `WHERE`
-//! admits only a missing row, an expired lease or the same holder (a renewal); the connection
-//! mutex makes the read that explains a refusal consistent with it.
+//! admits only a missing row, an expired lease or the same holder (a renewal); running both in
+//! the one write makes the read that explains a refusal consistent with it.
 
 use crate::SqliteStore;
 use crate::error::unavailable;
@@ -18,10 +18,12 @@ impl Leases for SqliteStore {
         now_ms: i64,
         expires_at_ms: i64,
     ) -> Result<Lease, StoreError> {
-        let conn = self.conn();
-        let taken = conn
-            .prepare_cached(
-                "INSERT INTO conversation_leases (conversation_id, holder, expires_at_ms)
+        let (conversation, holder) = (conversation.clone(), holder.to_owned());
+        self.db
+            .write(move |conn| {
+                let taken = conn
+                    .prepare_cached(
+                        "INSERT INTO conversation_leases (conversation_id, holder, expires_at_ms)
                  VALUES (?1, ?2, ?4)
                  ON CONFLICT (conversation_id) DO UPDATE SET
                      holder = excluded.holder,
@@ -29,25 +31,27 @@ impl Leases for SqliteStore {
                  WHERE conversation_leases.holder = ?2
                     OR conversation_leases.expires_at_ms <= ?3
                  RETURNING 1",
-            )
-            .map_err(unavailable)?
-            .query_row(
-                params![conversation.0, holder, now_ms, expires_at_ms],
-                |_| Ok(()),
-            )
-            .optional()
-            .map_err(unavailable)?;
-        if taken.is_some() {
-            return Ok(Lease::Held);
-        }
-        let (holder, until_ms) = conn
+                    )
+                    .map_err(unavailable)?
+                    .query_row(
+                        params![conversation.0, holder, now_ms, expires_at_ms],
+                        |_| Ok(()),
+                    )
+                    .optional()
+                    .map_err(unavailable)?;
+                if taken.is_some() {
+                    return Ok(Lease::Held);
+                }
+                let (holder, until_ms) = conn
             .prepare_cached(
                 "SELECT holder, expires_at_ms FROM conversation_leases WHERE conversation_id = ?1",
             )
             .map_err(unavailable)?
             .query_row([&conversation.0], |r| Ok((r.get(0)?, r.get(1)?)))
             .map_err(unavailable)?;
-        Ok(Lease::Busy { holder, until_ms })
+                Ok(Lease::Busy { holder, until_ms })
+            })
+            .await
     }
 
     async fn release_lease(
@@ -55,13 +59,17 @@ impl Leases for SqliteStore {
         conversation: &ConversationId,
         holder: &str,
     ) -> Result<(), StoreError> {
-        self.conn()
-            .prepare_cached(
-                "DELETE FROM conversation_leases WHERE conversation_id = ?1 AND holder = ?2",
-            )
-            .map_err(unavailable)?
-            .execute(params![conversation.0, holder])
-            .map_err(unavailable)?;
-        Ok(())
+        let (conversation, holder) = (conversation.clone(), holder.to_owned());
+        self.db
+            .write(move |conn| {
+                conn.prepare_cached(
+                    "DELETE FROM conversation_leases WHERE conversation_id = ?1 AND holder = ?2",
+                )
+                .map_err(unavailable)?
+                .execute(params![conversation.0, holder])
+                .map_err(unavailable)?;
+                Ok(())
+            })
+            .await
     }
 }

@@ -7,18 +7,21 @@
 //! becomes [`StoreError::Conflict`], with no read-then-write race. The schema is versioned with
 //! `PRAGMA user_version` (see `schema.rs`).
 //!
-//! One connection sits behind a `std::sync::Mutex`, and every operation runs synchronously
-//! under it. This is deliberate: the statements are sub-millisecond, so handing them to a
-//! blocking pool would cost more than it saves, and the lock is never held across an `.await`.
+//! No SQLite call runs on the async threads: writes go to one writer thread that commits every
+//! write waiting at once (group commit: one fsync for many writers, each acknowledged only once
+//! durable), reads to reader threads with their own connections (the `sqlite-db` crate; `db.rs`
+//! says its failures as `StoreError`s). The queue and the server's demo notes share the same
+//! [`Db`] ([`SqliteStore::on`]), so their writes join the same group commits.
 //!
-//! Depends on the `store` ports, `transcript` and `rusqlite` only. Never on AWS, a backend or
-//! the engine.
+//! Depends on the `store` ports, `transcript`, `sqlite-db` and `rusqlite` only. Never on AWS, a
+//! backend or the engine.
 
 mod accounts;
 mod budget;
 mod claims;
 mod confirmations;
 mod conversations;
+mod db;
 mod error;
 mod identities;
 mod leases;
@@ -31,65 +34,58 @@ mod tokens;
 mod tool_results;
 mod visible;
 
-use rusqlite::Connection;
 use std::path::Path;
-use std::sync::{Mutex, MutexGuard};
-use std::time::Duration;
+use std::sync::Arc;
 use store::StoreError;
 
 pub use schema::{SCHEMA_VERSION, SchemaTooNew};
+pub use sqlite_db::{Db, Failure as DbFailure};
 pub use tool_results::{put_receipt, receipts_here};
 
 /// The store ports on SQLite. Cheap to share behind an `Arc`.
 #[derive(Debug)]
 pub struct SqliteStore {
-    conn: Mutex<Connection>,
+    db: db::Db,
 }
 
 impl SqliteStore {
-    /// Open (or create) the database file at `path` and bring its schema up to date.
+    /// Open (or create) the database file at `path` and bring its schema up to date, on a
+    /// [`Db`] of its own. A server that also keeps its queue in the file opens one [`Db`] and
+    /// gives it to both ([`SqliteStore::on`]), so they share the writer.
     ///
     /// A file written by a newer build fails with [`StoreError::Unavailable`] wrapping
     /// [`SchemaTooNew`]; it is left untouched.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
-        let conn = Connection::open(path).map_err(error::unavailable)?;
-        conn.busy_timeout(Duration::from_secs(5))
-            .map_err(error::unavailable)?;
-        // WAL lets readers in other processes (an inspecting CLI) run beside the server.
-        conn.pragma_update_and_check(None, "journal_mode", "wal", |_| Ok(()))
-            .map_err(error::unavailable)?;
-        // A damaged file is said at start, in one sentence, not as a query error mid-turn.
-        let check: String = conn
-            .query_row("PRAGMA quick_check", [], |r| r.get(0))
-            .map_err(|e| error::corrupt("the database file".into(), e))?;
-        if check != "ok" {
-            return Err(error::corrupt(
-                "the database file".into(),
-                format!("SQLite's quick_check found damage: {check}"),
-            ));
-        }
-        Self::init(conn)
+        Self::on(Arc::new(Db::open(path).map_err(error::unavailable)?))
     }
 
     /// A private, empty database in memory, gone when the store is dropped.
     pub fn open_in_memory() -> Result<Self, StoreError> {
-        Self::init(Connection::open_in_memory().map_err(error::unavailable)?)
+        Self::on(Arc::new(Db::open_in_memory().map_err(error::unavailable)?))
     }
 
-    fn init(mut conn: Connection) -> Result<Self, StoreError> {
-        conn.pragma_update(None, "foreign_keys", true)
-            .map_err(error::unavailable)?;
-        schema::migrate(&mut conn, schema::MIGRATIONS)?;
-        Ok(Self {
-            conn: Mutex::new(conn),
+    /// The store on `db`: checks the file for damage and brings the store's tables up to date
+    /// (alone on the writer's connection, before any other write).
+    pub fn on(db: Arc<Db>) -> Result<Self, StoreError> {
+        db.exclusive(|conn| {
+            // A damaged file is said at start, in one sentence, not as a query error mid-turn.
+            let check: String = conn
+                .query_row("PRAGMA quick_check", [], |r| r.get(0))
+                .map_err(|e| error::corrupt("the database file".into(), e))?;
+            if check != "ok" {
+                return Err(error::corrupt(
+                    "the database file".into(),
+                    format!("SQLite's quick_check found damage: {check}"),
+                ));
+            }
+            schema::migrate(conn, schema::MIGRATIONS)
         })
+        .map_err(|e| StoreError::Unavailable(Box::new(e)))??;
+        Ok(Self { db: db::Db(db) })
     }
 
-    /// The connection, for one synchronous operation. A panic in an earlier operation does not
-    /// wedge the store: its transaction rolled back when it unwound, so the connection is sound.
-    fn conn(&self) -> MutexGuard<'_, Connection> {
-        self.conn
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    /// The database this store is on, to share with a queue or a domain table.
+    pub fn db(&self) -> &Arc<Db> {
+        &self.db.0
     }
 }

@@ -12,22 +12,26 @@ impl MessageStore for SqliteStore {
     async fn append_message(&self, m: &Message) -> Result<(), StoreError> {
         let what = || format!("message {}@{}", m.conversation_id, m.position);
         let body = serde_json::to_string(m).map_err(|e| corrupt(what(), e))?;
-        let conn = self.conn();
-        let mut stmt = conn
-            .prepare_cached(
-                "INSERT INTO messages (conversation_id, position, segment, role, body)
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
-            )
-            .map_err(unavailable)?;
-        stmt.execute(params![
-            m.conversation_id.0,
+        let (conversation, position, segment, role) = (
+            m.conversation_id.0.clone(),
             to_sql(m.position, "position")?,
             m.segment,
             m.role.as_str(),
-            body,
-        ])
-        .map_err(|e| write_error(e, what))?;
-        Ok(())
+        );
+        let what = what();
+        self.db
+            .write(move |conn| {
+                let mut stmt = conn
+                    .prepare_cached(
+                        "INSERT INTO messages (conversation_id, position, segment, role, body)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                    )
+                    .map_err(unavailable)?;
+                stmt.execute(params![conversation, position, segment, role, body])
+                    .map_err(|e| write_error(e, || what))?;
+                Ok(())
+            })
+            .await
     }
 
     async fn start_turn(
@@ -40,54 +44,62 @@ impl MessageStore for SqliteStore {
         let seen = || format!("visible entry {}@{}", e.conversation_id, e.position);
         let body = serde_json::to_string(m).map_err(|err| corrupt(what(), err))?;
         let shown = serde_json::to_string(e).map_err(|err| corrupt(seen(), err))?;
-        let mut conn = self.conn();
-        let tx = conn.transaction().map_err(unavailable)?;
-        let changed = tx
-            .prepare_cached(
-                "UPDATE conversations
-                 SET purpose = ?2, status = ?3, prompt_version = ?4, segment = ?5, turn = ?6
-                 WHERE id = ?1",
-            )
-            .map_err(unavailable)?
-            .execute(params![
-                c.id.0,
-                c.purpose,
-                crate::conversations::status_to_sql(c.status),
-                c.prompt_version,
-                c.segment,
-                crate::conversations::turn_to_sql(c.turn)?,
-            ])
-            .map_err(unavailable)?;
-        if changed == 0 {
-            return Err(StoreError::Conflict {
-                what: format!("conversation {} (gone)", c.id),
-            });
-        }
-        tx.prepare_cached(
-            "INSERT INTO messages (conversation_id, position, segment, role, body)
-             VALUES (?1, ?2, ?3, ?4, ?5)",
-        )
-        .map_err(unavailable)?
-        .execute(params![
-            m.conversation_id.0,
+        let (id, purpose, status, prompt_version, conv_segment) = (
+            c.id.clone(),
+            c.purpose.clone(),
+            c.status,
+            c.prompt_version.clone(),
+            c.segment,
+        );
+        let turn = crate::conversations::turn_to_sql(c.turn)?;
+        let (mconv, mpos, msegment, role) = (
+            m.conversation_id.0.clone(),
             to_sql(m.position, "position")?,
             m.segment,
             m.role.as_str(),
-            body,
-        ])
-        .map_err(|err| write_error(err, what))?;
-        tx.prepare_cached(
-            "INSERT INTO visible (conversation_id, position, body) VALUES (?1, ?2, ?3)",
-        )
-        .map_err(unavailable)?
-        .execute(params![
-            e.conversation_id.0,
-            to_sql(e.position, "position")?,
-            shown
-        ])
-        .map_err(|err| write_error(err, seen))?;
-        // Dropped without commit on any error above: neither row is written.
-        tx.commit().map_err(unavailable)
+        );
+        let (econv, epos) = (e.conversation_id.0.clone(), to_sql(e.position, "position")?);
+        let (what, seen) = (what(), seen());
+        // One savepoint in the writer's batch: on any error below neither row is written.
+        self.db
+            .write(move |conn| {
+                let changed = conn
+                    .prepare_cached(
+                        "UPDATE conversations
+                     SET purpose = ?2, status = ?3, prompt_version = ?4, segment = ?5, turn = ?6
+                     WHERE id = ?1",
+                    )
+                    .map_err(unavailable)?
+                    .execute(params![
+                        id.0,
+                        purpose,
+                        crate::conversations::status_to_sql(status),
+                        prompt_version,
+                        conv_segment,
+                        turn,
+                    ])
+                    .map_err(unavailable)?;
+                if changed == 0 {
+                    return Err(StoreError::Conflict {
+                        what: format!("conversation {id} (gone)"),
+                    });
+                }
+                conn.prepare_cached(
+                    "INSERT INTO messages (conversation_id, position, segment, role, body)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                )
+                .map_err(unavailable)?
+                .execute(params![mconv, mpos, msegment, role, body,])
+                .map_err(|err| write_error(err, || what))?;
+                conn.prepare_cached(
+                    "INSERT INTO visible (conversation_id, position, body) VALUES (?1, ?2, ?3)",
+                )
+                .map_err(unavailable)?
+                .execute(params![econv, epos, shown])
+                .map_err(|err| write_error(err, || seen))?;
+                Ok(())
+            })
+            .await
     }
 
     async fn messages(
@@ -95,37 +107,46 @@ impl MessageStore for SqliteStore {
         conversation: &ConversationId,
         segment: u32,
     ) -> Result<Vec<Message>, StoreError> {
-        let conn = self.conn();
-        let mut stmt = conn
-            .prepare_cached(
-                "SELECT position, body FROM messages
+        let conversation = conversation.clone();
+        self.db
+            .read(move |conn| {
+                let conversation = &conversation;
+                let mut stmt = conn
+                    .prepare_cached(
+                        "SELECT position, body FROM messages
                  WHERE conversation_id = ?1 AND segment = ?2 ORDER BY position",
-            )
-            .map_err(unavailable)?;
-        let rows = stmt
-            .query_map(params![conversation.0, segment], |row| {
-                Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?))
+                    )
+                    .map_err(unavailable)?;
+                let rows = stmt
+                    .query_map(params![conversation.0, segment], |row| {
+                        Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?))
+                    })
+                    .map_err(unavailable)?;
+                rows.map(|row| {
+                    let (position, body) = row.map_err(unavailable)?;
+                    decode(conversation, position, &body)
+                })
+                .collect()
             })
-            .map_err(unavailable)?;
-        rows.map(|row| {
-            let (position, body) = row.map_err(unavailable)?;
-            decode(conversation, position, &body)
-        })
-        .collect()
+            .await
     }
 
     async fn next_position(&self, conversation: &ConversationId) -> Result<u64, StoreError> {
-        let conn = self.conn();
-        let mut stmt = conn
-            .prepare_cached("SELECT MAX(position) FROM messages WHERE conversation_id = ?1")
-            .map_err(unavailable)?;
-        let max: Option<i64> = stmt
-            .query_row([&conversation.0], |row| row.get(0))
-            .map_err(unavailable)?;
-        match max {
-            None => Ok(0),
-            Some(max) => Ok(from_sql(max, || format!("message {conversation}@{max}"))? + 1),
-        }
+        let conversation = conversation.clone();
+        self.db
+            .read(move |conn| {
+                let mut stmt = conn
+                    .prepare_cached("SELECT MAX(position) FROM messages WHERE conversation_id = ?1")
+                    .map_err(unavailable)?;
+                let max: Option<i64> = stmt
+                    .query_row([&conversation.0], |row| row.get(0))
+                    .map_err(unavailable)?;
+                match max {
+                    None => Ok(0),
+                    Some(max) => Ok(from_sql(max, || format!("message {conversation}@{max}"))? + 1),
+                }
+            })
+            .await
     }
 }
 

@@ -5,7 +5,7 @@
 use crate::SqliteStore;
 use crate::error::{corrupt, unavailable};
 use async_trait::async_trait;
-use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, params};
 use store::{
     ActionCommit, ActorKind, AuditEntry, Change, Record, Records, StoreError, UndoOutcome,
     UndoRequest, UndoScope, canonical_json, reverting_changes, rows_to_undo,
@@ -15,93 +15,110 @@ use transcript::{ConversationId, UserId};
 #[async_trait]
 impl Records for SqliteStore {
     async fn record(&self, kind: &str, id: &str) -> Result<Option<Record>, StoreError> {
-        let row: Option<(String, String)> = self
-            .conn()
-            .prepare_cached("SELECT owner_id, body FROM records WHERE kind = ?1 AND id = ?2")
-            .map_err(unavailable)?
-            .query_row(params![kind, id], |r| Ok((r.get(0)?, r.get(1)?)))
-            .optional()
-            .map_err(unavailable)?;
-        row.map(|(owner, body)| record(kind, id, owner, &body))
-            .transpose()
+        let kind = kind.to_owned();
+        let id = id.to_owned();
+        self.db
+            .read(move |conn| {
+                let row: Option<(String, String)> = conn
+                    .prepare_cached(
+                        "SELECT owner_id, body FROM records WHERE kind = ?1 AND id = ?2",
+                    )
+                    .map_err(unavailable)?
+                    .query_row(params![kind, id], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .optional()
+                    .map_err(unavailable)?;
+                row.map(|(owner, body)| record(&kind, &id, owner, &body))
+                    .transpose()
+            })
+            .await
     }
 
     async fn records_of(&self, owner: &UserId, kind: &str) -> Result<Vec<Record>, StoreError> {
-        let conn = self.conn();
-        let mut stmt = conn
+        let owner = owner.clone();
+        let kind = kind.to_owned();
+        self.db
+            .read(move |conn| {
+                let mut stmt = conn
             .prepare_cached(
                 "SELECT id, body FROM records WHERE owner_id = ?1 AND kind = ?2 ORDER BY id",
             )
             .map_err(unavailable)?;
-        let rows = stmt
-            .query_map(params![owner.0, kind], |r| {
-                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+                let rows = stmt
+                    .query_map(params![owner.0, kind], |r| {
+                        Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+                    })
+                    .map_err(unavailable)?;
+                let mut out = Vec::new();
+                for row in rows {
+                    let (id, body) = row.map_err(unavailable)?;
+                    out.push(record(&kind, &id, owner.0.clone(), &body)?);
+                }
+                Ok(out)
             })
-            .map_err(unavailable)?;
-        let mut out = Vec::new();
-        for row in rows {
-            let (id, body) = row.map_err(unavailable)?;
-            out.push(record(kind, &id, owner.0.clone(), &body)?);
-        }
-        Ok(out)
+            .await
     }
 
     async fn commit(&self, commit: &ActionCommit) -> Result<(), StoreError> {
-        commit.validate()?;
-        let mut conn = self.conn();
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(unavailable)?;
-        if let Some(stale) = first_stale(&tx, &commit.changes)? {
-            return Err(StoreError::Conflict {
-                what: format!("{}/{} changed since it was read", stale.kind, stale.id),
-            });
-        }
-        apply(&tx, &commit.changes)?;
-        append_audit(&tx, &audit_row(commit, None))?;
-        if let Some(receipt) = &commit.receipt {
-            crate::tool_results::put_receipt(&tx, receipt)?;
-        }
-        tx.commit().map_err(unavailable)
+        let commit = commit.clone();
+        self.db
+            .write(move |conn| {
+                commit.validate()?;
+                let tx = conn;
+                if let Some(stale) = first_stale(tx, &commit.changes)? {
+                    return Err(StoreError::Conflict {
+                        what: format!("{}/{} changed since it was read", stale.kind, stale.id),
+                    });
+                }
+                apply(tx, &commit.changes)?;
+                append_audit(tx, &audit_row(&commit, None))?;
+                if let Some(receipt) = &commit.receipt {
+                    crate::tool_results::put_receipt(tx, receipt)?;
+                }
+                Ok(())
+            })
+            .await
     }
 
     async fn undo_last(&self, undo: &UndoRequest) -> Result<UndoOutcome, StoreError> {
-        let mut conn = self.conn();
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(unavailable)?;
-        let rows = next_undo(&tx, &undo.user, &undo.scope)?;
-        let Some(action_id) = rows.first().map(|r| r.action_id.clone()) else {
-            return Ok(UndoOutcome::NothingToUndo);
-        };
-        if let Some(receipt) = &undo.receipt {
-            receipt.check(&rows)?;
-        }
-        let changes = reverting_changes(&rows);
-        if let Some(stale) = first_stale(&tx, &changes)? {
-            return Ok(UndoOutcome::ChangedSince {
-                action_id,
-                kind: stale.kind.clone(),
-                id: stale.id.clone(),
-            });
-        }
-        apply(&tx, &changes)?;
-        for row in &rows {
-            tx.prepare_cached("UPDATE audit SET undone_by = ?3 WHERE user_id = ?1 AND seq = ?2")
-                .map_err(unavailable)?
-                .execute(params![
-                    undo.user.0,
-                    crate::error::to_sql(row.seq, "seq")?,
-                    undo.action_id
-                ])
-                .map_err(unavailable)?;
-        }
-        append_audit(&tx, &undo.audit_row(0, &action_id, changes.clone()))?;
-        if let Some(receipt) = &undo.receipt {
-            crate::tool_results::put_receipt(&tx, &receipt.receipt)?;
-        }
-        tx.commit().map_err(unavailable)?;
-        Ok(UndoOutcome::Undone { action_id, changes })
+        let undo = undo.clone();
+        self.db
+            .write(move |conn| {
+                let tx = conn;
+                let rows = next_undo(tx, &undo.user, &undo.scope)?;
+                let Some(action_id) = rows.first().map(|r| r.action_id.clone()) else {
+                    return Ok(UndoOutcome::NothingToUndo);
+                };
+                if let Some(receipt) = &undo.receipt {
+                    receipt.check(&rows)?;
+                }
+                let changes = reverting_changes(&rows);
+                if let Some(stale) = first_stale(tx, &changes)? {
+                    return Ok(UndoOutcome::ChangedSince {
+                        action_id,
+                        kind: stale.kind.clone(),
+                        id: stale.id.clone(),
+                    });
+                }
+                apply(tx, &changes)?;
+                for row in &rows {
+                    tx.prepare_cached(
+                        "UPDATE audit SET undone_by = ?3 WHERE user_id = ?1 AND seq = ?2",
+                    )
+                    .map_err(unavailable)?
+                    .execute(params![
+                        undo.user.0,
+                        crate::error::to_sql(row.seq, "seq")?,
+                        undo.action_id
+                    ])
+                    .map_err(unavailable)?;
+                }
+                append_audit(tx, &undo.audit_row(0, &action_id, changes.clone()))?;
+                if let Some(receipt) = &undo.receipt {
+                    crate::tool_results::put_receipt(tx, &receipt.receipt)?;
+                }
+                Ok(UndoOutcome::Undone { action_id, changes })
+            })
+            .await
     }
 
     async fn next_undo(
@@ -109,15 +126,18 @@ impl Records for SqliteStore {
         user: &UserId,
         scope: &UndoScope,
     ) -> Result<Vec<AuditEntry>, StoreError> {
-        let mut conn = self.conn();
-        let tx = conn.transaction().map_err(unavailable)?;
-        next_undo(&tx, user, scope)
+        let user = user.clone();
+        let scope = scope.clone();
+        self.db
+            .read(move |conn| crate::db::snapshot(conn, || next_undo(conn, &user, &scope)))
+            .await
     }
 
     async fn audit_log(&self, user: &UserId) -> Result<Vec<AuditEntry>, StoreError> {
-        let mut conn = self.conn();
-        let tx = conn.transaction().map_err(unavailable)?;
-        audit_log(&tx, user)
+        let user = user.clone();
+        self.db
+            .read(move |conn| crate::db::snapshot(conn, || audit_log(conn, &user)))
+            .await
     }
 }
 
@@ -134,7 +154,7 @@ fn record(kind: &str, id: &str, owner: String, body: &str) -> Result<Record, Sto
 
 /// The first change whose `before` (and owner) is not what is stored.
 fn first_stale<'c>(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     changes: &'c [Change],
 ) -> Result<Option<&'c Change>, StoreError> {
     for c in changes {
@@ -158,7 +178,7 @@ fn first_stale<'c>(
     Ok(None)
 }
 
-fn apply(tx: &Transaction<'_>, changes: &[Change]) -> Result<(), StoreError> {
+fn apply(tx: &Connection, changes: &[Change]) -> Result<(), StoreError> {
     for c in changes {
         match &c.after {
             Some(after) => tx
@@ -194,7 +214,7 @@ fn audit_row(commit: &ActionCommit, reverts: Option<String>) -> AuditEntry {
 }
 
 /// Append `row` at the user's next sequence number (its `seq` is ignored).
-fn append_audit(tx: &Transaction<'_>, row: &AuditEntry) -> Result<(), StoreError> {
+fn append_audit(tx: &Connection, row: &AuditEntry) -> Result<(), StoreError> {
     let changes = serde_json::to_string(&row.changes).map_err(|e| StoreError::Invalid {
         what: format!("audit changes of {}: {e}", row.action_id),
     })?;
@@ -222,7 +242,7 @@ fn append_audit(tx: &Transaction<'_>, row: &AuditEntry) -> Result<(), StoreError
 const AUDIT_COLUMNS: &str =
     "seq, action_id, actor, by_user, at_ms, changes, reverts, undone_by, conversation_id";
 
-fn audit_log(tx: &Transaction<'_>, user: &UserId) -> Result<Vec<AuditEntry>, StoreError> {
+fn audit_log(tx: &Connection, user: &UserId) -> Result<Vec<AuditEntry>, StoreError> {
     audit_rows(
         tx,
         user,
@@ -234,7 +254,7 @@ fn audit_log(tx: &Transaction<'_>, user: &UserId) -> Result<Vec<AuditEntry>, Sto
 /// The rows the next undo in `scope` reverts, oldest first: the newest stacked row in scope
 /// (one indexed lookup), then the stacked rows of its action. Only the undo stack is read.
 fn next_undo(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     user: &UserId,
     scope: &UndoScope,
 ) -> Result<Vec<AuditEntry>, StoreError> {
@@ -272,7 +292,7 @@ fn next_undo(
 }
 
 fn audit_rows(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     user: &UserId,
     sql: &str,
     params: impl rusqlite::Params,

@@ -42,58 +42,72 @@ fn decode((mut token, scope): (McpToken, String)) -> Result<McpToken, StoreError
 #[async_trait]
 impl Tokens for SqliteStore {
     async fn create_token(&self, t: &McpToken) -> Result<(), StoreError> {
-        self.conn()
-            .prepare_cached(&format!(
-                "INSERT INTO mcp_tokens ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
-            ))
-            .map_err(unavailable)?
-            .execute(params![
-                t.id,
-                t.hash,
-                t.user.0,
-                t.name,
-                t.scope.as_str(),
-                t.created_at_ms,
-                t.expires_at_ms,
-                t.last_used_ms,
-                t.revoked_at_ms
-            ])
-            .map_err(|e| match e.sqlite_error().map(|e| e.extended_code) {
-                Some(ffi::SQLITE_CONSTRAINT_PRIMARYKEY | ffi::SQLITE_CONSTRAINT_UNIQUE) => {
-                    StoreError::Conflict {
-                        what: "MCP token".into(),
+        let t = t.clone();
+        self.db
+            .write(move |conn| {
+                conn.prepare_cached(&format!(
+                    "INSERT INTO mcp_tokens ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
+                ))
+                .map_err(unavailable)?
+                .execute(params![
+                    t.id,
+                    t.hash,
+                    t.user.0,
+                    t.name,
+                    t.scope.as_str(),
+                    t.created_at_ms,
+                    t.expires_at_ms,
+                    t.last_used_ms,
+                    t.revoked_at_ms
+                ])
+                .map_err(|e| match e.sqlite_error().map(|e| e.extended_code) {
+                    Some(ffi::SQLITE_CONSTRAINT_PRIMARYKEY | ffi::SQLITE_CONSTRAINT_UNIQUE) => {
+                        StoreError::Conflict {
+                            what: "MCP token".into(),
+                        }
                     }
-                }
-                _ => unavailable(e),
-            })?;
-        Ok(())
+                    _ => unavailable(e),
+                })?;
+                Ok(())
+            })
+            .await
     }
 
     async fn token_by_hash(&self, hash: &str) -> Result<Option<McpToken>, StoreError> {
-        let row = self
-            .conn()
-            .prepare_cached(&format!("SELECT {COLUMNS} FROM mcp_tokens WHERE hash = ?1"))
-            .map_err(unavailable)?
-            .query_row([hash], read_row)
-            .optional()
-            .map_err(unavailable)?;
-        row.map(decode).transpose()
+        let hash = hash.to_owned();
+        self.db
+            .read(move |conn| {
+                let row = conn
+                    .prepare_cached(&format!("SELECT {COLUMNS} FROM mcp_tokens WHERE hash = ?1"))
+                    .map_err(unavailable)?
+                    .query_row([hash], read_row)
+                    .optional()
+                    .map_err(unavailable)?;
+                row.map(decode).transpose()
+            })
+            .await
     }
 
     async fn token(&self, id: &str) -> Result<Option<McpToken>, StoreError> {
-        let row = self
-            .conn()
-            .prepare_cached(&format!("SELECT {COLUMNS} FROM mcp_tokens WHERE id = ?1"))
-            .map_err(unavailable)?
-            .query_row([id], read_row)
-            .optional()
-            .map_err(unavailable)?;
-        row.map(decode).transpose()
+        let id = id.to_owned();
+        self.db
+            .read(move |conn| {
+                let row = conn
+                    .prepare_cached(&format!("SELECT {COLUMNS} FROM mcp_tokens WHERE id = ?1"))
+                    .map_err(unavailable)?
+                    .query_row([id], read_row)
+                    .optional()
+                    .map_err(unavailable)?;
+                row.map(decode).transpose()
+            })
+            .await
     }
 
     async fn tokens_of(&self, user: &UserId) -> Result<Vec<McpToken>, StoreError> {
-        let rows = self
-            .conn()
+        let user = user.clone();
+        self.db
+            .read(move |conn| {
+                let rows = conn
             .prepare_cached(&format!(
                 "SELECT {COLUMNS} FROM mcp_tokens WHERE user_id = ?1 ORDER BY created_at_ms, id"
             ))
@@ -102,30 +116,40 @@ impl Tokens for SqliteStore {
             .map_err(unavailable)?
             .collect::<rusqlite::Result<Vec<_>>>()
             .map_err(unavailable)?;
-        rows.into_iter().map(decode).collect()
+                rows.into_iter().map(decode).collect()
+            })
+            .await
     }
 
     async fn revoke_token(&self, id: &str, at_ms: i64) -> Result<bool, StoreError> {
-        let changed = self
-            .conn()
+        let id = id.to_owned();
+        self.db
+            .write(move |conn| {
+                let changed = conn
             .prepare_cached(
                 "UPDATE mcp_tokens SET revoked_at_ms = COALESCE(revoked_at_ms, ?2) WHERE id = ?1",
             )
             .map_err(unavailable)?
             .execute(params![id, at_ms])
             .map_err(unavailable)?;
-        Ok(changed > 0)
+                Ok(changed > 0)
+            })
+            .await
     }
 
     async fn touch_token(&self, id: &str, at_ms: i64) -> Result<(), StoreError> {
-        self.conn()
-            .prepare_cached(
-                "UPDATE mcp_tokens SET last_used_ms = ?2
+        let id = id.to_owned();
+        self.db
+            .write(move |conn| {
+                conn.prepare_cached(
+                    "UPDATE mcp_tokens SET last_used_ms = ?2
                  WHERE id = ?1 AND (last_used_ms IS NULL OR last_used_ms < ?2)",
-            )
-            .map_err(unavailable)?
-            .execute(params![id, at_ms])
-            .map_err(unavailable)?;
-        Ok(())
+                )
+                .map_err(unavailable)?
+                .execute(params![id, at_ms])
+                .map_err(unavailable)?;
+                Ok(())
+            })
+            .await
     }
 }

@@ -4,7 +4,7 @@
 use crate::SqliteStore;
 use crate::error::{corrupt, to_sql, unavailable, write_error};
 use async_trait::async_trait;
-use rusqlite::{OptionalExtension, Transaction, params};
+use rusqlite::{OptionalExtension, params};
 use serde_json::Value;
 use std::collections::HashMap;
 use store::{Receipt, StoreError, ToolResults};
@@ -19,22 +19,28 @@ impl ToolResults for SqliteStore {
         tool_use_id: &str,
         result: &Part,
     ) -> Result<(), StoreError> {
-        let what = || format!("tool result {conversation}@{asked_at}#{tool_use_id}");
-        let body = serde_json::to_string(result).map_err(|e| corrupt(what(), e))?;
-        self.conn()
-            .prepare_cached(
-                "INSERT INTO tool_results (conversation_id, asked_at, tool_use_id, body)
+        let conversation = conversation.clone();
+        let tool_use_id = tool_use_id.to_owned();
+        let result = result.clone();
+        self.db
+            .write(move |conn| {
+                let what = || format!("tool result {conversation}@{asked_at}#{tool_use_id}");
+                let body = serde_json::to_string(&result).map_err(|e| corrupt(what(), e))?;
+                conn.prepare_cached(
+                    "INSERT INTO tool_results (conversation_id, asked_at, tool_use_id, body)
                  VALUES (?1, ?2, ?3, ?4)",
-            )
-            .map_err(unavailable)?
-            .execute(params![
-                conversation.0,
-                to_sql(asked_at, "position")?,
-                tool_use_id,
-                body
-            ])
-            .map_err(|e| write_error(e, what))?;
-        Ok(())
+                )
+                .map_err(unavailable)?
+                .execute(params![
+                    conversation.0,
+                    to_sql(asked_at, "position")?,
+                    tool_use_id,
+                    body
+                ])
+                .map_err(|e| write_error(e, what))?;
+                Ok(())
+            })
+            .await
     }
 
     async fn tool_results(
@@ -42,42 +48,51 @@ impl ToolResults for SqliteStore {
         conversation: &ConversationId,
         asked_at: u64,
     ) -> Result<HashMap<String, Part>, StoreError> {
-        let conn = self.conn();
-        let mut stmt = conn
-            .prepare_cached(
-                "SELECT tool_use_id, body FROM tool_results
+        let conversation = conversation.clone();
+        self.db
+            .read(move |conn| {
+                let mut stmt = conn
+                    .prepare_cached(
+                        "SELECT tool_use_id, body FROM tool_results
                  WHERE conversation_id = ?1 AND asked_at = ?2",
-            )
-            .map_err(unavailable)?;
-        let rows = stmt
-            .query_map(
-                params![conversation.0, to_sql(asked_at, "position")?],
-                |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
-            )
-            .map_err(unavailable)?;
-        let mut out = HashMap::new();
-        for row in rows {
-            let (id, body) = row.map_err(unavailable)?;
-            let part = serde_json::from_str(&body)
-                .map_err(|e| corrupt(format!("tool result {conversation}#{id}"), e))?;
-            out.insert(id, part);
-        }
-        Ok(out)
+                    )
+                    .map_err(unavailable)?;
+                let rows = stmt
+                    .query_map(
+                        params![conversation.0, to_sql(asked_at, "position")?],
+                        |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
+                    )
+                    .map_err(unavailable)?;
+                let mut out = HashMap::new();
+                for row in rows {
+                    let (id, body) = row.map_err(unavailable)?;
+                    let part = serde_json::from_str(&body)
+                        .map_err(|e| corrupt(format!("tool result {conversation}#{id}"), e))?;
+                    out.insert(id, part);
+                }
+                Ok(out)
+            })
+            .await
     }
 
     async fn receipt(&self, call_key: &str) -> Result<Option<Value>, StoreError> {
-        let output: Option<String> = self
-            .conn()
-            .prepare_cached("SELECT output FROM tool_receipts WHERE call_key = ?1")
-            .map_err(unavailable)?
-            .query_row(params![call_key], |r| r.get(0))
-            .optional()
-            .map_err(unavailable)?;
-        output
-            .map(|o| {
-                serde_json::from_str(&o).map_err(|e| corrupt(format!("receipt {call_key}"), e))
+        let call_key = call_key.to_owned();
+        self.db
+            .read(move |conn| {
+                let output: Option<String> = conn
+                    .prepare_cached("SELECT output FROM tool_receipts WHERE call_key = ?1")
+                    .map_err(unavailable)?
+                    .query_row(params![call_key], |r| r.get(0))
+                    .optional()
+                    .map_err(unavailable)?;
+                output
+                    .map(|o| {
+                        serde_json::from_str(&o)
+                            .map_err(|e| corrupt(format!("receipt {call_key}"), e))
+                    })
+                    .transpose()
             })
-            .transpose()
+            .await
     }
 }
 
@@ -85,7 +100,7 @@ impl ToolResults for SqliteStore {
 /// caller's transaction is then dropped, so the commit writes nothing). Public for a domain
 /// that keeps its own table in the store's file (the local server's notes): its write and the
 /// receipt commit in its own transaction on that file.
-pub fn put_receipt(tx: &Transaction<'_>, receipt: &Receipt) -> Result<(), StoreError> {
+pub fn put_receipt(tx: &rusqlite::Connection, receipt: &Receipt) -> Result<(), StoreError> {
     let what = || format!("receipt {}", receipt.call_key);
     let output = serde_json::to_string(&receipt.output).map_err(|e| corrupt(what(), e))?;
     tx.prepare_cached("INSERT INTO tool_receipts (call_key, output) VALUES (?1, ?2)")

@@ -12,79 +12,98 @@ impl VisibleStore for SqliteStore {
     async fn append_visible(&self, e: &VisibleEntry) -> Result<(), StoreError> {
         let what = || format!("visible entry {}@{}", e.conversation_id, e.position);
         let body = serde_json::to_string(e).map_err(|err| corrupt(what(), err))?;
-        let conn = self.conn();
-        let mut stmt = conn
-            .prepare_cached(
-                "INSERT INTO visible (conversation_id, position, body) VALUES (?1, ?2, ?3)",
-            )
-            .map_err(unavailable)?;
-        stmt.execute(params![
-            e.conversation_id.0,
+        let (conversation, position, what) = (
+            e.conversation_id.0.clone(),
             to_sql(e.position, "position")?,
-            body
-        ])
-        .map_err(|err| write_error(err, what))?;
-        Ok(())
+            what(),
+        );
+        self.db
+            .write(move |conn| {
+                let mut stmt = conn
+                    .prepare_cached(
+                        "INSERT INTO visible (conversation_id, position, body) VALUES (?1, ?2, ?3)",
+                    )
+                    .map_err(unavailable)?;
+                stmt.execute(params![conversation, position, body])
+                    .map_err(|err| write_error(err, || what))?;
+                Ok(())
+            })
+            .await
     }
 
     async fn visible(
         &self,
         conversation: &ConversationId,
     ) -> Result<Vec<VisibleEntry>, StoreError> {
-        let conn = self.conn();
-        let mut stmt = conn
+        let conversation = conversation.clone();
+        self.db
+            .read(move |conn| {
+                let conversation = &conversation;
+                let mut stmt = conn
             .prepare_cached(
                 "SELECT position, body FROM visible WHERE conversation_id = ?1 ORDER BY position",
             )
             .map_err(unavailable)?;
-        let rows = stmt
-            .query_map([&conversation.0], |row| {
-                Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?))
+                let rows = stmt
+                    .query_map([&conversation.0], |row| {
+                        Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?))
+                    })
+                    .map_err(unavailable)?;
+                rows.map(|row| {
+                    let (position, body) = row.map_err(unavailable)?;
+                    decode(conversation, position, &body)
+                })
+                .collect()
             })
-            .map_err(unavailable)?;
-        rows.map(|row| {
-            let (position, body) = row.map_err(unavailable)?;
-            decode(conversation, position, &body)
-        })
-        .collect()
+            .await
     }
 
     async fn next_visible_position(
         &self,
         conversation: &ConversationId,
     ) -> Result<u64, StoreError> {
-        let conn = self.conn();
-        let mut stmt = conn
-            .prepare_cached("SELECT MAX(position) FROM visible WHERE conversation_id = ?1")
-            .map_err(unavailable)?;
-        let max: Option<i64> = stmt
-            .query_row([&conversation.0], |row| row.get(0))
-            .map_err(unavailable)?;
-        match max {
-            None => Ok(0),
-            Some(max) => Ok(from_sql(max, || format!("visible entry {conversation}@{max}"))? + 1),
-        }
+        let conversation = conversation.clone();
+        self.db
+            .read(move |conn| {
+                let mut stmt = conn
+                    .prepare_cached("SELECT MAX(position) FROM visible WHERE conversation_id = ?1")
+                    .map_err(unavailable)?;
+                let max: Option<i64> = stmt
+                    .query_row([&conversation.0], |row| row.get(0))
+                    .map_err(unavailable)?;
+                match max {
+                    None => Ok(0),
+                    Some(max) => {
+                        Ok(from_sql(max, || format!("visible entry {conversation}@{max}"))? + 1)
+                    }
+                }
+            })
+            .await
     }
 
     async fn last_visible(
         &self,
         conversation: &ConversationId,
     ) -> Result<Option<VisibleEntry>, StoreError> {
-        let conn = self.conn();
-        let mut stmt = conn
-            .prepare_cached(
-                "SELECT position, body FROM visible WHERE conversation_id = ?1 \
-                 ORDER BY position DESC LIMIT 1",
-            )
-            .map_err(unavailable)?;
-        let row = stmt
-            .query_row([&conversation.0], |row| {
-                Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?))
+        let conversation = conversation.clone();
+        self.db
+            .read(move |conn| {
+                let mut stmt = conn
+                    .prepare_cached(
+                        "SELECT position, body FROM visible WHERE conversation_id = ?1 \
+                         ORDER BY position DESC LIMIT 1",
+                    )
+                    .map_err(unavailable)?;
+                let row = stmt
+                    .query_row([&conversation.0], |row| {
+                        Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?))
+                    })
+                    .optional()
+                    .map_err(unavailable)?;
+                row.map(|(position, body)| decode(&conversation, position, &body))
+                    .transpose()
             })
-            .optional()
-            .map_err(unavailable)?;
-        row.map(|(position, body)| decode(conversation, position, &body))
-            .transpose()
+            .await
     }
 }
 

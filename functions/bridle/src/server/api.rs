@@ -301,6 +301,7 @@ pub async fn list_notes(
     let notes = app
         .notes
         .list(&current.user.0)
+        .await
         .map_err(ApiError::internal)?;
     Ok(Json(json!({ "notes": notes })))
 }

@@ -1,0 +1,463 @@
+//! Bridle's SQLite file off the async threads: one writer thread with group commit, and a few
+//! reader threads on their own connections (WAL lets them read beside the writer). The store,
+//! the queue and the local server's demo notes share one [`Db`], so no two connections of the
+//! process ever wait on each other for the file's write lock (SQLite's busy handler sleeps in
+//! 1–100 ms steps; one writer never meets it).
+//!
+//! A write is a closure sent to the writer thread. The writer takes every write waiting when it
+//! is free (up to [`BATCH`]) and runs them in one `BEGIN IMMEDIATE` transaction, each inside its
+//! own savepoint: a write whose closure fails (returns `Err`) or panics is rolled back to its
+//! savepoint and answers that, the others go on. One `COMMIT` — one fsync of the WAL with
+//! `synchronous=FULL` — then makes the whole batch durable, and only then is each caller
+//! answered. So a write acknowledged to its caller (and anything the caller acknowledges in
+//! turn, like a `queued` event or a webhook's 200) survives `kill -9` and power loss exactly as
+//! a commit of its own would; concurrent writers just share the fsync. If the commit fails,
+//! every write of the batch answers that failure, and none of it is in the file.
+//!
+//! A read is a closure run by one of the reader threads, on a connection that only reads. It
+//! sees every write acknowledged before it was sent.
+//!
+//! An in-memory database (tests, `bridle serve --memory`) has no file to wait on, so it has no
+//! threads: its one connection sits behind a mutex and each closure runs on the caller's thread
+//! in a transaction of its own. That also keeps tests that pause tokio's clock honest: a paused
+//! clock jumps ahead whenever every task waits, and a task waiting on another thread looks idle.
+//!
+//! [`Db::exclusive`] runs a closure alone on the writer's connection, outside any batch: for
+//! schema migrations and recovery at open, which bring their own transactions.
+//!
+//! The threads answer through a oneshot channel, so a caller works under any executor. A panic
+//! inside a closure rolls back that closure's savepoint and is resumed in the caller; the
+//! threads keep serving. Dropping the last handle ends the threads once the work already sent
+//! is done, and closes the file.
+
+use rusqlite::{Connection, OpenFlags};
+use std::any::Any;
+use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::oneshot;
+
+/// The most writes one commit carries.
+pub const BATCH: usize = 256;
+
+/// Reader threads (and connections) of a file database.
+pub const READERS: usize = 2;
+
+/// How long a connection waits for the file's lock held by another process (an inspecting
+/// CLI) before giving up.
+const BUSY: Duration = Duration::from_secs(5);
+
+/// Why a closure's outcome cannot be given: the connection's thread is gone, or the batch it
+/// ran in could not be committed (its changes are not in the file).
+#[derive(Debug)]
+pub struct Failure(String);
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Failure {}
+
+type Panic = Box<dyn Any + Send>;
+type Outcome<T> = Result<T, Panic>;
+
+/// A write run inside the batch's transaction (or, given the error that stopped the batch from
+/// starting, not run): whether it succeeded (its savepoint is kept), and how to answer its
+/// caller once the commit's outcome is known.
+type WriteJob = Box<dyn FnOnce(Result<&Connection, &rusqlite::Error>) -> (bool, Answer) + Send>;
+type Answer = Box<dyn FnOnce(Option<&rusqlite::Error>) + Send>;
+type ReadJob = Box<dyn FnOnce(&Connection) + Send>;
+
+enum Job {
+    Write(WriteJob),
+    Exclusive(Box<dyn FnOnce(&mut Connection) + Send>),
+}
+
+/// One SQLite database behind a writer thread and reader threads. Share it behind an `Arc`.
+#[derive(Debug)]
+pub struct Db {
+    writes: mpsc::Sender<Job>,
+    /// `None` when there are no reader connections: reads go to the writer.
+    reads: Option<mpsc::Sender<ReadJob>>,
+    /// An in-memory database's one connection, used on the caller's thread (no threads).
+    inline: Option<Mutex<Connection>>,
+    /// Joined on drop, so the file is closed when the last handle is gone.
+    threads: Vec<std::thread::JoinHandle<()>>,
+    /// How many batches the writer has committed (each one commit).
+    batches: Arc<AtomicU64>,
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        // Closing the channels ends the threads once the work already sent is done.
+        let (writes, _) = mpsc::channel();
+        drop(std::mem::replace(&mut self.writes, writes));
+        self.reads = None;
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Db {
+    /// Open (or create) the database file at `path`: WAL, `synchronous=FULL`, foreign keys on,
+    /// a writer and [`READERS`] readers.
+    pub fn open(path: impl AsRef<Path>) -> rusqlite::Result<Self> {
+        let path = path.as_ref();
+        let writer = Connection::open(path)?;
+        writer.busy_timeout(BUSY)?;
+        // WAL lets readers (ours, and an inspecting CLI's) run beside the writer.
+        writer.pragma_update_and_check(None, "journal_mode", "wal", |_| Ok(()))?;
+        // Every commit that acknowledges a write is durable before the caller hears of it.
+        writer.pragma_update(None, "synchronous", "FULL")?;
+        writer.pragma_update(None, "foreign_keys", true)?;
+        let readers = (0..READERS)
+            .map(|_| reader(path))
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        Ok(Self::start(writer, readers))
+    }
+
+    /// A private, empty database in memory, gone when the last handle is dropped. Its closures
+    /// run on the caller's thread (see the crate docs).
+    pub fn open_in_memory() -> rusqlite::Result<Self> {
+        let conn = Connection::open_in_memory()?;
+        conn.pragma_update(None, "foreign_keys", true)?;
+        Ok(Self::inline(conn))
+    }
+
+    /// `conn` used on the caller's thread, behind a mutex: every write its own transaction.
+    pub fn inline(conn: Connection) -> Self {
+        let (writes, _) = mpsc::channel();
+        Self {
+            writes,
+            reads: None,
+            inline: Some(Mutex::new(conn)),
+            threads: Vec::new(),
+            batches: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// Start the writer on `writer` and a reader thread on each of `readers` (none: reads go to
+    /// the writer).
+    pub fn start(writer: Connection, readers: Vec<Connection>) -> Self {
+        let (writes, jobs) = mpsc::channel::<Job>();
+        let batches = Arc::new(AtomicU64::new(0));
+        let counted = batches.clone();
+        let mut threads = vec![
+            std::thread::Builder::new()
+                .name("sqlite-writer".into())
+                .spawn(move || write_loop(writer, jobs, &counted))
+                .expect("the database's writer thread starts"),
+        ];
+        let reads = (!readers.is_empty()).then(|| {
+            let (reads, read_jobs) = mpsc::channel::<ReadJob>();
+            let read_jobs = Arc::new(Mutex::new(read_jobs));
+            for conn in readers {
+                let jobs = read_jobs.clone();
+                threads.push(
+                    std::thread::Builder::new()
+                        .name("sqlite-reader".into())
+                        .spawn(move || read_loop(conn, jobs))
+                        .expect("the database's reader thread starts"),
+                );
+            }
+            reads
+        });
+        Self {
+            writes,
+            reads,
+            inline: None,
+            threads,
+            batches,
+        }
+    }
+
+    /// Run `f` in the next group commit; its result once that commit is durable. An `Err` from
+    /// `f` rolls back what `f` wrote and is given back as is.
+    pub async fn write<T, E>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, E> + Send + 'static,
+    ) -> Result<Result<T, E>, Failure>
+    where
+        T: Send + 'static,
+        E: Send + 'static,
+    {
+        if let Some(conn) = &self.inline {
+            return self.write_inline(conn, f);
+        }
+        let (tx, rx) = oneshot::channel();
+        self.send_write(f, move |out| {
+            let _ = tx.send(out);
+        })?;
+        settle(rx.await.ok())
+    }
+
+    /// [`Db::write`] for a caller that is not async (a command-line step): blocks until durable.
+    pub fn write_blocking<T, E>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, E> + Send + 'static,
+    ) -> Result<Result<T, E>, Failure>
+    where
+        T: Send + 'static,
+        E: Send + 'static,
+    {
+        if let Some(conn) = &self.inline {
+            return self.write_inline(conn, f);
+        }
+        let (tx, rx) = mpsc::sync_channel(1);
+        self.send_write(f, move |out| {
+            let _ = tx.send(out);
+        })?;
+        settle(rx.recv().ok())
+    }
+
+    /// One write on the in-memory connection, in a transaction of its own.
+    fn write_inline<T, E>(
+        &self,
+        conn: &Mutex<Connection>,
+        f: impl FnOnce(&Connection) -> Result<T, E>,
+    ) -> Result<Result<T, E>, Failure> {
+        let conn = conn.lock().unwrap_or_else(|p| p.into_inner());
+        conn.execute_batch("BEGIN IMMEDIATE")
+            .map_err(|e| not_written(&e))?;
+        let out = catch_unwind(AssertUnwindSafe(|| f(&conn)));
+        let committed = match &out {
+            Ok(Ok(_)) => conn.execute_batch("COMMIT"),
+            _ => Ok(()),
+        };
+        if !conn.is_autocommit() {
+            let _ = conn.execute_batch("ROLLBACK");
+        }
+        drop(conn);
+        self.batches.fetch_add(1, Ordering::Relaxed);
+        match (out, committed) {
+            (Err(panic), _) => resume_unwind(panic),
+            (Ok(_), Err(e)) => Err(not_written(&e)),
+            (Ok(out), Ok(())) => Ok(out),
+        }
+    }
+
+    fn send_write<T, E>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, E> + Send + 'static,
+        reply: impl FnOnce(Outcome<Result<Result<T, E>, Failure>>) + Send + 'static,
+    ) -> Result<(), Failure>
+    where
+        T: Send + 'static,
+        E: Send + 'static,
+    {
+        let job: WriteJob = Box::new(move |conn| {
+            let out = match conn {
+                Ok(conn) => catch_unwind(AssertUnwindSafe(|| f(conn))).map(Ok),
+                Err(e) => Ok(Err(not_written(e))),
+            };
+            let ok = matches!(out, Ok(Ok(Ok(_))));
+            let answer: Answer = Box::new(move |commit_failed| {
+                let out = match (out, commit_failed) {
+                    (Ok(Ok(Ok(_))), Some(e)) => Ok(Err(not_written(e))),
+                    (out, _) => out,
+                };
+                reply(out);
+            });
+            (ok, answer)
+        });
+        self.writes.send(Job::Write(job)).map_err(|_| stopped())
+    }
+
+    /// Run `f` alone on the writer's connection, outside any batch (it may open its own
+    /// transactions): schema migrations and recovery at open. Blocks until it is done.
+    pub fn exclusive<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> T + Send + 'static,
+    ) -> Result<T, Failure> {
+        if let Some(conn) = &self.inline {
+            return Ok(f(&mut conn.lock().unwrap_or_else(|p| p.into_inner())));
+        }
+        let (tx, rx) = mpsc::sync_channel(1);
+        let job = Job::Exclusive(Box::new(move |conn| {
+            let _ = tx.send(catch_unwind(AssertUnwindSafe(|| f(conn))));
+        }));
+        self.writes.send(job).map_err(|_| stopped())?;
+        match rx.recv() {
+            Ok(Ok(out)) => Ok(out),
+            Ok(Err(panic)) => resume_unwind(panic),
+            Err(_) => Err(stopped()),
+        }
+    }
+
+    /// Run `f` on a reading connection.
+    pub async fn read<T, E>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, E> + Send + 'static,
+    ) -> Result<Result<T, E>, Failure>
+    where
+        T: Send + 'static,
+        E: Send + 'static,
+    {
+        if let Some(conn) = &self.inline {
+            return Ok(f(&conn.lock().unwrap_or_else(|p| p.into_inner())));
+        }
+        let Some(reads) = &self.reads else {
+            return self.write(f).await;
+        };
+        let (tx, rx) = oneshot::channel();
+        let job: ReadJob = Box::new(move |conn| {
+            let _ = tx.send(catch_unwind(AssertUnwindSafe(|| Ok(f(conn)))));
+        });
+        reads.send(job).map_err(|_| stopped())?;
+        settle(rx.await.ok())
+    }
+
+    /// [`Db::read`] for a caller that is not async.
+    pub fn read_blocking<T, E>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, E> + Send + 'static,
+    ) -> Result<Result<T, E>, Failure>
+    where
+        T: Send + 'static,
+        E: Send + 'static,
+    {
+        if let Some(conn) = &self.inline {
+            return Ok(f(&conn.lock().unwrap_or_else(|p| p.into_inner())));
+        }
+        let Some(reads) = &self.reads else {
+            return self.write_blocking(f);
+        };
+        let (tx, rx) = mpsc::sync_channel(1);
+        let job: ReadJob = Box::new(move |conn| {
+            let _ = tx.send(catch_unwind(AssertUnwindSafe(|| Ok(f(conn)))));
+        });
+        reads.send(job).map_err(|_| stopped())?;
+        settle(rx.recv().ok())
+    }
+
+    /// How many batches (commits) the writer has run.
+    pub fn batches(&self) -> u64 {
+        self.batches.load(Ordering::Relaxed)
+    }
+}
+
+/// A connection that only reads the file at `path` (WAL: it reads beside the writer).
+fn reader(path: &Path) -> rusqlite::Result<Connection> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    conn.busy_timeout(BUSY)?;
+    conn.pragma_update(None, "query_only", true)?;
+    Ok(conn)
+}
+
+fn settle<T>(received: Option<Outcome<Result<T, Failure>>>) -> Result<T, Failure> {
+    match received {
+        Some(Ok(result)) => result,
+        Some(Err(panic)) => resume_unwind(panic),
+        None => Err(stopped()),
+    }
+}
+
+fn stopped() -> Failure {
+    Failure("the database's connection thread stopped".into())
+}
+
+fn not_written(e: &rusqlite::Error) -> Failure {
+    Failure(format!("the database could not commit the write: {e}"))
+}
+
+fn write_loop(mut conn: Connection, jobs: mpsc::Receiver<Job>, batches: &AtomicU64) {
+    let mut next = jobs.recv().ok();
+    while let Some(job) = next.take() {
+        let first = match job {
+            Job::Exclusive(f) => {
+                f(&mut conn);
+                next = jobs.recv().ok();
+                continue;
+            }
+            Job::Write(first) => first,
+        };
+        let mut batch = vec![first];
+        while batch.len() < BATCH {
+            match jobs.try_recv() {
+                Ok(Job::Write(job)) => batch.push(job),
+                Ok(exclusive) => {
+                    // Its turn comes after this batch.
+                    next = Some(exclusive);
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+        run_batch(&conn, batch);
+        batches.fetch_add(1, Ordering::Relaxed);
+        if next.is_none() {
+            next = jobs.recv().ok();
+        }
+    }
+}
+
+/// One transaction for the whole batch, one savepoint per write, one commit; then the answers.
+fn run_batch(conn: &Connection, batch: Vec<WriteJob>) {
+    if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
+        for job in batch {
+            let (_, answer) = job(Err(&e));
+            answer(None);
+        }
+        return;
+    }
+    let mut answers = Vec::with_capacity(batch.len());
+    let mut failed = None;
+    for job in batch {
+        if let Some(e) = &failed {
+            answers.push(job(Err(e)).1);
+            continue;
+        }
+        if let Err(e) = conn.execute_batch("SAVEPOINT w") {
+            answers.push(job(Err(&e)).1);
+            failed = Some(e);
+            continue;
+        }
+        let (ok, answer) = job(Ok(conn));
+        answers.push(answer);
+        let settled = if ok {
+            conn.execute_batch("RELEASE w")
+        } else {
+            conn.execute_batch("ROLLBACK TO w; RELEASE w")
+        };
+        if let Err(e) = settled {
+            failed = Some(e);
+        }
+    }
+    let outcome = match failed {
+        Some(e) => Err(e),
+        None => conn.execute_batch("COMMIT"),
+    };
+    if outcome.is_err() && !conn.is_autocommit() {
+        let _ = conn.execute_batch("ROLLBACK");
+    }
+    let failed = outcome.as_ref().err();
+    for answer in answers {
+        answer(failed);
+    }
+}
+
+fn read_loop(conn: Connection, jobs: Arc<Mutex<mpsc::Receiver<ReadJob>>>) {
+    loop {
+        let job = {
+            let jobs = jobs.lock().unwrap_or_else(|p| p.into_inner());
+            jobs.recv()
+        };
+        match job {
+            Ok(job) => job(&conn),
+            Err(_) => return,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
