@@ -1,7 +1,7 @@
 //! Several guards in a row.
 
 use async_trait::async_trait;
-use engine::{CallReport, Denied, Guard, GuardCall, Permit};
+use engine::{CallReport, Denied, Guard, GuardCall, Permit, Settlement};
 use std::sync::Arc;
 use transcript::{Conversation, Usage};
 
@@ -55,6 +55,20 @@ impl Guard for Guards {
         for (guard, permit) in self.0.iter().zip(permits) {
             guard.settle(conversation, permit, report).await;
         }
+    }
+
+    async fn settle_with_answer(
+        &self,
+        conversation: &Conversation,
+        permit: Permit,
+        report: &CallReport,
+    ) -> Vec<Settlement> {
+        let permits = permit.take::<Vec<Permit>>().unwrap_or_default();
+        let mut left = Vec::new();
+        for (guard, permit) in self.0.iter().zip(permits) {
+            left.extend(guard.settle_with_answer(conversation, permit, report).await);
+        }
+        left
     }
 }
 

@@ -5,7 +5,7 @@ use crate::prices::Price;
 use crate::room::output_room;
 use crate::{Bucket, BudgetConfig, Clock, RunningEstimate, Unit, lines};
 use async_trait::async_trait;
-use engine::{CallReport, Denied, Guard, GuardCall, Permit};
+use engine::{CallReport, Denied, Guard, GuardCall, Permit, Settlement};
 use std::sync::Arc;
 use store::{Adjustment, BucketKey, BudgetLedger, Charge, Reserve, StoreError};
 use transcript::{Conversation, Usage};
@@ -307,15 +307,39 @@ impl Guard for BudgetGuard {
     /// once anything streamed back (the provider read it all), and the streamed characters / 4
     /// as output, at most the call's output allowance. A call that failed before anything came
     /// back is released.
-    async fn settle(&self, conversation: &Conversation, permit: Permit, report: &CallReport) {
-        if report.usage_reported() {
-            return self
-                .after_model_call(conversation, permit, &report.usage)
-                .await;
+    async fn settle(&self, _conversation: &Conversation, permit: Permit, report: &CallReport) {
+        if let Some(settlement) = self.settlement(permit, report) {
+            settlement.apply().await;
         }
+    }
+
+    /// As [`BudgetGuard::settle`], the adjustments left for the engine to write with the
+    /// call's answer.
+    async fn settle_with_answer(
+        &self,
+        _conversation: &Conversation,
+        permit: Permit,
+        report: &CallReport,
+    ) -> Vec<Settlement> {
+        self.settlement(permit, report).into_iter().collect()
+    }
+
+    async fn after_model_call(&self, _conversation: &Conversation, permit: Permit, usage: &Usage) {
         let Some(r) = permit.take::<Reservation>() else {
             return;
         };
+        self.settling(r, usage).apply().await;
+    }
+}
+
+impl BudgetGuard {
+    /// What settles the reservation `permit` carries, from the call's report (see
+    /// [`BudgetGuard::settle`]); `None` when it carries none.
+    fn settlement(&self, permit: Permit, report: &CallReport) -> Option<Settlement> {
+        let r = permit.take::<Reservation>()?;
+        if report.usage_reported() {
+            return Some(self.settling(r, &report.usage));
+        }
         let estimated = Usage {
             input_tokens: if report.streamed || !report.failed {
                 r.input.max(report.usage.input_tokens)
@@ -335,20 +359,14 @@ impl Guard for BudgetGuard {
             output = estimated.output_tokens,
             "settling a model call the provider reported no usage for, from an estimate"
         );
-        self.settle_reservation(r, &estimated).await;
-    }
-
-    async fn after_model_call(&self, _conversation: &Conversation, permit: Permit, usage: &Usage) {
-        let Some(r) = permit.take::<Reservation>() else {
-            return;
-        };
-        self.settle_reservation(r, usage).await;
+        Some(self.settling(r, &estimated))
     }
 }
 
 impl BudgetGuard {
-    /// Move a reservation to the real (or estimated) usage, on every bucket it charged.
-    async fn settle_reservation(&self, r: Reservation, usage: &Usage) {
+    /// The adjustments that move a reservation to the real (or estimated) usage, on every
+    /// bucket it charged.
+    fn settling(&self, r: Reservation, usage: &Usage) -> Settlement {
         let real_tokens = usage.total() as i64;
         let real_usd = self.config.prices.cost(&r.model, usage) as i64;
         // The engine settles inside the model call's span, which has a `cost_usd` field.
@@ -366,9 +384,9 @@ impl BudgetGuard {
             })
             .filter(|a| a.delta != 0)
             .collect();
-        if let Err(err) = self.ledger.adjust(&adjustments).await {
-            // The reservation stays: the ledger over-counts, which errs on the safe side.
-            tracing::error!(error = %err, "settling a budget reservation failed");
+        Settlement {
+            ledger: self.ledger.clone(),
+            adjustments,
         }
     }
 }

@@ -98,6 +98,46 @@ pub trait Guard: Send + Sync {
         self.after_model_call(conversation, permit, &report.usage)
             .await;
     }
+
+    /// [`Guard::settle`] of a call whose answer the engine stores next: a guard whose settling
+    /// is budget adjustments may return them instead of writing them, and the engine writes
+    /// them with the answer (one write, where its store is the guard's ledger) or on their own
+    /// right after it. The default settles now and leaves nothing.
+    async fn settle_with_answer(
+        &self,
+        conversation: &Conversation,
+        permit: Permit,
+        report: &CallReport,
+    ) -> Vec<Settlement> {
+        self.settle(conversation, permit, report).await;
+        Vec::new()
+    }
+}
+
+/// A call's settlement a guard left for the engine to write with the call's answer
+/// ([`Guard::settle_with_answer`]): adjustments of `ledger`'s buckets.
+#[derive(Clone)]
+pub struct Settlement {
+    pub ledger: std::sync::Arc<dyn store::BudgetLedger>,
+    pub adjustments: Vec<store::Adjustment>,
+}
+
+impl std::fmt::Debug for Settlement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Settlement")
+            .field("adjustments", &self.adjustments)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Settlement {
+    /// Write it on its own. A failure leaves the reservation in place: the ledger over-counts,
+    /// which errs on the safe side.
+    pub async fn apply(&self) {
+        if let Err(err) = self.ledger.adjust(&self.adjustments).await {
+            tracing::error!(error = %err, "settling a budget reservation failed");
+        }
+    }
 }
 
 /// What the engine knows of a finished model call.

@@ -77,11 +77,11 @@ impl DynamoStore {
     /// Write several records that must not exist yet, and `also`, all or none: one
     /// transaction, each head conditioned as in [`DynamoStore::put_new`]; `Conflict { what }`
     /// when any condition is false. Records too large to share one transaction are written one
-    /// after another instead (`also` first).
+    /// after another instead (`also` first, as one transaction).
     pub(crate) async fn put_new_together(
         &self,
         records: Vec<NewRecord>,
-        also: Option<TransactWriteItem>,
+        also: Vec<TransactWriteItem>,
         what: &str,
     ) -> Result<(), StoreError> {
         let mut heads = Vec::new();
@@ -89,10 +89,10 @@ impl DynamoStore {
             heads.push(record.into_items()?);
         }
         if heads.iter().map(Vec::len).sum::<usize>() > MAX_CHUNKS {
-            if let Some(also) = also {
+            if !also.is_empty() {
                 self.client
                     .transact_write_items()
-                    .transact_items(also)
+                    .set_transact_items(Some(also))
                     .send()
                     .await
                     .map_err(|e| {
@@ -106,7 +106,7 @@ impl DynamoStore {
             }
             return Ok(());
         }
-        let mut writes: Vec<TransactWriteItem> = also.into_iter().collect();
+        let mut writes = also;
         for items in heads {
             writes.extend(self.transact_puts(items)?);
         }

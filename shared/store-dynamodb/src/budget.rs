@@ -75,6 +75,22 @@ fn add(
     update.build().map_err(unavailable)
 }
 
+impl DynamoStore {
+    /// [`BudgetLedger::adjust`]'s updates as a transaction's items (unconditional).
+    pub(crate) fn adjustment_writes(
+        &self,
+        adjustments: &[Adjustment],
+    ) -> Result<Vec<TransactWriteItem>, StoreError> {
+        adjustments
+            .iter()
+            .map(|a| {
+                let update = add(&self.table, &a.bucket, a.delta, a.expires_at_ms, None)?;
+                Ok(TransactWriteItem::builder().update(update).build())
+            })
+            .collect()
+    }
+}
+
 /// What writing a bucket's `Update` came to.
 enum Written {
     Done,

@@ -34,7 +34,7 @@ impl MessageStore for DynamoStore {
         let moved_on = self.conversation_update(c)?;
         self.put_new_together(
             vec![message, entry],
-            Some(moved_on),
+            vec![moved_on],
             &format!("{what} or {seen} (or conversation {} gone)", c.id),
         )
         .await

@@ -3,11 +3,12 @@
 //! (conditioned on its holder, as `release_lease`) and the job's claim marked done (as
 //! `finish_job`). Three calls become one; a false condition cancels all of them. And a tool
 //! message with its last call's result (`put_tool_result`, then `append_message`): two become
-//! one.
+//! one. And a model call's answer with its budget settlement (`adjust`, then `append_message`):
+//! two become one.
 
 use crate::DynamoStore;
 use crate::error::write_error;
-use store::{StoreError, TurnFinish, TurnWrites};
+use store::{Adjustment, StoreError, TurnFinish, TurnWrites};
 use transcript::{Message, Part};
 
 #[async_trait::async_trait]
@@ -45,9 +46,19 @@ impl TurnWrites for DynamoStore {
             self.tool_result_put(&m.conversation_id, asked_at, tool_use_id, result)?;
         self.put_new_together(
             vec![message],
-            Some(recorded),
+            vec![recorded],
             &format!("{what} or {result_what}"),
         )
         .await
+    }
+
+    async fn append_message_adjusting(
+        &self,
+        m: &Message,
+        adjustments: &[Adjustment],
+    ) -> Result<(), StoreError> {
+        let (message, what) = crate::messages::message_record(m)?;
+        let settled = self.adjustment_writes(adjustments)?;
+        self.put_new_together(vec![message], settled, &what).await
     }
 }

@@ -47,7 +47,9 @@ pub use leases::{check_concurrent_leases, check_leases};
 pub use receipts::{check_receipts, check_undo_receipts};
 pub use sessions::{check_concurrent_take_login, check_pending_logins, check_sessions};
 pub use tool_results::check_tool_results;
-pub use turn_writes::{check_append_with_tool_result, check_finish_turn};
+pub use turn_writes::{
+    check_append_message_adjusting, check_append_with_tool_result, check_finish_turn,
+};
 pub use undo_scope::check_undo_scope;
 
 pub use budget::{
@@ -88,6 +90,7 @@ macro_rules! conformance_tests {
             conversation_leases => check_leases,
             turn_finished_in_one_write => check_finish_turn,
             tool_message_with_its_last_result => check_append_with_tool_result,
+            answer_with_its_budget_settlement => check_append_message_adjusting,
             sessions => check_sessions,
             tool_results_written_once => check_tool_results,
             receipts_written_with_their_effect => check_receipts,

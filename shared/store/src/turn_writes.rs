@@ -3,7 +3,7 @@
 //! written one port call at a time by its consumer, with the same outcome when nothing fails in
 //! between. Each combined write is all or nothing, so it never adds a crash point.
 
-use crate::{StoreError, VisibleEntry};
+use crate::{Adjustment, StoreError, VisibleEntry};
 use async_trait::async_trait;
 use transcript::{ConversationId, Message, Part};
 
@@ -40,5 +40,15 @@ pub trait TurnWrites: Send + Sync {
         asked_at: u64,
         tool_use_id: &str,
         result: &Part,
+    ) -> Result<(), StoreError>;
+
+    /// Append `message` (a model call's answer) and apply `adjustments` (that call's budget
+    /// reservation settled, as [`crate::BudgetLedger::adjust`]), all or nothing.
+    /// [`StoreError::Conflict`] when the message's position is taken, and nothing is written:
+    /// the caller then settles and appends one by one.
+    async fn append_message_adjusting(
+        &self,
+        message: &Message,
+        adjustments: &[Adjustment],
     ) -> Result<(), StoreError>;
 }

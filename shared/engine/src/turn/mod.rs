@@ -49,6 +49,8 @@ pub(crate) struct Turn<'a> {
     wrote_user_entry: bool,
     /// The conversation's account as read at the turn's start.
     account: Option<store::Account>,
+    /// The last model call's budget settlement, written with its answer (`Turn::append`).
+    settlement: Vec<crate::Settlement>,
 }
 
 /// Where the answer that asked for tools is stored, and whether the turn is resuming (only then
@@ -173,6 +175,7 @@ impl<'a> Turn<'a> {
             held_now,
             wrote_user_entry: false,
             account,
+            settlement: Vec::new(),
         };
         match resumed {
             None => {

@@ -114,12 +114,25 @@ impl Turn<'_> {
             streamed: acc.emitted || !acc.parts.is_empty(),
             streamed_chars: streamed_chars(&acc.parts),
         };
-        // Inside the call's span: the budget records what it priced the call at there.
-        engine
-            .guard
-            .settle(&self.conv, permit, &report)
-            .instrument(span)
-            .await;
+        // Inside the call's span: the budget records what it priced the call at there. An
+        // answer is stored next (`Turn::append`), and its settlement goes with it; a failed
+        // call (tried again, or answered by the harness) settles now.
+        if result.is_ok() {
+            let settlement = engine
+                .guard
+                .settle_with_answer(&self.conv, permit, &report)
+                .instrument(span)
+                .await;
+            for earlier in std::mem::replace(&mut self.settlement, settlement) {
+                earlier.apply().await;
+            }
+        } else {
+            engine
+                .guard
+                .settle(&self.conv, permit, &report)
+                .instrument(span)
+                .await;
+        }
         Ok(result)
     }
 

@@ -3,6 +3,7 @@
 use super::Turn;
 use crate::context::{self, ContextFacts};
 use crate::{EngineError, TurnEnd, TurnEvent, TurnOutcome, lines};
+use std::sync::Arc;
 use store::{VisibleEntry, VisibleRole};
 use transcript::{CallRecord, Message, Part, Role, StopReason, Usage};
 
@@ -101,15 +102,61 @@ impl Turn<'_> {
         call: Option<CallRecord>,
     ) -> Result<(), EngineError> {
         let message = self.next_message(role, parts, call);
-        match self.engine.store.append_message(&message).await {
-            Ok(()) => {}
-            Err(store::StoreError::Conflict { what }) => {
-                return self.append_after_orphan(message, what).await;
+        let settlement = std::mem::take(&mut self.settlement);
+        if !self.append_settling(&message, &settlement).await? {
+            match self.engine.store.append_message(&message).await {
+                Ok(()) => {}
+                Err(store::StoreError::Conflict { what }) => {
+                    return self.append_after_orphan(message, what).await;
+                }
+                Err(e) => return Err(e.into()),
             }
-            Err(e) => return Err(e.into()),
         }
         self.appended(message);
         Ok(())
+    }
+
+    /// The last model call's answer and its budget settlement as one write, where the store
+    /// offers it and is the settlement's ledger: `true` when written. Otherwise (no such write,
+    /// another ledger, or refused: the position taken) the settlement is written on its own and
+    /// `false` says the message is still to be appended.
+    async fn append_settling(
+        &self,
+        message: &Message,
+        settlement: &[crate::Settlement],
+    ) -> Result<bool, EngineError> {
+        if settlement.iter().all(|s| s.adjustments.is_empty()) {
+            return Ok(false);
+        }
+        let store = &self.engine.store;
+        let ours = settlement
+            .iter()
+            .all(|s| std::ptr::addr_eq(Arc::as_ptr(&s.ledger), Arc::as_ptr(store)));
+        if ours && let Some(writes) = store.turn_writes() {
+            let adjustments: Vec<_> = settlement
+                .iter()
+                .flat_map(|s| s.adjustments.iter().cloned())
+                .collect();
+            match writes.append_message_adjusting(message, &adjustments).await {
+                Ok(()) => return Ok(true),
+                Err(store::StoreError::Conflict { what }) => {
+                    tracing::info!(
+                        what,
+                        "an answer and its settlement were refused together; one by one"
+                    );
+                }
+                // Maybe written, maybe not: settling again could count the call twice, so the
+                // reservation stays, as when a settlement alone fails.
+                Err(e) => {
+                    tracing::error!(error = %e, "storing an answer with its budget settlement failed");
+                    return Err(e.into());
+                }
+            }
+        }
+        for s in settlement {
+            s.apply().await;
+        }
+        Ok(false)
     }
 
     /// The message this turn appends next, at the next position.

@@ -2,7 +2,10 @@
 //! nothing, and a refusal leaves everything as it was.
 
 use super::{create, message, visible};
-use crate::{Claim, Lease, Store, StoreError, TurnFinish, VisibleRole};
+use crate::{
+    Adjustment, BucketKey, Charge, Claim, Lease, Reserve, Store, StoreError, TurnFinish,
+    VisibleRole,
+};
 use serde_json::json;
 use transcript::{Message, Part, Role};
 
@@ -203,4 +206,75 @@ pub async fn check_append_with_tool_result(store: &dyn Store) {
         Some(&part("second")),
         "the first record stands"
     );
+}
+
+/// `append_message_adjusting` appends a call's answer and settles its reservation in one
+/// write; with the position taken, it writes neither.
+pub async fn check_append_message_adjusting(store: &dyn Store) {
+    let Some(writes) = store.turn_writes() else {
+        return;
+    };
+    let conv = create(store, "conv-settle").await;
+    let bucket = BucketKey {
+        scope: "user:ana".into(),
+        window: "tokens_1h".into(),
+        start_ms: 1_800_000_000_000,
+    };
+    let expires_at_ms = 1_800_003_600_000;
+    let reserved = Charge {
+        bucket: bucket.clone(),
+        amount: 1_000,
+        limit: Some(5_000),
+        expires_at_ms,
+    };
+    assert_eq!(store.reserve(&[reserved]).await.unwrap(), Reserve::Reserved);
+    let settle = |delta| Adjustment {
+        bucket: bucket.clone(),
+        delta,
+        expires_at_ms,
+    };
+    let first = message(&conv, 0, 0, Role::User, vec![Part::text("hi")]);
+    store.append_message(&first).await.unwrap();
+
+    // The position is taken: the reservation is not settled either.
+    let clash = message(&conv, 0, 0, Role::Assistant, vec![Part::text("hello")]);
+    let refused = writes
+        .append_message_adjusting(&clash, &[settle(-400)])
+        .await;
+    assert!(
+        matches!(refused, Err(StoreError::Conflict { .. })),
+        "a taken position refuses the whole write, got {refused:?}"
+    );
+    assert_eq!(
+        store
+            .bucket_usage(std::slice::from_ref(&bucket))
+            .await
+            .unwrap(),
+        [1_000]
+    );
+    assert_eq!(store.messages(&conv, 0).await.unwrap(), vec![first.clone()]);
+
+    // Both in one write.
+    let answer = message(&conv, 0, 1, Role::Assistant, vec![Part::text("hello")]);
+    writes
+        .append_message_adjusting(&answer, &[settle(-400)])
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .bucket_usage(std::slice::from_ref(&bucket))
+            .await
+            .unwrap(),
+        [600]
+    );
+    assert_eq!(
+        store.messages(&conv, 0).await.unwrap(),
+        vec![first, answer.clone()]
+    );
+
+    // No adjustment (the call cost what it reserved): the message alone.
+    let next = message(&conv, 0, 2, Role::Assistant, vec![Part::text("more")]);
+    writes.append_message_adjusting(&next, &[]).await.unwrap();
+    assert_eq!(store.messages(&conv, 0).await.unwrap().len(), 3);
+    assert_eq!(store.bucket_usage(&[bucket]).await.unwrap(), [600]);
 }
