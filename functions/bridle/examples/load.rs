@@ -216,9 +216,14 @@ async fn main() {
     let one = (total / 10).max(1);
     let eight = (total * 3 / 10).max(8);
     let sixty_four = total.saturating_sub(one + eight).max(64);
+    // RSS after each phase: memory that settles stops climbing; memory that grows per turn
+    // keeps climbing.
     phase(&http, &server.base, 1, one).await;
+    println!("RSS: {:.1} MB", rss_mb(pid));
     phase(&http, &server.base, 8, eight).await;
+    println!("RSS: {:.1} MB", rss_mb(pid));
     phase(&http, &server.base, 64, sixty_four).await;
+    println!("RSS: {:.1} MB", rss_mb(pid));
     let after = rss_mb(pid);
     println!(
         "RSS after {} turns: {after:.1} MB ({:+.0}%)",

@@ -81,9 +81,10 @@ impl Notes {
     ) -> Result<(Note, Value), ToolError> {
         let (user, text) = (user.to_owned(), text.to_owned());
         let call_key = call_key.filter(|_| self.receipts).map(str::to_owned);
-        // One write of the shared database (its own savepoint): both or neither.
+        // One write of the shared database (its own savepoint): both or neither; durable, as
+        // an MCP client hears of it at once.
         self.db
-            .write(move |tx| {
+            .write_durable(move |tx| {
                 tx.execute(
                     "INSERT INTO demo_notes (user_id, text, created_at_ms) VALUES (?1, ?2, ?3)",
                     params![user, text, now_ms],
@@ -121,7 +122,7 @@ impl Notes {
         let user = user.to_owned();
         let call_key = call_key.filter(|_| self.receipts).map(str::to_owned);
         self.db
-            .write(move |tx| {
+            .write_durable(move |tx| {
                 let n = tx
                     .execute(
                         "DELETE FROM demo_notes WHERE id = ?1 AND user_id = ?2",

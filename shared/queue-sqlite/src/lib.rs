@@ -148,12 +148,22 @@ impl SqliteQueue {
         Ok(put_back)
     }
 
-    /// Run `f` in the shared database's next group commit.
+    /// Run `f` in the shared database's next group commit: a delivery, ack or release, which
+    /// survives `kill -9`; a power loss may roll it back with everything after it, and the job
+    /// is then delivered again (see `sqlite-db`).
     async fn write<T: Send + 'static>(
         &self,
         f: impl FnOnce(&Connection) -> Result<T, QueueError> + Send + 'static,
     ) -> Result<T, QueueError> {
         self.db.write(f).await.map_err(failed)?
+    }
+
+    /// [`SqliteQueue::write`] that also survives power loss.
+    async fn write_durable<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, QueueError> + Send + 'static,
+    ) -> Result<T, QueueError> {
+        self.db.write_durable(f).await.map_err(failed)?
     }
 
     fn write_blocking<T: Send + 'static>(

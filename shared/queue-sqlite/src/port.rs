@@ -115,12 +115,13 @@ impl JobQueue for SqliteQueue {
 impl SqliteQueue {
     /// Queue `job` (encoded as `body`) unless its dedupe key is remembered; remember it for the
     /// dedupe window from now. Forgets expired keys on the way. One write of the shared
-    /// database: acknowledged only once durable.
+    /// database, acknowledged only once it survives power loss: the caller tells a client (the
+    /// `queued` event, a webhook's 200).
     async fn enqueue_now(&self, job: &TurnJob, body: String) -> Result<Enqueued, QueueError> {
         let now = now_ms();
         let (group, dedupe_key) = (job.group(), job.dedupe_key());
         let expires = now.saturating_add(millis(self.settings.dedupe_window));
-        self.write(move |tx| {
+        self.write_durable(move |tx| {
             tx.prepare_cached("DELETE FROM queue_dedupe WHERE expires_at_ms <= ?1")
                 .map_err(unavailable)?
                 .execute([now])

@@ -220,3 +220,50 @@ async fn in_memory_writes_are_their_own_transactions() {
         "only the whole writes are stored"
     );
 }
+
+/// `synchronous` as a write sees it inside its batch: 2 is FULL (fsync before the answer),
+/// 1 is NORMAL.
+fn synchronous(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.pragma_query_value(None, "synchronous", |r| r.get(0))
+}
+
+/// A plain write commits with NORMAL, a durable one with FULL, and a batch that carries a
+/// durable write among plain ones commits FULL for all of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_batch_commits_full_when_any_write_in_it_is_durable() {
+    let (db, dir) = file_db("strength");
+    assert_eq!(db.write(synchronous).await.unwrap().unwrap(), 1, "plain");
+    assert_eq!(
+        db.write_durable(synchronous).await.unwrap().unwrap(),
+        2,
+        "durable"
+    );
+    assert_eq!(
+        db.write(synchronous).await.unwrap().unwrap(),
+        1,
+        "plain again"
+    );
+    // Hold the writer so a plain and a durable write share the next batch.
+    let busy = db.write(|_| {
+        std::thread::sleep(Duration::from_millis(200));
+        Ok::<_, rusqlite::Error>(())
+    });
+    let (d1, d2) = (db.clone(), db.clone());
+    let plain = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        d1.write(synchronous).await
+    });
+    let durable = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(60)).await;
+        d2.write_durable(synchronous).await
+    });
+    busy.await.unwrap().unwrap();
+    assert_eq!(
+        plain.await.unwrap().unwrap().unwrap(),
+        2,
+        "the plain write rode a FULL commit"
+    );
+    assert_eq!(durable.await.unwrap().unwrap().unwrap(), 2);
+    drop(db);
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -57,7 +57,7 @@ impl BudgetLedger for SqliteStore {
     async fn reserve(&self, charges: &[Charge]) -> Result<Reserve, StoreError> {
         let charges = charges.to_vec();
         self.db
-            .write(move |conn| {
+            .write_resumable(move |conn| {
                 let tx = conn;
                 for c in &charges {
                     let Some(limit) = c.limit else { continue };
@@ -82,7 +82,7 @@ impl BudgetLedger for SqliteStore {
     async fn adjust(&self, adjustments: &[Adjustment]) -> Result<(), StoreError> {
         let adjustments = adjustments.to_vec();
         self.db
-            .write(move |conn| {
+            .write_resumable(move |conn| {
                 let tx = conn;
                 for a in &adjustments {
                     add(tx, &a.bucket, a.delta, a.expires_at_ms)?;

@@ -44,7 +44,7 @@ impl JobClaims for SqliteStore {
     ) -> Result<Claim, StoreError> {
         let job_key = job_key.to_owned();
         self.db
-            .write(move |conn| {
+            .write_resumable(move |conn| {
                 let claimed: Option<i64> = conn
             .prepare_cached(
                 "INSERT INTO job_claims (job_key, status, expires_at_ms, attempt, keep_until_ms)
@@ -90,7 +90,7 @@ impl JobClaims for SqliteStore {
     async fn finish_job(&self, job_key: &str, keep_until_ms: i64) -> Result<(), StoreError> {
         let job_key = job_key.to_owned();
         self.db
-            .write(move |conn| {
+            .write_resumable(move |conn| {
                 conn
             .prepare_cached(
                 "INSERT INTO job_claims (job_key, status, expires_at_ms, attempt, keep_until_ms)
@@ -113,7 +113,7 @@ impl JobClaims for SqliteStore {
     ) -> Result<(), StoreError> {
         let job_key = job_key.to_owned();
         self.db
-            .write(move |conn| {
+            .write_resumable(move |conn| {
                 conn.prepare_cached(
                     "UPDATE job_claims SET expires_at_ms = ?3 - 1
                  WHERE job_key = ?1 AND status = 'running' AND attempt = ?2",

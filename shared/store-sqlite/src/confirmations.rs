@@ -13,7 +13,7 @@ impl Confirmations for SqliteStore {
     async fn put_pending(&self, pending: &Pending) -> Result<(), StoreError> {
         let pending = pending.clone();
         self.db
-            .write(move |conn| {
+            .write_resumable(move |conn| {
                 conn.prepare_cached(
                     "INSERT INTO pending_confirmations
                      (conversation_id, hash, created_on_action, description, expires_at_ms)
@@ -51,7 +51,7 @@ impl Confirmations for SqliteStore {
         );
         let taken: Option<(String, String, i64)> = self
             .db
-            .write(move |conn| {
+            .write_resumable(move |conn| {
                 conn.prepare_cached(
                     "DELETE FROM pending_confirmations
                  WHERE conversation_id = ?1 AND hash = ?2

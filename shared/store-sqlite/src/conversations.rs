@@ -59,7 +59,7 @@ impl ConversationStore for SqliteStore {
     async fn update_conversation(&self, c: &Conversation) -> Result<(), StoreError> {
         let c = c.clone();
         self.db
-            .write(move |conn| {
+            .write_resumable(move |conn| {
                 let mut stmt = conn
                     .prepare_cached(
                         "UPDATE conversations

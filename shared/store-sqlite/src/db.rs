@@ -11,8 +11,21 @@ pub(crate) use sqlite_db::Db as Shared;
 pub(crate) struct Db(pub(crate) Arc<Shared>);
 
 impl Db {
-    /// Run `f` in the next group commit; its result once that commit is durable.
+    /// Run `f` in the next group commit; its result once that commit survives power loss. The
+    /// default for every write something outside the process may be told about.
     pub(crate) async fn write<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&rusqlite::Connection) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        self.0.write_durable(f).await.map_err(failed)?
+    }
+
+    /// Run `f` in the next group commit; its result once that commit survives `kill -9`. For a
+    /// turn's own progress (claim, lease, budget, transcript, receipts): nothing outside the
+    /// process hears of it before the turn's reply is recorded with [`Db::write`], which makes
+    /// it durable too; a power loss before that rolls it back with everything after it, the
+    /// state a `kill -9` a moment earlier leaves, and the still-queued job resumes the turn.
+    pub(crate) async fn write_resumable<T: Send + 'static>(
         &self,
         f: impl FnOnce(&rusqlite::Connection) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {

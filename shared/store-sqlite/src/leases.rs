@@ -20,7 +20,7 @@ impl Leases for SqliteStore {
     ) -> Result<Lease, StoreError> {
         let (conversation, holder) = (conversation.clone(), holder.to_owned());
         self.db
-            .write(move |conn| {
+            .write_resumable(move |conn| {
                 let taken = conn
                     .prepare_cached(
                         "INSERT INTO conversation_leases (conversation_id, holder, expires_at_ms)
@@ -61,7 +61,7 @@ impl Leases for SqliteStore {
     ) -> Result<(), StoreError> {
         let (conversation, holder) = (conversation.clone(), holder.to_owned());
         self.db
-            .write(move |conn| {
+            .write_resumable(move |conn| {
                 conn.prepare_cached(
                     "DELETE FROM conversation_leases WHERE conversation_id = ?1 AND holder = ?2",
                 )

@@ -20,7 +20,7 @@ impl MessageStore for SqliteStore {
         );
         let what = what();
         self.db
-            .write(move |conn| {
+            .write_resumable(move |conn| {
                 let mut stmt = conn
                     .prepare_cached(
                         "INSERT INTO messages (conversation_id, position, segment, role, body)
@@ -62,7 +62,7 @@ impl MessageStore for SqliteStore {
         let (what, seen) = (what(), seen());
         // One savepoint in the writer's batch: on any error below neither row is written.
         self.db
-            .write(move |conn| {
+            .write_resumable(move |conn| {
                 let changed = conn
                     .prepare_cached(
                         "UPDATE conversations

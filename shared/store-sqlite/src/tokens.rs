@@ -140,7 +140,7 @@ impl Tokens for SqliteStore {
     async fn touch_token(&self, id: &str, at_ms: i64) -> Result<(), StoreError> {
         let id = id.to_owned();
         self.db
-            .write(move |conn| {
+            .write_resumable(move |conn| {
                 conn.prepare_cached(
                     "UPDATE mcp_tokens SET last_used_ms = ?2
                  WHERE id = ?1 AND (last_used_ms IS NULL OR last_used_ms < ?2)",

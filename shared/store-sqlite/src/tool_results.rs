@@ -23,7 +23,7 @@ impl ToolResults for SqliteStore {
         let tool_use_id = tool_use_id.to_owned();
         let result = result.clone();
         self.db
-            .write(move |conn| {
+            .write_resumable(move |conn| {
                 let what = || format!("tool result {conversation}@{asked_at}#{tool_use_id}");
                 let body = serde_json::to_string(&result).map_err(|e| corrupt(what(), e))?;
                 conn.prepare_cached(
