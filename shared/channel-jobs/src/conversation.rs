@@ -44,7 +44,9 @@ pub async fn user_conversation(
     job: &TurnJob,
     user: &UserId,
 ) -> Result<ConversationId, StoreError> {
-    user_conversation_row(jobs, job, user).await.map(|c| c.id)
+    user_conversation_row(jobs, job, user)
+        .await
+        .map(|c| c.conversation.id)
 }
 
 /// The id of the bound user's conversation in this chat (it names the user).
@@ -63,15 +65,23 @@ pub(crate) async fn user_conversation_row(
     jobs: &ChannelJobs,
     job: &TurnJob,
     user: &UserId,
-) -> Result<Conversation, StoreError> {
+) -> Result<engine::TurnRead, StoreError> {
     let id = user_conversation_id(job, user);
-    // The account is looked at on first contact only (before the conversation exists, so a
-    // crash in between leaves no conversation without its account), not on every message.
-    let conv = match jobs.store.conversation(&id).await? {
-        Some(conv) => conv,
+    // Read with the user's account where the store reads both at once (the turn needs it too).
+    let (read, account) = match jobs.store.turn_writes() {
+        Some(both) => {
+            let (conv, account) = both.conversation_and_account(&id, user).await?;
+            (conv, Some(account))
+        }
+        None => (jobs.store.conversation(&id).await?, None),
+    };
+    // The account is made on first contact only (before the conversation exists, so a crash
+    // in between leaves no conversation without its account), not on every message.
+    let (conv, account) = match read {
+        Some(conv) => (conv, account),
         None => {
             ensure_account(jobs, user, &job.external_user_id).await?;
-            ensure(jobs, &id, user, &job.channel).await?
+            (ensure(jobs, &id, user, &job.channel).await?, None)
         }
     };
     if &conv.user_id != user {
@@ -80,7 +90,10 @@ pub(crate) async fn user_conversation_row(
             what: format!("conversation {id} of another user"),
         });
     }
-    Ok(conv)
+    Ok(engine::TurnRead {
+        conversation: conv,
+        account,
+    })
 }
 
 /// The chat's lobby: where replies to a sender that is not linked are recorded.

@@ -393,7 +393,7 @@ impl ChannelJobs {
         &self,
         job: &TurnJob,
         conversation: &ConversationId,
-        row: Option<transcript::Conversation>,
+        row: Option<engine::TurnRead>,
         sink: &dyn EventSink,
         sender: &dyn Sender,
     ) -> Result<(TurnOutcome, Option<VisibleEntry>), JobError> {

@@ -14,6 +14,16 @@ use tools::{ActionId, Registry};
 use tracing::Instrument;
 use transcript::{Conversation, ConversationId, Usage};
 
+/// What the caller of [`Engine::run_turn_in`] read for the turn, holding the conversation's
+/// lease.
+#[derive(Debug, Clone)]
+pub struct TurnRead {
+    pub conversation: Conversation,
+    /// The conversation's user's account as read with it (`Some(None)`: there is none);
+    /// `None` when it was not read, and the turn reads it.
+    pub account: Option<Option<store::Account>>,
+}
+
 /// One user message to answer.
 #[derive(Debug, Clone)]
 pub struct TurnInput {
@@ -196,21 +206,21 @@ impl Engine {
         self.run(None, input, sink).await
     }
 
-    /// [`Engine::run_turn`] in `conversation` as the caller just read it while holding the
+    /// [`Engine::run_turn`] in a conversation as the caller just read it while holding the
     /// conversation's lease (so no other turn can have moved it on since), which saves the
-    /// turn reading it again.
+    /// turn reading it again (and its user's account, when read with it).
     pub async fn run_turn_in(
         &self,
-        conversation: Conversation,
+        read: TurnRead,
         input: TurnInput,
         sink: &dyn EventSink,
     ) -> Result<TurnOutcome, EngineError> {
-        self.run(Some(conversation), input, sink).await
+        self.run(Some(read), input, sink).await
     }
 
     async fn run(
         &self,
-        conversation: Option<Conversation>,
+        read: Option<TurnRead>,
         input: TurnInput,
         sink: &dyn EventSink,
     ) -> Result<TurnOutcome, EngineError> {
@@ -218,7 +228,7 @@ impl Engine {
         // Every tool shown gets a result or `tool_not_run`, however the turn ends.
         let sink = OpenTools::new(sink);
         let outcome = async {
-            let mut turn = Turn::start(self, conversation, &input, &sink)
+            let mut turn = Turn::start(self, read, &input, &sink)
                 .instrument(crate::spans::context_build())
                 .await?;
             let end = turn.run().await?;

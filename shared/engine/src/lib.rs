@@ -39,7 +39,7 @@ pub use confirm::{
     risk_policy,
 };
 pub use context::{ContextFacts, ContextSource, NoFacts, context_source};
-pub use engine::{Engine, TurnEnd, TurnInput, TurnOutcome};
+pub use engine::{Engine, TurnEnd, TurnInput, TurnOutcome, TurnRead};
 pub use error::EngineError;
 pub use events::{CollectSink, EventSink, NullSink, TurnEvent};
 pub use guard::{AllowAll, CallReport, Denied, Guard, GuardCall, Permit, Settlement};

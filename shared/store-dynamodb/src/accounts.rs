@@ -293,7 +293,7 @@ fn email_item(email: &Email, user: &UserId) -> Item {
 
 /// An account from its item. Items written before e-mails, roles, creation times and grants
 /// existed read as no e-mail, the `user` role, 0 and the default grant.
-fn account_from(user: &UserId, item: &Item) -> Result<Account, StoreError> {
+pub(crate) fn account_from(user: &UserId, item: &Item) -> Result<Account, StoreError> {
     let what = format!("account {user}");
     let status = get_s(item, STATUS, &what)?;
     let roles = match item.get(ROLES) {

@@ -158,7 +158,7 @@ fn encode(c: &Conversation) -> Item {
     ])
 }
 
-fn decode(item: &Item) -> Result<Conversation, StoreError> {
+pub(crate) fn decode(item: &Item) -> Result<Conversation, StoreError> {
     let what = format!(
         "conversation {}",
         item.get(ID)

@@ -1,4 +1,5 @@
-//! `TurnWrites`: a turn's closing writes as one `TransactWriteItems` — the reply's visible entry
+//! `TurnWrites`: the conversation and its user's account read in one `BatchGetItem`
+//! (strongly consistent); a turn's closing writes as one `TransactWriteItems` — the reply's visible entry
 //! (its head conditioned on a free position, as `append_visible`), the lease's delete
 //! (conditioned on its holder, as `release_lease`) and the job's claim marked done (as
 //! `finish_job`). Three calls become one; a false condition cancels all of them. And a tool
@@ -7,9 +8,16 @@
 //! two become one.
 
 use crate::DynamoStore;
+use crate::error::unavailable;
 use crate::error::write_error;
-use store::{Adjustment, StoreError, TurnFinish, TurnWrites};
-use transcript::{Message, Part};
+use crate::item::{Item, get_s, is_expired, now_s, s};
+use crate::keys::{ACCOUNT, META, PK, SK, account_pk, conversation_pk};
+use aws_sdk_dynamodb::types::KeysAndAttributes;
+use store::{Account, Adjustment, StoreError, TurnFinish, TurnWrites};
+use transcript::{Conversation, ConversationId, Message, Part, UserId};
+
+/// How often keys DynamoDB left unprocessed (throttling) are asked for again.
+const BATCH_TRIES: usize = 3;
 
 #[async_trait::async_trait]
 impl TurnWrites for DynamoStore {
@@ -60,5 +68,62 @@ impl TurnWrites for DynamoStore {
         let (message, what) = crate::messages::message_record(m)?;
         let settled = self.adjustment_writes(adjustments)?;
         self.put_new_together(vec![message], settled, &what).await
+    }
+
+    async fn conversation_and_account(
+        &self,
+        id: &ConversationId,
+        user: &UserId,
+    ) -> Result<(Option<Conversation>, Option<Account>), StoreError> {
+        let key = |pk: String, sk: &str| Item::from([(PK.into(), s(pk)), (SK.into(), s(sk))]);
+        let mut keys = vec![
+            key(conversation_pk(id), META),
+            key(account_pk(user), ACCOUNT),
+        ];
+        let mut items = Vec::new();
+        for _ in 0..BATCH_TRIES {
+            let ask = KeysAndAttributes::builder()
+                .set_keys(Some(std::mem::take(&mut keys)))
+                .consistent_read(true)
+                .build()
+                .map_err(unavailable)?;
+            let out = self
+                .client
+                .batch_get_item()
+                .request_items(&self.table, ask)
+                .send()
+                .await
+                .map_err(unavailable)?;
+            items.extend(
+                out.responses
+                    .and_then(|mut r| r.remove(&self.table))
+                    .unwrap_or_default(),
+            );
+            keys = out
+                .unprocessed_keys
+                .and_then(|mut u| u.remove(&self.table))
+                .map(|k| k.keys)
+                .unwrap_or_default();
+            if keys.is_empty() {
+                break;
+            }
+        }
+        if !keys.is_empty() {
+            return Err(StoreError::Unavailable(
+                format!("conversation {id} and account {user}: still unprocessed after {BATCH_TRIES} tries").into(),
+            ));
+        }
+        let mut conversation = None;
+        let mut account = None;
+        for item in items {
+            match get_s(&item, SK, "batched read")? {
+                META if !is_expired(&item, now_s()) => {
+                    conversation = Some(crate::conversations::decode(&item)?);
+                }
+                ACCOUNT => account = Some(crate::accounts::account_from(user, &item)?),
+                _ => {}
+            }
+        }
+        Ok((conversation, account))
     }
 }

@@ -48,7 +48,8 @@ pub use receipts::{check_receipts, check_undo_receipts};
 pub use sessions::{check_concurrent_take_login, check_pending_logins, check_sessions};
 pub use tool_results::check_tool_results;
 pub use turn_writes::{
-    check_append_message_adjusting, check_append_with_tool_result, check_finish_turn,
+    check_append_message_adjusting, check_append_with_tool_result, check_conversation_and_account,
+    check_finish_turn,
 };
 pub use undo_scope::check_undo_scope;
 
@@ -91,6 +92,7 @@ macro_rules! conformance_tests {
             turn_finished_in_one_write => check_finish_turn,
             tool_message_with_its_last_result => check_append_with_tool_result,
             answer_with_its_budget_settlement => check_append_message_adjusting,
+            conversation_and_account_read_together => check_conversation_and_account,
             sessions => check_sessions,
             tool_results_written_once => check_tool_results,
             receipts_written_with_their_effect => check_receipts,

@@ -1,11 +1,12 @@
-//! Writes of a turn that an adapter may make as one (a DynamoDB transaction) instead of several.
+//! Writes of a turn that an adapter may make as one (a DynamoDB transaction) instead of several,
+//! and the reads of its start as one (a batch).
 //! Offered through [`crate::VisibleStore::turn_writes`]; a store that does not offer them is
 //! written one port call at a time by its consumer, with the same outcome when nothing fails in
 //! between. Each combined write is all or nothing, so it never adds a crash point.
 
-use crate::{Adjustment, StoreError, VisibleEntry};
+use crate::{Account, Adjustment, StoreError, VisibleEntry};
 use async_trait::async_trait;
-use transcript::{ConversationId, Message, Part};
+use transcript::{Conversation, ConversationId, Message, Part, UserId};
 
 /// The end of a turn's job: the reply as the user saw it, the conversation's lease given up and
 /// the job's claim marked done (as [`crate::VisibleStore::append_visible`],
@@ -51,4 +52,12 @@ pub trait TurnWrites: Send + Sync {
         message: &Message,
         adjustments: &[Adjustment],
     ) -> Result<(), StoreError>;
+
+    /// The conversation `id` and `user`'s account, read together and as strongly consistent
+    /// as [`crate::ConversationStore::conversation`] and [`crate::Accounts::account`] each.
+    async fn conversation_and_account(
+        &self,
+        id: &ConversationId,
+        user: &UserId,
+    ) -> Result<(Option<Conversation>, Option<Account>), StoreError>;
 }

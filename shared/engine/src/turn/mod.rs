@@ -74,18 +74,21 @@ enum Flow {
 impl<'a> Turn<'a> {
     pub(crate) async fn start(
         engine: &'a Engine,
-        read: Option<Conversation>,
+        read: Option<crate::TurnRead>,
         input: &TurnInput,
         sink: &'a dyn EventSink,
     ) -> Result<Turn<'a>, EngineError> {
         let store = &engine.store;
         let id = &input.conversation_id;
-        let mut conv = match read.filter(|c| &c.id == id) {
-            Some(conv) => conv,
-            None => store
-                .conversation(id)
-                .await?
-                .ok_or_else(|| EngineError::ConversationNotFound(id.clone()))?,
+        let (mut conv, account_read) = match read.filter(|r| &r.conversation.id == id) {
+            Some(read) => (read.conversation, read.account),
+            None => (
+                store
+                    .conversation(id)
+                    .await?
+                    .ok_or_else(|| EngineError::ConversationNotFound(id.clone()))?,
+                None,
+            ),
         };
         let history = store.messages(id, conv.segment).await?;
         let resumed = resume::find(&history, &input.action_id.0);
@@ -140,7 +143,11 @@ impl<'a> Turn<'a> {
         // account); the tool list above does not depend on it. A write re-reads it.
         // One read for the turn: the guards (the account's status) and the context block (name,
         // time zone) use it too.
-        let account = store.account(&conv.user_id).await?;
+        let account =
+            match account_read.filter(|a| a.as_ref().is_none_or(|a| a.user == conv.user_id)) {
+                Some(read) => read,
+                None => store.account(&conv.user_id).await?,
+            };
         let grant = account
             .as_ref()
             .map(|a| a.assistant_grant)

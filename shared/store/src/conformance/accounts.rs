@@ -14,7 +14,7 @@ fn email(text: &str) -> Email {
     Email::parse(text).unwrap()
 }
 
-fn account(user: &str, mail: Option<&str>, created_at_ms: i64) -> Account {
+pub(super) fn account(user: &str, mail: Option<&str>, created_at_ms: i64) -> Account {
     Account {
         email: mail.map(email),
         created_at_ms,

@@ -278,3 +278,43 @@ pub async fn check_append_message_adjusting(store: &dyn Store) {
     assert_eq!(store.messages(&conv, 0).await.unwrap().len(), 3);
     assert_eq!(store.bucket_usage(&[bucket]).await.unwrap(), [600]);
 }
+
+/// `conversation_and_account` reads what `conversation` and `account` read, each present or
+/// absent on its own.
+pub async fn check_conversation_and_account(store: &dyn Store) {
+    let Some(writes) = store.turn_writes() else {
+        return;
+    };
+    let conv = create(store, "conv-read").await;
+    let user = transcript::UserId::from("user-1");
+    let nobody = transcript::UserId::from("nobody");
+    let missing = transcript::ConversationId::from("conv-missing");
+    let stored = store.conversation(&conv).await.unwrap();
+    assert!(stored.is_some());
+    assert_eq!(
+        writes.conversation_and_account(&conv, &user).await.unwrap(),
+        (stored.clone(), None),
+        "no account yet"
+    );
+    let alice = super::accounts::account("user-1", Some("ana@example.org"), 5);
+    store.put_account(&alice).await.unwrap();
+    assert_eq!(
+        writes.conversation_and_account(&conv, &user).await.unwrap(),
+        (stored, Some(alice.clone()))
+    );
+    assert_eq!(
+        writes
+            .conversation_and_account(&missing, &user)
+            .await
+            .unwrap(),
+        (None, Some(alice)),
+        "no conversation"
+    );
+    assert_eq!(
+        writes
+            .conversation_and_account(&missing, &nobody)
+            .await
+            .unwrap(),
+        (None, None)
+    );
+}
