@@ -21,7 +21,11 @@
 //! (every session lifted and put back at its earliest slot), keeps the best. Last, a fresh
 //! plan's flexible breaks are tried at each quarter hour of their span, one at a time, and a
 //! local search changes the best pass's order a little at a time (mostly the sessions around
-//! those that end last), keeping each change that scores no worse.
+//! those that end last), keeping each change that scores no worse. If the makespan is still
+//! above its bound, packing follows: each of the busiest people's sessions go first in the
+//! order, longest first, so they fill the stretches between fixed breaks (90 minutes, then 60,
+//! then 45 + 45 + 45) rather than leaving a short talk alone in a long stretch, and a second
+//! local search also counts the sessions that end last as progress.
 
 mod bounds;
 mod build;
@@ -30,6 +34,8 @@ mod explain_fixed;
 pub mod generate;
 mod improve;
 mod index;
+mod local;
+mod repack;
 mod rng;
 mod search;
 mod state;

@@ -13,6 +13,8 @@ use crate::build::{PassInput, Stuck, pass};
 use crate::explain::{Infeasible, Reason, clock, necessary, span};
 use crate::improve::left_justify;
 use crate::index::Problem;
+use crate::local::{PACKED, Search, Walk};
+use crate::repack::{loaded_speakers, sessions_of};
 use crate::rng::{Rng, fingerprint};
 use crate::state::{At, State};
 
@@ -150,43 +152,45 @@ pub fn plan(program: &Program, previous: Option<&Timetable>) -> Result<Plan, Inf
                 }
             }
         }
-        // Last, a local search on the best pass's order: a few sessions, mostly around those
-        // that end last, go earlier in the order or swap places with others; a pass that scores
-        // no worse becomes the one to change next. Its own generator, so the passes before
-        // it are as they were.
+        // Last, a local search on the best pass's order (see `Walk::search`). Its own
+        // generator, so the passes before it are as they were.
         let mut rng = Rng::new(seed ^ 0x006C_6F63_616C);
         let mut priority = priority;
-        let mut crit = best
-            .as_ref()
-            .map_or_else(Vec::new, |(_, st)| critical(&pr, st));
+        let mut walk = Walk {
+            pr: &pr,
+            breaks: &breaks,
+            none: &none,
+            spare,
+            lower,
+            passes,
+        };
         // Half the passes again for small programs, an eighth for larger ones, where the time
         // goal (100 times faster than CP-SAT at 100 sessions) binds.
         let rounds = if pr.n() <= 50 { budget / 2 } else { budget / 8 };
-        for _ in 0..rounds {
-            if best
-                .as_ref()
-                .is_some_and(|(b, _)| b.makespan <= lower && b.gaps == 0)
-            {
-                break;
-            }
-            passes += 1;
-            let trial = mutate(&priority, &crit, &mut rng);
-            let input = PassInput {
-                break_starts: &breaks,
-                keep: &none,
-                priority: &trial,
-                spare,
+        let plain = Search {
+            packs: &[],
+            rounds,
+            crowd: false,
+        };
+        walk.search(&mut priority, &mut best, plain, &mut rng);
+        // Then, unless the makespan is already at its bound, packing: each of the busiest
+        // people's sessions first in the order, longest first (see `repack`), and a second
+        // local search that also counts the sessions ending last, so that a move emptying the
+        // last slot a little counts as progress even before the makespan drops.
+        if best.as_ref().is_some_and(|(b, _)| b.makespan > lower) {
+            let packs: Vec<Vec<usize>> = loaded_speakers(&pr)
+                .into_iter()
+                .take(PACKED)
+                .map(|k| sessions_of(&pr, k))
+                .collect();
+            let packed = Search {
+                packs: &packs,
+                rounds,
+                crowd: true,
             };
-            if let Ok((score, st)) = attempt(&pr, &input, None)
-                && best.as_ref().is_none_or(|(b, _)| score <= *b)
-            {
-                if best.as_ref().is_none_or(|(b, _)| score < *b) {
-                    crit = critical(&pr, &st);
-                }
-                best = Some((score, st));
-                priority = trial;
-            }
+            walk.search(&mut priority, &mut best, packed, &mut rng);
         }
+        passes = walk.passes;
     }
     match best {
         Some((score, st)) => Ok(finish(&pr, &st, &score, previous, lower, passes)),
@@ -201,7 +205,7 @@ pub fn plan(program: &Program, previous: Option<&Timetable>) -> Result<Plan, Inf
 const SPARE: [u32; 4] = [0, 30, 60, 90];
 
 /// One pass, left-justified and scored.
-fn attempt<'a>(
+pub(crate) fn attempt<'a>(
     pr: &'a Problem<'a>,
     input: &PassInput<'_>,
     prev: Option<&[Option<At>]>,
@@ -258,11 +262,11 @@ fn placed(st: &State) -> usize {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-struct Score {
-    moved: u32,
-    makespan: u32,
-    gaps: u32,
-    breaks_moved: u32,
+pub(crate) struct Score {
+    pub moved: u32,
+    pub makespan: u32,
+    pub gaps: u32,
+    pub breaks_moved: u32,
 }
 
 fn score(pr: &Problem, st: &State, prev: Option<&[Option<At>]>, breaks: &[u32]) -> Score {
@@ -387,58 +391,6 @@ fn priorities(pr: &Problem, k: u32, boost: &[u64], rng: &mut Rng) -> Vec<u64> {
                 | tie
         })
         .collect()
-}
-
-/// The sessions that end last, with those sharing a speaker, a prerequisite link or a room and
-/// day with them: moving one of these earlier in the order may end the event sooner.
-fn critical(pr: &Problem, st: &State) -> Vec<usize> {
-    let p = pr.p;
-    let ends: Vec<u32> = (0..pr.n())
-        .map(|s| {
-            let a = st.at[s].unwrap();
-            event_minute(p, a.day, a.start + p.sessions[s].duration)
-        })
-        .collect();
-    let last = ends.iter().copied().max().unwrap_or(0);
-    let mut out: Vec<usize> = Vec::new();
-    for s in (0..pr.n()).filter(|&s| ends[s] == last) {
-        let a = st.at[s].unwrap();
-        out.extend((0..pr.n()).filter(|&j| {
-            let b = st.at[j].unwrap();
-            j == s
-                || pr.preds[s].contains(&j)
-                || pr.speakers[j].iter().any(|k| pr.speakers[s].contains(k))
-                || (b.room == a.room && b.day == a.day)
-        }));
-    }
-    out.sort_unstable();
-    out.dedup();
-    out
-}
-
-/// A neighbour of an order: one to three sessions (mostly from `crit`) moved to the front, or
-/// swapped with another.
-fn mutate(priority: &[u64], crit: &[usize], rng: &mut Rng) -> Vec<u64> {
-    let mut out = priority.to_vec();
-    let n = out.len() as u64;
-    if n < 2 {
-        return out;
-    }
-    let top = out.iter().copied().max().unwrap_or(0);
-    for _ in 0..=rng.below(3) {
-        let a = if !crit.is_empty() && rng.below(3) > 0 {
-            crit[rng.below(crit.len() as u64) as usize]
-        } else {
-            rng.below(n) as usize
-        };
-        if rng.below(2) == 0 {
-            out[a] = top + 1 + rng.below(16);
-        } else {
-            let b = rng.below(n) as usize;
-            out.swap(a, b);
-        }
-    }
-    out
 }
 
 fn finish(
