@@ -68,20 +68,20 @@ pub(crate) async fn user_conversation_row(
 ) -> Result<engine::TurnRead, StoreError> {
     let id = user_conversation_id(job, user);
     // Read with the user's account where the store reads both at once (the turn needs it too).
-    let (read, account) = match jobs.store.turn_writes() {
+    let (read, account, next_visible) = match jobs.store.turn_writes() {
         Some(both) => {
-            let (conv, account) = both.conversation_and_account(&id, user).await?;
-            (conv, Some(account))
+            let read = both.conversation_and_account(&id, user).await?;
+            (read.conversation, Some(read.account), read.next_visible)
         }
-        None => (jobs.store.conversation(&id).await?, None),
+        None => (jobs.store.conversation(&id).await?, None, None),
     };
     // The account is made on first contact only (before the conversation exists, so a crash
     // in between leaves no conversation without its account), not on every message.
-    let (conv, account) = match read {
-        Some(conv) => (conv, account),
+    let (conv, account, next_visible) = match read {
+        Some(conv) => (conv, account, next_visible),
         None => {
             ensure_account(jobs, user, &job.external_user_id).await?;
-            (ensure(jobs, &id, user, &job.channel).await?, None)
+            (ensure(jobs, &id, user, &job.channel).await?, None, None)
         }
     };
     if &conv.user_id != user {
@@ -93,6 +93,7 @@ pub(crate) async fn user_conversation_row(
     Ok(engine::TurnRead {
         conversation: conv,
         account,
+        next_visible,
     })
 }
 

@@ -22,6 +22,9 @@ pub struct TurnRead {
     /// The conversation's user's account as read with it (`Some(None)`: there is none);
     /// `None` when it was not read, and the turn reads it.
     pub account: Option<Option<store::Account>>,
+    /// Where the next visible entry goes as read with it ([`store::StartRead::next_visible`]:
+    /// never past the truth, maybe behind it); `None`: the turn asks the store.
+    pub next_visible: Option<u64>,
 }
 
 /// One user message to answer.

@@ -21,6 +21,11 @@ const PROMPT_VERSION: &str = "prompt_version";
 const SEGMENT: &str = "segment";
 const TURN: &str = "turn";
 const CREATED_AT_MS: &str = "created_at_ms";
+/// The position after the last visible entry written in a transaction with the conversation
+/// item (a turn's start, a turn's finish): a hint for the next entry's position that saves a
+/// Query. Entries written on their own do not move it, so it may lag (never lead): a turn
+/// that meets its position taken asks the index.
+pub(crate) const VISIBLE_NEXT: &str = "visible_next";
 
 #[async_trait]
 impl ConversationStore for DynamoStore {
@@ -109,9 +114,12 @@ impl ConversationStore for DynamoStore {
 
 impl DynamoStore {
     /// [`ConversationStore::update_conversation`]'s change as one write of a transaction.
+    /// ... and notes `visible_next`, the position after the visible entry written with it
+    /// (see [`VISIBLE_NEXT`]).
     pub(crate) fn conversation_update(
         &self,
         c: &Conversation,
+        visible_next: u64,
     ) -> Result<aws_sdk_dynamodb::types::TransactWriteItem, StoreError> {
         let update = aws_sdk_dynamodb::types::Update::builder()
             .table_name(&self.table)
@@ -119,8 +127,10 @@ impl DynamoStore {
             .key(SK, s(META))
             .update_expression(
                 "SET #purpose = :purpose, #status = :status, #prompt = :prompt, \
-                 #segment = :segment, #turn = :turn",
+                 #segment = :segment, #turn = :turn, #visible_next = :visible_next",
             )
+            .expression_attribute_names("#visible_next", VISIBLE_NEXT)
+            .expression_attribute_values(":visible_next", n(visible_next))
             .condition_expression("attribute_exists(pk)")
             .expression_attribute_names("#purpose", PURPOSE)
             .expression_attribute_names("#status", STATUS)
@@ -156,6 +166,34 @@ fn encode(c: &Conversation) -> Item {
         (TURN.into(), n(c.turn)),
         (CREATED_AT_MS.into(), n(c.created_at_ms)),
     ])
+}
+
+/// The conversation item's [`VISIBLE_NEXT`], if it has one.
+pub(crate) fn visible_next(item: &Item) -> Option<u64> {
+    item.get(VISIBLE_NEXT)?.as_n().ok()?.parse().ok()
+}
+
+impl DynamoStore {
+    /// Note `visible_next` on an existing conversation item, as a transaction's update.
+    pub(crate) fn visible_next_update(
+        &self,
+        id: &ConversationId,
+        visible_next: u64,
+    ) -> Result<aws_sdk_dynamodb::types::TransactWriteItem, StoreError> {
+        let update = aws_sdk_dynamodb::types::Update::builder()
+            .table_name(&self.table)
+            .key(PK, s(conversation_pk(id)))
+            .key(SK, s(META))
+            .update_expression("SET #visible_next = :visible_next")
+            .condition_expression("attribute_exists(pk)")
+            .expression_attribute_names("#visible_next", VISIBLE_NEXT)
+            .expression_attribute_values(":visible_next", n(visible_next))
+            .build()
+            .map_err(unavailable)?;
+        Ok(aws_sdk_dynamodb::types::TransactWriteItem::builder()
+            .update(update)
+            .build())
+    }
 }
 
 pub(crate) fn decode(item: &Item) -> Result<Conversation, StoreError> {

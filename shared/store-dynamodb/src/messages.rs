@@ -31,7 +31,7 @@ impl MessageStore for DynamoStore {
     ) -> Result<(), StoreError> {
         let (message, what) = message_record(m)?;
         let (entry, seen) = crate::visible::visible_record(e)?;
-        let moved_on = self.conversation_update(c)?;
+        let moved_on = self.conversation_update(c, e.position + 1)?;
         self.put_new_together(
             vec![message, entry],
             vec![moved_on],

@@ -13,8 +13,8 @@ use crate::error::write_error;
 use crate::item::{Item, get_s, is_expired, now_s, s};
 use crate::keys::{ACCOUNT, META, PK, SK, account_pk, conversation_pk};
 use aws_sdk_dynamodb::types::KeysAndAttributes;
-use store::{Account, Adjustment, StoreError, TurnFinish, TurnWrites};
-use transcript::{Conversation, ConversationId, Message, Part, UserId};
+use store::{Adjustment, StartRead, StoreError, TurnFinish, TurnWrites};
+use transcript::{ConversationId, Message, Part, UserId};
 
 /// How often keys DynamoDB left unprocessed (throttling) are asked for again.
 const BATCH_TRIES: usize = 3;
@@ -26,6 +26,7 @@ impl TurnWrites for DynamoStore {
         let mut writes = self.transact_puts(record.into_items()?)?;
         writes.push(self.lease_release(f.conversation, f.holder)?);
         writes.push(self.job_done(f.job_key, f.keep_until_ms)?);
+        writes.push(self.visible_next_update(f.conversation, f.entry.position + 1)?);
         self.client
             .transact_write_items()
             .set_transact_items(Some(writes))
@@ -35,7 +36,7 @@ impl TurnWrites for DynamoStore {
             .map_err(|e| {
                 write_error(e, || StoreError::Conflict {
                     what: format!(
-                        "{what} (or the lease of {} not {}'s)",
+                        "{what} (or the lease of {} not {}'s, or the conversation gone)",
                         f.conversation, f.holder
                     ),
                 })
@@ -74,7 +75,7 @@ impl TurnWrites for DynamoStore {
         &self,
         id: &ConversationId,
         user: &UserId,
-    ) -> Result<(Option<Conversation>, Option<Account>), StoreError> {
+    ) -> Result<StartRead, StoreError> {
         let key = |pk: String, sk: &str| Item::from([(PK.into(), s(pk)), (SK.into(), s(sk))]);
         let mut keys = vec![
             key(conversation_pk(id), META),
@@ -113,17 +114,21 @@ impl TurnWrites for DynamoStore {
                 format!("conversation {id} and account {user}: still unprocessed after {BATCH_TRIES} tries").into(),
             ));
         }
-        let mut conversation = None;
-        let mut account = None;
+        let mut read = StartRead {
+            conversation: None,
+            account: None,
+            next_visible: None,
+        };
         for item in items {
             match get_s(&item, SK, "batched read")? {
                 META if !is_expired(&item, now_s()) => {
-                    conversation = Some(crate::conversations::decode(&item)?);
+                    read.conversation = Some(crate::conversations::decode(&item)?);
+                    read.next_visible = crate::conversations::visible_next(&item);
                 }
-                ACCOUNT => account = Some(crate::accounts::account_from(user, &item)?),
+                ACCOUNT => read.account = Some(crate::accounts::account_from(user, &item)?),
                 _ => {}
             }
         }
-        Ok((conversation, account))
+        Ok(read)
     }
 }

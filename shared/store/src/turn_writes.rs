@@ -21,11 +21,24 @@ pub struct TurnFinish<'a> {
     pub keep_until_ms: i64,
 }
 
+/// What [`TurnWrites::conversation_and_account`] read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StartRead {
+    pub conversation: Option<Conversation>,
+    pub account: Option<Account>,
+    /// Where the next visible entry goes, as far as the conversation's record knows: never
+    /// past [`crate::VisibleStore::next_visible_position`], possibly behind it (an entry
+    /// written on its own does not move it), so a taken position means asking that. `None`:
+    /// ask it.
+    pub next_visible: Option<u64>,
+}
+
 /// Several writes of a turn as one.
 #[async_trait]
 pub trait TurnWrites: Send + Sync {
     /// Record `finish.entry`, release the lease `finish.holder` holds and mark the job done,
-    /// all or nothing. [`StoreError::Conflict`] when the entry's position is taken or the
+    /// all or nothing (and note the next visible position with the conversation, see
+    /// [`StartRead::next_visible`]). [`StoreError::Conflict`] when the entry's position is taken or the
     /// lease is no longer the holder's (lapsed, or taken by another turn), and nothing is
     /// written: the caller then makes the writes one by one, each reporting what it found.
     async fn finish_turn(&self, finish: &TurnFinish<'_>) -> Result<(), StoreError>;
@@ -59,5 +72,5 @@ pub trait TurnWrites: Send + Sync {
         &self,
         id: &ConversationId,
         user: &UserId,
-    ) -> Result<(Option<Conversation>, Option<Account>), StoreError>;
+    ) -> Result<StartRead, StoreError>;
 }

@@ -47,6 +47,8 @@ pub(crate) struct Turn<'a> {
     held_now: bool,
     /// This run wrote the user's visible entry (a new turn).
     wrote_user_entry: bool,
+    /// `next_visible` came from a hint that may lag the transcript.
+    visible_hinted: bool,
     /// The conversation's account as read at the turn's start.
     account: Option<store::Account>,
     /// The last model call's budget settlement, written with its answer (`Turn::append`).
@@ -80,13 +82,15 @@ impl<'a> Turn<'a> {
     ) -> Result<Turn<'a>, EngineError> {
         let store = &engine.store;
         let id = &input.conversation_id;
-        let (mut conv, account_read) = match read.filter(|r| &r.conversation.id == id) {
-            Some(read) => (read.conversation, read.account),
+        let (mut conv, account_read, visible_hint) = match read.filter(|r| &r.conversation.id == id)
+        {
+            Some(read) => (read.conversation, read.account, read.next_visible),
             None => (
                 store
                     .conversation(id)
                     .await?
                     .ok_or_else(|| EngineError::ConversationNotFound(id.clone()))?,
+                None,
                 None,
             ),
         };
@@ -128,7 +132,12 @@ impl<'a> Turn<'a> {
             Some(last) => last.position + 1,
             None => store.next_position(id).await?,
         };
-        let next_visible = store.next_visible_position(id).await?;
+        // A hint read with the conversation saves the Query; it may lag, never lead, so a new
+        // turn that meets its position taken asks again (`Turn::append_user`).
+        let next_visible = match visible_hint {
+            Some(hint) => hint,
+            None => store.next_visible_position(id).await?,
+        };
         let tools = engine
             .tools
             .catalog_for(&conv.purpose)
@@ -181,6 +190,7 @@ impl<'a> Turn<'a> {
             tool_errors: 0,
             held_now,
             wrote_user_entry: false,
+            visible_hinted: visible_hint.is_some(),
             account,
             settlement: Vec::new(),
         };

@@ -220,7 +220,8 @@ impl Turn<'_> {
     /// the user's message and the user's entry in the visible transcript. A taken position
     /// falls back to writing them one after the other, which adopts a crashed compaction's
     /// segment ([`Turn::append`]) or reports the `Conflict`. A crash before it leaves nothing
-    /// of the turn (the retry starts it afresh with the same number).
+    /// of the turn (the retry starts it afresh with the same number). A visible position from
+    /// the conversation's hint is asked for again when taken, and the write tried once more.
     pub(super) async fn append_user(
         &mut self,
         parts: Vec<Part>,
@@ -248,7 +249,21 @@ impl Turn<'_> {
             created_at_ms: now,
         };
         let store = &self.engine.store;
-        match store.start_turn(&self.conv, &message, &entry).await {
+        let mut started = store.start_turn(&self.conv, &message, &entry).await;
+        if matches!(started, Err(store::StoreError::Conflict { .. })) && self.visible_hinted {
+            // The hinted position may lag (an entry written on its own): ask, and try once more.
+            self.visible_hinted = false;
+            let position = store.next_visible_position(&self.conv.id).await?;
+            if position != entry.position {
+                self.next_visible = position;
+                let entry = VisibleEntry {
+                    position,
+                    ..entry.clone()
+                };
+                started = store.start_turn(&self.conv, &message, &entry).await;
+            }
+        }
+        match started {
             Ok(()) => {
                 self.next_position += 1;
                 self.next_visible += 1;

@@ -280,7 +280,8 @@ pub async fn check_append_message_adjusting(store: &dyn Store) {
 }
 
 /// `conversation_and_account` reads what `conversation` and `account` read, each present or
-/// absent on its own.
+/// absent on its own, and a next visible position never past the one the index gives (equal
+/// to it after a turn's start or finish).
 pub async fn check_conversation_and_account(store: &dyn Store) {
     let Some(writes) = store.turn_writes() else {
         return;
@@ -289,32 +290,70 @@ pub async fn check_conversation_and_account(store: &dyn Store) {
     let user = transcript::UserId::from("user-1");
     let nobody = transcript::UserId::from("nobody");
     let missing = transcript::ConversationId::from("conv-missing");
+    let read = |id, user| async move { writes.conversation_and_account(id, user).await.unwrap() };
     let stored = store.conversation(&conv).await.unwrap();
     assert!(stored.is_some());
+    let first = read(&conv, &user).await;
     assert_eq!(
-        writes.conversation_and_account(&conv, &user).await.unwrap(),
-        (stored.clone(), None),
+        (&first.conversation, &first.account),
+        (&stored, &None),
         "no account yet"
     );
+    assert!(first.next_visible.is_none_or(|n| n == 0));
     let alice = super::accounts::account("user-1", Some("ana@example.org"), 5);
     store.put_account(&alice).await.unwrap();
+    let both = read(&conv, &user).await;
     assert_eq!(
-        writes.conversation_and_account(&conv, &user).await.unwrap(),
-        (stored, Some(alice.clone()))
+        (&both.conversation, &both.account),
+        (&stored, &Some(alice.clone()))
     );
+    let none = read(&missing, &user).await;
     assert_eq!(
-        writes
-            .conversation_and_account(&missing, &user)
-            .await
-            .unwrap(),
-        (None, Some(alice)),
-        "no conversation"
+        (none.conversation, none.account, none.next_visible),
+        (None, Some(alice), None)
     );
-    assert_eq!(
-        writes
-            .conversation_and_account(&missing, &nobody)
-            .await
-            .unwrap(),
-        (None, None)
+    let nothing = read(&missing, &nobody).await;
+    assert_eq!((nothing.conversation, nothing.account), (None, None));
+
+    // The hint follows a turn's start and finish, and lags (never leads) an entry written alone.
+    let mut moved = stored.unwrap();
+    moved.turn += 1;
+    let said = message(&conv, 0, 0, Role::User, vec![Part::text("hi")]);
+    store
+        .start_turn(&moved, &said, &visible(&conv, 0, VisibleRole::User, "hi"))
+        .await
+        .unwrap();
+    let hint = read(&conv, &user).await.next_visible;
+    assert!(hint.is_none_or(|n| n == 1), "after the start: {hint:?}");
+    store
+        .append_visible(&visible(&conv, 1, VisibleRole::Assistant, "alone"))
+        .await
+        .unwrap();
+    let hint = read(&conv, &user).await.next_visible;
+    assert!(
+        hint.is_none_or(|n| n <= 2),
+        "never past the index: {hint:?}"
     );
+    let t0 = 1_800_000_000_000;
+    store
+        .claim_job("web#m-read", t0, t0 + 60_000)
+        .await
+        .unwrap();
+    store
+        .acquire_lease(&conv, "web#m-read", t0, t0 + 60_000)
+        .await
+        .unwrap();
+    writes
+        .finish_turn(&TurnFinish {
+            entry: &visible(&conv, 2, VisibleRole::Assistant, "done"),
+            conversation: &conv,
+            holder: "web#m-read",
+            job_key: "web#m-read",
+            keep_until_ms: t0 + 3_600_000,
+        })
+        .await
+        .unwrap();
+    let hint = read(&conv, &user).await.next_visible;
+    assert!(hint.is_none_or(|n| n == 3), "after the finish: {hint:?}");
+    assert_eq!(store.next_visible_position(&conv).await.unwrap(), 3);
 }
