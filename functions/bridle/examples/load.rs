@@ -4,7 +4,8 @@
 //! all turns (10,000 by default), with the machine's load average beside each figure.
 //!
 //! Run it with `scripts/load-bench` (it builds the release binary and this example first).
-//! `load [TOTAL_TURNS]`; `BRIDLE_BIN` points at another `bridle` binary.
+//! `load [TOTAL_TURNS] [ROUNDS]` (10,000 turns in 2 rounds of the three phases by default);
+//! `BRIDLE_BIN` points at another `bridle` binary.
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -196,6 +197,11 @@ async fn main() {
         .nth(1)
         .map(|a| a.parse().expect("TOTAL_TURNS is a number"))
         .unwrap_or(10_000);
+    let rounds: usize = std::env::args()
+        .nth(2)
+        .map(|a| a.parse().expect("ROUNDS is a number"))
+        .unwrap_or(2)
+        .max(1);
     let server = start();
     let pid = server.child.id();
     let http = reqwest::Client::builder()
@@ -213,21 +219,28 @@ async fn main() {
         "RSS at start: {at_start:.1} MB (load average {})",
         load_average()
     );
-    let one = (total / 10).max(1);
-    let eight = (total * 3 / 10).max(8);
-    let sixty_four = total.saturating_sub(one + eight).max(64);
-    // RSS after each phase: memory that settles stops climbing; memory that grows per turn
-    // keeps climbing.
-    phase(&http, &server.base, 1, one).await;
-    println!("RSS: {:.1} MB", rss_mb(pid));
-    phase(&http, &server.base, 8, eight).await;
-    println!("RSS: {:.1} MB", rss_mb(pid));
-    phase(&http, &server.base, 64, sixty_four).await;
-    println!("RSS: {:.1} MB", rss_mb(pid));
+    // The turns in `ROUNDS` rounds of the three phases, RSS after each phase: memory that
+    // settles shows the same figure at the same point of every round; memory that grows with
+    // the turns keeps climbing from round to round.
+    let per_round = total.div_ceil(rounds);
+    let one = (per_round / 10).max(1);
+    let eight = (per_round * 3 / 10).max(8);
+    let sixty_four = per_round.saturating_sub(one + eight).max(64);
+    let mut turns = 20;
+    for round in 1..=rounds {
+        for (conversations, n) in [(1, one), (8, eight), (64, sixty_four)] {
+            phase(&http, &server.base, conversations, n).await;
+            turns += n;
+            println!(
+                "RSS after round {round}'s {conversations}-way phase ({turns} turns): {:.1} MB",
+                rss_mb(pid)
+            );
+        }
+    }
     let after = rss_mb(pid);
     println!(
         "RSS after {} turns: {after:.1} MB ({:+.0}%)",
-        20 + one + eight + sixty_four,
+        turns,
         (after / at_start - 1.0) * 100.0
     );
 }

@@ -30,6 +30,7 @@ mod replay;
 mod resume;
 pub mod shape;
 mod spans;
+mod specs;
 mod turn;
 
 pub use compact::COMPACTION_PROMPT;

@@ -138,16 +138,7 @@ impl<'a> Turn<'a> {
             Some(hint) => hint,
             None => store.next_visible_position(id).await?,
         };
-        let tools = engine
-            .tools
-            .catalog_for(&conv.purpose)
-            .into_iter()
-            .map(|d| ToolSpec {
-                name: d.name.clone(),
-                description: d.description.clone(),
-                input_schema: d.input_schema.clone(),
-            })
-            .collect();
+        let tools = engine.specs.for_purpose(&engine.tools, &conv.purpose);
         // The assistant's grant as the account holds it now (the widest when there is no
         // account); the tool list above does not depend on it. A write re-reads it.
         // One read for the turn: the guards (the account's status) and the context block (name,
