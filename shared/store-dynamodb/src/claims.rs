@@ -127,6 +127,43 @@ impl DynamoStore {
 }
 
 impl DynamoStore {
+    /// A fresh claim (attempt 1) as a transaction's update: admitted only where `claim_job`
+    /// would claim afresh (no record, one past its `ttl`, a done record no longer kept), so
+    /// the attempt is known without reading the new item. The old item comes back with a
+    /// refusal ([`claim_refusal`] reads it).
+    pub(crate) fn fresh_claim(
+        &self,
+        job_key: &str,
+        now_ms: i64,
+        expires_at_ms: i64,
+    ) -> Result<TransactWriteItem, StoreError> {
+        let update = Update::builder()
+            .table_name(&self.table)
+            .key(PK, s(job_pk(job_key)))
+            .key(SK, s(CLAIM))
+            .update_expression(
+                "SET #status = :running, #expires = :expires, #attempt = :one REMOVE #keep, #ttl",
+            )
+            .condition_expression(
+                "attribute_not_exists(pk) OR #ttl < :now_s OR (#status = :done AND #keep < :now)",
+            )
+            .expression_attribute_names("#status", STATUS)
+            .expression_attribute_names("#expires", EXPIRES_AT_MS)
+            .expression_attribute_names("#attempt", ATTEMPT)
+            .expression_attribute_names("#keep", KEEP_UNTIL_MS)
+            .expression_attribute_names("#ttl", TTL)
+            .expression_attribute_values(":running", s(RUNNING))
+            .expression_attribute_values(":done", s(DONE))
+            .expression_attribute_values(":expires", n(expires_at_ms))
+            .expression_attribute_values(":now", n(now_ms))
+            .expression_attribute_values(":now_s", n(now_ms.div_euclid(1000)))
+            .expression_attribute_values(":one", n(1))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .build()
+            .map_err(unavailable)?;
+        Ok(TransactWriteItem::builder().update(update).build())
+    }
+
     /// Mark attempt `attempt`'s running claim expired (see [`JobClaims::release_job`]).
     async fn release_claim(
         &self,
@@ -230,6 +267,20 @@ fn claimed(new: &Item, what: &str) -> Result<Claim, StoreError> {
     })
 }
 
+/// What the record that refused a [`DynamoStore::fresh_claim`] says, as `claim_job` would
+/// report it: [`Claim::Done`] or [`Claim::Busy`] for a live record; `None` for one that
+/// `claim_job` would take (a running claim past its expiry, a record past its `ttl`).
+pub(crate) fn claim_refusal(old: &Item, now_ms: i64) -> Result<Option<Claim>, StoreError> {
+    if is_expired(old, now_ms.div_euclid(1000)) {
+        return Ok(None);
+    }
+    let what = "job claim";
+    if get_s(old, STATUS, what)? == RUNNING && get_n::<i64>(old, EXPIRES_AT_MS, what)? < now_ms {
+        return Ok(None);
+    }
+    refused(old, what).map(Some)
+}
+
 /// Why a live record refused the claim.
 fn refused(old: &Item, what: &str) -> Result<Claim, StoreError> {
     match get_s(old, STATUS, what)? {
@@ -273,5 +324,16 @@ mod tests {
             refused(&item(&[(STATUS, s("paused"))]), "j"),
             Err(StoreError::Corrupt { .. })
         ));
+        // A fresh claim's refusal: live records as `claim_job` reports them, the rest taken
+        // one by one.
+        let running = |expires: i64| item(&[(STATUS, s(RUNNING)), (EXPIRES_AT_MS, n(expires))]);
+        assert_eq!(
+            claim_refusal(&running(5_000), 4_000).unwrap(),
+            Some(Claim::Busy { until_ms: 5_000 })
+        );
+        assert_eq!(claim_refusal(&running(5_000), 5_001).unwrap(), None);
+        let done = |ttl: i64| item(&[(STATUS, s(DONE)), (TTL, n(ttl))]);
+        assert_eq!(claim_refusal(&done(10), 4_000).unwrap(), Some(Claim::Done));
+        assert_eq!(claim_refusal(&done(3), 4_000).unwrap(), None);
     }
 }

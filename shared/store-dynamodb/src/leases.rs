@@ -10,7 +10,9 @@ use crate::keys::{LEASE, PK, SK, TTL, conversation_pk};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
-use aws_sdk_dynamodb::types::{Delete, ReturnValuesOnConditionCheckFailure, TransactWriteItem};
+use aws_sdk_dynamodb::types::{
+    Delete, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
+};
 use store::{Lease, Leases, StoreError};
 use transcript::ConversationId;
 
@@ -20,6 +22,9 @@ const EXPIRES_AT_MS: &str = "expires_at_ms";
 /// How often a lease is tried again when its refusal cannot be explained because the item
 /// vanished in between (released or deleted by TTL). Each try is one conditional write.
 const TRIES: usize = 3;
+
+/// The condition of taking a lease: none there, the caller's own, or lapsed.
+const LEASE_FREE: &str = "attribute_not_exists(pk) OR #holder = :holder OR #expires <= :now";
 
 #[async_trait]
 impl Leases for DynamoStore {
@@ -41,9 +46,7 @@ impl Leases for DynamoStore {
                 .item(HOLDER, s(holder))
                 .item(EXPIRES_AT_MS, n(expires_at_ms))
                 .item(TTL, n(ttl_for(expires_at_ms)))
-                .condition_expression(
-                    "attribute_not_exists(pk) OR #holder = :holder OR #expires <= :now",
-                )
+                .condition_expression(LEASE_FREE)
                 .expression_attribute_names("#holder", HOLDER)
                 .expression_attribute_names("#expires", EXPIRES_AT_MS)
                 .expression_attribute_values(":holder", s(holder))
@@ -105,6 +108,32 @@ impl Leases for DynamoStore {
 }
 
 impl DynamoStore {
+    /// [`Leases::acquire_lease`] as a transaction's put: refused (cancelling the transaction)
+    /// when another holder's lease is live.
+    pub(crate) fn lease_take(
+        &self,
+        conversation: &ConversationId,
+        holder: &str,
+        now_ms: i64,
+        expires_at_ms: i64,
+    ) -> Result<TransactWriteItem, StoreError> {
+        let put = Put::builder()
+            .table_name(&self.table)
+            .item(PK, s(conversation_pk(conversation)))
+            .item(SK, s(LEASE))
+            .item(HOLDER, s(holder))
+            .item(EXPIRES_AT_MS, n(expires_at_ms))
+            .item(TTL, n(ttl_for(expires_at_ms)))
+            .condition_expression(LEASE_FREE)
+            .expression_attribute_names("#holder", HOLDER)
+            .expression_attribute_names("#expires", EXPIRES_AT_MS)
+            .expression_attribute_values(":holder", s(holder))
+            .expression_attribute_values(":now", n(now_ms))
+            .build()
+            .map_err(unavailable)?;
+        Ok(TransactWriteItem::builder().put(put).build())
+    }
+
     /// [`Leases::release_lease`] as a transaction's delete: refused (cancelling the
     /// transaction) when `holder` no longer holds the lease.
     pub(crate) fn lease_release(

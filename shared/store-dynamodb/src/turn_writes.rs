@@ -1,4 +1,6 @@
-//! `TurnWrites`: the conversation and its user's account read in one `BatchGetItem`
+//! `TurnWrites`: a job's fresh claim and its conversation's lease as one `TransactWriteItems`
+//! (each conditioned as `claim_job` and `acquire_lease`; a refused claim is explained from the
+//! old item the cancellation carries, anything else is done one by one); the conversation and its user's account read in one `BatchGetItem`
 //! (strongly consistent); a turn's closing writes as one `TransactWriteItems` — the reply's visible entry
 //! (its head conditioned on a free position, as `append_visible`), the lease's delete
 //! (conditioned on its holder, as `release_lease`) and the job's claim marked done (as
@@ -12,8 +14,12 @@ use crate::error::unavailable;
 use crate::error::write_error;
 use crate::item::{Item, get_s, is_expired, now_s, s};
 use crate::keys::{ACCOUNT, META, PK, SK, account_pk, conversation_pk};
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::KeysAndAttributes;
-use store::{Adjustment, StartRead, StoreError, TurnFinish, TurnWrites};
+use store::{
+    Adjustment, ClaimWithLease, ClaimedWithLease, StartRead, StoreError, TurnFinish, TurnWrites,
+};
 use transcript::{ConversationId, Message, Part, UserId};
 
 /// How often keys DynamoDB left unprocessed (throttling) are asked for again.
@@ -21,6 +27,43 @@ const BATCH_TRIES: usize = 3;
 
 #[async_trait::async_trait]
 impl TurnWrites for DynamoStore {
+    async fn claim_with_lease(
+        &self,
+        c: &ClaimWithLease<'_>,
+    ) -> Result<ClaimedWithLease, StoreError> {
+        let writes = vec![
+            self.fresh_claim(c.job_key, c.now_ms, c.claim_until_ms)?,
+            self.lease_take(c.conversation, c.holder, c.now_ms, c.lease_until_ms)?,
+        ];
+        let sent = self
+            .client
+            .transact_write_items()
+            .set_transact_items(Some(writes))
+            .send()
+            .await;
+        let cancelled = match sent {
+            Ok(_) => return Ok(ClaimedWithLease::Both),
+            Err(SdkError::ServiceError(e)) if e.err().is_transaction_canceled_exception() => {
+                match e.into_err() {
+                    TransactWriteItemsError::TransactionCanceledException(c) => c,
+                    _ => unreachable!("checked above"),
+                }
+            }
+            // Not known to be cancelled: either may be written, as after a lone claim's failure.
+            Err(e) => return Err(unavailable(e)),
+        };
+        // Cancelled: nothing is written. The claim's reason comes first.
+        let claim = cancelled.cancellation_reasons().first();
+        if let Some(reason) = claim
+            && reason.code() == Some("ConditionalCheckFailed")
+            && let Some(old) = reason.item()
+            && let Some(found) = crate::claims::claim_refusal(old, c.now_ms)?
+        {
+            return Ok(ClaimedWithLease::Refused(found));
+        }
+        Ok(ClaimedWithLease::Apart)
+    }
+
     async fn finish_turn(&self, f: &TurnFinish<'_>) -> Result<(), StoreError> {
         let (record, what) = crate::visible::visible_record(f.entry)?;
         let mut writes = self.transact_puts(record.into_items()?)?;

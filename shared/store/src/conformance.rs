@@ -29,6 +29,7 @@
 pub use crate::conformance_records::*;
 mod accounts;
 mod budget;
+mod claim_with_lease;
 mod grants;
 mod leases;
 mod receipts;
@@ -42,6 +43,7 @@ pub use accounts::{
     check_concurrent_account_creation, check_create_account, check_put_account_keeps_emails_unique,
 };
 
+pub use claim_with_lease::check_claim_with_lease;
 pub use grants::check_assistant_grant;
 pub use leases::{check_concurrent_leases, check_leases};
 pub use receipts::{check_receipts, check_undo_receipts};
@@ -89,6 +91,7 @@ macro_rules! conformance_tests {
             done_job_claims_expire => check_done_claims_expire,
             released_claims_are_taken_over_at_once => check_release_job,
             conversation_leases => check_leases,
+            job_claimed_with_its_lease => check_claim_with_lease,
             turn_finished_in_one_write => check_finish_turn,
             tool_message_with_its_last_result => check_append_with_tool_result,
             answer_with_its_budget_settlement => check_append_message_adjusting,

@@ -52,7 +52,7 @@ pub use retention::Retention;
 pub use sessions::{PendingLogin, Session, Sessions};
 pub use tokens::{McpToken, TokenScope, Tokens};
 pub use tool_results::ToolResults;
-pub use turn_writes::{StartRead, TurnFinish, TurnWrites};
+pub use turn_writes::{ClaimWithLease, ClaimedWithLease, StartRead, TurnFinish, TurnWrites};
 pub use visible::{Button, VisibleEntry, VisibleRole};
 
 use async_trait::async_trait;

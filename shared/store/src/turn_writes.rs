@@ -1,10 +1,11 @@
 //! Writes of a turn that an adapter may make as one (a DynamoDB transaction) instead of several,
-//! and the reads of its start as one (a batch).
+//! and the reads of its start as one (a batch): the job's claim with the conversation's lease,
+//! a tool message with its result, an answer with its budget settlement, the turn's finish.
 //! Offered through [`crate::VisibleStore::turn_writes`]; a store that does not offer them is
 //! written one port call at a time by its consumer, with the same outcome when nothing fails in
 //! between. Each combined write is all or nothing, so it never adds a crash point.
 
-use crate::{Account, Adjustment, StoreError, VisibleEntry};
+use crate::{Account, Adjustment, Claim, StoreError, VisibleEntry};
 use async_trait::async_trait;
 use transcript::{Conversation, ConversationId, Message, Part, UserId};
 
@@ -19,6 +20,35 @@ pub struct TurnFinish<'a> {
     pub holder: &'a str,
     pub job_key: &'a str,
     pub keep_until_ms: i64,
+}
+
+/// The start of a turn's job: its claim (as [`crate::JobClaims::claim_job`]) and its
+/// conversation's lease (as [`crate::Leases::acquire_lease`]), once the job's conversation is
+/// known.
+#[derive(Debug, Clone, Copy)]
+pub struct ClaimWithLease<'a> {
+    pub job_key: &'a str,
+    pub now_ms: i64,
+    /// When the claim expires (as `claim_job`'s `expires_at_ms`).
+    pub claim_until_ms: i64,
+    pub conversation: &'a ConversationId,
+    /// Who takes the lease (the job's key).
+    pub holder: &'a str,
+    /// When the lease lapses unless renewed.
+    pub lease_until_ms: i64,
+}
+
+/// What [`TurnWrites::claim_with_lease`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClaimedWithLease {
+    /// The job is claimed afresh (attempt 1, as [`Claim::Fresh`]) and the lease held.
+    Both,
+    /// Nothing written: the claim was refused as `claim_job` refuses it, with what it found
+    /// ([`Claim::Done`] or [`Claim::Busy`]).
+    Refused(Claim),
+    /// Nothing written, for any other reason (an expired claim to take over, the lease held by
+    /// another turn, a transaction conflict): claim and take the lease one by one.
+    Apart,
 }
 
 /// What [`TurnWrites::conversation_and_account`] read.
@@ -36,6 +66,18 @@ pub struct StartRead {
 /// Several writes of a turn as one.
 #[async_trait]
 pub trait TurnWrites: Send + Sync {
+    /// Claim the job afresh and take the conversation's lease, all or nothing. Only a fresh
+    /// claim is made here (a takeover's attempt number is the old claim's plus one):
+    /// [`ClaimedWithLease::Apart`] whenever the two are not both taken, and then nothing is
+    /// written. The default takes neither.
+    async fn claim_with_lease(
+        &self,
+        start: &ClaimWithLease<'_>,
+    ) -> Result<ClaimedWithLease, StoreError> {
+        let _ = start;
+        Ok(ClaimedWithLease::Apart)
+    }
+
     /// Record `finish.entry`, release the lease `finish.holder` holds and mark the job done,
     /// all or nothing (and note the next visible position with the conversation, see
     /// [`StartRead::next_visible`]). [`StoreError::Conflict`] when the entry's position is taken or the
