@@ -56,6 +56,24 @@ impl Resolved {
     }
 }
 
+/// The sender resolved by one read, when the text carries no code-shaped word (then
+/// [`resolve`] writes nothing and reads only the binding); `None` when it does. A job whose
+/// sender is known this way can claim its job and its conversation's lease together.
+pub async fn resolve_by_reading(
+    store: &dyn Store,
+    job: &TurnJob,
+) -> Result<Option<Resolved>, StoreError> {
+    if !link_code::find(&job.text).is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(
+        match store.identity(&job.channel, &job.external_user_id).await? {
+            Some(user) => Resolved::Bound(user),
+            None => Resolved::Unknown,
+        },
+    ))
+}
+
 /// Redeem a link code in the text, or look the account up.
 ///
 /// The first [`MAX_CODES_PER_MESSAGE`] code-shaped tokens are tried (the first live one wins),

@@ -4,7 +4,8 @@
 //! [`web::BrowserStream`]):
 //!
 //! 1. **claim** the job (one conditional write), so a duplicate delivery never starts a second
-//!    turn and a job whose worker died is taken over;
+//!    turn and a job whose worker died is taken over — where the store offers it, together
+//!    with the conversation's lease of step 3 once the sender is known by one read ([`claim`]);
 //! 2. **resolve identity** from the verified sender, never from the model: a link code in the
 //!    text binds the account and is confirmed; an unknown sender gets the onboarding reply; a
 //!    bound sender's turn runs as the bound user ([`identity`]). A web job's user is the
@@ -23,6 +24,7 @@
 //! Depends on the ports only (engine, store, channels, queue): no AWS, no Lambda, no HTTP server.
 
 pub mod attachments;
+mod claim;
 pub mod code_attempts;
 mod conversation;
 mod deliver;
@@ -40,6 +42,7 @@ pub use conversation::{
 pub use error::JobError;
 
 use channels::Sender;
+use claim::{Early, LeaseNow};
 use engine::{Engine, EventSink, NullSink, TurnInput, TurnOutcome};
 use identity::Resolved;
 use queue::TurnJob;
@@ -204,9 +207,8 @@ impl ChannelJobs {
         let now = (o.clock)();
         let expires = now + (budget + o.claim_slack).as_millis() as i64;
         let claim_span = spans::claim();
-        let claim = self
-            .store
-            .claim_job(&key, now, expires)
+        let (claim, early) = self
+            .claim(job, &key, now, expires)
             .instrument(claim_span.clone())
             .await;
         claim_span.record(
@@ -235,7 +237,7 @@ impl ChannelJobs {
             Err(e) => return failed(e.into()),
         };
         let held = web::HoldDone::new(sink);
-        let answered = tokio::time::timeout(budget, self.answer(job, &held)).await;
+        let answered = tokio::time::timeout(budget, self.answer(job, early, &held)).await;
         let (outcome, turn, finished) = match answered {
             Ok(Ok(answered)) => answered,
             Ok(Err(why)) => return self.end_attempt(&key, attempt, why).await,
@@ -290,11 +292,13 @@ impl ChannelJobs {
         }
     }
 
-    /// Resolve who is writing, then answer: by the harness (no model call) or with a turn.
-    /// The flag says whether the job's claim is already marked done (with the turn's reply).
+    /// Resolve who is writing (unless the claim did), then answer: by the harness (no model
+    /// call) or with a turn. The flag says whether the job's claim is already marked done (with
+    /// the turn's reply).
     async fn answer(
         &self,
         job: &TurnJob,
+        early: Early,
         sink: &dyn EventSink,
     ) -> Result<(JobOutcome, Option<TurnOutcome>, bool), JobError> {
         let Some(sender) = self.senders.get(&job.channel) else {
@@ -322,9 +326,12 @@ impl ChannelJobs {
                 }
             }
         } else {
-            let resolved = identity::resolve(self.store.as_ref(), job, (self.options.clock)())
-                .await
-                .map_err(JobError::from)?;
+            let resolved = match early.resolved {
+                Some(resolved) => resolved,
+                None => identity::resolve(self.store.as_ref(), job, (self.options.clock)())
+                    .await
+                    .map_err(JobError::from)?,
+            };
             let user = match &resolved {
                 Resolved::Bound(user) => user.clone(),
                 other => {
@@ -345,7 +352,7 @@ impl ChannelJobs {
                         None => lobby_conversation(self, job).await,
                     }
                     .map_err(JobError::from)?;
-                    self.leased(job, &conversation, async {
+                    self.leased(job, &conversation, LeaseNow::ToTake, async {
                         self.deliver_harness_reply(job, &conversation, &text, sender)
                             .instrument(spans::delivery(&job.channel))
                             .await?;
@@ -369,7 +376,7 @@ impl ChannelJobs {
         };
         tracing::debug!(user = %user.0, conversation = %conversation, "job resolved");
         let (outcome, finished) = self
-            .leased(job, &conversation, async {
+            .leased(job, &conversation, early.lease, async {
                 // A channel's conversation is read under the lease, so the turn starts from
                 // this read instead of its own (a web job's was read to check its owner, before
                 // the lease: the turn reads it again).
@@ -431,7 +438,8 @@ impl ChannelJobs {
     }
 
     /// Run `work` holding `conversation`'s lease, so turns of one conversation from different
-    /// entrances (or functions) never interleave: wait while another turn holds it, renew it
+    /// entrances (or functions) never interleave: take it unless `lease` says the claim took it
+    /// already, waiting while another turn holds it; renew it
     /// every third of its lifetime while `work` runs, release it after. A holder that died
     /// stops renewing; its lease lapses within [`JobOptions::lease_ttl`]. An entry `work`
     /// returns (the reply that went out) is recorded as the lease is released
@@ -440,6 +448,7 @@ impl ChannelJobs {
         &self,
         job: &TurnJob,
         conversation: &ConversationId,
+        lease: LeaseNow,
         work: impl Future<Output = Result<(T, Option<VisibleEntry>), JobError>>,
     ) -> Result<(T, bool), JobError> {
         let o = &self.options;
@@ -447,6 +456,9 @@ impl ChannelJobs {
         let ttl = o.lease_ttl.as_millis() as i64;
         let mut wait = Duration::from_millis(25);
         let acquire = async {
+            if lease == LeaseNow::Held {
+                return Ok(());
+            }
             loop {
                 let now = (o.clock)();
                 match self

@@ -1,0 +1,77 @@
+//! A job's claim. Where the store takes a job's claim and its conversation's lease in one write
+//! ([`store::TurnWrites::claim_with_lease`]) and the sender is known by one read (a channel job
+//! whose text holds no link code: [`identity::resolve_by_reading`]), the sender is read first
+//! and both are taken together. Otherwise — and whenever the store does not take both (a
+//! takeover, the conversation busy) — the claim alone, then the lease once the conversation is
+//! known ([`ChannelJobs::leased`]). Reading the sender first writes nothing, so a duplicate
+//! delivery costs that read and nothing else.
+
+use crate::identity::{self, Resolved};
+use crate::{ChannelJobs, conversation, web};
+use queue::TurnJob;
+use store::{Claim, ClaimWithLease, ClaimedWithLease, StoreError};
+
+/// Whether the job's conversation's lease is still to take.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LeaseNow {
+    /// Take it (and wait for it) before the work.
+    #[default]
+    ToTake,
+    /// Taken with the claim: the work starts at once.
+    Held,
+}
+
+/// What a claim learnt besides the claim.
+#[derive(Debug, Default)]
+pub(crate) struct Early {
+    /// The sender, when read before the claim (the answer does not read it again).
+    pub(crate) resolved: Option<Resolved>,
+    pub(crate) lease: LeaseNow,
+}
+
+impl ChannelJobs {
+    /// Claim `job` (its key `key`) at `now` until `expires`, with its conversation's lease where
+    /// the store takes both at once.
+    pub(crate) async fn claim(
+        &self,
+        job: &TurnJob,
+        key: &str,
+        now: i64,
+        expires: i64,
+    ) -> (Result<Claim, StoreError>, Early) {
+        let mut early = Early::default();
+        if let Some(writes) = self.store.turn_writes()
+            && job.channel != web::WEB_CHANNEL
+        {
+            match identity::resolve_by_reading(self.store.as_ref(), job).await {
+                Ok(resolved) => early.resolved = resolved,
+                Err(e) => return (Err(e), early),
+            }
+            if let Some(Resolved::Bound(user)) = &early.resolved {
+                let conversation = conversation::user_conversation_id(job, user);
+                let start = ClaimWithLease {
+                    job_key: key,
+                    now_ms: now,
+                    claim_until_ms: expires,
+                    conversation: &conversation,
+                    holder: key,
+                    lease_until_ms: now + self.options.lease_ttl.as_millis() as i64,
+                };
+                match writes.claim_with_lease(&start).await {
+                    Ok(ClaimedWithLease::Both) => {
+                        early.lease = LeaseNow::Held;
+                        return (Ok(Claim::Fresh), early);
+                    }
+                    Ok(ClaimedWithLease::Refused(found)) => return (Ok(found), early),
+                    // Nothing written: one by one, the lease waited for as always.
+                    Ok(ClaimedWithLease::Apart) => {}
+                    // Unknown outcome, as a lone claim's failure: the claim and the lease (the
+                    // job's own) may be there; the retry finds the claim and waits for its
+                    // expiry, and renews the lease as its holder.
+                    Err(e) => return (Err(e), early),
+                }
+            }
+        }
+        (self.store.claim_job(key, now, expires).await, early)
+    }
+}
