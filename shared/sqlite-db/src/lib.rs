@@ -66,6 +66,10 @@ pub const BATCH: usize = 256;
 /// Reader threads (and connections) of a file database.
 pub const READERS: usize = 2;
 
+/// Prepared statements each connection keeps (rusqlite's default is 16; the store, the queue
+/// and the notes use more distinct statements than that, so a smaller cache re-parses them).
+const STATEMENTS: usize = 256;
+
 /// How long a connection waits for the file's lock held by another process (an inspecting
 /// CLI) before giving up.
 const BUSY: Duration = Duration::from_secs(5);
@@ -137,6 +141,7 @@ impl Db {
         writer.pragma_update_and_check(None, "journal_mode", "wal", |_| Ok(()))?;
         writer.pragma_update(None, "synchronous", "FULL")?;
         writer.pragma_update(None, "foreign_keys", true)?;
+        writer.set_prepared_statement_cache_capacity(STATEMENTS);
         let readers = (0..READERS)
             .map(|_| reader(path))
             .collect::<rusqlite::Result<Vec<_>>>()?;
@@ -148,6 +153,7 @@ impl Db {
     pub fn open_in_memory() -> rusqlite::Result<Self> {
         let conn = Connection::open_in_memory()?;
         conn.pragma_update(None, "foreign_keys", true)?;
+        conn.set_prepared_statement_cache_capacity(STATEMENTS);
         Ok(Self::inline(conn))
     }
 
@@ -271,11 +277,10 @@ impl Db {
         f: impl FnOnce(&Connection) -> Result<T, E>,
     ) -> Result<Result<T, E>, Failure> {
         let conn = conn.lock().unwrap_or_else(|p| p.into_inner());
-        conn.execute_batch("BEGIN IMMEDIATE")
-            .map_err(|e| not_written(&e))?;
+        exec(&conn, "BEGIN IMMEDIATE").map_err(|e| not_written(&e))?;
         let out = catch_unwind(AssertUnwindSafe(|| f(&conn)));
         let committed = match &out {
-            Ok(Ok(_)) => conn.execute_batch("COMMIT"),
+            Ok(Ok(_)) => exec(&conn, "COMMIT"),
             _ => Ok(()),
         };
         if !conn.is_autocommit() {
@@ -401,6 +406,7 @@ fn reader(path: &Path) -> rusqlite::Result<Connection> {
     )?;
     conn.busy_timeout(BUSY)?;
     conn.pragma_update(None, "query_only", true)?;
+    conn.set_prepared_statement_cache_capacity(STATEMENTS);
     Ok(conn)
 }
 
@@ -484,7 +490,7 @@ fn set_synchronous(conn: &Connection, full: bool) -> rusqlite::Result<()> {
 
 /// One transaction for the whole batch, one savepoint per write, one commit; then the answers.
 fn run_batch(conn: &Connection, batch: Vec<WriteJob>) {
-    if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
+    if let Err(e) = exec(conn, "BEGIN IMMEDIATE") {
         for job in batch {
             let (_, answer) = job(Err(&e));
             answer(None);
@@ -498,7 +504,7 @@ fn run_batch(conn: &Connection, batch: Vec<WriteJob>) {
             answers.push(job(Err(e)).1);
             continue;
         }
-        if let Err(e) = conn.execute_batch("SAVEPOINT w") {
+        if let Err(e) = exec(conn, "SAVEPOINT w") {
             answers.push(job(Err(&e)).1);
             failed = Some(e);
             continue;
@@ -506,9 +512,9 @@ fn run_batch(conn: &Connection, batch: Vec<WriteJob>) {
         let (ok, answer) = job(Ok(conn));
         answers.push(answer);
         let settled = if ok {
-            conn.execute_batch("RELEASE w")
+            exec(conn, "RELEASE w")
         } else {
-            conn.execute_batch("ROLLBACK TO w; RELEASE w")
+            exec(conn, "ROLLBACK TO w").and_then(|()| exec(conn, "RELEASE w"))
         };
         if let Err(e) = settled {
             failed = Some(e);
@@ -516,7 +522,7 @@ fn run_batch(conn: &Connection, batch: Vec<WriteJob>) {
     }
     let outcome = match failed {
         Some(e) => Err(e),
-        None => conn.execute_batch("COMMIT"),
+        None => exec(conn, "COMMIT"),
     };
     if outcome.is_err() && !conn.is_autocommit() {
         let _ = conn.execute_batch("ROLLBACK");
@@ -525,6 +531,12 @@ fn run_batch(conn: &Connection, batch: Vec<WriteJob>) {
     for answer in answers {
         answer(failed);
     }
+}
+
+/// Run one statement from the connection's statement cache: the writer's transaction control,
+/// several times per batch, is parsed once.
+fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.execute([]).map(drop)
 }
 
 fn read_loop(conn: Connection, jobs: Arc<Mutex<mpsc::Receiver<ReadJob>>>) {
