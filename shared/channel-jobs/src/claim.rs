@@ -1,7 +1,8 @@
 //! A job's claim. Where the store takes a job's claim and its conversation's lease in one write
-//! ([`store::TurnWrites::claim_with_lease`]) and the sender is known by one read (a channel job
-//! whose text holds no link code: [`identity::resolve_by_reading`]), the sender is read first
-//! and both are taken together. Otherwise — and whenever the store does not take both (a
+//! ([`store::TurnWrites::claim_with_lease`]) and the conversation is known by one read (a
+//! channel job whose text holds no link code: [`identity::resolve_by_reading`]; a web job: its
+//! conversation and owner, [`web::owned_conversation`]), that read comes first and both are
+//! taken together. Otherwise — and whenever the store does not take both (a
 //! takeover, the conversation busy) — the claim alone, then the lease once the conversation is
 //! known ([`ChannelJobs::leased`]). Reading the sender first writes nothing, so a duplicate
 //! delivery costs that read and nothing else.
@@ -10,6 +11,7 @@ use crate::identity::{self, Resolved};
 use crate::{ChannelJobs, conversation, web};
 use queue::TurnJob;
 use store::{Claim, ClaimWithLease, ClaimedWithLease, StoreError};
+use transcript::{ConversationId, UserId};
 
 /// Whether the job's conversation's lease is still to take.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -26,6 +28,9 @@ pub(crate) enum LeaseNow {
 pub(crate) struct Early {
     /// The sender, when read before the claim (the answer does not read it again).
     pub(crate) resolved: Option<Resolved>,
+    /// A web job's user and conversation, when read before the claim: `Some(None)` when the
+    /// conversation is not the job's user's.
+    pub(crate) owned: Option<Option<(UserId, ConversationId)>>,
     pub(crate) lease: LeaseNow,
 }
 
@@ -40,15 +45,26 @@ impl ChannelJobs {
         expires: i64,
     ) -> (Result<Claim, StoreError>, Early) {
         let mut early = Early::default();
-        if let Some(writes) = self.store.turn_writes()
-            && job.channel != web::WEB_CHANNEL
-        {
-            match identity::resolve_by_reading(self.store.as_ref(), job).await {
-                Ok(resolved) => early.resolved = resolved,
-                Err(e) => return (Err(e), early),
-            }
-            if let Some(Resolved::Bound(user)) = &early.resolved {
-                let conversation = conversation::user_conversation_id(job, user);
+        if let Some(writes) = self.store.turn_writes() {
+            let conversation = if job.channel == web::WEB_CHANNEL {
+                match web::owned_conversation(self.store.as_ref(), job).await {
+                    Ok(owned) => early.owned = Some(owned),
+                    Err(e) => return (Err(e), early),
+                }
+                early.owned.clone().flatten().map(|(_, id)| id)
+            } else {
+                match identity::resolve_by_reading(self.store.as_ref(), job).await {
+                    Ok(resolved) => early.resolved = resolved,
+                    Err(e) => return (Err(e), early),
+                }
+                match &early.resolved {
+                    Some(Resolved::Bound(user)) => {
+                        Some(conversation::user_conversation_id(job, user))
+                    }
+                    _ => None,
+                }
+            };
+            if let Some(conversation) = conversation {
                 let start = ClaimWithLease {
                     job_key: key,
                     now_ms: now,

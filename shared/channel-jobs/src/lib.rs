@@ -311,10 +311,13 @@ impl ChannelJobs {
         };
         let sender = sender.as_ref();
         let (user, conversation) = if job.channel == web::WEB_CHANNEL {
-            match web::owned_conversation(self.store.as_ref(), job)
-                .await
-                .map_err(JobError::from)?
-            {
+            let owned = match early.owned {
+                Some(owned) => owned,
+                None => web::owned_conversation(self.store.as_ref(), job)
+                    .await
+                    .map_err(JobError::from)?,
+            };
+            match owned {
                 Some(owned) => owned,
                 None => {
                     tracing::warn!(job = %job.dedupe_key(), "web job for a conversation its user does not own; dropped");
