@@ -2,7 +2,8 @@
 //! local Runtime API, its DynamoDB endpoint (`AWS_ENDPOINT_URL_DYNAMODB`) a counting proxy in
 //! front of moto that tallies each request's operation (`X-Amz-Target`) and the items a
 //! `TransactWriteItems` carries. Setting up (accounts, link codes, old history) goes to moto
-//! directly and is not counted.
+//! directly and is not counted. A transaction the SDK retries (an attempt timed out on a slow
+//! moto) gets the first one's answer, as DynamoDB gives it by the `ClientRequestToken`.
 //!
 //! The goal (issue #18): at most 10 calls for a plain answer, at most 3 more per tool round,
 //! and the same with 1,400 earlier entries in the visible transcript. Pinned here: the same
@@ -20,7 +21,7 @@ use fake_bedrock::{FakeBedrock, Scenario};
 use fake_lambda::{Bootstrap, PostedKind, RuntimeApi, moto_endpoint as moto};
 use queue::TurnJob;
 use serde_json::{Value, json};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -29,6 +30,7 @@ use store::{
     VisibleRole, VisibleStore,
 };
 use store_dynamodb::DynamoStore;
+use tokio::sync::watch;
 
 const MODEL: &str = "anthropic.claude-3-5-haiku-20241022-v1:0";
 const CALLBACK_SECRET: &str = "calls-per-turn-secret";
@@ -62,11 +64,16 @@ impl Tally {
     }
 }
 
+/// What moto answered to a request.
+type Answer = (StatusCode, HeaderMap, Bytes);
+
 #[derive(Clone)]
 struct Proxy {
     tally: Arc<Mutex<Tally>>,
     http: reqwest::Client,
     moto: String,
+    /// Transactions by their `ClientRequestToken`, with moto's answer once it came.
+    transactions: Arc<Mutex<HashMap<String, watch::Receiver<Option<Answer>>>>>,
 }
 
 /// The `pk`/`sk` strings a request names (in its key, item or expression values), shortened.
@@ -114,6 +121,7 @@ async fn forward(
         .get("amz-sdk-request")
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| !v.contains("attempt=1;") && v.contains("attempt="));
+    let parsed: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     {
         let mut tally = p.tally.lock().unwrap();
         if retry {
@@ -121,12 +129,32 @@ async fn forward(
             tally.log.push(format!("(SDK retry) {op}"));
         } else {
             *tally.calls.entry(op.clone()).or_default() += 1;
-            let parsed: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
             if op == "TransactWriteItems" {
                 tally.transaction_items += parsed["TransactItems"].as_array().map_or(0, Vec::len);
             }
             tally.log.push(format!("{op} {}", keys_of(&parsed)));
         }
+    }
+    // DynamoDB answers a transaction retried with the same `ClientRequestToken` (the SDK's,
+    // after an attempt timed out) with the first one's outcome instead of running it again;
+    // moto runs it again (refused: the first one's writes are there). So the proxy answers it,
+    // as DynamoDB would: the first forward runs to its end even when its caller gave up.
+    if let Some(token) = parsed["ClientRequestToken"].as_str() {
+        let mut answer = {
+            let mut seen = p.transactions.lock().unwrap();
+            seen.entry(token.to_owned())
+                .or_insert_with(|| {
+                    let (tell, answer) = watch::channel(None);
+                    let p = p.clone();
+                    tokio::spawn(async move {
+                        let _ = tell.send(Some(forward_to_moto(&p, headers, body).await));
+                    });
+                    answer
+                })
+                .clone()
+        };
+        let answered = answer.wait_for(Option::is_some).await.unwrap().clone();
+        return answered.unwrap();
     }
     forward_to_moto(&p, headers, body).await
 }
@@ -160,6 +188,7 @@ async fn counting_proxy() -> (String, Arc<Mutex<Tally>>) {
         tally: tally.clone(),
         http: reqwest::Client::new(),
         moto: moto().trim_end_matches('/').to_owned(),
+        transactions: Arc::default(),
     };
     let app = Router::new().route("/", post(forward)).with_state(proxy);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -256,6 +285,11 @@ async fn count(table: &str, job: &TurnJob, replies: &[Reply]) -> Tally {
     let running = Bootstrap::spawn(cmd).unwrap();
     let posted = api.next_posted(Duration::from_secs(60)).await;
     let logs = running.stop().logs;
+    // The calls so far, in order, to read a failure by.
+    let logs = format!(
+        "{logs}\ncalls:\n  {}",
+        tally.lock().unwrap().log.join("\n  ")
+    );
     assert_eq!(posted.kind, PostedKind::Response, "{logs}");
     assert_eq!(posted.body, json!({"batchItemFailures": []}), "{logs}");
     assert_eq!(
