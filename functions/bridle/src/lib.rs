@@ -154,7 +154,7 @@ pub fn build_app(
     );
     let store = SqliteStore::on(db.clone())?;
     let queue = SqliteQueue::on(db.clone(), options.queue)?;
-    let notes = notes::Notes::on(db)?;
+    let notes = notes::Notes::on(db.clone())?;
     let notes = Arc::new(notes);
     let sqlite: Arc<SqliteStore> = Arc::new(store);
     if options.store.is_none() {
@@ -204,6 +204,7 @@ pub fn build_app(
     });
     Ok(server::App {
         store,
+        db,
         queue,
         engine: assembled.engine,
         channels,

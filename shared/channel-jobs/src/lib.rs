@@ -380,11 +380,14 @@ impl ChannelJobs {
         tracing::debug!(user = %user.0, conversation = %conversation, "job resolved");
         let (outcome, finished) = self
             .leased(job, &conversation, early.lease, async {
-                // A channel's conversation is read under the lease, so the turn starts from
-                // this read instead of its own (a web job's was read to check its owner, before
-                // the lease: the turn reads it again).
+                // The conversation is read under the lease, so the turn starts from this read
+                // instead of its own (a web job's was read to check its owner, before the
+                // lease: read again here, with the account where the store reads both at once,
+                // else by the turn).
                 let row = if job.channel == web::WEB_CHANNEL {
-                    None
+                    web::turn_read(self.store.as_ref(), &conversation, &user)
+                        .await
+                        .map_err(JobError::from)?
                 } else {
                     Some(
                         conversation::user_conversation_row(self, job, &user)

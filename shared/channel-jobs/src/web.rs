@@ -54,6 +54,29 @@ pub(crate) async fn owned_conversation(
     Ok(Some((conv.user_id, id)))
 }
 
+/// The web turn's start, read under the lease: the conversation with its owner's account and
+/// next visible position, where the store reads them at once ([`store::TurnWrites`]); `None`
+/// (the turn reads them itself) where it does not, or when the conversation is gone or is no
+/// longer `user`'s.
+pub(crate) async fn turn_read(
+    store: &dyn Store,
+    id: &ConversationId,
+    user: &UserId,
+) -> Result<Option<engine::TurnRead>, StoreError> {
+    let Some(both) = store.turn_writes() else {
+        return Ok(None);
+    };
+    let read = both.conversation_and_account(id, user).await?;
+    Ok(read
+        .conversation
+        .filter(|c| &c.user_id == user)
+        .map(|conversation| engine::TurnRead {
+            conversation,
+            account: Some(read.account),
+            next_visible: read.next_visible,
+        }))
+}
+
 /// Passes a turn's events through but holds its `done` back until the reply is recorded, so a
 /// client that reloads on `done` finds the reply in the visible transcript.
 pub(crate) struct HoldDone<'a> {

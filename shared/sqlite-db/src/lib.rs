@@ -115,6 +115,19 @@ pub struct Db {
     threads: Vec<std::thread::JoinHandle<()>>,
     /// How many batches the writer has committed (each one commit).
     batches: Arc<AtomicU64>,
+    /// How many writes and reads callers have sent.
+    writes_sent: AtomicU64,
+    reads_sent: AtomicU64,
+}
+
+/// How many calls a [`Db`] has served: each write and each read is one round trip to a
+/// connection's thread and back (in memory: one lock of the connection).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Calls {
+    pub writes: u64,
+    pub reads: u64,
+    /// Commits of the writer, each carrying one or more writes.
+    pub commits: u64,
 }
 
 impl Drop for Db {
@@ -166,6 +179,8 @@ impl Db {
             inline: Some(Mutex::new(conn)),
             threads: Vec::new(),
             batches: Arc::new(AtomicU64::new(0)),
+            writes_sent: AtomicU64::new(0),
+            reads_sent: AtomicU64::new(0),
         }
     }
 
@@ -201,6 +216,8 @@ impl Db {
             inline: None,
             threads,
             batches,
+            writes_sent: AtomicU64::new(0),
+            reads_sent: AtomicU64::new(0),
         }
     }
 
@@ -240,6 +257,7 @@ impl Db {
         T: Send + 'static,
         E: Send + 'static,
     {
+        self.writes_sent.fetch_add(1, Ordering::Relaxed);
         if let Some(conn) = &self.inline {
             return self.write_inline(conn, f);
         }
@@ -260,6 +278,7 @@ impl Db {
         T: Send + 'static,
         E: Send + 'static,
     {
+        self.writes_sent.fetch_add(1, Ordering::Relaxed);
         if let Some(conn) = &self.inline {
             return self.write_inline(conn, f);
         }
@@ -355,6 +374,7 @@ impl Db {
         T: Send + 'static,
         E: Send + 'static,
     {
+        self.reads_sent.fetch_add(1, Ordering::Relaxed);
         if let Some(conn) = &self.inline {
             return Ok(f(&conn.lock().unwrap_or_else(|p| p.into_inner())));
         }
@@ -378,6 +398,7 @@ impl Db {
         T: Send + 'static,
         E: Send + 'static,
     {
+        self.reads_sent.fetch_add(1, Ordering::Relaxed);
         if let Some(conn) = &self.inline {
             return Ok(f(&conn.lock().unwrap_or_else(|p| p.into_inner())));
         }
@@ -395,6 +416,16 @@ impl Db {
     /// How many batches (commits) the writer has run.
     pub fn batches(&self) -> u64 {
         self.batches.load(Ordering::Relaxed)
+    }
+
+    /// The writes and reads sent so far, and the writer's commits: what a test counts to pin
+    /// the round trips of a turn.
+    pub fn calls(&self) -> Calls {
+        Calls {
+            writes: self.writes_sent.load(Ordering::Relaxed),
+            reads: self.reads_sent.load(Ordering::Relaxed),
+            commits: self.batches(),
+        }
     }
 }
 

@@ -17,23 +17,27 @@ use transcript::{ConversationId, Grant, UserId};
 const ACCOUNT_COLUMNS: &str =
     "user_id, status, display_name, time_zone, email, roles, created_at_ms, assistant_grant";
 
+/// `user`'s account, if there is one.
+pub(crate) fn read(
+    conn: &rusqlite::Connection,
+    user: &UserId,
+) -> Result<Option<Account>, StoreError> {
+    let row = conn
+        .prepare_cached(&format!(
+            "SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE user_id = ?1"
+        ))
+        .map_err(unavailable)?
+        .query_row(params![user.0], raw_account)
+        .optional()
+        .map_err(unavailable)?;
+    row.map(account_row).transpose()
+}
+
 #[async_trait]
 impl Accounts for SqliteStore {
     async fn account(&self, user: &UserId) -> Result<Option<Account>, StoreError> {
         let user = user.clone();
-        self.db
-            .read(move |conn| {
-                let row = conn
-                    .prepare_cached(&format!(
-                        "SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE user_id = ?1"
-                    ))
-                    .map_err(unavailable)?
-                    .query_row(params![user.0], raw_account)
-                    .optional()
-                    .map_err(unavailable)?;
-                row.map(account_row).transpose()
-            })
-            .await
+        self.db.read(move |conn| read(conn, &user)).await
     }
 
     async fn account_by_email(&self, email: &Email) -> Result<Option<Account>, StoreError> {

@@ -29,7 +29,7 @@ fn used(conn: &Connection, bucket: &BucketKey) -> Result<u64, StoreError> {
     Ok(used.unwrap_or(0).max(0) as u64)
 }
 
-fn add(
+pub(crate) fn add(
     conn: &Connection,
     bucket: &BucketKey,
     delta: i64,

@@ -5,7 +5,7 @@
 use crate::SqliteStore;
 use crate::error::unavailable;
 use async_trait::async_trait;
-use rusqlite::{OptionalExtension, params};
+use rusqlite::{Connection, OptionalExtension, params};
 use store::{Claim, JobClaims, StoreError};
 
 impl SqliteStore {
@@ -44,64 +44,14 @@ impl JobClaims for SqliteStore {
     ) -> Result<Claim, StoreError> {
         let job_key = job_key.to_owned();
         self.db
-            .write_resumable(move |conn| {
-                let claimed: Option<i64> = conn
-            .prepare_cached(
-                "INSERT INTO job_claims (job_key, status, expires_at_ms, attempt, keep_until_ms)
-                 VALUES (?1, 'running', ?3, 1, NULL)
-                 ON CONFLICT (job_key) DO UPDATE SET
-                     status = 'running',
-                     expires_at_ms = excluded.expires_at_ms,
-                     attempt = CASE WHEN job_claims.status = 'done' THEN 1
-                                    ELSE job_claims.attempt + 1 END,
-                     keep_until_ms = NULL
-                 WHERE (job_claims.status = 'running' AND job_claims.expires_at_ms < ?2)
-                    OR (job_claims.status = 'done' AND job_claims.keep_until_ms < ?2)
-                 RETURNING attempt",
-            )
-            .map_err(unavailable)?
-            .query_row(params![job_key, now_ms, expires_at_ms], |r| r.get(0))
-            .optional()
-            .map_err(unavailable)?;
-                if let Some(attempt) = claimed {
-                    return Ok(match attempt {
-                        1 => Claim::Fresh,
-                        n => Claim::TakenOver {
-                            attempt: u32::try_from(n).unwrap_or(u32::MAX),
-                        },
-                    });
-                }
-                let (status, expires): (String, i64) = conn
-                    .prepare_cached(
-                        "SELECT status, expires_at_ms FROM job_claims WHERE job_key = ?1",
-                    )
-                    .map_err(unavailable)?
-                    .query_row([&job_key], |r| Ok((r.get(0)?, r.get(1)?)))
-                    .map_err(unavailable)?;
-                Ok(if status == "done" {
-                    Claim::Done
-                } else {
-                    Claim::Busy { until_ms: expires }
-                })
-            })
+            .write_resumable(move |conn| claim(conn, &job_key, now_ms, expires_at_ms))
             .await
     }
 
     async fn finish_job(&self, job_key: &str, keep_until_ms: i64) -> Result<(), StoreError> {
         let job_key = job_key.to_owned();
         self.db
-            .write_resumable(move |conn| {
-                conn
-            .prepare_cached(
-                "INSERT INTO job_claims (job_key, status, expires_at_ms, attempt, keep_until_ms)
-                 VALUES (?1, 'done', 0, 1, ?2)
-                 ON CONFLICT (job_key) DO UPDATE SET status = 'done', keep_until_ms = ?2",
-            )
-            .map_err(unavailable)?
-            .execute(params![job_key, keep_until_ms])
-            .map_err(unavailable)?;
-                Ok(())
-            })
+            .write_resumable(move |conn| finish(conn, &job_key, keep_until_ms))
             .await
     }
 
@@ -125,4 +75,67 @@ impl JobClaims for SqliteStore {
             })
             .await
     }
+}
+
+/// Claim `job_key` at `now_ms` until `expires_at_ms` (see [`JobClaims::claim_job`]): one upsert
+/// whose `WHERE` admits only a missing, expired-running or expired-done row.
+pub(crate) fn claim(
+    conn: &Connection,
+    job_key: &str,
+    now_ms: i64,
+    expires_at_ms: i64,
+) -> Result<Claim, StoreError> {
+    let claimed: Option<i64> = conn
+        .prepare_cached(
+            "INSERT INTO job_claims (job_key, status, expires_at_ms, attempt, keep_until_ms)
+             VALUES (?1, 'running', ?3, 1, NULL)
+             ON CONFLICT (job_key) DO UPDATE SET
+                 status = 'running',
+                 expires_at_ms = excluded.expires_at_ms,
+                 attempt = CASE WHEN job_claims.status = 'done' THEN 1
+                                ELSE job_claims.attempt + 1 END,
+                 keep_until_ms = NULL
+             WHERE (job_claims.status = 'running' AND job_claims.expires_at_ms < ?2)
+                OR (job_claims.status = 'done' AND job_claims.keep_until_ms < ?2)
+             RETURNING attempt",
+        )
+        .map_err(unavailable)?
+        .query_row(params![job_key, now_ms, expires_at_ms], |r| r.get(0))
+        .optional()
+        .map_err(unavailable)?;
+    if let Some(attempt) = claimed {
+        return Ok(match attempt {
+            1 => Claim::Fresh,
+            n => Claim::TakenOver {
+                attempt: u32::try_from(n).unwrap_or(u32::MAX),
+            },
+        });
+    }
+    let (status, expires): (String, i64) = conn
+        .prepare_cached("SELECT status, expires_at_ms FROM job_claims WHERE job_key = ?1")
+        .map_err(unavailable)?
+        .query_row([job_key], |r| Ok((r.get(0)?, r.get(1)?)))
+        .map_err(unavailable)?;
+    Ok(if status == "done" {
+        Claim::Done
+    } else {
+        Claim::Busy { until_ms: expires }
+    })
+}
+
+/// Mark `job_key` done, kept until `keep_until_ms` (see [`JobClaims::finish_job`]).
+pub(crate) fn finish(
+    conn: &Connection,
+    job_key: &str,
+    keep_until_ms: i64,
+) -> Result<(), StoreError> {
+    conn.prepare_cached(
+        "INSERT INTO job_claims (job_key, status, expires_at_ms, attempt, keep_until_ms)
+         VALUES (?1, 'done', 0, 1, ?2)
+         ON CONFLICT (job_key) DO UPDATE SET status = 'done', keep_until_ms = ?2",
+    )
+    .map_err(unavailable)?
+    .execute(params![job_key, keep_until_ms])
+    .map_err(unavailable)?;
+    Ok(())
 }

@@ -40,20 +40,7 @@ impl ConversationStore for SqliteStore {
 
     async fn conversation(&self, id: &ConversationId) -> Result<Option<Conversation>, StoreError> {
         let id = id.clone();
-        self.db
-            .read(move |conn| {
-                let mut stmt = conn
-                    .prepare_cached(&format!(
-                        "SELECT {COLUMNS} FROM conversations WHERE id = ?1"
-                    ))
-                    .map_err(unavailable)?;
-                let raw = stmt
-                    .query_row([&id.0], RawConversation::read)
-                    .optional()
-                    .map_err(unavailable)?;
-                raw.map(RawConversation::decode).transpose()
-            })
-            .await
+        self.db.read(move |conn| read(conn, &id)).await
     }
 
     async fn update_conversation(&self, c: &Conversation) -> Result<(), StoreError> {
@@ -106,6 +93,22 @@ impl ConversationStore for SqliteStore {
             })
             .await
     }
+}
+
+/// The conversation `id`, if there is one.
+pub(crate) fn read(
+    conn: &rusqlite::Connection,
+    id: &ConversationId,
+) -> Result<Option<Conversation>, StoreError> {
+    let raw = conn
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM conversations WHERE id = ?1"
+        ))
+        .map_err(unavailable)?
+        .query_row([&id.0], RawConversation::read)
+        .optional()
+        .map_err(unavailable)?;
+    raw.map(RawConversation::decode).transpose()
 }
 
 /// A row as SQLite holds it; [`RawConversation::decode`] checks what SQL cannot.

@@ -32,6 +32,7 @@ mod schema;
 mod sessions;
 mod tokens;
 mod tool_results;
+mod turn_writes;
 mod visible;
 
 use std::path::Path;
@@ -39,7 +40,7 @@ use std::sync::Arc;
 use store::StoreError;
 
 pub use schema::{SCHEMA_VERSION, SchemaTooNew};
-pub use sqlite_db::{Db, Failure as DbFailure};
+pub use sqlite_db::{Calls as DbCalls, Db, Failure as DbFailure};
 pub use tool_results::{put_receipt, receipts_here};
 
 /// The store ports on SQLite. Cheap to share behind an `Arc`.

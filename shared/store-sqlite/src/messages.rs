@@ -10,28 +10,8 @@ use transcript::{Conversation, ConversationId, Message};
 #[async_trait]
 impl MessageStore for SqliteStore {
     async fn append_message(&self, m: &Message) -> Result<(), StoreError> {
-        let what = || format!("message {}@{}", m.conversation_id, m.position);
-        let body = serde_json::to_string(m).map_err(|e| corrupt(what(), e))?;
-        let (conversation, position, segment, role) = (
-            m.conversation_id.0.clone(),
-            to_sql(m.position, "position")?,
-            m.segment,
-            m.role.as_str(),
-        );
-        let what = what();
-        self.db
-            .write_resumable(move |conn| {
-                let mut stmt = conn
-                    .prepare_cached(
-                        "INSERT INTO messages (conversation_id, position, segment, role, body)
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
-                    )
-                    .map_err(unavailable)?;
-                stmt.execute(params![conversation, position, segment, role, body])
-                    .map_err(|e| write_error(e, || what))?;
-                Ok(())
-            })
-            .await
+        let row = Row::of(m)?;
+        self.db.write_resumable(move |conn| row.insert(conn)).await
     }
 
     async fn start_turn(
@@ -40,10 +20,7 @@ impl MessageStore for SqliteStore {
         m: &Message,
         e: &VisibleEntry,
     ) -> Result<(), StoreError> {
-        let what = || format!("message {}@{}", m.conversation_id, m.position);
-        let seen = || format!("visible entry {}@{}", e.conversation_id, e.position);
-        let body = serde_json::to_string(m).map_err(|err| corrupt(what(), err))?;
-        let shown = serde_json::to_string(e).map_err(|err| corrupt(seen(), err))?;
+        let (message, entry) = (Row::of(m)?, crate::visible::Row::of(e)?);
         let (id, purpose, status, prompt_version, conv_segment) = (
             c.id.clone(),
             c.purpose.clone(),
@@ -52,14 +29,6 @@ impl MessageStore for SqliteStore {
             c.segment,
         );
         let turn = crate::conversations::turn_to_sql(c.turn)?;
-        let (mconv, mpos, msegment, role) = (
-            m.conversation_id.0.clone(),
-            to_sql(m.position, "position")?,
-            m.segment,
-            m.role.as_str(),
-        );
-        let (econv, epos) = (e.conversation_id.0.clone(), to_sql(e.position, "position")?);
-        let (what, seen) = (what(), seen());
         // One savepoint in the writer's batch: on any error below neither row is written.
         self.db
             .write_resumable(move |conn| {
@@ -84,19 +53,8 @@ impl MessageStore for SqliteStore {
                         what: format!("conversation {id} (gone)"),
                     });
                 }
-                conn.prepare_cached(
-                    "INSERT INTO messages (conversation_id, position, segment, role, body)
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
-                )
-                .map_err(unavailable)?
-                .execute(params![mconv, mpos, msegment, role, body,])
-                .map_err(|err| write_error(err, || what))?;
-                conn.prepare_cached(
-                    "INSERT INTO visible (conversation_id, position, body) VALUES (?1, ?2, ?3)",
-                )
-                .map_err(unavailable)?
-                .execute(params![econv, epos, shown])
-                .map_err(|err| write_error(err, || seen))?;
+                message.insert(conn)?;
+                entry.insert(conn)?;
                 Ok(())
             })
             .await
@@ -147,6 +105,48 @@ impl MessageStore for SqliteStore {
                 }
             })
             .await
+    }
+}
+
+/// A message as its row, ready to insert.
+pub(crate) struct Row {
+    conversation: String,
+    position: i64,
+    segment: u32,
+    role: &'static str,
+    body: String,
+    what: String,
+}
+
+impl Row {
+    pub(crate) fn of(m: &Message) -> Result<Self, StoreError> {
+        let what = format!("message {}@{}", m.conversation_id, m.position);
+        Ok(Self {
+            body: serde_json::to_string(m).map_err(|e| corrupt(what.clone(), e))?,
+            conversation: m.conversation_id.0.clone(),
+            position: to_sql(m.position, "position")?,
+            segment: m.segment,
+            role: m.role.as_str(),
+            what,
+        })
+    }
+
+    /// Insert it; a taken position is [`StoreError::Conflict`].
+    pub(crate) fn insert(self, conn: &rusqlite::Connection) -> Result<(), StoreError> {
+        conn.prepare_cached(
+            "INSERT INTO messages (conversation_id, position, segment, role, body)
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+        )
+        .map_err(unavailable)?
+        .execute(params![
+            self.conversation,
+            self.position,
+            self.segment,
+            self.role,
+            self.body
+        ])
+        .map_err(|e| write_error(e, || self.what))?;
+        Ok(())
     }
 }
 

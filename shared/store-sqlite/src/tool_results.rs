@@ -19,28 +19,8 @@ impl ToolResults for SqliteStore {
         tool_use_id: &str,
         result: &Part,
     ) -> Result<(), StoreError> {
-        let conversation = conversation.clone();
-        let tool_use_id = tool_use_id.to_owned();
-        let result = result.clone();
-        self.db
-            .write_resumable(move |conn| {
-                let what = || format!("tool result {conversation}@{asked_at}#{tool_use_id}");
-                let body = serde_json::to_string(&result).map_err(|e| corrupt(what(), e))?;
-                conn.prepare_cached(
-                    "INSERT INTO tool_results (conversation_id, asked_at, tool_use_id, body)
-                 VALUES (?1, ?2, ?3, ?4)",
-                )
-                .map_err(unavailable)?
-                .execute(params![
-                    conversation.0,
-                    to_sql(asked_at, "position")?,
-                    tool_use_id,
-                    body
-                ])
-                .map_err(|e| write_error(e, what))?;
-                Ok(())
-            })
-            .await
+        let row = Row::of(conversation, asked_at, tool_use_id, result)?;
+        self.db.write_resumable(move |conn| row.insert(conn)).await
     }
 
     async fn tool_results(
@@ -93,6 +73,50 @@ impl ToolResults for SqliteStore {
                     .transpose()
             })
             .await
+    }
+}
+
+/// A tool call's result as its row, ready to insert.
+pub(crate) struct Row {
+    conversation: String,
+    asked_at: i64,
+    tool_use_id: String,
+    body: String,
+    what: String,
+}
+
+impl Row {
+    pub(crate) fn of(
+        conversation: &ConversationId,
+        asked_at: u64,
+        tool_use_id: &str,
+        result: &Part,
+    ) -> Result<Self, StoreError> {
+        let what = format!("tool result {conversation}@{asked_at}#{tool_use_id}");
+        Ok(Self {
+            body: serde_json::to_string(result).map_err(|e| corrupt(what.clone(), e))?,
+            conversation: conversation.0.clone(),
+            asked_at: to_sql(asked_at, "position")?,
+            tool_use_id: tool_use_id.to_owned(),
+            what,
+        })
+    }
+
+    /// Insert it; a result recorded already is [`StoreError::Conflict`].
+    pub(crate) fn insert(self, conn: &rusqlite::Connection) -> Result<(), StoreError> {
+        conn.prepare_cached(
+            "INSERT INTO tool_results (conversation_id, asked_at, tool_use_id, body)
+             VALUES (?1, ?2, ?3, ?4)",
+        )
+        .map_err(unavailable)?
+        .execute(params![
+            self.conversation,
+            self.asked_at,
+            self.tool_use_id,
+            self.body
+        ])
+        .map_err(|e| write_error(e, || self.what))?;
+        Ok(())
     }
 }
 

@@ -3,32 +3,19 @@
 use crate::SqliteStore;
 use crate::error::{corrupt, from_sql, to_sql, unavailable, write_error};
 use async_trait::async_trait;
-use rusqlite::{OptionalExtension, params};
+use rusqlite::{Connection, OptionalExtension, params};
 use store::{StoreError, VisibleEntry, VisibleStore};
 use transcript::ConversationId;
 
 #[async_trait]
 impl VisibleStore for SqliteStore {
+    fn turn_writes(&self) -> Option<&dyn store::TurnWrites> {
+        Some(self)
+    }
+
     async fn append_visible(&self, e: &VisibleEntry) -> Result<(), StoreError> {
-        let what = || format!("visible entry {}@{}", e.conversation_id, e.position);
-        let body = serde_json::to_string(e).map_err(|err| corrupt(what(), err))?;
-        let (conversation, position, what) = (
-            e.conversation_id.0.clone(),
-            to_sql(e.position, "position")?,
-            what(),
-        );
-        self.db
-            .write(move |conn| {
-                let mut stmt = conn
-                    .prepare_cached(
-                        "INSERT INTO visible (conversation_id, position, body) VALUES (?1, ?2, ?3)",
-                    )
-                    .map_err(unavailable)?;
-                stmt.execute(params![conversation, position, body])
-                    .map_err(|err| write_error(err, || what))?;
-                Ok(())
-            })
-            .await
+        let row = Row::of(e)?;
+        self.db.write(move |conn| row.insert(conn)).await
     }
 
     async fn visible(
@@ -64,20 +51,7 @@ impl VisibleStore for SqliteStore {
     ) -> Result<u64, StoreError> {
         let conversation = conversation.clone();
         self.db
-            .read(move |conn| {
-                let mut stmt = conn
-                    .prepare_cached("SELECT MAX(position) FROM visible WHERE conversation_id = ?1")
-                    .map_err(unavailable)?;
-                let max: Option<i64> = stmt
-                    .query_row([&conversation.0], |row| row.get(0))
-                    .map_err(unavailable)?;
-                match max {
-                    None => Ok(0),
-                    Some(max) => {
-                        Ok(from_sql(max, || format!("visible entry {conversation}@{max}"))? + 1)
-                    }
-                }
-            })
+            .read(move |conn| next_position(conn, &conversation))
             .await
     }
 
@@ -104,6 +78,53 @@ impl VisibleStore for SqliteStore {
                     .transpose()
             })
             .await
+    }
+}
+
+/// A visible entry as its row, ready to insert.
+pub(crate) struct Row {
+    conversation: String,
+    position: i64,
+    body: String,
+    what: String,
+}
+
+impl Row {
+    pub(crate) fn of(e: &VisibleEntry) -> Result<Self, StoreError> {
+        let what = format!("visible entry {}@{}", e.conversation_id, e.position);
+        Ok(Self {
+            body: serde_json::to_string(e).map_err(|err| corrupt(what.clone(), err))?,
+            conversation: e.conversation_id.0.clone(),
+            position: to_sql(e.position, "position")?,
+            what,
+        })
+    }
+
+    /// Insert it; a taken position is [`StoreError::Conflict`].
+    pub(crate) fn insert(self, conn: &Connection) -> Result<(), StoreError> {
+        conn.prepare_cached(
+            "INSERT INTO visible (conversation_id, position, body) VALUES (?1, ?2, ?3)",
+        )
+        .map_err(unavailable)?
+        .execute(params![self.conversation, self.position, self.body])
+        .map_err(|err| write_error(err, || self.what))?;
+        Ok(())
+    }
+}
+
+/// Where `conversation`'s next visible entry goes.
+pub(crate) fn next_position(
+    conn: &Connection,
+    conversation: &ConversationId,
+) -> Result<u64, StoreError> {
+    let max: Option<i64> = conn
+        .prepare_cached("SELECT MAX(position) FROM visible WHERE conversation_id = ?1")
+        .map_err(unavailable)?
+        .query_row([&conversation.0], |row| row.get(0))
+        .map_err(unavailable)?;
+    match max {
+        None => Ok(0),
+        Some(max) => Ok(from_sql(max, || format!("visible entry {conversation}@{max}"))? + 1),
     }
 }
 

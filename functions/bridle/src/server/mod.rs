@@ -56,6 +56,8 @@ pub const LOCAL_USER: &str = "local";
 #[derive(Clone)]
 pub struct App {
     pub store: Arc<dyn Store>,
+    /// The one database the store, the queue and the notes share (its calls are counted).
+    pub db: Arc<store_sqlite::Db>,
     pub queue: Arc<dyn JobQueue>,
     pub engine: Arc<Engine>,
     pub hub: Arc<Hub>,
