@@ -10,7 +10,8 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 #[derive(Debug, Default)]
 pub(crate) struct Batch {
     pub(crate) deliveries: Vec<Delivery>,
-    /// When the earliest in-flight head becomes visible again, if any group is blocked.
+    /// When the earliest in-flight head (one handed out just now included) becomes visible
+    /// again, if any.
     pub(crate) next_visible_at_ms: Option<i64>,
 }
 
@@ -62,6 +63,10 @@ fn deliver(conn: &Connection, settings: &QueueSettings, max: usize) -> Result<Ba
                 head = next_in_group(conn, &h.group_key)?;
             } else {
                 batch.deliveries.push(hand_out(conn, settings, &h, now)?);
+                // In flight now: visible again after the timeout, unless acknowledged.
+                let back = now.saturating_add(millis(settings.visibility_timeout));
+                let next = batch.next_visible_at_ms.get_or_insert(back);
+                *next = (*next).min(back);
             }
         }
     }

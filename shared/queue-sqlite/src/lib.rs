@@ -34,20 +34,37 @@ use queue::{DeadLetter, QueueError, QueueSettings, TurnJob};
 use rusqlite::Connection;
 use sqlite_db::Db;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::Notify;
 
 pub use error::CorruptRow;
 pub use schema::{SCHEMA_VERSION, SchemaTooNew};
 
+/// A receive's finding that it handed out every job that was ready: until work is signalled
+/// again, the next receive has nothing to find, so it waits for the signal before it looks
+/// (saving a write of the shared database after every hand-out).
+#[derive(Debug, Clone, Copy)]
+struct Dry {
+    /// [`SqliteQueue::changes`] before that receive looked.
+    at: u64,
+    /// When the earliest job then in flight becomes visible again.
+    next_visible_at_ms: Option<i64>,
+}
+
 /// The job queue on SQLite. Cheap to share behind an `Arc`.
 #[derive(Debug)]
 pub struct SqliteQueue {
     db: Arc<Db>,
     settings: QueueSettings,
-    /// Signalled when work may have become ready: a job enqueued, acknowledged or released.
+    /// Signalled when work may have become ready: a job enqueued, released, put back, or
+    /// acknowledged with more of its group waiting ([`SqliteQueue::signal`]).
     work: Notify,
+    /// How many times work was signalled: a receive compares it with [`Dry::at`].
+    changes: AtomicU64,
+    /// What the last receive that handed jobs out left behind, when it took every job ready.
+    dry: Mutex<Option<Dry>>,
     /// The dedupe keys of the jobs that were in flight when the file was opened.
     recovered: Vec<String>,
 }
@@ -79,8 +96,16 @@ impl SqliteQueue {
             db,
             settings,
             work: Notify::new(),
+            changes: AtomicU64::new(0),
+            dry: Mutex::new(None),
             recovered,
         })
+    }
+
+    /// Work may have become ready: count it, then wake the waiting receive.
+    fn signal(&self) {
+        self.changes.fetch_add(1, Ordering::SeqCst);
+        self.work.notify_waiters();
     }
 
     /// The dedupe keys of the jobs that were in flight when this file was opened: their worker
@@ -144,7 +169,7 @@ impl SqliteQueue {
             }
             Ok(dead.len())
         })?;
-        self.work.notify_waiters();
+        self.signal();
         Ok(put_back)
     }
 

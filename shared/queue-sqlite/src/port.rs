@@ -1,12 +1,15 @@
 //! `JobQueue`: enqueue with dedupe, the long poll around [`SqliteQueue::deliver`], ack and
 //! release.
 
+use crate::Dry;
+use crate::deliver::Batch;
 use crate::error::unavailable;
 use crate::{SqliteQueue, millis, now_ms};
 use async_trait::async_trait;
 use queue::{Delivery, Enqueued, JobQueue, QueueError, TurnJob};
-use rusqlite::params;
+use rusqlite::{OptionalExtension, params};
 use std::pin::pin;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -22,7 +25,7 @@ impl JobQueue for SqliteQueue {
         })?;
         let outcome = self.enqueue_now(job, body).await?;
         if outcome == Enqueued::Accepted {
-            self.work.notify_waiters();
+            self.signal();
         }
         Ok(outcome)
     }
@@ -36,8 +39,26 @@ impl JobQueue for SqliteQueue {
             // Registered before looking, so a signal sent while we look is not missed.
             let mut signalled = pin!(self.work.notified());
             signalled.as_mut().enable();
-
-            let batch = self.deliver(max).await?;
+            let seen = self.changes.load(Ordering::SeqCst);
+            // Known empty (the last hand-out took every ready job and nothing was signalled
+            // since): wait for a signal first. Taken once, so a nap that ends unsignalled looks.
+            let dry =
+                self.dry.lock().unwrap().take().filter(|d| {
+                    d.at == seen && d.next_visible_at_ms.is_none_or(|at| at > now_ms())
+                });
+            let batch = match dry {
+                Some(dry) => Batch {
+                    deliveries: Vec::new(),
+                    next_visible_at_ms: dry.next_visible_at_ms,
+                },
+                None => self.deliver(max).await?,
+            };
+            if !batch.deliveries.is_empty() && batch.deliveries.len() < max {
+                *self.dry.lock().unwrap() = Some(Dry {
+                    at: seen,
+                    next_visible_at_ms: batch.next_visible_at_ms,
+                });
+            }
             let now = Instant::now();
             if !batch.deliveries.is_empty() || deadline.is_some_and(|d| d <= now) {
                 return Ok(batch.deliveries);
@@ -56,18 +77,33 @@ impl JobQueue for SqliteQueue {
 
     async fn ack(&self, receipt: &str) -> Result<(), QueueError> {
         let receipt = receipt.to_owned();
-        let deleted = self
+        // Whether the job was there, and whether its group has another waiting (which it held
+        // back, so it may be ready now).
+        let (deleted, more) = self
             .write(move |conn| {
-                conn.prepare_cached("DELETE FROM queue_jobs WHERE receipt = ?1")
+                let group: Option<String> = conn
+                    .prepare_cached("DELETE FROM queue_jobs WHERE receipt = ?1 RETURNING group_key")
                     .map_err(unavailable)?
-                    .execute([receipt])
-                    .map_err(unavailable)
+                    .query_row([receipt], |row| row.get(0))
+                    .optional()
+                    .map_err(unavailable)?;
+                let Some(group) = group else {
+                    return Ok((false, false));
+                };
+                let more: bool = conn
+                    .prepare_cached("SELECT EXISTS (SELECT 1 FROM queue_jobs WHERE group_key = ?1)")
+                    .map_err(unavailable)?
+                    .query_row([group], |row| row.get(0))
+                    .map_err(unavailable)?;
+                Ok((true, more))
             })
             .await?;
-        if deleted == 0 {
+        if !deleted {
             return Err(QueueError::StaleReceipt);
         }
-        self.work.notify_waiters();
+        if more {
+            self.signal();
+        }
         Ok(())
     }
 
@@ -86,7 +122,7 @@ impl JobQueue for SqliteQueue {
         if released == 0 {
             return Err(QueueError::StaleReceipt);
         }
-        self.work.notify_waiters();
+        self.signal();
         Ok(())
     }
 
@@ -107,7 +143,7 @@ impl JobQueue for SqliteQueue {
         if put_back == 0 {
             return Err(QueueError::StaleReceipt);
         }
-        self.work.notify_waiters();
+        self.signal();
         Ok(())
     }
 }
