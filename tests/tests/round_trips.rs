@@ -16,8 +16,8 @@ use transcript::StopReason;
 /// start (the conversation moved on, the user's message and its visible entry); the budget's
 /// reservation; the answer with its settlement; the reply's record with the lease's release and
 /// the job's done mark; the ack. (Before `TurnWrites` on SQLite and the queue's memory of a
-/// dry look: 12 — the lease, the settlement, the release and the done mark on their own, and two
-/// deliveries that found nothing.)
+/// dry look: 14 — the lease, the settlement, the release and the done mark on their own, and two
+/// more deliveries that found nothing.)
 const PLAIN_WRITES: u64 = 8;
 /// Its reads: the web server's ownership check before the enqueue, the job's before its claim,
 /// the conversation with its account and next visible position under the lease, the history,

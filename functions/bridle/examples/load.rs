@@ -1,6 +1,7 @@
 //! The load benchmark: the release `bridle serve` on a file database with the scripted model (no
 //! delays), driven through its real HTTP API by 1, 8 and 64 concurrent conversations. Reports
-//! turns/s, p50/p99 time to first token and to `done`, and the server's RSS at start and after
+//! turns/s, p50/p99 time to first token and to `done`, the CPU time per turn of the server and
+//! of this driver (they share the machine's cores), and the server's RSS at start and after
 //! all turns (10,000 by default), with the machine's load average beside each figure.
 //!
 //! Run it with `scripts/load-bench` (it builds the release binary and this example first).
@@ -97,6 +98,22 @@ fn rss_mb(pid: u32) -> f64 {
         .map_or(f64::NAN, |kb| kb / 1024.0)
 }
 
+/// CPU time (user + system) the process `pid` (or this one, `"self"`) has used, in ms: the
+/// kernel's clock ticks, 100 a second on Linux.
+fn cpu_ms(pid: &str) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which may hold spaces) in parentheses: utime and stime
+    // are the 12th and 13th of them.
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let ticks: f64 = after
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|f| f.parse::<f64>().ok())
+        .sum();
+    ticks * 10.0
+}
+
 fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
@@ -150,8 +167,9 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
 
 /// `turns` turns by `conversations` concurrent drivers, each one turn at a time in its
 /// conversation (a fresh one every [`TURNS_PER_CONVERSATION`] turns).
-async fn phase(http: &reqwest::Client, base: &str, conversations: usize, turns: usize) {
+async fn phase(http: &reqwest::Client, base: &str, pid: u32, conversations: usize, turns: usize) {
     let per = turns.div_ceil(conversations);
+    let (server_cpu, driver_cpu) = (cpu_ms(&pid.to_string()), cpu_ms("self"));
     let base = Arc::<str>::from(base);
     let started = Instant::now();
     let mut tasks = Vec::new();
@@ -174,12 +192,14 @@ async fn phase(http: &reqwest::Client, base: &str, conversations: usize, turns: 
         all.extend(t.await.unwrap());
     }
     let took = started.elapsed();
+    let server_cpu = (cpu_ms(&pid.to_string()) - server_cpu) / all.len() as f64;
+    let driver_cpu = (cpu_ms("self") - driver_cpu) / all.len() as f64;
     let mut ttft: Vec<_> = all.iter().map(|t| t.0).collect();
     let mut done: Vec<_> = all.iter().map(|t| t.1).collect();
     ttft.sort();
     done.sort();
     println!(
-        "{conversations:>3} conversations: {:>5} turns in {:>6.2} s = {:>7.1} turns/s; first token p50 {:.2} ms p99 {:.2} ms; done p50 {:.2} ms p99 {:.2} ms (load average {})",
+        "{conversations:>3} conversations: {:>5} turns in {:>6.2} s = {:>7.1} turns/s; first token p50 {:.2} ms p99 {:.2} ms; done p50 {:.2} ms p99 {:.2} ms; CPU per turn: server {server_cpu:.2} ms, this driver {driver_cpu:.2} ms (load average {})",
         all.len(),
         took.as_secs_f64(),
         all.len() as f64 / took.as_secs_f64(),
@@ -213,7 +233,7 @@ async fn main() {
         .build()
         .unwrap();
     // Warm up: the first turns pay for lazy setup that a long-running server pays once.
-    phase(&http, &server.base, 1, 20).await;
+    phase(&http, &server.base, pid, 1, 20).await;
     let at_start = rss_mb(pid);
     println!(
         "RSS at start: {at_start:.1} MB (load average {})",
@@ -229,7 +249,7 @@ async fn main() {
     let mut turns = 20;
     for round in 1..=rounds {
         for (conversations, n) in [(1, one), (8, eight), (64, sixty_four)] {
-            phase(&http, &server.base, conversations, n).await;
+            phase(&http, &server.base, pid, conversations, n).await;
             turns += n;
             println!(
                 "RSS after round {round}'s {conversations}-way phase ({turns} turns): {:.1} MB",
