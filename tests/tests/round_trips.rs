@@ -31,11 +31,22 @@ const TOOL_ROUND_WRITES: u64 = 4;
 /// when a turn resumes).
 const TOOL_ROUND_READS: u64 = 0;
 
-fn per_turn(before: store_sqlite::DbCalls, after: store_sqlite::DbCalls, turns: u64) -> (f64, f64) {
-    (
-        (after.writes - before.writes) as f64 / turns as f64,
-        (after.reads - before.reads) as f64 / turns as f64,
-    )
+/// How many times each kind of turn is measured; the fewest calls seen is its count. The
+/// server's worker also looks at the queue every half second while idle (one write), and a
+/// client that sends its next message as soon as the stream ends may beat the previous job's
+/// ack (its next delivery then looks twice); either can land in one measurement, not in all.
+const TRIES: usize = 4;
+
+/// The calls `server`'s database served while it answered `text` in `id` with `reply` (and
+/// the job was acknowledged).
+async fn calls_of(server: &TestServer, id: &str, text: &str, reply: &str) -> (u64, u64) {
+    let before = server.app.db.calls();
+    let events = server.say(id, text).await;
+    assert_eq!(tokens(&events), reply);
+    // The ack follows the stream's end.
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let after = server.app.db.calls();
+    (after.writes - before.writes, after.reads - before.reads)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -43,12 +54,13 @@ async fn a_plain_turn_and_a_tool_round_make_a_fixed_number_of_database_calls() {
     let dir = std::env::temp_dir().join(format!("bridle-round-trips-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
+    // Plain, then one tool round, again and again.
     let model = ScriptedModel::repeating(vec![
-        Reply::text("Hello there."),
         Reply::new()
             .call("t1", "add_note", json!({"text": "buy milk"}))
             .stop(StopReason::ToolUse),
         Reply::text("Saved."),
+        Reply::text("Hello there."),
     ]);
     let server = TestServer::start(
         Arc::new(model),
@@ -61,35 +73,32 @@ async fn a_plain_turn_and_a_tool_round_make_a_fixed_number_of_database_calls() {
     let id = server.new_conversation().await;
     // The first turn of a conversation reads and writes a little more (its first visible
     // position, its first budget buckets); count the ones after it.
-    let first = server.say(&id, "hi").await;
-    assert_eq!(tokens(&first), "Hello there.");
-    let plain = |server: &TestServer| server.app.db.calls();
-
-    // Plain turns: (the repeating script answers plain, then tool, then plain again) — so the
-    // tool turn in between is measured on its own below.
-    let before = plain(&server);
-    let tool_turn = server.say(&id, "note: buy milk").await;
-    let after_tool = plain(&server);
-    assert_eq!(tokens(&tool_turn), "Saved.");
-    let hello = server.say(&id, "hi again").await;
-    let after_plain = plain(&server);
-    assert_eq!(tokens(&hello), "Hello there.");
-
-    let (plain_writes, plain_reads) = per_turn(after_tool, after_plain, 1);
-    let (tool_writes, tool_reads) = per_turn(before, after_tool, 1);
+    let first = server.say(&id, "note: buy milk").await;
+    assert_eq!(tokens(&first), "Saved.");
+    let (mut plain, mut tool) = ((u64::MAX, u64::MAX), (u64::MAX, u64::MAX));
+    for _ in 0..TRIES {
+        let p = calls_of(&server, &id, "hi", "Hello there.").await;
+        let t = calls_of(&server, &id, "note: buy milk", "Saved.").await;
+        plain = (plain.0.min(p.0), plain.1.min(p.1));
+        tool = (tool.0.min(t.0), tool.1.min(t.1));
+    }
     eprintln!(
-        "plain turn: {plain_writes} writes, {plain_reads} reads; turn with one tool round: \
-         {tool_writes} writes, {tool_reads} reads ({:?} before, {:?} after)",
-        before, after_plain
+        "plain turn: {} writes, {} reads; turn with one tool round: {} writes, {} reads \
+         ({:?} in all)",
+        plain.0,
+        plain.1,
+        tool.0,
+        tool.1,
+        server.app.db.calls()
     );
     assert_eq!(
-        (plain_writes, plain_reads),
-        (PLAIN_WRITES as f64, PLAIN_READS as f64),
+        plain,
+        (PLAIN_WRITES, PLAIN_READS),
         "a plain turn's calls to the database"
     );
     assert_eq!(
-        (tool_writes - plain_writes, tool_reads - plain_reads),
-        (TOOL_ROUND_WRITES as f64, TOOL_ROUND_READS as f64),
+        (tool.0 - plain.0, tool.1 - plain.1),
+        (TOOL_ROUND_WRITES, TOOL_ROUND_READS),
         "what one tool round adds"
     );
     server.stop().await;

@@ -374,13 +374,15 @@ impl Db {
         T: Send + 'static,
         E: Send + 'static,
     {
-        self.reads_sent.fetch_add(1, Ordering::Relaxed);
-        if let Some(conn) = &self.inline {
-            return Ok(f(&conn.lock().unwrap_or_else(|p| p.into_inner())));
-        }
         let Some(reads) = &self.reads else {
+            if let Some(conn) = &self.inline {
+                self.reads_sent.fetch_add(1, Ordering::Relaxed);
+                return Ok(f(&conn.lock().unwrap_or_else(|p| p.into_inner())));
+            }
+            // No reader: a write (and counted as one).
             return self.write(f).await;
         };
+        self.reads_sent.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         let job: ReadJob = Box::new(move |conn| {
             let _ = tx.send(catch_unwind(AssertUnwindSafe(|| Ok(f(conn)))));
@@ -398,13 +400,14 @@ impl Db {
         T: Send + 'static,
         E: Send + 'static,
     {
-        self.reads_sent.fetch_add(1, Ordering::Relaxed);
-        if let Some(conn) = &self.inline {
-            return Ok(f(&conn.lock().unwrap_or_else(|p| p.into_inner())));
-        }
         let Some(reads) = &self.reads else {
+            if let Some(conn) = &self.inline {
+                self.reads_sent.fetch_add(1, Ordering::Relaxed);
+                return Ok(f(&conn.lock().unwrap_or_else(|p| p.into_inner())));
+            }
             return self.write_blocking(f);
         };
+        self.reads_sent.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = mpsc::sync_channel(1);
         let job: ReadJob = Box::new(move |conn| {
             let _ = tx.send(catch_unwind(AssertUnwindSafe(|| Ok(f(conn)))));

@@ -267,3 +267,40 @@ async fn a_batch_commits_full_when_any_write_in_it_is_durable() {
     drop(db);
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// `calls` counts each write and each read sent, and the commits that carried the writes; a
+/// read on a database without readers runs on the writer and counts as a write.
+#[tokio::test]
+async fn calls_count_writes_reads_and_commits() {
+    let (db, dir) = file_db("calls");
+    assert_eq!(db.calls(), Calls::default());
+    db.write(insert(1)).await.unwrap().unwrap();
+    db.write_durable(insert(2)).await.unwrap().unwrap();
+    assert_eq!(keys(&db).await, [1, 2]);
+    let blocking =
+        db.read_blocking(|c| c.query_row("SELECT count(*) FROM t", [], |r| r.get::<_, i64>(0)));
+    assert_eq!(blocking.unwrap().unwrap(), 2);
+    assert_eq!(
+        db.calls(),
+        Calls {
+            writes: 2,
+            reads: 2,
+            commits: 2
+        }
+    );
+    drop(db);
+
+    let conn = Connection::open(dir.join("t.db")).unwrap();
+    let no_readers = Db::start(conn, Vec::new());
+    assert_eq!(keys(&no_readers).await, [1, 2]);
+    assert_eq!(
+        no_readers.calls(),
+        Calls {
+            writes: 1,
+            reads: 0,
+            commits: 1
+        }
+    );
+    drop(no_readers);
+    let _ = std::fs::remove_dir_all(&dir);
+}
