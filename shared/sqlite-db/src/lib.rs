@@ -509,8 +509,7 @@ fn write_loop(mut conn: Connection, jobs: mpsc::Receiver<Job>, batches: &AtomicU
                 Err(_) => {}
             }
         }
-        run_batch(&conn, batch);
-        batches.fetch_add(1, Ordering::Relaxed);
+        run_batch(&conn, batch, batches);
         if next.is_none() {
             next = jobs.recv().ok();
         }
@@ -522,8 +521,10 @@ fn set_synchronous(conn: &Connection, full: bool) -> rusqlite::Result<()> {
     conn.pragma_update(None, "synchronous", if full { "FULL" } else { "NORMAL" })
 }
 
-/// One transaction for the whole batch, one savepoint per write, one commit; then the answers.
-fn run_batch(conn: &Connection, batch: Vec<WriteJob>) {
+/// One transaction for the whole batch, one savepoint per write, one commit (counted in
+/// `batches` before anyone is answered, so a caller sees its own commit counted); then the
+/// answers.
+fn run_batch(conn: &Connection, batch: Vec<WriteJob>, batches: &AtomicU64) {
     if let Err(e) = exec(conn, "BEGIN IMMEDIATE") {
         for job in batch {
             let (_, answer) = job(Err(&e));
@@ -561,6 +562,7 @@ fn run_batch(conn: &Connection, batch: Vec<WriteJob>) {
     if outcome.is_err() && !conn.is_autocommit() {
         let _ = conn.execute_batch("ROLLBACK");
     }
+    batches.fetch_add(1, Ordering::Relaxed);
     let failed = outcome.as_ref().err();
     for answer in answers {
         answer(failed);
