@@ -24,34 +24,67 @@ impl Drop for Driver {
     }
 }
 
-/// Start ChromeDriver and wait until it listens.
+/// How long a ChromeDriver gets to listen. Its first start on a fresh machine (cold disk cache,
+/// two cores shared with the tests running beside it) has taken more than 5 s in CI.
+const DRIVER_START: Duration = Duration::from_secs(60);
+
+/// Start ChromeDriver and wait until it listens. A driver that exits before it listens (the free
+/// port was taken in between, say) is started again on another port, up to three times; a
+/// failure shows what the driver printed.
 pub async fn start_driver() -> Driver {
     assert!(
         std::path::Path::new(CHROMEDRIVER).exists() && std::path::Path::new(CHROMIUM).exists(),
         "this test needs Chromium and ChromeDriver: scripts/test installs them when run as root, else run sudo apt-get install -y chromium chromium-driver"
     );
+    let mut printed = Vec::new();
+    for _ in 0..3 {
+        match try_start_driver().await {
+            Ok(driver) => return driver,
+            Err(output) => printed.push(output),
+        }
+    }
+    panic!(
+        "chromedriver did not start listening; it printed:\n{}",
+        printed.join("\n---\n")
+    );
+}
+
+/// One try: a driver on a free port, or what it printed when it exited or did not listen in time.
+async fn try_start_driver() -> Result<Driver, String> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
+    let log = std::env::temp_dir().join(format!("chromedriver-{}-{port}.log", std::process::id()));
+    let out = std::fs::File::create(&log).expect("a log file for chromedriver");
     let child = Command::new(CHROMEDRIVER)
         .arg(format!("--port={port}"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stdout(out.try_clone().expect("the log file twice"))
+        .stderr(out)
         .spawn()
         .expect("chromedriver starts");
-    let driver = Driver { child, port };
-    for _ in 0..100 {
+    let mut driver = Driver { child, port };
+    let printed = |why: String| {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let _ = std::fs::remove_file(&log);
+        format!("port {port}: {why}\n{text}")
+    };
+    let deadline = tokio::time::Instant::now() + DRIVER_START;
+    while tokio::time::Instant::now() < deadline {
         if tokio::net::TcpStream::connect(("127.0.0.1", port))
             .await
             .is_ok()
         {
-            return driver;
+            let _ = std::fs::remove_file(&log);
+            return Ok(driver);
+        }
+        if let Ok(Some(status)) = driver.child.try_wait() {
+            return Err(printed(format!("exited ({status}) before it listened")));
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    panic!("chromedriver did not start listening on port {port}");
+    Err(printed(format!("not listening after {DRIVER_START:?}")))
 }
 
 /// A headless browser session with its own profile folder and window size.
