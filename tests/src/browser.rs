@@ -4,7 +4,7 @@
 
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::json;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
 pub const CHROMIUM: &str = "/usr/bin/chromium";
