@@ -1,10 +1,10 @@
-//! The load benchmark: the release `bridle serve` on a file database with the scripted model (no
+//! The load benchmark: the optimised `bridle serve` on a file database with the scripted model (no
 //! delays), driven through its real HTTP API by 1, 8 and 64 concurrent conversations. Reports
 //! turns/s, p50/p99 time to first token and to `done`, the CPU time per turn of the server and
 //! of this driver (they share the machine's cores), and the server's RSS at start and after
 //! all turns (10,000 by default), with the machine's load average beside each figure.
 //!
-//! Run it with `scripts/load-bench` (it builds the release binary and this example first).
+//! Run it with `scripts/load-bench` (it builds the binary and this example with the `serve` profile first).
 //! `load [TOTAL_TURNS] [ROUNDS]` (10,000 turns in 2 rounds of the three phases by default);
 //! `BRIDLE_BIN` points at another `bridle` binary.
 
@@ -41,11 +41,11 @@ fn bridle_bin() -> PathBuf {
     if let Some(bin) = std::env::var_os("BRIDLE_BIN") {
         return bin.into();
     }
-    // target/release/examples/load → target/release/bridle
+    // target/serve/examples/load → target/serve/bridle
     let me = std::env::current_exe().expect("the example knows where it is");
     me.parent()
         .and_then(|examples| examples.parent())
-        .map(|release| release.join("bridle"))
+        .map(|profile| profile.join("bridle"))
         .expect("the example sits under target/<profile>/examples")
 }
 
@@ -73,7 +73,7 @@ fn start() -> Server {
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
-        .expect("the bridle binary starts (build it with cargo build --release -p bridle)");
+        .expect("the bridle binary starts (build it with cargo build --profile serve -p bridle)");
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let line = lines
         .next()
