@@ -54,7 +54,8 @@ async fn a_plain_turn_and_a_tool_round_make_a_fixed_number_of_database_calls() {
     let dir = std::env::temp_dir().join(format!("bridle-round-trips-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    // Plain, then one tool round, again and again.
+    // A tool round, then a plain answer, again and again: the first turn takes the tool round,
+    // then each try measures a plain turn and a tool turn.
     let model = ScriptedModel::repeating(vec![
         Reply::new()
             .call("t1", "add_note", json!({"text": "buy milk"}))

@@ -4,7 +4,8 @@
 //! of this driver (they share the machine's cores), and the server's RSS at start and after
 //! all turns (10,000 by default), with the machine's load average beside each figure.
 //!
-//! Run it with `scripts/load-bench` (it builds the binary and this example with the `serve` profile first).
+//! Run it with `scripts/load-bench` (it builds the binary and this example with the `serve`
+//! profile first).
 //! `load [TOTAL_TURNS] [ROUNDS]` (10,000 turns in 2 rounds of the three phases by default);
 //! `BRIDLE_BIN` points at another `bridle` binary.
 
