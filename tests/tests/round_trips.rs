@@ -24,9 +24,10 @@ const PLAIN_WRITES: u64 = 8;
 /// and the context block's records and active record. (Before: 8 — the conversation, the
 /// account and the next visible position one by one.)
 const PLAIN_READS: u64 = 6;
-/// One tool round adds four writes: the tool's own (the note with its receipt), the tool
-/// message with its result, the next call's reservation, and its answer with the settlement.
-const TOOL_ROUND_WRITES: u64 = 4;
+/// One tool round adds three writes: the tool's own (the note with its receipt), the tool
+/// message with its result and the next call's reservation, and that call's answer with its
+/// settlement. (Before the reservation went with the tool message: 4.)
+const TOOL_ROUND_WRITES: u64 = 3;
 /// And no reads: a fresh call's receipt is written with the tool's own write (it is read only
 /// when a turn resumes).
 const TOOL_ROUND_READS: u64 = 0;

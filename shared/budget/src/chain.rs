@@ -1,7 +1,7 @@
 //! Several guards in a row.
 
 use async_trait::async_trait;
-use engine::{CallReport, Denied, Guard, GuardCall, Permit, Settlement};
+use engine::{CallReport, Denied, Guard, GuardCall, Permit, Prepared, Settlement};
 use std::sync::Arc;
 use transcript::{Conversation, Usage};
 
@@ -69,6 +69,38 @@ impl Guard for Guards {
             left.extend(guard.settle_with_answer(conversation, permit, report).await);
         }
         left
+    }
+
+    /// The last guard's prepared reservation, behind the others' permits: only when every
+    /// earlier guard lets the call through with a permit that carries nothing (so one left
+    /// unused costs nothing). Otherwise `None`, and the engine asks
+    /// [`Guard::before_model_call`], which denies or reserves as usual.
+    async fn prepare(&self, call: &GuardCall<'_>) -> Option<Prepared> {
+        let (last, earlier) = self.0.split_last()?;
+        let mut permits = Vec::with_capacity(self.0.len());
+        for guard in earlier {
+            match guard.before_model_call(call).await {
+                Ok(permit) if permit.carries_nothing() => permits.push(permit),
+                Ok(permit) => {
+                    guard
+                        .after_model_call(call.conversation, permit, &Usage::default())
+                        .await;
+                    return None;
+                }
+                Err(_) => return None,
+            }
+        }
+        let prepared = last.prepare(call).await?;
+        permits.push(prepared.permit);
+        let limit = permits.iter().filter_map(Permit::max_output_tokens).min();
+        let permit = Permit::carrying(permits);
+        Some(Prepared {
+            permit: match limit {
+                Some(tokens) => permit.with_max_output_tokens(tokens),
+                None => permit,
+            },
+            ..prepared
+        })
     }
 }
 

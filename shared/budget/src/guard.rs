@@ -5,7 +5,8 @@ use crate::prices::Price;
 use crate::room::output_room;
 use crate::{Bucket, BudgetConfig, Clock, RunningEstimate, Unit, lines};
 use async_trait::async_trait;
-use engine::{CallReport, Denied, Guard, GuardCall, Permit, Settlement};
+use backend::ChatRequest;
+use engine::{CallReport, Denied, Guard, GuardCall, Permit, Prepared, Settlement};
 use std::sync::Arc;
 use store::{Adjustment, BucketKey, BudgetLedger, Charge, Reserve, StoreError};
 use transcript::{Conversation, Usage};
@@ -33,7 +34,9 @@ const ATTEMPTS: usize = 8;
 /// the call can cost if the provider honours `max_tokens` (output includes reasoning) and the
 /// input estimate holds. Reserving is an atomic conditional add that never takes a bucket past
 /// its cap; when concurrent calls took the room first, the call re-reads the buckets and tries
-/// a smaller allowance (up to [`ATTEMPTS`] times).
+/// a smaller allowance (up to [`ATTEMPTS`] times). After a tool round the first try goes with
+/// the tool message instead ([`Guard::prepare`]: one write where the store is the ledger);
+/// a cap that refuses it there sends the call through here.
 ///
 /// **The bound.** Settling replaces each reservation by the real usage. Let L be the last call
 /// admitted in a window: at its admission, the bucket held the real usage of the calls settled
@@ -211,6 +214,26 @@ impl BudgetGuard {
     }
 }
 
+/// The permit of a reserved `plan`: the reservation to settle, and the output allowance.
+fn permit(request: &ChatRequest, input: u64, output: u64, plan: Plan) -> Permit {
+    let reservation = Reservation {
+        model: request.model.clone(),
+        input,
+        output,
+        tokens: plan.tokens,
+        usd: plan.usd,
+        buckets: plan
+            .buckets
+            .into_iter()
+            .zip(plan.charges)
+            .map(|(b, c)| (b, c.bucket, c.expires_at_ms))
+            .collect(),
+    };
+    // `output` ≤ the request's `max_tokens`, a u32.
+    let allowed = u32::try_from(output).unwrap_or(u32::MAX);
+    Permit::carrying(reservation).with_max_output_tokens(allowed)
+}
+
 fn unavailable(err: &StoreError) -> Denied {
     tracing::error!(error = %err, source = ?std::error::Error::source(err), "budget ledger unavailable; no model call");
     Denied {
@@ -239,19 +262,6 @@ impl Guard for BudgetGuard {
             let charges: Vec<Charge> = rate.iter().chain(&plan.charges).cloned().collect();
             let bucket = match self.ledger.reserve(&charges).await {
                 Ok(Reserve::Reserved) => {
-                    let reservation = Reservation {
-                        model: request.model.clone(),
-                        input,
-                        output,
-                        tokens: plan.tokens,
-                        usd: plan.usd,
-                        buckets: plan
-                            .buckets
-                            .into_iter()
-                            .zip(plan.charges)
-                            .map(|(b, c)| (b, c.bucket, c.expires_at_ms))
-                            .collect(),
-                    };
                     if output < wanted {
                         tracing::info!(
                             wanted,
@@ -260,9 +270,7 @@ impl Guard for BudgetGuard {
                             "budget lowered the call's output allowance to what is left"
                         );
                     }
-                    // `output` ≤ the request's `max_tokens`, a u32.
-                    let allowed = u32::try_from(output).unwrap_or(u32::MAX);
-                    return Ok(Permit::carrying(reservation).with_max_output_tokens(allowed));
+                    return Ok(permit(request, input, output, plan));
                 }
                 Ok(Reserve::Tripped {
                     bucket,
@@ -300,6 +308,28 @@ impl Guard for BudgetGuard {
             "budget reservations kept losing to concurrent calls"
         );
         Err(self.tripped(last, input, None, floor))
+    }
+
+    /// The reservation `before_model_call` tries first (the whole allowance), for the engine
+    /// to write with the message before the call. When a cap refuses it there, the engine
+    /// calls `before_model_call`, which reads what is left and lowers the allowance or denies.
+    async fn prepare(&self, call: &GuardCall<'_>) -> Option<Prepared> {
+        let request = call.request;
+        let input = self.estimate.input_tokens(&call.conversation.id, request);
+        let price = self.config.prices.lookup(&request.model).1.price;
+        let output = u64::from(request.settings.max_tokens).min(self.config.output_allowance);
+        let now = (self.clock)();
+        let rate = self.rate_charge(call, now);
+        let plan = self.plan(call.conversation, now, &price, input, output);
+        let charges = rate
+            .into_iter()
+            .chain(plan.charges.iter().cloned())
+            .collect();
+        Some(Prepared {
+            ledger: self.ledger.clone(),
+            charges,
+            permit: permit(request, input, output, plan),
+        })
     }
 
     /// A call's reported usage settles it. Without one (the provider said nothing, or the call

@@ -70,6 +70,12 @@ impl Permit {
         }
     }
 
+    /// Whether the permit carries nothing for `after_model_call` (dropping it unused loses
+    /// nothing).
+    pub fn carries_nothing(&self) -> bool {
+        self.value.is_none()
+    }
+
     /// The carried value, if it is a `T`.
     pub fn take<T: Any>(self) -> Option<T> {
         self.value?.downcast::<T>().ok().map(|b| *b)
@@ -111,6 +117,36 @@ pub trait Guard: Send + Sync {
     ) -> Vec<Settlement> {
         self.settle(conversation, permit, report).await;
         Vec::new()
+    }
+
+    /// The reservation [`Guard::before_model_call`] would make for `call`, left for the engine
+    /// to write with the message stored just before the call (one write where its store is
+    /// the ledger). The engine uses the permit only when the charges were written, all of them,
+    /// under their caps; otherwise it drops it and calls `before_model_call` as usual — so a
+    /// prepared reservation never lets a call past a cap. `None` (the default): nothing to
+    /// prepare.
+    async fn prepare(&self, call: &GuardCall<'_>) -> Option<Prepared> {
+        let _ = call;
+        None
+    }
+}
+
+/// A reservation a guard leaves for the engine to write ([`Guard::prepare`]): charges on
+/// `ledger`'s buckets, and the permit they buy once written.
+pub struct Prepared {
+    pub ledger: std::sync::Arc<dyn store::BudgetLedger>,
+    pub charges: Vec<store::Charge>,
+    /// Valid only once `charges` are written. Unwritten, it is dropped: nothing was reserved,
+    /// so nothing is settled.
+    pub permit: Permit,
+}
+
+impl std::fmt::Debug for Prepared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prepared")
+            .field("charges", &self.charges)
+            .field("permit", &self.permit)
+            .finish_non_exhaustive()
     }
 }
 

@@ -6,7 +6,7 @@ use transcript::{Message, Part, Role};
 /// The current segment as the messages a model call sends: consecutive rows of the same role
 /// merged into one message, parts moved in unaltered. Kept as rows are added, and held once:
 /// each call of a turn shares the parts (`Arc` slices) instead of copying the history.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct History {
     chat: Vec<ChatMessage>,
     /// Whether the newest row holds text with something in it.

@@ -91,6 +91,33 @@ impl DynamoStore {
     }
 }
 
+impl DynamoStore {
+    /// [`BudgetLedger::reserve`]'s conditional updates as a transaction's items, in the order of
+    /// `charges`; `None` when a charge cannot fit even into an empty bucket.
+    pub(crate) fn reservation_writes(
+        &self,
+        charges: &[Charge],
+    ) -> Result<Option<Vec<TransactWriteItem>>, StoreError> {
+        let mut writes = Vec::with_capacity(charges.len());
+        for c in charges {
+            let room = match c.limit {
+                Some(limit) if c.amount > limit => return Ok(None),
+                Some(limit) => Some(limit - c.amount),
+                None => None,
+            };
+            let update = add(
+                &self.table,
+                &c.bucket,
+                signed(c.amount),
+                c.expires_at_ms,
+                room,
+            )?;
+            writes.push(TransactWriteItem::builder().update(update).build());
+        }
+        Ok(Some(writes))
+    }
+}
+
 /// What writing a bucket's `Update` came to.
 enum Written {
     Done,

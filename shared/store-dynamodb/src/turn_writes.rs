@@ -6,10 +6,12 @@
 //! (conditioned on its holder, as `release_lease`) and the job's claim marked done (as
 //! `finish_job`). Three calls become one; a false condition cancels all of them. And a tool
 //! message with its last call's result (`put_tool_result`, then `append_message`): two become
-//! one. And a model call's answer with its budget settlement (`adjust`, then `append_message`):
+//! one, with the next model call's budget reservation (its conditional updates first) when one
+//! is given. And a model call's answer with its budget settlement (`adjust`, then `append_message`):
 //! two become one.
 
 use crate::DynamoStore;
+use crate::body::MAX_CHUNKS;
 use crate::error::unavailable;
 use crate::error::write_error;
 use crate::item::{Item, get_s, is_expired, now_s, s};
@@ -18,7 +20,8 @@ use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::KeysAndAttributes;
 use store::{
-    Adjustment, ClaimWithLease, ClaimedWithLease, StartRead, StoreError, TurnFinish, TurnWrites,
+    Adjustment, Charge, ClaimWithLease, ClaimedWithLease, StartRead, StoreError, TurnFinish,
+    TurnWrites,
 };
 use transcript::{ConversationId, Message, Part, UserId};
 
@@ -92,16 +95,40 @@ impl TurnWrites for DynamoStore {
         asked_at: u64,
         tool_use_id: &str,
         result: &Part,
-    ) -> Result<(), StoreError> {
+        reserve: &[Charge],
+    ) -> Result<bool, StoreError> {
         let (message, what) = crate::messages::message_record(m)?;
         let (recorded, result_what) =
             self.tool_result_put(&m.conversation_id, asked_at, tool_use_id, result)?;
-        self.put_new_together(
-            vec![message],
-            vec![recorded],
-            &format!("{what} or {result_what}"),
-        )
-        .await
+        let what = format!("{what} or {result_what}");
+        if reserve.is_empty() {
+            self.put_new_together(vec![message], vec![recorded], &what)
+                .await?;
+            return Ok(true);
+        }
+        // The charges first, so a cancellation's reasons say whether only a cap refused.
+        let Some(mut writes) = self.reservation_writes(reserve)? else {
+            return Ok(false);
+        };
+        let charged = writes.len();
+        let heads = message.into_items()?;
+        if heads.len() > MAX_CHUNKS {
+            // Too large to share one transaction: written on its own, then reserved as usual.
+            return Ok(false);
+        }
+        writes.push(recorded);
+        writes.extend(self.transact_puts(heads)?);
+        let sent = self
+            .client
+            .transact_write_items()
+            .set_transact_items(Some(writes))
+            .send()
+            .await;
+        match sent {
+            Ok(_) => Ok(true),
+            Err(err) if only_caps_refused(&err, charged) => Ok(false),
+            Err(err) => Err(write_error(err, || StoreError::Conflict { what })),
+        }
     }
 
     async fn append_message_adjusting(
@@ -174,4 +201,24 @@ impl TurnWrites for DynamoStore {
         }
         Ok(read)
     }
+}
+
+/// Whether a transaction whose first `charged` items are budget charges was cancelled by their
+/// caps alone: every false condition is a charge's, and nothing else went wrong.
+fn only_caps_refused(
+    err: &SdkError<TransactWriteItemsError, impl std::fmt::Debug>,
+    charged: usize,
+) -> bool {
+    let Some(TransactWriteItemsError::TransactionCanceledException(e)) = err.as_service_error()
+    else {
+        return false;
+    };
+    let reasons = e.cancellation_reasons();
+    let failed =
+        |r: &aws_sdk_dynamodb::types::CancellationReason| r.code().is_some_and(|c| c != "None");
+    reasons.iter().any(failed)
+        && reasons
+            .iter()
+            .enumerate()
+            .all(|(i, r)| !failed(r) || (i < charged && r.code() == Some("ConditionalCheckFailed")))
 }

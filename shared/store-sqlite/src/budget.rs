@@ -48,6 +48,26 @@ pub(crate) fn add(
     Ok(())
 }
 
+/// Add every charge, or none when any would take its bucket past its cap (then nothing is
+/// written, and the first such bucket is reported).
+pub(crate) fn reserve(conn: &Connection, charges: &[Charge]) -> Result<Reserve, StoreError> {
+    for c in charges {
+        let Some(limit) = c.limit else { continue };
+        let used = used(conn, &c.bucket)?;
+        if used.saturating_add(c.amount) > limit {
+            return Ok(Reserve::Tripped {
+                bucket: c.bucket.clone(),
+                used,
+                limit,
+            });
+        }
+    }
+    for c in charges {
+        add(conn, &c.bucket, signed(c.amount), c.expires_at_ms)?;
+    }
+    Ok(Reserve::Reserved)
+}
+
 fn signed(amount: u64) -> i64 {
     i64::try_from(amount).unwrap_or(i64::MAX)
 }
@@ -57,25 +77,7 @@ impl BudgetLedger for SqliteStore {
     async fn reserve(&self, charges: &[Charge]) -> Result<Reserve, StoreError> {
         let charges = charges.to_vec();
         self.db
-            .write_resumable(move |conn| {
-                let tx = conn;
-                for c in &charges {
-                    let Some(limit) = c.limit else { continue };
-                    let used = used(tx, &c.bucket)?;
-                    if used.saturating_add(c.amount) > limit {
-                        // Dropping the transaction rolls it back; nothing was written anyway.
-                        return Ok(Reserve::Tripped {
-                            bucket: c.bucket.clone(),
-                            used,
-                            limit,
-                        });
-                    }
-                }
-                for c in &charges {
-                    add(tx, &c.bucket, signed(c.amount), c.expires_at_ms)?;
-                }
-                Ok(Reserve::Reserved)
-            })
+            .write_resumable(move |conn| reserve(conn, &charges))
             .await
     }
 

@@ -11,8 +11,8 @@ use crate::{accounts, budget, claims, conversations, leases, messages, tool_resu
 use async_trait::async_trait;
 use rusqlite::Connection;
 use store::{
-    Adjustment, Claim, ClaimWithLease, ClaimedWithLease, Lease, StartRead, StoreError, TurnFinish,
-    TurnWrites,
+    Adjustment, Charge, Claim, ClaimWithLease, ClaimedWithLease, Lease, Reserve, StartRead,
+    StoreError, TurnFinish, TurnWrites,
 };
 use transcript::{ConversationId, Message, Part, UserId};
 
@@ -89,14 +89,21 @@ impl TurnWrites for SqliteStore {
         asked_at: u64,
         tool_use_id: &str,
         result: &Part,
-    ) -> Result<(), StoreError> {
+        reserve: &[Charge],
+    ) -> Result<bool, StoreError> {
         let recorded =
             tool_results::Row::of(&message.conversation_id, asked_at, tool_use_id, result)?;
         let message = messages::Row::of(message)?;
+        let charges = reserve.to_vec();
         self.db
             .write_resumable(move |conn| {
+                // The caps first: a refusal has written nothing yet.
+                if let Reserve::Tripped { .. } = budget::reserve(conn, &charges)? {
+                    return Ok(false);
+                }
                 recorded.insert(conn)?;
-                message.insert(conn)
+                message.insert(conn)?;
+                Ok(true)
             })
             .await
     }

@@ -50,8 +50,8 @@ pub use receipts::{check_receipts, check_undo_receipts};
 pub use sessions::{check_concurrent_take_login, check_pending_logins, check_sessions};
 pub use tool_results::check_tool_results;
 pub use turn_writes::{
-    check_append_message_adjusting, check_append_with_tool_result, check_conversation_and_account,
-    check_finish_turn,
+    check_append_message_adjusting, check_append_with_tool_result,
+    check_append_with_tool_result_reserving, check_conversation_and_account, check_finish_turn,
 };
 pub use undo_scope::check_undo_scope;
 
@@ -94,6 +94,7 @@ macro_rules! conformance_tests {
             job_claimed_with_its_lease => check_claim_with_lease,
             turn_finished_in_one_write => check_finish_turn,
             tool_message_with_its_last_result => check_append_with_tool_result,
+            tool_message_with_the_next_reservation => check_append_with_tool_result_reserving,
             answer_with_its_budget_settlement => check_append_message_adjusting,
             conversation_and_account_read_together => check_conversation_and_account,
             sessions => check_sessions,

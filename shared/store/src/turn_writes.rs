@@ -1,11 +1,11 @@
 //! Writes of a turn that an adapter may make as one (a DynamoDB transaction) instead of several,
 //! and the reads of its start as one (a batch): the job's claim with the conversation's lease,
-//! a tool message with its result, an answer with its budget settlement, the turn's finish.
+//! a tool message with its result (and the next model call's reservation), an answer with its budget settlement, the turn's finish.
 //! Offered through [`crate::VisibleStore::turn_writes`]; a store that does not offer them is
 //! written one port call at a time by its consumer, with the same outcome when nothing fails in
 //! between. Each combined write is all or nothing, so it never adds a crash point.
 
-use crate::{Account, Adjustment, Claim, StoreError, VisibleEntry};
+use crate::{Account, Adjustment, Charge, Claim, StoreError, VisibleEntry};
 use async_trait::async_trait;
 use transcript::{Conversation, ConversationId, Message, Part, UserId};
 
@@ -85,18 +85,23 @@ pub trait TurnWrites: Send + Sync {
     /// written: the caller then makes the writes one by one, each reporting what it found.
     async fn finish_turn(&self, finish: &TurnFinish<'_>) -> Result<(), StoreError>;
 
-    /// Record the result of tool call `tool_use_id` asked at `asked_at` and append `message`
-    /// (the tool message that carries it), all or nothing (as
-    /// [`crate::ToolResults::put_tool_result`] then [`crate::MessageStore::append_message`]).
-    /// [`StoreError::Conflict`] when the result is recorded already or the message's position
-    /// is taken, and nothing is written: the caller then makes the two writes one by one.
+    /// Record the result of tool call `tool_use_id` asked at `asked_at`, append `message`
+    /// (the tool message that carries it) and add `reserve` (the next model call's budget
+    /// reservation, as [`crate::BudgetLedger::reserve`]; may be empty), all or nothing (as
+    /// [`crate::ToolResults::put_tool_result`], [`crate::MessageStore::append_message`] and
+    /// `reserve`). `Ok(false)`: a charge would take its bucket past its cap, and nothing is
+    /// written (the caller then writes the two on their own and reserves as usual, which reads
+    /// what is left). [`StoreError::Conflict`] when the result is recorded already or the
+    /// message's position is taken, and nothing is written: the caller then makes the writes
+    /// one by one.
     async fn append_with_tool_result(
         &self,
         message: &Message,
         asked_at: u64,
         tool_use_id: &str,
         result: &Part,
-    ) -> Result<(), StoreError>;
+        reserve: &[Charge],
+    ) -> Result<bool, StoreError>;
 
     /// Append `message` (a model call's answer) and apply `adjustments` (that call's budget
     /// reservation settled, as [`crate::BudgetLedger::adjust`]), all or nothing.

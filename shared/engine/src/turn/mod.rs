@@ -53,6 +53,9 @@ pub(crate) struct Turn<'a> {
     account: Option<store::Account>,
     /// The last model call's budget settlement, written with its answer (`Turn::append`).
     settlement: Vec<crate::Settlement>,
+    /// The next model call's permit, its reservation written with the tool message before it
+    /// (`Turn::append_with_result`).
+    prepared: Option<crate::Permit>,
 }
 
 /// Where the answer that asked for tools is stored, and whether the turn is resuming (only then
@@ -184,6 +187,7 @@ impl<'a> Turn<'a> {
             visible_hinted: visible_hint.is_some(),
             account,
             settlement: Vec::new(),
+            prepared: None,
         };
         match resumed {
             None => {

@@ -73,20 +73,27 @@ impl Turn<'_> {
             account: self.account.as_ref(),
         };
         let guard_span = crate::spans::guard(self.model_calls);
-        let permit = match engine
-            .guard
-            .before_model_call(&guard_call)
-            .instrument(guard_span.clone())
-            .await
-        {
-            Ok(permit) => {
+        let permit = match self.prepared.take() {
+            // Reserved with the tool message just stored, under the same caps.
+            Some(permit) => {
                 guard_span.record("outcome", "allowed");
                 permit
             }
-            Err(denied) => {
-                guard_span.record("outcome", "denied");
-                return Err(denied);
-            }
+            None => match engine
+                .guard
+                .before_model_call(&guard_call)
+                .instrument(guard_span.clone())
+                .await
+            {
+                Ok(permit) => {
+                    guard_span.record("outcome", "allowed");
+                    permit
+                }
+                Err(denied) => {
+                    guard_span.record("outcome", "denied");
+                    return Err(denied);
+                }
+            },
         };
         // The guard may lower the output allowance to what the budget reserved for.
         permit.limit(&mut request.settings);
@@ -137,10 +144,15 @@ impl Turn<'_> {
     }
 
     pub(super) fn request(&self) -> ChatRequest {
+        self.request_of(&self.history)
+    }
+
+    /// The request a model call after `history` sends.
+    pub(super) fn request_of(&self, history: &crate::history::History) -> ChatRequest {
         let messages = if self.strip_reasoning {
-            self.history.chat_without_reasoning()
+            history.chat_without_reasoning()
         } else {
-            self.history.chat()
+            history.chat()
         };
         self.engine.request_for(messages, self.tools.clone())
     }

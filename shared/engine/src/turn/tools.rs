@@ -4,6 +4,7 @@ use super::{Asked, Turn};
 use crate::{EngineError, TurnEvent};
 use ::tools::{Ctx, ToolCall};
 use serde_json::json;
+use std::sync::Arc;
 use tracing::Instrument;
 use transcript::{Part, Role};
 
@@ -141,9 +142,12 @@ impl Turn<'_> {
     }
 
     /// The last call's result and the tool message carrying every result as one write, where
-    /// the store offers it ([`store::TurnWrites`]): `true` when written. `false` when the store
-    /// has no such write or refused it (the result recorded already, the position taken):
-    /// the caller then makes the two writes one by one, each handling what it found.
+    /// the store offers it ([`store::TurnWrites`]) — with the next model call's budget
+    /// reservation when the guard prepares one on this store (a model call always follows the
+    /// tools). `true` when written. `false` when the store has no such write or refused it (the
+    /// result recorded already, the position taken): the caller then makes the two writes one
+    /// by one, each handling what it found. A reservation a cap refused is dropped, the two
+    /// written without it, and the next call goes through the guard as usual.
     async fn append_with_result(
         &mut self,
         before: &[Part],
@@ -151,20 +155,54 @@ impl Turn<'_> {
         call: &ToolCall,
         result: &Part,
     ) -> Result<bool, EngineError> {
-        let Some(writes) = self.engine.store.turn_writes() else {
+        let engine = self.engine;
+        let Some(writes) = engine.store.turn_writes() else {
             return Ok(false);
         };
         let mut parts = before.to_vec();
         parts.push(result.clone());
         let message = self.next_message(Role::Tool, parts, None);
-        match writes
-            .append_with_tool_result(&message, asked_at, &call.id, result)
+        let mut history = self.history.clone();
+        history.push(message.clone());
+        let request = self.request_of(&history);
+        let next_call = crate::GuardCall {
+            conversation: &self.conv,
+            call_number: self.model_calls + 1,
+            request: &request,
+            account: self.account.as_ref(),
+        };
+        let prepared = engine
+            .guard
+            .prepare(&next_call)
             .await
-        {
-            Ok(()) => {
-                self.appended(message);
+            .filter(|p| std::ptr::addr_eq(Arc::as_ptr(&p.ledger), Arc::as_ptr(&engine.store)));
+        let (charges, mut reserved) = match prepared {
+            Some(p) => (p.charges, Some(p.permit)),
+            None => (Vec::new(), None),
+        };
+        let mut written = writes
+            .append_with_tool_result(&message, asked_at, &call.id, result, &charges)
+            .await;
+        if matches!(written, Ok(false)) && !charges.is_empty() {
+            tracing::info!(
+                "the next call's reservation did not fit with the tool message; on its own"
+            );
+            reserved = None;
+            written = writes
+                .append_with_tool_result(&message, asked_at, &call.id, result, &[])
+                .await;
+        }
+        match written {
+            Ok(true) => {
+                self.next_position += 1;
+                self.history = history;
+                self.prepared = reserved;
                 Ok(true)
             }
+            Ok(false) => Err(store::StoreError::Unavailable(
+                "a write with nothing to reserve reported a refused reservation".into(),
+            )
+            .into()),
             Err(store::StoreError::Conflict { what }) => {
                 tracing::info!(
                     what,

@@ -163,7 +163,7 @@ pub async fn check_append_with_tool_result(store: &dyn Store) {
     let taken = message(&conv, 0, 1, Role::User, vec![Part::text("in the way")]);
     store.append_message(&taken).await.unwrap();
     let refused = writes
-        .append_with_tool_result(&tool_message(1), 0, "t2", &part("second"))
+        .append_with_tool_result(&tool_message(1), 0, "t2", &part("second"), &[])
         .await;
     assert!(
         matches!(refused, Err(StoreError::Conflict { .. })),
@@ -176,10 +176,13 @@ pub async fn check_append_with_tool_result(store: &dyn Store) {
 
     // Both in one write.
     let written = tool_message(2);
-    writes
-        .append_with_tool_result(&written, 0, "t2", &part("second"))
-        .await
-        .unwrap();
+    assert!(
+        writes
+            .append_with_tool_result(&written, 0, "t2", &part("second"), &[])
+            .await
+            .unwrap(),
+        "nothing to reserve, so nothing refused"
+    );
     assert_eq!(
         store.tool_results(&conv, 0).await.unwrap().get("t2"),
         Some(&part("second"))
@@ -191,7 +194,7 @@ pub async fn check_append_with_tool_result(store: &dyn Store) {
 
     // The result is recorded already: the message is not appended.
     let refused = writes
-        .append_with_tool_result(&tool_message(3), 0, "t2", &part("again"))
+        .append_with_tool_result(&tool_message(3), 0, "t2", &part("again"), &[])
         .await;
     assert!(
         matches!(refused, Err(StoreError::Conflict { .. })),
@@ -205,6 +208,117 @@ pub async fn check_append_with_tool_result(store: &dyn Store) {
         store.tool_results(&conv, 0).await.unwrap().get("t2"),
         Some(&part("second")),
         "the first record stands"
+    );
+}
+
+/// `append_with_tool_result` with the next call's reservation: all three in one write when
+/// every charge fits its cap; when one would pass it (or cannot fit even an empty bucket),
+/// `Ok(false)` and nothing is written — no result, no message, no charge on any bucket; a taken
+/// position refuses the charges too.
+pub async fn check_append_with_tool_result_reserving(store: &dyn Store) {
+    let Some(writes) = store.turn_writes() else {
+        return;
+    };
+    let conv = create(store, "conv-tools-reserving").await;
+    let asked = message(&conv, 0, 0, Role::Assistant, vec![Part::text("looking")]);
+    store.append_message(&asked).await.unwrap();
+    let part = |id: &str| Part::ToolResult {
+        tool_use_id: id.into(),
+        content: json!({ "events": [] }),
+        is_error: false,
+    };
+    let bucket = |window: &str| BucketKey {
+        scope: "user:reserving-tools".into(),
+        window: window.into(),
+        start_ms: 1_800_000_000_000,
+    };
+    let charge = |window: &str, amount, limit| Charge {
+        bucket: bucket(window),
+        amount,
+        limit,
+        expires_at_ms: 1_800_003_600_000,
+    };
+    let (minute, hour) = (bucket("tokens_1m"), bucket("tokens_1h"));
+    assert_eq!(
+        store
+            .reserve(&[charge("tokens_1h", 900, Some(1_000))])
+            .await
+            .unwrap(),
+        Reserve::Reserved
+    );
+    let usage = || async {
+        store
+            .bucket_usage(&[minute.clone(), hour.clone()])
+            .await
+            .unwrap()
+    };
+
+    // The hour's cap would be passed: nothing at all, though the minute's charge fits.
+    let tool_message = message(&conv, 0, 1, Role::Tool, vec![part("t1")]);
+    for over in [
+        charge("tokens_1h", 101, Some(1_000)),
+        charge("tokens_1h", 1_001, Some(1_000)),
+    ] {
+        let refused = writes
+            .append_with_tool_result(
+                &tool_message,
+                0,
+                "t1",
+                &part("t1"),
+                &[charge("tokens_1m", 50, Some(10_000)), over.clone()],
+            )
+            .await
+            .unwrap();
+        assert!(!refused, "{over:?} passes the cap: refused");
+        assert_eq!(usage().await, vec![0, 900], "no bucket charged");
+        assert!(store.tool_results(&conv, 0).await.unwrap().is_empty());
+        assert_eq!(store.messages(&conv, 0).await.unwrap(), vec![asked.clone()]);
+    }
+
+    // Everything fits (up to the cap exactly, and an uncapped charge): all of it, one write.
+    assert!(
+        writes
+            .append_with_tool_result(
+                &tool_message,
+                0,
+                "t1",
+                &part("t1"),
+                &[
+                    charge("tokens_1m", 50, None),
+                    charge("tokens_1h", 100, Some(1_000))
+                ],
+            )
+            .await
+            .unwrap()
+    );
+    assert_eq!(usage().await, vec![50, 1_000]);
+    assert_eq!(
+        store.tool_results(&conv, 0).await.unwrap().get("t1"),
+        Some(&part("t1"))
+    );
+    assert_eq!(
+        store.messages(&conv, 0).await.unwrap(),
+        vec![asked.clone(), tool_message.clone()]
+    );
+
+    // The position is taken (and the result recorded): refused whole, the charges with it.
+    let again = writes
+        .append_with_tool_result(
+            &tool_message,
+            0,
+            "t1",
+            &part("t1"),
+            &[charge("tokens_1m", 7, None)],
+        )
+        .await;
+    assert!(
+        matches!(again, Err(StoreError::Conflict { .. })),
+        "got {again:?}"
+    );
+    assert_eq!(
+        usage().await,
+        vec![50, 1_000],
+        "a refused write charges nothing"
     );
 }
 
