@@ -53,9 +53,16 @@ pub(crate) struct Turn<'a> {
     account: Option<store::Account>,
     /// The last model call's budget settlement, written with its answer (`Turn::append`).
     settlement: Vec<crate::Settlement>,
-    /// The next model call's permit, its reservation written with the tool message before it
+    /// The next model call as built with the tool message before it
     /// (`Turn::append_with_result`).
-    prepared: Option<crate::Permit>,
+    next_call: Option<NextCall>,
+}
+
+/// A model call built ahead, when the tool message before it was written.
+struct NextCall {
+    request: backend::ChatRequest,
+    /// Its permit, when its budget reservation was written with that message.
+    permit: Option<crate::Permit>,
 }
 
 /// Where the answer that asked for tools is stored, and whether the turn is resuming (only then
@@ -187,7 +194,7 @@ impl<'a> Turn<'a> {
             visible_hinted: visible_hint.is_some(),
             account,
             settlement: Vec::new(),
-            prepared: None,
+            next_call: None,
         };
         match resumed {
             None => {

@@ -64,7 +64,10 @@ impl Turn<'_> {
         acc: &mut Streamed,
     ) -> Result<Result<(StopReason, Usage), BackendError>, crate::Denied> {
         let engine = self.engine;
-        let mut request = self.request();
+        let (mut request, prepared) = match self.next_call.take() {
+            Some(next) => (next.request, next.permit),
+            None => (self.request(), None),
+        };
         self.model_calls += 1;
         let guard_call = GuardCall {
             conversation: &self.conv,
@@ -73,7 +76,7 @@ impl Turn<'_> {
             account: self.account.as_ref(),
         };
         let guard_span = crate::spans::guard(self.model_calls);
-        let permit = match self.prepared.take() {
+        let permit = match prepared {
             // Reserved with the tool message just stored, under the same caps.
             Some(permit) => {
                 guard_span.record("outcome", "allowed");

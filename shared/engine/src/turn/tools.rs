@@ -196,7 +196,10 @@ impl Turn<'_> {
             Ok(true) => {
                 self.next_position += 1;
                 self.history = history;
-                self.prepared = reserved;
+                self.next_call = Some(super::NextCall {
+                    request,
+                    permit: reserved,
+                });
                 Ok(true)
             }
             Ok(false) => Err(store::StoreError::Unavailable(
