@@ -155,7 +155,7 @@ impl Db {
         writer.pragma_update_and_check(None, "journal_mode", "wal", |_| Ok(()))?;
         writer.pragma_update(None, "synchronous", "FULL")?;
         writer.pragma_update(None, "foreign_keys", true)?;
-        writer.set_prepared_statement_cache_capacity(STATEMENTS);
+        kept_prepared(&writer)?;
         let readers = (0..READERS)
             .map(|_| reader(path))
             .collect::<rusqlite::Result<Vec<_>>>()?;
@@ -167,7 +167,7 @@ impl Db {
     pub fn open_in_memory() -> rusqlite::Result<Self> {
         let conn = Connection::open_in_memory()?;
         conn.pragma_update(None, "foreign_keys", true)?;
-        conn.set_prepared_statement_cache_capacity(STATEMENTS);
+        kept_prepared(&conn)?;
         Ok(Self::inline(conn))
     }
 
@@ -441,8 +441,23 @@ fn reader(path: &Path) -> rusqlite::Result<Connection> {
     )?;
     conn.busy_timeout(BUSY)?;
     conn.pragma_update(None, "query_only", true)?;
-    conn.set_prepared_statement_cache_capacity(STATEMENTS);
+    kept_prepared(&conn)?;
     Ok(conn)
+}
+
+/// Keep `conn`'s statements prepared: a cache of [`STATEMENTS`], and the query planner's
+/// stability guarantee (`SQLITE_DBCONFIG_ENABLE_QPSG`). Without it this build of SQLite (with
+/// `SQLITE_ENABLE_STAT4`) marks a statement whose plan could depend on a bound value to be
+/// planned again once that value changes, and every cached statement that binds one (nearly
+/// all of ours) was parsed and planned afresh on each use. Our plans are index lookups that no
+/// value changes.
+fn kept_prepared(conn: &Connection) -> rusqlite::Result<()> {
+    conn.set_prepared_statement_cache_capacity(STATEMENTS);
+    conn.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
+        true,
+    )?;
+    Ok(())
 }
 
 fn settle<T>(received: Option<Outcome<Result<T, Failure>>>) -> Result<T, Failure> {

@@ -304,3 +304,54 @@ async fn calls_count_writes_reads_and_commits() {
     drop(no_readers);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// How often `sql`, run five times from the statement cache with a new value bound each time,
+/// was parsed and planned again after its first preparation.
+fn reprepared(conn: &Connection, sql: &str) -> rusqlite::Result<i32> {
+    for i in 0..5 {
+        let mut stmt = conn.prepare_cached(sql)?;
+        let n = stmt.parameter_count();
+        let values: Vec<i64> = (0..n as i64).map(|p| i * 10 + p).collect();
+        let rows = stmt.query_map(rusqlite::params_from_iter(values), |_| Ok(()))?;
+        rows.collect::<rusqlite::Result<Vec<()>>>()?;
+    }
+    let stmt = conn.prepare_cached(sql)?;
+    Ok(stmt.get_status(rusqlite::StatementStatus::RePrepare))
+}
+
+/// A cached statement stays prepared whatever is bound to it, on the writer, the readers and
+/// an in-memory database: no query is parsed and planned on every use (as SQLite with STAT4
+/// does for a plan that could depend on a bound value, unless told it may not).
+#[tokio::test]
+async fn cached_statements_are_not_prepared_again_for_new_values() {
+    const SCHEMA: &str = "CREATE TABLE m (c INTEGER, p INTEGER, s INTEGER, PRIMARY KEY (c, p));
+        CREATE INDEX m_by_segment ON m (c, s, p);
+        INSERT INTO m VALUES (1, 1, 0), (1, 2, 0), (2, 1, 1);";
+    const QUERIES: [&str; 2] = [
+        "SELECT MAX(p) FROM m WHERE c = ?1",
+        "SELECT p FROM m WHERE c = ?1 AND s = ?2 ORDER BY p",
+    ];
+    let check = |conn: &Connection| -> rusqlite::Result<Vec<i32>> {
+        QUERIES.iter().map(|q| reprepared(conn, q)).collect()
+    };
+    let (file, dir) = file_db("reprepare");
+    file.exclusive(|c| c.execute_batch(SCHEMA))
+        .unwrap()
+        .unwrap();
+    assert_eq!(file.write(check).await.unwrap().unwrap(), [0, 0], "writer");
+    for _ in 0..READERS {
+        assert_eq!(file.read(check).await.unwrap().unwrap(), [0, 0], "a reader");
+    }
+    drop(file);
+    let _ = std::fs::remove_dir_all(dir);
+    let memory = Db::open_in_memory().unwrap();
+    memory
+        .exclusive(|c| c.execute_batch(SCHEMA))
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        memory.read(check).await.unwrap().unwrap(),
+        [0, 0],
+        "in memory"
+    );
+}
