@@ -18,6 +18,10 @@ use tracing_subscriber::Layer;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
+/// The local server's allocator: mimalloc (see ARCHITECTURE, the `serve` profile's note).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Bridle: a chat-agent harness.
 #[derive(Debug, Parser)]
 #[command(name = "bridle", version, about)]
