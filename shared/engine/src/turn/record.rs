@@ -42,6 +42,15 @@ impl Turn<'_> {
     }
 
     pub(crate) async fn finish(mut self, mut end: TurnEnd) -> Result<TurnOutcome, EngineError> {
+        // A call reserved with the tool message before it always follows that message; should
+        // a turn ever end without making it, the reservation is given back, not left counted.
+        if let Some(permit) = self.next_call.take().and_then(|next| next.permit) {
+            let unmade = crate::CallReport {
+                failed: true,
+                ..crate::CallReport::default()
+            };
+            self.engine.guard.settle(&self.conv, permit, &unmade).await;
+        }
         if end == TurnEnd::Answered && self.shown.text.trim().is_empty() {
             self.say(lines::EMPTY).await?;
             end = TurnEnd::Muddled;
