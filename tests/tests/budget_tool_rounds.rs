@@ -125,11 +125,7 @@ async fn a_reservation_that_does_not_fit_with_the_tool_message_shrinks_the_next_
     let cap = first + 16_000 + 100;
     let h = on_one_store(
         vec![
-            Reply::tool_call("t1", "list_events", json!({})).usage(Usage {
-                input_tokens: first - 20,
-                output_tokens: 20,
-                ..Usage::default()
-            }),
+            Reply::tool_call("t1", "list_events", json!({})).usage(usage(first - 20)),
             Reply::text("It is noon.").usage(usage(50)),
         ],
         Some(cap),
@@ -159,11 +155,7 @@ async fn a_reservation_no_cap_allows_is_the_budgets_sentence_and_no_call() {
     let first = 2_000;
     let h = on_one_store(
         vec![
-            Reply::tool_call("t1", "list_events", json!({})).usage(Usage {
-                input_tokens: first - 20,
-                output_tokens: 20,
-                ..Usage::default()
-            }),
+            Reply::tool_call("t1", "list_events", json!({})).usage(usage(first - 20)),
             Reply::text("never said").usage(usage(50)),
         ],
         Some(first + 16_000 + 100 - 15_500),

@@ -100,21 +100,30 @@ impl DynamoStore {
     ) -> Result<Option<Vec<TransactWriteItem>>, StoreError> {
         let mut writes = Vec::with_capacity(charges.len());
         for c in charges {
-            let room = match c.limit {
-                Some(limit) if c.amount > limit => return Ok(None),
-                Some(limit) => Some(limit - c.amount),
-                None => None,
+            let Some(update) = self.charge_update(c)? else {
+                return Ok(None);
             };
-            let update = add(
-                &self.table,
-                &c.bucket,
-                signed(c.amount),
-                c.expires_at_ms,
-                room,
-            )?;
             writes.push(TransactWriteItem::builder().update(update).build());
         }
         Ok(Some(writes))
+    }
+
+    /// `c` as an `Update` that adds it under its cap's condition; `None` when it cannot fit
+    /// even into an empty bucket.
+    fn charge_update(&self, c: &Charge) -> Result<Option<Update>, StoreError> {
+        let room = match c.limit {
+            Some(limit) if c.amount > limit => return Ok(None),
+            Some(limit) => Some(limit - c.amount),
+            None => None,
+        };
+        let update = add(
+            &self.table,
+            &c.bucket,
+            signed(c.amount),
+            c.expires_at_ms,
+            room,
+        )?;
+        Ok(Some(update))
     }
 }
 
@@ -199,26 +208,16 @@ impl BudgetLedger for DynamoStore {
     async fn reserve(&self, charges: &[Charge]) -> Result<Reserve, StoreError> {
         let mut writes = Vec::with_capacity(charges.len());
         for c in charges {
-            let room = match c.limit {
-                Some(limit) if c.amount > limit => {
-                    // Cannot fit even into an empty bucket: refuse without writing.
-                    let used = self.bucket_usage(std::slice::from_ref(&c.bucket)).await?[0];
-                    return Ok(Reserve::Tripped {
-                        bucket: c.bucket.clone(),
-                        used,
-                        limit,
-                    });
-                }
-                Some(limit) => Some(limit - c.amount),
-                None => None,
+            let Some(update) = self.charge_update(c)? else {
+                // Cannot fit even into an empty bucket: refuse without writing.
+                let used = self.bucket_usage(std::slice::from_ref(&c.bucket)).await?[0];
+                return Ok(Reserve::Tripped {
+                    bucket: c.bucket.clone(),
+                    used,
+                    limit: c.limit.unwrap_or(u64::MAX),
+                });
             };
-            writes.push(add(
-                &self.table,
-                &c.bucket,
-                signed(c.amount),
-                c.expires_at_ms,
-                room,
-            )?);
+            writes.push(update);
         }
         if writes.is_empty() {
             return Ok(Reserve::Reserved);

@@ -138,9 +138,7 @@ impl Turn<'_> {
             return Ok(false);
         }
         let store = &self.engine.store;
-        let ours = settlement
-            .iter()
-            .all(|s| std::ptr::addr_eq(Arc::as_ptr(&s.ledger), Arc::as_ptr(store)));
+        let ours = settlement.iter().all(|s| self.is_store(&s.ledger));
         if ours && let Some(writes) = store.turn_writes() {
             let adjustments: Vec<_> = settlement
                 .iter()
@@ -166,6 +164,11 @@ impl Turn<'_> {
             s.apply().await;
         }
         Ok(false)
+    }
+
+    /// Whether `ledger` is this turn's store (so budget writes can share its writes).
+    pub(super) fn is_store(&self, ledger: &Arc<dyn store::BudgetLedger>) -> bool {
+        std::ptr::addr_eq(Arc::as_ptr(ledger), Arc::as_ptr(&self.engine.store))
     }
 
     /// The message this turn appends next, at the next position.

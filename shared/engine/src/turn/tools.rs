@@ -4,7 +4,6 @@ use super::{Asked, Turn};
 use crate::{EngineError, TurnEvent};
 use ::tools::{Ctx, ToolCall};
 use serde_json::json;
-use std::sync::Arc;
 use tracing::Instrument;
 use transcript::{Part, Role};
 
@@ -175,7 +174,7 @@ impl Turn<'_> {
             .guard
             .prepare(&next_call)
             .await
-            .filter(|p| std::ptr::addr_eq(Arc::as_ptr(&p.ledger), Arc::as_ptr(&engine.store)));
+            .filter(|p| self.is_store(&p.ledger));
         let (charges, mut reserved) = match prepared {
             Some(p) => (p.charges, Some(p.permit)),
             None => (Vec::new(), None),
