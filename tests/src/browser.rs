@@ -7,6 +7,8 @@ use serde_json::json;
 use std::process::{Child, Command};
 use std::time::Duration;
 
+pub use crate::wait::eventually;
+
 pub const CHROMIUM: &str = "/usr/bin/chromium";
 pub const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 
@@ -125,21 +127,6 @@ async fn session(
         .connect(&format!("http://127.0.0.1:{}", driver.port))
         .await
         .expect("a browser session starts")
-}
-
-/// Poll until `f` yields `Some`, or fail with `what` after 10 s.
-pub async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    for _ in 0..200 {
-        if let Some(v) = f().await {
-            return v;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("timed out waiting for {what}");
 }
 
 /// The text of the first element matching `css`, if there is one.

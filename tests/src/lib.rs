@@ -17,6 +17,7 @@ pub mod program_script;
 mod sample_tools;
 pub mod server;
 pub mod traced_turn;
+mod wait;
 mod web_jobs;
 
 pub use echo_model::EchoModel;
@@ -24,4 +25,5 @@ pub use flaky_store::FlakyStore;
 pub use harness::{Harness, Turned};
 pub use logs::{Capturing, Logs};
 pub use sample_tools::{Calls, sample_tools};
+pub use wait::eventually;
 pub use web_jobs::{web_job, web_jobs};

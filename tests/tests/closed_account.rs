@@ -128,7 +128,12 @@ async fn a_closed_account_on_whatsapp_hears_that_it_is_closed() {
     assert_eq!(sent["text"]["body"], lines::ACCOUNT_CLOSED, "{sent}");
     assert!(model.requests().is_empty(), "no model call");
     let conv = ConversationId(format!("whatsapp:{FROM}@kim"));
-    let visible = store.visible(&conv).await.unwrap();
+    // The sentence is recorded just after the platform took it.
+    let visible = tests::eventually("the sentence recorded", || async {
+        let visible = store.visible(&conv).await.unwrap();
+        (visible.len() >= 2).then_some(visible)
+    })
+    .await;
     let entries: Vec<(VisibleRole, &str)> =
         visible.iter().map(|e| (e.role, e.text.as_str())).collect();
     assert_eq!(

@@ -96,7 +96,12 @@ async fn a_message_that_fails_every_attempt_is_given_up_visibly() {
     );
 
     let conv = ConversationId(format!("whatsapp:{WA_FROM}@kim"));
-    let visible = store.visible(&conv).await.unwrap();
+    // The sentence is recorded just after the platform took it.
+    let visible = tests::eventually("the sentence recorded", || async {
+        let visible = store.visible(&conv).await.unwrap();
+        (visible.len() >= 2).then_some(visible)
+    })
+    .await;
     let entries: Vec<(VisibleRole, &str)> =
         visible.iter().map(|e| (e.role, e.text.as_str())).collect();
     assert_eq!(
