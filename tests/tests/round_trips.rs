@@ -13,12 +13,13 @@ use tests::server::{TestServer, tokens};
 use transcript::StopReason;
 
 /// A plain web answer's writes: the enqueue; the delivery; the claim with the lease; the turn's
-/// start (the conversation moved on, the user's message and its visible entry); the budget's
-/// reservation; the answer with its settlement; the reply's record with the lease's release and
-/// the job's done mark; the ack. (Before `TurnWrites` on SQLite and the queue's memory of a
-/// dry look: 14 — the lease, the settlement, the release and the done mark on their own, and two
-/// more deliveries that found nothing.)
-const PLAIN_WRITES: u64 = 8;
+/// start (the conversation moved on, the user's message and its visible entry) with the model
+/// call's budget reservation; the answer with its settlement; the reply's record with the
+/// lease's release and the job's done mark; the ack. (Before `TurnWrites` on SQLite and the
+/// queue's memory of a dry look: 14 — the lease, the settlement, the release and the done mark
+/// on their own, and two more deliveries that found nothing; before the reservation went with
+/// the start: 8.)
+const PLAIN_WRITES: u64 = 7;
 /// Its reads: the web server's ownership check before the enqueue, the job's before its claim,
 /// the conversation with its account and next visible position under the lease, the history,
 /// and the context block's records and active record. (Before: 8 — the conversation, the

@@ -31,7 +31,7 @@
 //! back with it; a web reply the browser already showed is answered again); nothing that was
 //! acknowledged to a client or a platform is lost. A durable write costs about 0.5 ms of fsync
 //! on this machine's disk and a plain one about 0.05 ms (measured: `python3` sqlite3, 300-byte
-//! inserts, WAL), and a plain web turn makes 8 writes, two of them durable (the enqueue and the
+//! inserts, WAL), and a plain web turn makes 7 writes, two of them durable (the enqueue and the
 //! finish; `tests/tests/round_trips.rs` pins the count).
 //!
 //! A read is a closure run by one of the reader threads, on a connection that only reads. It

@@ -4,7 +4,8 @@
 //! (strongly consistent); a turn's closing writes as one `TransactWriteItems` — the reply's visible entry
 //! (its head conditioned on a free position, as `append_visible`), the lease's delete
 //! (conditioned on its holder, as `release_lease`) and the job's claim marked done (as
-//! `finish_job`). Three calls become one; a false condition cancels all of them. And a tool
+//! `finish_job`). Three calls become one; a false condition cancels all of them. And a turn's
+//! start (`start_turn`'s transaction) with its first model call's budget reservation. And a tool
 //! message with its last call's result (`put_tool_result`, then `append_message`): two become
 //! one, with the next model call's budget reservation (its conditional updates first) when one
 //! is given. And a model call's answer with its budget settlement (`adjust`, then `append_message`):
@@ -12,6 +13,7 @@
 
 use crate::DynamoStore;
 use crate::body::MAX_CHUNKS;
+use crate::body::NewRecord;
 use crate::error::unavailable;
 use crate::error::write_error;
 use crate::item::{Item, get_s, is_expired, now_s, s};
@@ -19,11 +21,12 @@ use crate::keys::{ACCOUNT, META, PK, SK, account_pk, conversation_pk};
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::KeysAndAttributes;
+use aws_sdk_dynamodb::types::TransactWriteItem;
 use store::{
     Adjustment, Charge, ClaimWithLease, ClaimedWithLease, StartRead, StoreError, TurnFinish,
-    TurnWrites,
+    TurnWrites, VisibleEntry,
 };
-use transcript::{ConversationId, Message, Part, UserId};
+use transcript::{Conversation, ConversationId, Message, Part, UserId};
 
 /// How often keys DynamoDB left unprocessed (throttling) are asked for again.
 const BATCH_TRIES: usize = 3;
@@ -89,6 +92,21 @@ impl TurnWrites for DynamoStore {
             })
     }
 
+    async fn start_turn_reserving(
+        &self,
+        c: &Conversation,
+        m: &Message,
+        e: &VisibleEntry,
+        reserve: &[Charge],
+    ) -> Result<bool, StoreError> {
+        let (message, what) = crate::messages::message_record(m)?;
+        let (entry, seen) = crate::visible::visible_record(e)?;
+        let moved_on = self.conversation_update(c, e.position + 1)?;
+        let what = format!("{what} or {seen} (or conversation {} gone)", c.id);
+        self.put_new_reserving(vec![message, entry], vec![moved_on], reserve, what)
+            .await
+    }
+
     async fn append_with_tool_result(
         &self,
         m: &Message,
@@ -101,34 +119,8 @@ impl TurnWrites for DynamoStore {
         let (recorded, result_what) =
             self.tool_result_put(&m.conversation_id, asked_at, tool_use_id, result)?;
         let what = format!("{what} or {result_what}");
-        if reserve.is_empty() {
-            self.put_new_together(vec![message], vec![recorded], &what)
-                .await?;
-            return Ok(true);
-        }
-        // The charges first, so a cancellation's reasons say whether only a cap refused.
-        let Some(mut writes) = self.reservation_writes(reserve)? else {
-            return Ok(false);
-        };
-        let charged = writes.len();
-        let heads = message.into_items()?;
-        if heads.len() > MAX_CHUNKS {
-            // Too large to share one transaction: written on its own, then reserved as usual.
-            return Ok(false);
-        }
-        writes.push(recorded);
-        writes.extend(self.transact_puts(heads)?);
-        let sent = self
-            .client
-            .transact_write_items()
-            .set_transact_items(Some(writes))
-            .send()
-            .await;
-        match sent {
-            Ok(_) => Ok(true),
-            Err(err) if only_caps_refused(&err, charged) => Ok(false),
-            Err(err) => Err(write_error(err, || StoreError::Conflict { what })),
-        }
+        self.put_new_reserving(vec![message], vec![recorded], reserve, what)
+            .await
     }
 
     async fn append_message_adjusting(
@@ -200,6 +192,52 @@ impl TurnWrites for DynamoStore {
             }
         }
         Ok(read)
+    }
+}
+
+impl DynamoStore {
+    /// `records` (each head on a free key) and `also` in one transaction with `reserve`'s
+    /// conditional updates, which go first so a cancellation's reasons say whether only a cap
+    /// refused. `Ok(false)`: a cap refused, or the records are too large to share one
+    /// transaction (then the caller writes them on their own and reserves as usual); nothing
+    /// is written either way. Without charges, as `put_new_together`.
+    async fn put_new_reserving(
+        &self,
+        records: Vec<NewRecord>,
+        also: Vec<TransactWriteItem>,
+        reserve: &[Charge],
+        what: String,
+    ) -> Result<bool, StoreError> {
+        if reserve.is_empty() {
+            self.put_new_together(records, also, &what).await?;
+            return Ok(true);
+        }
+        let Some(mut writes) = self.reservation_writes(reserve)? else {
+            return Ok(false);
+        };
+        let charged = writes.len();
+        let mut heads = Vec::with_capacity(records.len());
+        for record in records {
+            heads.push(record.into_items()?);
+        }
+        if heads.iter().map(Vec::len).sum::<usize>() > MAX_CHUNKS {
+            return Ok(false);
+        }
+        writes.extend(also);
+        for items in heads {
+            writes.extend(self.transact_puts(items)?);
+        }
+        let sent = self
+            .client
+            .transact_write_items()
+            .set_transact_items(Some(writes))
+            .send()
+            .await;
+        match sent {
+            Ok(_) => Ok(true),
+            Err(err) if only_caps_refused(&err, charged) => Ok(false),
+            Err(err) => Err(write_error(err, || StoreError::Conflict { what })),
+        }
     }
 }
 

@@ -20,44 +20,9 @@ impl MessageStore for SqliteStore {
         m: &Message,
         e: &VisibleEntry,
     ) -> Result<(), StoreError> {
-        let (message, entry) = (Row::of(m)?, crate::visible::Row::of(e)?);
-        let (id, purpose, status, prompt_version, conv_segment) = (
-            c.id.clone(),
-            c.purpose.clone(),
-            c.status,
-            c.prompt_version.clone(),
-            c.segment,
-        );
-        let turn = crate::conversations::turn_to_sql(c.turn)?;
+        let start = Start::of(c, m, e)?;
         // One savepoint in the writer's batch: on any error below neither row is written.
-        self.db
-            .write_resumable(move |conn| {
-                let changed = conn
-                    .prepare_cached(
-                        "UPDATE conversations
-                     SET purpose = ?2, status = ?3, prompt_version = ?4, segment = ?5, turn = ?6
-                     WHERE id = ?1",
-                    )
-                    .map_err(unavailable)?
-                    .execute(params![
-                        id.0,
-                        purpose,
-                        crate::conversations::status_to_sql(status),
-                        prompt_version,
-                        conv_segment,
-                        turn,
-                    ])
-                    .map_err(unavailable)?;
-                if changed == 0 {
-                    return Err(StoreError::Conflict {
-                        what: format!("conversation {id} (gone)"),
-                    });
-                }
-                message.insert(conn)?;
-                entry.insert(conn)?;
-                Ok(())
-            })
-            .await
+        self.db.write_resumable(move |conn| start.write(conn)).await
     }
 
     async fn messages(
@@ -158,4 +123,59 @@ fn decode(conversation: &ConversationId, position: i64, body: &str) -> Result<Me
         return Err(corrupt(what(), "body does not match the row's key"));
     }
     Ok(message)
+}
+
+/// A turn's start as its rows: the conversation moved on, the user's message and its visible
+/// entry.
+pub(crate) struct Start {
+    id: ConversationId,
+    purpose: String,
+    status: transcript::ConversationStatus,
+    prompt_version: String,
+    segment: u32,
+    turn: i64,
+    message: Row,
+    entry: crate::visible::Row,
+}
+
+impl Start {
+    pub(crate) fn of(c: &Conversation, m: &Message, e: &VisibleEntry) -> Result<Self, StoreError> {
+        Ok(Self {
+            id: c.id.clone(),
+            purpose: c.purpose.clone(),
+            status: c.status,
+            prompt_version: c.prompt_version.clone(),
+            segment: c.segment,
+            turn: crate::conversations::turn_to_sql(c.turn)?,
+            message: Row::of(m)?,
+            entry: crate::visible::Row::of(e)?,
+        })
+    }
+
+    /// Write all three (inside the caller's savepoint: an error leaves it to roll back).
+    pub(crate) fn write(self, conn: &rusqlite::Connection) -> Result<(), StoreError> {
+        let changed = conn
+            .prepare_cached(
+                "UPDATE conversations
+                 SET purpose = ?2, status = ?3, prompt_version = ?4, segment = ?5, turn = ?6
+                 WHERE id = ?1",
+            )
+            .map_err(unavailable)?
+            .execute(params![
+                self.id.0,
+                self.purpose,
+                crate::conversations::status_to_sql(self.status),
+                self.prompt_version,
+                self.segment,
+                self.turn,
+            ])
+            .map_err(unavailable)?;
+        if changed == 0 {
+            return Err(StoreError::Conflict {
+                what: format!("conversation {} (gone)", self.id),
+            });
+        }
+        self.message.insert(conn)?;
+        self.entry.insert(conn)
+    }
 }

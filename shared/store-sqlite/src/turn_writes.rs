@@ -12,9 +12,9 @@ use async_trait::async_trait;
 use rusqlite::Connection;
 use store::{
     Adjustment, Charge, Claim, ClaimWithLease, ClaimedWithLease, Lease, Reserve, StartRead,
-    StoreError, TurnFinish, TurnWrites,
+    StoreError, TurnFinish, TurnWrites, VisibleEntry,
 };
-use transcript::{ConversationId, Message, Part, UserId};
+use transcript::{Conversation, ConversationId, Message, Part, UserId};
 
 #[async_trait]
 impl TurnWrites for SqliteStore {
@@ -79,6 +79,27 @@ impl TurnWrites for SqliteStore {
                     });
                 }
                 claims::finish(conn, &job_key, keep_until)
+            })
+            .await
+    }
+
+    async fn start_turn_reserving(
+        &self,
+        conversation: &Conversation,
+        message: &Message,
+        entry: &VisibleEntry,
+        reserve: &[Charge],
+    ) -> Result<bool, StoreError> {
+        let start = messages::Start::of(conversation, message, entry)?;
+        let charges = reserve.to_vec();
+        self.db
+            .write_resumable(move |conn| {
+                // The caps first: a refusal has written nothing yet.
+                if let Reserve::Tripped { .. } = budget::reserve(conn, &charges)? {
+                    return Ok(false);
+                }
+                start.write(conn)?;
+                Ok(true)
             })
             .await
     }

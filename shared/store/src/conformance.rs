@@ -52,6 +52,7 @@ pub use tool_results::check_tool_results;
 pub use turn_writes::{
     check_append_message_adjusting, check_append_with_tool_result,
     check_append_with_tool_result_reserving, check_conversation_and_account, check_finish_turn,
+    check_start_turn_reserving,
 };
 pub use undo_scope::check_undo_scope;
 
@@ -95,6 +96,7 @@ macro_rules! conformance_tests {
             turn_finished_in_one_write => check_finish_turn,
             tool_message_with_its_last_result => check_append_with_tool_result,
             tool_message_with_the_next_reservation => check_append_with_tool_result_reserving,
+            turn_started_with_the_first_reservation => check_start_turn_reserving,
             answer_with_its_budget_settlement => check_append_message_adjusting,
             conversation_and_account_read_together => check_conversation_and_account,
             sessions => check_sessions,

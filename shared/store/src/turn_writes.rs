@@ -1,6 +1,7 @@
 //! Writes of a turn that an adapter may make as one (a DynamoDB transaction) instead of several,
 //! and the reads of its start as one (a batch): the job's claim with the conversation's lease,
-//! a tool message with its result (and the next model call's reservation), an answer with its budget settlement, the turn's finish.
+//! the turn's start with its first model call's reservation, a tool message with its result
+//! (and the next call's reservation), an answer with its budget settlement, the turn's finish.
 //! Offered through [`crate::VisibleStore::turn_writes`]; a store that does not offer them is
 //! written one port call at a time by its consumer, with the same outcome when nothing fails in
 //! between. Each combined write is all or nothing, so it never adds a crash point.
@@ -84,6 +85,19 @@ pub trait TurnWrites: Send + Sync {
     /// lease is no longer the holder's (lapsed, or taken by another turn), and nothing is
     /// written: the caller then makes the writes one by one, each reporting what it found.
     async fn finish_turn(&self, finish: &TurnFinish<'_>) -> Result<(), StoreError>;
+
+    /// Start a turn as [`crate::MessageStore::start_turn`] does and add `reserve` (its first
+    /// model call's budget reservation, as [`crate::BudgetLedger::reserve`]), all or nothing.
+    /// `Ok(false)`: a charge would take its bucket past its cap, and nothing is written (the
+    /// caller then starts the turn on its own and reserves as usual, which reads what is left).
+    /// [`StoreError::Conflict`] as `start_turn` gives it, and nothing is written.
+    async fn start_turn_reserving(
+        &self,
+        conversation: &Conversation,
+        message: &Message,
+        entry: &VisibleEntry,
+        reserve: &[Charge],
+    ) -> Result<bool, StoreError>;
 
     /// Record the result of tool call `tool_use_id` asked at `asked_at`, append `message`
     /// (the tool message that carries it) and add `reserve` (the next model call's budget

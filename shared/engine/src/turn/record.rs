@@ -5,7 +5,16 @@ use crate::context::{self, ContextFacts};
 use crate::{EngineError, TurnEnd, TurnEvent, TurnOutcome, lines};
 use std::sync::Arc;
 use store::{VisibleEntry, VisibleRole};
-use transcript::{CallRecord, Message, Part, Role, StopReason, Usage};
+use transcript::{CallRecord, ConversationStatus, Message, Part, Role, StopReason, Usage};
+
+/// The turn's first model call, built and reserved for with its start (`Turn::append_user`).
+struct FirstCall {
+    /// The history with the user's message.
+    history: crate::history::History,
+    request: backend::ChatRequest,
+    charges: Vec<store::Charge>,
+    permit: crate::Permit,
+}
 
 impl Turn<'_> {
     /// The user's message as stored and sent: with the context block when the engine has a
@@ -261,7 +270,8 @@ impl Turn<'_> {
             created_at_ms: now,
         };
         let store = &self.engine.store;
-        let mut started = store.start_turn(&self.conv, &message, &entry).await;
+        let mut first = self.first_call_after(&message).await;
+        let mut started = self.start_write(&message, &entry, &mut first).await;
         if matches!(started, Err(store::StoreError::Conflict { .. })) && self.visible_hinted {
             // The hinted position may lag (an entry written on its own): ask, and try once more.
             self.visible_hinted = false;
@@ -272,14 +282,23 @@ impl Turn<'_> {
                     position,
                     ..entry.clone()
                 };
-                started = store.start_turn(&self.conv, &message, &entry).await;
+                started = self.start_write(&message, &entry, &mut first).await;
             }
         }
         match started {
             Ok(()) => {
                 self.next_position += 1;
                 self.next_visible += 1;
-                self.history.push(message);
+                match first {
+                    Some(first) => {
+                        self.history = first.history;
+                        self.next_call = Some(super::NextCall {
+                            request: first.request,
+                            permit: Some(first.permit),
+                        });
+                    }
+                    None => self.history.push(message),
+                }
                 Ok(())
             }
             Err(store::StoreError::Conflict { .. }) => {
@@ -289,6 +308,63 @@ impl Turn<'_> {
             }
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// The turn's first model call, built to follow `message` and reserved for ahead, when
+    /// its reservation can be written with the turn's start: the store makes that write, the
+    /// budget's ledger is the store, and the turn goes on to call the model (`Turn::run`: an
+    /// active conversation, not a stale press).
+    async fn first_call_after(&self, message: &Message) -> Option<FirstCall> {
+        if self.conv.status != ConversationStatus::Active || self.press_line().is_some() {
+            return None;
+        }
+        self.engine.store.turn_writes()?;
+        let mut history = self.history.clone();
+        history.push(message.clone());
+        let request = self.request_of(&history);
+        let call = crate::GuardCall {
+            conversation: &self.conv,
+            call_number: self.model_calls + 1,
+            request: &request,
+            account: self.account.as_ref(),
+        };
+        let prepared = self
+            .engine
+            .guard
+            .prepare(&call)
+            .await
+            .filter(|p| self.is_store(&p.ledger))?;
+        Some(FirstCall {
+            history,
+            request,
+            charges: prepared.charges,
+            permit: prepared.permit,
+        })
+    }
+
+    /// Start the turn, with `first`'s reservation when there is one. A cap that refuses it
+    /// drops it (the call then reserves as usual, reading what is left) and the turn starts
+    /// on its own.
+    async fn start_write(
+        &self,
+        message: &Message,
+        entry: &VisibleEntry,
+        first: &mut Option<FirstCall>,
+    ) -> Result<(), store::StoreError> {
+        let store = &self.engine.store;
+        if let (Some(reserving), Some(writes)) = (first.as_ref(), store.turn_writes()) {
+            if writes
+                .start_turn_reserving(&self.conv, message, entry, &reserving.charges)
+                .await?
+            {
+                return Ok(());
+            }
+            tracing::info!(
+                "the first call's reservation did not fit with the turn's start; on its own"
+            );
+            *first = None;
+        }
+        store.start_turn(&self.conv, message, entry).await
     }
 
     /// The user's entry in the visible transcript. The reply's entry is the job path's: it

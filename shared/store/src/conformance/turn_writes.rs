@@ -322,6 +322,134 @@ pub async fn check_append_with_tool_result_reserving(store: &dyn Store) {
     );
 }
 
+/// `start_turn_reserving`: the turn's start (the conversation moved on, the user's message and
+/// its visible entry) and the first call's reservation in one write when every charge fits;
+/// when one would pass its cap, `Ok(false)` and nothing is written; a taken position (or a
+/// conversation that is gone) refuses the charges too.
+pub async fn check_start_turn_reserving(store: &dyn Store) {
+    let Some(writes) = store.turn_writes() else {
+        return;
+    };
+    let id = create(store, "conv-start-reserving").await;
+    let before = store.conversation(&id).await.unwrap().unwrap();
+    let mut conv = before.clone();
+    conv.turn = 1;
+    conv.prompt_version = "v2".into();
+    let said = message(&id, 0, 0, Role::User, vec![Part::text("hi")]);
+    let entry = visible(&id, 0, VisibleRole::User, "hi");
+    let bucket = |window: &str| BucketKey {
+        scope: "user:reserving-start".into(),
+        window: window.into(),
+        start_ms: 1_800_000_000_000,
+    };
+    let charge = |window: &str, amount, limit| Charge {
+        bucket: bucket(window),
+        amount,
+        limit,
+        expires_at_ms: 1_800_003_600_000,
+    };
+    let (minute, hour) = (bucket("tokens_1m"), bucket("tokens_1h"));
+    assert_eq!(
+        store
+            .reserve(&[charge("tokens_1h", 900, Some(1_000))])
+            .await
+            .unwrap(),
+        Reserve::Reserved
+    );
+    let usage = || async {
+        store
+            .bucket_usage(&[minute.clone(), hour.clone()])
+            .await
+            .unwrap()
+    };
+    let untouched = || async {
+        assert_eq!(store.conversation(&id).await.unwrap().unwrap(), before);
+        assert!(store.messages(&id, 0).await.unwrap().is_empty());
+        assert!(store.visible(&id).await.unwrap().is_empty());
+    };
+
+    // The hour's cap would be passed: nothing at all, though the minute's charge fits.
+    for over in [
+        charge("tokens_1h", 101, Some(1_000)),
+        charge("tokens_1h", 1_001, Some(1_000)),
+    ] {
+        let refused = writes
+            .start_turn_reserving(
+                &conv,
+                &said,
+                &entry,
+                &[charge("tokens_1m", 50, Some(10_000)), over.clone()],
+            )
+            .await
+            .unwrap();
+        assert!(!refused, "{over:?} passes the cap: refused");
+        assert_eq!(usage().await, vec![0, 900], "no bucket charged");
+        untouched().await;
+    }
+
+    // A conversation that is gone refuses the charges with the rest.
+    let mut gone = conv.clone();
+    gone.id = "conv-never-created".into();
+    let refused = writes
+        .start_turn_reserving(
+            &gone,
+            &message(&gone.id, 0, 0, Role::User, vec![Part::text("hi")]),
+            &visible(&gone.id, 0, VisibleRole::User, "hi"),
+            &[charge("tokens_1m", 5, None)],
+        )
+        .await;
+    assert!(
+        matches!(refused, Err(StoreError::Conflict { .. })),
+        "got {refused:?}"
+    );
+    assert_eq!(
+        usage().await,
+        vec![0, 900],
+        "a refused start charges nothing"
+    );
+
+    // Everything fits (up to the cap exactly, and an uncapped charge): all of it, one write.
+    assert!(
+        writes
+            .start_turn_reserving(
+                &conv,
+                &said,
+                &entry,
+                &[
+                    charge("tokens_1m", 50, None),
+                    charge("tokens_1h", 100, Some(1_000))
+                ],
+            )
+            .await
+            .unwrap()
+    );
+    assert_eq!(usage().await, vec![50, 1_000]);
+    assert_eq!(store.conversation(&id).await.unwrap().unwrap(), conv);
+    assert_eq!(store.messages(&id, 0).await.unwrap(), vec![said.clone()]);
+    assert_eq!(store.visible(&id).await.unwrap(), vec![entry.clone()]);
+
+    // The positions are taken: refused whole, the charges with it.
+    let mut next = conv.clone();
+    next.turn = 2;
+    let again = writes
+        .start_turn_reserving(&next, &said, &entry, &[charge("tokens_1m", 7, None)])
+        .await;
+    assert!(
+        matches!(again, Err(StoreError::Conflict { .. })),
+        "got {again:?}"
+    );
+    assert_eq!(
+        usage().await,
+        vec![50, 1_000],
+        "a refused write charges nothing"
+    );
+    assert_eq!(
+        store.conversation(&id).await.unwrap().unwrap(),
+        conv,
+        "a refused start leaves the conversation as it was"
+    );
+}
+
 /// `append_message_adjusting` appends a call's answer and settles its reservation in one
 /// write; with the position taken, it writes neither.
 pub async fn check_append_message_adjusting(store: &dyn Store) {

@@ -1,8 +1,10 @@
-//! The next model call's budget reservation rides in the tool message's write (one write for
-//! both where the store is the ledger), and never gets a call past a cap: a reservation that
-//! does not fit is dropped, the tool message is written on its own, and the guard reserves as
-//! before — a smaller allowance, or the budget's sentence and no call. Through the real engine
-//! and job path on one SQLite store that is also the budget's ledger, as `bridle serve` wires it.
+//! A model call's budget reservation rides in the write before it where the store is the
+//! ledger: the first call's in the turn's start, each later one's in the tool message. It never
+//! gets a call past a cap: a reservation that does not fit is dropped, the start or the tool
+//! message is written on its own, and the guard reserves as before — a smaller allowance, or the
+//! budget's sentence and no call. A turn that makes no call reserves nothing. Through the real
+//! engine and job path on one SQLite store that is also the budget's ledger, as `bridle serve`
+//! wires it.
 
 use backend::Reply;
 use budget::config::Cap;
@@ -12,10 +14,10 @@ use budget::{
 use engine::{EngineOptions, TurnEnd};
 use serde_json::json;
 use std::sync::Arc;
-use store::BudgetLedger;
+use store::{BudgetLedger, Charge, ConversationStore};
 use store_sqlite::SqliteStore;
 use tests::{Calls, Harness, sample_tools};
-use transcript::{Part, Role, Usage};
+use transcript::{ConversationStatus, Part, Role, Usage};
 
 const NOW: i64 = 1_800_000_030_000;
 
@@ -84,6 +86,120 @@ async fn has_result(h: &Harness, id: &str) -> bool {
                 matches!(p, Part::ToolResult { tool_use_id, is_error: false, .. } if tool_use_id == id)
             })
     })
+}
+
+/// Charge `amount` to the user's minute ahead of the test's turns.
+async fn used_before(h: &Harness, amount: u64) {
+    let bucket = Bucket::UserTokensMinute.key(&"user-1".into(), &h.conversation, NOW);
+    let charge = Charge {
+        bucket,
+        amount,
+        limit: None,
+        expires_at_ms: NOW + 3_600_000,
+    };
+    h.store.reserve(&[charge]).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_turn_starts_with_its_first_reservation_in_one_write() {
+    let h = on_one_store(
+        vec![
+            Reply::text("Hello.").usage(usage(100)),
+            Reply::text("Hello again.").usage(usage(200)),
+        ],
+        Some(1_000_000),
+    )
+    .await;
+    let writes = || h.store.db().calls().writes;
+    for (n, said) in ["hello", "hello?"].into_iter().enumerate() {
+        let before = writes();
+        let t = h.turn(said).await;
+        assert_eq!(t.outcome.end, TurnEnd::Answered, "{}", t.outcome.reply);
+        // The job's claim with the lease; the start with the call's reservation; the answer
+        // with its settlement; the finish. (The reservation on its own: 5.)
+        assert_eq!(writes() - before, 4, "turn {n}");
+    }
+    assert_eq!(
+        h.model
+            .requests()
+            .iter()
+            .map(|r| r.settings.max_tokens)
+            .collect::<Vec<_>>(),
+        [16_000, 16_000],
+        "the whole allowance, reserved with the start"
+    );
+    assert_eq!(h.transcript().await.len(), 4);
+    assert_eq!(
+        tokens_this_minute(&h).await,
+        real_usage(&h).await,
+        "each reservation written with its turn's start settled to real usage"
+    );
+    assert_eq!(real_usage(&h).await, 120 + 220);
+}
+
+#[tokio::test]
+async fn a_first_reservation_that_does_not_fit_with_the_start_shrinks_the_allowance() {
+    // 2,000 used already: the cap leaves less than the call's input and full allowance, more
+    // than its input and the 1,000-token minimum.
+    let cap = 2_000 + 16_000 + 100;
+    let h = on_one_store(vec![Reply::text("Noon.").usage(usage(50))], Some(cap)).await;
+    used_before(&h, 2_000).await;
+    let t = h.turn("what time is it?").await;
+    assert_eq!(t.outcome.end, TurnEnd::Answered, "{}", t.outcome.reply);
+    let requests = h.model.requests();
+    assert_eq!(requests.len(), 1);
+    let lowered = requests[0].settings.max_tokens;
+    assert!(
+        (1_000..16_000).contains(&lowered),
+        "the call gets what is left, not the whole allowance: {lowered}"
+    );
+    let transcript = h.transcript().await;
+    assert_eq!(
+        transcript.len(),
+        2,
+        "the turn started on its own: {transcript:?}"
+    );
+    assert_eq!(transcript[0].role, Role::User);
+    assert_eq!(tokens_this_minute(&h).await, 2_000 + 70);
+}
+
+#[tokio::test]
+async fn a_first_reservation_no_cap_allows_is_the_budgets_sentence_and_no_call() {
+    let h = on_one_store(vec![Reply::text("never said")], Some(2_000)).await;
+    used_before(&h, 1_900).await;
+    let t = h.turn("what time is it?").await;
+    assert_eq!(t.outcome.end, TurnEnd::Denied);
+    assert!(
+        t.outcome.reply.ends_with(lines::USER_TOKENS_MINUTE),
+        "{}",
+        t.outcome.reply
+    );
+    assert!(h.model.requests().is_empty(), "no call");
+    let transcript = h.transcript().await;
+    assert_eq!(transcript[0].role, Role::User, "the user's message is kept");
+    assert_eq!(
+        tokens_this_minute(&h).await,
+        1_900,
+        "the refused reservation left nothing behind"
+    );
+}
+
+#[tokio::test]
+async fn a_turn_that_makes_no_model_call_reserves_nothing() {
+    let h = on_one_store(vec![Reply::text("unused")], Some(1_000_000)).await;
+    let mut conv = h
+        .store
+        .conversation(&h.conversation)
+        .await
+        .unwrap()
+        .unwrap();
+    conv.status = ConversationStatus::Paused;
+    h.store.update_conversation(&conv).await.unwrap();
+    let t = h.turn("hello?").await;
+    assert_eq!(t.outcome.end, TurnEnd::Paused);
+    assert!(h.model.requests().is_empty());
+    assert_eq!(h.transcript().await.len(), 1, "the user's message is kept");
+    assert_eq!(tokens_this_minute(&h).await, 0, "nothing reserved");
 }
 
 #[tokio::test]
