@@ -499,6 +499,17 @@ impl store::ActiveRecords for CrashStore {
         self.alive()?;
         self.inner.active(conversation, kind).await
     }
+    async fn records_with_active(
+        &self,
+        owner: &UserId,
+        kind: &str,
+        conversation: &ConversationId,
+    ) -> Result<(Vec<store::Record>, Option<String>), StoreError> {
+        self.alive()?;
+        self.inner
+            .records_with_active(owner, kind, conversation)
+            .await
+    }
 }
 
 #[async_trait]

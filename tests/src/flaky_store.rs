@@ -371,6 +371,16 @@ impl store::ActiveRecords for FlakyStore {
     ) -> Result<Option<String>, StoreError> {
         self.inner.active(conversation, kind).await
     }
+    async fn records_with_active(
+        &self,
+        owner: &UserId,
+        kind: &str,
+        conversation: &ConversationId,
+    ) -> Result<(Vec<store::Record>, Option<String>), StoreError> {
+        self.inner
+            .records_with_active(owner, kind, conversation)
+            .await
+    }
 }
 
 #[async_trait]

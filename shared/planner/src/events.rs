@@ -133,14 +133,9 @@ impl Planner {
 
     /// The caller's events, soonest first.
     pub async fn list_events(&self, caller: &Caller) -> Result<Vec<Event>, PlannerError> {
-        let mut events = Vec::new();
-        for record in self.store.records_of(&caller.user, EVENT).await? {
-            if let Ok(event) = serde_json::from_value::<Event>(record.value) {
-                events.push(event);
-            }
-        }
-        events.sort_by(|a, b| (&a.starts_at, &a.id).cmp(&(&b.starts_at, &b.id)));
-        Ok(events)
+        Ok(sorted_events(
+            self.store.records_of(&caller.user, EVENT).await?,
+        ))
     }
 
     /// Make `event_id` the conversation's active event (only the caller's own).
@@ -253,4 +248,14 @@ fn undo_answer(outcome: &UndoOutcome, here: bool) -> String {
              so nothing was reverted."
         ),
     }
+}
+
+/// The events among `records` (a record that is not one is left out), by start and id.
+pub(crate) fn sorted_events(records: Vec<store::Record>) -> Vec<Event> {
+    let mut events: Vec<Event> = records
+        .into_iter()
+        .filter_map(|r| serde_json::from_value(r.value).ok())
+        .collect();
+    events.sort_by(|a, b| (&a.starts_at, &a.id).cmp(&(&b.starts_at, &b.id)));
+    events
 }

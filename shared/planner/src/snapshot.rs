@@ -1,8 +1,7 @@
 //! A compact picture of the user's planner state for the per-turn context block.
 
-use crate::{Caller, EVENT, Event, Planner, PlannerError};
+use crate::{EVENT, Event, Planner, PlannerError};
 use serde::Serialize;
-use store::ActorKind;
 use transcript::{ConversationId, UserId};
 
 /// One event in a line.
@@ -41,17 +40,17 @@ impl Planner {
         user: &UserId,
         conversation: &ConversationId,
     ) -> Result<Snapshot, PlannerError> {
-        let caller = Caller {
-            user: user.clone(),
-            actor: ActorKind::User,
-            action_id: String::new(),
-            conversation: Some(conversation.clone()),
-            call_key: None,
-        };
-        let events: Vec<EventLine> = self
-            .list_events(&caller)
-            .await?
-            .into_iter()
+        // One read: the user's events and the conversation's pointer. The active event is
+        // the listed one with that id, so the owner gate is the list's: a stale or foreign
+        // pointer shows nothing.
+        let (records, active) = self
+            .store
+            .records_with_active(user, EVENT, conversation)
+            .await?;
+        let mut listed = crate::events::sorted_events(records);
+        let active = active.and_then(|id| listed.iter().find(|e| e.id == id).cloned());
+        let events: Vec<EventLine> = listed
+            .drain(..)
             .map(|e| EventLine {
                 date: e.starts_at.get(..10).unwrap_or(&e.starts_at).to_owned(),
                 status: e.status.as_str().to_owned(),
@@ -59,15 +58,6 @@ impl Planner {
                 title: e.title,
             })
             .collect();
-        let active = match self.store.active(conversation, EVENT).await? {
-            // Through the gate: a stale or foreign pointer shows nothing.
-            Some(id) => self
-                .owned::<Event>(user, EVENT, &id)
-                .await
-                .ok()
-                .map(|(e, _)| e),
-            None => None,
-        };
         let mut text = String::from("Events:");
         if events.is_empty() {
             text.push_str(" none");

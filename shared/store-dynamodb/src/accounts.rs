@@ -21,7 +21,7 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem};
 use store::{
     Account, AccountCursor, AccountPage, AccountStatus, Accounts, ActiveRecords,
-    CreateAccountError, Email, Roles, StoreError,
+    CreateAccountError, Email, Record, Roles, StoreError,
 };
 use transcript::{ConversationId, Grant, UserId};
 
@@ -363,6 +363,19 @@ impl ActiveRecords for DynamoStore {
             get_s(&item, RID, &format!("active {kind} of {conversation}")).map(str::to_owned)
         })
         .transpose()
+    }
+
+    /// Two calls (a Query and a GetItem), made at once.
+    async fn records_with_active(
+        &self,
+        owner: &UserId,
+        kind: &str,
+        conversation: &ConversationId,
+    ) -> Result<(Vec<Record>, Option<String>), StoreError> {
+        futures::try_join!(
+            store::Records::records_of(self, owner, kind),
+            self.active(conversation, kind)
+        )
     }
 }
 

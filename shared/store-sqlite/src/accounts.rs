@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use rusqlite::{OptionalExtension, ffi, params, params_from_iter};
 use store::{
     Account, AccountCursor, AccountPage, AccountStatus, Accounts, ActiveRecords,
-    CreateAccountError, Email, Roles, StoreError,
+    CreateAccountError, Email, Record, Roles, StoreError,
 };
 use transcript::{ConversationId, Grant, UserId};
 
@@ -287,17 +287,39 @@ impl ActiveRecords for SqliteStore {
         let conversation = conversation.clone();
         let kind = kind.to_owned();
         self.db
+            .read(move |conn| active(conn, &conversation, &kind))
+            .await
+    }
+
+    async fn records_with_active(
+        &self,
+        owner: &UserId,
+        kind: &str,
+        conversation: &ConversationId,
+    ) -> Result<(Vec<Record>, Option<String>), StoreError> {
+        let (owner, kind, conversation) = (owner.clone(), kind.to_owned(), conversation.clone());
+        self.db
             .read(move |conn| {
-                conn.prepare_cached(
-                    "SELECT id FROM active_records WHERE conversation_id = ?1 AND kind = ?2",
-                )
-                .map_err(unavailable)?
-                .query_row(params![conversation.0, kind], |r| r.get(0))
-                .optional()
-                .map_err(unavailable)
+                Ok((
+                    crate::records::records_of(conn, &owner, &kind)?,
+                    active(conn, &conversation, &kind)?,
+                ))
             })
             .await
     }
+}
+
+/// `conversation`'s active record of `kind`.
+fn active(
+    conn: &rusqlite::Connection,
+    conversation: &ConversationId,
+    kind: &str,
+) -> Result<Option<String>, StoreError> {
+    conn.prepare_cached("SELECT id FROM active_records WHERE conversation_id = ?1 AND kind = ?2")
+        .map_err(unavailable)?
+        .query_row(params![conversation.0, kind], |r| r.get(0))
+        .optional()
+        .map_err(unavailable)
 }
 
 /// An insert's outcome as `create_account` answers it.

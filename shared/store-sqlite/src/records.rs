@@ -37,24 +37,7 @@ impl Records for SqliteStore {
         let owner = owner.clone();
         let kind = kind.to_owned();
         self.db
-            .read(move |conn| {
-                let mut stmt = conn
-            .prepare_cached(
-                "SELECT id, body FROM records WHERE owner_id = ?1 AND kind = ?2 ORDER BY id",
-            )
-            .map_err(unavailable)?;
-                let rows = stmt
-                    .query_map(params![owner.0, kind], |r| {
-                        Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
-                    })
-                    .map_err(unavailable)?;
-                let mut out = Vec::new();
-                for row in rows {
-                    let (id, body) = row.map_err(unavailable)?;
-                    out.push(record(&kind, &id, owner.0.clone(), &body)?);
-                }
-                Ok(out)
-            })
+            .read(move |conn| records_of(conn, &owner, &kind))
             .await
     }
 
@@ -139,6 +122,30 @@ impl Records for SqliteStore {
             .read(move |conn| crate::db::snapshot(conn, || audit_log(conn, &user)))
             .await
     }
+}
+
+/// `owner`'s records of `kind`, by id.
+pub(crate) fn records_of(
+    conn: &rusqlite::Connection,
+    owner: &UserId,
+    kind: &str,
+) -> Result<Vec<Record>, StoreError> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT id, body FROM records WHERE owner_id = ?1 AND kind = ?2 ORDER BY id",
+        )
+        .map_err(unavailable)?;
+    let rows = stmt
+        .query_map(params![owner.0, kind], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+        })
+        .map_err(unavailable)?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (id, body) = row.map_err(unavailable)?;
+        out.push(record(kind, &id, owner.0.clone(), &body)?);
+    }
+    Ok(out)
 }
 
 fn record(kind: &str, id: &str, owner: String, body: &str) -> Result<Record, StoreError> {

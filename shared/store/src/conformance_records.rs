@@ -867,4 +867,60 @@ pub async fn check_active_records(store: &dyn Store) {
             .unwrap(),
         None
     );
+
+    // Read together: the owner's records of the kind, by id, and the pointer as it is.
+    let event = |id: &str, owner: &str, title: &str| {
+        change("event", id, owner, None, Some(json!({ "title": title })))
+    };
+    store
+        .commit(&commit(
+            "a-active",
+            "ana",
+            1,
+            vec![
+                event("e2", "ana", "Second"),
+                event("e1", "ana", "First"),
+                change("attendee", "t1", "ana", None, Some(json!({}))),
+            ],
+        ))
+        .await
+        .unwrap();
+    store
+        .commit(&commit(
+            "b-active",
+            "bo",
+            2,
+            vec![event("e3", "bo", "Bo's")],
+        ))
+        .await
+        .unwrap();
+    let (records, active) = store
+        .records_with_active(&user("ana"), "event", &conv)
+        .await
+        .unwrap();
+    assert_eq!(
+        records,
+        store.records_of(&user("ana"), "event").await.unwrap()
+    );
+    assert_eq!(
+        records.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+        ["e1", "e2"]
+    );
+    assert_eq!(active.as_deref(), Some("e2"));
+    // Another's conversation, another's pointer: given as it is (the caller gates it).
+    store
+        .set_active(&ConversationId::from("conv-2"), "event", "e3")
+        .await
+        .unwrap();
+    let (records, active) = store
+        .records_with_active(&user("ana"), "event", &ConversationId::from("conv-2"))
+        .await
+        .unwrap();
+    assert_eq!(records.len(), 2);
+    assert_eq!(active.as_deref(), Some("e3"));
+    let (records, active) = store
+        .records_with_active(&user("cy"), "event", &ConversationId::from("conv-3"))
+        .await
+        .unwrap();
+    assert!(records.is_empty() && active.is_none());
 }
