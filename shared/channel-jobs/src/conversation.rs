@@ -68,20 +68,30 @@ pub(crate) async fn user_conversation_row(
 ) -> Result<engine::TurnRead, StoreError> {
     let id = user_conversation_id(job, user);
     // Read with the user's account where the store reads both at once (the turn needs it too).
-    let (read, account, next_visible) = match jobs.store.turn_writes() {
+    let (read, account, next_visible, messages) = match jobs.store.turn_writes() {
         Some(both) => {
             let read = both.conversation_and_account(&id, user).await?;
-            (read.conversation, Some(read.account), read.next_visible)
+            (
+                read.conversation,
+                Some(read.account),
+                read.next_visible,
+                read.messages,
+            )
         }
-        None => (jobs.store.conversation(&id).await?, None, None),
+        None => (jobs.store.conversation(&id).await?, None, None, None),
     };
     // The account is made on first contact only (before the conversation exists, so a crash
     // in between leaves no conversation without its account), not on every message.
-    let (conv, account, next_visible) = match read {
-        Some(conv) => (conv, account, next_visible),
+    let (conv, account, next_visible, messages) = match read {
+        Some(conv) => (conv, account, next_visible, messages),
         None => {
             ensure_account(jobs, user, &job.external_user_id).await?;
-            (ensure(jobs, &id, user, &job.channel).await?, None, None)
+            (
+                ensure(jobs, &id, user, &job.channel).await?,
+                None,
+                None,
+                None,
+            )
         }
     };
     if &conv.user_id != user {
@@ -94,6 +104,7 @@ pub(crate) async fn user_conversation_row(
         conversation: conv,
         account,
         next_visible,
+        messages,
     })
 }
 

@@ -74,6 +74,7 @@ pub(crate) async fn turn_read(
             conversation,
             account: Some(read.account),
             next_visible: read.next_visible,
+            messages: read.messages,
         }))
 }
 

@@ -25,6 +25,9 @@ pub struct TurnRead {
     /// Where the next visible entry goes as read with it ([`store::StartRead::next_visible`]:
     /// never past the truth, maybe behind it); `None`: the turn asks the store.
     pub next_visible: Option<u64>,
+    /// The conversation's current segment as read with it
+    /// ([`store::StartRead::messages`]); `None`: the turn reads it.
+    pub messages: Option<Vec<transcript::Message>>,
 }
 
 /// One user message to answer.

@@ -180,6 +180,8 @@ impl TurnWrites for DynamoStore {
             conversation: None,
             account: None,
             next_visible: None,
+            // A Query of its own: the turn asks for it.
+            messages: None,
         };
         for item in items {
             match get_s(&item, SK, "batched read")? {

@@ -32,25 +32,7 @@ impl MessageStore for SqliteStore {
     ) -> Result<Vec<Message>, StoreError> {
         let conversation = conversation.clone();
         self.db
-            .read(move |conn| {
-                let conversation = &conversation;
-                let mut stmt = conn
-                    .prepare_cached(
-                        "SELECT position, body FROM messages
-                 WHERE conversation_id = ?1 AND segment = ?2 ORDER BY position",
-                    )
-                    .map_err(unavailable)?;
-                let rows = stmt
-                    .query_map(params![conversation.0, segment], |row| {
-                        Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?))
-                    })
-                    .map_err(unavailable)?;
-                rows.map(|row| {
-                    let (position, body) = row.map_err(unavailable)?;
-                    decode(conversation, position, &body)
-                })
-                .collect()
-            })
+            .read(move |conn| segment_of(conn, &conversation, segment))
             .await
     }
 
@@ -123,6 +105,30 @@ fn decode(conversation: &ConversationId, position: i64, body: &str) -> Result<Me
         return Err(corrupt(what(), "body does not match the row's key"));
     }
     Ok(message)
+}
+
+/// The messages of `conversation`'s `segment`, by position.
+pub(crate) fn segment_of(
+    conn: &rusqlite::Connection,
+    conversation: &ConversationId,
+    segment: u32,
+) -> Result<Vec<Message>, StoreError> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT position, body FROM messages
+             WHERE conversation_id = ?1 AND segment = ?2 ORDER BY position",
+        )
+        .map_err(unavailable)?;
+    let rows = stmt
+        .query_map(params![conversation.0, segment], |row| {
+            Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?))
+        })
+        .map_err(unavailable)?;
+    rows.map(|row| {
+        let (position, body) = row.map_err(unavailable)?;
+        decode(conversation, position, &body)
+    })
+    .collect()
 }
 
 /// A turn's start as its rows: the conversation moved on, the user's message and its visible

@@ -159,14 +159,18 @@ impl TurnWrites for SqliteStore {
                     let conversation = conversations::read(conn, &id)?;
                     // Exact here (read in the same snapshot), not a hint; none without the
                     // conversation.
-                    let next_visible = match conversation {
-                        Some(_) => Some(visible::next_position(conn, &id)?),
-                        None => None,
+                    let (next_visible, messages) = match &conversation {
+                        Some(c) => (
+                            Some(visible::next_position(conn, &id)?),
+                            Some(messages::segment_of(conn, &id, c.segment)?),
+                        ),
+                        None => (None, None),
                     };
                     Ok(StartRead {
                         conversation,
                         account: accounts::read(conn, &user)?,
                         next_visible,
+                        messages,
                     })
                 })
             })

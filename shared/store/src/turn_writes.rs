@@ -62,6 +62,10 @@ pub struct StartRead {
     /// written on its own does not move it), so a taken position means asking that. `None`:
     /// ask it.
     pub next_visible: Option<u64>,
+    /// The conversation's current segment (as [`crate::MessageStore::messages`] gives it for
+    /// the conversation's `segment`), when the store reads it with the conversation; `None`:
+    /// ask it.
+    pub messages: Option<Vec<Message>>,
 }
 
 /// Several writes of a turn as one.

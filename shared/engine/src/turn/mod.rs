@@ -92,19 +92,28 @@ impl<'a> Turn<'a> {
     ) -> Result<Turn<'a>, EngineError> {
         let store = &engine.store;
         let id = &input.conversation_id;
-        let (mut conv, account_read, visible_hint) = match read.filter(|r| &r.conversation.id == id)
-        {
-            Some(read) => (read.conversation, read.account, read.next_visible),
-            None => (
-                store
-                    .conversation(id)
-                    .await?
-                    .ok_or_else(|| EngineError::ConversationNotFound(id.clone()))?,
-                None,
-                None,
-            ),
+        let (mut conv, account_read, visible_hint, history_read) =
+            match read.filter(|r| &r.conversation.id == id) {
+                Some(read) => (
+                    read.conversation,
+                    read.account,
+                    read.next_visible,
+                    read.messages,
+                ),
+                None => (
+                    store
+                        .conversation(id)
+                        .await?
+                        .ok_or_else(|| EngineError::ConversationNotFound(id.clone()))?,
+                    None,
+                    None,
+                    None,
+                ),
+            };
+        let history = match history_read {
+            Some(history) => history,
+            None => store.messages(id, conv.segment).await?,
         };
-        let history = store.messages(id, conv.segment).await?;
         let resumed = resume::find(&history, &input.action_id.0);
         // The user's message before this one: only a call held on it can be confirmed now.
         let previous_action = history

@@ -542,6 +542,7 @@ pub async fn check_conversation_and_account(store: &dyn Store) {
         "no account yet"
     );
     assert!(first.next_visible.is_none_or(|n| n == 0));
+    assert!(first.messages.as_ref().is_none_or(Vec::is_empty));
     let alice = super::accounts::account("user-1", Some("ana@example.org"), 5);
     store.put_account(&alice).await.unwrap();
     let both = read(&conv, &user).await;
@@ -551,8 +552,13 @@ pub async fn check_conversation_and_account(store: &dyn Store) {
     );
     let none = read(&missing, &user).await;
     assert_eq!(
-        (none.conversation, none.account, none.next_visible),
-        (None, Some(alice), None)
+        (
+            none.conversation,
+            none.account,
+            none.next_visible,
+            none.messages
+        ),
+        (None, Some(alice), None, None)
     );
     let nothing = read(&missing, &nobody).await;
     assert_eq!((nothing.conversation, nothing.account), (None, None));
@@ -565,8 +571,13 @@ pub async fn check_conversation_and_account(store: &dyn Store) {
         .start_turn(&moved, &said, &visible(&conv, 0, VisibleRole::User, "hi"))
         .await
         .unwrap();
-    let hint = read(&conv, &user).await.next_visible;
+    let after = read(&conv, &user).await;
+    let hint = after.next_visible;
     assert!(hint.is_none_or(|n| n == 1), "after the start: {hint:?}");
+    assert!(
+        after.messages.is_none_or(|m| m == [said.clone()]),
+        "the segment as `messages` gives it"
+    );
     store
         .append_visible(&visible(&conv, 1, VisibleRole::Assistant, "alone"))
         .await
