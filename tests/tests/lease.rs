@@ -1,7 +1,9 @@
 //! The conversation lease on the one job path, on SQLite and on DynamoDB (moto): two turns of
 //! one conversation started together from two instances (two web function instances, or the web
 //! function and the worker) run one after the other, never interleaved; a turn whose holder died
-//! waits until the dead holder's lease lapses, then proceeds.
+//! waits until the dead holder's lease lapses, then proceeds. A web job for a conversation its
+//! user does not own (or one that is gone) runs no turn and leaves the lease free, whether its
+//! owner was read before the claim or under the lease.
 
 use backend::{Reply, ScriptedModel};
 use channel_jobs::{ChannelJobs, JobOutcome};
@@ -159,6 +161,66 @@ async fn a_dead_holders_lease_lapses_and_the_next_turn_proceeds(store: Arc<dyn S
     assert_eq!(ran, JobOutcome::Done);
     assert_eq!(s.model.requests().len(), 1);
     assert_eq!(roles(&s).await, [Role::User, Role::Assistant]);
+}
+
+/// A web job that names another user's conversation, and one that names none: no turn, no
+/// row, the lease free for the owner; the owner's own job then runs as usual.
+async fn a_web_job_for_a_conversation_not_its_users_runs_no_turn(store: Arc<dyn Store>) {
+    let s = setup(store, vec![Reply::text("Hello, Alice.")]).await;
+    let jobs = instance(&s);
+    let not_owned = JobOutcome::Skipped("not the user's conversation");
+    let foreign = web_job(CONV, "mallory", "m-foreign", "show me alice's week");
+    assert_eq!(jobs.run(&foreign, BUDGET).await, not_owned);
+    let gone = web_job("web-never-made", "mallory", "m-gone", "hello?");
+    assert_eq!(jobs.run(&gone, BUDGET).await, not_owned);
+    assert!(s.model.requests().is_empty(), "no model call");
+    assert!(
+        roles(&s).await.is_empty(),
+        "nothing written in alice's transcript"
+    );
+    assert!(s.store.visible(&CONV.into()).await.unwrap().is_empty());
+    assert_eq!(
+        s.store
+            .conversation(&"web-never-made".into())
+            .await
+            .unwrap(),
+        None,
+        "no conversation made"
+    );
+    for id in [CONV, "web-never-made"] {
+        assert_eq!(
+            s.store
+                .acquire_lease(&id.into(), "probe", T0, T0 + 1_000)
+                .await
+                .unwrap(),
+            Lease::Held,
+            "{id}'s lease is free"
+        );
+        s.store.release_lease(&id.into(), "probe").await.unwrap();
+    }
+    let own = web_job(CONV, "alice", "m-own", "hello");
+    assert_eq!(jobs.run(&own, BUDGET).await, JobOutcome::Done);
+    assert_eq!(roles(&s).await, [Role::User, Role::Assistant]);
+}
+
+#[tokio::test]
+async fn sqlite_a_web_job_for_a_conversation_not_its_users_runs_no_turn() {
+    a_web_job_for_a_conversation_not_its_users_runs_no_turn(sqlite()).await;
+}
+
+#[tokio::test]
+async fn dynamodb_a_web_job_for_a_conversation_not_its_users_runs_no_turn() {
+    a_web_job_for_a_conversation_not_its_users_runs_no_turn(dynamo().await).await;
+}
+
+/// A store that takes the claim and the lease one by one (no `TurnWrites`): the owner is read
+/// before the lease.
+#[tokio::test]
+async fn one_by_one_a_web_job_for_a_conversation_not_its_users_runs_no_turn() {
+    let inner = Arc::new(SqliteStore::open_in_memory().unwrap());
+    let store: Arc<dyn Store> = Arc::new(tests::FlakyStore::new(inner));
+    assert!(store.turn_writes().is_none());
+    a_web_job_for_a_conversation_not_its_users_runs_no_turn(store).await;
 }
 
 #[tokio::test]

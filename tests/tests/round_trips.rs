@@ -20,12 +20,12 @@ use transcript::StopReason;
 /// on their own, and two more deliveries that found nothing; before the reservation went with
 /// the start: 8.)
 const PLAIN_WRITES: u64 = 7;
-/// Its reads: the web server's ownership check before the enqueue, the job's before its claim,
-/// the conversation with its account, next visible position and history under the lease, and
+/// Its reads: the web server's ownership check before the enqueue; under the lease, the
+/// conversation (its owner checked) with its account, next visible position and history; and
 /// the context block's records with the active record. (Before: 8 — the conversation, the
-/// account and the next visible position one by one; 6 — the history, and the records and the
-/// active record, apart.)
-const PLAIN_READS: u64 = 4;
+/// account and the next visible position one by one; 6 — the job's owner read before its claim,
+/// the history, and the records and the active record, apart.)
+const PLAIN_READS: u64 = 3;
 /// One tool round adds three writes: the tool's own (the note with its receipt), the tool
 /// message with its result and the next call's reservation, and that call's answer with its
 /// settlement. (Before the reservation went with the tool message: 4.)

@@ -1,8 +1,8 @@
 //! A job's claim. Where the store takes a job's claim and its conversation's lease in one write
-//! ([`store::TurnWrites::claim_with_lease`]) and the conversation is known by one read (a
-//! channel job whose text holds no link code: [`identity::resolve_by_reading`]; a web job: its
-//! conversation and owner, [`web::owned_conversation`]), that read comes first and both are
-//! taken together. Otherwise — and whenever the store does not take both (a
+//! ([`store::TurnWrites::claim_with_lease`]) and the conversation is known (a web job names it;
+//! its owner is checked under the lease, by the turn's start read) or known by one read (a
+//! channel job whose text holds no link code: [`identity::resolve_by_reading`]), that read
+//! comes first and both are taken together. Otherwise — and whenever the store does not take both (a
 //! takeover, the conversation busy) — the claim alone, then the lease once the conversation is
 //! known ([`ChannelJobs::leased`]). Reading the sender first writes nothing, so a duplicate
 //! delivery costs that read and nothing else.
@@ -29,7 +29,8 @@ pub(crate) struct Early {
     /// The sender, when read before the claim (the answer does not read it again).
     pub(crate) resolved: Option<Resolved>,
     /// A web job's user and conversation, when read before the claim: `Some(None)` when the
-    /// conversation is not the job's user's.
+    /// conversation is not the job's user's. A web job claimed with its lease is not read
+    /// before: its owner is checked under the lease.
     pub(crate) owned: Option<Option<(UserId, ConversationId)>>,
     pub(crate) lease: LeaseNow,
 }
@@ -47,11 +48,8 @@ impl ChannelJobs {
         let mut early = Early::default();
         if let Some(writes) = self.store.turn_writes() {
             let conversation = if job.channel == web::WEB_CHANNEL {
-                match web::owned_conversation(self.store.as_ref(), job).await {
-                    Ok(owned) => early.owned = Some(owned),
-                    Err(e) => return (Err(e), early),
-                }
-                early.owned.clone().flatten().map(|(_, id)| id)
+                // Its owner is checked under the lease, by the turn's start read (`answer`).
+                Some(ConversationId(job.conversation_key.clone()))
             } else {
                 match identity::resolve_by_reading(self.store.as_ref(), job).await {
                     Ok(resolved) => early.resolved = resolved,

@@ -310,23 +310,33 @@ impl ChannelJobs {
             ));
         };
         let sender = sender.as_ref();
+        let not_owned = || {
+            tracing::warn!(job = %job.dedupe_key(), "web job for a conversation its user does not own; dropped");
+            Ok((
+                JobOutcome::Skipped("not the user's conversation"),
+                None,
+                false,
+            ))
+        };
+        // A web job claimed with its lease has its owner checked under it, by the start read.
+        let mut owner_unchecked = false;
         let (user, conversation) = if job.channel == web::WEB_CHANNEL {
             let owned = match early.owned {
                 Some(owned) => owned,
+                None if early.lease == LeaseNow::Held => {
+                    owner_unchecked = true;
+                    Some((
+                        transcript::UserId(job.external_user_id.clone()),
+                        ConversationId(job.conversation_key.clone()),
+                    ))
+                }
                 None => web::owned_conversation(self.store.as_ref(), job)
                     .await
                     .map_err(JobError::from)?,
             };
             match owned {
                 Some(owned) => owned,
-                None => {
-                    tracing::warn!(job = %job.dedupe_key(), "web job for a conversation its user does not own; dropped");
-                    return Ok((
-                        JobOutcome::Skipped("not the user's conversation"),
-                        None,
-                        false,
-                    ));
-                }
+                None => return not_owned(),
             }
         } else {
             let resolved = match early.resolved {
@@ -385,9 +395,14 @@ impl ChannelJobs {
                 // lease: read again here, with the account where the store reads both at once,
                 // else by the turn).
                 let row = if job.channel == web::WEB_CHANNEL {
-                    web::turn_read(self.store.as_ref(), &conversation, &user)
+                    let row = web::turn_read(self.store.as_ref(), &conversation, &user)
                         .await
-                        .map_err(JobError::from)?
+                        .map_err(JobError::from)?;
+                    if row.is_none() && owner_unchecked {
+                        // Gone, or not the job's user's: no turn, and the lease goes back.
+                        return Ok((None, None));
+                    }
+                    row
                 } else {
                     Some(
                         conversation::user_conversation_row(self, job, &user)
@@ -395,9 +410,13 @@ impl ChannelJobs {
                             .map_err(JobError::from)?,
                     )
                 };
-                self.turn(job, &conversation, row, sink, sender).await
+                let (outcome, shown) = self.turn(job, &conversation, row, sink, sender).await?;
+                Ok((Some(outcome), shown))
             })
             .await?;
+        let Some(outcome) = outcome else {
+            return not_owned();
+        };
         Ok((JobOutcome::Done, Some(outcome), finished))
     }
 
