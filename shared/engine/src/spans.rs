@@ -101,7 +101,7 @@ pub(crate) fn tool_call(name: &str, id: &str, input: &serde_json::Value) -> trac
         gen_ai.tool.call.arguments = Empty,
         gen_ai.tool.call.result = Empty,
     );
-    if content() {
+    if content() && !span.is_disabled() {
         span.record("gen_ai.tool.call.arguments", input.to_string());
     }
     span
@@ -114,6 +114,10 @@ pub(crate) fn tool_done(
     elapsed: std::time::Duration,
     result: &transcript::Part,
 ) {
+    // Nothing records it: the result is not measured for nobody.
+    if span.is_disabled() {
+        return;
+    }
     span.record("outcome", outcome);
     span.record("duration_ms", elapsed.as_millis() as u64);
     let content = match result {

@@ -11,28 +11,39 @@
 //! is each caller answered; if the commit fails, every write of the batch answers that failure,
 //! and none of it is in the file.
 //!
-//! Two strengths of commit, chosen per write:
+//! Two strengths of write, chosen per write. Every batch commits with `synchronous=NORMAL`, so
+//! the writer does not wait for the disk's flushes at a commit (a checkpoint still syncs).
 //!
-//! - [`Db::write_durable`]: the batch commits with `synchronous=FULL` — an fsync of the WAL
-//!   before anyone is answered — so the write survives `kill -9` and power loss. For writes
-//!   acknowledged outside the process: an enqueue (the `queued` event, a webhook's 200) and the
-//!   record of a reply a platform has accepted. Concurrent writers share the fsync.
-//! - [`Db::write`]: the batch commits with `synchronous=NORMAL` — no fsync of its own. The
-//!   write survives `kill -9` (it is in the operating system's cache); a power loss or kernel
-//!   crash may roll it back, but only together with every write after it: WAL frames are
-//!   appended in order and recovery keeps a prefix, and the next durable commit (or checkpoint)
-//!   makes everything before it durable too. So after a power loss the file is exactly what a
-//!   `kill -9` at a slightly earlier moment would have left — the case every write's crash story
-//!   already handles (the job is still queued, the turn resumes from what is stored, a tool's
-//!   receipt and its domain write go together) — and never a state no crash could leave.
+//! - [`Db::write_durable`]: answered only once the write survives `kill -9` and power loss, as
+//!   `synchronous=FULL` promises. After the batch's commit its answer goes to the syncer thread,
+//!   which syncs the WAL file (`fdatasync`) and then answers: a sync begun after a commit makes
+//!   that commit durable, with everything committed before it (SQLite's FULL does the same, an
+//!   fsync of the WAL after the commit's frames are written, only inside the writer). Durable
+//!   writes that wait while a sync runs share the next one, and the writer commits the next
+//!   batches meanwhile: under load the disk's flushes, not the writer, set the pace of durable
+//!   writes alone. For writes acknowledged outside the process: an enqueue (the `queued`
+//!   event, a webhook's 200) and the record of a reply a platform has accepted. A failed sync
+//!   fails its writes and every durable write after it, until a restart: after a failed
+//!   `fsync` the kernel may have dropped the pages it could not write, so a later success would
+//!   not cover them (the writes are committed, so a reader may see them: their outcome is
+//!   unknown to the caller, as a lost answer's would be).
+//! - [`Db::write`]: answered at its commit. The write survives `kill -9` (it is in the
+//!   operating system's cache); a power loss or kernel crash may roll it back, but only
+//!   together with every write after it: WAL frames are appended in order and recovery keeps a
+//!   prefix, and the next sync (or checkpoint) makes everything before it durable too. So after
+//!   a power loss the file is exactly what a `kill -9` at a slightly earlier moment would have
+//!   left — the case every write's crash story already handles (the job is still queued, the
+//!   turn resumes from what is stored, a tool's receipt and its domain write go together) — and
+//!   never a state no crash could leave.
 //!
 //! What a power loss can cost beyond a `kill -9`, and why that is acceptable here: work done
-//! since the last durable commit is redone (a model call paid twice, its budget charge rolled
-//! back with it; a web reply the browser already showed is answered again); nothing that was
-//! acknowledged to a client or a platform is lost. A durable write costs about 0.5 ms of fsync
-//! on this machine's disk and a plain one about 0.05 ms (measured: `python3` sqlite3, 300-byte
-//! inserts, WAL), and a plain web turn makes 7 writes, two of them durable (the enqueue and the
-//! finish; `tests/tests/round_trips.rs` pins the count).
+//! since the last sync is redone (a model call paid twice, its budget charge rolled back with
+//! it; a web reply the browser already showed is answered again); nothing that was
+//! acknowledged to a client or a platform is lost. A sync costs about 0.5 ms on this machine's
+//! disk and a commit without one about 0.05 ms (measured: `python3` sqlite3, 300-byte inserts,
+//! WAL), and a plain web turn makes 7 writes, two of them durable (the enqueue and the finish;
+//! `tests/tests/round_trips.rs` pins the count). A database that is not a file in WAL mode has
+//! no syncer: every batch commits with `synchronous=FULL`.
 //!
 //! A read is a closure run by one of the reader threads, on a connection that only reads. It
 //! sees every write acknowledged before it was sent.
@@ -77,7 +88,7 @@ const BUSY: Duration = Duration::from_secs(5);
 
 /// Why a closure's outcome cannot be given: the connection's thread is gone, or the batch it
 /// ran in could not be committed (its changes are not in the file).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Failure(String);
 
 impl fmt::Display for Failure {
@@ -95,8 +106,12 @@ type Outcome<T> = Result<T, Panic>;
 /// starting, not run): whether it succeeded (its savepoint is kept), and how to answer its
 /// caller once the commit's outcome is known.
 type WriteJob = Box<dyn FnOnce(Result<&Connection, &rusqlite::Error>) -> (bool, Answer) + Send>;
-type Answer = Box<dyn FnOnce(Option<&rusqlite::Error>) + Send>;
+/// Given why the write is not acknowledged (its batch did not commit, or its sync failed), or
+/// `None`.
+type Answer = Box<dyn FnOnce(Option<Failure>) + Send>;
 type ReadJob = Box<dyn FnOnce(&Connection) + Send>;
+/// Makes everything committed so far survive power loss: the WAL file synced to the disk.
+type SyncFn = Box<dyn FnMut() -> std::io::Result<()> + Send>;
 
 enum Job {
     /// A write, and whether its commit must survive power loss.
@@ -116,6 +131,8 @@ pub struct Db {
     threads: Vec<std::thread::JoinHandle<()>>,
     /// How many batches the writer has committed (each one commit).
     batches: Arc<AtomicU64>,
+    /// How many times the syncer has synced the WAL.
+    syncs: Arc<AtomicU64>,
     /// How many writes and reads callers have sent.
     writes_sent: AtomicU64,
     reads_sent: AtomicU64,
@@ -129,11 +146,14 @@ pub struct Calls {
     pub reads: u64,
     /// Commits of the writer, each carrying one or more writes.
     pub commits: u64,
+    /// Syncs of the WAL, each making the durable writes committed before it durable.
+    pub syncs: u64,
 }
 
 impl Drop for Db {
     fn drop(&mut self) {
-        // Closing the channels ends the threads once the work already sent is done.
+        // Closing the channels ends the threads once the work already sent is done (the
+        // writer's end closes the syncer's).
         let (writes, _) = mpsc::channel();
         drop(std::mem::replace(&mut self.writes, writes));
         self.reads = None;
@@ -144,16 +164,15 @@ impl Drop for Db {
 }
 
 impl Db {
-    /// Open (or create) the database file at `path`: WAL, foreign keys on, a writer and
-    /// [`READERS`] readers. Each batch's commit strength is set by its writes (see the crate
-    /// docs); migrations at open commit with `synchronous=FULL`.
+    /// Open (or create) the database file at `path`: WAL, foreign keys on, a writer, the
+    /// syncer and [`READERS`] readers (see the crate docs); migrations at open commit with
+    /// `synchronous=FULL`.
     pub fn open(path: impl AsRef<Path>) -> rusqlite::Result<Self> {
         let path = path.as_ref();
         let writer = Connection::open(path)?;
         writer.busy_timeout(BUSY)?;
         // WAL lets readers (ours, and an inspecting CLI's) run beside the writer.
         writer.pragma_update_and_check(None, "journal_mode", "wal", |_| Ok(()))?;
-        writer.pragma_update(None, "synchronous", "FULL")?;
         writer.pragma_update(None, "foreign_keys", true)?;
         kept_prepared(&writer)?;
         let readers = (0..READERS)
@@ -180,23 +199,53 @@ impl Db {
             inline: Some(Mutex::new(conn)),
             threads: Vec::new(),
             batches: Arc::new(AtomicU64::new(0)),
+            syncs: Arc::new(AtomicU64::new(0)),
             writes_sent: AtomicU64::new(0),
             reads_sent: AtomicU64::new(0),
         }
     }
 
     /// Start the writer on `writer` and a reader thread on each of `readers` (none: reads go to
-    /// the writer).
+    /// the writer). A file in WAL mode gets the syncer (see the crate docs); any other commits
+    /// every batch with `synchronous=FULL`.
     pub fn start(writer: Connection, readers: Vec<Connection>) -> Self {
+        let wal = writer
+            .pragma_query_value(None, "journal_mode", |r| r.get::<_, String>(0))
+            .ok()
+            .filter(|mode| mode.eq_ignore_ascii_case("wal"))
+            .and(writer.path())
+            .filter(|path| !path.is_empty())
+            .map(|path| std::path::PathBuf::from(format!("{path}-wal")));
+        let sync: Option<SyncFn> =
+            wal.map(|wal| Box::new(move || std::fs::File::open(&wal)?.sync_data()) as SyncFn);
+        Self::start_with(writer, readers, sync)
+    }
+
+    /// [`Db::start`] with `sync` as the syncer's way to make commits durable (`None`: every
+    /// batch commits with `synchronous=FULL`, no syncer).
+    fn start_with(writer: Connection, readers: Vec<Connection>, sync: Option<SyncFn>) -> Self {
         let (writes, jobs) = mpsc::channel::<Job>();
         let batches = Arc::new(AtomicU64::new(0));
+        let syncs = Arc::new(AtomicU64::new(0));
         let counted = batches.clone();
-        let mut threads = vec![
+        let mut threads = Vec::new();
+        let syncer = sync.map(|sync| {
+            let (to_sync, waiting) = mpsc::channel::<Vec<Answer>>();
+            let synced = syncs.clone();
+            threads.push(
+                std::thread::Builder::new()
+                    .name("sqlite-syncer".into())
+                    .spawn(move || sync_loop(sync, waiting, &synced))
+                    .expect("the database's syncer thread starts"),
+            );
+            to_sync
+        });
+        threads.push(
             std::thread::Builder::new()
                 .name("sqlite-writer".into())
-                .spawn(move || write_loop(writer, jobs, &counted))
+                .spawn(move || write_loop(writer, jobs, &counted, syncer))
                 .expect("the database's writer thread starts"),
-        ];
+        );
         let reads = (!readers.is_empty()).then(|| {
             let (reads, read_jobs) = mpsc::channel::<ReadJob>();
             let read_jobs = Arc::new(Mutex::new(read_jobs));
@@ -217,6 +266,7 @@ impl Db {
             inline: None,
             threads,
             batches,
+            syncs,
             writes_sent: AtomicU64::new(0),
             reads_sent: AtomicU64::new(0),
         }
@@ -236,8 +286,8 @@ impl Db {
         self.write_with(f, false).await
     }
 
-    /// [`Db::write`] whose commit also survives power loss: the WAL is fsynced before the
-    /// answer (and with it every write before this one).
+    /// [`Db::write`] that also survives power loss: the WAL is synced after its commit and
+    /// before the answer (and with it every write before this one).
     pub async fn write_durable<T, E>(
         &self,
         f: impl FnOnce(&Connection) -> Result<T, E> + Send + 'static,
@@ -331,9 +381,9 @@ impl Db {
                 Err(e) => Ok(Err(not_written(e))),
             };
             let ok = matches!(out, Ok(Ok(Ok(_))));
-            let answer: Answer = Box::new(move |commit_failed| {
-                let out = match (out, commit_failed) {
-                    (Ok(Ok(Ok(_))), Some(e)) => Ok(Err(not_written(e))),
+            let answer: Answer = Box::new(move |failed| {
+                let out = match (out, failed) {
+                    (Ok(Ok(Ok(_))), Some(failure)) => Ok(Err(failure)),
                     (out, _) => out,
                 };
                 reply(out);
@@ -429,6 +479,7 @@ impl Db {
             writes: self.writes_sent.load(Ordering::Relaxed),
             reads: self.reads_sent.load(Ordering::Relaxed),
             commits: self.batches(),
+            syncs: self.syncs.load(Ordering::Relaxed),
         }
     }
 }
@@ -476,17 +527,30 @@ fn not_written(e: &rusqlite::Error) -> Failure {
     Failure(format!("the database could not commit the write: {e}"))
 }
 
-fn write_loop(mut conn: Connection, jobs: mpsc::Receiver<Job>, batches: &AtomicU64) {
-    // The connection's `synchronous` setting, changed only when a batch needs the other one.
-    let mut full = true;
+/// The writer: batches of writes, each one commit. With a syncer, every batch commits with
+/// `synchronous=NORMAL` and a durable write's answer goes to the syncer; without one, every
+/// batch commits with `synchronous=FULL` and everyone is answered after the commit. An
+/// exclusive job runs with `synchronous=FULL` (migrations at open are durable on their own).
+fn write_loop(
+    mut conn: Connection,
+    jobs: mpsc::Receiver<Job>,
+    batches: &AtomicU64,
+    syncer: Option<mpsc::Sender<Vec<Answer>>>,
+) {
+    let normal = syncer.is_some();
+    // Without the setting the writes cannot be acknowledged as promised: none runs.
+    let set = set_synchronous(&conn, !normal).err();
     let mut next = jobs.recv().ok();
     while let Some(job) = next.take() {
-        let (first, mut durable) = match job {
+        let first = match job {
             Job::Exclusive(f) => {
-                if !full && set_synchronous(&conn, true).is_ok() {
-                    full = true;
+                if normal {
+                    let _ = set_synchronous(&conn, true);
                 }
                 f(&mut conn);
+                if normal {
+                    let _ = set_synchronous(&conn, false);
+                }
                 next = jobs.recv().ok();
                 continue;
             }
@@ -495,10 +559,7 @@ fn write_loop(mut conn: Connection, jobs: mpsc::Receiver<Job>, batches: &AtomicU
         let mut batch = vec![first];
         while batch.len() < BATCH {
             match jobs.try_recv() {
-                Ok(Job::Write(job, d)) => {
-                    batch.push(job);
-                    durable |= d;
-                }
+                Ok(Job::Write(job, durable)) => batch.push((job, durable)),
                 Ok(exclusive) => {
                     // Its turn comes after this batch.
                     next = Some(exclusive);
@@ -507,25 +568,15 @@ fn write_loop(mut conn: Connection, jobs: mpsc::Receiver<Job>, batches: &AtomicU
                 Err(_) => break,
             }
         }
-        if durable != full {
-            match set_synchronous(&conn, durable) {
-                Ok(()) => full = durable,
-                // Still NORMAL: a durable write cannot be promised, so none of the batch runs.
-                Err(e) if durable => {
-                    for job in batch {
-                        let (_, answer) = job(Err(&e));
-                        answer(None);
-                    }
-                    if next.is_none() {
-                        next = jobs.recv().ok();
-                    }
-                    continue;
+        match &set {
+            Some(e) => {
+                for (job, _) in batch {
+                    let (_, answer) = job(Err(e));
+                    answer(Some(not_written(e)));
                 }
-                // Still FULL: stronger than asked.
-                Err(_) => {}
             }
+            None => run_batch(&conn, batch, batches, syncer.as_ref()),
         }
-        run_batch(&conn, batch, batches);
         if next.is_none() {
             next = jobs.recv().ok();
         }
@@ -539,29 +590,34 @@ fn set_synchronous(conn: &Connection, full: bool) -> rusqlite::Result<()> {
 
 /// One transaction for the whole batch, one savepoint per write, one commit (counted in
 /// `batches` before anyone is answered, so a caller sees its own commit counted); then the
-/// answers.
-fn run_batch(conn: &Connection, batch: Vec<WriteJob>, batches: &AtomicU64) {
+/// answers: a durable write's through `syncer` when there is one, after the WAL's next sync.
+fn run_batch(
+    conn: &Connection,
+    batch: Vec<(WriteJob, bool)>,
+    batches: &AtomicU64,
+    syncer: Option<&mpsc::Sender<Vec<Answer>>>,
+) {
     if let Err(e) = exec(conn, "BEGIN IMMEDIATE") {
-        for job in batch {
+        for (job, _) in batch {
             let (_, answer) = job(Err(&e));
-            answer(None);
+            answer(Some(not_written(&e)));
         }
         return;
     }
     let mut answers = Vec::with_capacity(batch.len());
     let mut failed = None;
-    for job in batch {
+    for (job, durable) in batch {
         if let Some(e) = &failed {
-            answers.push(job(Err(e)).1);
+            answers.push((job(Err(e)).1, durable));
             continue;
         }
         if let Err(e) = exec(conn, "SAVEPOINT w") {
-            answers.push(job(Err(&e)).1);
+            answers.push((job(Err(&e)).1, durable));
             failed = Some(e);
             continue;
         }
         let (ok, answer) = job(Ok(conn));
-        answers.push(answer);
+        answers.push((answer, durable));
         let settled = if ok {
             exec(conn, "RELEASE w")
         } else {
@@ -579,9 +635,53 @@ fn run_batch(conn: &Connection, batch: Vec<WriteJob>, batches: &AtomicU64) {
         let _ = conn.execute_batch("ROLLBACK");
     }
     batches.fetch_add(1, Ordering::Relaxed);
-    let failed = outcome.as_ref().err();
-    for answer in answers {
-        answer(failed);
+    if let Err(e) = &outcome {
+        for (answer, _) in answers {
+            answer(Some(not_written(e)));
+        }
+        return;
+    }
+    let mut to_sync = Vec::new();
+    for (answer, durable) in answers {
+        match syncer {
+            Some(_) if durable => to_sync.push(answer),
+            _ => answer(None),
+        }
+    }
+    if let (Some(syncer), false) = (syncer, to_sync.is_empty())
+        && let Err(mpsc::SendError(unsynced)) = syncer.send(to_sync)
+    {
+        for answer in unsynced {
+            answer(Some(Failure(
+                "the database's syncer stopped: the write is not known to be durable".into(),
+            )));
+        }
+    }
+}
+
+/// The syncer: takes the durable writes committed since its last sync, syncs the WAL once
+/// (a sync begun after their commits makes them durable, with everything committed before),
+/// and answers them. A failed sync fails them, and every durable write after it: once a sync
+/// has failed, the kernel may have dropped the pages it could not write, so a later sync's
+/// success would not cover them (the process must be restarted to trust the file again).
+fn sync_loop(mut sync: SyncFn, waiting: mpsc::Receiver<Vec<Answer>>, syncs: &AtomicU64) {
+    let mut broken: Option<Failure> = None;
+    while let Ok(mut answers) = waiting.recv() {
+        while let Ok(more) = waiting.try_recv() {
+            answers.extend(more);
+        }
+        if broken.is_none() {
+            if let Err(e) = sync() {
+                broken = Some(Failure(format!(
+                    "the database's log could not be synced to the disk ({e}); restart to \
+                     make durable writes again"
+                )));
+            }
+            syncs.fetch_add(1, Ordering::Relaxed);
+        }
+        for answer in answers {
+            answer(broken.clone());
+        }
     }
 }
 

@@ -227,43 +227,160 @@ fn synchronous(conn: &Connection) -> rusqlite::Result<i64> {
     conn.pragma_query_value(None, "synchronous", |r| r.get(0))
 }
 
-/// A plain write commits with NORMAL, a durable one with FULL, and a batch that carries a
-/// durable write among plain ones commits FULL for all of them.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_batch_commits_full_when_any_write_in_it_is_durable() {
+/// A file in WAL mode commits every batch with NORMAL (no sync inside the writer), and only a
+/// durable write makes the syncer sync the WAL; migrations (`exclusive`) run with FULL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_durable_writes_sync_and_the_writer_never_does() {
     let (db, dir) = file_db("strength");
+    let synced = db.calls().syncs;
     assert_eq!(db.write(synchronous).await.unwrap().unwrap(), 1, "plain");
+    assert_eq!(db.calls().syncs, synced, "a plain write syncs nothing");
     assert_eq!(
         db.write_durable(synchronous).await.unwrap().unwrap(),
-        2,
-        "durable"
+        1,
+        "durable: the commit is NORMAL, the syncer makes it durable"
     );
+    assert_eq!(
+        db.calls().syncs,
+        synced + 1,
+        "one sync for the durable write"
+    );
+    assert_eq!(db.exclusive(|c| synchronous(c)).unwrap().unwrap(), 2);
     assert_eq!(
         db.write(synchronous).await.unwrap().unwrap(),
         1,
-        "plain again"
+        "NORMAL again"
     );
-    // Hold the writer so a plain and a durable write share the next batch.
-    let busy = db.write(|_| {
-        std::thread::sleep(Duration::from_millis(200));
-        Ok::<_, rusqlite::Error>(())
+    drop(db);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A file database on `sync` as its syncer (a test's stand-in for syncing the WAL).
+fn syncing_db(name: &str, sync: SyncFn) -> (Arc<Db>, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("sqlite-db-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("t.db");
+    let writer = Connection::open(&path).unwrap();
+    writer
+        .pragma_update_and_check(None, "journal_mode", "wal", |_| Ok(()))
+        .unwrap();
+    writer
+        .execute_batch("CREATE TABLE t (k INTEGER PRIMARY KEY, v TEXT NOT NULL)")
+        .unwrap();
+    let readers = vec![reader(&path).unwrap()];
+    (Arc::new(Db::start_with(writer, readers, Some(sync))), dir)
+}
+
+/// A gate the test opens: each sync waits for one permit, and says what it found committed.
+fn gated_sync(path: std::path::PathBuf) -> (SyncFn, mpsc::Sender<()>, mpsc::Receiver<Vec<i64>>) {
+    let (open, permits) = mpsc::channel::<()>();
+    let (seen, found) = mpsc::channel::<Vec<i64>>();
+    let sync: SyncFn = Box::new(move || {
+        let conn = Connection::open(&path).map_err(std::io::Error::other)?;
+        let mut s = conn
+            .prepare("SELECT k FROM t ORDER BY k")
+            .map_err(std::io::Error::other)?;
+        let keys = s
+            .query_map([], |r| r.get(0))
+            .and_then(|keys| keys.collect::<rusqlite::Result<Vec<i64>>>())
+            .map_err(std::io::Error::other)?;
+        let _ = seen.send(keys);
+        permits.recv().map_err(std::io::Error::other)
     });
-    let (d1, d2) = (db.clone(), db.clone());
-    let plain = tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(30)).await;
-        d1.write(synchronous).await
-    });
-    let durable = tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(60)).await;
-        d2.write_durable(synchronous).await
-    });
-    busy.await.unwrap().unwrap();
+    (sync, open, found)
+}
+
+/// A durable write is answered only once a sync that began after its commit is done; a plain
+/// write beside it is answered at its commit, and readers see both committed meanwhile.
+/// Durable writes that wait together share one sync.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_durable_write_is_answered_after_a_sync_that_follows_its_commit() {
+    let name = "gated";
+    let path = std::env::temp_dir()
+        .join(format!("sqlite-db-{name}-{}", std::process::id()))
+        .join("t.db");
+    let (sync, open, found) = gated_sync(path);
+    let (db, dir) = syncing_db(name, sync);
+    let d = db.clone();
+    let mut durable = tokio::spawn(async move { d.write_durable(insert(1)).await });
+    // The sync has begun, after the commit: it found the row.
+    let seen = tokio::task::spawn_blocking(move || found.recv().map(|k| (k, found)))
+        .await
+        .unwrap()
+        .unwrap();
+    let (first_seen, found) = seen;
+    assert_eq!(first_seen, [1]);
+    db.write(insert(2)).await.unwrap().unwrap();
     assert_eq!(
-        plain.await.unwrap().unwrap().unwrap(),
-        2,
-        "the plain write rode a FULL commit"
+        keys(&db).await,
+        [1, 2],
+        "both committed, one not yet durable"
     );
-    assert_eq!(durable.await.unwrap().unwrap().unwrap(), 2);
+    assert!(
+        tokio::time::timeout(Duration::from_millis(100), &mut durable)
+            .await
+            .is_err(),
+        "not answered while its sync runs"
+    );
+    // Three more durable writes wait for the running sync, then share the next one.
+    let more: Vec<_> = (3..6)
+        .map(|k| {
+            let d = db.clone();
+            tokio::spawn(async move { d.write_durable(insert(k)).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    open.send(()).unwrap();
+    durable.await.unwrap().unwrap().unwrap();
+    let second = tokio::task::spawn_blocking(move || found.recv().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(
+        second,
+        [1, 2, 3, 4, 5],
+        "the second sync began after their commits"
+    );
+    open.send(()).unwrap();
+    for write in more {
+        write.await.unwrap().unwrap().unwrap();
+    }
+    assert_eq!(db.calls().syncs, 2, "four durable writes, two syncs");
+    drop(db);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A failed sync fails the durable writes it was for, and every durable write after it, even
+/// if a later sync would succeed (the kernel may have dropped what it could not write); plain
+/// writes go on, and the rows are committed all the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_sync_fails_its_durable_writes_and_every_one_after() {
+    let tries = Arc::new(AtomicU64::new(0));
+    let counted = tries.clone();
+    let sync: SyncFn = Box::new(move || {
+        if counted.fetch_add(1, Ordering::SeqCst) == 0 {
+            Err(std::io::Error::other("EIO"))
+        } else {
+            Ok(())
+        }
+    });
+    let (db, dir) = syncing_db("sync-fails", sync);
+    let failure = db.write_durable(insert(1)).await.unwrap_err().to_string();
+    assert!(
+        failure.contains("could not be synced") && failure.contains("EIO"),
+        "{failure}"
+    );
+    db.write(insert(2)).await.unwrap().unwrap();
+    assert!(
+        db.write_durable(insert(3)).await.is_err(),
+        "still refused after"
+    );
+    assert_eq!(
+        tries.load(Ordering::SeqCst),
+        1,
+        "no sync is trusted after a failed one"
+    );
+    assert_eq!(keys(&db).await, [1, 2, 3]);
     drop(db);
     let _ = std::fs::remove_dir_all(dir);
 }
@@ -285,7 +402,8 @@ async fn calls_count_writes_reads_and_commits() {
         Calls {
             writes: 2,
             reads: 2,
-            commits: 2
+            commits: 2,
+            syncs: 1
         }
     );
     drop(db);
@@ -298,7 +416,8 @@ async fn calls_count_writes_reads_and_commits() {
         Calls {
             writes: 1,
             reads: 0,
-            commits: 1
+            commits: 1,
+            syncs: 0
         }
     );
     drop(no_readers);
