@@ -21,8 +21,14 @@
 //!   fsync of the WAL after the commit's frames are written, only inside the writer). Durable
 //!   writes that wait while a sync runs share the next one, and the writer commits the next
 //!   batches meanwhile: under load the disk's flushes, not the writer, set the pace of durable
-//!   writes alone. For writes acknowledged outside the process: an enqueue (the `queued`
-//!   event, a webhook's 200) and the record of a reply a platform has accepted. A failed sync
+//!   writes alone (the first sync also syncs the WAL's directory entry). For writes
+//!   acknowledged outside the process: an enqueue (the `queued` event, a webhook's 200) and
+//!   the record of a reply a platform has accepted. Unlike FULL inside SQLite, a durable write
+//!   is visible to readers from its commit, before its sync: a job can be handed out while
+//!   its enqueue is being synced. Should the power fail in that window (a sync slower than the
+//!   turn that followed), the job is lost with the enqueue, and with it nothing that was
+//!   acknowledged: its sender, never told it was queued, sends it again (a platform redelivers
+//!   a webhook without a 200), and a reply that went out meanwhile may go out twice. A failed sync
 //!   fails its writes and every durable write after it, until a restart: after a failed
 //!   `fsync` the kernel may have dropped the pages it could not write, so a later success would
 //!   not cover them (the writes are committed, so a reader may see them: their outcome is
@@ -216,8 +222,21 @@ impl Db {
             .and(writer.path())
             .filter(|path| !path.is_empty())
             .map(|path| std::path::PathBuf::from(format!("{path}-wal")));
-        let sync: Option<SyncFn> =
-            wal.map(|wal| Box::new(move || std::fs::File::open(&wal)?.sync_data()) as SyncFn);
+        let sync: Option<SyncFn> = wal.map(|wal| {
+            // The WAL's directory entry too, once (SQLite's own first sync of a new file does
+            // that): a log created at this open would otherwise not be found after a power loss.
+            let mut entry_synced = false;
+            Box::new(move || {
+                std::fs::File::open(&wal)?.sync_data()?;
+                if !entry_synced {
+                    if let Some(dir) = wal.parent().filter(|d| !d.as_os_str().is_empty()) {
+                        std::fs::File::open(dir)?.sync_all()?;
+                    }
+                    entry_synced = true;
+                }
+                Ok(())
+            }) as SyncFn
+        });
         Self::start_with(writer, readers, sync)
     }
 
