@@ -7,13 +7,14 @@ use std::sync::Arc;
 use store::{VisibleEntry, VisibleRole};
 use transcript::{CallRecord, ConversationStatus, Message, Part, Role, StopReason, Usage};
 
-/// The turn's first model call, built and reserved for with its start (`Turn::append_user`).
+/// The turn's first model call, built with its start (`Turn::append_user`), and reserved for
+/// with it when the guard prepares a reservation the store can write.
 struct FirstCall {
     /// The history with the user's message.
     history: crate::history::History,
     request: backend::ChatRequest,
-    charges: Vec<store::Charge>,
-    permit: crate::Permit,
+    /// The reservation's charges and the permit they buy, once written.
+    reserved: Option<(Vec<store::Charge>, crate::Permit)>,
 }
 
 impl Turn<'_> {
@@ -294,7 +295,7 @@ impl Turn<'_> {
                         self.history = first.history;
                         self.next_call = Some(super::NextCall {
                             request: first.request,
-                            permit: Some(first.permit),
+                            permit: first.reserved.map(|(_, permit)| permit),
                         });
                     }
                     None => self.history.push(message),
@@ -310,35 +311,38 @@ impl Turn<'_> {
         }
     }
 
-    /// The turn's first model call, built to follow `message` and reserved for ahead, when
-    /// its reservation can be written with the turn's start: the store makes that write, the
-    /// budget's ledger is the store, and the turn goes on to call the model (`Turn::run`: an
-    /// active conversation, not a stale press).
+    /// The turn's first model call, built to follow `message`, when the turn goes on to call
+    /// the model (`Turn::run`: an active conversation, not a stale press); with the guard's
+    /// prepared reservation when the store can write it with the start (it offers the combined
+    /// writes and is the budget's ledger).
     async fn first_call_after(&self, message: &Message) -> Option<FirstCall> {
         if self.conv.status != ConversationStatus::Active || self.press_line().is_some() {
             return None;
         }
-        self.engine.store.turn_writes()?;
         let mut history = self.history.clone();
         history.push(message.clone());
         let request = self.request_of(&history);
-        let call = crate::GuardCall {
-            conversation: &self.conv,
-            call_number: self.model_calls + 1,
-            request: &request,
-            account: self.account.as_ref(),
+        let reserved = match self.engine.store.turn_writes() {
+            Some(_) => {
+                let call = crate::GuardCall {
+                    conversation: &self.conv,
+                    call_number: self.model_calls + 1,
+                    request: &request,
+                    account: self.account.as_ref(),
+                };
+                self.engine
+                    .guard
+                    .prepare(&call)
+                    .await
+                    .filter(|p| self.is_store(&p.ledger))
+                    .map(|p| (p.charges, p.permit))
+            }
+            None => None,
         };
-        let prepared = self
-            .engine
-            .guard
-            .prepare(&call)
-            .await
-            .filter(|p| self.is_store(&p.ledger))?;
         Some(FirstCall {
             history,
             request,
-            charges: prepared.charges,
-            permit: prepared.permit,
+            reserved,
         })
     }
 
@@ -352,9 +356,12 @@ impl Turn<'_> {
         first: &mut Option<FirstCall>,
     ) -> Result<(), store::StoreError> {
         let store = &self.engine.store;
-        if let (Some(reserving), Some(writes)) = (first.as_ref(), store.turn_writes()) {
+        let reserved = first.as_mut().map(|f| &mut f.reserved);
+        if let (Some(reserved), Some(writes)) = (reserved, store.turn_writes())
+            && let Some((charges, _)) = reserved.as_ref()
+        {
             if writes
-                .start_turn_reserving(&self.conv, message, entry, &reserving.charges)
+                .start_turn_reserving(&self.conv, message, entry, charges)
                 .await?
             {
                 return Ok(());
@@ -362,7 +369,7 @@ impl Turn<'_> {
             tracing::info!(
                 "the first call's reservation did not fit with the turn's start; on its own"
             );
-            *first = None;
+            *reserved = None;
         }
         store.start_turn(&self.conv, message, entry).await
     }
