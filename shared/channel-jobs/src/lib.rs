@@ -391,9 +391,9 @@ impl ChannelJobs {
         let (outcome, finished) = self
             .leased(job, &conversation, early.lease, async {
                 // The conversation is read under the lease, so the turn starts from this read
-                // instead of its own (a web job's was read to check its owner, before the
-                // lease: read again here, with the account where the store reads both at once,
-                // else by the turn).
+                // instead of its own. A web job's owner is checked here when its lease came
+                // with the claim; else it was read before the lease, and is read again here
+                // with the account where the store reads both at once (else by the turn).
                 let row = if job.channel == web::WEB_CHANNEL {
                     let row = web::turn_read(self.store.as_ref(), &conversation, &user)
                         .await
