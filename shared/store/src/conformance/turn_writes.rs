@@ -211,6 +211,51 @@ pub async fn check_append_with_tool_result(store: &dyn Store) {
     );
 }
 
+/// A scope's minute and hour token buckets for the reserving checks: the hour at 900 of a
+/// 1,000 cap to begin with.
+struct Reserving {
+    scope: &'static str,
+}
+
+impl Reserving {
+    async fn with_hour_at_900(store: &dyn Store, scope: &'static str) -> Self {
+        let this = Self { scope };
+        assert_eq!(
+            store
+                .reserve(&[this.charge("tokens_1h", 900, Some(1_000))])
+                .await
+                .unwrap(),
+            Reserve::Reserved
+        );
+        this
+    }
+
+    fn bucket(&self, window: &str) -> BucketKey {
+        BucketKey {
+            scope: self.scope.into(),
+            window: window.into(),
+            start_ms: 1_800_000_000_000,
+        }
+    }
+
+    fn charge(&self, window: &str, amount: u64, limit: Option<u64>) -> Charge {
+        Charge {
+            bucket: self.bucket(window),
+            amount,
+            limit,
+            expires_at_ms: 1_800_003_600_000,
+        }
+    }
+
+    /// The minute's and the hour's usage.
+    async fn usage(&self, store: &dyn Store) -> Vec<u64> {
+        store
+            .bucket_usage(&[self.bucket("tokens_1m"), self.bucket("tokens_1h")])
+            .await
+            .unwrap()
+    }
+}
+
 /// `append_with_tool_result` with the next call's reservation: all three in one write when
 /// every charge fits its cap; when one would pass it (or cannot fit even an empty bucket),
 /// `Ok(false)` and nothing is written — no result, no message, no charge on any bucket; a taken
@@ -227,31 +272,9 @@ pub async fn check_append_with_tool_result_reserving(store: &dyn Store) {
         content: json!({ "events": [] }),
         is_error: false,
     };
-    let bucket = |window: &str| BucketKey {
-        scope: "user:reserving-tools".into(),
-        window: window.into(),
-        start_ms: 1_800_000_000_000,
-    };
-    let charge = |window: &str, amount, limit| Charge {
-        bucket: bucket(window),
-        amount,
-        limit,
-        expires_at_ms: 1_800_003_600_000,
-    };
-    let (minute, hour) = (bucket("tokens_1m"), bucket("tokens_1h"));
-    assert_eq!(
-        store
-            .reserve(&[charge("tokens_1h", 900, Some(1_000))])
-            .await
-            .unwrap(),
-        Reserve::Reserved
-    );
-    let usage = || async {
-        store
-            .bucket_usage(&[minute.clone(), hour.clone()])
-            .await
-            .unwrap()
-    };
+    let scope = Reserving::with_hour_at_900(store, "user:reserving-tools").await;
+    let charge = |window: &str, amount, limit| scope.charge(window, amount, limit);
+    let usage = || scope.usage(store);
 
     // The hour's cap would be passed: nothing at all, though the minute's charge fits.
     let tool_message = message(&conv, 0, 1, Role::Tool, vec![part("t1")]);
@@ -337,31 +360,9 @@ pub async fn check_start_turn_reserving(store: &dyn Store) {
     conv.prompt_version = "v2".into();
     let said = message(&id, 0, 0, Role::User, vec![Part::text("hi")]);
     let entry = visible(&id, 0, VisibleRole::User, "hi");
-    let bucket = |window: &str| BucketKey {
-        scope: "user:reserving-start".into(),
-        window: window.into(),
-        start_ms: 1_800_000_000_000,
-    };
-    let charge = |window: &str, amount, limit| Charge {
-        bucket: bucket(window),
-        amount,
-        limit,
-        expires_at_ms: 1_800_003_600_000,
-    };
-    let (minute, hour) = (bucket("tokens_1m"), bucket("tokens_1h"));
-    assert_eq!(
-        store
-            .reserve(&[charge("tokens_1h", 900, Some(1_000))])
-            .await
-            .unwrap(),
-        Reserve::Reserved
-    );
-    let usage = || async {
-        store
-            .bucket_usage(&[minute.clone(), hour.clone()])
-            .await
-            .unwrap()
-    };
+    let scope = Reserving::with_hour_at_900(store, "user:reserving-start").await;
+    let charge = |window: &str, amount, limit| scope.charge(window, amount, limit);
+    let usage = || scope.usage(store);
     let untouched = || async {
         assert_eq!(store.conversation(&id).await.unwrap().unwrap(), before);
         assert!(store.messages(&id, 0).await.unwrap().is_empty());
