@@ -47,10 +47,10 @@ impl Planner {
             .store
             .records_with_active(user, EVENT, conversation)
             .await?;
-        let mut listed = crate::events::sorted_events(records);
+        let listed = crate::events::sorted_events(records);
         let active = active.and_then(|id| listed.iter().find(|e| e.id == id).cloned());
         let events: Vec<EventLine> = listed
-            .drain(..)
+            .into_iter()
             .map(|e| EventLine {
                 date: e.starts_at.get(..10).unwrap_or(&e.starts_at).to_owned(),
                 status: e.status.as_str().to_owned(),

@@ -47,24 +47,7 @@ impl ConversationStore for SqliteStore {
         let c = c.clone();
         self.db
             .write_resumable(move |conn| {
-                let mut stmt = conn
-                    .prepare_cached(
-                        "UPDATE conversations
-                 SET purpose = ?2, status = ?3, prompt_version = ?4, segment = ?5, turn = ?6
-                 WHERE id = ?1",
-                    )
-                    .map_err(unavailable)?;
-                let changed = stmt
-                    .execute(params![
-                        c.id.0,
-                        c.purpose,
-                        status_to_sql(c.status),
-                        c.prompt_version,
-                        c.segment,
-                        turn_to_sql(c.turn)?,
-                    ])
-                    .map_err(unavailable)?;
-                if changed == 0 {
+                if !update(conn, &c)? {
                     return Err(StoreError::NotFound {
                         what: format!("conversation {}", c.id),
                     });
@@ -93,6 +76,28 @@ impl ConversationStore for SqliteStore {
             })
             .await
     }
+}
+
+/// Store `c`'s purpose, status, prompt version, segment and turn; whether the conversation was
+/// there to update.
+pub(crate) fn update(conn: &rusqlite::Connection, c: &Conversation) -> Result<bool, StoreError> {
+    let changed = conn
+        .prepare_cached(
+            "UPDATE conversations
+             SET purpose = ?2, status = ?3, prompt_version = ?4, segment = ?5, turn = ?6
+             WHERE id = ?1",
+        )
+        .map_err(unavailable)?
+        .execute(params![
+            c.id.0,
+            c.purpose,
+            status_to_sql(c.status),
+            c.prompt_version,
+            c.segment,
+            turn_to_sql(c.turn)?,
+        ])
+        .map_err(unavailable)?;
+    Ok(changed > 0)
 }
 
 /// The conversation `id`, if there is one.

@@ -134,12 +134,7 @@ pub(crate) fn segment_of(
 /// A turn's start as its rows: the conversation moved on, the user's message and its visible
 /// entry.
 pub(crate) struct Start {
-    id: ConversationId,
-    purpose: String,
-    status: transcript::ConversationStatus,
-    prompt_version: String,
-    segment: u32,
-    turn: i64,
+    conversation: Conversation,
     message: Row,
     entry: crate::visible::Row,
 }
@@ -147,12 +142,7 @@ pub(crate) struct Start {
 impl Start {
     pub(crate) fn of(c: &Conversation, m: &Message, e: &VisibleEntry) -> Result<Self, StoreError> {
         Ok(Self {
-            id: c.id.clone(),
-            purpose: c.purpose.clone(),
-            status: c.status,
-            prompt_version: c.prompt_version.clone(),
-            segment: c.segment,
-            turn: crate::conversations::turn_to_sql(c.turn)?,
+            conversation: c.clone(),
             message: Row::of(m)?,
             entry: crate::visible::Row::of(e)?,
         })
@@ -160,25 +150,9 @@ impl Start {
 
     /// Write all three (inside the caller's savepoint: an error leaves it to roll back).
     pub(crate) fn write(self, conn: &rusqlite::Connection) -> Result<(), StoreError> {
-        let changed = conn
-            .prepare_cached(
-                "UPDATE conversations
-                 SET purpose = ?2, status = ?3, prompt_version = ?4, segment = ?5, turn = ?6
-                 WHERE id = ?1",
-            )
-            .map_err(unavailable)?
-            .execute(params![
-                self.id.0,
-                self.purpose,
-                crate::conversations::status_to_sql(self.status),
-                self.prompt_version,
-                self.segment,
-                self.turn,
-            ])
-            .map_err(unavailable)?;
-        if changed == 0 {
+        if !crate::conversations::update(conn, &self.conversation)? {
             return Err(StoreError::Conflict {
-                what: format!("conversation {} (gone)", self.id),
+                what: format!("conversation {} (gone)", self.conversation.id),
             });
         }
         self.message.insert(conn)?;
