@@ -11,7 +11,7 @@
 //! is each caller answered; if the commit fails, every write of the batch answers that failure,
 //! and none of it is in the file.
 //!
-//! Two strengths of write, chosen per write. Every batch commits with `synchronous=NORMAL`, so
+//! Three strengths of write, chosen per write. Every batch commits with `synchronous=NORMAL`, so
 //! the writer does not wait for the disk's flushes at a commit (a checkpoint still syncs).
 //!
 //! - [`Db::write_durable`]: answered only once the write survives `kill -9` and power loss, as
@@ -22,8 +22,8 @@
 //!   writes that wait while a sync runs share the next one, and the writer commits the next
 //!   batches meanwhile: under load the disk's flushes, not the writer, set the pace of durable
 //!   writes alone (the first sync also syncs the WAL's directory entry). For writes
-//!   acknowledged outside the process: an enqueue (the `queued` event, a webhook's 200) and
-//!   the record of a reply a platform has accepted. Unlike FULL inside SQLite, a durable write
+//!   acknowledged outside the process: an enqueue (the `queued` event, a webhook's 200).
+//!   Unlike FULL inside SQLite, a durable write
 //!   is visible to readers from its commit, before its sync: a job can be handed out while
 //!   its enqueue is being synced. Should the power fail in that window (a sync slower than the
 //!   turn that followed), the job is lost with the enqueue, and with it nothing that was
@@ -33,6 +33,14 @@
 //!   `fsync` the kernel may have dropped the pages it could not write, so a later success would
 //!   not cover them (the writes are committed, so a reader may see them: their outcome is
 //!   unknown to the caller, as a lost answer's would be).
+//! - [`Db::write_then_sync`]: answered at its commit, and the syncer's next sync (begun after
+//!   it, as for a durable write) is asked for but not awaited. For the record of something
+//!   that already left the process, a reply the browser was streamed or a platform accepted:
+//!   the reply went out before its record was written, so a power loss between the two sends
+//!   it again on any engine, and waiting for the sync would close no window, only hold the
+//!   turn's worker (and its conversation's next message) for a sync more. The record is as
+//!   durable as a durable write's about one sync later; until then a power loss rolls it back
+//!   with everything after it (see below), and the job, still queued, runs again.
 //! - [`Db::write`]: answered at its commit. The write survives `kill -9` (it is in the
 //!   operating system's cache); a power loss or kernel crash may roll it back, but only
 //!   together with every write after it: WAL frames are appended in order and recovery keeps a
@@ -47,8 +55,9 @@
 //! it; a web reply the browser already showed is answered again); nothing that was
 //! acknowledged to a client or a platform is lost. A sync costs about 0.5 ms on this machine's
 //! disk and a commit without one about 0.05 ms (measured: `python3` sqlite3, 300-byte inserts,
-//! WAL), and a plain web turn makes 7 writes, two of them durable (the enqueue and the finish;
-//! `tests/tests/round_trips.rs` pins the count). A database that is not a file in WAL mode has
+//! WAL), and a plain web turn makes 7 writes: one durable (the enqueue), one that begins a sync
+//! (the finish, the reply's record) and five plain ones (`tests/tests/round_trips.rs` pins the
+//! count). A database that is not a file in WAL mode has
 //! no syncer: every batch commits with `synchronous=FULL`.
 //!
 //! A read is a closure run by one of the reader threads, on a connection that only reads. It
@@ -119,9 +128,20 @@ type ReadJob = Box<dyn FnOnce(&Connection) + Send>;
 /// Makes everything committed so far survive power loss: the WAL file synced to the disk.
 type SyncFn = Box<dyn FnMut() -> std::io::Result<()> + Send>;
 
+/// What a write's answer waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Strength {
+    /// Its commit: it survives `kill -9`.
+    Committed,
+    /// A sync after its commit: it survives power loss.
+    Durable,
+    /// Its commit, and a sync is begun after it that the answer does not wait for.
+    SyncBegun,
+}
+
 enum Job {
-    /// A write, and whether its commit must survive power loss.
-    Write(WriteJob, bool),
+    /// A write, and what its answer waits for.
+    Write(WriteJob, Strength),
     Exclusive(Box<dyn FnOnce(&mut Connection) + Send>),
 }
 
@@ -302,7 +322,7 @@ impl Db {
         T: Send + 'static,
         E: Send + 'static,
     {
-        self.write_with(f, false).await
+        self.write_with(f, Strength::Committed).await
     }
 
     /// [`Db::write`] that also survives power loss: the WAL is synced after its commit and
@@ -315,13 +335,30 @@ impl Db {
         T: Send + 'static,
         E: Send + 'static,
     {
-        self.write_with(f, true).await
+        self.write_with(f, Strength::Durable).await
+    }
+
+    /// [`Db::write`] after which the WAL is synced without the caller waiting: answered at its
+    /// commit, it survives power loss once the syncer's next sync is done (about one sync
+    /// later, as a durable write would), unless that sync fails (every durable write after it
+    /// then fails, see the crate docs). For the record of something that already left the
+    /// process, where waiting would tell nobody anything: whatever comes after it in the file
+    /// cannot outlive it.
+    pub async fn write_then_sync<T, E>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, E> + Send + 'static,
+    ) -> Result<Result<T, E>, Failure>
+    where
+        T: Send + 'static,
+        E: Send + 'static,
+    {
+        self.write_with(f, Strength::SyncBegun).await
     }
 
     async fn write_with<T, E>(
         &self,
         f: impl FnOnce(&Connection) -> Result<T, E> + Send + 'static,
-        durable: bool,
+        strength: Strength,
     ) -> Result<Result<T, E>, Failure>
     where
         T: Send + 'static,
@@ -332,7 +369,7 @@ impl Db {
             return self.write_inline(conn, f);
         }
         let (tx, rx) = oneshot::channel();
-        self.send_write(f, durable, move |out| {
+        self.send_write(f, strength, move |out| {
             let _ = tx.send(out);
         })?;
         settle(rx.await.ok())
@@ -353,7 +390,7 @@ impl Db {
             return self.write_inline(conn, f);
         }
         let (tx, rx) = mpsc::sync_channel(1);
-        self.send_write(f, true, move |out| {
+        self.send_write(f, Strength::Durable, move |out| {
             let _ = tx.send(out);
         })?;
         settle(rx.recv().ok())
@@ -387,7 +424,7 @@ impl Db {
     fn send_write<T, E>(
         &self,
         f: impl FnOnce(&Connection) -> Result<T, E> + Send + 'static,
-        durable: bool,
+        strength: Strength,
         reply: impl FnOnce(Outcome<Result<Result<T, E>, Failure>>) + Send + 'static,
     ) -> Result<(), Failure>
     where
@@ -410,7 +447,7 @@ impl Db {
             (ok, answer)
         });
         self.writes
-            .send(Job::Write(job, durable))
+            .send(Job::Write(job, strength))
             .map_err(|_| stopped())
     }
 
@@ -573,12 +610,12 @@ fn write_loop(
                 next = jobs.recv().ok();
                 continue;
             }
-            Job::Write(first, durable) => (first, durable),
+            Job::Write(first, strength) => (first, strength),
         };
         let mut batch = vec![first];
         while batch.len() < BATCH {
             match jobs.try_recv() {
-                Ok(Job::Write(job, durable)) => batch.push((job, durable)),
+                Ok(Job::Write(job, strength)) => batch.push((job, strength)),
                 Ok(exclusive) => {
                     // Its turn comes after this batch.
                     next = Some(exclusive);
@@ -609,10 +646,11 @@ fn set_synchronous(conn: &Connection, full: bool) -> rusqlite::Result<()> {
 
 /// One transaction for the whole batch, one savepoint per write, one commit (counted in
 /// `batches` before anyone is answered, so a caller sees its own commit counted); then the
-/// answers: a durable write's through `syncer` when there is one, after the WAL's next sync.
+/// answers: a durable write's through `syncer` when there is one, after the WAL's next sync
+/// (which a write that begins a sync asks for without waiting).
 fn run_batch(
     conn: &Connection,
-    batch: Vec<(WriteJob, bool)>,
+    batch: Vec<(WriteJob, Strength)>,
     batches: &AtomicU64,
     syncer: Option<&mpsc::Sender<Vec<Answer>>>,
 ) {
@@ -625,18 +663,18 @@ fn run_batch(
     }
     let mut answers = Vec::with_capacity(batch.len());
     let mut failed = None;
-    for (job, durable) in batch {
+    for (job, strength) in batch {
         if let Some(e) = &failed {
-            answers.push((job(Err(e)).1, durable));
+            answers.push((job(Err(e)).1, strength));
             continue;
         }
         if let Err(e) = exec(conn, "SAVEPOINT w") {
-            answers.push((job(Err(&e)).1, durable));
+            answers.push((job(Err(&e)).1, strength));
             failed = Some(e);
             continue;
         }
         let (ok, answer) = job(Ok(conn));
-        answers.push((answer, durable));
+        answers.push((answer, strength));
         let settled = if ok {
             exec(conn, "RELEASE w")
         } else {
@@ -661,9 +699,14 @@ fn run_batch(
         return;
     }
     let mut to_sync = Vec::new();
-    for (answer, durable) in answers {
-        match syncer {
-            Some(_) if durable => to_sync.push(answer),
+    for (answer, strength) in answers {
+        match (syncer, strength) {
+            (Some(_), Strength::Durable) => to_sync.push(answer),
+            (Some(_), Strength::SyncBegun) => {
+                answer(None);
+                // The syncer's next sync, which nobody waits for.
+                to_sync.push(Box::new(|_| {}));
+            }
             _ => answer(None),
         }
     }

@@ -350,6 +350,66 @@ async fn a_durable_write_is_answered_after_a_sync_that_follows_its_commit() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// A write that begins a sync is answered at its commit, while the sync it asked for has not
+/// even finished: that sync began after the commit (it found the row), and a failed one still
+/// refuses every durable write after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_that_begins_a_sync_is_answered_before_it() {
+    let name = "then-sync";
+    let path = std::env::temp_dir()
+        .join(format!("sqlite-db-{name}-{}", std::process::id()))
+        .join("t.db");
+    let (sync, open, found) = gated_sync(path);
+    let (db, dir) = syncing_db(name, sync);
+    tokio::time::timeout(Duration::from_secs(5), db.write_then_sync(insert(1)))
+        .await
+        .expect("answered with the sync still closed")
+        .unwrap()
+        .unwrap();
+    let found = tokio::task::spawn_blocking(move || {
+        let first = found.recv().unwrap();
+        (first, found)
+    });
+    let (first, found) = found.await.unwrap();
+    assert_eq!(first, [1], "a sync began after its commit");
+    assert_eq!(db.calls().syncs, 0, "and has not finished");
+    // The gate opened for that sync and the next: a durable write after it is answered after a
+    // sync of its own.
+    open.send(()).unwrap();
+    open.send(()).unwrap();
+    db.write_durable(insert(2)).await.unwrap().unwrap();
+    assert_eq!(db.calls().syncs, 2);
+    assert_eq!(found.recv().unwrap(), [1, 2]);
+    drop(db);
+    let _ = std::fs::remove_dir_all(dir);
+
+    // A failed sync, begun by such a write, refuses the durable writes after it, though the
+    // write itself was answered with success at its commit.
+    let tries = Arc::new(AtomicU64::new(0));
+    let counted = tries.clone();
+    let sync: SyncFn = Box::new(move || {
+        if counted.fetch_add(1, Ordering::SeqCst) == 0 {
+            Err(std::io::Error::other("EIO"))
+        } else {
+            Ok(())
+        }
+    });
+    let (db, dir) = syncing_db("then-sync-fails", sync);
+    db.write_then_sync(insert(1)).await.unwrap().unwrap();
+    let begun = async {
+        while tries.load(Ordering::SeqCst) == 0 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(5), begun)
+        .await
+        .expect("the write began a sync");
+    assert!(db.write_durable(insert(2)).await.is_err());
+    assert_eq!(tries.load(Ordering::SeqCst), 1, "no sync trusted after it");
+    drop(db);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// A failed sync fails the durable writes it was for, and every durable write after it, even
 /// if a later sync would succeed (the kernel may have dropped what it could not write); plain
 /// writes go on, and the rows are committed all the same.

@@ -20,10 +20,20 @@ impl Db {
         self.0.write_durable(f).await.map_err(failed)?
     }
 
+    /// Run `f` in the next group commit; its result at that commit, and the WAL synced after it
+    /// without waiting (`sqlite_db::Db::write_then_sync`). For the record of a reply that went
+    /// out: it and everything after it survive power loss about one sync later.
+    pub(crate) async fn write_then_sync<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&rusqlite::Connection) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        self.0.write_then_sync(f).await.map_err(failed)?
+    }
+
     /// Run `f` in the next group commit; its result once that commit survives `kill -9`. For a
-    /// turn's own progress (claim, lease, budget, transcript, receipts): nothing outside the
-    /// process hears of it before the turn's reply is recorded with [`Db::write`], which makes
-    /// it durable too; a power loss before that rolls it back with everything after it, the
+    /// turn's own progress (claim, lease, budget, transcript, receipts): the sync begun by the
+    /// turn's reply record ([`Db::write_then_sync`]) makes it durable too; a power loss before
+    /// that rolls it back with everything after it, the
     /// state a `kill -9` a moment earlier leaves, and the still-queued job resumes the turn.
     pub(crate) async fn write_resumable<T: Send + 'static>(
         &self,

@@ -69,9 +69,10 @@ impl TurnWrites for SqliteStore {
             finish.job_key.to_owned(),
             finish.keep_until_ms,
         );
-        // Durable: the reply went out (see `Db::write`). An `Err` rolls all three back.
+        // The reply went out before this record: its sync is begun, not awaited (see
+        // `Db::write_then_sync`). An `Err` rolls all three back.
         self.db
-            .write(move |conn| {
+            .write_then_sync(move |conn| {
                 entry.insert(conn)?;
                 if !leases::release(conn, &conversation, &holder)? {
                     return Err(StoreError::Conflict {
