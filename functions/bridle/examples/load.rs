@@ -7,7 +7,8 @@
 //! Run it with `scripts/load-bench` (it builds the binary and this example with the `serve`
 //! profile first).
 //! `load [TOTAL_TURNS] [ROUNDS]` (10,000 turns in 2 rounds of the three phases by default);
-//! `BRIDLE_BIN` points at another `bridle` binary.
+//! `BRIDLE_BIN` points at another `bridle` binary; `TOKIO_WORKER_THREADS` and
+//! `BRIDLE_MAX_CONCURRENT_TURNS`, when set, are passed to the server.
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -64,6 +65,12 @@ fn start() -> Server {
         .env("BRIDLE_BACKEND", "scripted")
         .env("BRIDLE_SCRIPT", dir.join("script.json"))
         .env("RUST_LOG", "warn")
+        // The settings a run may vary, passed through.
+        .envs(
+            ["TOKIO_WORKER_THREADS", "BRIDLE_MAX_CONCURRENT_TURNS"]
+                .into_iter()
+                .filter_map(|k| std::env::var(k).ok().map(|v| (k, v))),
+        )
         // The budget guards stay on (their ledger writes are part of a turn's cost) with caps
         // no benchmark reaches.
         .env("BRIDLE_CAP_CONVERSATION_MESSAGES_PER_HOUR", "1000000000")

@@ -37,6 +37,14 @@ pub enum Db {
     Memory,
 }
 
+/// Turns the local server runs at once unless `BRIDLE_MAX_CONCURRENT_TURNS` says (always one at
+/// a time per conversation). A waiting turn costs little (its job stays queued, a running one
+/// mostly waits on its model); more of them at once make each group commit and each wake-up of
+/// the database's threads carry more work. Measured with the load benchmark on two cores, 64
+/// conversations (README, Measure): 8 gave 1,410–1,470 turns/s at 0.88–0.91 ms of server CPU a
+/// turn, 32 gave 1,775–1,830 at 0.72–0.75 ms.
+pub const DEFAULT_MAX_CONCURRENT_TURNS: usize = 32;
+
 /// What [`build_app`] needs.
 #[derive(Clone)]
 pub struct AppOptions {
@@ -107,7 +115,7 @@ impl Default for AppOptions {
             db: Db::Memory,
             model_id: String::new(),
             max_message_chars: 8_000,
-            max_concurrent_turns: 8,
+            max_concurrent_turns: DEFAULT_MAX_CONCURRENT_TURNS,
             shutdown_grace: std::time::Duration::from_secs(25),
             http: server::HttpLimits::default(),
             engine: EngineOptions::default(),

@@ -140,7 +140,20 @@ fn main() -> ExitCode {
     } else {
         "info"
     };
-    let runtime = match tokio::runtime::Runtime::new() {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let set = std::env::var("TOKIO_WORKER_THREADS").ok();
+    let workers = match bridle::config::async_worker_threads(set.as_deref(), cores) {
+        Ok(n) => n,
+        Err(problem) => {
+            eprintln!("bridle: {problem}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(err) => {
             eprintln!("bridle: cannot start the async runtime: {err}");
