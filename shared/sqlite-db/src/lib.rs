@@ -23,9 +23,8 @@
 //!   batches meanwhile: under load the disk's flushes, not the writer, set the pace of durable
 //!   writes alone (the first sync also syncs the WAL's directory entry). For writes
 //!   acknowledged outside the process: an enqueue (the `queued` event, a webhook's 200).
-//!   Unlike FULL inside SQLite, a durable write
-//!   is visible to readers from its commit, before its sync: a job can be handed out while
-//!   its enqueue is being synced. Should the power fail in that window (a sync slower than the
+//!   Unlike FULL inside SQLite, a durable write is visible to readers from its commit, before
+//!   its sync: a job can be handed out while its enqueue is being synced. Should the power fail in that window (a sync slower than the
 //!   turn that followed), the job is lost with the enqueue, and with it nothing that was
 //!   acknowledged: its sender, never told it was queued, sends it again (a platform redelivers
 //!   a webhook without a 200), and a reply that went out meanwhile may go out twice. A failed sync
@@ -57,8 +56,8 @@
 //! disk and a commit without one about 0.05 ms (measured: `python3` sqlite3, 300-byte inserts,
 //! WAL), and a plain web turn makes 7 writes: one durable (the enqueue), one that begins a sync
 //! (the finish, the reply's record) and five plain ones (`tests/tests/round_trips.rs` pins the
-//! count). A database that is not a file in WAL mode has
-//! no syncer: every batch commits with `synchronous=FULL`.
+//! count). A database that is not a file in WAL mode has no syncer: every batch commits with
+//! `synchronous=FULL`.
 //!
 //! A read is a closure run by one of the reader threads, on a connection that only reads. It
 //! sees every write acknowledged before it was sent.
