@@ -350,6 +350,20 @@ async fn a_durable_write_is_answered_after_a_sync_that_follows_its_commit() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// A syncer whose first sync fails with EIO and whose later ones succeed, and how many it tried.
+fn first_sync_fails() -> (SyncFn, Arc<AtomicU64>) {
+    let tries = Arc::new(AtomicU64::new(0));
+    let counted = tries.clone();
+    let sync: SyncFn = Box::new(move || {
+        if counted.fetch_add(1, Ordering::SeqCst) == 0 {
+            Err(std::io::Error::other("EIO"))
+        } else {
+            Ok(())
+        }
+    });
+    (sync, tries)
+}
+
 /// A write that begins a sync is answered at its commit, while the sync it asked for has not
 /// even finished: that sync began after the commit (it found the row), and a failed one still
 /// refuses every durable write after it.
@@ -385,15 +399,7 @@ async fn a_write_that_begins_a_sync_is_answered_before_it() {
 
     // A failed sync, begun by such a write, refuses the durable writes after it, though the
     // write itself was answered with success at its commit.
-    let tries = Arc::new(AtomicU64::new(0));
-    let counted = tries.clone();
-    let sync: SyncFn = Box::new(move || {
-        if counted.fetch_add(1, Ordering::SeqCst) == 0 {
-            Err(std::io::Error::other("EIO"))
-        } else {
-            Ok(())
-        }
-    });
+    let (sync, tries) = first_sync_fails();
     let (db, dir) = syncing_db("then-sync-fails", sync);
     db.write_then_sync(insert(1)).await.unwrap().unwrap();
     let begun = async {
@@ -415,15 +421,7 @@ async fn a_write_that_begins_a_sync_is_answered_before_it() {
 /// writes go on, and the rows are committed all the same.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_sync_fails_its_durable_writes_and_every_one_after() {
-    let tries = Arc::new(AtomicU64::new(0));
-    let counted = tries.clone();
-    let sync: SyncFn = Box::new(move || {
-        if counted.fetch_add(1, Ordering::SeqCst) == 0 {
-            Err(std::io::Error::other("EIO"))
-        } else {
-            Ok(())
-        }
-    });
+    let (sync, tries) = first_sync_fails();
     let (db, dir) = syncing_db("sync-fails", sync);
     let failure = db.write_durable(insert(1)).await.unwrap_err().to_string();
     assert!(

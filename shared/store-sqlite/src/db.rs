@@ -33,8 +33,8 @@ impl Db {
     /// Run `f` in the next group commit; its result once that commit survives `kill -9`. For a
     /// turn's own progress (claim, lease, budget, transcript, receipts): the sync begun by the
     /// turn's reply record ([`Db::write_then_sync`]) makes it durable too; a power loss before
-    /// that rolls it back with everything after it, the
-    /// state a `kill -9` a moment earlier leaves, and the still-queued job resumes the turn.
+    /// that rolls it back with everything after it, the state a `kill -9` a moment earlier
+    /// leaves, and the still-queued job resumes the turn.
     pub(crate) async fn write_resumable<T: Send + 'static>(
         &self,
         f: impl FnOnce(&rusqlite::Connection) -> Result<T, StoreError> + Send + 'static,
