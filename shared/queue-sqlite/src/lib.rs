@@ -19,8 +19,9 @@
 //! only once durable, sharing its fsync with whatever else was waiting), reads on its reader
 //! threads. A server that keeps its store in the same file gives both the same `Db`
 //! ([`SqliteQueue::on`]), so the queue never waits on the store for the file's write lock.
-//! Long polls wait on a `tokio::sync::Notify` signalled by enqueue, ack and release, and wake on
-//! their own when a visibility timeout runs out.
+//! Long polls wait on a `tokio::sync::Notify` signalled by enqueue (at its commit, before its
+//! sync: the turn runs while the enqueue is made durable), ack and release, and wake on their
+//! own when a visibility timeout runs out.
 //!
 //! Depends on the `queue` port, `rusqlite`, `sqlite-db` and tokio's timers only. Never on AWS,
 //! the store or the engine.
@@ -53,16 +54,30 @@ struct Dry {
     next_visible_at_ms: Option<i64>,
 }
 
+/// The signal that work may have become ready.
+#[derive(Debug, Default)]
+struct Work {
+    ready: Notify,
+    /// How many times work was signalled: a receive compares it with [`Dry::at`].
+    changes: AtomicU64,
+}
+
+impl Work {
+    /// Count it, then wake the waiting receive.
+    fn signal(&self) {
+        self.changes.fetch_add(1, Ordering::SeqCst);
+        self.ready.notify_waiters();
+    }
+}
+
 /// The job queue on SQLite. Cheap to share behind an `Arc`.
 #[derive(Debug)]
 pub struct SqliteQueue {
     db: Arc<Db>,
     settings: QueueSettings,
-    /// Signalled when work may have become ready: a job enqueued, released, put back, or
-    /// acknowledged with more of its group waiting ([`SqliteQueue::signal`]).
-    work: Notify,
-    /// How many times work was signalled: a receive compares it with [`Dry::at`].
-    changes: AtomicU64,
+    /// Signalled when work may have become ready: a job enqueued (at its commit, from the
+    /// writer's thread), released, put back, or acknowledged with more of its group waiting.
+    work: Arc<Work>,
     /// What the last receive that handed jobs out left behind, when it took every job ready.
     dry: Mutex<Option<Dry>>,
     /// The dedupe keys of the jobs that were in flight when the file was opened.
@@ -95,8 +110,7 @@ impl SqliteQueue {
         Ok(Self {
             db,
             settings,
-            work: Notify::new(),
-            changes: AtomicU64::new(0),
+            work: Arc::default(),
             dry: Mutex::new(None),
             recovered,
         })
@@ -104,8 +118,7 @@ impl SqliteQueue {
 
     /// Work may have become ready: count it, then wake the waiting receive.
     fn signal(&self) {
-        self.changes.fetch_add(1, Ordering::SeqCst);
-        self.work.notify_waiters();
+        self.work.signal();
     }
 
     /// The dedupe keys of the jobs that were in flight when this file was opened: their worker
@@ -183,12 +196,17 @@ impl SqliteQueue {
         self.db.write(f).await.map_err(failed)?
     }
 
-    /// [`SqliteQueue::write`] that also survives power loss.
-    async fn write_durable<T: Send + 'static>(
+    /// [`SqliteQueue::write`] that also survives power loss, and calls `at_commit` with the
+    /// outcome at its commit, before the sync.
+    async fn write_durable_and<T: Clone + Send + 'static>(
         &self,
+        at_commit: impl FnOnce(&T) + Send + 'static,
         f: impl FnOnce(&Connection) -> Result<T, QueueError> + Send + 'static,
     ) -> Result<T, QueueError> {
-        self.db.write_durable(f).await.map_err(failed)?
+        self.db
+            .write_durable_and(f, at_commit)
+            .await
+            .map_err(failed)?
     }
 
     fn write_blocking<T: Send + 'static>(

@@ -23,11 +23,7 @@ impl JobQueue for SqliteQueue {
         let body = serde_json::to_string(job).map_err(|e| QueueError::Rejected {
             reason: format!("the job does not encode as JSON: {e}"),
         })?;
-        let outcome = self.enqueue_now(job, body).await?;
-        if outcome == Enqueued::Accepted {
-            self.signal();
-        }
-        Ok(outcome)
+        self.enqueue_now(job, body).await
     }
 
     async fn receive(&self, max: usize, wait: Duration) -> Result<Vec<Delivery>, QueueError> {
@@ -37,9 +33,9 @@ impl JobQueue for SqliteQueue {
         let deadline = Instant::now().checked_add(wait);
         loop {
             // Registered before looking, so a signal sent while we look is not missed.
-            let mut signalled = pin!(self.work.notified());
+            let mut signalled = pin!(self.work.ready.notified());
             signalled.as_mut().enable();
-            let seen = self.changes.load(Ordering::SeqCst);
+            let seen = self.work.changes.load(Ordering::SeqCst);
             // Known empty (the last hand-out took every ready job and nothing was signalled
             // since): wait for a signal first. Taken once, so a nap that ends unsignalled looks.
             let dry =
@@ -152,12 +148,20 @@ impl SqliteQueue {
     /// Queue `job` (encoded as `body`) unless its dedupe key is remembered; remember it for the
     /// dedupe window from now. Forgets expired keys on the way. One write of the shared
     /// database, acknowledged only once it survives power loss: the caller tells a client (the
-    /// `queued` event, a webhook's 200).
+    /// `queued` event, a webhook's 200). A waiting receive is woken at the commit, so the turn
+    /// runs while the sync does (a job handed out before its enqueue is durable is the window
+    /// `sqlite-db`'s docs describe: a power loss loses it with nothing acknowledged).
     async fn enqueue_now(&self, job: &TurnJob, body: String) -> Result<Enqueued, QueueError> {
         let now = now_ms();
         let (group, dedupe_key) = (job.group(), job.dedupe_key());
         let expires = now.saturating_add(millis(self.settings.dedupe_window));
-        self.write_durable(move |tx| {
+        let work = self.work.clone();
+        let woken = move |outcome: &Enqueued| {
+            if *outcome == Enqueued::Accepted {
+                work.signal();
+            }
+        };
+        self.write_durable_and(woken, move |tx| {
             tx.prepare_cached("DELETE FROM queue_dedupe WHERE expires_at_ms <= ?1")
                 .map_err(unavailable)?
                 .execute([now])

@@ -132,3 +132,65 @@ async fn an_undecodable_job_is_unavailable_not_skipped() {
     assert_eq!(ids(&got), ["a1"]);
     assert_eq!(got[0].receive_count, 1, "the failed receive must not count");
 }
+
+/// An enqueue wakes a waiting receive at its commit: the job is handed out while the enqueue's
+/// sync is still running, and the enqueue itself is answered only once that sync is done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_receive_gets_the_job_before_its_enqueue_is_durable() {
+    let tmp = TempPath::new("woken-at-commit");
+    let writer = Connection::open(&tmp.0).unwrap();
+    writer
+        .pragma_update_and_check(None, "journal_mode", "wal", |_| Ok(()))
+        .unwrap();
+    let reader = Connection::open(&tmp.0).unwrap();
+    // Each sync waits for the test to let it through.
+    let (let_through, gate) = std::sync::mpsc::channel::<()>();
+    let sync = move || gate.recv().map_err(std::io::Error::other);
+    let db = std::sync::Arc::new(sqlite_db::Db::start_syncing_with(
+        writer,
+        vec![reader],
+        sync,
+    ));
+    let q = std::sync::Arc::new(SqliteQueue::on(db.clone(), QueueSettings::default()).unwrap());
+
+    let waiting = tokio::spawn({
+        let q = q.clone();
+        async move { q.receive(1, Duration::from_secs(5)).await }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let mut enqueue = tokio::spawn({
+        let q = q.clone();
+        async move { q.enqueue(&job("A", "a1")).await }
+    });
+    let got = tokio::time::timeout(Duration::from_secs(2), waiting)
+        .await
+        .expect("handed out with the sync held")
+        .unwrap()
+        .unwrap();
+    assert_eq!(ids(&got), ["a1"]);
+    assert!(
+        tokio::time::timeout(Duration::from_millis(100), &mut enqueue)
+            .await
+            .is_err(),
+        "the enqueue is not acknowledged before its sync"
+    );
+    let_through.send(()).unwrap();
+    assert_eq!(enqueue.await.unwrap().unwrap(), Enqueued::Accepted);
+
+    // A duplicate wakes nobody: the receive waiting (it looked once and found the group in
+    // flight) does not look again.
+    let waiting = tokio::spawn({
+        let q = q.clone();
+        async move { q.receive(1, Duration::from_millis(400)).await }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let before = db.calls().writes;
+    let_through.send(()).unwrap();
+    assert_eq!(
+        q.enqueue(&job("A", "a1")).await.unwrap(),
+        Enqueued::Duplicate
+    );
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(db.calls().writes - before, 1, "the enqueue's write alone");
+    assert!(waiting.await.unwrap().unwrap().is_empty());
+}

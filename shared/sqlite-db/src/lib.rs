@@ -24,8 +24,10 @@
 //!   writes alone (the first sync also syncs the WAL's directory entry). For writes
 //!   acknowledged outside the process: an enqueue (the `queued` event, a webhook's 200).
 //!   Unlike FULL inside SQLite, a durable write is visible to readers from its commit, before
-//!   its sync: a job can be handed out while its enqueue is being synced. Should the power fail in that window (a sync slower than the
-//!   turn that followed), the job is lost with the enqueue, and with it nothing that was
+//!   its sync, and [`Db::write_durable_and`] says so at the commit: the queue wakes its waiting
+//!   receive then, so a job is handed out, and its turn runs, while its enqueue is being
+//!   synced. Should the power fail in that window (a sync slower than the turn that
+//!   followed), the job is lost with the enqueue, and with it nothing that was
 //!   acknowledged: its sender, never told it was queued, sends it again (a platform redelivers
 //!   a webhook without a 200), and a reply that went out meanwhile may go out twice. A failed sync
 //!   fails its writes and every durable write after it, until a restart: after a failed
@@ -117,9 +119,19 @@ type Panic = Box<dyn Any + Send>;
 type Outcome<T> = Result<T, Panic>;
 
 /// A write run inside the batch's transaction (or, given the error that stopped the batch from
-/// starting, not run): whether it succeeded (its savepoint is kept), and how to answer its
-/// caller once the commit's outcome is known.
-type WriteJob = Box<dyn FnOnce(Result<&Connection, &rusqlite::Error>) -> (bool, Answer) + Send>;
+/// starting, not run).
+type WriteJob = Box<dyn FnOnce(Result<&Connection, &rusqlite::Error>) -> Ran + Send>;
+/// Run once a write's batch has committed.
+type Hook = Box<dyn FnOnce() + Send>;
+/// What a write run in a batch leaves behind.
+struct Ran {
+    /// Whether it succeeded: its savepoint is kept.
+    ok: bool,
+    /// Run on the writer's thread once the batch has committed, before any sync.
+    committed: Option<Hook>,
+    /// How to answer its caller once the commit's (or the sync's) outcome is known.
+    answer: Answer,
+}
 /// Given why the write is not acknowledged (its batch did not commit, or its sync failed), or
 /// `None`.
 type Answer = Box<dyn FnOnce(Option<Failure>) + Send>;
@@ -259,6 +271,16 @@ impl Db {
         Self::start_with(writer, readers, sync)
     }
 
+    /// [`Db::start`] on a file in WAL mode whose commits are made durable by `sync` instead of
+    /// syncing the WAL file: for a test that holds a sync open to see what happens meanwhile.
+    pub fn start_syncing_with(
+        writer: Connection,
+        readers: Vec<Connection>,
+        sync: impl FnMut() -> std::io::Result<()> + Send + 'static,
+    ) -> Self {
+        Self::start_with(writer, readers, Some(Box::new(sync)))
+    }
+
     /// [`Db::start`] with `sync` as the syncer's way to make commits durable (`None`: every
     /// batch commits with `synchronous=FULL`, no syncer).
     fn start_with(writer: Connection, readers: Vec<Connection>, sync: Option<SyncFn>) -> Self {
@@ -337,6 +359,39 @@ impl Db {
         self.write_with(f, Strength::Durable).await
     }
 
+    /// [`Db::write_durable`] that also calls `at_commit` with the closure's value once its
+    /// commit is done, on the writer's thread, before the sync (not when the closure failed or
+    /// the commit did): for waking whoever reads what was written (a queue's receive), who
+    /// needs the commit, not the disk. What a reader sees before the sync is the crate docs'
+    /// durable-write window.
+    pub async fn write_durable_and<T, E>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, E> + Send + 'static,
+        at_commit: impl FnOnce(&T) + Send + 'static,
+    ) -> Result<Result<T, E>, Failure>
+    where
+        T: Clone + Send + 'static,
+        E: Send + 'static,
+    {
+        self.writes_sent.fetch_add(1, Ordering::Relaxed);
+        if let Some(conn) = &self.inline {
+            let out = self.write_inline(conn, f);
+            if let Ok(Ok(value)) = &out {
+                at_commit(value);
+            }
+            return out;
+        }
+        let (tx, rx) = oneshot::channel();
+        let committed = move |value: &T| {
+            let value = value.clone();
+            Box::new(move || at_commit(&value)) as Hook
+        };
+        self.send_write(f, Strength::Durable, Some(committed), move |out| {
+            let _ = tx.send(out);
+        })?;
+        settle(rx.await.ok())
+    }
+
     /// [`Db::write`] after which the WAL is synced without the caller waiting: answered at its
     /// commit, it survives power loss once the syncer's next sync is done (about one sync
     /// later, as a durable write would), unless that sync fails (every durable write after it
@@ -368,7 +423,7 @@ impl Db {
             return self.write_inline(conn, f);
         }
         let (tx, rx) = oneshot::channel();
-        self.send_write(f, strength, move |out| {
+        self.send_write(f, strength, no_hook::<T>(), move |out| {
             let _ = tx.send(out);
         })?;
         settle(rx.await.ok())
@@ -389,7 +444,7 @@ impl Db {
             return self.write_inline(conn, f);
         }
         let (tx, rx) = mpsc::sync_channel(1);
-        self.send_write(f, Strength::Durable, move |out| {
+        self.send_write(f, Strength::Durable, no_hook::<T>(), move |out| {
             let _ = tx.send(out);
         })?;
         settle(rx.recv().ok())
@@ -424,6 +479,7 @@ impl Db {
         &self,
         f: impl FnOnce(&Connection) -> Result<T, E> + Send + 'static,
         strength: Strength,
+        committed: Option<impl FnOnce(&T) -> Hook + Send + 'static>,
         reply: impl FnOnce(Outcome<Result<Result<T, E>, Failure>>) + Send + 'static,
     ) -> Result<(), Failure>
     where
@@ -435,7 +491,10 @@ impl Db {
                 Ok(conn) => catch_unwind(AssertUnwindSafe(|| f(conn))).map(Ok),
                 Err(e) => Ok(Err(not_written(e))),
             };
-            let ok = matches!(out, Ok(Ok(Ok(_))));
+            let (ok, committed) = match &out {
+                Ok(Ok(Ok(value))) => (true, committed.map(|c| c(value))),
+                _ => (false, None),
+            };
             let answer: Answer = Box::new(move |failed| {
                 let out = match (out, failed) {
                     (Ok(Ok(Ok(_))), Some(failure)) => Ok(Err(failure)),
@@ -443,7 +502,11 @@ impl Db {
                 };
                 reply(out);
             });
-            (ok, answer)
+            Ran {
+                ok,
+                committed,
+                answer,
+            }
         });
         self.writes
             .send(Job::Write(job, strength))
@@ -626,8 +689,7 @@ fn write_loop(
         match &set {
             Some(e) => {
                 for (job, _) in batch {
-                    let (_, answer) = job(Err(e));
-                    answer(Some(not_written(e)));
+                    (job(Err(e)).answer)(Some(not_written(e)));
                 }
             }
             None => run_batch(&conn, batch, batches, syncer.as_ref()),
@@ -636,6 +698,11 @@ fn write_loop(
             next = jobs.recv().ok();
         }
     }
+}
+
+/// No commit hook, for a write whose caller waits for its answer alone.
+fn no_hook<T>() -> Option<fn(&T) -> Hook> {
+    None
 }
 
 /// Set `synchronous` to FULL or NORMAL for the commits that follow.
@@ -655,25 +722,32 @@ fn run_batch(
 ) {
     if let Err(e) = exec(conn, "BEGIN IMMEDIATE") {
         for (job, _) in batch {
-            let (_, answer) = job(Err(&e));
-            answer(Some(not_written(&e)));
+            (job(Err(&e)).answer)(Some(not_written(&e)));
         }
         return;
     }
     let mut answers = Vec::with_capacity(batch.len());
+    let mut hooks = Vec::new();
     let mut failed = None;
     for (job, strength) in batch {
         if let Some(e) = &failed {
-            answers.push((job(Err(e)).1, strength));
+            answers.push((job(Err(e)).answer, strength));
             continue;
         }
         if let Err(e) = exec(conn, "SAVEPOINT w") {
-            answers.push((job(Err(&e)).1, strength));
+            answers.push((job(Err(&e)).answer, strength));
             failed = Some(e);
             continue;
         }
-        let (ok, answer) = job(Ok(conn));
+        let Ran {
+            ok,
+            committed,
+            answer,
+        } = job(Ok(conn));
         answers.push((answer, strength));
+        if let Some(committed) = committed {
+            hooks.push(committed);
+        }
         let settled = if ok {
             exec(conn, "RELEASE w")
         } else {
@@ -696,6 +770,10 @@ fn run_batch(
             answer(Some(not_written(e)));
         }
         return;
+    }
+    for committed in hooks {
+        // A panic here is the caller's: the batch is committed, and the writer goes on.
+        let _ = catch_unwind(AssertUnwindSafe(committed));
     }
     let mut to_sync = Vec::new();
     for (answer, strength) in answers {

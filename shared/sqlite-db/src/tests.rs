@@ -135,9 +135,14 @@ async fn a_failed_commit_fails_every_write_of_its_batch() {
             .await
     });
     let db2 = db.clone();
+    let announced = Arc::new(AtomicU64::new(0));
+    let counted = announced.clone();
     let innocent = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(60)).await;
-        db2.write(insert(3)).await
+        let at_commit = move |_: &()| {
+            counted.fetch_add(1, Ordering::SeqCst);
+        };
+        db2.write_durable_and(insert(3), at_commit).await
     });
     busy.await.unwrap().unwrap();
     let orphan = orphan.await.unwrap();
@@ -154,6 +159,7 @@ async fn a_failed_commit_fails_every_write_of_its_batch() {
         keys(&db).await.is_empty(),
         "nothing of the batch is in the file"
     );
+    assert_eq!(announced.load(Ordering::SeqCst), 0, "no commit announced");
     db.write(insert(4)).await.unwrap().unwrap();
     assert_eq!(
         keys(&db).await,
@@ -346,6 +352,62 @@ async fn a_durable_write_is_answered_after_a_sync_that_follows_its_commit() {
         write.await.unwrap().unwrap().unwrap();
     }
     assert_eq!(db.calls().syncs, 2, "four durable writes, two syncs");
+    drop(db);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A durable write that announces its commit does so before its sync is done, and readers see
+/// the row by then; its answer still waits for the sync. A write that failed announces nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_durable_write_announces_its_commit_before_its_sync() {
+    let name = "announced";
+    let path = std::env::temp_dir()
+        .join(format!("sqlite-db-{name}-{}", std::process::id()))
+        .join("t.db");
+    let (sync, open, found) = gated_sync(path);
+    let (db, dir) = syncing_db(name, sync);
+    let (announce, announced) = tokio::sync::mpsc::unbounded_channel();
+    let d = db.clone();
+    let mut durable = tokio::spawn(async move {
+        let write = |c: &Connection| insert(1)(c).map(|()| "one".to_owned());
+        let at_commit = move |v: &String| announce.send(v.clone()).unwrap();
+        d.write_durable_and(write, at_commit).await
+    });
+    let mut announced = announced;
+    let value = tokio::time::timeout(Duration::from_secs(5), announced.recv())
+        .await
+        .expect("announced with the sync still closed");
+    assert_eq!(value.as_deref(), Some("one"));
+    assert_eq!(
+        keys(&db).await,
+        [1],
+        "readers see the row at its announcement"
+    );
+    assert!(
+        tokio::time::timeout(Duration::from_millis(100), &mut durable)
+            .await
+            .is_err(),
+        "not answered while its sync runs"
+    );
+    assert_eq!(
+        found.recv().unwrap(),
+        [1],
+        "the sync began after the commit"
+    );
+    open.send(()).unwrap();
+    assert_eq!(durable.await.unwrap().unwrap().unwrap(), "one");
+
+    // A closure that fails is rolled back and announces nothing (its answer still waits for
+    // a sync, let through here).
+    open.send(()).unwrap();
+    let (announce, mut announced) = tokio::sync::mpsc::unbounded_channel();
+    let at_commit = move |_: &()| announce.send(()).unwrap();
+    let taken = db.write_durable_and(insert(1), at_commit).await.unwrap();
+    assert!(taken.is_err(), "key 1 is taken");
+    assert!(
+        announced.recv().await.is_none(),
+        "the hook was dropped uncalled"
+    );
     drop(db);
     let _ = std::fs::remove_dir_all(dir);
 }
