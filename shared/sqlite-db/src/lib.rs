@@ -343,7 +343,8 @@ impl Db {
         T: Send + 'static,
         E: Send + 'static,
     {
-        self.write_with(f, Strength::Committed).await
+        self.write_with(f, Strength::Committed, no_hook::<T>())
+            .await
     }
 
     /// [`Db::write`] that also survives power loss: the WAL is synced after its commit and
@@ -356,7 +357,7 @@ impl Db {
         T: Send + 'static,
         E: Send + 'static,
     {
-        self.write_with(f, Strength::Durable).await
+        self.write_with(f, Strength::Durable, no_hook::<T>()).await
     }
 
     /// [`Db::write_durable`] that also calls `at_commit` with the closure's value once its
@@ -373,23 +374,11 @@ impl Db {
         T: Clone + Send + 'static,
         E: Send + 'static,
     {
-        self.writes_sent.fetch_add(1, Ordering::Relaxed);
-        if let Some(conn) = &self.inline {
-            let out = self.write_inline(conn, f);
-            if let Ok(Ok(value)) = &out {
-                at_commit(value);
-            }
-            return out;
-        }
-        let (tx, rx) = oneshot::channel();
         let committed = move |value: &T| {
             let value = value.clone();
             Box::new(move || at_commit(&value)) as Hook
         };
-        self.send_write(f, Strength::Durable, Some(committed), move |out| {
-            let _ = tx.send(out);
-        })?;
-        settle(rx.await.ok())
+        self.write_with(f, Strength::Durable, Some(committed)).await
     }
 
     /// [`Db::write`] after which the WAL is synced without the caller waiting: answered at its
@@ -406,13 +395,15 @@ impl Db {
         T: Send + 'static,
         E: Send + 'static,
     {
-        self.write_with(f, Strength::SyncBegun).await
+        self.write_with(f, Strength::SyncBegun, no_hook::<T>())
+            .await
     }
 
     async fn write_with<T, E>(
         &self,
         f: impl FnOnce(&Connection) -> Result<T, E> + Send + 'static,
         strength: Strength,
+        committed: Option<impl FnOnce(&T) -> Hook + Send + 'static>,
     ) -> Result<Result<T, E>, Failure>
     where
         T: Send + 'static,
@@ -420,10 +411,14 @@ impl Db {
     {
         self.writes_sent.fetch_add(1, Ordering::Relaxed);
         if let Some(conn) = &self.inline {
-            return self.write_inline(conn, f);
+            let out = self.write_inline(conn, f);
+            if let (Some(committed), Ok(Ok(value))) = (committed, &out) {
+                committed(value)();
+            }
+            return out;
         }
         let (tx, rx) = oneshot::channel();
-        self.send_write(f, strength, no_hook::<T>(), move |out| {
+        self.send_write(f, strength, committed, move |out| {
             let _ = tx.send(out);
         })?;
         settle(rx.await.ok())

@@ -297,17 +297,30 @@ fn gated_sync(path: std::path::PathBuf) -> (SyncFn, mpsc::Sender<()>, mpsc::Rece
     (sync, open, found)
 }
 
-/// A durable write is answered only once a sync that began after its commit is done; a plain
-/// write beside it is answered at its commit, and readers see both committed meanwhile.
-/// Durable writes that wait together share one sync.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_durable_write_is_answered_after_a_sync_that_follows_its_commit() {
-    let name = "gated";
+/// [`syncing_db`] on [`gated_sync`]: the database, its directory, the gate and what each sync
+/// found.
+fn gated_db(
+    name: &str,
+) -> (
+    Arc<Db>,
+    std::path::PathBuf,
+    mpsc::Sender<()>,
+    mpsc::Receiver<Vec<i64>>,
+) {
     let path = std::env::temp_dir()
         .join(format!("sqlite-db-{name}-{}", std::process::id()))
         .join("t.db");
     let (sync, open, found) = gated_sync(path);
     let (db, dir) = syncing_db(name, sync);
+    (db, dir, open, found)
+}
+
+/// A durable write is answered only once a sync that began after its commit is done; a plain
+/// write beside it is answered at its commit, and readers see both committed meanwhile.
+/// Durable writes that wait together share one sync.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_durable_write_is_answered_after_a_sync_that_follows_its_commit() {
+    let (db, dir, open, found) = gated_db("gated");
     let d = db.clone();
     let mut durable = tokio::spawn(async move { d.write_durable(insert(1)).await });
     // The sync has begun, after the commit: it found the row.
@@ -360,12 +373,7 @@ async fn a_durable_write_is_answered_after_a_sync_that_follows_its_commit() {
 /// the row by then; its answer still waits for the sync. A write that failed announces nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_durable_write_announces_its_commit_before_its_sync() {
-    let name = "announced";
-    let path = std::env::temp_dir()
-        .join(format!("sqlite-db-{name}-{}", std::process::id()))
-        .join("t.db");
-    let (sync, open, found) = gated_sync(path);
-    let (db, dir) = syncing_db(name, sync);
+    let (db, dir, open, found) = gated_db("announced");
     let (announce, announced) = tokio::sync::mpsc::unbounded_channel();
     let d = db.clone();
     let mut durable = tokio::spawn(async move {
@@ -431,12 +439,7 @@ fn first_sync_fails() -> (SyncFn, Arc<AtomicU64>) {
 /// refuses every durable write after it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_that_begins_a_sync_is_answered_before_it() {
-    let name = "then-sync";
-    let path = std::env::temp_dir()
-        .join(format!("sqlite-db-{name}-{}", std::process::id()))
-        .join("t.db");
-    let (sync, open, found) = gated_sync(path);
-    let (db, dir) = syncing_db(name, sync);
+    let (db, dir, open, found) = gated_db("then-sync");
     tokio::time::timeout(Duration::from_secs(5), db.write_then_sync(insert(1)))
         .await
         .expect("answered with the sync still closed")
