@@ -134,32 +134,57 @@ fn a_new_talk_is_added_and_nothing_moves() {
     assert_eq!(again.added, vec!["s9"]);
 }
 
+/// After a room is removed from a generated conference, every talk that was in it moves,
+/// and no more talks move than a fresh plan would have moved.
+fn room_removed(n: usize, seed: u64) -> Result<(), TestCaseError> {
+    let mut p = conference(n, seed);
+    let Ok(first) = plan(&p, None) else {
+        return Ok(());
+    };
+    let gone = p.rooms.last().unwrap().id.clone();
+    p.rooms.retain(|r| r.id != gone);
+    for s in &mut p.sessions {
+        if s.fixed_room.as_deref() == Some(gone.as_str()) {
+            s.fixed_room = None;
+        }
+    }
+    let Ok(again) = plan(&p, Some(&first.timetable)) else {
+        return Ok(());
+    };
+    if let Err(r) = verify(&p, &again.timetable) {
+        panic!("{r}");
+    }
+    let moved: Vec<&str> = again.moved.iter().map(|m| m.session.as_str()).collect();
+    for x in first.timetable.sessions.iter().filter(|x| x.room == gone) {
+        prop_assert!(moved.contains(&x.session.as_str()));
+    }
+    let fresh = plan(&p, None).unwrap().timetable;
+    let fresh_moves = fresh
+        .sessions
+        .iter()
+        .filter(|x| first.timetable.placed(&x.session) != Some(*x))
+        .count();
+    prop_assert!(
+        moved.len() <= fresh_moves,
+        "{} moved, a fresh plan moves {}",
+        moved.len(),
+        fresh_moves
+    );
+    Ok(())
+}
+
+/// A case where keeping every place it could made the re-plan move 16 talks where a fresh plan
+/// moves 15 (found by the property below): the re-plan now returns the fresh plan's 15.
+#[test]
+fn a_fresh_plan_that_moves_fewer_talks_is_taken() {
+    room_removed(22, 16672487554061680515).unwrap();
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 10, ..ProptestConfig::default() })]
 
-    /// After a room is removed from a generated conference, every talk that was in it moves,
-    /// and no more talks move than a fresh plan would have moved.
     #[test]
     fn removing_a_room_moves_its_talks_and_few_others(n in 8usize..30, seed in any::<u64>()) {
-        let mut p = conference(n, seed);
-        let Ok(first) = plan(&p, None) else { return Ok(()) };
-        let gone = p.rooms.last().unwrap().id.clone();
-        p.rooms.retain(|r| r.id != gone);
-        for s in &mut p.sessions {
-            if s.fixed_room.as_deref() == Some(gone.as_str()) {
-                s.fixed_room = None;
-            }
-        }
-        let Ok(again) = plan(&p, Some(&first.timetable)) else { return Ok(()) };
-        if let Err(r) = verify(&p, &again.timetable) {
-            panic!("{r}");
-        }
-        let moved: Vec<&str> = again.moved.iter().map(|m| m.session.as_str()).collect();
-        for x in first.timetable.sessions.iter().filter(|x| x.room == gone) {
-            prop_assert!(moved.contains(&x.session.as_str()));
-        }
-        let fresh = plan(&p, None).unwrap().timetable;
-        let fresh_moves = fresh.sessions.iter().filter(|x| first.timetable.placed(&x.session) != Some(*x)).count();
-        prop_assert!(moved.len() <= fresh_moves, "{} moved, a fresh plan moves {}", moved.len(), fresh_moves);
+        room_removed(n, seed)?;
     }
 }
