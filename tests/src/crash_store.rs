@@ -10,10 +10,11 @@ use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use store::{
-    Claim, ConversationStore, Identities, JobClaims, MessageStore, Store, StoreError, VisibleEntry,
+    Adjustment, Charge, Claim, ClaimWithLease, ClaimedWithLease, ConversationStore, Identities,
+    JobClaims, MessageStore, StartRead, Store, StoreError, TurnFinish, TurnWrites, VisibleEntry,
     VisibleStore,
 };
-use transcript::{Conversation, ConversationId, Message, UserId};
+use transcript::{Conversation, ConversationId, Message, Part, UserId};
 
 /// Where the crash comes, relative to write number `at` (1-based, in order of the writes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,6 +101,10 @@ impl Crash {
 pub struct CrashStore {
     pub inner: Arc<dyn Store>,
     pub crash: Arc<Crash>,
+    /// Whether the turn's combined writes are offered, as the inner store offers them (each
+    /// one write point, all or nothing): what the worker uses on SQLite and DynamoDB. Without
+    /// them the turn's writes are made one by one, as after a refused combined write.
+    pub combined: bool,
 }
 
 impl std::fmt::Debug for CrashStore {
@@ -111,8 +116,27 @@ impl std::fmt::Debug for CrashStore {
 }
 
 impl CrashStore {
+    /// The turn's writes one by one.
     pub fn new(inner: Arc<dyn Store>, crash: Arc<Crash>) -> Self {
-        Self { inner, crash }
+        Self {
+            inner,
+            crash,
+            combined: false,
+        }
+    }
+
+    /// The turn's writes combined where the inner store combines them.
+    pub fn combining(inner: Arc<dyn Store>, crash: Arc<Crash>) -> Self {
+        Self {
+            combined: true,
+            ..Self::new(inner, crash)
+        }
+    }
+
+    fn combined(&self) -> Result<&dyn TurnWrites, StoreError> {
+        self.inner
+            .turn_writes()
+            .ok_or_else(|| StoreError::Unavailable("the inner store combines nothing".into()))
     }
 
     fn alive(&self) -> Result<(), StoreError> {
@@ -189,6 +213,75 @@ impl VisibleStore for CrashStore {
     async fn next_visible_position(&self, c: &ConversationId) -> Result<u64, StoreError> {
         self.alive()?;
         self.inner.next_visible_position(c).await
+    }
+    fn turn_writes(&self) -> Option<&dyn TurnWrites> {
+        (self.combined && self.inner.turn_writes().is_some()).then_some(self as &dyn TurnWrites)
+    }
+}
+
+/// Each combined write is one write point.
+#[async_trait]
+impl TurnWrites for CrashStore {
+    async fn claim_with_lease(
+        &self,
+        start: &ClaimWithLease<'_>,
+    ) -> Result<ClaimedWithLease, StoreError> {
+        let inner = self.combined()?;
+        self.write("claim_with_lease", inner.claim_with_lease(start))
+            .await
+    }
+    async fn finish_turn(&self, finish: &TurnFinish<'_>) -> Result<(), StoreError> {
+        let inner = self.combined()?;
+        self.write("finish_turn", inner.finish_turn(finish)).await
+    }
+    async fn start_turn_reserving(
+        &self,
+        conversation: &Conversation,
+        message: &Message,
+        entry: &VisibleEntry,
+        reserve: &[Charge],
+    ) -> Result<bool, StoreError> {
+        let inner = self.combined()?;
+        self.write(
+            "start_turn_reserving",
+            inner.start_turn_reserving(conversation, message, entry, reserve),
+        )
+        .await
+    }
+    async fn append_with_tool_result(
+        &self,
+        message: &Message,
+        asked_at: u64,
+        tool_use_id: &str,
+        result: &Part,
+        reserve: &[Charge],
+    ) -> Result<bool, StoreError> {
+        let inner = self.combined()?;
+        self.write(
+            "append_with_tool_result",
+            inner.append_with_tool_result(message, asked_at, tool_use_id, result, reserve),
+        )
+        .await
+    }
+    async fn append_message_adjusting(
+        &self,
+        message: &Message,
+        adjustments: &[Adjustment],
+    ) -> Result<(), StoreError> {
+        let inner = self.combined()?;
+        self.write(
+            "append_message_adjusting",
+            inner.append_message_adjusting(message, adjustments),
+        )
+        .await
+    }
+    async fn conversation_and_account(
+        &self,
+        id: &ConversationId,
+        user: &UserId,
+    ) -> Result<StartRead, StoreError> {
+        self.alive()?;
+        self.combined()?.conversation_and_account(id, user).await
     }
 }
 

@@ -5,7 +5,9 @@
 //! then resumed by a fresh engine and job runner on the same store, as the queue's retry would. On SQLite and on
 //! moto's DynamoDB. After each: no tool effect twice, no message lost, the model-visible history
 //! (the last request the model got, and the stored transcript) byte-identical to an
-//! uninterrupted run's, and the reply delivered once.
+//! uninterrupted run's, and the reply delivered once. Twice over: with the turn's writes one by
+//! one (as after a refused combined write), and combined as the stores offer them
+//! (`store::TurnWrites`, each one write point), which is how the worker makes them.
 //!
 //! Event ids are random (`ev-` and ten hex digits), so two runs are compared with each id
 //! replaced by its order of first appearance; that the model saw exactly the events the store
@@ -164,13 +166,16 @@ impl Sender for RecordingSender {
 /// One store's world: the store itself, what reached the user, the job clock.
 struct World {
     inner: Arc<dyn Store>,
+    /// Whether the turn's writes are combined where the store combines them (see
+    /// [`CrashStore::combining`]).
+    combined: bool,
     delivered: Arc<Mutex<Vec<String>>>,
     requests: Arc<Mutex<Vec<ChatRequest>>>,
     clock: Arc<AtomicI64>,
 }
 
 impl World {
-    async fn new(inner: Arc<dyn Store>) -> Self {
+    async fn new(inner: Arc<dyn Store>, combined: bool) -> Self {
         inner
             .create_conversation(&Conversation::new("c1", "u1", "web", planner::PURPOSE))
             .await
@@ -201,6 +206,7 @@ impl World {
             .unwrap();
         Self {
             inner,
+            combined,
             delivered: Arc::default(),
             requests: Arc::default(),
             clock: Arc::new(AtomicI64::new(START_MS)),
@@ -209,7 +215,12 @@ impl World {
 
     /// One attempt of the job with a fresh engine and job runner, under `crash`.
     async fn attempt(&self, script: fn() -> Vec<Reply>, crash: Arc<Crash>) -> JobOutcome {
-        let store: Arc<dyn Store> = Arc::new(CrashStore::new(self.inner.clone(), crash.clone()));
+        let (inner, crashing) = (self.inner.clone(), crash.clone());
+        let store: Arc<dyn Store> = Arc::new(if self.combined {
+            CrashStore::combining(inner, crashing)
+        } else {
+            CrashStore::new(inner, crashing)
+        });
         let at = self.clock.clone();
         let planner = planner::Planner::new(store.clone())
             .with_clock(Arc::new(move || at.load(Ordering::SeqCst)));
@@ -337,12 +348,12 @@ fn masked(text: &str) -> String {
 
 /// Run the job uninterrupted, then for every write point crash before and after it and resume;
 /// compare each with the uninterrupted run.
-async fn every_crash_point<F, Fut>(scenario: &Scenario, make: F)
+async fn every_crash_point<F, Fut>(scenario: &Scenario, make: F, combined: bool)
 where
     F: Fn() -> Fut,
     Fut: Future<Output = Arc<dyn Store>>,
 {
-    let clean = World::new(make().await).await;
+    let clean = World::new(make().await, combined).await;
     let counted = Crash::never();
     let script = scenario.script;
     assert_eq!(
@@ -362,16 +373,26 @@ where
             .iter()
             .filter(|p| ["commit", "undo_last"].contains(*p))
             .eq(scenario.domain_writes.iter())
-            && points.contains(&"put_tool_result")
-            && points.contains(&"deliver the reply")
-            && points.contains(&"finish_job"),
+            && points.contains(&"deliver the reply"),
         "{points:?}"
     );
+    let (tool_result, finish) = if combined {
+        ("append_with_tool_result", "finish_turn")
+    } else {
+        ("put_tool_result", "finish_job")
+    };
+    assert!(
+        points.contains(&tool_result) && points.contains(&finish),
+        "{points:?}"
+    );
+    if combined {
+        assert!(points.contains(&"claim_with_lease"), "{points:?}");
+    }
 
     for n in 1..=points.len() as u64 {
         for at in [CrashAt::Before(n), CrashAt::After(n)] {
             let point = format!("{at:?} ({})", points[n as usize - 1]);
-            let world = World::new(make().await).await;
+            let world = World::new(make().await, combined).await;
             let first = world.attempt(script, Crash::at(at)).await;
             assert!(
                 matches!(first, JobOutcome::Failed(_)),
@@ -404,7 +425,7 @@ where
 }
 
 /// After the reply went out and before it is recorded as what the user saw: after the
-/// delivery, or before the visible entry that follows it.
+/// delivery, or before the visible entry that follows it (alone, or with the turn's finish).
 fn in_the_delivery_window(points: &[&str], at: CrashAt) -> bool {
     let deliver = points
         .iter()
@@ -413,7 +434,10 @@ fn in_the_delivery_window(points: &[&str], at: CrashAt) -> bool {
         + 1;
     at == CrashAt::After(deliver)
         || (at == CrashAt::Before(deliver + 1)
-            && points.get(deliver as usize) == Some(&"append_visible"))
+            && matches!(
+                points.get(deliver as usize),
+                Some(&"append_visible" | &"finish_turn")
+            ))
 }
 
 fn expected_clone(o: &Observed) -> Observed {
@@ -438,20 +462,42 @@ async fn dynamodb() -> Arc<dyn Store> {
 
 #[tokio::test]
 async fn undo_at_every_crash_point_on_sqlite_undoes_once() {
-    every_crash_point(&CREATE_THEN_UNDO, sqlite).await;
+    every_crash_point(&CREATE_THEN_UNDO, sqlite, false).await;
 }
 
 #[tokio::test]
 async fn undo_at_every_crash_point_on_dynamodb_undoes_once() {
-    every_crash_point(&CREATE_THEN_UNDO, dynamodb).await;
+    every_crash_point(&CREATE_THEN_UNDO, dynamodb, false).await;
 }
 
 #[tokio::test]
 async fn every_crash_point_on_sqlite_repeats_no_effect_and_loses_nothing() {
-    every_crash_point(&CREATIONS, sqlite).await;
+    every_crash_point(&CREATIONS, sqlite, false).await;
 }
 
 #[tokio::test]
 async fn every_crash_point_on_dynamodb_repeats_no_effect_and_loses_nothing() {
-    every_crash_point(&CREATIONS, dynamodb).await;
+    every_crash_point(&CREATIONS, dynamodb, false).await;
+}
+
+// The same with the turn's writes combined, as the worker makes them on both stores.
+
+#[tokio::test]
+async fn undo_at_every_combined_crash_point_on_sqlite_undoes_once() {
+    every_crash_point(&CREATE_THEN_UNDO, sqlite, true).await;
+}
+
+#[tokio::test]
+async fn undo_at_every_combined_crash_point_on_dynamodb_undoes_once() {
+    every_crash_point(&CREATE_THEN_UNDO, dynamodb, true).await;
+}
+
+#[tokio::test]
+async fn every_combined_crash_point_on_sqlite_repeats_no_effect_and_loses_nothing() {
+    every_crash_point(&CREATIONS, sqlite, true).await;
+}
+
+#[tokio::test]
+async fn every_combined_crash_point_on_dynamodb_repeats_no_effect_and_loses_nothing() {
+    every_crash_point(&CREATIONS, dynamodb, true).await;
 }
