@@ -12,14 +12,15 @@ use std::sync::Arc;
 use tests::server::{TestServer, tokens};
 use transcript::StopReason;
 
-/// A plain web answer's writes: the enqueue; the delivery; the claim with the lease; the turn's
-/// start (the conversation moved on, the user's message and its visible entry) with the model
-/// call's budget reservation; the answer with its settlement; the reply's record with the
-/// lease's release and the job's done mark; the ack. (Before `TurnWrites` on SQLite and the
-/// queue's memory of a dry look: 14 — the lease, the settlement, the release and the done mark
-/// on their own, and two more deliveries that found nothing; before the reservation went with
-/// the start: 8.)
-const PLAIN_WRITES: u64 = 7;
+/// A plain web answer's writes: the enqueue, which hands the job to the worker's waiting
+/// receive; the claim with the lease; the turn's start (the conversation moved on, the user's
+/// message and its visible entry) with the model call's budget reservation; the answer with its
+/// settlement; the reply's record with the lease's release and the job's done mark; the ack.
+/// (Before `TurnWrites` on SQLite and the queue's memory of a dry look: 14 — the lease, the
+/// settlement, the release and the done mark on their own, and two more deliveries that found
+/// nothing; before the reservation went with the start: 8; before the enqueue handed its job
+/// over: 7, the delivery its own write.)
+const PLAIN_WRITES: u64 = 6;
 /// Its reads: the web server's ownership check before the enqueue; under the lease, the
 /// conversation (its owner checked) with its account, next visible position and history; and
 /// the context block's records with the active record. (Before: 8 — the conversation, the

@@ -100,6 +100,23 @@ fn hand_out(
     })
 }
 
+/// Hand out job `seq` of `group`, just enqueued at `now` (so never delivered before).
+pub(crate) fn hand_out_new(
+    conn: &Connection,
+    settings: &QueueSettings,
+    seq: i64,
+    group: String,
+    now: i64,
+) -> Result<Delivery, QueueError> {
+    let head = Head {
+        seq,
+        group_key: group,
+        visible_at_ms: now,
+        receive_count: 0,
+    };
+    hand_out(conn, settings, &head, now)
+}
+
 /// The oldest job of every group, oldest first.
 fn heads(tx: &Connection) -> Result<Vec<Head>, QueueError> {
     let mut stmt = tx

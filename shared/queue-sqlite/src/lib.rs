@@ -21,13 +21,16 @@
 //! ([`SqliteQueue::on`]), so the queue never waits on the store for the file's write lock.
 //! Long polls wait on a `tokio::sync::Notify` signalled by enqueue (at its commit, before its
 //! sync: the turn runs while the enqueue is made durable), ack and release, and wake on their
-//! own when a visibility timeout runs out.
+//! own when a visibility timeout runs out. An enqueue that finds a long poll waiting and its
+//! group otherwise empty hands the job out in its own transaction and gives it to that poll at
+//! the commit (`handover.rs`), so the poll makes no write of its own.
 //!
 //! Depends on the `queue` port, `rusqlite`, `sqlite-db` and tokio's timers only. Never on AWS,
 //! the store or the engine.
 
 mod deliver;
 mod error;
+mod handover;
 mod port;
 mod schema;
 
@@ -80,6 +83,8 @@ pub struct SqliteQueue {
     work: Arc<Work>,
     /// What the last receive that handed jobs out left behind, when it took every job ready.
     dry: Mutex<Option<Dry>>,
+    /// The receives waiting for work, which an enqueue may hand its job to (`handover.rs`).
+    handover: Arc<handover::Handover>,
     /// The dedupe keys of the jobs that were in flight when the file was opened.
     recovered: Vec<String>,
 }
@@ -112,6 +117,7 @@ impl SqliteQueue {
             settings,
             work: Arc::default(),
             dry: Mutex::new(None),
+            handover: Arc::default(),
             recovered,
         })
     }

@@ -2,7 +2,7 @@
 //! release.
 
 use crate::Dry;
-use crate::deliver::Batch;
+use crate::deliver::{Batch, hand_out_new};
 use crate::error::unavailable;
 use crate::{SqliteQueue, millis, now_ms};
 use async_trait::async_trait;
@@ -10,8 +10,13 @@ use queue::{Delivery, Enqueued, JobQueue, QueueError, TurnJob};
 use rusqlite::{OptionalExtension, params};
 use std::pin::pin;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::sync::oneshot;
 use tokio::time::Instant;
+
+/// A waiting receive and the job an enqueue handed out to it.
+type Handed = (oneshot::Sender<Delivery>, Delivery);
 
 /// The longest a long poll sleeps without looking at the table again: a guard against a clock
 /// that jumped, since new work is signalled and timeouts are computed.
@@ -32,6 +37,11 @@ impl JobQueue for SqliteQueue {
         }
         let deadline = Instant::now().checked_add(wait);
         loop {
+            // Jobs handed over to a receive that had stopped waiting.
+            let stashed = self.handover.stashed(max);
+            if !stashed.is_empty() {
+                return Ok(stashed);
+            }
             // Registered before looking, so a signal sent while we look is not missed.
             let mut signalled = pin!(self.work.ready.notified());
             signalled.as_mut().enable();
@@ -67,7 +77,29 @@ impl JobQueue for SqliteQueue {
                 let until = u64::try_from(at.saturating_sub(now_ms())).unwrap_or(0);
                 nap = nap.min(Duration::from_millis(until.max(1)));
             }
-            let _ = tokio::time::timeout(nap, signalled).await;
+            // Wait for a signal, a job handed over by its enqueue, or the nap's end. A job
+            // handed over as something else woke the wait is taken all the same (dropped with
+            // the line's place, it would stay in flight with nobody working on it).
+            let mut waiting = self.handover.wait();
+            let handed = tokio::select! {
+                biased;
+                handed = &mut waiting.job => handed.ok(),
+                _ = signalled => waiting.job.try_recv().ok(),
+                _ = tokio::time::sleep(nap) => waiting.job.try_recv().ok(),
+            };
+            if let Some(delivery) = handed {
+                // Nothing was signalled for it: unless something else was, the next receive
+                // need not look either, until a job in flight (this one included) becomes
+                // visible again.
+                let back = now_ms().saturating_add(millis(self.settings.visibility_timeout));
+                *self.dry.lock().unwrap() = Some(Dry {
+                    at: seen,
+                    next_visible_at_ms: Some(
+                        batch.next_visible_at_ms.map_or(back, |at| at.min(back)),
+                    ),
+                });
+                return Ok(vec![delivery]);
+            }
         }
     }
 
@@ -155,13 +187,19 @@ impl SqliteQueue {
         let now = now_ms();
         let (group, dedupe_key) = (job.group(), job.dedupe_key());
         let expires = now.saturating_add(millis(self.settings.dedupe_window));
-        let work = self.work.clone();
-        let woken = move |outcome: &Enqueued| {
-            if *outcome == Enqueued::Accepted {
-                work.signal();
+        let (work, handover, settings) = (self.work.clone(), self.handover.clone(), self.settings);
+        // A waiting receive taken out of the line, and the job handed out to it, for the commit.
+        let handed: Arc<Mutex<Option<Handed>>> = Arc::default();
+        let to_give = handed.clone();
+        let at_commit = {
+            let handover = handover.clone();
+            move |outcome: &Enqueued| match to_give.lock().unwrap().take() {
+                Some((waiter, delivery)) => handover.give(waiter, delivery, &work),
+                None if *outcome == Enqueued::Accepted => work.signal(),
+                None => {}
             }
         };
-        self.write_durable_and(woken, move |tx| {
+        self.write_durable_and(at_commit, move |tx| {
             tx.prepare_cached("DELETE FROM queue_dedupe WHERE expires_at_ms <= ?1")
                 .map_err(unavailable)?
                 .execute([now])
@@ -185,8 +223,26 @@ impl SqliteQueue {
             .map_err(unavailable)?
             .execute(params![group, dedupe_key, body, now])
             .map_err(unavailable)?;
+            let seq = tx.last_insert_rowid();
+            if handover.anyone_waiting()
+                && alone_in_group(tx, &group, seq)?
+                && let Some(waiter) = handover.take_waiter()
+            {
+                let delivery = hand_out_new(tx, &settings, seq, group, now)?;
+                *handed.lock().unwrap() = Some((waiter, delivery));
+            }
             Ok(Enqueued::Accepted)
         })
         .await
     }
+}
+
+/// Whether job `seq` is the only one of `group`: its head, with nothing of it in flight.
+fn alone_in_group(tx: &rusqlite::Connection, group: &str, seq: i64) -> Result<bool, QueueError> {
+    tx.prepare_cached(
+        "SELECT NOT EXISTS (SELECT 1 FROM queue_jobs WHERE group_key = ?1 AND seq <> ?2)",
+    )
+    .map_err(unavailable)?
+    .query_row(params![group, seq], |row| row.get(0))
+    .map_err(unavailable)
 }

@@ -56,9 +56,9 @@
 //! it; a web reply the browser already showed is answered again); nothing that was
 //! acknowledged to a client or a platform is lost. A sync costs about 0.5 ms on this machine's
 //! disk and a commit without one about 0.05 ms (measured: `python3` sqlite3, 300-byte inserts,
-//! WAL), and a plain web turn makes 7 writes: one durable (the enqueue), one that begins a sync
-//! (the finish, the reply's record) and five plain ones (`tests/tests/round_trips.rs` pins the
-//! count). A database that is not a file in WAL mode has no syncer: every batch commits with
+//! WAL), and a plain web turn makes 6 writes: one durable (the enqueue, which hands the job to
+//! the waiting worker), one that begins a sync (the finish, the reply's record) and four plain
+//! ones (`tests/tests/round_trips.rs` pins the count). A database that is not a file in WAL mode has no syncer: every batch commits with
 //! `synchronous=FULL`.
 //!
 //! A read is a closure run by one of the reader threads, on a connection that only reads. It
