@@ -5,7 +5,8 @@
 //! then resumed by a fresh engine and job runner on the same store, as the queue's retry would. On SQLite and on
 //! moto's DynamoDB. After each: no tool effect twice, no message lost, the model-visible history
 //! (the last request the model got, and the stored transcript) byte-identical to an
-//! uninterrupted run's, and the reply delivered once. Twice over: with the turn's writes one by
+//! uninterrupted run's, the reply delivered once, and the budget (its guards on, as in every
+//! deployment) never counting less than the calls cost. Twice over: with the turn's writes one by
 //! one (as after a refused combined write), and combined as the stores offer them
 //! (`store::TurnWrites`, each one write point), which is how the worker makes them.
 //!
@@ -17,6 +18,7 @@ use async_trait::async_trait;
 use backend::{
     BackendError, ChatModel, ChatRequest, EventStream, Reply, ScriptedModel, StopReason,
 };
+use budget::{Bucket, BudgetConfig, Guards, InMemoryAccounts, PriceTable, StandardGuards};
 use channel_jobs::{ChannelJobs, JobOptions, JobOutcome};
 use channels::{Delivered, Outgoing, SendError, Sender};
 use engine::{Engine, EngineOptions};
@@ -30,7 +32,7 @@ use store::Store;
 use tests::crash_store::{Crash, CrashAt, CrashStore};
 use tests::web_job;
 use tools::Registry;
-use transcript::{Conversation, Role};
+use transcript::{Conversation, Role, Usage};
 
 const BUDGET: Duration = Duration::from_secs(600);
 const START_MS: i64 = 1_800_000_000_000;
@@ -69,18 +71,28 @@ const CREATE_THEN_UNDO: Scenario = Scenario {
     reply: "Creating both.\n\nOn second thought, undoing that.\n\nNothing is planned now.",
 };
 
+/// What each scripted call reports using: its cost is what the budget must have counted.
+const USED: Usage = Usage {
+    input_tokens: 1_000,
+    output_tokens: 100,
+    cache_read_tokens: 0,
+    cache_write_tokens: 0,
+};
+
 fn create_then_undo() -> Vec<Reply> {
     vec![
         Reply::new()
             .say("Creating both.")
             .call("t1", "create_event", event("Spring Open", "2027-04-01"))
             .call("t2", "create_event", event("Summer Cup", "2027-07-01"))
-            .stop(StopReason::ToolUse),
+            .stop(StopReason::ToolUse)
+            .usage(USED),
         Reply::new()
             .say("On second thought, undoing that.")
             .call("t3", "undo", json!({}))
-            .stop(StopReason::ToolUse),
-        Reply::text("Nothing is planned now."),
+            .stop(StopReason::ToolUse)
+            .usage(USED),
+        Reply::text("Nothing is planned now.").usage(USED),
     ]
 }
 
@@ -90,12 +102,14 @@ fn creations() -> Vec<Reply> {
             .say("Creating both.")
             .call("t1", "create_event", event("Spring Open", "2027-04-01"))
             .call("t2", "create_event", event("Summer Cup", "2027-07-01"))
-            .stop(StopReason::ToolUse),
+            .stop(StopReason::ToolUse)
+            .usage(USED),
         Reply::new()
             .say("And the autumn one.")
             .call("t3", "create_event", event("Autumn Fair", "2027-10-01"))
-            .stop(StopReason::ToolUse),
-        Reply::text("All three are in."),
+            .stop(StopReason::ToolUse)
+            .usage(USED),
+        Reply::text("All three are in.").usage(USED),
     ]
 }
 
@@ -231,15 +245,36 @@ impl World {
             crash: crash.clone(),
             requests: self.requests.clone(),
         });
-        let engine = Arc::new(Engine::new(
-            model,
-            Arc::new(registry),
-            store.clone(),
-            EngineOptions {
-                model_id: "m".into(),
-                ..Default::default()
-            },
-        ));
+        // The budget's guards, as every deployment runs them: their reservations and
+        // settlements are write points too (folded into the turn's writes when combined).
+        let config = BudgetConfig {
+            prices: PriceTable::with_file(
+                "crash-points-prices.json",
+                r#"{"models": {"m": {"input": 1, "output": 10, "cache_read": 0.1, "cache_write": 2}}}"#,
+            )
+            .unwrap(),
+            ..BudgetConfig::default()
+        };
+        let now = self.clock.clone();
+        let guards = Guards::standard(StandardGuards {
+            ledger: store.clone(),
+            config: Arc::new(config),
+            accounts: Arc::new(InMemoryAccounts::default()),
+            clock: Arc::new(move || now.load(Ordering::SeqCst)),
+            no_model: None,
+        });
+        let engine = Arc::new(
+            Engine::new(
+                model,
+                Arc::new(registry),
+                store.clone(),
+                EngineOptions {
+                    model_id: "m".into(),
+                    ..Default::default()
+                },
+            )
+            .with_guard(Arc::new(guards)),
+        );
         let mut senders: HashMap<String, Arc<dyn Sender>> = HashMap::new();
         senders.insert(
             "web".into(),
@@ -261,6 +296,17 @@ impl World {
         };
         jobs.run(&web_job("c1", "u1", "job-1", "Plan the season."), BUDGET)
             .await
+    }
+
+    /// The user's spending the budget counted, in micro-dollars, over the 30-day windows the
+    /// attempts fell in.
+    async fn spent(&self) -> u64 {
+        let mut keys: Vec<_> = [START_MS, self.clock.load(Ordering::SeqCst)]
+            .into_iter()
+            .map(|at| Bucket::UserUsd30d.key(&"u1".into(), &"c1".into(), at))
+            .collect();
+        keys.dedup();
+        self.inner.bucket_usage(&keys).await.unwrap().iter().sum()
     }
 
     /// What a run leaves, for comparison with the uninterrupted run.
@@ -361,6 +407,8 @@ where
         JobOutcome::Done
     );
     let expected = clean.observed().await;
+    let spent = clean.spent().await;
+    assert!(spent > 0, "the calls' cost is counted");
     assert_eq!(expected.events, scenario.events);
     assert_eq!(expected.audit_rows, scenario.audit_rows);
     assert!(expected.model_saw_the_created_events);
@@ -376,18 +424,18 @@ where
             && points.contains(&"deliver the reply"),
         "{points:?}"
     );
-    let (tool_result, finish) = if combined {
-        ("append_with_tool_result", "finish_turn")
+    let shapes: &[&str] = if combined {
+        &[
+            "claim_with_lease",
+            "start_turn_reserving",
+            "append_with_tool_result",
+            "append_message_adjusting",
+            "finish_turn",
+        ]
     } else {
-        ("put_tool_result", "finish_job")
+        &["put_tool_result", "reserve", "adjust", "finish_job"]
     };
-    assert!(
-        points.contains(&tool_result) && points.contains(&finish),
-        "{points:?}"
-    );
-    if combined {
-        assert!(points.contains(&"claim_with_lease"), "{points:?}");
-    }
+    assert!(shapes.iter().all(|w| points.contains(w)), "{points:?}");
 
     for n in 1..=points.len() as u64 {
         for at in [CrashAt::Before(n), CrashAt::After(n)] {
@@ -406,6 +454,13 @@ where
                 "{point}: the retry reported {retry:?}"
             );
             let got = world.observed().await;
+            // What a crash leaves of a reservation stays counted: never less than the calls
+            // cost, so a crash cannot be used to spend past the caps.
+            let left = world.spent().await;
+            assert!(
+                left >= spent,
+                "{point}: {left} counted, the calls cost {spent}"
+            );
             let mut want = Observed {
                 delivered: got.delivered.clone(),
                 ..expected_clone(&expected)
