@@ -217,6 +217,7 @@ pub fn build_app(
         engine: assembled.engine,
         channels,
         hub: Arc::default(),
+        owners: Arc::default(),
         notes,
         planner: assembled.planner.clone(),
         max_message_chars: options.max_message_chars,

@@ -51,6 +51,7 @@ pub async fn create_conversation(
         .create_conversation(&conv)
         .await
         .map_err(ApiError::internal)?;
+    app.owners.remember(conv.id.clone(), conv.user_id.clone());
     Ok((
         StatusCode::CREATED,
         Json(ConversationView {
@@ -102,11 +103,33 @@ async fn owned_conversation(
         .await
         .map_err(ApiError::internal)?;
     match conv {
-        Some(c) if c.user_id == current.user && c.channel == WEB_CHANNEL => Ok(c),
-        _ => Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            format!("There is no conversation {id:?}."),
-        )),
+        Some(c) if c.channel == WEB_CHANNEL => {
+            app.owners.remember(c.id.clone(), c.user_id.clone());
+            if c.user_id == current.user {
+                Ok(c)
+            } else {
+                Err(no_conversation(id))
+            }
+        }
+        _ => Err(no_conversation(id)),
+    }
+}
+
+fn no_conversation(id: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        format!("There is no conversation {id:?}."),
+    )
+}
+
+/// The id of `current`'s web conversation `id`, its owner as this process knows it (an owner
+/// never changes, see [`super::owners`]) or as read; anyone else's reads as absent.
+async fn owned_id(app: &App, current: &CurrentUser, id: &str) -> Result<ConversationId, ApiError> {
+    let id_ = ConversationId::from(id);
+    match app.owners.get(&id_) {
+        Some(owner) if owner == current.user => Ok(id_),
+        Some(_) => Err(no_conversation(id)),
+        None => Ok(owned_conversation(app, current, id).await?.id),
     }
 }
 
@@ -194,7 +217,7 @@ pub async fn post_message(
     body: Result<Json<PostMessage>, JsonRejection>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let Json(body) = body.map_err(body_error)?;
-    let conv = owned_conversation(&app, &current, &id).await?;
+    let conversation = owned_id(&app, &current, &id).await?;
     let text = body.text.trim();
     if text.is_empty() {
         return Err(ApiError::new(
@@ -234,8 +257,8 @@ pub async fn post_message(
         trace_context: Default::default(),
         channel: WEB_CHANNEL.into(),
         // Per conversation: the same client id in another conversation is another message.
-        message_id: format!("{}.{message_id}", conv.id),
-        conversation_key: conv.id.0.clone(),
+        message_id: format!("{conversation}.{message_id}"),
+        conversation_key: conversation.0.clone(),
         external_user_id: current.user.0.clone(),
         text: text.to_owned(),
         button_id: body.button_id.filter(|b| !b.is_empty() && b.len() <= 200),

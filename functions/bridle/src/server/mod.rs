@@ -9,6 +9,7 @@ mod inspect;
 mod inspect_view;
 mod limits;
 mod link;
+pub mod owners;
 pub mod sweep;
 mod timetable;
 mod tokens;
@@ -61,6 +62,9 @@ pub struct App {
     pub queue: Arc<dyn JobQueue>,
     pub engine: Arc<Engine>,
     pub hub: Arc<Hub>,
+    /// Web conversations' owners as read here (they never change): a message into one its
+    /// sender owns is queued without reading the conversation again.
+    pub owners: Arc<owners::Owners>,
     pub notes: Arc<Notes>,
     /// The planner's service layer (the engine's tools use the same one): the timetable panel
     /// reads through it.
