@@ -9,7 +9,7 @@ use serde_json::json;
 use std::sync::{Arc, Mutex};
 use store::{ConversationStore, MessageStore};
 use tests::{Harness, Logs};
-use transcript::{Conversation, Part, Role, StopReason};
+use transcript::{ConversationId, Part, Role, StopReason, UserId};
 
 /// A context source whose facts the test edits between turns (as the web UI would).
 #[derive(Default)]
@@ -23,7 +23,7 @@ impl Board {
 
 #[async_trait]
 impl ContextSource for Board {
-    async fn facts(&self, _: &Conversation) -> Result<ContextFacts, String> {
+    async fn facts(&self, _: &UserId, _: &ConversationId) -> Result<ContextFacts, String> {
         Ok(self.0.lock().unwrap().clone())
     }
 }
@@ -156,7 +156,7 @@ async fn a_failing_context_source_still_gives_time_and_channel() {
     struct Broken;
     #[async_trait]
     impl ContextSource for Broken {
-        async fn facts(&self, _: &Conversation) -> Result<ContextFacts, String> {
+        async fn facts(&self, _: &UserId, _: &ConversationId) -> Result<ContextFacts, String> {
             Err("records table unavailable".into())
         }
     }

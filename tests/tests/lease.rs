@@ -7,7 +7,7 @@
 
 use backend::{Reply, ScriptedModel};
 use channel_jobs::{ChannelJobs, JobOutcome};
-use engine::{Engine, EngineOptions};
+use engine::{ContextFacts, ContextSource, Engine, EngineOptions};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
@@ -15,7 +15,7 @@ use store::{Account, Lease, Store};
 use store_sqlite::SqliteStore;
 use tests::{web_job, web_jobs};
 use tools::Registry;
-use transcript::{Conversation, ConversationId, Role, StopReason};
+use transcript::{Conversation, ConversationId, Role, StopReason, UserId};
 
 const T0: i64 = 1_800_000_000_000;
 const BUDGET: Duration = Duration::from_secs(600);
@@ -163,6 +163,90 @@ async fn a_dead_holders_lease_lapses_and_the_next_turn_proceeds(store: Arc<dyn S
     assert_eq!(roles(&s).await, [Role::User, Role::Assistant]);
 }
 
+/// The context block's records as the turn's user message carries them, and how often the
+/// engine asked for them.
+#[derive(Default)]
+struct Records {
+    now: std::sync::Mutex<String>,
+    asked: AtomicI64,
+}
+
+#[async_trait::async_trait]
+impl ContextSource for Records {
+    async fn facts(&self, _: &UserId, _: &ConversationId) -> Result<ContextFacts, String> {
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        Ok(ContextFacts {
+            records: Some(self.now.lock().unwrap().clone()),
+            ..ContextFacts::default()
+        })
+    }
+}
+
+/// The context block's records are read beside the claim when the claim takes the lease too
+/// (once, not again), and under the lease when the turn had to wait for it: records changed
+/// while another turn held the conversation show in the block, not the ones read beside the
+/// claim.
+async fn the_context_block_is_read_with_the_lease(store: Arc<dyn Store>) {
+    let s = setup(store, vec![Reply::text("One."), Reply::text("Two.")]).await;
+    let records = Arc::new(Records::default());
+    *records.now.lock().unwrap() = "ev_1 before".into();
+    let engine = Arc::new(
+        Engine::new(
+            s.model.clone(),
+            Arc::new(Registry::default()),
+            s.store.clone(),
+            EngineOptions {
+                model_id: "m".into(),
+                ..EngineOptions::default()
+            },
+        )
+        .with_context(records.clone()),
+    );
+    let jobs = web_jobs(engine, s.store.clone(), s.clock.clone());
+    let said = |n: usize| {
+        let requests = s.model.requests();
+        let user = requests[n].messages.last().unwrap().clone();
+        user.parts
+            .iter()
+            .filter_map(|p| p.as_text())
+            .collect::<String>()
+    };
+
+    // The lease free: taken with the claim, the records read once, beside it.
+    let job = web_job(CONV, "alice", "m-free", "first");
+    assert_eq!(jobs.run(&job, BUDGET).await, JobOutcome::Done);
+    assert_eq!(records.asked.load(Ordering::SeqCst), 1, "read once");
+    assert!(said(0).contains("ev_1 before"), "{}", said(0));
+
+    // The lease held by another turn, which changes the records before it lets go.
+    assert_eq!(
+        s.store
+            .acquire_lease(&CONV.into(), "web#other", T0, T0 + 60_000)
+            .await
+            .unwrap(),
+        Lease::Held
+    );
+    let job = web_job(CONV, "alice", "m-waited", "second");
+    let running = jobs.run(&job, BUDGET);
+    let other = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        *records.now.lock().unwrap() = "ev_1 after".into();
+        s.store
+            .release_lease(&CONV.into(), "web#other")
+            .await
+            .unwrap();
+    };
+    let (ran, ()) = tokio::join!(running, other);
+    assert_eq!(ran, JobOutcome::Done);
+    assert!(said(1).contains("ev_1 after"), "{}", said(1));
+    assert!(!said(1).contains("ev_1 before"), "{}", said(1));
+    assert_eq!(
+        records.asked.load(Ordering::SeqCst),
+        3,
+        "the read beside the claim left unused, and read again under the lease"
+    );
+}
+
 /// A web job that names another user's conversation, and one that names none: no turn, no
 /// row, the lease free for the owner; the owner's own job then runs as usual.
 async fn a_web_job_for_a_conversation_not_its_users_runs_no_turn(store: Arc<dyn Store>) {
@@ -221,6 +305,16 @@ async fn one_by_one_a_web_job_for_a_conversation_not_its_users_runs_no_turn() {
     let store: Arc<dyn Store> = Arc::new(tests::FlakyStore::new(inner));
     assert!(store.turn_writes().is_none());
     a_web_job_for_a_conversation_not_its_users_runs_no_turn(store).await;
+}
+
+#[tokio::test]
+async fn sqlite_the_context_block_is_read_with_the_lease() {
+    the_context_block_is_read_with_the_lease(sqlite()).await;
+}
+
+#[tokio::test]
+async fn dynamodb_the_context_block_is_read_with_the_lease() {
+    the_context_block_is_read_with_the_lease(dynamo().await).await;
 }
 
 #[tokio::test]

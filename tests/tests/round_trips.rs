@@ -21,12 +21,14 @@ use transcript::StopReason;
 /// nothing; before the reservation went with the start: 8; before the enqueue handed its job
 /// over: 7, the delivery its own write.)
 const PLAIN_WRITES: u64 = 6;
-/// Its reads: the web server's ownership check before the enqueue; under the lease, the
-/// conversation (its owner checked) with its account, next visible position and history; and
-/// the context block's records with the active record. (Before: 8 — the conversation, the
-/// account and the next visible position one by one; 6 — the job's owner read before its claim,
-/// the history, and the records and the active record, apart.)
-const PLAIN_READS: u64 = 3;
+/// Its reads: the context block's records with the active record. The web server knows the
+/// conversation's owner from the turn before (an owner never changes), and the turn's start —
+/// the conversation (its owner checked) with its account, next visible position and history —
+/// is read inside the claim's write, under the lease it takes. (Before: 8 — the conversation,
+/// the account and the next visible position one by one; 6 — the job's owner read before its
+/// claim, the history, and the records and the active record, apart; 3 — the owner read for
+/// every message, the start read on its own.)
+const PLAIN_READS: u64 = 1;
 /// One tool round adds three writes: the tool's own (the note with its receipt), the tool
 /// message with its result and the next call's reservation, and that call's answer with its
 /// settlement. (Before the reservation went with the tool message: 4.)

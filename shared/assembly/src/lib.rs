@@ -165,11 +165,11 @@ pub fn planner_policy(planner: Arc<Planner>) -> Arc<dyn RiskPolicy> {
 /// read fresh for every turn. The account's name and time zone come from the turn's own read
 /// of the account (the engine fills them in), not a second read here.
 fn planner_context(planner: Arc<Planner>) -> Arc<dyn ContextSource> {
-    Arc::new(context_source(move |conversation| {
+    Arc::new(context_source(move |user, conversation| {
         let planner = planner.clone();
         async move {
             let snapshot = planner
-                .snapshot(&conversation.user_id, &conversation.id)
+                .snapshot(&user, &conversation)
                 .await
                 .map_err(|e| e.to_string())?;
             Ok(ContextFacts {

@@ -10,7 +10,7 @@
 use crate::identity::{self, Resolved};
 use crate::{ChannelJobs, conversation, web};
 use queue::TurnJob;
-use store::{Claim, ClaimWithLease, ClaimedWithLease, StoreError};
+use store::{Claim, ClaimWithLease, ClaimedWithLease, StartRead, StoreError};
 use transcript::{ConversationId, UserId};
 
 /// Whether the job's conversation's lease is still to take.
@@ -33,6 +33,12 @@ pub(crate) struct Early {
     /// before: its owner is checked under the lease.
     pub(crate) owned: Option<Option<(UserId, ConversationId)>>,
     pub(crate) lease: LeaseNow,
+    /// The turn's start, read with the claim and the lease where the store reads inside that
+    /// write ([`store::TurnWrites::claim_with_lease_reading`]): not read again under the lease.
+    pub(crate) start: Option<StartRead>,
+    /// The context block's facts, read beside a claim that took the lease too
+    /// ([`engine::Engine::context_facts`]); else the turn reads them.
+    pub(crate) facts: Option<Result<engine::ContextFacts, String>>,
 }
 
 impl ChannelJobs {
@@ -47,9 +53,12 @@ impl ChannelJobs {
     ) -> (Result<Claim, StoreError>, Early) {
         let mut early = Early::default();
         if let Some(writes) = self.store.turn_writes() {
-            let conversation = if job.channel == web::WEB_CHANNEL {
+            let target = if job.channel == web::WEB_CHANNEL {
                 // Its owner is checked under the lease, by the turn's start read (`answer`).
-                Some(ConversationId(job.conversation_key.clone()))
+                Some((
+                    ConversationId(job.conversation_key.clone()),
+                    UserId(job.external_user_id.clone()),
+                ))
             } else {
                 match identity::resolve_by_reading(self.store.as_ref(), job).await {
                     Ok(resolved) => early.resolved = resolved,
@@ -57,12 +66,12 @@ impl ChannelJobs {
                 }
                 match &early.resolved {
                     Some(Resolved::Bound(user)) => {
-                        Some(conversation::user_conversation_id(job, user))
+                        Some((conversation::user_conversation_id(job, user), user.clone()))
                     }
                     _ => None,
                 }
             };
-            if let Some(conversation) = conversation {
+            if let Some((conversation, user)) = target {
                 let start = ClaimWithLease {
                     job_key: key,
                     now_ms: now,
@@ -71,14 +80,25 @@ impl ChannelJobs {
                     holder: key,
                     lease_until_ms: now + self.options.lease_ttl.as_millis() as i64,
                 };
-                match writes.claim_with_lease(&start).await {
-                    Ok(ClaimedWithLease::Both) => {
+                // The context block's facts are read beside the claim, not after it: a claim
+                // that takes the lease found no turn of this conversation running, and the
+                // queue gives a conversation its next job only once the one before is
+                // acknowledged, so none ran during the read either (the user's records are
+                // changed by their other conversations without this lease in any case).
+                let (claimed, facts) = tokio::join!(
+                    writes.claim_with_lease_reading(&start, &user),
+                    self.engine.context_facts(&user, &conversation)
+                );
+                match claimed {
+                    Ok((ClaimedWithLease::Both, read)) => {
                         early.lease = LeaseNow::Held;
+                        early.start = read;
+                        early.facts = facts;
                         return (Ok(Claim::Fresh), early);
                     }
-                    Ok(ClaimedWithLease::Refused(found)) => return (Ok(found), early),
+                    Ok((ClaimedWithLease::Refused(found), _)) => return (Ok(found), early),
                     // Nothing written: one by one, the lease waited for as always.
-                    Ok(ClaimedWithLease::Apart) => {}
+                    Ok((ClaimedWithLease::Apart, _)) => {}
                     // Unknown outcome, as a lone claim's failure: the claim and the lease (the
                     // job's own) may be there; the retry finds the claim and waits for its
                     // expiry, and renews the lease as its holder.

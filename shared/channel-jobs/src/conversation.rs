@@ -44,7 +44,7 @@ pub async fn user_conversation(
     job: &TurnJob,
     user: &UserId,
 ) -> Result<ConversationId, StoreError> {
-    user_conversation_row(jobs, job, user)
+    user_conversation_row(jobs, job, user, None, None)
         .await
         .map(|c| c.conversation.id)
 }
@@ -65,19 +65,24 @@ pub(crate) async fn user_conversation_row(
     jobs: &ChannelJobs,
     job: &TurnJob,
     user: &UserId,
+    claimed: Option<store::StartRead>,
+    facts: Option<Result<engine::ContextFacts, String>>,
 ) -> Result<engine::TurnRead, StoreError> {
     let id = user_conversation_id(job, user);
-    // Read with the user's account where the store reads both at once (the turn needs it too).
-    let (read, account, next_visible, messages) = match jobs.store.turn_writes() {
-        Some(both) => {
-            let read = both.conversation_and_account(&id, user).await?;
-            (
-                read.conversation,
-                Some(read.account),
-                read.next_visible,
-                read.messages,
-            )
-        }
+    // Read with the user's account where the store reads both at once (the turn needs it too),
+    // unless the claim read them (`claimed`).
+    let both = match (claimed, jobs.store.turn_writes()) {
+        (Some(read), _) => Some(read),
+        (None, Some(both)) => Some(both.conversation_and_account(&id, user).await?),
+        (None, None) => None,
+    };
+    let (read, account, next_visible, messages) = match both {
+        Some(read) => (
+            read.conversation,
+            Some(read.account),
+            read.next_visible,
+            read.messages,
+        ),
         None => (jobs.store.conversation(&id).await?, None, None, None),
     };
     // The account is made on first contact only (before the conversation exists, so a crash
@@ -105,6 +110,7 @@ pub(crate) async fn user_conversation_row(
         account,
         next_visible,
         messages,
+        facts,
     })
 }
 

@@ -388,6 +388,7 @@ impl ChannelJobs {
             (user, conversation)
         };
         tracing::debug!(user = %user.0, conversation = %conversation, "job resolved");
+        let (mut claimed, mut facts) = (early.start, early.facts);
         let (outcome, finished) = self
             .leased(job, &conversation, early.lease, async {
                 // The conversation is read under the lease, so the turn starts from this read
@@ -395,9 +396,15 @@ impl ChannelJobs {
                 // with the claim; else it was read before the lease, and is read again here
                 // with the account where the store reads both at once (else by the turn).
                 let row = if job.channel == web::WEB_CHANNEL {
-                    let row = web::turn_read(self.store.as_ref(), &conversation, &user)
-                        .await
-                        .map_err(JobError::from)?;
+                    let row = web::turn_read(
+                        self.store.as_ref(),
+                        &conversation,
+                        &user,
+                        claimed.take(),
+                        facts.take(),
+                    )
+                    .await
+                    .map_err(JobError::from)?;
                     if row.is_none() && owner_unchecked {
                         // Gone, or not the job's user's: no turn, and the lease goes back.
                         return Ok((None, None));
@@ -405,9 +412,15 @@ impl ChannelJobs {
                     row
                 } else {
                     Some(
-                        conversation::user_conversation_row(self, job, &user)
-                            .await
-                            .map_err(JobError::from)?,
+                        conversation::user_conversation_row(
+                            self,
+                            job,
+                            &user,
+                            claimed.take(),
+                            facts.take(),
+                        )
+                        .await
+                        .map_err(JobError::from)?,
                     )
                 };
                 let (outcome, shown) = self.turn(job, &conversation, row, sink, sender).await?;

@@ -9,7 +9,7 @@ use channels::{Delivered, Outgoing, SendError, Sender};
 use engine::{EventSink, TurnEvent};
 use queue::TurnJob;
 use std::sync::Mutex;
-use store::{Store, StoreError};
+use store::{StartRead, Store, StoreError};
 use transcript::{ConversationId, UserId};
 
 /// The channel name of web chat jobs. No webhook route has this name, so only the web server
@@ -55,18 +55,22 @@ pub(crate) async fn owned_conversation(
 }
 
 /// The web turn's start, read under the lease: the conversation with its owner's account and
-/// next visible position, where the store reads them at once ([`store::TurnWrites`]); `None`
-/// (the turn reads them itself) where it does not, or when the conversation is gone or is no
-/// longer `user`'s.
+/// next visible position, where the store reads them at once ([`store::TurnWrites`]) or read
+/// them with the claim (`claimed`), and the context block's `facts` read beside the claim;
+/// `None` (the turn reads them itself) where it does not, or
+/// when the conversation is gone or is no longer `user`'s.
 pub(crate) async fn turn_read(
     store: &dyn Store,
     id: &ConversationId,
     user: &UserId,
+    claimed: Option<StartRead>,
+    facts: Option<Result<engine::ContextFacts, String>>,
 ) -> Result<Option<engine::TurnRead>, StoreError> {
-    let Some(both) = store.turn_writes() else {
-        return Ok(None);
+    let read = match (claimed, store.turn_writes()) {
+        (Some(read), _) => read,
+        (None, Some(both)) => both.conversation_and_account(id, user).await?,
+        (None, None) => return Ok(None),
     };
-    let read = both.conversation_and_account(id, user).await?;
     Ok(read
         .conversation
         .filter(|c| &c.user_id == user)
@@ -75,6 +79,7 @@ pub(crate) async fn turn_read(
             account: Some(read.account),
             next_visible: read.next_visible,
             messages: read.messages,
+            facts,
         }))
 }
 

@@ -21,7 +21,7 @@
 use async_trait::async_trait;
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
-use transcript::Conversation;
+use transcript::{Conversation, ConversationId, UserId};
 
 /// What the product knows about the user's world right now.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -36,12 +36,18 @@ pub struct ContextFacts {
     pub active: Option<String>,
 }
 
-/// Supplies [`ContextFacts`] for a turn; the product domain implements it.
+/// Supplies [`ContextFacts`] for a turn; the product domain implements it. Asked by the
+/// conversation's user and id (not its row), so a caller that knows both may read the facts
+/// beside the conversation ([`crate::TurnRead::facts`]).
 #[async_trait]
 pub trait ContextSource: Send + Sync {
-    /// The facts for this conversation's user. An `Err` is logged and the block is built
+    /// The facts for `user` in `conversation`. An `Err` is logged and the block is built
     /// without them: context is help, never a reason to fail the turn.
-    async fn facts(&self, conversation: &Conversation) -> Result<ContextFacts, String>;
+    async fn facts(
+        &self,
+        user: &UserId,
+        conversation: &ConversationId,
+    ) -> Result<ContextFacts, String>;
 }
 
 /// Only the time and the channel (no product records).
@@ -50,17 +56,17 @@ pub struct NoFacts;
 
 #[async_trait]
 impl ContextSource for NoFacts {
-    async fn facts(&self, _: &Conversation) -> Result<ContextFacts, String> {
+    async fn facts(&self, _: &UserId, _: &ConversationId) -> Result<ContextFacts, String> {
         Ok(ContextFacts::default())
     }
 }
 
-/// A [`ContextSource`] from an async closure over an owned conversation, so a domain crate
-/// that must not depend on the engine can still supply the facts:
-/// `context_source(move |conversation| …)`.
+/// A [`ContextSource`] from an async closure over the owned user and conversation ids, so a
+/// domain crate that must not depend on the engine can still supply the facts:
+/// `context_source(move |user, conversation| …)`.
 pub fn context_source<F, Fut>(f: F) -> impl ContextSource
 where
-    F: Fn(Conversation) -> Fut + Send + Sync + 'static,
+    F: Fn(UserId, ConversationId) -> Fut + Send + Sync + 'static,
     Fut: std::future::Future<Output = Result<ContextFacts, String>> + Send + 'static,
 {
     SourceFn(f)
@@ -71,11 +77,15 @@ struct SourceFn<F>(F);
 #[async_trait]
 impl<F, Fut> ContextSource for SourceFn<F>
 where
-    F: Fn(Conversation) -> Fut + Send + Sync + 'static,
+    F: Fn(UserId, ConversationId) -> Fut + Send + Sync + 'static,
     Fut: std::future::Future<Output = Result<ContextFacts, String>> + Send + 'static,
 {
-    async fn facts(&self, conversation: &Conversation) -> Result<ContextFacts, String> {
-        (self.0)(conversation.clone()).await
+    async fn facts(
+        &self,
+        user: &UserId,
+        conversation: &ConversationId,
+    ) -> Result<ContextFacts, String> {
+        (self.0)(user.clone(), conversation.clone()).await
     }
 }
 

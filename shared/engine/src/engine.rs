@@ -12,7 +12,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use store::Store;
 use tools::{ActionId, Registry};
 use tracing::Instrument;
-use transcript::{Conversation, ConversationId, Usage};
+use transcript::{Conversation, ConversationId, Usage, UserId};
 
 /// What the caller of [`Engine::run_turn_in`] read for the turn, holding the conversation's
 /// lease.
@@ -28,6 +28,10 @@ pub struct TurnRead {
     /// The conversation's current segment as read with it
     /// ([`store::StartRead::messages`]); `None`: the turn reads it.
     pub messages: Option<Vec<transcript::Message>>,
+    /// The context block's facts for the conversation's user, as read beside it
+    /// ([`Engine::context_facts`]); `None`: the turn reads them when it writes the user's
+    /// message.
+    pub facts: Option<Result<crate::ContextFacts, String>>,
 }
 
 /// One user message to answer.
@@ -154,6 +158,18 @@ impl Engine {
     pub fn with_context(mut self, source: Arc<dyn ContextSource>) -> Self {
         self.context = Some(source);
         self
+    }
+
+    /// The context block's facts for `user` in `conversation`, as a new turn there reads them
+    /// (`None`: this engine opens no message with a block). For a caller that can read them
+    /// beside the turn's start and hand them in with [`TurnRead::facts`].
+    pub async fn context_facts(
+        &self,
+        user: &UserId,
+        conversation: &ConversationId,
+    ) -> Option<Result<crate::ContextFacts, String>> {
+        let source = self.context.as_ref()?;
+        Some(source.facts(user, conversation).await)
     }
 
     /// The clock the context block and the stored rows use.

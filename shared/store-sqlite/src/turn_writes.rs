@@ -22,43 +22,18 @@ impl TurnWrites for SqliteStore {
         &self,
         start: &ClaimWithLease<'_>,
     ) -> Result<ClaimedWithLease, StoreError> {
-        let (job_key, conversation, holder) = (
-            start.job_key.to_owned(),
-            start.conversation.clone(),
-            start.holder.to_owned(),
-        );
-        let (now, claim_until, lease_until) =
-            (start.now_ms, start.claim_until_ms, start.lease_until_ms);
-        self.db
-            .write_resumable(move |conn| {
-                undone_unless(
-                    conn,
-                    |conn| {
-                        Ok(match claims::claim(conn, &job_key, now, claim_until)? {
-                            // Refused: the upsert wrote nothing.
-                            found @ (Claim::Done | Claim::Busy { .. }) => {
-                                ClaimedWithLease::Refused(found)
-                            }
-                            Claim::Fresh => {
-                                match leases::acquire(
-                                    conn,
-                                    &conversation,
-                                    &holder,
-                                    now,
-                                    lease_until,
-                                )? {
-                                    Lease::Held => ClaimedWithLease::Both,
-                                    Lease::Busy { .. } => ClaimedWithLease::Apart,
-                                }
-                            }
-                            // A takeover is made one by one: undone below.
-                            Claim::TakenOver { .. } => ClaimedWithLease::Apart,
-                        })
-                    },
-                    |done| *done != ClaimedWithLease::Apart,
-                )
-            })
-            .await
+        Ok(self.claim_reading(start, None).await?.0)
+    }
+
+    /// The read is made on the writer's connection inside the claim's own transaction, so
+    /// nothing can come between the lease and it, and the turn's start costs no round trip of
+    /// its own.
+    async fn claim_with_lease_reading(
+        &self,
+        start: &ClaimWithLease<'_>,
+        user: &UserId,
+    ) -> Result<(ClaimedWithLease, Option<StartRead>), StoreError> {
+        self.claim_reading(start, Some(user.clone())).await
     }
 
     async fn finish_turn(&self, finish: &TurnFinish<'_>) -> Result<(), StoreError> {
@@ -155,28 +130,88 @@ impl TurnWrites for SqliteStore {
     ) -> Result<StartRead, StoreError> {
         let (id, user) = (id.clone(), user.clone());
         self.db
-            .read(move |conn| {
-                snapshot(conn, || {
-                    let conversation = conversations::read(conn, &id)?;
-                    // Exact here (read in the same snapshot), not a hint; none without the
-                    // conversation.
-                    let (next_visible, messages) = match &conversation {
-                        Some(c) => (
-                            Some(visible::next_position(conn, &id)?),
-                            Some(messages::segment_of(conn, &id, c.segment)?),
-                        ),
-                        None => (None, None),
-                    };
-                    Ok(StartRead {
-                        conversation,
-                        account: accounts::read(conn, &user)?,
-                        next_visible,
-                        messages,
-                    })
-                })
+            .read(move |conn| snapshot(conn, || start_read(conn, &id, &user)))
+            .await
+    }
+}
+
+impl SqliteStore {
+    /// The job's claim with its conversation's lease, one closure on the writer; with `user`,
+    /// once both are taken, the turn's start read in the same transaction.
+    async fn claim_reading(
+        &self,
+        start: &ClaimWithLease<'_>,
+        user: Option<UserId>,
+    ) -> Result<(ClaimedWithLease, Option<StartRead>), StoreError> {
+        let (job_key, conversation, holder) = (
+            start.job_key.to_owned(),
+            start.conversation.clone(),
+            start.holder.to_owned(),
+        );
+        let (now, claim_until, lease_until) =
+            (start.now_ms, start.claim_until_ms, start.lease_until_ms);
+        self.db
+            .write_resumable(move |conn| {
+                let claimed = undone_unless(
+                    conn,
+                    |conn| {
+                        Ok(match claims::claim(conn, &job_key, now, claim_until)? {
+                            // Refused: the upsert wrote nothing.
+                            found @ (Claim::Done | Claim::Busy { .. }) => {
+                                ClaimedWithLease::Refused(found)
+                            }
+                            Claim::Fresh => {
+                                match leases::acquire(
+                                    conn,
+                                    &conversation,
+                                    &holder,
+                                    now,
+                                    lease_until,
+                                )? {
+                                    Lease::Held => ClaimedWithLease::Both,
+                                    Lease::Busy { .. } => ClaimedWithLease::Apart,
+                                }
+                            }
+                            // A takeover is made one by one: undone below.
+                            Claim::TakenOver { .. } => ClaimedWithLease::Apart,
+                        })
+                    },
+                    |done| *done != ClaimedWithLease::Apart,
+                )?;
+                let read = match (claimed, user) {
+                    (ClaimedWithLease::Both, Some(user)) => {
+                        Some(start_read(conn, &conversation, &user)?)
+                    }
+                    _ => None,
+                };
+                Ok((claimed, read))
             })
             .await
     }
+}
+
+/// The turn's start as `conn` sees it: the conversation and, when it exists, its next visible
+/// position (exact here, read in the same snapshot or transaction, not a hint) and current
+/// segment; and `user`'s account.
+fn start_read(
+    conn: &Connection,
+    id: &ConversationId,
+    user: &UserId,
+) -> Result<StartRead, StoreError> {
+    let conversation = conversations::read(conn, id)?;
+    let (next_visible, messages) = match &conversation {
+        Some(c) => (
+            Some(visible::next_position(conn, id)?),
+            Some(messages::segment_of(conn, id, c.segment)?),
+        ),
+        None => (None, None),
+    };
+    Ok(StartRead {
+        conversation,
+        account: accounts::read(conn, user)?,
+        next_visible,
+        messages,
+    })
 }
 
 /// Run `f` inside a savepoint of its own and keep what it wrote only if `keep` says so of its

@@ -2,7 +2,9 @@
 
 use rusqlite::Connection;
 use std::path::{Path, PathBuf};
-use store::{ConversationStore, MessageStore, StoreError, VisibleStore};
+use store::{
+    ClaimWithLease, ClaimedWithLease, ConversationStore, MessageStore, StoreError, VisibleStore,
+};
 use store_sqlite::{SCHEMA_VERSION, SchemaTooNew, SqliteStore};
 use transcript::{Conversation, Message, Part, Role};
 
@@ -196,5 +198,50 @@ async fn a_damaged_file_is_refused_at_open_with_one_sentence() {
             .to_string()
             .contains("quick_check"),
         "{err:?}"
+    );
+}
+
+/// The claim with its lease reads the turn's start in its own write: what a reader would read
+/// under the lease, for no round trip of its own.
+#[tokio::test]
+async fn a_claim_with_its_lease_reads_the_turns_start_in_the_same_write() {
+    let tmp = TempPath::new("claim-reading");
+    let store = SqliteStore::open(&tmp.0).unwrap();
+    let conv = Conversation::new("conv-a", "user-1", "web", "support");
+    store.create_conversation(&conv).await.unwrap();
+    store.append_message(&hello(0)).await.unwrap();
+    let writes = store.turn_writes().unwrap();
+    let before = store.db().calls();
+    let (claimed, read) = writes
+        .claim_with_lease_reading(
+            &ClaimWithLease {
+                job_key: "web#m-1",
+                now_ms: 1_000,
+                claim_until_ms: 91_000,
+                conversation: &conv.id,
+                holder: "web#m-1",
+                lease_until_ms: 61_000,
+            },
+            &conv.user_id,
+        )
+        .await
+        .unwrap();
+    let after = store.db().calls();
+    assert_eq!(claimed, ClaimedWithLease::Both);
+    let read = read.expect("read with the claim");
+    assert_eq!(read.conversation, Some(conv.clone()));
+    assert_eq!(read.messages, Some(vec![hello(0)]));
+    assert_eq!(read.next_visible, Some(0));
+    assert_eq!(
+        (after.writes - before.writes, after.reads - before.reads),
+        (1, 0),
+        "one write, no read"
+    );
+    assert_eq!(
+        writes
+            .conversation_and_account(&conv.id, &conv.user_id)
+            .await
+            .unwrap(),
+        read
     );
 }

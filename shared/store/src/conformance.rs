@@ -43,7 +43,7 @@ pub use accounts::{
     check_concurrent_account_creation, check_create_account, check_put_account_keeps_emails_unique,
 };
 
-pub use claim_with_lease::check_claim_with_lease;
+pub use claim_with_lease::{check_claim_with_lease, check_claim_with_lease_reading};
 pub use grants::check_assistant_grant;
 pub use leases::{check_concurrent_leases, check_leases};
 pub use receipts::{check_receipts, check_undo_receipts};
@@ -93,6 +93,7 @@ macro_rules! conformance_tests {
             released_claims_are_taken_over_at_once => check_release_job,
             conversation_leases => check_leases,
             job_claimed_with_its_lease => check_claim_with_lease,
+            job_claimed_with_its_lease_and_the_start_read => check_claim_with_lease_reading,
             turn_finished_in_one_write => check_finish_turn,
             tool_message_with_its_last_result => check_append_with_tool_result,
             tool_message_with_the_next_reservation => check_append_with_tool_result_reserving,

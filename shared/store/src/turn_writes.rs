@@ -83,6 +83,19 @@ pub trait TurnWrites: Send + Sync {
         Ok(ClaimedWithLease::Apart)
     }
 
+    /// [`TurnWrites::claim_with_lease`] and, when both are taken, the turn's start for `user`
+    /// as [`TurnWrites::conversation_and_account`] reads it, under the lease just taken. A store
+    /// that reads inside its write saves the read's round trip; the default claims and reads
+    /// nothing (`None`: the caller reads it, under the lease, as before).
+    async fn claim_with_lease_reading(
+        &self,
+        start: &ClaimWithLease<'_>,
+        user: &UserId,
+    ) -> Result<(ClaimedWithLease, Option<StartRead>), StoreError> {
+        let _ = user;
+        Ok((self.claim_with_lease(start).await?, None))
+    }
+
     /// Record `finish.entry`, release the lease `finish.holder` holds and mark the job done,
     /// all or nothing (and note the next visible position with the conversation, see
     /// [`StartRead::next_visible`]). [`StoreError::Conflict`] when the entry's position is taken or the

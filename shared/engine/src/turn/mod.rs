@@ -51,6 +51,8 @@ pub(crate) struct Turn<'a> {
     visible_hinted: bool,
     /// The conversation's account as read at the turn's start.
     account: Option<store::Account>,
+    /// The context block's facts as the caller read them beside the turn's start.
+    facts: Option<Result<crate::ContextFacts, String>>,
     /// The last model call's budget settlement, written with its answer (`Turn::append`).
     settlement: Vec<crate::Settlement>,
     /// The next model call as built with the tool message before it
@@ -92,19 +94,21 @@ impl<'a> Turn<'a> {
     ) -> Result<Turn<'a>, EngineError> {
         let store = &engine.store;
         let id = &input.conversation_id;
-        let (mut conv, account_read, visible_hint, history_read) =
+        let (mut conv, account_read, visible_hint, history_read, facts) =
             match read.filter(|r| &r.conversation.id == id) {
                 Some(read) => (
                     read.conversation,
                     read.account,
                     read.next_visible,
                     read.messages,
+                    read.facts,
                 ),
                 None => (
                     store
                         .conversation(id)
                         .await?
                         .ok_or_else(|| EngineError::ConversationNotFound(id.clone()))?,
+                    None,
                     None,
                     None,
                     None,
@@ -202,6 +206,7 @@ impl<'a> Turn<'a> {
             wrote_user_entry: false,
             visible_hinted: visible_hint.is_some(),
             account,
+            facts,
             settlement: Vec::new(),
             next_call: None,
         };

@@ -19,12 +19,17 @@ struct FirstCall {
 
 impl Turn<'_> {
     /// The user's message as stored and sent: with the context block when the engine has a
-    /// context source, else the words alone.
-    pub(super) async fn user_message_text(&self, text: &str) -> String {
+    /// context source (its facts as the caller read them beside the turn's start, else read
+    /// now), else the words alone.
+    pub(super) async fn user_message_text(&mut self, text: &str) -> String {
         let Some(source) = &self.engine.context else {
             return text.to_owned();
         };
-        let mut facts = source.facts(&self.conv).await.unwrap_or_else(|err| {
+        let read = match self.facts.take() {
+            Some(read) => read,
+            None => source.facts(&self.conv.user_id, &self.conv.id).await,
+        };
+        let mut facts = read.unwrap_or_else(|err| {
             tracing::warn!(error = %err, "context facts unavailable; the block has time and channel only");
             ContextFacts::default()
         });

@@ -1,8 +1,8 @@
 //! A job's claim with its conversation's lease ([`crate::TurnWrites::claim_with_lease`]), where
 //! the store offers it: both or neither, a refused claim reported as `claim_job` reports it.
 
-use crate::{Claim, ClaimWithLease, ClaimedWithLease, Lease, Store};
-use transcript::ConversationId;
+use crate::{Claim, ClaimWithLease, ClaimedWithLease, Lease, StartRead, Store};
+use transcript::{ConversationId, Part, Role, UserId};
 
 /// A fresh job on a free conversation gets both; a done job, a live claim, an expired claim to
 /// take over and a conversation another turn holds get neither, and say which.
@@ -118,4 +118,106 @@ pub async fn check_claim_with_lease(store: &dyn Store) {
         Lease::Held,
         "no lease was taken with it"
     );
+}
+
+/// With the turn's start read: when the store reads inside the claim, what it reads is what
+/// `conversation_and_account` reads under the lease just taken (the conversation, its owner's
+/// account, its segment); a conversation not there yet reads as absent; a claim not taken
+/// reads nothing. A store that does not read there says `None`, and its caller reads.
+pub async fn check_claim_with_lease_reading(store: &dyn Store) {
+    let Some(writes) = store.turn_writes() else {
+        return;
+    };
+    let t0 = 1_800_000_000_000;
+    let conv = super::create(store, "conv-claim-reading").await;
+    let user = UserId::from("user-1");
+    let said = super::message(&conv, 0, 0, Role::User, vec![Part::text("hi")]);
+    store.append_message(&said).await.unwrap();
+    let alice = super::accounts::account("user-1", Some("ana@example.org"), 5);
+    store.put_account(&alice).await.unwrap();
+    let start = |job: &'static str, conversation, now_ms: i64| ClaimWithLease {
+        job_key: job,
+        now_ms,
+        claim_until_ms: now_ms + 90_000,
+        conversation,
+        holder: job,
+        lease_until_ms: now_ms + 60_000,
+    };
+
+    let first = "web#m-reading-1";
+    let (claimed, read) = writes
+        .claim_with_lease_reading(&start(first, &conv, t0), &user)
+        .await
+        .unwrap();
+    assert_eq!(claimed, ClaimedWithLease::Both);
+    if let Some(read) = read {
+        let stored = store.conversation(&conv).await.unwrap();
+        assert_eq!(
+            (&read.conversation, &read.account),
+            (&stored, &Some(alice.clone()))
+        );
+        assert!(
+            read.messages
+                .as_ref()
+                .is_none_or(|m| *m == vec![said.clone()])
+        );
+        assert!(read.next_visible.is_none_or(|n| n == 0));
+        assert_eq!(
+            writes.conversation_and_account(&conv, &user).await.unwrap(),
+            StartRead {
+                account: Some(alice.clone()),
+                conversation: stored,
+                ..read.clone()
+            },
+            "what conversation_and_account reads"
+        );
+    }
+    assert_eq!(
+        store
+            .acquire_lease(&conv, "web#m-x", t0 + 1, t0 + 60_001)
+            .await
+            .unwrap(),
+        Lease::Busy {
+            holder: first.into(),
+            until_ms: t0 + 60_000
+        },
+        "the lease is the job's"
+    );
+
+    // Refused (its claim is live) and apart (the lease is held): nothing read.
+    let second = "web#m-reading-2";
+    for (job, found) in [
+        (
+            first,
+            ClaimedWithLease::Refused(Claim::Busy {
+                until_ms: t0 + 90_000,
+            }),
+        ),
+        (second, ClaimedWithLease::Apart),
+    ] {
+        let (claimed, read) = writes
+            .claim_with_lease_reading(&start(job, &conv, t0 + 2), &user)
+            .await
+            .unwrap();
+        assert_eq!((claimed, read), (found, None));
+    }
+
+    // A conversation not made yet: claimed, and read as absent.
+    let missing = ConversationId::from("conv-claim-reading-missing");
+    let (claimed, read) = writes
+        .claim_with_lease_reading(&start("web#m-reading-3", &missing, t0 + 3), &user)
+        .await
+        .unwrap();
+    assert_eq!(claimed, ClaimedWithLease::Both);
+    if let Some(read) = read {
+        assert_eq!(
+            (
+                read.conversation,
+                read.account,
+                read.next_visible,
+                read.messages
+            ),
+            (None, Some(alice), None, None)
+        );
+    }
 }
