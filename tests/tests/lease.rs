@@ -182,11 +182,11 @@ impl ContextSource for Records {
     }
 }
 
-/// The context block's records are read beside the claim when the claim takes the lease too
-/// (once, not again), and under the lease when the turn had to wait for it: records changed
-/// while another turn held the conversation show in the block, not the ones read beside the
-/// claim.
-async fn the_context_block_is_read_with_the_lease(store: Arc<dyn Store>) {
+/// The context block's records are read once a turn: beside the claim when the job path is
+/// asked to and the claim takes the lease too, else under the lease. When the turn had to wait
+/// for the lease, records changed while another turn held the conversation show in the block,
+/// not ones read beside the claim.
+async fn the_context_block_is_read_with_the_lease(store: Arc<dyn Store>, beside: bool) {
     let s = setup(store, vec![Reply::text("One."), Reply::text("Two.")]).await;
     let records = Arc::new(Records::default());
     *records.now.lock().unwrap() = "ev_1 before".into();
@@ -202,7 +202,8 @@ async fn the_context_block_is_read_with_the_lease(store: Arc<dyn Store>) {
         )
         .with_context(records.clone()),
     );
-    let jobs = web_jobs(engine, s.store.clone(), s.clock.clone());
+    let mut jobs = web_jobs(engine, s.store.clone(), s.clock.clone());
+    jobs.options.context_beside_claim = beside;
     let said = |n: usize| {
         let requests = s.model.requests();
         let user = requests[n].messages.last().unwrap().clone();
@@ -242,8 +243,8 @@ async fn the_context_block_is_read_with_the_lease(store: Arc<dyn Store>) {
     assert!(!said(1).contains("ev_1 before"), "{}", said(1));
     assert_eq!(
         records.asked.load(Ordering::SeqCst),
-        3,
-        "the read beside the claim left unused, and read again under the lease"
+        if beside { 3 } else { 2 },
+        "beside the claim: that read left unused, and read again under the lease"
     );
 }
 
@@ -309,12 +310,22 @@ async fn one_by_one_a_web_job_for_a_conversation_not_its_users_runs_no_turn() {
 
 #[tokio::test]
 async fn sqlite_the_context_block_is_read_with_the_lease() {
-    the_context_block_is_read_with_the_lease(sqlite()).await;
+    the_context_block_is_read_with_the_lease(sqlite(), false).await;
+}
+
+#[tokio::test]
+async fn sqlite_the_context_block_is_read_beside_a_claim_that_takes_the_lease() {
+    the_context_block_is_read_with_the_lease(sqlite(), true).await;
 }
 
 #[tokio::test]
 async fn dynamodb_the_context_block_is_read_with_the_lease() {
-    the_context_block_is_read_with_the_lease(dynamo().await).await;
+    the_context_block_is_read_with_the_lease(dynamo().await, false).await;
+}
+
+#[tokio::test]
+async fn dynamodb_the_context_block_is_read_beside_a_claim_that_takes_the_lease() {
+    the_context_block_is_read_with_the_lease(dynamo().await, true).await;
 }
 
 #[tokio::test]

@@ -21,7 +21,8 @@ use transcript::StopReason;
 /// nothing; before the reservation went with the start: 8; before the enqueue handed its job
 /// over: 7, the delivery its own write.)
 const PLAIN_WRITES: u64 = 6;
-/// Its reads: the context block's records with the active record. The web server knows the
+/// Its reads: the context block's records with the active record, read beside the claim's
+/// write (at the same time, not one after the other). The web server knows the
 /// conversation's owner from the turn before (an owner never changes), and the turn's start —
 /// the conversation (its owner checked) with its account, next visible position and history —
 /// is read inside the claim's write, under the lease it takes. (Before: 8 — the conversation,

@@ -286,6 +286,8 @@ fn channel_jobs_for(
                 .unwrap_or_else(|| "http://127.0.0.1:8080/".to_owned()),
             media: Some(media_for(options)),
             lobby_retention: setup.lobby_retention,
+            // Reads here are hand-offs to the local database's threads, not paid calls.
+            context_beside_claim: options.store.is_none(),
             ..channel_jobs::JobOptions::default()
         },
     };

@@ -80,15 +80,19 @@ impl ChannelJobs {
                     holder: key,
                     lease_until_ms: now + self.options.lease_ttl.as_millis() as i64,
                 };
-                // The context block's facts are read beside the claim, not after it: a claim
-                // that takes the lease found no turn of this conversation running, and the
-                // queue gives a conversation its next job only once the one before is
+                // Where asked, the context block's facts are read beside the claim, not after
+                // it: a claim that takes the lease found no turn of this conversation running,
+                // and the queue gives a conversation its next job only once the one before is
                 // acknowledged, so none ran during the read either (the user's records are
                 // changed by their other conversations without this lease in any case).
-                let (claimed, facts) = tokio::join!(
-                    writes.claim_with_lease_reading(&start, &user),
-                    self.engine.context_facts(&user, &conversation)
-                );
+                let beside = async {
+                    match self.options.context_beside_claim {
+                        true => self.engine.context_facts(&user, &conversation).await,
+                        false => None,
+                    }
+                };
+                let (claimed, facts) =
+                    tokio::join!(writes.claim_with_lease_reading(&start, &user), beside);
                 match claimed {
                     Ok((ClaimedWithLease::Both, read)) => {
                         early.lease = LeaseNow::Held;

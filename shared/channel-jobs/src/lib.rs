@@ -98,6 +98,12 @@ pub struct JobOptions {
     /// How long an unknown sender's lobby is kept after its last message
     /// ([`DEFAULT_LOBBY_RETENTION`], `BRIDLE_LOBBY_RETENTION_DAYS`).
     pub lobby_retention: Duration,
+    /// Read the context block's facts beside a claim that may take the conversation's lease
+    /// with it, not under the lease after it: one wait for the database saved on every turn,
+    /// paid for by a read thrown away whenever the claim does not take the lease (a duplicate,
+    /// a busy conversation, a takeover). On where a read is a local hand-off (`bridle serve` on
+    /// SQLite); off (the default) where every read is a paid call (DynamoDB).
+    pub context_beside_claim: bool,
 }
 
 /// Usage → estimated US dollars.
@@ -127,6 +133,7 @@ impl Default for JobOptions {
             estimate_usd: None,
             abandon: Arc::new(tokio::sync::watch::Sender::new(false)),
             lobby_retention: DEFAULT_LOBBY_RETENTION,
+            context_beside_claim: false,
         }
     }
 }
