@@ -57,8 +57,8 @@ pub(crate) async fn owned_conversation(
 /// The web turn's start, read under the lease: the conversation with its owner's account and
 /// next visible position, where the store reads them at once ([`store::TurnWrites`]) or read
 /// them with the claim (`claimed`), and the context block's `facts` read beside the claim;
-/// `None` (the turn reads them itself) where it does not, or
-/// when the conversation is gone or is no longer `user`'s.
+/// `None` (the turn reads them itself) where it does not, or when the conversation is gone or
+/// is no longer `user`'s.
 pub(crate) async fn turn_read(
     store: &dyn Store,
     id: &ConversationId,
