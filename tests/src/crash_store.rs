@@ -230,6 +230,20 @@ impl TurnWrites for CrashStore {
         self.write("claim_with_lease", inner.claim_with_lease(start))
             .await
     }
+    /// The worker's path: on SQLite the start's read is made inside the claim's write, which is
+    /// still one write point (a crash before it leaves nothing, after it the claim and lease).
+    async fn claim_with_lease_reading(
+        &self,
+        start: &ClaimWithLease<'_>,
+        user: &UserId,
+    ) -> Result<(ClaimedWithLease, Option<StartRead>), StoreError> {
+        let inner = self.combined()?;
+        self.write(
+            "claim_with_lease",
+            inner.claim_with_lease_reading(start, user),
+        )
+        .await
+    }
     async fn finish_turn(&self, finish: &TurnFinish<'_>) -> Result<(), StoreError> {
         let inner = self.combined()?;
         self.write("finish_turn", inner.finish_turn(finish)).await
