@@ -113,3 +113,18 @@ impl ChannelJobs {
         (self.store.claim_job(key, now, expires).await, early)
     }
 }
+
+/// The turn's start as the claim read it (`claimed`), else as the store reads it at once
+/// ([`store::TurnWrites::conversation_and_account`]); `None` where it reads neither way.
+pub(crate) async fn start_read(
+    store: &dyn store::Store,
+    id: &ConversationId,
+    user: &UserId,
+    claimed: Option<StartRead>,
+) -> Result<Option<StartRead>, StoreError> {
+    Ok(match (claimed, store.turn_writes()) {
+        (Some(read), _) => Some(read),
+        (None, Some(both)) => Some(both.conversation_and_account(id, user).await?),
+        (None, None) => None,
+    })
+}

@@ -71,11 +71,7 @@ pub(crate) async fn user_conversation_row(
     let id = user_conversation_id(job, user);
     // Read with the user's account where the store reads both at once (the turn needs it too),
     // unless the claim read them (`claimed`).
-    let both = match (claimed, jobs.store.turn_writes()) {
-        (Some(read), _) => Some(read),
-        (None, Some(both)) => Some(both.conversation_and_account(&id, user).await?),
-        (None, None) => None,
-    };
+    let both = crate::claim::start_read(jobs.store.as_ref(), &id, user, claimed).await?;
     let (read, account, next_visible, messages) = match both {
         Some(read) => (
             read.conversation,

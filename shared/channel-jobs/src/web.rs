@@ -66,10 +66,8 @@ pub(crate) async fn turn_read(
     claimed: Option<StartRead>,
     facts: Option<Result<engine::ContextFacts, String>>,
 ) -> Result<Option<engine::TurnRead>, StoreError> {
-    let read = match (claimed, store.turn_writes()) {
-        (Some(read), _) => read,
-        (None, Some(both)) => both.conversation_and_account(id, user).await?,
-        (None, None) => return Ok(None),
+    let Some(read) = crate::claim::start_read(store, id, user, claimed).await? else {
+        return Ok(None);
     };
     Ok(read
         .conversation
