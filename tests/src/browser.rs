@@ -4,6 +4,8 @@
 
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::json;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
 use std::process::{Child, Command};
 use std::time::Duration;
 
@@ -12,15 +14,33 @@ pub use crate::wait::eventually;
 pub const CHROMIUM: &str = "/usr/bin/chromium";
 pub const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 
-/// ChromeDriver on a free port, killed on drop.
+/// ChromeDriver on a free port, killed on drop with the browsers it started; then its temp
+/// folder goes.
 #[derive(Debug)]
 pub struct Driver {
     child: Child,
     pub port: u16,
+    /// The driver's and its browsers' `TMPDIR` (where Chromium puts its `org.chromium.*`
+    /// folders) and the place for the test's profiles and files ([`Driver::temp`]). Dropped after
+    /// [`Drop::drop`] has stopped every process that writes in it.
+    tmp: tempfile::TempDir,
+}
+
+impl Driver {
+    /// A path for a browser profile or a file inside the driver's temp folder (not created),
+    /// removed when the driver is dropped, after its browsers are stopped.
+    pub fn temp(&self, name: &str) -> PathBuf {
+        self.tmp.path().join(name)
+    }
 }
 
 impl Drop for Driver {
     fn drop(&mut self) {
+        // The driver leads its own process group, and its browsers are in it: a browser a
+        // failed test left open does not outlive the driver (nor write in the folder as it goes).
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.child.id())])
+            .status();
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -58,18 +78,23 @@ async fn try_start_driver() -> Result<Driver, String> {
         .local_addr()
         .unwrap()
         .port();
-    let log = std::env::temp_dir().join(format!("chromedriver-{}-{port}.log", std::process::id()));
+    let tmp = tempfile::Builder::new()
+        .prefix("bridle-chromedriver-")
+        .tempdir()
+        .expect("a temp folder for chromedriver");
+    let log = tmp.path().join("chromedriver.log");
     let out = std::fs::File::create(&log).expect("a log file for chromedriver");
     let child = Command::new(CHROMEDRIVER)
         .arg(format!("--port={port}"))
+        .env("TMPDIR", tmp.path())
+        .process_group(0)
         .stdout(out.try_clone().expect("the log file twice"))
         .stderr(out)
         .spawn()
         .expect("chromedriver starts");
-    let mut driver = Driver { child, port };
+    let mut driver = Driver { child, port, tmp };
     let printed = |why: String| {
         let text = std::fs::read_to_string(&log).unwrap_or_default();
-        let _ = std::fs::remove_file(&log);
         format!("port {port}: {why}\n{text}")
     };
     let deadline = tokio::time::Instant::now() + DRIVER_START;
@@ -78,7 +103,6 @@ async fn try_start_driver() -> Result<Driver, String> {
             .await
             .is_ok()
         {
-            let _ = std::fs::remove_file(&log);
             return Ok(driver);
         }
         if let Ok(Some(status)) = driver.child.try_wait() {

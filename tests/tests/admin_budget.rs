@@ -150,14 +150,14 @@ async fn the_admin_page_and_the_meter_render_in_chromium() {
     let s = server(Some(TOKEN)).await;
     spend(&s, "c-local", 8_000).await; // 8,800 of 10,000: the meter shows
     let driver = start_driver().await;
-    let profile = std::env::temp_dir().join(format!("bridle-admin-{}", std::process::id()));
+    let profile = driver.temp("profile");
     let c = browser(&driver, &profile, (1100, 1000)).await;
 
     // A browser cannot be made to send the header, so the page (self-contained: no script, no
     // external resources) is fetched with it and opened from a file.
     let (status, html) = get(&s, "/admin/budget", Some(TOKEN)).await;
     assert_eq!(status, 200);
-    let page = std::env::temp_dir().join(format!("bridle-admin-{}.html", std::process::id()));
+    let page = driver.temp("budget.html");
     std::fs::write(&page, html).unwrap();
     c.goto(&format!("file://{}", page.display())).await.unwrap();
     let chart = c.find(Locator::Css("#spend-chart")).await.unwrap();
@@ -230,6 +230,4 @@ async fn the_admin_page_and_the_meter_render_in_chromium() {
 
     c.close().await.unwrap();
     s.stop().await;
-    let _ = std::fs::remove_dir_all(&profile);
-    let _ = std::fs::remove_file(&page);
 }

@@ -55,7 +55,7 @@ async fn clicking_yes_runs_the_held_call() {
     model.push(Reply::text("Done: Dana Lee is withdrawn."));
 
     let driver = start_driver().await;
-    let profile = std::env::temp_dir().join(format!("bridle-confirm-{}", std::process::id()));
+    let profile = driver.temp("confirm");
     let c = browser(&driver, &profile, (1280, 800)).await;
     c.goto(&server.base).await.unwrap();
     c.find(Locator::Id("input"))
@@ -133,5 +133,4 @@ async fn clicking_yes_runs_the_held_call() {
 
     c.close().await.unwrap();
     server.stop().await;
-    let _ = std::fs::remove_dir_all(&profile);
 }

@@ -42,10 +42,11 @@ async fn a_message_that_fails_every_attempt_is_given_up_visibly() {
     let channels = ChannelSetup::from_vars(&|k| vars.get(k).cloned(), &reqwest::Client::new())
         .expect("channels configure");
     let model = Arc::new(ScriptedModel::new([Reply::text("POISON answer")]));
-    let dir = std::env::temp_dir().join(format!("bridle-dead-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let db = dir.join("bridle.db");
+    let dir = tempfile::Builder::new()
+        .prefix("bridle-dead-")
+        .tempdir()
+        .unwrap();
+    let db = dir.path().join("bridle.db");
     let server = TestServer::start(
         model.clone(),
         AppOptions {

@@ -20,7 +20,7 @@ async fn choosing_read_in_the_page_stops_the_next_write() {
     let local = UserId::from("local");
 
     let driver = start_driver().await;
-    let profile = std::env::temp_dir().join(format!("bridle-grant-{}", std::process::id()));
+    let profile = driver.temp("grant");
     let c = browser(&driver, &profile, (1280, 800)).await;
     c.goto(&server.base).await.unwrap();
     let shown = eventually("the grant control", || async {
@@ -100,5 +100,4 @@ async fn choosing_read_in_the_page_stops_the_next_write() {
         requests[0].tools.iter().any(|t| t.name == "create_event"),
         "the write tool is still offered under read"
     );
-    let _ = std::fs::remove_dir_all(&profile);
 }

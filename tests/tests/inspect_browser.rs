@@ -15,7 +15,7 @@ async fn an_admin_inspects_a_turn_in_chromium() {
     let (_, conv_a, _, conv_b) = alice_and_bob(&s).await;
 
     let driver = start_driver().await;
-    let profile = std::env::temp_dir().join(format!("bridle-inspect-{}", std::process::id()));
+    let profile = driver.temp("inspect");
     let c = browser(&driver, &profile, (1280, 2400)).await;
     // Signing in: the app sends the browser to the issuer, which signs alice in at once.
     s.issuer.sign_in_as(alice());

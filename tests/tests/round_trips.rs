@@ -58,9 +58,10 @@ async fn calls_of(server: &TestServer, id: &str, text: &str, reply: &str) -> (u6
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plain_turn_and_a_tool_round_make_a_fixed_number_of_database_calls() {
-    let dir = std::env::temp_dir().join(format!("bridle-round-trips-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("bridle-round-trips-")
+        .tempdir()
+        .unwrap();
     // A tool round, then a plain answer, again and again: the first turn takes the tool round,
     // then each try measures a plain turn and a tool turn.
     let model = ScriptedModel::repeating(vec![
@@ -73,7 +74,7 @@ async fn a_plain_turn_and_a_tool_round_make_a_fixed_number_of_database_calls() {
     let server = TestServer::start(
         Arc::new(model),
         AppOptions {
-            db: Db::File(dir.join("bridle.db")),
+            db: Db::File(dir.path().join("bridle.db")),
             ..AppOptions::default()
         },
     )
@@ -110,5 +111,4 @@ async fn a_plain_turn_and_a_tool_round_make_a_fixed_number_of_database_calls() {
         "what one tool round adds"
     );
     server.stop().await;
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -337,9 +337,11 @@ async fn messages_in_one_conversation_are_answered_in_order_and_conversations_ru
 
 #[tokio::test]
 async fn a_job_queued_before_a_restart_is_answered_after_it() {
-    let dir = std::env::temp_dir().join(format!("bridle-restart-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let db = dir.join("bridle.db");
+    let dir = tempfile::Builder::new()
+        .prefix("bridle-restart-")
+        .tempdir()
+        .unwrap();
+    let db = dir.path().join("bridle.db");
     let options = || AppOptions {
         db: Db::File(db.clone()),
         ..AppOptions::default()
@@ -388,7 +390,6 @@ async fn a_job_queued_before_a_restart_is_answered_after_it() {
         ]
     );
     server.stop().await;
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[tokio::test]

@@ -84,7 +84,7 @@ async fn sign_in_chat_link_whatsapp_and_the_next_message_runs_as_that_user() {
     let store = server.app.store.clone();
 
     let driver = start_driver().await;
-    let profile = std::env::temp_dir().join(format!("bridle-sign-in-{}", std::process::id()));
+    let profile = driver.temp("sign-in");
     let c = browser(&driver, &profile, (1280, 800)).await;
 
     // Not signed in: the app sends the browser to the provider's login page.

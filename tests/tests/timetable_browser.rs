@@ -93,7 +93,7 @@ async fn the_timetable_grid_follows_the_assistants_planning_without_a_reload() {
     let model = Arc::new(ScriptedModel::new([]));
     let server = TestServer::start(model.clone(), AppOptions::default()).await;
     let driver = start_driver().await;
-    let profile = std::env::temp_dir().join(format!("bridle-timetable-{}", std::process::id()));
+    let profile = driver.temp("timetable");
     let c = browser(&driver, &profile, (1400, 900)).await;
     c.goto(&server.base).await.unwrap();
     eventually("the empty timetable panel", || async {
@@ -241,5 +241,4 @@ async fn the_timetable_grid_follows_the_assistants_planning_without_a_reload() {
     save_screenshot(&c.screenshot().await.unwrap(), "timetable-moved.png");
 
     c.close().await.unwrap();
-    let _ = std::fs::remove_dir_all(&profile);
 }

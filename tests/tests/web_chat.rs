@@ -33,7 +33,7 @@ async fn a_person_chats_sees_streaming_and_tools_and_history_survives_reload() {
     ]);
     let server = TestServer::start(Arc::new(model), AppOptions::default()).await;
     let driver = start_driver().await;
-    let profile = std::env::temp_dir().join(format!("bridle-chromium-{}", std::process::id()));
+    let profile = driver.temp("chromium");
     let c = browser(&driver, &profile, (1280, 800)).await;
 
     c.goto(&server.base).await.unwrap();
@@ -123,7 +123,6 @@ async fn a_person_chats_sees_streaming_and_tools_and_history_survives_reload() {
 
     c.close().await.unwrap();
     server.stop().await;
-    let _ = std::fs::remove_dir_all(&profile);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -151,7 +150,7 @@ async fn a_person_gets_a_link_code_with_open_the_chat_links() {
     )
     .await;
     let driver = start_driver().await;
-    let profile = std::env::temp_dir().join(format!("bridle-chromium-link-{}", std::process::id()));
+    let profile = driver.temp("chromium-link");
     let c = browser(&driver, &profile, (1280, 800)).await;
     c.goto(&server.base).await.unwrap();
     c.find(Locator::Id("link-button"))
@@ -193,5 +192,4 @@ async fn a_person_gets_a_link_code_with_open_the_chat_links() {
     );
     c.close().await.unwrap();
     server.stop().await;
-    let _ = std::fs::remove_dir_all(&profile);
 }

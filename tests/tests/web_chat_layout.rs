@@ -164,7 +164,7 @@ async fn sixty_messages_scroll_inside_the_list_at_desktop_and_phone_widths() {
     let driver = start_driver().await;
 
     // Phone width: the sidebar is a bar on top, the notes open over the chat.
-    let profile = std::env::temp_dir().join(format!("bridle-layout-phone-{}", std::process::id()));
+    let profile = driver.temp("layout-phone");
     let c = phone_browser(&driver, &profile, (390, 844)).await;
     open(&c, &server, &id).await;
     let m = measure(&c).await;
@@ -210,10 +210,9 @@ async fn sixty_messages_scroll_inside_the_list_at_desktop_and_phone_widths() {
         "web-chat-long-phone-chats.png",
     );
     c.close().await.unwrap();
-    let _ = std::fs::remove_dir_all(&profile);
 
     // Desktop width: sidebar, list and notes side by side, each in the window.
-    let profile = std::env::temp_dir().join(format!("bridle-layout-desk-{}", std::process::id()));
+    let profile = driver.temp("layout-desk");
     let c = browser(&driver, &profile, (1280, 800)).await;
     open(&c, &server, &id).await;
     let m = measure(&c).await;
@@ -287,7 +286,6 @@ async fn sixty_messages_scroll_inside_the_list_at_desktop_and_phone_widths() {
 
     c.close().await.unwrap();
     server.stop().await;
-    let _ = std::fs::remove_dir_all(&profile);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -299,7 +297,7 @@ async fn a_failed_answer_keeps_its_error_style_after_reload_and_its_tool_ends_no
         .then_fail(BackendError::Overloaded)]);
     let server = TestServer::start(Arc::new(model), AppOptions::default()).await;
     let driver = start_driver().await;
-    let profile = std::env::temp_dir().join(format!("bridle-layout-err-{}", std::process::id()));
+    let profile = driver.temp("layout-err");
     let c = browser(&driver, &profile, (1280, 800)).await;
     c.goto(&server.base).await.unwrap();
     c.find(Locator::Id("input"))
@@ -367,7 +365,6 @@ async fn a_failed_answer_keeps_its_error_style_after_reload_and_its_tool_ends_no
 
     c.close().await.unwrap();
     server.stop().await;
-    let _ = std::fs::remove_dir_all(&profile);
 }
 
 /// Every `tool_use` the stream shows is answered before `error` / `done`, by a `tool_result` or
@@ -422,7 +419,7 @@ async fn every_tool_use_in_the_stream_is_answered_before_it_ends() {
 async fn a_stream_cut_off_after_a_tool_use_leaves_no_tool_running() {
     let server = TestServer::start(Arc::new(ScriptedModel::new([])), AppOptions::default()).await;
     let driver = start_driver().await;
-    let profile = std::env::temp_dir().join(format!("bridle-layout-cut-{}", std::process::id()));
+    let profile = driver.temp("layout-cut");
     let c = browser(&driver, &profile, (1280, 800)).await;
     c.goto(&server.base).await.unwrap();
     eventually("the page's script", || async {
@@ -484,5 +481,4 @@ async fn a_stream_cut_off_after_a_tool_use_leaves_no_tool_running() {
     );
     c.close().await.unwrap();
     server.stop().await;
-    let _ = std::fs::remove_dir_all(&profile);
 }

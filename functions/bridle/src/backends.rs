@@ -121,14 +121,18 @@ mod tests {
 
     #[tokio::test]
     async fn the_scripted_backend_plays_the_script_file() {
-        let path = std::env::temp_dir().join(format!("bridle-script-{}.json", std::process::id()));
+        let file = tempfile::Builder::new()
+            .prefix("bridle-script-")
+            .suffix(".json")
+            .tempfile()
+            .unwrap();
         std::fs::write(
-            &path,
+            file.path(),
             r#"{"replies": [{"steps": [{"say": "From the file."}, {"stop": "end_turn"}]}]}"#,
         )
         .unwrap();
         let (model, id) = model_for(&BackendChoice::Scripted {
-            script: path.clone(),
+            script: file.path().to_owned(),
         })
         .await
         .unwrap();
@@ -141,7 +145,6 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(events[0], ModelEvent::text("From "));
-        std::fs::remove_file(&path).unwrap();
     }
 
     #[tokio::test]
@@ -151,13 +154,16 @@ mod tests {
         })
         .await;
         assert!(matches!(missing, Err(BackendSetupError::ReadScript { .. })));
-        let path = std::env::temp_dir().join(format!("bridle-bad-{}.json", std::process::id()));
-        std::fs::write(&path, "{\"replies\": 3}").unwrap();
+        let file = tempfile::Builder::new()
+            .prefix("bridle-bad-")
+            .suffix(".json")
+            .tempfile()
+            .unwrap();
+        std::fs::write(file.path(), "{\"replies\": 3}").unwrap();
         let broken = model_for(&BackendChoice::Scripted {
-            script: path.clone(),
+            script: file.path().to_owned(),
         })
         .await;
         assert!(matches!(broken, Err(BackendSetupError::BadScript { .. })));
-        std::fs::remove_file(&path).unwrap();
     }
 }

@@ -496,10 +496,14 @@ mod tests {
     fn the_system_prompt_comes_from_a_file_or_the_default() {
         let config = parse(&[]).unwrap();
         assert_eq!(config.prompt.version, engine::PROMPT_VERSION);
-        let path =
-            std::env::temp_dir().join(format!("bridle-prompt-cfg-{}.md", std::process::id()));
-        std::fs::write(&path, "Be a pirate.").unwrap();
-        let config = parse(&[("BRIDLE_SYSTEM_PROMPT_FILE", path.to_str().unwrap())]).unwrap();
+        let file = tempfile::Builder::new()
+            .prefix("bridle-prompt-cfg-")
+            .suffix(".md")
+            .tempfile()
+            .unwrap();
+        std::fs::write(file.path(), "Be a pirate.").unwrap();
+        let config =
+            parse(&[("BRIDLE_SYSTEM_PROMPT_FILE", file.path().to_str().unwrap())]).unwrap();
         assert_eq!(config.prompt.text, "Be a pirate.");
         assert!(config.prompt.version.starts_with("file-"));
         let err = parse(&[("BRIDLE_SYSTEM_PROMPT_FILE", "/nonexistent/prompt.md")]).unwrap_err();

@@ -77,8 +77,20 @@ fn bridle(target: &Target, args: &[&str], env: &[(&str, &str)]) -> Run {
     }
 }
 
-fn temp_db() -> PathBuf {
-    std::env::temp_dir().join(format!("bridle-admin-cli-{}.db", uuid::Uuid::new_v4()))
+/// A database path in a fresh directory (not created): the directory, removed with the file and
+/// its WAL companions when dropped (pass or fail), and the path.
+fn temp_db() -> (tempfile::TempDir, PathBuf) {
+    let dir = temp_dir();
+    let path = dir.path().join("bridle.db");
+    (dir, path)
+}
+
+/// A fresh directory, removed when dropped.
+fn temp_dir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("bridle-admin-cli-")
+        .tempdir()
+        .unwrap()
 }
 
 fn moto() -> String {
@@ -300,18 +312,11 @@ fn now_ms() -> i64 {
     (budget::system_clock())()
 }
 
-fn remove_db(path: &std::path::Path) {
-    for suffix in ["", "-wal", "-shm"] {
-        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
-    }
-}
-
 #[tokio::test]
 async fn every_subcommand_on_sqlite() {
-    let path = temp_db();
+    let (_dir, path) = temp_db();
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).unwrap());
     every_subcommand(Target::Sqlite(path.clone()), store, &TELEGRAM).await;
-    remove_db(&path);
 }
 
 #[tokio::test]
@@ -325,7 +330,7 @@ async fn every_subcommand_on_dynamodb() {
 
 #[tokio::test]
 async fn a_missing_database_is_created_only_by_users_add() {
-    let path = temp_db();
+    let (_dir, path) = temp_db();
     let target = Target::Sqlite(path.clone());
     bridle(&target, &["users", "list"], &[]).refused("There is no Bridle database at");
     bridle(&target, &["identities", "list"], &[]).refused("There is no Bridle database at");
@@ -339,7 +344,6 @@ async fn a_missing_database_is_created_only_by_users_add() {
     let listed = bridle(&target, &["users", "list", "--json"], &[]).json();
     assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
     assert_eq!(listed[0]["id"], added["id"]);
-    remove_db(&path);
 }
 
 #[tokio::test]
@@ -348,7 +352,7 @@ async fn table_name_picks_dynamodb_and_the_flags_win() {
     let aws = aws_env();
     let mut env: Vec<(&str, &str)> = aws.iter().map(|(k, v)| (*k, v.as_str())).collect();
     env.push(("TABLE_NAME", &table));
-    let db = temp_db();
+    let (_dir, db) = temp_db();
     env.push(("BRIDLE_DB", db.to_str().unwrap()));
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_bridle"));
     cmd.args(["users", "add", "t@example.org", "--json"])
@@ -367,7 +371,6 @@ async fn table_name_picks_dynamodb_and_the_flags_win() {
     // --db wins over TABLE_NAME.
     let local = bridle(&Target::Sqlite(db.clone()), &["users", "list"], &env);
     local.refused("There is no Bridle database at");
-    remove_db(&db);
 }
 
 #[test]
@@ -377,7 +380,8 @@ fn help_says_which_store_wins_and_what_the_exit_codes_mean() {
         &["users", "add", "--help"],
         &["identities", "--help"],
     ] {
-        let run = bridle(&Target::Sqlite(temp_db()), command, &[]);
+        let (_dir, db) = temp_db();
+        let run = bridle(&Target::Sqlite(db), command, &[]);
         assert_eq!(run.code, 0, "{run:?}");
         for words in [
             "else TABLE_NAME (DynamoDB, standard AWS chain) when set; else BRIDLE_DB",
@@ -540,14 +544,13 @@ async fn direct_calls_print_tables_and_refuse_with_exit_code_one() {
 
 #[tokio::test]
 async fn a_failing_store_is_exit_code_three() {
-    let path = std::env::temp_dir().join(format!("bridle-admin-cli-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir(&path).unwrap();
+    let dir = temp_dir();
     // A directory is no database: opening it fails in SQLite, not in the input.
-    let Err(err) = admin_cli::open_store(&StoreSource::Sqlite(path.clone()), true).await else {
+    let Err(err) = admin_cli::open_store(&StoreSource::Sqlite(dir.path().to_owned()), true).await
+    else {
         panic!("a directory must not open as a database");
     };
     assert_eq!(err.exit_code(), admin_cli::EXIT_STORE, "{err:?}");
-    std::fs::remove_dir(&path).unwrap();
 }
 
 /// `bridle users grant`: sets the assistant's grant of one account (by id or e-mail), says what
@@ -612,10 +615,9 @@ async fn users_grant(target: Target, store: Arc<dyn Store>, env: &[(&str, &str)]
 
 #[tokio::test]
 async fn users_grant_on_sqlite() {
-    let path = temp_db();
+    let (_dir, path) = temp_db();
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).unwrap());
     users_grant(Target::Sqlite(path.clone()), store, &[]).await;
-    remove_db(&path);
 }
 
 #[tokio::test]

@@ -38,7 +38,8 @@ const MESSAGES: [&str; 3] = [
 
 struct Recorded {
     db: PathBuf,
-    dir: PathBuf,
+    /// Removed when dropped (pass or fail).
+    dir: tempfile::TempDir,
     /// The requests the model got while the conversation was held.
     requests: Vec<backend::ChatRequest>,
 }
@@ -51,10 +52,11 @@ async fn a_recorded_conversation(name: &str) -> Recorded {
 
 /// As [`a_recorded_conversation`], with the conversations on `store` (DynamoDB) when given.
 async fn recorded_on(name: &str, store: Option<Arc<dyn Store>>) -> Recorded {
-    let dir = std::env::temp_dir().join(format!("bridle-export-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let db = dir.join("bridle.db");
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("bridle-export-{name}-"))
+        .tempdir()
+        .unwrap();
+    let db = dir.path().join("bridle.db");
     let model = Arc::new(ScriptedModel::new(recorded_script()));
     let app = build_app(
         model.clone(),
@@ -178,7 +180,7 @@ async fn an_export_replayed_with_its_own_answers_shows_no_change() {
     // What the user saw (the engine records the user's words; a channel's sender the reply).
     assert_eq!(line["visible"].as_array().unwrap().len(), 3);
 
-    let file = rec.dir.join("conversations.jsonl");
+    let file = rec.dir.path().join("conversations.jsonl");
     std::fs::write(&file, &lines).unwrap();
     let (code, report) = eval_json(&file, &[], &[("BRIDLE_BACKEND", "scripted")]);
     assert_eq!(code, Some(0), "{report:#}");
@@ -226,9 +228,9 @@ fn changed_script(dir: &Path) -> PathBuf {
 #[tokio::test]
 async fn a_changed_tool_call_is_reported_and_fails_the_run() {
     let rec = a_recorded_conversation("changed").await;
-    let file = rec.dir.join("conversations.jsonl");
+    let file = rec.dir.path().join("conversations.jsonl");
     std::fs::write(&file, export(&rec.db, &[])).unwrap();
-    let script = changed_script(&rec.dir);
+    let script = changed_script(rec.dir.path());
     let env = [
         ("BRIDLE_BACKEND", "scripted"),
         ("BRIDLE_SCRIPT", script.to_str().unwrap()),
@@ -333,7 +335,7 @@ async fn a_redacted_export_has_no_personal_data_and_still_replays() {
     // The linked accounts' ids, phone-shaped or not, from the identity table.
     assert!(redacted.contains("Text me at <phone-1> or on Telegram as <handle-1>"));
 
-    let file = rec.dir.join("redacted.jsonl");
+    let file = rec.dir.path().join("redacted.jsonl");
     std::fs::write(&file, &redacted).unwrap();
     let (code, report) = eval_json(&file, &[], &[("BRIDLE_BACKEND", "scripted")]);
     assert_eq!(code, Some(0), "{report:#}");
@@ -369,7 +371,7 @@ async fn filters_pick_conversations_and_bad_input_gets_one_sentence() {
     assert_eq!(bad_since.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&bad_since.stderr).contains("--since"));
 
-    let not_an_export = rec.dir.join("notes.txt");
+    let not_an_export = rec.dir.path().join("notes.txt");
     std::fs::write(&not_an_export, "hello\n").unwrap();
     let out = bridle(
         &["eval", not_an_export.to_str().unwrap()],
@@ -386,10 +388,10 @@ async fn filters_pick_conversations_and_bad_input_gets_one_sentence() {
 #[tokio::test]
 async fn a_turn_that_now_fails_is_reported_as_failing() {
     let rec = a_recorded_conversation("fails").await;
-    let file = rec.dir.join("conversations.jsonl");
+    let file = rec.dir.path().join("conversations.jsonl");
     std::fs::write(&file, export(&rec.db, &[])).unwrap();
     // The recorded answers, but the last turn's model call is refused.
-    let script = rec.dir.join("failing.json");
+    let script = rec.dir.path().join("failing.json");
     let replies = json!({"replies": [
         {"steps": [{"call": {"id": "t1", "name": "add_note",
                              "input": {"text": "call Bob at +1 555 010 9999 or bob@example.org"}}},
@@ -467,7 +469,7 @@ async fn conversations_on_dynamodb_export_and_replay_unchanged() {
     let lines = String::from_utf8(out.stdout).unwrap();
     assert_eq!(lines.lines().count(), 1, "{lines}");
     assert!(!lines.contains("Dana") && lines.contains("<person-1>"));
-    let file = rec.dir.join("dynamodb.jsonl");
+    let file = rec.dir.path().join("dynamodb.jsonl");
     std::fs::write(&file, &lines).unwrap();
     let (code, report) = eval_json(&file, &[], &[("BRIDLE_BACKEND", "scripted")]);
     assert_eq!(code, Some(0), "{report:#}");
@@ -511,7 +513,7 @@ async fn a_turn_without_a_model_call_is_skipped_not_changed() {
         .await
         .unwrap();
     assert_eq!(outcome.end, engine::TurnEnd::Paused);
-    let file = rec.dir.join("conversations.jsonl");
+    let file = rec.dir.path().join("conversations.jsonl");
     std::fs::write(&file, export(&rec.db, &[])).unwrap();
     let (code, report) = eval_json(&file, &[], &[("BRIDLE_BACKEND", "scripted")]);
     assert_eq!(code, Some(0), "{report:#}");

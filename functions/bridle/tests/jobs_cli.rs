@@ -47,10 +47,11 @@ fn poison() -> TurnJob {
 
 #[tokio::test]
 async fn dead_jobs_are_listed_and_retried() {
-    let dir = std::env::temp_dir().join(format!("bridle-jobs-cli-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let db = dir.join("bridle.db");
+    let dir = tempfile::Builder::new()
+        .prefix("bridle-jobs-cli-")
+        .tempdir()
+        .unwrap();
+    let db = dir.path().join("bridle.db");
     let db_arg = db.to_str().unwrap();
     a_queue_with_a_dead_job(&db).await;
 

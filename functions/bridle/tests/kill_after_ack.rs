@@ -53,7 +53,7 @@ async fn post_until_queued(
 async fn messages_acknowledged_as_queued_survive_kill_9_and_are_answered_after_the_restart() {
     let dir = serve::temp_dir("kill-ack");
     let http = reqwest::Client::new();
-    let mut server = start(&dir, STALLS);
+    let mut server = start(dir.path(), STALLS);
     let conv = new_conversation(&http, &server.base).await;
     let first = post_until_queued(&http, &server.base, &conv, "first question").await;
     let second = post_until_queued(&http, &server.base, &conv, "second question").await;
@@ -62,7 +62,7 @@ async fn messages_acknowledged_as_queued_survive_kill_9_and_are_answered_after_t
     server.child.wait().unwrap();
     drop((first, second));
 
-    let restarted = start(&dir, ANSWERS);
+    let restarted = start(dir.path(), ANSWERS);
     let mut seen = Vec::new();
     for _ in 0..300 {
         seen = history(&http, &restarted.base, &conv).await;
@@ -81,5 +81,4 @@ async fn messages_acknowledged_as_queued_survive_kill_9_and_are_answered_after_t
         ],
         "both acknowledged messages were kept and answered, in order"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }

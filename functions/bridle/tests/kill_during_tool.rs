@@ -11,7 +11,7 @@
 mod serve;
 
 use serve::{Server, history, new_conversation};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// Before the kill: the model asks to save a note.
@@ -25,7 +25,7 @@ const CLOSES: &str = r#"{"replies": [
 ]}"#;
 
 /// Wait for the server to log the crash-test pause.
-fn temp_dir(name: &str) -> PathBuf {
+fn temp_dir(name: &str) -> tempfile::TempDir {
     serve::temp_dir(&format!("kill-{name}"))
 }
 
@@ -67,7 +67,7 @@ fn notes_in(dir: &Path) -> Vec<String> {
 async fn killed_at(pause: &str) {
     let dir = temp_dir(pause);
     let http = reqwest::Client::new();
-    let mut server = start(&dir, ASKS_FOR_A_NOTE, Some(pause));
+    let mut server = start(dir.path(), ASKS_FOR_A_NOTE, Some(pause));
     let conv = new_conversation(&http, &server.base).await;
     // The stream stays open while the turn runs; the post only has to be accepted.
     let posted = http
@@ -81,9 +81,9 @@ async fn killed_at(pause: &str) {
     server.child.kill().unwrap(); // SIGKILL: no drain, no release, nothing.
     server.child.wait().unwrap();
     drop(posted);
-    let before_restart = notes_in(&dir);
+    let before_restart = notes_in(dir.path());
 
-    let restarted = start(&dir, CLOSES, None);
+    let restarted = start(dir.path(), CLOSES, None);
     let mut seen = Vec::new();
     for _ in 0..300 {
         seen = history(&http, &restarted.base, &conv).await;
@@ -98,7 +98,7 @@ async fn killed_at(pause: &str) {
         "killed {pause}: one reply, recorded once"
     );
     assert_eq!(
-        notes_in(&dir),
+        notes_in(dir.path()),
         ["buy milk"],
         "killed {pause}: the note is saved exactly once (before the restart: {before_restart:?})"
     );
@@ -131,7 +131,11 @@ const DELETED: &str = r#"{"replies": [
 async fn killed_after_a_note_was_deleted_the_model_still_sees_the_delete_succeed() {
     let dir = temp_dir("delete");
     let http = reqwest::Client::new();
-    let mut server = start(&dir, SAVES_THEN_DELETES, Some("after_call:delete_note"));
+    let mut server = start(
+        dir.path(),
+        SAVES_THEN_DELETES,
+        Some("after_call:delete_note"),
+    );
     let conv = new_conversation(&http, &server.base).await;
     let posted = http
         .post(format!("{}/api/conversations/{conv}/messages", server.base))
@@ -145,7 +149,7 @@ async fn killed_after_a_note_was_deleted_the_model_still_sees_the_delete_succeed
     server.child.wait().unwrap();
     drop(posted);
 
-    let restarted = start(&dir, DELETED, None);
+    let restarted = start(dir.path(), DELETED, None);
     let mut seen = Vec::new();
     for _ in 0..300 {
         seen = history(&http, &restarted.base, &conv).await;
@@ -155,11 +159,11 @@ async fn killed_after_a_note_was_deleted_the_model_still_sees_the_delete_succeed
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(seen, ["save and drop a note", "Deleted it again."]);
-    assert!(notes_in(&dir).is_empty());
+    assert!(notes_in(dir.path()).is_empty());
     // What the model was told about the delete is what the uninterrupted run told it: the
     // resumed turn answered from the receipt instead of deleting again ("There is no note").
     let results: Vec<String> = {
-        let conn = rusqlite::Connection::open(dir.join("bridle.db")).unwrap();
+        let conn = rusqlite::Connection::open(dir.path().join("bridle.db")).unwrap();
         let mut stmt = conn
             .prepare("SELECT body FROM tool_results ORDER BY tool_use_id")
             .unwrap();

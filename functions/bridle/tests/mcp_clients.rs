@@ -12,7 +12,7 @@ mod clients;
 use clients::{check_client_saw, clients_dir, python, run_client};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -28,11 +28,13 @@ impl Drop for Server {
     }
 }
 
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("bridle-mcp-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A fresh directory for one test's database, removed when dropped (pass or fail). Bind it
+/// before the server that uses it, so the server is killed before it goes.
+fn temp_dir(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("bridle-mcp-{name}-"))
+        .tempdir()
+        .unwrap()
 }
 
 /// `bridle serve` on a free loopback port, no sign-in (the local user), data in `dir`.
@@ -83,11 +85,11 @@ fn tokens_cli(dir: &Path, args: &[&str]) -> (i32, String, String) {
 #[tokio::test]
 async fn the_official_python_and_typescript_clients_use_bridle_serve() {
     let dir = temp_dir("clients");
-    let server = serve(&dir);
+    let server = serve(dir.path());
     let url = format!("{}/mcp", server.base);
 
     let (code, stdout, stderr) = tokens_cli(
-        &dir,
+        dir.path(),
         &["create", "local", "--scope", "write", "--name", "interop"],
     );
     assert_eq!(code, 0, "{stderr}");
@@ -108,7 +110,7 @@ async fn the_official_python_and_typescript_clients_use_bridle_serve() {
     );
 
     // Both clients' events are the local user's.
-    let (code, stdout, _) = tokens_cli(&dir, &["list", "local", "--json"]);
+    let (code, stdout, _) = tokens_cli(dir.path(), &["list", "local", "--json"]);
     assert_eq!(code, 0);
     let listed: Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(listed[0]["name"], "interop");
@@ -154,7 +156,7 @@ async fn the_official_python_and_typescript_clients_use_bridle_serve() {
 
     // A risky call through the Python client, which can ask its human (elicitation): declined,
     // nothing runs; accepted, it runs.
-    let (code, stdout, stderr) = tokens_cli(&dir, &["create", "local", "--scope", "risky"]);
+    let (code, stdout, stderr) = tokens_cli(dir.path(), &["create", "local", "--scope", "risky"]);
     assert_eq!(code, 0, "{stderr}");
     let risky = stdout.lines().last().unwrap().to_owned();
     let call = |name: &str, arguments: Value| {
@@ -216,7 +218,7 @@ async fn the_official_python_and_typescript_clients_use_bridle_serve() {
 
     // Revoked with the CLI: refused at once.
     let id = listed[0]["id"].as_str().unwrap();
-    let (code, stdout, _) = tokens_cli(&dir, &["revoke", id]);
+    let (code, stdout, _) = tokens_cli(dir.path(), &["revoke", id]);
     assert_eq!(code, 0);
     assert!(stdout.contains("Revoked"), "{stdout}");
     let refused = http
@@ -234,9 +236,9 @@ async fn the_official_python_and_typescript_clients_use_bridle_serve() {
 fn tokens_cli_json_and_refusals() {
     let dir = temp_dir("cli");
     // The database exists once the server has started.
-    drop(serve(&dir));
+    drop(serve(dir.path()));
     let (code, stdout, stderr) = tokens_cli(
-        &dir,
+        dir.path(),
         &[
             "create",
             "local",
@@ -254,21 +256,21 @@ fn tokens_cli_json_and_refusals() {
     assert_eq!(made["scope"], "read");
     assert!(made["expires_at_ms"].is_i64());
 
-    let (code, _, stderr) = tokens_cli(&dir, &["create", "nobody", "--scope", "read"]);
+    let (code, _, stderr) = tokens_cli(dir.path(), &["create", "nobody", "--scope", "read"]);
     assert_eq!(code, 1);
     assert!(
         stderr.contains("No account has the id \"nobody\""),
         "{stderr}"
     );
     let (code, _, stderr) = tokens_cli(
-        &dir,
+        dir.path(),
         &["create", "local", "--scope", "read", "--expires", "soon"],
     );
     assert_eq!(code, 1);
     assert!(stderr.contains("--expires"), "{stderr}");
-    let (code, _, stderr) = tokens_cli(&dir, &["revoke", "tok_nope"]);
+    let (code, _, stderr) = tokens_cli(dir.path(), &["revoke", "tok_nope"]);
     assert_eq!(code, 1);
     assert!(stderr.contains("No token has the id"), "{stderr}");
-    let (code, _, _) = tokens_cli(&dir, &["create", "local", "--scope", "admin"]);
+    let (code, _, _) = tokens_cli(dir.path(), &["create", "local", "--scope", "admin"]);
     assert_eq!(code, 2, "clap refuses an unknown scope");
 }

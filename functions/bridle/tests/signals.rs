@@ -10,7 +10,7 @@ mod serve;
 
 use serve::{Server, history, new_conversation};
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -43,9 +43,9 @@ fn exit_within(server: &mut Server, limit: Duration) -> (Option<i32>, Duration) 
     }
 }
 
-fn temp_dir(name: &str) -> PathBuf {
+fn temp_dir(name: &str) -> tempfile::TempDir {
     let dir = serve::temp_dir(&format!("signals-{name}"));
-    std::fs::write(dir.join("script.json"), SCRIPT).unwrap();
+    std::fs::write(dir.path().join("script.json"), SCRIPT).unwrap();
     dir
 }
 
@@ -82,7 +82,7 @@ async fn read_until(res: &mut reqwest::Response, stop: impl Fn(&str) -> bool) ->
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_drains_a_running_turn_and_a_queued_message_is_answered_after_restart() {
     let dir = temp_dir("term");
-    let mut server = start(&dir, 10);
+    let mut server = start(dir.path(), 10);
     let http = reqwest::Client::new();
     let conv = new_conversation(&http, &server.base).await;
     let mut running = post(&http, &server.base, &conv, "first").await;
@@ -109,7 +109,7 @@ async fn sigterm_drains_a_running_turn_and_a_queued_message_is_answered_after_re
         "within the grace period: {took:?}"
     );
     // Restarted on the same database: the queued message is answered, nothing twice.
-    let restarted = start(&dir, 10);
+    let restarted = start(dir.path(), 10);
     let mut answered = Vec::new();
     for _ in 0..100 {
         answered = history(&http, &restarted.base, &conv).await;
@@ -132,7 +132,7 @@ async fn sigterm_drains_a_running_turn_and_a_queued_message_is_answered_after_re
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigint_with_a_half_sent_body_exits_0_within_the_grace_period() {
     let dir = temp_dir("int");
-    let mut server = start(&dir, 2);
+    let mut server = start(dir.path(), 2);
     let http = reqwest::Client::new();
     let conv = new_conversation(&http, &server.base).await;
     let host = server.base.trim_start_matches("http://").to_owned();
@@ -154,7 +154,7 @@ async fn sigint_with_a_half_sent_body_exits_0_within_the_grace_period() {
         "the half-sent body did not hold the exit past the 2 s grace period: {took:?}"
     );
     // Nothing half-received was stored.
-    let restarted = start(&dir, 2);
+    let restarted = start(dir.path(), 2);
     assert!(history(&http, &restarted.base, &conv).await.is_empty());
 }
 
@@ -168,8 +168,8 @@ const QUICK: &str =
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigint_past_the_grace_period_cuts_a_stuck_turn_short_and_the_restart_answers_it_at_once() {
     let dir = temp_dir("stuck");
-    std::fs::write(dir.join("script.json"), STUCK).unwrap();
-    let mut server = start(&dir, 2);
+    std::fs::write(dir.path().join("script.json"), STUCK).unwrap();
+    let mut server = start(dir.path(), 2);
     let http = reqwest::Client::new();
     let conv = new_conversation(&http, &server.base).await;
     let mut stuck = post(&http, &server.base, &conv, "first").await;
@@ -190,8 +190,8 @@ async fn sigint_past_the_grace_period_cuts_a_stuck_turn_short_and_the_restart_an
 
     // Restarted: the conversation's lease (60 s) and the job's claim (the job's budget) were
     // released and the job put back, so the turn resumes at once.
-    std::fs::write(dir.join("script.json"), QUICK).unwrap();
-    let restarted = start(&dir, 2);
+    std::fs::write(dir.path().join("script.json"), QUICK).unwrap();
+    let restarted = start(dir.path(), 2);
     let started = Instant::now();
     let mut answered = Vec::new();
     while started.elapsed() < Duration::from_secs(5) {
@@ -216,7 +216,7 @@ fn without_sign_in_a_non_loopback_address_is_refused_at_start() {
         .arg("serve")
         .env_clear()
         .env("BRIDLE_ADDR", "0.0.0.0:0")
-        .env("BRIDLE_DB", dir.join("bridle.db"))
+        .env("BRIDLE_DB", dir.path().join("bridle.db"))
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "a configuration error");
@@ -226,7 +226,7 @@ fn without_sign_in_a_non_loopback_address_is_refused_at_start() {
         "{said}"
     );
     assert!(
-        !dir.join("bridle.db").exists(),
+        !dir.path().join("bridle.db").exists(),
         "nothing was started or written"
     );
 }

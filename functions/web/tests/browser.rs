@@ -132,7 +132,7 @@ async fn in_chromium_through_the_function_url_sign_in_chat_link_and_the_next_mes
     let _running = Bootstrap::spawn(cmd).unwrap();
 
     let driver = start_driver().await;
-    let profile = std::env::temp_dir().join(format!("bridle-web-browser-{}", std::process::id()));
+    let profile = driver.temp("profile");
     let c = browser(&driver, &profile, (1280, 800)).await;
 
     // Not signed in: to the provider's login page, and back signed in.

@@ -286,9 +286,14 @@ mod tests {
 
     #[test]
     fn a_price_file_from_the_environment_is_merged() {
-        let path = std::env::temp_dir().join(format!("bridle-prices-{}.json", std::process::id()));
+        let file = tempfile::Builder::new()
+            .prefix("bridle-prices-")
+            .suffix(".json")
+            .tempfile()
+            .unwrap();
+        let path = file.path();
         std::fs::write(
-            &path,
+            path,
             r#"{"models": {"my-model": {"input": 1, "output": 2, "cache_read": 0, "cache_write": 0}}}"#,
         )
         .unwrap();
@@ -297,6 +302,5 @@ mod tests {
         let (_, entry) = c.prices.lookup("my-model");
         assert_eq!(entry.price.output, 2_000_000);
         assert_eq!(entry.source, Source::File(path_s));
-        std::fs::remove_file(path).unwrap();
     }
 }

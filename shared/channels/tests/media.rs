@@ -244,8 +244,11 @@ async fn whatsapp_media_id_to_url_to_bytes_with_the_token_into_local_files() {
         .get_mut("/v21.0/1234567890")
         .unwrap()
         .auth = bearer(WA_TOKEN);
-    let root = std::env::temp_dir().join(format!("bridle-media-wa-{}", std::process::id()));
-    let store = LocalFiles::new(&root);
+    let root = tempfile::Builder::new()
+        .prefix("bridle-media-wa-")
+        .tempdir()
+        .unwrap();
+    let store = LocalFiles::new(root.path());
     let key = media_key("whatsapp", "16315551181", "wamid.HBgLMTY=", 0);
     let r = fake
         .fetcher(Duration::from_secs(5))
@@ -273,7 +276,6 @@ async fn whatsapp_media_id_to_url_to_bytes_with_the_token_into_local_files() {
         }
     );
     assert_eq!(fake.seen(), ["/v21.0/1234567890", "/wa-cdn/1234567890"]);
-    std::fs::remove_dir_all(root).unwrap();
 }
 
 #[tokio::test]

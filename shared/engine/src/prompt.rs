@@ -95,12 +95,14 @@ mod tests {
 
     #[test]
     fn a_prompt_file_is_read() {
-        let dir = std::env::temp_dir().join(format!("bridle-prompt-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("system.md");
+        let dir = tempfile::Builder::new()
+            .prefix("bridle-prompt-")
+            .tempdir()
+            .unwrap();
+        let path = dir.path().join("system.md");
         std::fs::write(&path, "Operator prompt.").unwrap();
         let p = SystemPrompt::from_file(&path).unwrap();
         assert_eq!(p.text, "Operator prompt.");
-        assert!(SystemPrompt::from_file(&dir.join("missing.md")).is_err());
+        assert!(SystemPrompt::from_file(&dir.path().join("missing.md")).is_err());
     }
 }

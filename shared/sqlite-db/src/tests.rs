@@ -1,12 +1,18 @@
 use super::*;
 use std::time::Duration;
 
-/// A file database with one table, in a fresh directory (removed by the caller).
-fn file_db(name: &str) -> (Arc<Db>, std::path::PathBuf) {
-    let dir = std::env::temp_dir().join(format!("sqlite-db-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let db = Db::open(dir.join("t.db")).unwrap();
+/// A fresh directory for one test's database, removed when dropped (pass or fail).
+fn temp_dir(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("sqlite-db-{name}-"))
+        .tempdir()
+        .unwrap()
+}
+
+/// A file database with one table, in a fresh directory (removed when the directory drops).
+fn file_db(name: &str) -> (Arc<Db>, tempfile::TempDir) {
+    let dir = temp_dir(name);
+    let db = Db::open(dir.path().join("t.db")).unwrap();
     db.exclusive(|c| c.execute_batch("CREATE TABLE t (k INTEGER PRIMARY KEY, v TEXT NOT NULL)"))
         .unwrap()
         .unwrap();
@@ -35,7 +41,7 @@ async fn keys(db: &Db) -> Vec<i64> {
 /// alone: the others of its batch are stored.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_writes_share_commits_and_a_failing_one_fails_alone() {
-    let (db, dir) = file_db("batch");
+    let (db, _dir) = file_db("batch");
     db.write(insert(7)).await.unwrap().unwrap();
     let before = db.batches();
     // Hold the writer busy so the writes below queue up behind it.
@@ -64,14 +70,13 @@ async fn concurrent_writes_share_commits_and_a_failing_one_fails_alone() {
     let stored = keys(&db).await;
     assert_eq!(stored.len(), 101, "key 7 once and every one of 100..200");
     drop(db);
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// A panicking write rolls back its own changes, is resumed in its caller, and the writer goes
 /// on serving.
 #[tokio::test]
 async fn a_panicking_write_is_rolled_back_and_the_writer_goes_on() {
-    let (db, dir) = file_db("panic");
+    let (db, _dir) = file_db("panic");
     let db2 = db.clone();
     let panicked = tokio::spawn(async move {
         db2.write(|c| {
@@ -87,7 +92,6 @@ async fn a_panicking_write_is_rolled_back_and_the_writer_goes_on() {
     db.write(insert(2)).await.unwrap().unwrap();
     assert_eq!(keys(&db).await, vec![2], "the panicking write left nothing");
     drop(db);
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// A write acknowledged to its caller is in the file: a second process-like open (a fresh
@@ -103,10 +107,9 @@ async fn an_acknowledged_write_is_in_the_file() {
         "a reader sees the acknowledged write"
     );
     drop(db);
-    let again = Db::open(dir.join("t.db")).unwrap();
+    let again = Db::open(dir.path().join("t.db")).unwrap();
     assert_eq!(keys(&again).await, vec![5]);
     drop(again);
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// A batch whose commit fails answers every write of it with the failure, and leaves none of
@@ -114,7 +117,7 @@ async fn an_acknowledged_write_is_in_the_file() {
 /// leaves broken (SQLite checks those at COMMIT, not at the statement).
 #[tokio::test]
 async fn a_failed_commit_fails_every_write_of_its_batch() {
-    let (db, dir) = file_db("commit");
+    let (db, _dir) = file_db("commit");
     db.exclusive(|c| {
         c.execute_batch(
             "CREATE TABLE parent (id INTEGER PRIMARY KEY);
@@ -167,7 +170,6 @@ async fn a_failed_commit_fails_every_write_of_its_batch() {
         "the writer goes on after a failed commit"
     );
     drop(db);
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// An exclusive job waits for the batch before it and runs alone, with its own transaction.
@@ -237,7 +239,7 @@ fn synchronous(conn: &Connection) -> rusqlite::Result<i64> {
 /// durable write makes the syncer sync the WAL; migrations (`exclusive`) run with FULL.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_durable_writes_sync_and_the_writer_never_does() {
-    let (db, dir) = file_db("strength");
+    let (db, _dir) = file_db("strength");
     let synced = db.calls().syncs;
     assert_eq!(db.write(synchronous).await.unwrap().unwrap(), 1, "plain");
     assert_eq!(db.calls().syncs, synced, "a plain write syncs nothing");
@@ -258,15 +260,16 @@ async fn only_durable_writes_sync_and_the_writer_never_does() {
         "NORMAL again"
     );
     drop(db);
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// A file database on `sync` as its syncer (a test's stand-in for syncing the WAL).
-fn syncing_db(name: &str, sync: SyncFn) -> (Arc<Db>, std::path::PathBuf) {
-    let dir = std::env::temp_dir().join(format!("sqlite-db-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("t.db");
+fn syncing_db(name: &str, sync: SyncFn) -> (Arc<Db>, tempfile::TempDir) {
+    syncing_db_in(temp_dir(name), sync)
+}
+
+/// [`syncing_db`] in `dir`.
+fn syncing_db_in(dir: tempfile::TempDir, sync: SyncFn) -> (Arc<Db>, tempfile::TempDir) {
+    let path = dir.path().join("t.db");
     let writer = Connection::open(&path).unwrap();
     writer
         .pragma_update_and_check(None, "journal_mode", "wal", |_| Ok(()))
@@ -303,15 +306,13 @@ fn gated_db(
     name: &str,
 ) -> (
     Arc<Db>,
-    std::path::PathBuf,
+    tempfile::TempDir,
     mpsc::Sender<()>,
     mpsc::Receiver<Vec<i64>>,
 ) {
-    let path = std::env::temp_dir()
-        .join(format!("sqlite-db-{name}-{}", std::process::id()))
-        .join("t.db");
-    let (sync, open, found) = gated_sync(path);
-    let (db, dir) = syncing_db(name, sync);
+    let dir = temp_dir(name);
+    let (sync, open, found) = gated_sync(dir.path().join("t.db"));
+    let (db, dir) = syncing_db_in(dir, sync);
     (db, dir, open, found)
 }
 
@@ -320,7 +321,7 @@ fn gated_db(
 /// Durable writes that wait together share one sync.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_durable_write_is_answered_after_a_sync_that_follows_its_commit() {
-    let (db, dir, open, found) = gated_db("gated");
+    let (db, _dir, open, found) = gated_db("gated");
     let d = db.clone();
     let mut durable = tokio::spawn(async move { d.write_durable(insert(1)).await });
     // The sync has begun, after the commit: it found the row.
@@ -366,14 +367,13 @@ async fn a_durable_write_is_answered_after_a_sync_that_follows_its_commit() {
     }
     assert_eq!(db.calls().syncs, 2, "four durable writes, two syncs");
     drop(db);
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// A durable write that announces its commit does so before its sync is done, and readers see
 /// the row by then; its answer still waits for the sync. A write that failed announces nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_durable_write_announces_its_commit_before_its_sync() {
-    let (db, dir, open, found) = gated_db("announced");
+    let (db, _dir, open, found) = gated_db("announced");
     let (announce, announced) = tokio::sync::mpsc::unbounded_channel();
     let d = db.clone();
     let mut durable = tokio::spawn(async move {
@@ -417,7 +417,6 @@ async fn a_durable_write_announces_its_commit_before_its_sync() {
         "the hook was dropped uncalled"
     );
     drop(db);
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// A syncer whose first sync fails with EIO and whose later ones succeed, and how many it tried.
@@ -439,7 +438,7 @@ fn first_sync_fails() -> (SyncFn, Arc<AtomicU64>) {
 /// refuses every durable write after it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_that_begins_a_sync_is_answered_before_it() {
-    let (db, dir, open, found) = gated_db("then-sync");
+    let (db, _dir, open, found) = gated_db("then-sync");
     tokio::time::timeout(Duration::from_secs(5), db.write_then_sync(insert(1)))
         .await
         .expect("answered with the sync still closed")
@@ -460,12 +459,11 @@ async fn a_write_that_begins_a_sync_is_answered_before_it() {
     assert_eq!(db.calls().syncs, 2);
     assert_eq!(found.recv().unwrap(), [1, 2]);
     drop(db);
-    let _ = std::fs::remove_dir_all(dir);
 
     // A failed sync, begun by such a write, refuses the durable writes after it, though the
     // write itself was answered with success at its commit.
     let (sync, tries) = first_sync_fails();
-    let (db, dir) = syncing_db("then-sync-fails", sync);
+    let (db, _dir) = syncing_db("then-sync-fails", sync);
     db.write_then_sync(insert(1)).await.unwrap().unwrap();
     let begun = async {
         while tries.load(Ordering::SeqCst) == 0 {
@@ -478,7 +476,6 @@ async fn a_write_that_begins_a_sync_is_answered_before_it() {
     assert!(db.write_durable(insert(2)).await.is_err());
     assert_eq!(tries.load(Ordering::SeqCst), 1, "no sync trusted after it");
     drop(db);
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// A failed sync fails the durable writes it was for, and every durable write after it, even
@@ -487,7 +484,7 @@ async fn a_write_that_begins_a_sync_is_answered_before_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_sync_fails_its_durable_writes_and_every_one_after() {
     let (sync, tries) = first_sync_fails();
-    let (db, dir) = syncing_db("sync-fails", sync);
+    let (db, _dir) = syncing_db("sync-fails", sync);
     let failure = db.write_durable(insert(1)).await.unwrap_err().to_string();
     assert!(
         failure.contains("could not be synced") && failure.contains("EIO"),
@@ -505,7 +502,6 @@ async fn a_failed_sync_fails_its_durable_writes_and_every_one_after() {
     );
     assert_eq!(keys(&db).await, [1, 2, 3]);
     drop(db);
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// `calls` counts each write and each read sent, and the commits that carried the writes; a
@@ -531,7 +527,7 @@ async fn calls_count_writes_reads_and_commits() {
     );
     drop(db);
 
-    let conn = Connection::open(dir.join("t.db")).unwrap();
+    let conn = Connection::open(dir.path().join("t.db")).unwrap();
     let no_readers = Db::start(conn, Vec::new());
     assert_eq!(keys(&no_readers).await, [1, 2]);
     assert_eq!(
@@ -544,7 +540,6 @@ async fn calls_count_writes_reads_and_commits() {
         }
     );
     drop(no_readers);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// How often `sql`, run five times from the statement cache with a new value bound each time,
@@ -576,7 +571,7 @@ async fn cached_statements_are_not_prepared_again_for_new_values() {
     let check = |conn: &Connection| -> rusqlite::Result<Vec<i32>> {
         QUERIES.iter().map(|q| reprepared(conn, q)).collect()
     };
-    let (file, dir) = file_db("reprepare");
+    let (file, _dir) = file_db("reprepare");
     file.exclusive(|c| c.execute_batch(SCHEMA))
         .unwrap()
         .unwrap();
@@ -585,7 +580,6 @@ async fn cached_statements_are_not_prepared_again_for_new_values() {
         assert_eq!(file.read(check).await.unwrap().unwrap(), [0, 0], "a reader");
     }
     drop(file);
-    let _ = std::fs::remove_dir_all(dir);
     let memory = Db::open_in_memory().unwrap();
     memory
         .exclusive(|c| c.execute_batch(SCHEMA))

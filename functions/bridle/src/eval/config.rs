@@ -165,15 +165,17 @@ mod tests {
             ("OPENAI_BASE_URL", "http://127.0.0.1:11434/v1"),
             ("OPENAI_MODEL", "llama3.2"),
         ];
-        let path =
-            std::env::temp_dir().join(format!("bridle-eval-prompt-{}.md", std::process::id()));
-        std::fs::write(&path, "Be brief.").unwrap();
-        let c = read(&openai, Some("qwen3"), Some(&path)).unwrap();
+        let file = tempfile::Builder::new()
+            .prefix("bridle-eval-prompt-")
+            .suffix(".md")
+            .tempfile()
+            .unwrap();
+        std::fs::write(file.path(), "Be brief.").unwrap();
+        let c = read(&openai, Some("qwen3"), Some(file.path())).unwrap();
         assert!(
             matches!(c.model, EvalModel::Configured(BackendChoice::OpenAi { model, .. }) if model == "qwen3")
         );
         assert_eq!(c.serve.prompt.text, "Be brief.");
-        std::fs::remove_file(&path).unwrap();
         let missing = read(&openai, None, Some(Path::new("/nonexistent/p.md"))).unwrap_err();
         assert!(
             missing.to_string().contains("--prompt /nonexistent/p.md"),

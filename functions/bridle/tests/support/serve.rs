@@ -7,7 +7,7 @@
 
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 
@@ -28,12 +28,13 @@ impl Drop for Server {
     }
 }
 
-/// A fresh, empty directory for one test's database and script.
-pub fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("bridle-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A fresh, empty directory for one test's database and script, removed when dropped (pass or
+/// fail). Bind it before the servers that use it, so they are killed before it goes.
+pub fn temp_dir(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("bridle-{name}-"))
+        .tempdir()
+        .unwrap()
 }
 
 /// Start `bridle serve` on a free port with its database in `dir`, the scripted model playing

@@ -125,23 +125,18 @@ mod tests {
     use super::*;
     use crate::media::media_key;
 
-    fn temp_root(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!(
-            "bridle-media-{name}-{}-{}",
-            std::process::id(),
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
+    /// A fresh directory for one test's files, removed when dropped (pass or fail).
+    fn temp_root(name: &str) -> tempfile::TempDir {
+        tempfile::Builder::new()
+            .prefix(&format!("bridle-media-{name}-"))
+            .tempdir()
+            .unwrap()
     }
 
     #[tokio::test]
     async fn put_then_get_round_trips_and_a_second_put_overwrites() {
         let root = temp_root("rt");
-        let store = LocalFiles::new(&root);
+        let store = LocalFiles::new(root.path());
         let key = media_key("whatsapp", "16315551181", "wamid.1", 0);
         let r = store
             .put(&key, "image/jpeg", b"first".to_vec())
@@ -155,7 +150,10 @@ mod tests {
                 size_bytes: 5
             }
         );
-        assert!(root.join(&key).is_file(), "stored under the root by key");
+        assert!(
+            root.path().join(&key).is_file(),
+            "stored under the root by key"
+        );
         store
             .put(&key, "image/png", b"second!".to_vec())
             .await
@@ -176,13 +174,12 @@ mod tests {
             }),
             "what is stored is found without reading it"
         );
-        std::fs::remove_dir_all(root).unwrap();
     }
 
     #[tokio::test]
     async fn a_missing_key_is_not_found_and_foreign_paths_are_refused() {
         let root = temp_root("missing");
-        let store = LocalFiles::new(&root);
+        let store = LocalFiles::new(root.path());
         let missing = media_key("slack", "D1", "D1:1", 0);
         assert!(matches!(
             store.get(&missing).await,
@@ -200,7 +197,6 @@ mod tests {
             );
             assert!(store.stored(bad).await.is_err(), "{bad}");
         }
-        std::fs::remove_dir_all(root).unwrap();
     }
 
     #[test]
