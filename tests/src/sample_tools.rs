@@ -11,6 +11,12 @@ impl Calls {
     pub fn list(&self) -> Vec<(String, Value)> {
         self.0.lock().unwrap().clone()
     }
+    /// Forget the calls recorded so far (a benchmark's setup, so the list does not grow with
+    /// the iteration count).
+    pub fn clear(&self) {
+        self.0.lock().unwrap().clear();
+    }
+
     /// Record a call as the tools do (a benchmark's floor makes the tool's own work with it).
     pub fn push(&self, name: &str, input: &Value) {
         self.0
