@@ -204,11 +204,6 @@ fn bench(c: &mut Criterion) {
     // update; the reply's visible entry is the job path's, which records what was delivered),
     // written one by one as they come into being, to the same kind of store, with no model,
     // tools or loop.
-    // The floor any harness that keeps invariants 3 and 10 pays: the rows such a turn stores
-    // (24 messages, their 12 tool-result records, the user's visible entry, the conversation's
-    // update; the reply's visible entry is the job path's, which records what was delivered),
-    // written one by one as they come into being, to the same kind of store, with no model,
-    // tools or loop.
     let floor_input = || {
         let (store, rows, visible) = warm_store();
         assert_eq!((rows.len(), visible.len()), (24, 1));
