@@ -121,16 +121,11 @@ mod tests {
 
     #[tokio::test]
     async fn the_scripted_backend_plays_the_script_file() {
-        let file = tempfile::Builder::new()
-            .prefix("bridle-script-")
-            .suffix(".json")
-            .tempfile()
-            .unwrap();
-        std::fs::write(
-            file.path(),
+        let file = crate::temp_file_with(
+            "bridle-script-",
+            ".json",
             r#"{"replies": [{"steps": [{"say": "From the file."}, {"stop": "end_turn"}]}]}"#,
-        )
-        .unwrap();
+        );
         let (model, id) = model_for(&BackendChoice::Scripted {
             script: file.path().to_owned(),
         })
@@ -154,12 +149,7 @@ mod tests {
         })
         .await;
         assert!(matches!(missing, Err(BackendSetupError::ReadScript { .. })));
-        let file = tempfile::Builder::new()
-            .prefix("bridle-bad-")
-            .suffix(".json")
-            .tempfile()
-            .unwrap();
-        std::fs::write(file.path(), "{\"replies\": 3}").unwrap();
+        let file = crate::temp_file_with("bridle-bad-", ".json", "{\"replies\": 3}");
         let broken = model_for(&BackendChoice::Scripted {
             script: file.path().to_owned(),
         })

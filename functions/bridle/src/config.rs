@@ -496,12 +496,7 @@ mod tests {
     fn the_system_prompt_comes_from_a_file_or_the_default() {
         let config = parse(&[]).unwrap();
         assert_eq!(config.prompt.version, engine::PROMPT_VERSION);
-        let file = tempfile::Builder::new()
-            .prefix("bridle-prompt-cfg-")
-            .suffix(".md")
-            .tempfile()
-            .unwrap();
-        std::fs::write(file.path(), "Be a pirate.").unwrap();
+        let file = crate::temp_file_with("bridle-prompt-cfg-", ".md", "Be a pirate.");
         let config =
             parse(&[("BRIDLE_SYSTEM_PROMPT_FILE", file.path().to_str().unwrap())]).unwrap();
         assert_eq!(config.prompt.text, "Be a pirate.");

@@ -320,3 +320,16 @@ fn media_for(options: &AppOptions) -> channel_jobs::attachments::Attachments {
         store,
     }
 }
+
+/// A temporary file holding `text`, named `<prefix>…<suffix>`, removed when dropped (pass or
+/// fail): the scripts, prompts and price files the unit tests hand to the configuration.
+#[cfg(test)]
+pub(crate) fn temp_file_with(prefix: &str, suffix: &str, text: &str) -> tempfile::NamedTempFile {
+    let file = tempfile::Builder::new()
+        .prefix(prefix)
+        .suffix(suffix)
+        .tempfile()
+        .unwrap();
+    std::fs::write(file.path(), text).unwrap();
+    file
+}

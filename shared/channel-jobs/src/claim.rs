@@ -86,9 +86,10 @@ impl ChannelJobs {
                 // acknowledged, so none ran during the read either (the user's records are
                 // changed by their other conversations without this lease in any case).
                 let beside = async {
-                    match self.options.context_beside_claim {
-                        true => self.engine.context_facts(&user, &conversation).await,
-                        false => None,
+                    if self.options.context_beside_claim {
+                        self.engine.context_facts(&user, &conversation).await
+                    } else {
+                        None
                     }
                 };
                 let (claimed, facts) =

@@ -165,12 +165,7 @@ mod tests {
             ("OPENAI_BASE_URL", "http://127.0.0.1:11434/v1"),
             ("OPENAI_MODEL", "llama3.2"),
         ];
-        let file = tempfile::Builder::new()
-            .prefix("bridle-eval-prompt-")
-            .suffix(".md")
-            .tempfile()
-            .unwrap();
-        std::fs::write(file.path(), "Be brief.").unwrap();
+        let file = crate::temp_file_with("bridle-eval-prompt-", ".md", "Be brief.");
         let c = read(&openai, Some("qwen3"), Some(file.path())).unwrap();
         assert!(
             matches!(c.model, EvalModel::Configured(BackendChoice::OpenAi { model, .. }) if model == "qwen3")
