@@ -288,6 +288,8 @@ fn channel_jobs_for(
             lobby_retention: setup.lobby_retention,
             // Reads here are hand-offs to the local database's threads, not paid calls.
             context_beside_claim: options.store.is_none(),
+            // A local disk can fill for a while: settling an attempt waits it out a little.
+            settle_retry_for: channel_jobs::settle::LOCAL_RETRY_FOR,
             ..channel_jobs::JobOptions::default()
         },
     };

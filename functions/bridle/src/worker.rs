@@ -5,6 +5,7 @@
 //! browser stream, to which its turn's events go as they happen.
 
 use crate::hub::Hub;
+use channel_jobs::settle::{queue_transient, retried};
 use channel_jobs::web::WEB_CHANNEL;
 use channel_jobs::{ChannelJobs, JobError, JobOutcome};
 use engine::{EventSink, NullSink, TurnEnd, TurnEvent, lines};
@@ -102,11 +103,12 @@ impl Worker {
             Some(sink) => sink,
             None => &NullSink,
         };
-        let outcome = AssertUnwindSafe(self.jobs.run_streamed(&delivery.job, JOB_BUDGET, sink))
-            .catch_unwind()
-            .await
-            .map(|ran| ran.outcome)
-            .unwrap_or_else(|_| JobOutcome::Failed(JobError::Panicked));
+        let (outcome, claim_left) =
+            AssertUnwindSafe(self.jobs.run_streamed(&delivery.job, JOB_BUDGET, sink))
+                .catch_unwind()
+                .await
+                .map(|ran| (ran.outcome, ran.claim_left))
+                .unwrap_or_else(|_| (JobOutcome::Failed(JobError::Panicked), false));
         if outcome == JobOutcome::Failed(JobError::CutShort) {
             // Cut short by a stop past its grace period: lease and claim are released; the job
             // is visible again, this delivery not counted, and the next start resumes it. A
@@ -146,7 +148,15 @@ impl Worker {
             // Ends the browser's stream whatever happened (a skipped job has no events).
             self.hub.forget(&key);
         }
+        let retry_for = self.jobs.options.settle_retry_for;
         let settled = match &outcome {
+            JobOutcome::Failed(why) if claim_left => {
+                // Released now, the job would come back to its own claim, find it busy and
+                // spend its deliveries on that until the dead letters; left in flight, it
+                // comes back after the visibility timeout, when the claim has expired.
+                tracing::warn!(job = %key, reason = %why, "job failed and its claim is still held; it is retried once both have lapsed");
+                return;
+            }
             JobOutcome::Failed(why) => {
                 // After the last attempt there is nothing to wait for: the queue moves the job
                 // to the dead letters when it next looks.
@@ -156,11 +166,20 @@ impl Worker {
                     queue::retry_backoff(delivery.receive_count, queue::MAX_RETRY_BACKOFF, jitter())
                 };
                 tracing::warn!(job = %key, reason = %why, receive_count = delivery.receive_count, ?backoff, "job failed; it will be retried");
-                self.queue.release_after(&delivery.receipt, backoff).await
+                retried("the job's release", retry_for, queue_transient, || {
+                    self.queue.release_after(&delivery.receipt, backoff)
+                })
+                .await
             }
             other => {
                 tracing::info!(job = %key, outcome = ?other, "job handled");
-                self.queue.ack(&delivery.receipt).await
+                retried(
+                    "the job's acknowledgement",
+                    retry_for,
+                    queue_transient,
+                    || self.queue.ack(&delivery.receipt),
+                )
+                .await
             }
         };
         if let Err(err) = settled {

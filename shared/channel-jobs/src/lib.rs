@@ -32,6 +32,7 @@ mod error;
 pub mod identity;
 pub mod lines;
 mod press;
+pub mod settle;
 mod spans;
 pub mod web;
 
@@ -104,6 +105,11 @@ pub struct JobOptions {
     /// a busy conversation, a takeover). On where a read is a local hand-off (`bridle serve` on
     /// SQLite); off (the default) where every read is a paid call (DynamoDB).
     pub context_beside_claim: bool,
+    /// How long the writes that settle an attempt (its claim's and lease's release) are tried
+    /// again while the store is unavailable ([`settle`]); zero (the default) tries once.
+    /// [`settle::LOCAL_RETRY_FOR`] in `bridle serve`, whose worker settles with its queue
+    /// under the same window.
+    pub settle_retry_for: Duration,
 }
 
 /// Usage → estimated US dollars.
@@ -134,6 +140,7 @@ impl Default for JobOptions {
             abandon: Arc::new(tokio::sync::watch::Sender::new(false)),
             lobby_retention: DEFAULT_LOBBY_RETENTION,
             context_beside_claim: false,
+            settle_retry_for: Duration::ZERO,
         }
     }
 }
@@ -159,6 +166,10 @@ pub const STRANGER_REPLY_EVERY: Duration = Duration::from_secs(3600);
 pub struct Ran {
     pub outcome: JobOutcome,
     pub turn: Option<TurnOutcome>,
+    /// The failed attempt's claim could not be released (the store stayed unavailable): it
+    /// holds until its expiry, and a redelivery before then finds the job busy, so the job is
+    /// best left in flight for its queue's visibility timeout.
+    pub claim_left: bool,
 }
 
 /// Everything a job needs, built once.
@@ -205,6 +216,7 @@ impl ChannelJobs {
         let failed = |why: JobError| Ran {
             outcome: JobOutcome::Failed(why),
             turn: None,
+            claim_left: false,
         };
         if budget.is_zero() {
             return failed(JobError::NoTime);
@@ -233,6 +245,7 @@ impl ChannelJobs {
                 return Ran {
                     outcome: JobOutcome::Skipped("already done"),
                     turn: None,
+                    claim_left: false,
                 };
             }
             Ok(Claim::Busy { .. }) => return failed(JobError::Busy),
@@ -263,7 +276,11 @@ impl ChannelJobs {
                 return failed(JobError::NotMarkedDone(e.to_string()));
             }
         }
-        Ran { outcome, turn }
+        Ran {
+            outcome,
+            turn,
+            claim_left: false,
+        }
     }
 
     /// Whether the harness's reply limited to once an hour as `limit` ([`Resolved::
@@ -286,16 +303,21 @@ impl ChannelJobs {
     /// queue's backoff) takes over at once and resumes the turn from the stored transcript.
     /// Crash story: a worker that dies before this leaves the claim to expire instead.
     async fn end_attempt(&self, key: &str, attempt: u32, why: JobError) -> Ran {
-        if let Err(e) = self
-            .store
-            .release_job(key, attempt, (self.options.clock)())
-            .await
-        {
+        let retry_for = self.options.settle_retry_for;
+        let released = settle::retried(
+            "the job's claim",
+            retry_for,
+            settle::store_transient,
+            || self.store.release_job(key, attempt, (self.options.clock)()),
+        )
+        .await;
+        if let Err(e) = &released {
             tracing::warn!(job = %key, error = %e, "could not release the job's claim; it will expire");
         }
         Ran {
             outcome: JobOutcome::Failed(why),
             turn: None,
+            claim_left: released.is_err(),
         }
     }
 
@@ -614,7 +636,15 @@ impl ChannelJobs {
     /// Crash story: a holder that dies before this leaves the lease to lapse; the next turn
     /// waits at most `lease_ttl`.
     async fn release_lease(&self, conversation: &ConversationId, holder: &str) {
-        if let Err(e) = self.store.release_lease(conversation, holder).await {
+        let retry_for = self.options.settle_retry_for;
+        let released = settle::retried(
+            "the conversation's lease",
+            retry_for,
+            settle::store_transient,
+            || self.store.release_lease(conversation, holder),
+        )
+        .await;
+        if let Err(e) = released {
             tracing::warn!(error = %e, job = %holder, "could not release the conversation's lease; it will lapse");
         }
     }

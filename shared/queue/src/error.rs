@@ -9,6 +9,6 @@ pub enum QueueError {
     #[error("stale receipt")]
     StaleReceipt,
     /// The queue failed (I/O, connection, throttling); the operation may be retried.
-    #[error("queue unavailable")]
+    #[error("queue unavailable: {0}")]
     Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
 }

@@ -18,6 +18,6 @@ pub enum StoreError {
         source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// The backing store failed (I/O, connection, throttling); the operation may be retried.
-    #[error("storage unavailable")]
+    #[error("storage unavailable: {0}")]
     Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
