@@ -10,7 +10,7 @@
 #[path = "support/serve.rs"]
 mod serve;
 
-use serve::{Server, history, new_conversation};
+use serve::{Server, history, history_of_at_least, new_conversation};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -75,12 +75,7 @@ fn fill(dir: &Path) -> PathBuf {
 
 /// Post `text`; the status and the whole body (the event stream, or the JSON error).
 async fn post(http: &reqwest::Client, base: &str, conv: &str, text: &str) -> (u16, String) {
-    let res = http
-        .post(format!("{base}/api/conversations/{conv}/messages"))
-        .json(&serde_json::json!({ "text": text }))
-        .send()
-        .await
-        .unwrap();
+    let res = serve::send_message(http, base, conv, text).await;
     let status = res.status().as_u16();
     (status, res.text().await.unwrap())
 }
@@ -155,16 +150,13 @@ async fn a_full_disk_refuses_new_messages_clearly_and_a_cut_off_turn_is_answered
     );
 
     // The job is released once the disk has room, and its retry answers it.
-    let expected = ["sent before the disk filled", "Working on it. Done."];
-    let mut seen = Vec::new();
-    while freed.elapsed() < Duration::from_secs(30) {
-        seen = history(&http, &base, &conv).await;
-        if seen.len() >= 2 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    assert_eq!(seen, expected, "answered once the disk had room");
+    let seen = history_of_at_least(&http, &base, &conv, 2, Duration::from_secs(30)).await;
+    assert_eq!(
+        seen,
+        ["sent before the disk filled", "Working on it. Done."],
+        "answered once the disk had room (after {:?})",
+        freed.elapsed()
+    );
     logged(&server, &mut log);
     assert!(
         log.iter()
@@ -232,14 +224,7 @@ async fn a_turn_cut_off_by_a_disk_that_stays_full_is_not_given_up_and_is_answere
     drop(server);
 
     let restarted = serve::start(disk.path(), |_| {});
-    let mut seen = Vec::new();
-    for _ in 0..150 {
-        seen = history(&http, &restarted.base, &conv).await;
-        if seen.len() >= 2 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let seen = history_of_at_least(&http, &restarted.base, &conv, 2, Duration::from_secs(30)).await;
     assert_eq!(
         seen,
         ["sent before the disk filled", "Working on it. Done."]

@@ -7,7 +7,7 @@
 #[path = "support/serve.rs"]
 mod serve;
 
-use serve::{Server, history, new_conversation};
+use serve::{Server, history_of_at_least, new_conversation};
 use std::path::Path;
 use std::time::Duration;
 
@@ -63,14 +63,7 @@ async fn messages_acknowledged_as_queued_survive_kill_9_and_are_answered_after_t
     drop((first, second));
 
     let restarted = start(dir.path(), ANSWERS);
-    let mut seen = Vec::new();
-    for _ in 0..300 {
-        seen = history(&http, &restarted.base, &conv).await;
-        if seen.len() >= 4 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let seen = history_of_at_least(&http, &restarted.base, &conv, 4, Duration::from_secs(30)).await;
     assert_eq!(
         seen,
         [

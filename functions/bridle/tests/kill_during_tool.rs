@@ -10,7 +10,7 @@
 #[path = "support/serve.rs"]
 mod serve;
 
-use serve::{Server, history, new_conversation};
+use serve::{Server, history_of_at_least, new_conversation};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -84,14 +84,7 @@ async fn killed_at(pause: &str) {
     let before_restart = notes_in(dir.path());
 
     let restarted = start(dir.path(), CLOSES, None);
-    let mut seen = Vec::new();
-    for _ in 0..300 {
-        seen = history(&http, &restarted.base, &conv).await;
-        if seen.len() >= 2 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let seen = history_of_at_least(&http, &restarted.base, &conv, 2, Duration::from_secs(30)).await;
     assert_eq!(
         seen,
         ["remember to buy milk", "Saved: buy milk."],
@@ -150,14 +143,7 @@ async fn killed_after_a_note_was_deleted_the_model_still_sees_the_delete_succeed
     drop(posted);
 
     let restarted = start(dir.path(), DELETED, None);
-    let mut seen = Vec::new();
-    for _ in 0..300 {
-        seen = history(&http, &restarted.base, &conv).await;
-        if seen.len() >= 2 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let seen = history_of_at_least(&http, &restarted.base, &conv, 2, Duration::from_secs(30)).await;
     assert_eq!(seen, ["save and drop a note", "Deleted it again."]);
     assert!(notes_in(dir.path()).is_empty());
     // What the model was told about the delete is what the uninterrupted run told it: the

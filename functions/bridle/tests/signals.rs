@@ -57,12 +57,7 @@ fn start(dir: &Path, grace_s: u64) -> Server {
 }
 
 async fn post(http: &reqwest::Client, base: &str, conv: &str, text: &str) -> reqwest::Response {
-    let res = http
-        .post(format!("{base}/api/conversations/{conv}/messages"))
-        .json(&serde_json::json!({ "text": text }))
-        .send()
-        .await
-        .unwrap();
+    let res = serve::send_message(http, base, conv, text).await;
     assert_eq!(res.status(), 200);
     res
 }

@@ -10,6 +10,7 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
+use std::time::Duration;
 
 /// A running `bridle serve`, killed when dropped.
 pub struct Server {
@@ -113,4 +114,37 @@ pub async fn history(http: &reqwest::Client, base: &str, conv: &str) -> Vec<Stri
         .iter()
         .map(|m| m["text"].as_str().unwrap_or_default().to_owned())
         .collect()
+}
+
+/// Post `text` to the conversation; the response, whatever its status.
+pub async fn send_message(
+    http: &reqwest::Client,
+    base: &str,
+    conv: &str,
+    text: &str,
+) -> reqwest::Response {
+    http.post(format!("{base}/api/conversations/{conv}/messages"))
+        .json(&serde_json::json!({ "text": text }))
+        .send()
+        .await
+        .unwrap()
+}
+
+/// The conversation's visible messages once there are at least `n`, or as they are after
+/// `within`.
+pub async fn history_of_at_least(
+    http: &reqwest::Client,
+    base: &str,
+    conv: &str,
+    n: usize,
+    within: Duration,
+) -> Vec<String> {
+    let until = std::time::Instant::now() + within;
+    loop {
+        let seen = history(http, base, conv).await;
+        if seen.len() >= n || std::time::Instant::now() >= until {
+            return seen;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
