@@ -80,7 +80,8 @@ async fn post(http: &reqwest::Client, base: &str, conv: &str, text: &str) -> (u1
     (status, res.text().await.unwrap())
 }
 
-/// Post a message whose turn pauses, and fill the disk during the pause; the post's outcome
+/// Post a message whose turn pauses, and fill the disk during the pause (once its first words
+/// have streamed: the turn has started and its user message is stored); the post's outcome
 /// and the filler.
 async fn fill_mid_turn(
     http: &reqwest::Client,
@@ -88,11 +89,29 @@ async fn fill_mid_turn(
     conv: &str,
     disk: &Path,
 ) -> (tokio::task::JoinHandle<(u16, String)>, PathBuf) {
+    let (started, has_started) = tokio::sync::oneshot::channel();
     let during = {
         let (http, base, conv) = (http.clone(), base.to_owned(), conv.to_owned());
-        tokio::spawn(async move { post(&http, &base, &conv, "sent before the disk filled").await })
+        tokio::spawn(async move {
+            let mut res =
+                serve::send_message(&http, &base, &conv, "sent before the disk filled").await;
+            let status = res.status().as_u16();
+            let mut started = Some(started);
+            let mut seen = String::new();
+            while let Some(chunk) = res.chunk().await.unwrap() {
+                seen.push_str(&String::from_utf8_lossy(&chunk));
+                if seen.contains("event: token")
+                    && let Some(started) = started.take()
+                {
+                    let _ = started.send(());
+                }
+            }
+            (status, seen)
+        })
     };
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    has_started
+        .await
+        .expect("the turn streamed its first words");
     (during, fill(disk))
 }
 
