@@ -96,63 +96,47 @@ mod tests {
         assert_eq!(started.elapsed(), Duration::from_millis(700));
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn a_failure_that_lasts_is_given_up_within_the_window() {
+    /// `retried` over a write that always fails with `error`: its outcome, how many times it
+    /// was tried, and how long it took (on the paused clock).
+    async fn always_failing(
+        error: &str,
+        window: Duration,
+        transient: impl Fn(&String) -> bool,
+    ) -> (Result<(), String>, u32, Duration) {
         let tries = Cell::new(0u32);
         let started = Instant::now();
-        let out: Result<(), String> = retried(
-            "test",
-            LOCAL_RETRY_FOR,
-            |_| true,
-            || {
-                tries.set(tries.get() + 1);
-                async { Err("still full".to_owned()) }
-            },
-        )
+        let out = retried("test", window, transient, || {
+            tries.set(tries.get() + 1);
+            let error = error.to_owned();
+            async move { Err(error) }
+        })
         .await;
+        (out, tries.get(), started.elapsed())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failure_that_lasts_is_given_up_within_the_window() {
+        let (out, tries, took) = always_failing("still full", LOCAL_RETRY_FOR, |_| true).await;
         assert_eq!(out, Err("still full".to_owned()));
-        assert!(
-            started.elapsed() <= LOCAL_RETRY_FOR,
-            "{:?}",
-            started.elapsed()
-        );
+        assert!(took <= LOCAL_RETRY_FOR, "{took:?}");
         // Tries at 0, 0.1, 0.3, 0.7, 1.5, 3.1, 6.3 and 11.3 s: the next 5 s wait would pass
         // the window.
-        assert_eq!(tries.get(), 8);
-        assert_eq!(started.elapsed(), Duration::from_millis(11_300));
+        assert_eq!(tries, 8);
+        assert_eq!(took, Duration::from_millis(11_300));
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_failure_that_retrying_cannot_mend_is_returned_at_once() {
-        let tries = Cell::new(0u32);
-        let out: Result<(), String> = retried(
-            "test",
-            LOCAL_RETRY_FOR,
-            |e: &String| e != "stale receipt",
-            || {
-                tries.set(tries.get() + 1);
-                async { Err("stale receipt".to_owned()) }
-            },
-        )
-        .await;
+        let (out, tries, _) =
+            always_failing("stale receipt", LOCAL_RETRY_FOR, |e| e != "stale receipt").await;
         assert_eq!(out, Err("stale receipt".to_owned()));
-        assert_eq!(tries.get(), 1);
+        assert_eq!(tries, 1);
     }
 
     #[tokio::test(start_paused = true)]
     async fn with_no_window_it_is_tried_once() {
-        let tries = Cell::new(0u32);
-        let out: Result<(), String> = retried(
-            "test",
-            Duration::ZERO,
-            |_| true,
-            || {
-                tries.set(tries.get() + 1);
-                async { Err("full".to_owned()) }
-            },
-        )
-        .await;
+        let (out, tries, _) = always_failing("full", Duration::ZERO, |_| true).await;
         assert_eq!(out, Err("full".to_owned()));
-        assert_eq!(tries.get(), 1);
+        assert_eq!(tries, 1);
     }
 }
