@@ -103,12 +103,16 @@ impl Worker {
             Some(sink) => sink,
             None => &NullSink,
         };
-        let (outcome, claim_left) =
+        let clock = &self.jobs.options.clock;
+        let (outcome, claim_lapses_in) =
             AssertUnwindSafe(self.jobs.run_streamed(&delivery.job, JOB_BUDGET, sink))
                 .catch_unwind()
                 .await
-                .map(|ran| (ran.outcome, ran.claim_left))
-                .unwrap_or_else(|_| (JobOutcome::Failed(JobError::Panicked), false));
+                .map(|ran| {
+                    let lapses_in = ran.claim_lapses_in(clock());
+                    (ran.outcome, lapses_in)
+                })
+                .unwrap_or_else(|_| (JobOutcome::Failed(JobError::Panicked), None));
         if outcome == JobOutcome::Failed(JobError::CutShort) {
             // Cut short by a stop past its grace period: lease and claim are released; the job
             // is visible again, this delivery not counted, and the next start resumes it. A
@@ -150,20 +154,24 @@ impl Worker {
         }
         let retry_for = self.jobs.options.settle_retry_for;
         let settled = match &outcome {
-            JobOutcome::Failed(why) if claim_left => {
-                // Released now, the job would come back to its own claim, find it busy and
-                // spend its deliveries on that until the dead letters; left in flight, it
-                // comes back after the visibility timeout, when the claim has expired.
+            JobOutcome::Failed(why) if why != &JobError::Busy && claim_lapses_in.is_some() => {
+                // This attempt's own claim could not be released. Released now, the job would
+                // come back to it, find it busy and spend its deliveries on that until the dead
+                // letters; left in flight, it comes back after the visibility timeout, when the
+                // claim has expired, or at once after a restart (which releases the claims of
+                // the jobs in flight).
                 tracing::warn!(job = %key, reason = %why, "job failed and its claim is still held; it is retried once both have lapsed");
                 return;
             }
             JobOutcome::Failed(why) => {
                 // After the last attempt there is nothing to wait for: the queue moves the job
-                // to the dead letters when it next looks.
+                // to the dead letters when it next looks. A job another attempt holds comes
+                // back once that claim has lapsed, not to find it busy again.
                 let backoff = if last_attempt {
                     Duration::ZERO
                 } else {
                     queue::retry_backoff(delivery.receive_count, queue::MAX_RETRY_BACKOFF, jitter())
+                        .max(claim_lapses_in.unwrap_or_default())
                 };
                 tracing::warn!(job = %key, reason = %why, receive_count = delivery.receive_count, ?backoff, "job failed; it will be retried");
                 retried("the job's release", retry_for, queue_transient, || {

@@ -3,16 +3,24 @@
 use crate::{JobOutcome, Worker};
 use aws_lambda_events::sqs::SqsMessage;
 use channel_jobs::JobError;
+use engine::NullSink;
+use std::time::Duration;
 use tokio::time::Instant;
 
 impl Worker {
-    pub(crate) async fn run_record(&self, record: &SqsMessage, deadline: Instant) -> JobOutcome {
+    /// The record's outcome, and how long until a claim still held on its job lapses (see
+    /// [`channel_jobs::Ran::claim_held_until`]).
+    pub(crate) async fn run_record(
+        &self,
+        record: &SqsMessage,
+        deadline: Instant,
+    ) -> (JobOutcome, Option<Duration>) {
         let body = record.body.as_deref().unwrap_or_default();
         let job = match queue_sqs::decode_job(body) {
             Ok(job) => job,
             Err(e) => {
                 tracing::error!(error = %e, "undecodable job; it will reach the dead-letter queue");
-                return JobOutcome::Failed(JobError::Undecodable);
+                return (JobOutcome::Failed(JobError::Undecodable), None);
             }
         };
         let left = deadline
@@ -20,9 +28,11 @@ impl Worker {
             .saturating_sub(self.options.safety_margin);
         let budget = left.min(self.options.max_turn);
         if budget.is_zero() {
-            return JobOutcome::Failed(JobError::NoTime);
+            return (JobOutcome::Failed(JobError::NoTime), None);
         }
-        let outcome = self.jobs.run(&job, budget).await;
+        let ran = self.jobs.run_streamed(&job, budget, &NullSink).await;
+        let claim_lapses_in = ran.claim_lapses_in((self.jobs.options.clock)());
+        let outcome = ran.outcome;
         if let JobOutcome::Failed(why) = &outcome {
             let receives = crate::retry::receive_count(record);
             if receives >= self.options.max_receives {
@@ -33,6 +43,6 @@ impl Worker {
                 }
             }
         }
-        outcome
+        (outcome, claim_lapses_in)
     }
 }

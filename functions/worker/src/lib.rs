@@ -11,6 +11,8 @@
 //! - **Backoff, not a stall**: a failed record is made visible again after a short backoff
 //!   (`ChangeMessageVisibility`, [`retry`]), not the queue's visibility timeout; its claim was
 //!   released by the job path, so the redelivery takes the job over at once and resumes it.
+//!   A claim still held (its release failed, or another attempt has it) holds the record back
+//!   until the claim lapses, so it does not spend its receives on finding the job busy.
 //! - **Bounded**: each turn gets a deadline below the function's remaining time; a turn that
 //!   runs out is reported failed and its claim expires, so the redelivery resumes it.
 //!
@@ -85,10 +87,8 @@ impl Worker {
                     Duration::ZERO,
                 )
             } else {
-                (
-                    self.run_record(&record, deadline).await,
-                    self.retry_delay(&record),
-                )
+                let (outcome, claim_lapses_in) = self.run_record(&record, deadline).await;
+                (outcome, self.retry_delay(&record, claim_lapses_in))
             };
             match &outcome {
                 JobOutcome::Failed(why) => {

@@ -18,6 +18,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use backend::Reply;
 use fake_bedrock::{FakeBedrock, Scenario};
+use fake_lambda::moto_proxy::forward_to_moto;
 use fake_lambda::{Bootstrap, PostedKind, RuntimeApi, moto_endpoint as moto};
 use queue::TurnJob;
 use serde_json::{Value, json};
@@ -148,7 +149,8 @@ async fn forward(
                     let (tell, answer) = watch::channel(None);
                     let p = p.clone();
                     tokio::spawn(async move {
-                        let _ = tell.send(Some(forward_to_moto(&p, headers, body).await));
+                        let _ =
+                            tell.send(Some(forward_to_moto(&p.http, &p.moto, headers, body).await));
                     });
                     answer
                 })
@@ -157,29 +159,7 @@ async fn forward(
         let answered = answer.wait_for(Option::is_some).await.unwrap().clone();
         return answered.unwrap();
     }
-    forward_to_moto(&p, headers, body).await
-}
-
-async fn forward_to_moto(
-    p: &Proxy,
-    headers: HeaderMap,
-    body: Bytes,
-) -> (StatusCode, HeaderMap, Bytes) {
-    let mut request = p.http.post(format!("{}/", p.moto)).body(body);
-    for (name, value) in &headers {
-        if name != "host" && name != "content-length" {
-            request = request.header(name, value);
-        }
-    }
-    let response = request.send().await.unwrap();
-    let status = StatusCode::from_u16(response.status().as_u16()).unwrap();
-    let mut back = HeaderMap::new();
-    for (name, value) in response.headers() {
-        if name != "content-length" && name != "transfer-encoding" && name != "connection" {
-            back.insert(name.clone(), value.clone());
-        }
-    }
-    (status, back, response.bytes().await.unwrap())
+    forward_to_moto(&p.http, &p.moto, headers, body).await
 }
 
 /// The counting proxy: its endpoint and its tally.

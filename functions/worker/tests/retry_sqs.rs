@@ -2,9 +2,15 @@
 //! visibility timeout: the worker sets its visibility with `ChangeMessageVisibility` (through the
 //! real SDK client, against moto's SQS at `AWS_ENDPOINT_URL`), its claim is released, and the
 //! next attempt delivers the reply once. The platform is a real HTTP server that answers 500 to
-//! the first reply; the store is SQLite and the model scripted.
+//! the first reply; the store is SQLite, or DynamoDB in moto behind a proxy that can throttle
+//! every call (an outage), and the model scripted.
+//!
+//! A claim still held after a failed attempt (its release failed in the outage, or another
+//! attempt has it) holds the record back until it lapses: back sooner, the record would find
+//! its job busy and spend its receives on that until the dead letters.
 
 use aws_lambda_events::sqs::{SqsEvent, SqsMessage};
+use aws_sdk_dynamodb::config::retry::RetryConfig;
 use aws_sdk_sqs::config::{Credentials, Region};
 use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
 use axum::Router;
@@ -15,6 +21,7 @@ use axum::routing::post;
 use backend::{Reply, ScriptedModel};
 use channels::generic::GenericSender;
 use engine::{Engine, EngineOptions};
+use fake_lambda::moto_proxy::Outage;
 use queue::{JobQueue, QueueSettings, TurnJob};
 use queue_sqs::SqsQueue;
 use serde_json::Value;
@@ -22,7 +29,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use store::Identities;
+use store::{Claim, Store};
+use store_dynamodb::DynamoStore;
 use store_sqlite::SqliteStore;
 use tokio::time::Instant;
 use tools::Registry;
@@ -46,16 +54,20 @@ fn sqs() -> aws_sdk_sqs::Client {
 
 /// The platform's reply endpoint: answers 500 to the first `fail_first` replies, then takes
 /// them. Counts every attempt and keeps the accepted texts.
+/// With `outage`, each refusal takes DynamoDB down with it: the attempt's failure path meets a
+/// throttled table.
 #[derive(Clone, Default)]
 struct Platform {
     attempts: Arc<AtomicUsize>,
     fail_first: usize,
     accepted: Arc<Mutex<Vec<String>>>,
+    outage: Option<Outage>,
 }
 
-async fn platform(fail_first: usize) -> (Platform, String) {
+async fn platform(fail_first: usize, outage: Option<Outage>) -> (Platform, String) {
     let p = Platform {
         fail_first,
+        outage,
         ..Platform::default()
     };
     let app = Router::new()
@@ -63,6 +75,9 @@ async fn platform(fail_first: usize) -> (Platform, String) {
             "/callback",
             post(|State(p): State<Platform>, body: Bytes| async move {
                 if p.attempts.fetch_add(1, Ordering::SeqCst) < p.fail_first {
+                    if let Some(outage) = &p.outage {
+                        outage.set_down(true);
+                    }
                     return StatusCode::INTERNAL_SERVER_ERROR;
                 }
                 let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
@@ -80,6 +95,7 @@ async fn platform(fail_first: usize) -> (Platform, String) {
 
 struct Setup {
     sqs: aws_sdk_sqs::Client,
+    store: Arc<dyn Store>,
     dlq_url: String,
     /// The EMF lines the worker printed.
     metric_lines: Arc<Mutex<Vec<String>>>,
@@ -98,6 +114,68 @@ async fn setup(replies: Vec<Reply>, fail_first: usize) -> Setup {
 
 /// [`setup`], with the queue's (and the worker's) `max_receives`.
 async fn setup_with(replies: Vec<Reply>, fail_first: usize, max_receives: u32) -> Setup {
+    setup_on(
+        Knobs {
+            fail_first,
+            max_receives,
+            ..Knobs::default()
+        },
+        replies,
+    )
+    .await
+}
+
+/// What a test changes in [`setup`].
+struct Knobs {
+    fail_first: usize,
+    max_receives: u32,
+    /// DynamoDB in moto behind this proxy (taken down by the platform's refusals) instead of
+    /// SQLite.
+    dynamo: Option<Outage>,
+    /// A turn's budget ([`WorkerOptions::max_turn`]); its claim lapses [`CLAIM_SLACK`] after.
+    max_turn: Duration,
+}
+
+impl Default for Knobs {
+    fn default() -> Self {
+        Self {
+            fail_first: 0,
+            max_receives: QueueSettings::default().max_receives,
+            dynamo: None,
+            max_turn: WorkerOptions::default().max_turn,
+        }
+    }
+}
+
+/// Added to a turn's budget for its claim's expiry (the default is 30 s).
+const CLAIM_SLACK: Duration = Duration::from_secs(1);
+
+/// A table in moto, reached through `outage`. The SDK's retries start 100 ms apart instead of
+/// 1 s, so a failure in the outage comes within a second.
+async fn dynamo_store(outage: &Outage) -> Arc<dyn Store> {
+    let client = aws_sdk_dynamodb::Client::from_conf(
+        aws_sdk_dynamodb::Config::builder()
+            .behavior_version_latest()
+            .region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
+            .endpoint_url(&outage.endpoint)
+            .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
+                "test", "test", None, None, "static",
+            ))
+            .retry_config(RetryConfig::standard().with_initial_backoff(Duration::from_millis(100)))
+            .build(),
+    );
+    let table = format!("worker-retry-{}", uuid::Uuid::new_v4().simple());
+    store_dynamodb::create_table(&client, &table).await.unwrap();
+    Arc::new(DynamoStore::new(client, table))
+}
+
+async fn setup_on(knobs: Knobs, replies: Vec<Reply>) -> Setup {
+    let Knobs {
+        fail_first,
+        max_receives,
+        dynamo,
+        max_turn,
+    } = knobs;
     let sqs = sqs();
     let settings = QueueSettings {
         visibility_timeout: VISIBILITY,
@@ -119,7 +197,10 @@ async fn setup_with(replies: Vec<Reply>, fail_first: usize, max_receives: u32) -
         .unwrap()
         .remove(&QueueAttributeName::QueueArn)
         .unwrap();
-    let store = Arc::new(SqliteStore::open_in_memory().unwrap());
+    let store: Arc<dyn Store> = match &dynamo {
+        Some(outage) => dynamo_store(outage).await,
+        None => Arc::new(SqliteStore::open_in_memory().unwrap()),
+    };
     store
         .bind_identity("generic", "u-42", &"alice".into(), 0)
         .await
@@ -134,7 +215,7 @@ async fn setup_with(replies: Vec<Reply>, fail_first: usize, max_receives: u32) -
             ..EngineOptions::default()
         },
     );
-    let (platform, callback) = platform(fail_first).await;
+    let (platform, callback) = platform(fail_first, dynamo).await;
     let (metrics, metric_lines) = metrics::Metrics::capture("Bridle");
     let mut senders: HashMap<String, Arc<dyn channels::Sender>> = HashMap::new();
     senders.insert(
@@ -148,20 +229,23 @@ async fn setup_with(replies: Vec<Reply>, fail_first: usize, max_receives: u32) -
     let worker = Worker {
         jobs: ChannelJobs {
             engine: Arc::new(engine),
-            store,
+            store: store.clone(),
             senders,
             options: JobOptions {
                 metrics: metrics.clone(),
+                claim_slack: CLAIM_SLACK,
                 ..JobOptions::default()
             },
         },
         options: WorkerOptions {
             sqs: Some(sqs.clone()),
             max_receives,
+            max_turn,
             ..WorkerOptions::default()
         },
     };
     Setup {
+        store,
         dlq_url,
         metric_lines,
         queue: SqsQueue::new(sqs.clone(), queue_url, settings),
@@ -399,4 +483,93 @@ async fn on_its_last_receive_a_failing_job_tells_the_user_and_reaches_the_dead_l
     let dead = queue_sqs::dead_letters(&s.sqs, &s.dlq_url).await.unwrap();
     assert_eq!(dead.messages.len(), 1, "{dead:?}");
     assert_eq!(dead.messages[0].job.as_ref().unwrap().message_id, "m-1");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_left_held_by_an_outage_holds_its_record_back_until_it_lapses() {
+    // Three receives: were the record back at once (1 s, then 2 s), it would find its own claim
+    // busy on both and be given up, the user told "sorry" for a message that was answered.
+    let outage = Outage::start(&fake_lambda::moto_endpoint()).await;
+    let s = setup_on(
+        Knobs {
+            fail_first: 1,
+            max_receives: 3,
+            dynamo: Some(outage.clone()),
+            max_turn: Duration::from_secs(4),
+        },
+        vec![Reply::text("Your list is empty.")],
+    )
+    .await;
+    s.queue
+        .enqueue(&job("m-1", "What's on my list?"))
+        .await
+        .unwrap();
+    let first = s.poll(10, Duration::from_secs(5)).await;
+    assert_eq!(receives(&first), ["1"]);
+
+    // The platform refuses the reply and DynamoDB goes down with it: the claim's release is
+    // throttled until the SDK gives up, so the claim holds until its expiry (the 4 s budget
+    // and 1 s of slack from the claim).
+    let started = Instant::now();
+    assert_eq!(s.work(first).await, ["What's on my list?"]);
+    let lapses = started + Duration::from_secs(5);
+    assert!(outage.refused() > 0, "the failed attempt met the outage");
+    outage.set_down(false);
+
+    let again = s.poll(10, Duration::from_secs(20)).await;
+    let back_at = Instant::now();
+    assert_eq!(receives(&again), ["2"], "back once");
+    assert!(
+        back_at >= lapses,
+        "back {:?} before the claim lapsed",
+        lapses - back_at
+    );
+    assert!(s.work(again).await.is_empty(), "the job is taken over");
+    assert_eq!(
+        *s.platform.accepted.lock().unwrap(),
+        ["Your list is empty."],
+        "delivered once, no apology"
+    );
+    assert_eq!(s.model.requests().len(), 1, "the turn was not run again");
+    let dead = queue_sqs::dead_letters(&s.sqs, &s.dlq_url).await.unwrap();
+    assert!(dead.messages.is_empty(), "{dead:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_another_attempt_holds_comes_back_when_that_claim_lapses() {
+    // Another attempt claimed the job for 6 s and died. Back after the backoff (1 s, 2 s) the
+    // record would find it busy until its third and last receive gave it up.
+    let s = setup_with(vec![Reply::text("Your list is empty.")], 0, 3).await;
+    let job = job("m-1", "What's on my list?");
+    let now = (s.worker.jobs.options.clock)();
+    let until = now + 6_000;
+    assert_eq!(
+        s.store
+            .claim_job(&job.dedupe_key(), now, until)
+            .await
+            .unwrap(),
+        Claim::Fresh
+    );
+    let lapses = Instant::now() + Duration::from_secs(6);
+    s.queue.enqueue(&job).await.unwrap();
+
+    let first = s.poll(10, Duration::from_secs(5)).await;
+    assert_eq!(s.work(first).await, ["What's on my list?"], "busy");
+    assert!(s.model.requests().is_empty());
+
+    let again = s.poll(10, Duration::from_secs(20)).await;
+    let back_at = Instant::now();
+    assert_eq!(receives(&again), ["2"], "back once");
+    assert!(
+        back_at >= lapses,
+        "back {:?} before the claim lapsed",
+        lapses - back_at
+    );
+    assert!(s.work(again).await.is_empty(), "the job is taken over");
+    assert_eq!(
+        *s.platform.accepted.lock().unwrap(),
+        ["Your list is empty."],
+        "answered once, no apology"
+    );
+    assert_eq!(s.metric("JobsGivenUp"), Vec::<f64>::new());
 }

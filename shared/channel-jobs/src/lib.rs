@@ -166,10 +166,25 @@ pub const STRANGER_REPLY_EVERY: Duration = Duration::from_secs(3600);
 pub struct Ran {
     pub outcome: JobOutcome,
     pub turn: Option<TurnOutcome>,
-    /// The failed attempt's claim could not be released (the store stayed unavailable): it
-    /// holds until its expiry, and a redelivery before then finds the job busy, so the job is
-    /// best left in flight for its queue's visibility timeout.
-    pub claim_left: bool,
+    /// Until when (milliseconds on the jobs' clock) the job's claim still holds after a failed
+    /// attempt: this attempt's own, when its release failed (the store stayed unavailable), or
+    /// another attempt's ([`JobError::Busy`]). A delivery before then finds the job busy and
+    /// spends one of its receives for nothing, so the job is best not seen again sooner
+    /// ([`Ran::claim_lapses_in`]).
+    pub claim_held_until: Option<i64>,
+}
+
+/// Added to the wait for a held claim to lapse: the next attempt may run on another machine,
+/// whose clock may be a little behind this one's.
+pub const CLAIM_LAPSE_MARGIN: Duration = Duration::from_secs(1);
+
+impl Ran {
+    /// How long from `now_ms` until the claim held after this attempt has lapsed for any
+    /// worker ([`CLAIM_LAPSE_MARGIN`] included); `None` when no claim is held.
+    pub fn claim_lapses_in(&self, now_ms: i64) -> Option<Duration> {
+        let left = self.claim_held_until?.saturating_sub(now_ms).max(0);
+        Some(Duration::from_millis(left as u64) + CLAIM_LAPSE_MARGIN)
+    }
 }
 
 /// Everything a job needs, built once.
@@ -216,7 +231,7 @@ impl ChannelJobs {
         let failed = |why: JobError| Ran {
             outcome: JobOutcome::Failed(why),
             turn: None,
-            claim_left: false,
+            claim_held_until: None,
         };
         if budget.is_zero() {
             return failed(JobError::NoTime);
@@ -245,10 +260,15 @@ impl ChannelJobs {
                 return Ran {
                     outcome: JobOutcome::Skipped("already done"),
                     turn: None,
-                    claim_left: false,
+                    claim_held_until: None,
                 };
             }
-            Ok(Claim::Busy { .. }) => return failed(JobError::Busy),
+            Ok(Claim::Busy { until_ms }) => {
+                return Ran {
+                    claim_held_until: Some(until_ms),
+                    ..failed(JobError::Busy)
+                };
+            }
             Ok(Claim::TakenOver { attempt }) => {
                 tracing::warn!(job = %key, attempt, "taking over a job whose worker died");
                 attempt
@@ -260,10 +280,10 @@ impl ChannelJobs {
         let answered = tokio::time::timeout(budget, self.answer(job, early, &held)).await;
         let (outcome, turn, finished) = match answered {
             Ok(Ok(answered)) => answered,
-            Ok(Err(why)) => return self.end_attempt(&key, attempt, why).await,
+            Ok(Err(why)) => return self.end_attempt(&key, attempt, expires, why).await,
             Err(_) => {
                 let why = JobError::Deadline(budget);
-                return self.end_attempt(&key, attempt, why).await;
+                return self.end_attempt(&key, attempt, expires, why).await;
             }
         };
         // The reply is recorded: a client that reloads on `done` finds it.
@@ -279,7 +299,7 @@ impl ChannelJobs {
         Ran {
             outcome,
             turn,
-            claim_left: false,
+            claim_held_until: None,
         }
     }
 
@@ -302,7 +322,7 @@ impl ChannelJobs {
     /// This attempt is over without finishing: release its claim so the retry (after the
     /// queue's backoff) takes over at once and resumes the turn from the stored transcript.
     /// Crash story: a worker that dies before this leaves the claim to expire instead.
-    async fn end_attempt(&self, key: &str, attempt: u32, why: JobError) -> Ran {
+    async fn end_attempt(&self, key: &str, attempt: u32, expires: i64, why: JobError) -> Ran {
         let retry_for = self.options.settle_retry_for;
         let released = settle::retried(
             "the job's claim",
@@ -317,7 +337,7 @@ impl ChannelJobs {
         Ran {
             outcome: JobOutcome::Failed(why),
             turn: None,
-            claim_left: released.is_err(),
+            claim_held_until: released.is_err().then_some(expires),
         }
     }
 

@@ -12,9 +12,11 @@
 //!
 //! [`template_env`] is the environment `infra/template.yaml` gives a function, and
 //! [`moto_secret`] the Secrets Manager secret it names, so a test boots a bootstrap as deployed.
+//! [`moto_proxy`] stands between an SDK client and moto, to count or cut its calls.
 
 mod bootstrap;
 pub mod function_url;
+pub mod moto_proxy;
 mod runtime_api;
 mod template;
 
