@@ -485,10 +485,29 @@ async fn on_its_last_receive_a_failing_job_tells_the_user_and_reaches_the_dead_l
     assert_eq!(dead.messages[0].job.as_ref().unwrap().message_id, "m-1");
 }
 
+/// The failed record comes back once, no sooner than its job's claim `lapses`, takes the job
+/// over and delivers the answer: the platform takes it once, and no apology.
+async fn back_once_the_claim_lapsed(s: &Setup, lapses: Instant) {
+    let again = s.poll(10, Duration::from_secs(20)).await;
+    let back_at = Instant::now();
+    assert_eq!(receives(&again), ["2"], "back once");
+    assert!(
+        back_at >= lapses,
+        "back {:?} before the claim lapsed",
+        lapses - back_at
+    );
+    assert!(s.work(again).await.is_empty(), "the job is taken over");
+    assert_eq!(
+        *s.platform.accepted.lock().unwrap(),
+        ["Your list is empty."],
+        "delivered once, no apology"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_left_held_by_an_outage_holds_its_record_back_until_it_lapses() {
     // Three receives: were the record back at once (1 s, then 2 s), it would find its own claim
-    // busy on both and be given up, the user told "sorry" for a message that was answered.
+    // busy on both and be given up, the user told "sorry" though the answer was ready.
     let outage = Outage::start(&fake_lambda::moto_endpoint()).await;
     let s = setup_on(
         Knobs {
@@ -516,20 +535,7 @@ async fn a_claim_left_held_by_an_outage_holds_its_record_back_until_it_lapses() 
     assert!(outage.refused() > 0, "the failed attempt met the outage");
     outage.set_down(false);
 
-    let again = s.poll(10, Duration::from_secs(20)).await;
-    let back_at = Instant::now();
-    assert_eq!(receives(&again), ["2"], "back once");
-    assert!(
-        back_at >= lapses,
-        "back {:?} before the claim lapsed",
-        lapses - back_at
-    );
-    assert!(s.work(again).await.is_empty(), "the job is taken over");
-    assert_eq!(
-        *s.platform.accepted.lock().unwrap(),
-        ["Your list is empty."],
-        "delivered once, no apology"
-    );
+    back_once_the_claim_lapsed(&s, lapses).await;
     assert_eq!(s.model.requests().len(), 1, "the turn was not run again");
     let dead = queue_sqs::dead_letters(&s.sqs, &s.dlq_url).await.unwrap();
     assert!(dead.messages.is_empty(), "{dead:?}");
@@ -557,19 +563,6 @@ async fn a_job_another_attempt_holds_comes_back_when_that_claim_lapses() {
     assert_eq!(s.work(first).await, ["What's on my list?"], "busy");
     assert!(s.model.requests().is_empty());
 
-    let again = s.poll(10, Duration::from_secs(20)).await;
-    let back_at = Instant::now();
-    assert_eq!(receives(&again), ["2"], "back once");
-    assert!(
-        back_at >= lapses,
-        "back {:?} before the claim lapsed",
-        lapses - back_at
-    );
-    assert!(s.work(again).await.is_empty(), "the job is taken over");
-    assert_eq!(
-        *s.platform.accepted.lock().unwrap(),
-        ["Your list is empty."],
-        "answered once, no apology"
-    );
+    back_once_the_claim_lapsed(&s, lapses).await;
     assert_eq!(s.metric("JobsGivenUp"), Vec::<f64>::new());
 }
