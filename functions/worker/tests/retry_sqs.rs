@@ -53,8 +53,8 @@ fn sqs() -> aws_sdk_sqs::Client {
 }
 
 /// The platform's reply endpoint: answers 500 to the first `fail_first` replies, then takes
-/// them. Counts every attempt and keeps the accepted texts.
-/// With `outage`, each refusal takes DynamoDB down with it: the attempt's failure path meets a
+/// them. Counts every attempt and keeps the accepted texts. With `outage`, the first reply,
+/// refused or taken, takes DynamoDB down with it: what the attempt writes after it meets a
 /// throttled table.
 #[derive(Clone, Default)]
 struct Platform {
@@ -74,10 +74,11 @@ async fn platform(fail_first: usize, outage: Option<Outage>) -> (Platform, Strin
         .route(
             "/callback",
             post(|State(p): State<Platform>, body: Bytes| async move {
-                if p.attempts.fetch_add(1, Ordering::SeqCst) < p.fail_first {
-                    if let Some(outage) = &p.outage {
-                        outage.set_down(true);
-                    }
+                let n = p.attempts.fetch_add(1, Ordering::SeqCst);
+                if let (0, Some(outage)) = (n, &p.outage) {
+                    outage.set_down(true);
+                }
+                if n < p.fail_first {
                     return StatusCode::INTERNAL_SERVER_ERROR;
                 }
                 let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
@@ -565,4 +566,49 @@ async fn a_job_another_attempt_holds_comes_back_when_that_claim_lapses() {
 
     back_once_the_claim_lapsed(&s, lapses).await;
     assert_eq!(s.metric("JobsGivenUp"), Vec::<f64>::new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_the_platform_took_as_the_table_went_down_is_recorded_when_it_is_back_not_sent_again()
+ {
+    // Nothing but the record tells a later attempt that the platform took the reply (platforms
+    // take no idempotency key): given up, the record would be missing and the reply sent twice.
+    let outage = Outage::start(&fake_lambda::moto_endpoint()).await;
+    let s = setup_on(
+        Knobs {
+            dynamo: Some(outage.clone()),
+            max_turn: Duration::from_secs(20),
+            ..Knobs::default()
+        },
+        vec![Reply::text("Your list is empty.")],
+    )
+    .await;
+    s.queue
+        .enqueue(&job("m-1", "What's on my list?"))
+        .await
+        .unwrap();
+    let batch = s.poll(10, Duration::from_secs(5)).await;
+    // The table is back 3 s after the platform took the reply, within the turn's budget.
+    let back = outage.clone();
+    tokio::spawn(async move {
+        while back.refused() == 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        back.set_down(false);
+    });
+    assert!(s.work(batch).await.is_empty(), "the attempt ends done");
+    assert!(outage.refused() > 0, "the record met the outage");
+    assert_eq!(
+        *s.platform.accepted.lock().unwrap(),
+        ["Your list is empty."]
+    );
+    let visible = s.store.visible(&"generic:c-7@alice".into()).await.unwrap();
+    let said: Vec<&str> = visible.iter().map(|e| e.text.as_str()).collect();
+    assert_eq!(said, ["What's on my list?", "Your list is empty."]);
+    assert!(
+        s.poll(10, Duration::from_secs(2)).await.records.is_empty(),
+        "nothing comes back to send it again"
+    );
+    assert_eq!(s.platform.attempts.load(Ordering::SeqCst), 1);
 }

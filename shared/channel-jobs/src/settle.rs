@@ -1,7 +1,8 @@
 //! Settling a job after its attempt — its claim and its conversation's lease released, the job
 //! acknowledged or released with the queue — tried again while the store or the queue is
 //! unavailable (a full disk, a moment's outage), for up to [`JobOptions::settle_retry_for`]
-//! ([`LOCAL_RETRY_FOR`] in `bridle serve`).
+//! ([`LOCAL_RETRY_FOR`] in `bridle serve`). The record of a reply a platform took is tried
+//! the same way, until the attempt's deadline (`ChannelJobs::finish_turn`).
 //!
 //! Given up at once, each of these leaves its record to lapse on its own: a lease within a
 //! minute, a claim with the attempt's budget, a delivery with the queue's visibility timeout (15
