@@ -343,6 +343,17 @@ impl Setup {
 }
 
 impl Setup {
+    /// "What's on my list?" (`m-1`) queued and received for the first time.
+    async fn first_delivery(&self) -> SqsEvent {
+        self.queue
+            .enqueue(&job("m-1", "What's on my list?"))
+            .await
+            .unwrap();
+        let first = self.poll(10, Duration::from_secs(5)).await;
+        assert_eq!(receives(&first), ["1"]);
+        first
+    }
+
     /// `name` in each EMF line that has it, in order.
     fn metric(&self, name: &str) -> Vec<f64> {
         self.metric_lines
@@ -371,13 +382,7 @@ fn receives(batch: &SqsEvent) -> Vec<&str> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reply_refused_once_is_retried_after_the_backoff_and_delivered_once() {
     let s = setup(vec![Reply::text("Your list is empty.")], 1).await;
-    s.queue
-        .enqueue(&job("m-1", "What's on my list?"))
-        .await
-        .unwrap();
-
-    let first = s.poll(10, Duration::from_secs(5)).await;
-    assert_eq!(receives(&first), ["1"]);
+    let first = s.first_delivery().await;
     let failed_at = Instant::now();
     assert_eq!(
         s.work(first).await,
@@ -520,12 +525,7 @@ async fn a_claim_left_held_by_an_outage_holds_its_record_back_until_it_lapses() 
         vec![Reply::text("Your list is empty.")],
     )
     .await;
-    s.queue
-        .enqueue(&job("m-1", "What's on my list?"))
-        .await
-        .unwrap();
-    let first = s.poll(10, Duration::from_secs(5)).await;
-    assert_eq!(receives(&first), ["1"]);
+    let first = s.first_delivery().await;
 
     // The platform refuses the reply and DynamoDB goes down with it: the claim's release is
     // throttled until the SDK gives up, so the claim holds until its expiry (the 4 s budget
@@ -583,11 +583,7 @@ async fn a_reply_the_platform_took_as_the_table_went_down_is_recorded_when_it_is
         vec![Reply::text("Your list is empty.")],
     )
     .await;
-    s.queue
-        .enqueue(&job("m-1", "What's on my list?"))
-        .await
-        .unwrap();
-    let batch = s.poll(10, Duration::from_secs(5)).await;
+    let batch = s.first_delivery().await;
     // The table is back 3 s after the platform took the reply, within the turn's budget.
     let back = outage.clone();
     tokio::spawn(async move {
