@@ -568,11 +568,21 @@ async fn a_job_another_attempt_holds_comes_back_when_that_claim_lapses() {
     assert_eq!(s.metric("JobsGivenUp"), Vec::<f64>::new());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_reply_the_platform_took_as_the_table_went_down_is_recorded_when_it_is_back_not_sent_again()
- {
-    // Nothing but the record tells a later attempt that the platform took the reply (platforms
-    // take no idempotency key): given up, the record would be missing and the reply sent twice.
+/// Bring `outage` back up `after` its first refused call.
+fn up_again_after(outage: &Outage, after: Duration) {
+    let outage = outage.clone();
+    tokio::spawn(async move {
+        while outage.refused() == 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        tokio::time::sleep(after).await;
+        outage.set_down(false);
+    });
+}
+
+/// The worker on DynamoDB behind a proxy that goes down as the platform takes the first reply,
+/// with turns of 20 s.
+async fn setup_with_outage(replies: Vec<Reply>) -> (Setup, Outage) {
     let outage = Outage::start(&fake_lambda::moto_endpoint()).await;
     let s = setup_on(
         Knobs {
@@ -580,31 +590,65 @@ async fn a_reply_the_platform_took_as_the_table_went_down_is_recorded_when_it_is
             max_turn: Duration::from_secs(20),
             ..Knobs::default()
         },
-        vec![Reply::text("Your list is empty.")],
+        replies,
     )
     .await;
-    let batch = s.first_delivery().await;
-    // The table is back 3 s after the platform took the reply, within the turn's budget.
-    let back = outage.clone();
-    tokio::spawn(async move {
-        while back.refused() == 0 {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        tokio::time::sleep(Duration::from_secs(3)).await;
-        back.set_down(false);
-    });
+    (s, outage)
+}
+
+/// Work `batch` while the table is down from the platform's first reply until 3 s later,
+/// within the turn's budget: the attempt ends done, nothing comes back to answer it again, and
+/// the platform took exactly one reply, returned with the visible transcript's texts.
+async fn done_through_the_outage(
+    s: &Setup,
+    outage: &Outage,
+    batch: SqsEvent,
+) -> (String, Vec<String>) {
+    up_again_after(outage, Duration::from_secs(3));
     assert!(s.work(batch).await.is_empty(), "the attempt ends done");
     assert!(outage.refused() > 0, "the record met the outage");
-    assert_eq!(
-        *s.platform.accepted.lock().unwrap(),
-        ["Your list is empty."]
-    );
-    let visible = s.store.visible(&"generic:c-7@alice".into()).await.unwrap();
-    let said: Vec<&str> = visible.iter().map(|e| e.text.as_str()).collect();
-    assert_eq!(said, ["What's on my list?", "Your list is empty."]);
     assert!(
         s.poll(10, Duration::from_secs(2)).await.records.is_empty(),
-        "nothing comes back to send it again"
+        "nothing comes back to answer it again"
     );
+    let accepted = s.platform.accepted.lock().unwrap().clone();
+    assert_eq!(accepted.len(), 1, "{accepted:?}");
     assert_eq!(s.platform.attempts.load(Ordering::SeqCst), 1);
+    let visible = s.store.visible(&"generic:c-7@alice".into()).await.unwrap();
+    let said = visible.into_iter().map(|e| e.text).collect();
+    (accepted[0].clone(), said)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_the_platform_took_as_the_table_went_down_is_recorded_when_it_is_back_not_sent_again()
+ {
+    // Nothing but the record tells a later attempt that the platform took the reply (platforms
+    // take no idempotency key): given up, the record would be missing and the reply sent twice.
+    let (s, outage) = setup_with_outage(vec![Reply::text("Your list is empty.")]).await;
+    let batch = s.first_delivery().await;
+    let (sent, said) = done_through_the_outage(&s, &outage, batch).await;
+    assert_eq!(sent, "Your list is empty.");
+    assert_eq!(said, ["What's on my list?", "Your list is empty."]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_link_confirmation_the_platform_took_as_the_table_went_down_is_recorded_not_followed_by_another()
+ {
+    // A harness reply is recorded after it is sent, as a turn's is. Given up, the retry would
+    // find the code used and send a second, contradicting sentence.
+    let (s, outage) = setup_with_outage(Vec::new()).await;
+    let now = (s.worker.jobs.options.clock)();
+    s.store
+        .create_link_code("K7PQ2345", &"alice".into(), now, now + 30 * 60 * 1000)
+        .await
+        .unwrap();
+    let linking = TurnJob {
+        external_user_id: "u-77".into(),
+        ..job("m-1", "K7PQ2345")
+    };
+    s.queue.enqueue(&linking).await.unwrap();
+    let batch = s.poll(10, Duration::from_secs(5)).await;
+    let (sent, said) = done_through_the_outage(&s, &outage, batch).await;
+    assert!(sent.starts_with("Linked!"), "{sent}");
+    assert_eq!(said, ["K7PQ2345", sent.as_str()]);
 }

@@ -6,6 +6,8 @@ use crate::{ChannelJobs, JobError};
 use channels::{Button, Delivered, Outgoing, Sender};
 use engine::lines;
 use queue::TurnJob;
+use std::future::Future;
+use std::time::Duration;
 use store::{VisibleEntry, VisibleRole};
 use transcript::ConversationId;
 
@@ -135,23 +137,21 @@ impl ChannelJobs {
             .send(&outgoing(job, text.to_owned(), Vec::new()))
             .await
             .map_err(JobError::from)?;
-        let mut conv = self
-            .store
-            .conversation(conversation)
+        // The platform took it: from here each step is tried again while the store is
+        // unavailable, until the attempt's deadline, as a turn's reply is
+        // (`ChannelJobs::finish_turn`); each is one read or one idempotent write.
+        let mut conv = until_recorded(|| self.store.conversation(conversation))
             .await
             .map_err(JobError::from)?
             .ok_or_else(|| JobError::ConversationGone(conversation.clone()))?;
         conv.turn += 1;
-        self.store
-            .update_conversation(&conv)
+        until_recorded(|| self.store.update_conversation(&conv))
             .await
             .map_err(JobError::from)?;
         let now = (self.options.clock)();
         // One read for both entries: the job holds the conversation's lease, so no other
         // writer takes the positions in between (and a taken one is a `Conflict`).
-        let first = self
-            .store
-            .next_visible_position(conversation)
+        let first = until_recorded(|| self.store.next_visible_position(conversation))
             .await
             .map_err(JobError::from)?;
         for (position, (role, text)) in (first..).zip([
@@ -168,13 +168,27 @@ impl ChannelJobs {
                 turn: conv.turn,
                 created_at_ms: now,
             };
-            self.store
-                .append_visible(&entry)
+            until_recorded(|| self.store.append_visible(&entry))
                 .await
                 .map_err(JobError::from)?;
         }
         Ok(())
     }
+}
+
+/// `op`, tried again while the store is unavailable until the caller's deadline cuts it off:
+/// a step of recording a reply a platform took.
+async fn until_recorded<T, Fut>(op: impl FnMut() -> Fut) -> Result<T, store::StoreError>
+where
+    Fut: Future<Output = Result<T, store::StoreError>>,
+{
+    crate::settle::retried(
+        "the reply's record",
+        Duration::MAX,
+        crate::settle::store_transient,
+        op,
+    )
+    .await
 }
 
 impl ChannelJobs {
