@@ -138,20 +138,21 @@ impl ChannelJobs {
             .await
             .map_err(JobError::from)?;
         // The platform took it: from here each step is tried again while the store is
-        // unavailable, until the attempt's deadline, as a turn's reply is
-        // (`ChannelJobs::finish_turn`); each is one read or one idempotent write.
-        let mut conv = until_recorded(|| self.store.conversation(conversation))
+        // unavailable (`recording`); each is one read or one idempotent write.
+        let mut conv = self
+            .recording(job, || self.store.conversation(conversation))
             .await
             .map_err(JobError::from)?
             .ok_or_else(|| JobError::ConversationGone(conversation.clone()))?;
         conv.turn += 1;
-        until_recorded(|| self.store.update_conversation(&conv))
+        self.recording(job, || self.store.update_conversation(&conv))
             .await
             .map_err(JobError::from)?;
         let now = (self.options.clock)();
         // One read for both entries: the job holds the conversation's lease, so no other
         // writer takes the positions in between (and a taken one is a `Conflict`).
-        let first = until_recorded(|| self.store.next_visible_position(conversation))
+        let first = self
+            .recording(job, || self.store.next_visible_position(conversation))
             .await
             .map_err(JobError::from)?;
         for (position, (role, text)) in (first..).zip([
@@ -168,7 +169,7 @@ impl ChannelJobs {
                 turn: conv.turn,
                 created_at_ms: now,
             };
-            until_recorded(|| self.store.append_visible(&entry))
+            self.recording(job, || self.store.append_visible(&entry))
                 .await
                 .map_err(JobError::from)?;
         }
@@ -176,19 +177,34 @@ impl ChannelJobs {
     }
 }
 
-/// `op`, tried again while the store is unavailable until the caller's deadline cuts it off:
-/// a step of recording a reply a platform took.
-async fn until_recorded<T, Fut>(op: impl FnMut() -> Fut) -> Result<T, store::StoreError>
-where
-    Fut: Future<Output = Result<T, store::StoreError>>,
-{
-    crate::settle::retried(
-        "the reply's record",
-        Duration::MAX,
-        crate::settle::store_transient,
-        op,
-    )
-    .await
+impl ChannelJobs {
+    /// `op`, one step of recording a reply that went out for `job`, tried again while the store
+    /// is unavailable. A platform took the reply, takes no idempotency key, and only the record
+    /// tells a later attempt not to send it again: so on a messaging channel until the
+    /// attempt's deadline cuts it off (an outage shorter than the turn's budget costs a wait,
+    /// not a second message); on the web chat, whose retry sends nothing anyone sees twice, for
+    /// the settling window only, so the browser hears of the failure.
+    pub(crate) async fn recording<T, Fut>(
+        &self,
+        job: &TurnJob,
+        op: impl FnMut() -> Fut,
+    ) -> Result<T, store::StoreError>
+    where
+        Fut: Future<Output = Result<T, store::StoreError>>,
+    {
+        let retry_for = if job.channel == crate::web::WEB_CHANNEL {
+            self.options.settle_retry_for
+        } else {
+            Duration::MAX
+        };
+        crate::settle::retried(
+            "the reply's record",
+            retry_for,
+            crate::settle::store_transient,
+            op,
+        )
+        .await
+    }
 }
 
 impl ChannelJobs {

@@ -605,14 +605,7 @@ impl ChannelJobs {
         };
         match result {
             Ok((value, Some(entry))) => {
-                let finished = self
-                    .finish_turn(
-                        conversation,
-                        &holder,
-                        &entry,
-                        job.channel == web::WEB_CHANNEL,
-                    )
-                    .await?;
+                let finished = self.finish_turn(job, conversation, &holder, &entry).await?;
                 Ok((value, finished))
             }
             other => {
@@ -627,25 +620,14 @@ impl ChannelJobs {
     /// after the other, and `false` (the caller marks the job done, as after any turn). A
     /// refused combined write (the position taken, the lease lapsed) falls back to the
     /// writes one by one, which report what they found.
-    ///
-    /// The record is tried again while the store is unavailable: a platform took the reply,
-    /// takes no idempotency key, and only the record tells a later attempt not to send it
-    /// again. So for a messaging channel until the attempt's deadline cuts it off (an outage
-    /// shorter than the turn's budget costs a wait, not a second message); for the web chat
-    /// (`web`), whose retry sends nothing anyone sees twice, for the settling window only, so
-    /// the browser hears of the failure.
+    /// The record is tried again while the store is unavailable ([`ChannelJobs::recording`]).
     async fn finish_turn(
         &self,
+        job: &TurnJob,
         conversation: &ConversationId,
         holder: &str,
         entry: &VisibleEntry,
-        web: bool,
     ) -> Result<bool, JobError> {
-        let retry_for = if web {
-            self.options.settle_retry_for
-        } else {
-            Duration::MAX
-        };
         if let Some(writes) = self.store.turn_writes() {
             let o = &self.options;
             let finish = TurnFinish {
@@ -655,14 +637,7 @@ impl ChannelJobs {
                 job_key: holder,
                 keep_until_ms: (o.clock)() + o.keep_done.as_millis() as i64,
             };
-            let finished = settle::retried(
-                "the reply's record",
-                retry_for,
-                settle::store_transient,
-                || writes.finish_turn(&finish),
-            )
-            .await;
-            match finished {
+            match self.recording(job, || writes.finish_turn(&finish)).await {
                 Ok(()) => return Ok(true),
                 Err(StoreError::Conflict { what }) => {
                     tracing::info!(job = %holder, what, "the turn's closing writes were refused together; one by one");
@@ -673,13 +648,9 @@ impl ChannelJobs {
                 }
             }
         }
-        let recorded = settle::retried(
-            "the reply's record",
-            retry_for,
-            settle::store_transient,
-            || self.store.append_visible(entry),
-        )
-        .await;
+        let recorded = self
+            .recording(job, || self.store.append_visible(entry))
+            .await;
         self.release_lease(conversation, holder).await;
         recorded.map_err(JobError::from)?;
         Ok(false)

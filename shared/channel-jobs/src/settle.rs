@@ -2,8 +2,8 @@
 //! acknowledged or released with the queue — tried again while the store or the queue is
 //! unavailable (a full disk, a moment's outage), for up to [`JobOptions::settle_retry_for`]
 //! ([`LOCAL_RETRY_FOR`] in `bridle serve`). The record of a reply a platform took is tried
-//! the same way, until the attempt's deadline (`ChannelJobs::finish_turn`, and each step after
-//! a harness reply's send in `deliver.rs`).
+//! the same way, on a messaging channel until the attempt's deadline (`ChannelJobs::recording`
+//! in `deliver.rs`: a turn's closing writes, and each step after a harness reply's send).
 //!
 //! Given up at once, each of these leaves its record to lapse on its own: a lease within a
 //! minute, a claim with the attempt's budget, a delivery with the queue's visibility timeout (15
