@@ -29,11 +29,12 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use store::{Claim, Store};
+use store::{Claim, Lease, Store, VisibleEntry, VisibleRole};
 use store_dynamodb::DynamoStore;
 use store_sqlite::SqliteStore;
 use tokio::time::Instant;
 use tools::Registry;
+use transcript::ConversationId;
 use worker::{ChannelJobs, JobOptions, Worker, WorkerOptions};
 
 /// The templates' visibility timeout: what a failed record would wait without the backoff.
@@ -97,6 +98,8 @@ async fn platform(fail_first: usize, outage: Option<Outage>) -> (Platform, Strin
 struct Setup {
     sqs: aws_sdk_sqs::Client,
     store: Arc<dyn Store>,
+    /// On DynamoDB, the same table reached without the outage's proxy.
+    beside: Option<Arc<dyn Store>>,
     dlq_url: String,
     /// The EMF lines the worker printed.
     metric_lines: Arc<Mutex<Vec<String>>>,
@@ -135,6 +138,8 @@ struct Knobs {
     dynamo: Option<Outage>,
     /// A turn's budget ([`WorkerOptions::max_turn`]); its claim lapses [`CLAIM_SLACK`] after.
     max_turn: Duration,
+    /// How long a conversation's lease lasts unless renewed ([`JobOptions::lease_ttl`]).
+    lease_ttl: Duration,
 }
 
 impl Default for Knobs {
@@ -144,6 +149,7 @@ impl Default for Knobs {
             max_receives: QueueSettings::default().max_receives,
             dynamo: None,
             max_turn: WorkerOptions::default().max_turn,
+            lease_ttl: JobOptions::default().lease_ttl,
         }
     }
 }
@@ -151,23 +157,35 @@ impl Default for Knobs {
 /// Added to a turn's budget for its claim's expiry (the default is 30 s).
 const CLAIM_SLACK: Duration = Duration::from_secs(1);
 
-/// A table in moto, reached through `outage`. The SDK's retries start 100 ms apart instead of
+/// A table in moto, reached through `outage`, and the same table reached straight (another
+/// entrance, which the outage does not touch). The SDK's retries start 100 ms apart instead of
 /// 1 s, so a failure in the outage comes within a second.
-async fn dynamo_store(outage: &Outage) -> Arc<dyn Store> {
-    let client = aws_sdk_dynamodb::Client::from_conf(
-        aws_sdk_dynamodb::Config::builder()
-            .behavior_version_latest()
-            .region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
-            .endpoint_url(&outage.endpoint)
-            .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
-                "test", "test", None, None, "static",
-            ))
-            .retry_config(RetryConfig::standard().with_initial_backoff(Duration::from_millis(100)))
-            .build(),
-    );
+async fn dynamo_store(outage: &Outage) -> (Arc<dyn Store>, Arc<dyn Store>) {
+    let client = |endpoint: &str| {
+        aws_sdk_dynamodb::Client::from_conf(
+            aws_sdk_dynamodb::Config::builder()
+                .behavior_version_latest()
+                .region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
+                .endpoint_url(endpoint)
+                .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
+                    "test", "test", None, None, "static",
+                ))
+                .retry_config(
+                    RetryConfig::standard().with_initial_backoff(Duration::from_millis(100)),
+                )
+                .build(),
+        )
+    };
     let table = format!("worker-retry-{}", uuid::Uuid::new_v4().simple());
-    store_dynamodb::create_table(&client, &table).await.unwrap();
-    Arc::new(DynamoStore::new(client, table))
+    let through = client(&outage.endpoint);
+    store_dynamodb::create_table(&through, &table)
+        .await
+        .unwrap();
+    let straight = client(&fake_lambda::moto_endpoint());
+    (
+        Arc::new(DynamoStore::new(through, table.clone())),
+        Arc::new(DynamoStore::new(straight, table)),
+    )
 }
 
 async fn setup_on(knobs: Knobs, replies: Vec<Reply>) -> Setup {
@@ -176,6 +194,7 @@ async fn setup_on(knobs: Knobs, replies: Vec<Reply>) -> Setup {
         max_receives,
         dynamo,
         max_turn,
+        lease_ttl,
     } = knobs;
     let sqs = sqs();
     let settings = QueueSettings {
@@ -198,9 +217,12 @@ async fn setup_on(knobs: Knobs, replies: Vec<Reply>) -> Setup {
         .unwrap()
         .remove(&QueueAttributeName::QueueArn)
         .unwrap();
-    let store: Arc<dyn Store> = match &dynamo {
-        Some(outage) => dynamo_store(outage).await,
-        None => Arc::new(SqliteStore::open_in_memory().unwrap()),
+    let (store, beside): (Arc<dyn Store>, _) = match &dynamo {
+        Some(outage) => {
+            let (store, beside) = dynamo_store(outage).await;
+            (store, Some(beside))
+        }
+        None => (Arc::new(SqliteStore::open_in_memory().unwrap()), None),
     };
     store
         .bind_identity("generic", "u-42", &"alice".into(), 0)
@@ -235,6 +257,7 @@ async fn setup_on(knobs: Knobs, replies: Vec<Reply>) -> Setup {
             options: JobOptions {
                 metrics: metrics.clone(),
                 claim_slack: CLAIM_SLACK,
+                lease_ttl,
                 ..JobOptions::default()
             },
         },
@@ -247,6 +270,7 @@ async fn setup_on(knobs: Knobs, replies: Vec<Reply>) -> Setup {
     };
     Setup {
         store,
+        beside,
         dlq_url,
         metric_lines,
         queue: SqsQueue::new(sqs.clone(), queue_url, settings),
@@ -521,6 +545,7 @@ async fn a_claim_left_held_by_an_outage_holds_its_record_back_until_it_lapses() 
             max_receives: 3,
             dynamo: Some(outage.clone()),
             max_turn: Duration::from_secs(4),
+            ..Knobs::default()
         },
         vec![Reply::text("Your list is empty.")],
     )
@@ -581,14 +606,14 @@ fn up_again_after(outage: &Outage, after: Duration) {
 }
 
 /// The worker on DynamoDB behind a proxy that goes down as the platform takes the first reply,
-/// with turns of 20 s.
-async fn setup_with_outage(replies: Vec<Reply>) -> (Setup, Outage) {
+/// with turns of 20 s and the other `knobs`.
+async fn setup_with_outage(replies: Vec<Reply>, knobs: Knobs) -> (Setup, Outage) {
     let outage = Outage::start(&fake_lambda::moto_endpoint()).await;
     let s = setup_on(
         Knobs {
             dynamo: Some(outage.clone()),
             max_turn: Duration::from_secs(20),
-            ..Knobs::default()
+            ..knobs
         },
         replies,
     )
@@ -624,7 +649,8 @@ async fn a_reply_the_platform_took_as_the_table_went_down_is_recorded_when_it_is
  {
     // Nothing but the record tells a later attempt that the platform took the reply (platforms
     // take no idempotency key): given up, the record would be missing and the reply sent twice.
-    let (s, outage) = setup_with_outage(vec![Reply::text("Your list is empty.")]).await;
+    let (s, outage) =
+        setup_with_outage(vec![Reply::text("Your list is empty.")], Knobs::default()).await;
     let batch = s.first_delivery().await;
     let (sent, said) = done_through_the_outage(&s, &outage, batch).await;
     assert_eq!(sent, "Your list is empty.");
@@ -636,7 +662,7 @@ async fn a_link_confirmation_the_platform_took_as_the_table_went_down_is_recorde
  {
     // A harness reply is recorded after it is sent, as a turn's is. Given up, the retry would
     // find the code used and send a second, contradicting sentence.
-    let (s, outage) = setup_with_outage(Vec::new()).await;
+    let (s, outage) = setup_with_outage(Vec::new(), Knobs::default()).await;
     let now = (s.worker.jobs.options.clock)();
     s.store
         .create_link_code("K7PQ2345", &"alice".into(), now, now + 30 * 60 * 1000)
@@ -651,4 +677,111 @@ async fn a_link_confirmation_the_platform_took_as_the_table_went_down_is_recorde
     let (sent, said) = done_through_the_outage(&s, &outage, batch).await;
     assert!(sent.starts_with("Linked!"), "{sent}");
     assert_eq!(said, ["K7PQ2345", sent.as_str()]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_whose_lease_lapsed_in_the_outage_is_recorded_after_the_turn_that_took_it_not_sent_again()
+ {
+    // The outage outlasts the conversation's lease (2 s here, 60 s by default) and another
+    // entrance that still reaches the table starts a turn of the same conversation, its
+    // message in the reply's position. Given up, the record would leave the retry without this
+    // turn's reply last in the transcript, and it would send the reply again.
+    let knobs = Knobs {
+        lease_ttl: Duration::from_secs(2),
+        ..Knobs::default()
+    };
+    let (s, outage) = setup_with_outage(vec![Reply::text("Your list is empty.")], knobs).await;
+    let conversation: ConversationId = "generic:c-7@alice".into();
+    let other_turn = tokio::spawn(other_turn_in_the_outage(
+        s.beside.clone().unwrap(),
+        outage.clone(),
+        conversation.clone(),
+    ));
+    let batch = s.first_delivery().await;
+    assert!(s.work(batch).await.is_empty(), "the attempt ends done");
+    other_turn.await.unwrap();
+    assert!(
+        s.poll(10, Duration::from_secs(2)).await.records.is_empty(),
+        "nothing comes back to answer it again"
+    );
+    let accepted = s.platform.accepted.lock().unwrap().clone();
+    assert_eq!(accepted, ["Your list is empty."]);
+    assert_eq!(s.platform.attempts.load(Ordering::SeqCst), 1);
+    let said: Vec<String> = s
+        .store
+        .visible(&conversation)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.text)
+        .collect();
+    assert_eq!(
+        said,
+        [
+            "What's on my list?",
+            "And tomorrow?",
+            "Nothing tomorrow either.",
+            "Your list is empty."
+        ]
+    );
+}
+
+/// Another entrance's turn of `conversation`, on `table` (which the outage does not touch):
+/// once the outage began and the worker's lease lapsed, it takes the lease and writes its
+/// message; the table comes back for the worker then, and a second later the turn writes its
+/// reply and gives the lease up.
+async fn other_turn_in_the_outage(
+    table: Arc<dyn Store>,
+    outage: Outage,
+    conversation: ConversationId,
+) {
+    while outage.refused() == 0 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let now = || (JobOptions::default().clock)();
+    loop {
+        let at = now();
+        match table
+            .acquire_lease(&conversation, "web-turn", at, at + 60_000)
+            .await
+            .unwrap()
+        {
+            Lease::Held => break,
+            Lease::Busy { .. } => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+    let turn = table
+        .conversation(&conversation)
+        .await
+        .unwrap()
+        .unwrap()
+        .turn
+        + 1;
+    let position = table.next_visible_position(&conversation).await.unwrap();
+    let entry = |position, role, text: &str| VisibleEntry {
+        conversation_id: conversation.clone(),
+        position,
+        role,
+        text: text.into(),
+        buttons: Vec::new(),
+        reaction: None,
+        turn,
+        created_at_ms: now(),
+    };
+    table
+        .append_visible(&entry(position, VisibleRole::User, "And tomorrow?"))
+        .await
+        .unwrap();
+    outage.set_down(false);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let reply = entry(
+        position + 1,
+        VisibleRole::Assistant,
+        "Nothing tomorrow either.",
+    );
+    table.append_visible(&reply).await.unwrap();
+    table
+        .release_lease(&conversation, "web-turn")
+        .await
+        .unwrap();
 }
