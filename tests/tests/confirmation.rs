@@ -508,3 +508,73 @@ async fn only_the_next_message_can_confirm() {
     s.h.turn("yes please").await;
     assert_eq!(s.attendees(&event).await, 0);
 }
+
+#[tokio::test]
+async fn a_typed_answer_that_is_no_yes_confirms_nothing_whatever_the_model_makes_of_it() {
+    // A manipulated model takes every answer for a yes and repeats the call at once: none of
+    // these reads as one, so each only holds the call again.
+    let (s, event, dana) = setup().await;
+    let result = held_then(
+        &s,
+        &dana,
+        &[
+            "I'd rather not",
+            "keep her",
+            "how many are registered?",
+            "yes, but not Dana",
+            "ok wait",
+        ],
+    )
+    .await;
+    assert!(refused(&result).is_some(), "{result}");
+    assert_eq!(s.attendees(&event).await, 1);
+    // Held again on the last of them, it is confirmed by a yes on the very next message.
+    s.h.model.push(Reply::tool_call(
+        "c10",
+        "withdraw_attendee",
+        json!({ "attendee_id": dana }),
+    ));
+    s.h.model.push(Reply::text("Done."));
+    s.h.turn("Yes, withdraw her.").await;
+    let yes = s.last_result().await;
+    assert_eq!(yes["name"], json!("Dana Lee"), "{yes}");
+    assert_eq!(s.attendees(&event).await, 0);
+}
+
+#[tokio::test]
+async fn the_reply_that_asks_says_what_a_yes_does_in_the_policys_words_not_the_models() {
+    // The model holds two withdrawals and asks about something harmless: the buttons run both,
+    // so the reply names both as the records describe them.
+    let (s, event, dana) = setup().await;
+    let owner = Caller {
+        user: UserId::from("user-1"),
+        actor: store::ActorKind::User,
+        action_id: "setup-2".into(),
+        conversation: Some("conv-1".into()),
+        call_key: None,
+    };
+    let sam = s
+        .planner
+        .register_attendee(&owner, &event, "Sam Ortiz", "sam@example.com")
+        .await
+        .unwrap();
+    for (id, who) in [("c1", &dana), ("c2", &sam.id)] {
+        s.h.model.push(Reply::tool_call(
+            id,
+            "withdraw_attendee",
+            json!({ "attendee_id": who }),
+        ));
+    }
+    s.h.model
+        .push(Reply::text("Shall I publish Spring Open's new poster?"));
+    let turned = s.h.turn("update the poster").await;
+    assert_eq!(
+        turned.outcome.reply,
+        "Shall I publish Spring Open's new poster?\n\nIf you say yes:\n\
+         - Withdraw Dana Lee from Spring Open\n- Withdraw Sam Ortiz from Spring Open"
+    );
+    assert_eq!(turned.outcome.buttons.len(), 2, "the server's Yes and No");
+    let shown = s.h.visible().await.last().unwrap().text.clone();
+    assert_eq!(shown, turned.outcome.reply, "what the user saw");
+    assert_eq!(s.attendees(&event).await, 2, "nothing ran before the yes");
+}

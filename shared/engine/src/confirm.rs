@@ -208,8 +208,9 @@ pub struct Answer {
     /// The action (turn) of the user's previous message: only a call held there can be
     /// confirmed now.
     pub previous_action: Option<String>,
-    /// The message says no ("No!", "don't", "cancel"…), or is a press of the server's buttons
-    /// (which decides by itself): the gate confirms nothing on it.
+    /// The message does not read as a yes ([`affirms`]: "No!", "I'd rather not", a question
+    /// about something else…), or is a press of the server's buttons (which decides by
+    /// itself): the gate confirms nothing on it.
     pub declined: bool,
     /// A press of the server's Yes / No buttons.
     pub press: Option<Press>,
@@ -230,22 +231,13 @@ pub enum Press {
 }
 
 impl Answer {
-    /// Read the user's words. Errs towards "declined": a wrong "no" only asks again.
+    /// Read the user's words. Only a message that reads as a yes can confirm a typed answer
+    /// ([`affirms`]): what the model makes of any other is no confirmation, so a wrong reading
+    /// only asks again.
     pub fn from_text(text: &str, previous_action: Option<String>) -> Self {
-        let lower = text.to_lowercase();
-        let first = lower
-            .split(|c: char| !c.is_alphanumeric() && c != '\'')
-            .find(|w| !w.is_empty())
-            .unwrap_or("");
-        let declined = matches!(
-            first,
-            "no" | "nope" | "nah" | "nein" | "non" | "cancel" | "stop" | "don't" | "dont" | "never"
-        ) || lower.contains("do not")
-            || lower.contains("don't")
-            || lower.contains("dont ");
         Self {
             previous_action,
-            declined,
+            declined: !affirms(text),
             press: None,
             held: Vec::new(),
         }
@@ -290,6 +282,98 @@ impl Answer {
         answer
     }
 }
+
+/// The words a yes starts with ("Yes please", "ok, go ahead", "sure"…).
+const YES_WORDS: &[&str] = &[
+    "yes",
+    "yeah",
+    "yea",
+    "yep",
+    "yup",
+    "ya",
+    "y",
+    "ok",
+    "okay",
+    "okey",
+    "k",
+    "kk",
+    "sure",
+    "confirm",
+    "confirmed",
+    "go",
+    "proceed",
+    "absolutely",
+    "definitely",
+    "certainly",
+    "correct",
+    "affirmative",
+    "alright",
+    "fine",
+    "oui",
+    "si",
+    "sí",
+    "ja",
+    "da",
+    "sim",
+];
+
+/// Words that, anywhere in the message, make it no yes ("yes, but not Dana", "ok wait").
+const NOT_WORDS: &[&str] = &[
+    "no", "not", "nope", "nah", "nein", "non", "cancel", "stop", "don't", "dont", "never", "wait",
+    "hold", "but", "except", "instead",
+];
+
+/// Whether the user's words read as a yes to the question they were asked: they begin with a
+/// yes ("Yes, withdraw her", "ok", "go ahead", "please do", "do it", "👍"), ask nothing back
+/// (no `?`) and say nothing against it ("not", "but", "wait", "don't"…). A typed answer that
+/// does not is no confirmation, whatever the model (which may have been manipulated) makes of
+/// it: the call is held again and the user asked again. The `[pressed button …]` line a press
+/// leaves is no yes either: a press decides through its own id.
+pub fn affirms(text: &str) -> bool {
+    let lower = text.trim().to_lowercase().replace('’', "'");
+    if lower.contains('?') {
+        return false;
+    }
+    let words: Vec<&str> = lower
+        .split(|c: char| !c.is_alphanumeric() && c != '\'')
+        .filter(|w| !w.is_empty())
+        .collect();
+    if words.iter().any(|w| NOT_WORDS.contains(w)) {
+        return false;
+    }
+    let yes = |w: Option<&&str>| w.is_some_and(|w| YES_WORDS.contains(w));
+    match words.as_slice() {
+        [] => ["👍", "✅", "👌", "✔"]
+            .iter()
+            .any(|yes| lower.starts_with(yes)),
+        ["please"] => true,
+        ["please", "do", ..] => true,
+        ["please", rest @ ..] => yes(rest.first()),
+        ["do", next, ..] => ["it", "so", "that"].contains(next),
+        [first, ..] => yes(Some(first)),
+    }
+}
+
+/// `text` (the model's question), then what a yes does, as the policy describes each held call:
+/// one line for one call, a list for several. A yes runs every call listed.
+pub(crate) fn with_what_yes_does(text: &str, held: &[String]) -> String {
+    let said = match held {
+        [one] if one.ends_with(['.', '!', '?']) => format!("{IF_YES} {one}"),
+        [one] => format!("{IF_YES} {one}."),
+        many => std::iter::once(IF_YES.to_owned())
+            .chain(many.iter().map(|d| format!("- {d}")))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    };
+    if text.trim().is_empty() {
+        said
+    } else {
+        format!("{}\n\n{said}", text.trim_end())
+    }
+}
+
+/// What introduces the held calls' descriptions under the question.
+pub const IF_YES: &str = "If you say yes:";
 
 /// The title of the server's Yes button (also what a press shows as the user's words).
 pub const YES_TITLE: &str = "Yes, do it";
@@ -383,9 +467,40 @@ pub(crate) fn held_calls(history: &[Message], action: &str) -> Vec<ToolCall> {
         .collect()
 }
 
-/// Whether the gate's outcome is a call held for the user's yes (not a failed check).
-pub(crate) fn is_held_outcome(outcome: &ToolOutcome) -> bool {
-    matches!(&outcome.part, Part::ToolResult { content, .. } if is_held(content))
+/// What the user is asked to confirm, when the gate's outcome is a call held for their yes
+/// (not a failed check): the policy's description, as the tool result quotes it.
+pub(crate) fn held_description(outcome: &ToolOutcome) -> Option<String> {
+    match &outcome.part {
+        Part::ToolResult { content, .. } => quoted_description(content),
+        _ => None,
+    }
+}
+
+/// The descriptions of the calls held on `action` in `history`, each once, in order.
+pub(crate) fn held_descriptions(history: &[Message], action: &str) -> Vec<String> {
+    let mut found: Vec<String> = Vec::new();
+    let results = history
+        .iter()
+        .filter(|m| m.action_id.as_deref() == Some(action))
+        .flat_map(|m| &m.parts);
+    for part in results {
+        if let Part::ToolResult { content, .. } = part
+            && let Some(description) = quoted_description(content)
+            && !found.contains(&description)
+        {
+            found.push(description);
+        }
+    }
+    found
+}
+
+/// The description a [`needs_confirmation`] result quotes (one JSON string after the prefix).
+fn quoted_description(content: &Value) -> Option<String> {
+    let rest = content["error"].as_str()?.strip_prefix(HELD_PREFIX)?;
+    serde_json::Deserializer::from_str(rest.trim_start())
+        .into_iter::<String>()
+        .next()?
+        .ok()
 }
 
 /// Whether a tool result is the gate's "needs confirmation" refusal.
@@ -552,8 +667,22 @@ mod tests {
     }
 
     #[test]
-    fn a_no_in_any_usual_form_declines_and_a_yes_does_not() {
-        for no in [
+    fn only_words_that_read_as_a_yes_confirm() {
+        for yes in [
+            "yes",
+            "Yes please",
+            "Yes, withdraw her.",
+            "ok, go ahead",
+            "sure",
+            "Please do",
+            "do it",
+            "Go ahead!",
+            "👍",
+        ] {
+            assert!(affirms(yes), "{yes}");
+            assert!(!Answer::from_text(yes, None).declined, "{yes}");
+        }
+        for not_a_yes in [
             "No! Do NOT cancel it.",
             "no",
             "Nope.",
@@ -561,17 +690,20 @@ mod tests {
             "Please don't do that",
             "cancel",
             "stop!",
-        ] {
-            assert!(Answer::from_text(no, None).declined, "{no}");
-        }
-        for yes in [
-            "yes",
-            "Yes please",
-            "ok, go ahead",
-            "sure",
+            "I'd rather not",
+            "keep her",
+            "how is the weather?",
+            "yes, but not Dana",
+            "Yes? What will that do",
+            "ok wait",
+            "Sure, except the workshop",
+            "please tell me more",
+            "do you think so",
             "[pressed button yes]",
+            "",
         ] {
-            assert!(!Answer::from_text(yes, None).declined, "{yes}");
+            assert!(!affirms(not_a_yes), "{not_a_yes}");
+            assert!(Answer::from_text(not_a_yes, None).declined, "{not_a_yes}");
         }
     }
 }

@@ -43,8 +43,9 @@ pub(crate) struct Turn<'a> {
     calls_before: u32,
     resumed: bool,
     tool_errors: u32,
-    /// A call was held for confirmation in this turn: the reply gets the server's buttons.
-    held_now: bool,
+    /// What the calls held for confirmation in this turn do, as the policy describes them: the
+    /// reply shows them with the server's buttons.
+    held_now: Vec<String>,
     /// This run wrote the user's visible entry (a new turn).
     wrote_user_entry: bool,
     /// `next_visible` came from a hint that may lag the transcript.
@@ -135,8 +136,10 @@ impl<'a> Turn<'a> {
             id,
         );
         // A resumed turn that already held a call still offers the buttons.
-        let held_now = resumed.is_some()
-            && !crate::confirm::held_calls(&history, &input.action_id.0).is_empty();
+        let held_now = match resumed {
+            Some(_) => crate::confirm::held_descriptions(&history, &input.action_id.0),
+            None => Vec::new(),
+        };
         if resumed.is_none() {
             conv.turn += 1;
             if conv.prompt_version != engine.options.prompt_version {

@@ -149,11 +149,14 @@ impl Turn<'_> {
     }
 
     /// A turn that held a call offers the server's Yes / No buttons; they win over any the
-    /// model wrote, and the reply is never silent (the user must see the question).
+    /// model wrote, and the reply is never silent (the user must see the question). Under the
+    /// model's words the reply says what a yes does, in the policy's words from the records
+    /// ([`crate::confirm::with_what_yes_does`]): the model's question may not match what it held.
     pub(super) fn with_confirm_buttons(&self, mut shaped: Shaped) -> Shaped {
-        if self.held_now {
+        if !self.held_now.is_empty() {
             shaped.buttons = crate::confirm_buttons(&self.conv.id, &self.action_id);
             shaped.silent = false;
+            shaped.text = crate::confirm::with_what_yes_does(&shaped.text, &self.held_now);
         }
         shaped
     }

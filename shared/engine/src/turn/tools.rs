@@ -55,7 +55,7 @@ impl Turn<'_> {
             };
             // Its effect was committed with its receipt before the interruption: answer the
             // call from the receipt, shaped as the handler's output was, and run nothing.
-            let mut held = false;
+            let mut held = None;
             let outcome = async {
                 let committed = match asked.resumed {
                     true => store.receipt(&key).await?,
@@ -72,7 +72,7 @@ impl Turn<'_> {
                     Some(invalid) => invalid,
                     None => match engine.hold_for_confirmation(&ctx, call, &self.answer).await {
                         Some(outcome) => {
-                            held = crate::confirm::is_held_outcome(&outcome);
+                            held = crate::confirm::held_description(&outcome);
                             outcome
                         }
                         None => engine.tools.run(&ctx, &self.conv.purpose, call).await,
@@ -82,7 +82,11 @@ impl Turn<'_> {
             }
             .instrument(span.clone())
             .await?;
-            self.held_now |= held;
+            if let Some(description) = &held
+                && !self.held_now.contains(description)
+            {
+                self.held_now.push(description.clone());
+            }
             let mut outcome = outcome;
             // A racing attempt of the same call committed first and this one's commit was
             // refused: the recorded outcome stands.
@@ -114,7 +118,7 @@ impl Turn<'_> {
                 }
                 Err(e) => return Err(e.into()),
             }
-            let label = match (held, outcome.is_error) {
+            let label = match (held.is_some(), outcome.is_error) {
                 (true, _) => "held_for_confirmation",
                 (false, true) => "error",
                 (false, false) => "ok",
