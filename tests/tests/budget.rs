@@ -403,3 +403,37 @@ async fn the_report_as_a_table_lists_users_windows_and_sources() {
     assert_eq!(line("c-b1"), ["c-b1", "$0.01"]);
     assert!(line("test-model").ends_with(&["file", "test-prices.json"]));
 }
+
+#[tokio::test]
+async fn a_compaction_the_rate_refuses_leaves_the_turns_own_call_counted_against_the_rate() {
+    // From the second turn on, the history is past the compaction threshold. Over the rate, the compaction is
+    // refused and skipped; the turn's own call must then meet the rate as its first call, not
+    // go through unmetered as the second.
+    let ledger = Arc::new(SqliteStore::open_in_memory().unwrap());
+    let guards = Guards::standard(StandardGuards {
+        ledger: ledger.clone(),
+        config: Arc::new(config(|c| c.conversation_messages_per_hour = cap(Some(1)))),
+        accounts: Arc::new(InMemoryAccounts::default()),
+        clock: Arc::new(|| NOW),
+        no_model: None,
+    });
+    let options = engine::EngineOptions {
+        compaction_threshold_chars: 1,
+        ..engine::EngineOptions::default()
+    };
+    let h = Harness::build(
+        vec![Reply::text("one"), Reply::text("never said")],
+        None,
+        options,
+        Some(Arc::new(guards)),
+    )
+    .await;
+    assert_eq!(h.turn("a").await.outcome.reply, "one");
+    let t = h.turn("b").await;
+    assert_eq!(t.outcome.reply, lines::CONVERSATION_BUSY);
+    assert_eq!(
+        h.model.requests().len(),
+        1,
+        "the first turn's answer; nothing for the message over the rate"
+    );
+}

@@ -44,6 +44,10 @@ impl Turn<'_> {
         let permit = match engine.guard.before_model_call(&call).await {
             Ok(permit) => permit,
             Err(denied) => {
+                // Not made, so not counted: the turn's own call is then its first, and a
+                // guard that charges the first call (the conversation's messages an hour)
+                // charges it; counted, that call would go unmetered.
+                self.model_calls -= 1;
                 tracing::warn!(reason = %denied.reason, "compaction skipped: guard denied the call");
                 return Ok(());
             }
