@@ -23,6 +23,9 @@ pub enum CrashAt {
     Before(u64),
     /// Write `at` happens; its caller never learns it.
     After(u64),
+    /// The first write of this name fails as a store that is unavailable for a moment does
+    /// (nothing written); nothing dies, and every other write goes through.
+    Blip(&'static str),
 }
 
 /// One attempt's crash plan and write counter, shared by everything the attempt touches.
@@ -31,6 +34,8 @@ pub struct Crash {
     plan: Mutex<Option<CrashAt>>,
     writes: AtomicU64,
     dead: AtomicBool,
+    /// A [`CrashAt::Blip`] came.
+    blipped: AtomicBool,
     /// The writes that happened, by name, in order (what a crash point is named after).
     log: Mutex<Vec<&'static str>>,
 }
@@ -84,6 +89,11 @@ impl Crash {
         let n = self.writes.fetch_add(1, Ordering::SeqCst) + 1;
         self.log.lock().unwrap().push(what);
         let plan = *self.plan.lock().unwrap();
+        if plan == Some(CrashAt::Blip(what)) && !self.blipped.swap(true, Ordering::SeqCst) {
+            return Err(
+                StoreError::Unavailable("a moment's outage (fault injection)".into()).into(),
+            );
+        }
         if plan == Some(CrashAt::Before(n)) {
             self.dead.store(true, Ordering::SeqCst);
             return Err(Self::died().into());

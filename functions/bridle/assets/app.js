@@ -111,6 +111,29 @@ async function loadHistory(id) {
   scrollDown(true);
 }
 
+// Look for the answer to the last message of conversation `id` in its stored history (every 2 s,
+// for up to 3 minutes, while it is open) and show the history once that answer is in: the
+// user's last message recorded, and an assistant entry after it.
+async function awaitAnswer(id) {
+  const asked = $("#messages").querySelectorAll(".msg.user").length;
+  for (let tries = 0; tries < 90; tries++) {
+    await new Promise((resolve) => setTimeout(resolve, 2000));
+    if (state.conversation !== id) return;
+    try {
+      const res = await api(`/api/conversations/${id}/messages`);
+      if (!res.ok) continue;
+      const { messages } = await res.json();
+      const users = messages.filter((m) => m.role === "user").length;
+      if (users >= asked && messages.at(-1)?.role === "assistant") {
+        if (state.conversation === id) await loadHistory(id);
+        return;
+      }
+    } catch (_) {
+      // The server is restarting: look again.
+    }
+  }
+}
+
 // One stored entry. A reply that ended in a failure sentence (`error`) shows that sentence in
 // the error style, as it was shown live.
 function entryBubble(m) {
@@ -303,6 +326,9 @@ async function send(text, buttonId) {
         thinking?.remove();
         loadConversations();
         loadUsage();
+        // Not answered here, but kept and answered by the server itself (a retry, or the next
+        // start): show the answer when it is in.
+        if (ev.end === "retrying" || ev.end === "interrupted") awaitAnswer(state.conversation);
         break;
     }
     scrollDown();

@@ -136,18 +136,19 @@ impl Worker {
         }
         if let Some(sink) = &web {
             if matches!(outcome, JobOutcome::Failed(_)) {
-                // The browser gets a calm sentence now; a retry resumes and records the turn.
+                // The browser gets a calm sentence now. Before the last attempt a retry resumes
+                // and records the turn by itself, so the user is not asked to send it again
+                // (a second copy would be answered twice); `retrying` tells the page to look
+                // for the recorded answer.
+                let (message, end) = if last_attempt {
+                    (lines::GAVE_UP, TurnEnd::BackendFailed)
+                } else {
+                    (lines::RETRYING, TurnEnd::Retrying)
+                };
                 sink.emit(TurnEvent::Error {
-                    message: if last_attempt {
-                        lines::GAVE_UP
-                    } else {
-                        lines::BACKEND_FAILED
-                    }
-                    .to_owned(),
+                    message: message.to_owned(),
                 });
-                sink.emit(TurnEvent::Done {
-                    end: TurnEnd::BackendFailed,
-                });
+                sink.emit(TurnEvent::Done { end });
             }
             // Ends the browser's stream whatever happened (a skipped job has no events).
             self.hub.forget(&key);

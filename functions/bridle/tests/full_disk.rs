@@ -163,9 +163,12 @@ async fn a_full_disk_refuses_new_messages_clearly_and_a_cut_off_turn_is_answered
     let (status, stream) = during.await.unwrap();
     assert_eq!(status, 200);
     assert!(stream.contains("event: queued"), "{stream}");
+    // It is not asked to send it again (the retry answers it): the page looks for the answer.
     assert!(
-        stream.contains("event: error") && stream.contains("\"end\":\"backend_failed\""),
-        "the browser is told the turn did not finish: {stream}"
+        stream.contains("event: error")
+            && stream.contains(engine::lines::RETRYING)
+            && stream.contains("\"end\":\"retrying\""),
+        "the browser is told the turn is being tried again: {stream}"
     );
 
     // The job is released once the disk has room, and its retry answers it.

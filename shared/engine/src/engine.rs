@@ -76,6 +76,9 @@ pub enum TurnEnd {
     /// The server stopped before the turn could start; the message is kept and answered
     /// after the restart (only ever sent to a waiting web chat stream).
     Interrupted,
+    /// The attempt failed under the server (its store); the message is kept and its job tried
+    /// again by itself (only ever sent to a waiting web chat stream).
+    Retrying,
 }
 
 /// What the turn produced.

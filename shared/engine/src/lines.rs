@@ -21,6 +21,9 @@ pub const CYCLE_LIMIT: &str = "I've taken a lot of steps on this and stopped her
 /// A queued message whose turn could not start before the server stopped.
 pub const INTERRUPTED: &str =
     "The server is restarting. Your message is saved and will be answered as soon as it is back.";
+/// A web chat message whose attempt failed under the server (its store) and that is tried
+/// again by itself: the browser looks for the answer and shows it when it is in.
+pub const RETRYING: &str = "Something went wrong on my side while answering. Your message is saved and I'm trying again; the answer will show here.";
 /// A message whose every attempt failed (it went to the dead letters).
 pub const GAVE_UP: &str = "Sorry, I couldn't process that message, even after several tries. Please send it again in a little while.";
 pub const EMPTY: &str = "Sorry, I don't have an answer for that. Could you say a bit more?";
