@@ -55,7 +55,29 @@ impl VisibleStore for DynamoStore {
         conversation: &ConversationId,
     ) -> Result<Option<VisibleEntry>, StoreError> {
         let newest = self.seen_query(conversation).scan_index_forward(false);
-        let Some(item) = self.query_first(newest).await? else {
+        let item = self.query_first(newest).await?;
+        self.entry_of(conversation, item).await
+    }
+
+    /// One Query (oldest first, one item); a second for an entry whose body spans items.
+    async fn first_visible(
+        &self,
+        conversation: &ConversationId,
+    ) -> Result<Option<VisibleEntry>, StoreError> {
+        let item = self.query_first(self.seen_query(conversation)).await?;
+        self.entry_of(conversation, item).await
+    }
+}
+
+impl DynamoStore {
+    /// The entry `item` (any of its items) belongs to: that item alone when the entry is one
+    /// item, else one more Query for the entry's items.
+    async fn entry_of(
+        &self,
+        conversation: &ConversationId,
+        item: Option<Item>,
+    ) -> Result<Option<VisibleEntry>, StoreError> {
+        let Some(item) = item else {
             return Ok(None);
         };
         let whole = item
@@ -75,9 +97,7 @@ impl VisibleStore for DynamoStore {
         let record = assemble(items)?.pop();
         record.map(|r| decode(conversation, r)).transpose()
     }
-}
 
-impl DynamoStore {
     /// A conversation's visible items, strongly consistent.
     fn seen_query(&self, conversation: &ConversationId) -> QueryFluentBuilder {
         self.query()

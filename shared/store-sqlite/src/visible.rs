@@ -79,6 +79,31 @@ impl VisibleStore for SqliteStore {
             })
             .await
     }
+
+    async fn first_visible(
+        &self,
+        conversation: &ConversationId,
+    ) -> Result<Option<VisibleEntry>, StoreError> {
+        let conversation = conversation.clone();
+        self.db
+            .read(move |conn| {
+                let mut stmt = conn
+                    .prepare_cached(
+                        "SELECT position, body FROM visible WHERE conversation_id = ?1 \
+                         ORDER BY position LIMIT 1",
+                    )
+                    .map_err(unavailable)?;
+                let row = stmt
+                    .query_row([&conversation.0], |row| {
+                        Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?))
+                    })
+                    .optional()
+                    .map_err(unavailable)?;
+                row.map(|(position, body)| decode(&conversation, position, &body))
+                    .transpose()
+            })
+            .await
+    }
 }
 
 /// A visible entry as its row, ready to insert.

@@ -540,6 +540,11 @@ pub async fn check_visible_transcript(store: &dyn Store) {
         None,
         "empty → none"
     );
+    assert_eq!(
+        store.first_visible(&conv).await.unwrap(),
+        None,
+        "empty → none"
+    );
 
     let mut reply = visible(&conv, 1, VisibleRole::Assistant, "Pay now?");
     reply.buttons = vec![
@@ -577,6 +582,11 @@ pub async fn check_visible_transcript(store: &dyn Store) {
         written.last(),
         "the last entry is the one at the highest position, whatever the order written"
     );
+    assert_eq!(
+        store.first_visible(&conv).await.unwrap().as_ref(),
+        written.first(),
+        "the first entry is the one at the lowest position, whatever the order written"
+    );
 
     let rival = visible(&conv, 1, VisibleRole::User, "rival");
     let result = store.append_visible(&rival).await;
@@ -595,6 +605,11 @@ pub async fn check_visible_transcript(store: &dyn Store) {
     assert_eq!(
         store.next_visible_position(&other).await.unwrap(),
         1,
+        "isolation"
+    );
+    assert_eq!(
+        store.first_visible(&other).await.unwrap().as_ref(),
+        Some(&foreign),
         "isolation"
     );
     assert_eq!(
@@ -638,6 +653,11 @@ pub async fn check_large_content(store: &dyn Store) {
     assert!(
         read == vec![entry.clone()],
         "a large visible entry must round-trip intact"
+    );
+    let first = store.first_visible(&conv).await.unwrap();
+    assert!(
+        first.as_ref() == Some(&entry),
+        "a large visible entry must read back intact as the first one"
     );
     let last = store.last_visible(&conv).await.unwrap();
     assert!(

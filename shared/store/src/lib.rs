@@ -128,6 +128,16 @@ pub trait VisibleStore: Send + Sync {
         Ok(self.visible(conversation).await?.pop())
     }
 
+    /// The entry at the lowest position (`None` when empty): one bounded read, whatever the
+    /// length of the transcript (a conversation list's preview is its first message). The
+    /// default reads the whole transcript; adapters answer from an index.
+    async fn first_visible(
+        &self,
+        conversation: &ConversationId,
+    ) -> Result<Option<VisibleEntry>, StoreError> {
+        Ok(self.visible(conversation).await?.into_iter().next())
+    }
+
     /// The turn's writes this store makes as one, if it does (`None`: make them one by one).
     fn turn_writes(&self) -> Option<&dyn TurnWrites> {
         None

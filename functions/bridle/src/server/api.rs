@@ -10,7 +10,7 @@ use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use channel_jobs::web::WEB_CHANNEL;
 use engine::TurnEvent;
-use futures::Stream;
+use futures::{Stream, StreamExt, TryStreamExt};
 use queue::{Enqueued, TurnJob};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -72,23 +72,38 @@ pub async fn list_conversations(
         .conversations_of(&current.user)
         .await
         .map_err(ApiError::internal)?;
-    let mut out = Vec::with_capacity(convs.len());
-    // Conversations held on a messaging app are answered there, not here.
-    for c in convs.into_iter().filter(|c| c.channel == WEB_CHANNEL) {
-        let visible = app.store.visible(&c.id).await.map_err(ApiError::internal)?;
-        let preview = visible
-            .iter()
-            .find(|e| e.role == store::VisibleRole::User)
-            .map(|e| e.text.chars().take(60).collect())
-            .unwrap_or_default();
-        out.push(ConversationView {
-            id: c.id.0,
-            created_at_ms: c.created_at_ms,
-            turns: c.turn,
-            preview,
-        });
-    }
-    Ok(Json(out))
+    // Conversations held on a messaging app are answered there, not here. Each preview is the
+    // conversation's first entry, one bounded read however long it is (the page asks again
+    // after every turn), eight conversations at a time.
+    let web = convs.into_iter().filter(|c| c.channel == WEB_CHANNEL);
+    let views = futures::stream::iter(web.map(|c| preview_of(&app, c)))
+        .buffered(PREVIEWS_AT_ONCE)
+        .try_collect()
+        .await?;
+    Ok(Json(views))
+}
+
+/// How many conversations' previews the list reads at once.
+const PREVIEWS_AT_ONCE: usize = 8;
+
+/// `c` as the list shows it: its first message's first 60 characters as the preview (none
+/// when the first entry is not the user's).
+async fn preview_of(app: &App, c: Conversation) -> Result<ConversationView, ApiError> {
+    let first = app
+        .store
+        .first_visible(&c.id)
+        .await
+        .map_err(ApiError::internal)?;
+    let preview = first
+        .filter(|e| e.role == store::VisibleRole::User)
+        .map(|e| e.text.chars().take(60).collect())
+        .unwrap_or_default();
+    Ok(ConversationView {
+        id: c.id.0,
+        created_at_ms: c.created_at_ms,
+        turns: c.turn,
+        preview,
+    })
 }
 
 /// The conversation `id` if it is `current`'s web conversation; anyone else's reads as absent.
@@ -299,7 +314,6 @@ pub async fn post_message(
             .data(serde_json::to_string(&event).unwrap_or_default());
         Some((Ok(sse), (!done).then_some(rx)))
     });
-    use futures::StreamExt;
     Ok(Sse::new(first.chain(rest)).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
 }
 
