@@ -196,7 +196,22 @@ async fn a_program_built_by_tools_a_held_published_replan_confirmed_later_and_un
         "the panel still follows the keynote"
     );
 
-    // Undo restores the previous timetable.
+    // Undoing it moves the published program's sessions back, as a re-plan does: it is held
+    // too (a manipulated model cannot go around the yes by undoing), then confirmed.
+    let asked = s.turn_calling("undo", json!({})).await;
+    let why = held(&asked).unwrap_or_else(|| panic!("held: {asked}"));
+    assert!(
+        why.contains(
+            "put the published program of \u{201c}Spring Open\u{201d} back as it was before its \
+             last re-plan"
+        ),
+        "{why}"
+    );
+    assert_eq!(
+        s.saved().await.unwrap(),
+        after_move,
+        "nothing undone while held"
+    );
     let undone = s.turn_calling("undo", json!({})).await;
     assert!(
         undone["result"]

@@ -1,5 +1,6 @@
 //! Which planner calls need the user's confirmation, described from stored state.
 
+use crate::program::SCHEDULE;
 use crate::{ATTENDEE, Attendee, Caller, EVENT, Event, EventStatus, Planner};
 use serde_json::Value;
 use store::UndoScope;
@@ -74,11 +75,16 @@ impl Planner {
                         return Some("Undo the last change made in this conversation".into());
                     }
                 };
-                let effects: Vec<String> = rows
-                    .iter()
-                    .flat_map(|e| e.changes.iter())
-                    .filter_map(undo_effect)
-                    .collect();
+                let changes = rows.iter().flat_map(|e| e.changes.iter());
+                let mut effects: Vec<String> = changes.clone().filter_map(undo_effect).collect();
+                // A re-plan's timetable, put back: its sessions move as a re-plan's do.
+                for change in changes.filter(|c| c.kind == SCHEDULE) {
+                    if let Some(effect) = self.replan_undo_effect(&caller, change).await
+                        && !effects.contains(&effect)
+                    {
+                        effects.push(effect);
+                    }
+                }
                 (!effects.is_empty()).then(|| {
                     format!(
                         "Undo the last change made in this conversation, which would {}",
@@ -113,6 +119,32 @@ impl Planner {
             }
             _ => None,
         }
+    }
+}
+
+impl Planner {
+    /// What reverting a saved timetable (`change`, of kind [`SCHEDULE`]) would do that needs
+    /// a yes: move the sessions of a published program back, or take its timetable away, as
+    /// re-planning a published program needs one ([`Planner::assess_risk`]). Read from the
+    /// event as stored now.
+    async fn replan_undo_effect(&self, caller: &Caller, change: &store::Change) -> Option<String> {
+        let (event, _) = self
+            .owned::<Event>(&caller.user, EVENT, &change.id)
+            .await
+            .ok()?;
+        if event.status != EventStatus::Published {
+            return None;
+        }
+        Some(match change.before {
+            Some(_) => format!(
+                "put the published program of \u{201c}{}\u{201d} back as it was before its last re-plan",
+                event.title
+            ),
+            None => format!(
+                "take away the timetable of the published program of \u{201c}{}\u{201d}",
+                event.title
+            ),
+        })
     }
 }
 
