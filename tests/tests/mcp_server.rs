@@ -558,7 +558,9 @@ async fn a_risky_call_asks_the_human_through_the_client_and_runs_once_on_accept(
 }
 
 #[tokio::test]
-async fn each_token_has_its_own_requests_per_minute() {
+async fn a_users_tokens_share_one_requests_per_minute_and_another_user_has_their_own() {
+    // Tokens cost nothing to make: were the limit per token, a user (or a leaked session)
+    // would multiply it by making more of them.
     let mcp = start(AppOptions {
         mcp_rate: mcp::RateLimit { per_minute: 3 },
         ..AppOptions::default()
@@ -566,6 +568,7 @@ async fn each_token_has_its_own_requests_per_minute() {
     .await;
     let first = mcp.token("alice", TokenScope::Read).await;
     let second = mcp.token("alice", TokenScope::Read).await;
+    let bobs = mcp.token("bob", TokenScope::Read).await;
     for _ in 0..3 {
         let listed = mcp.call(&first, "list_events", json!({})).await;
         assert_eq!(listed["isError"], false, "{listed}");
@@ -581,8 +584,14 @@ async fn each_token_has_its_own_requests_per_minute() {
             .contains("Too many requests"),
         "{body}"
     );
-    let other = mcp.call(&second, "list_events", json!({})).await;
-    assert_eq!(other["isError"], false, "another token has its own count");
+    let another = mcp.call(&second, "list_events", json!({})).await;
+    assert_eq!(another["isError"], true, "a second token shares the count");
+    assert!(text(&another).contains("at most 3 a minute"), "{another}");
+    let other_user = mcp.call(&bobs, "list_events", json!({})).await;
+    assert_eq!(
+        other_user["isError"], false,
+        "another user has their own count"
+    );
     mcp.server.stop().await;
 }
 

@@ -112,7 +112,9 @@ fn sentence(status: StatusCode, text: &str) -> Response {
     (status, axum::Json(json!({ "error": text }))).into_response()
 }
 
-/// Requests per minute each token may make (`BRIDLE_MCP_REQUESTS_PER_MINUTE`).
+/// Requests per minute each user may make through MCP, all their access tokens together
+/// (`BRIDLE_MCP_REQUESTS_PER_MINUTE`): tokens cost nothing to make, so a limit per token would
+/// be one a user multiplies at will.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RateLimit {
     pub per_minute: u64,
@@ -124,7 +126,7 @@ impl Default for RateLimit {
     }
 }
 
-/// The budget-ledger window the per-token counts are kept in.
+/// The budget-ledger window the per-user counts are kept in.
 pub const RATE_WINDOW: &str = "mcp_requests_1m";
 
 /// What counting one request said.
@@ -136,13 +138,14 @@ pub enum Counted {
 }
 
 impl RateLimit {
-    /// Count one request of `token_id` at `now_ms` in this minute's bucket; refused, and not
-    /// counted, past the limit. A ledger that cannot be read refuses too (fail closed).
-    pub async fn count(&self, ledger: &dyn BudgetLedger, token_id: &str, now_ms: i64) -> Counted {
+    /// Count one request of `user` (through any of their tokens) at `now_ms` in this minute's
+    /// bucket; refused, and not counted, past the limit. A ledger that cannot be read refuses
+    /// too (fail closed).
+    pub async fn count(&self, ledger: &dyn BudgetLedger, user: &UserId, now_ms: i64) -> Counted {
         let start_ms = now_ms - now_ms.rem_euclid(60_000);
         let charge = Charge {
             bucket: BucketKey {
-                scope: format!("mcp_token:{token_id}"),
+                scope: format!("mcp_user:{user}"),
                 window: RATE_WINDOW.into(),
                 start_ms,
             },
@@ -155,16 +158,16 @@ impl RateLimit {
             Ok(Reserve::Tripped { .. }) => {
                 let wait_s = (start_ms + 60_000 - now_ms).div_euclid(1000).max(1);
                 Counted::Refused(format!(
-                    "Too many requests with this access token: at most {} a minute. Nothing \
-                     was done; try again in {wait_s} seconds.",
+                    "Too many requests with your access tokens: at most {} a minute in all. \
+                     Nothing was done; try again in {wait_s} seconds.",
                     self.per_minute
                 ))
             }
             Err(err) => {
-                tracing::error!(%token_id, error = %err, "counting an MCP request failed");
+                tracing::error!(%user, error = %err, "counting an MCP request failed");
                 Counted::Refused(
-                    "Bridle could not check this token's request limit just now. Nothing was \
-                     done; try again in a moment."
+                    "Bridle could not check your request limit just now. Nothing was done; \
+                     try again in a moment."
                         .into(),
                 )
             }
@@ -205,24 +208,26 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_token_gets_its_limit_per_minute() {
+    async fn a_user_gets_the_limit_per_minute_across_all_their_tokens() {
         let store = store_sqlite::SqliteStore::open_in_memory().unwrap();
         let limit = RateLimit { per_minute: 2 };
+        let (ana, bo) = (UserId::from("ana"), UserId::from("bo"));
         // A whole minute.
         let t0 = 1_800_000_000_000;
-        assert_eq!(limit.count(&store, "a", t0).await, Counted::Allowed);
-        assert_eq!(limit.count(&store, "a", t0 + 1).await, Counted::Allowed);
-        let Counted::Refused(text) = limit.count(&store, "a", t0 + 30_000).await else {
+        assert_eq!(limit.count(&store, &ana, t0).await, Counted::Allowed);
+        assert_eq!(limit.count(&store, &ana, t0 + 1).await, Counted::Allowed);
+        // However many tokens she makes, they share the count.
+        let Counted::Refused(text) = limit.count(&store, &ana, t0 + 30_000).await else {
             panic!("the third request in a minute must be refused");
         };
         assert!(
             text.contains("at most 2 a minute") && text.contains("30 seconds"),
             "{text}"
         );
-        // Another token has its own count; the next minute starts again.
-        assert_eq!(limit.count(&store, "b", t0 + 2).await, Counted::Allowed);
+        // Another user has their own count; the next minute starts again.
+        assert_eq!(limit.count(&store, &bo, t0 + 2).await, Counted::Allowed);
         assert_eq!(
-            limit.count(&store, "a", t0 + 60_000).await,
+            limit.count(&store, &ana, t0 + 60_000).await,
             Counted::Allowed
         );
     }

@@ -139,7 +139,7 @@ impl BridleMcp {
         self.shared
             .options
             .rate
-            .count(self.shared.ledger.as_ref(), &caller.token_id, now)
+            .count(self.shared.ledger.as_ref(), &caller.user, now)
             .await
     }
 
