@@ -52,6 +52,9 @@ pub struct AppOptions {
     pub model_id: String,
     pub max_message_chars: usize,
     pub max_concurrent_turns: usize,
+    /// How long one attempt of a job may run before it is cut off and retried (or, on its
+    /// last delivery, given up and its turn closed).
+    pub job_budget: std::time::Duration,
     /// How long a stop may take (see [`server::run`]).
     pub shutdown_grace: std::time::Duration,
     /// What the server puts up with from clients.
@@ -109,6 +112,9 @@ pub struct SignInOptions {
     pub session_ttl: std::time::Duration,
 }
 
+/// [`AppOptions::job_budget`] unless set: ten minutes.
+pub const DEFAULT_JOB_BUDGET: std::time::Duration = std::time::Duration::from_secs(10 * 60);
+
 impl Default for AppOptions {
     fn default() -> Self {
         Self {
@@ -116,6 +122,7 @@ impl Default for AppOptions {
             model_id: String::new(),
             max_message_chars: 8_000,
             max_concurrent_turns: DEFAULT_MAX_CONCURRENT_TURNS,
+            job_budget: DEFAULT_JOB_BUDGET,
             shutdown_grace: std::time::Duration::from_secs(25),
             http: server::HttpLimits::default(),
             engine: EngineOptions::default(),
@@ -222,6 +229,7 @@ pub fn build_app(
         planner: assembled.planner.clone(),
         max_message_chars: options.max_message_chars,
         max_concurrent_turns: options.max_concurrent_turns,
+        job_budget: options.job_budget,
         shutdown_grace: options.shutdown_grace,
         http: options.http,
         max_receives: options.queue.max_receives,

@@ -29,9 +29,6 @@ fn jitter() -> f64 {
     }
 }
 
-/// Longest a job may run before it is released for another try.
-const JOB_BUDGET: Duration = Duration::from_secs(10 * 60);
-
 /// Runs turn jobs from a queue.
 pub struct Worker {
     pub queue: Arc<dyn JobQueue>,
@@ -41,6 +38,8 @@ pub struct Worker {
     /// Deliveries after which a failing job goes to the dead letters (the queue's setting).
     pub max_receives: u32,
     pub max_concurrent: usize,
+    /// Longest one attempt of a job may run before it is cut off.
+    pub job_budget: Duration,
 }
 
 impl std::fmt::Debug for Worker {
@@ -105,7 +104,7 @@ impl Worker {
         };
         let clock = &self.jobs.options.clock;
         let (outcome, claim_lapses_in) =
-            AssertUnwindSafe(self.jobs.run_streamed(&delivery.job, JOB_BUDGET, sink))
+            AssertUnwindSafe(self.jobs.run_streamed(&delivery.job, self.job_budget, sink))
                 .catch_unwind()
                 .await
                 .map(|ran| {

@@ -20,7 +20,9 @@
 //!   posted it* (the response streams until the turn's `done`). The in-memory queue only ever
 //!   carries a web turn inside one invocation; nothing else reads it, and a cold start begins
 //!   empty. Claims and the lease are in DynamoDB, so the job path's guarantees hold across
-//!   functions.
+//!   functions. A retry from that queue would never run once the environment is frozen, so a
+//!   web turn gets one attempt, cut off within [`JOB_BUDGET`] ([`in_one_invocation`]): a
+//!   failure closes its turn and tells the browser to send the message again.
 //! - **Bedrock** (`BEDROCK_MODEL_ID`) on the shared SDK configuration, and the same assembly as
 //!   the worker Lambda and `bridle serve` (DESIGN.md invariant 11).
 //! - **Sign-in is required** (OpenID Connect; on AWS the Cognito user pool): there is no
@@ -34,3 +36,67 @@
 //! `BRIDLE_OIDC_CLIENT_ID`, `BRIDLE_OIDC_CLIENT_SECRET` and `BRIDLE_PUBLIC_URL`.
 
 pub mod config;
+
+use std::time::Duration;
+
+/// How long a web turn's attempt may run here: under the function's `Timeout` (300 s in
+/// `infra/template.yaml`, checked by a test), so a turn that runs long is cut off and closed
+/// by the function itself, its unanswered tool calls marked not run and the browser told,
+/// rather than killed by Lambda mid-turn.
+pub const JOB_BUDGET: Duration = Duration::from_secs(270);
+
+/// Margin the function keeps after [`JOB_BUDGET`] for closing the turn and its writes.
+pub const CLOSING_MARGIN: Duration = Duration::from_secs(30);
+
+/// `options` for running a web turn inside the invocation that posted it. The job queue is in
+/// memory and the environment is frozen when the response ends, so a retry would never run:
+/// a failed attempt is the last one (`max_receives` 1), which closes its turn in the transcript
+/// and tells the browser in one calm sentence to send it again, and it ends within
+/// [`JOB_BUDGET`].
+pub fn in_one_invocation(options: bridle::AppOptions) -> bridle::AppOptions {
+    bridle::AppOptions {
+        job_budget: JOB_BUDGET,
+        queue: queue::QueueSettings {
+            max_receives: 1,
+            ..options.queue
+        },
+        ..options
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The web function's `Timeout` in the template, in seconds.
+    fn template_timeout() -> u64 {
+        let template = include_str!("../../../infra/template.yaml");
+        let web = template
+            .split("\n  WebFunction:\n")
+            .nth(1)
+            .expect("the template has a WebFunction");
+        let line = web
+            .lines()
+            .find(|l| l.trim_start().starts_with("Timeout:"))
+            .expect("the WebFunction has a Timeout");
+        line.trim_start()["Timeout:".len()..]
+            .trim()
+            .parse()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_web_turn_ends_and_is_closed_before_lambda_stops_the_function() {
+        let timeout = Duration::from_secs(template_timeout());
+        assert!(
+            JOB_BUDGET + CLOSING_MARGIN <= timeout,
+            "JOB_BUDGET {JOB_BUDGET:?} + {CLOSING_MARGIN:?} must fit the WebFunction's Timeout {timeout:?}"
+        );
+        let options = in_one_invocation(bridle::AppOptions::default());
+        assert_eq!(options.job_budget, JOB_BUDGET);
+        assert_eq!(
+            options.queue.max_receives, 1,
+            "no retry runs in a frozen environment"
+        );
+    }
+}

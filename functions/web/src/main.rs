@@ -117,5 +117,6 @@ async fn init() -> Result<server::App, InitError> {
         }),
         ..AppOptions::default()
     };
-    build_app(model, options).map_err(|e| InitError::from_error(FUNCTION, Box::new(e)))
+    build_app(model, web::in_one_invocation(options))
+        .map_err(|e| InitError::from_error(FUNCTION, Box::new(e)))
 }

@@ -73,6 +73,8 @@ pub struct App {
     pub channels: Channels,
     pub max_message_chars: usize,
     pub max_concurrent_turns: usize,
+    /// How long one attempt of a job may run ([`crate::AppOptions::job_budget`]).
+    pub job_budget: std::time::Duration,
     /// Caps and prices (meter, admin page).
     pub budget: Arc<budget::BudgetConfig>,
     pub clock: budget::Clock,
@@ -166,6 +168,7 @@ pub fn spawn_worker(app: &App, shutdown: watch::Receiver<bool>) -> tokio::task::
         jobs: app.channels.jobs.clone(),
         max_receives: app.max_receives,
         max_concurrent: app.max_concurrent_turns,
+        job_budget: app.job_budget,
     });
     tokio::spawn(worker.run(shutdown))
 }
