@@ -153,6 +153,18 @@ async fn session(
         .expect("a browser session starts")
 }
 
+/// Type `text` in the web chat's box and press Send.
+pub async fn send_message(c: &Client, text: &str) {
+    let input = c.find(Locator::Id("input")).await.unwrap();
+    input.send_keys(text).await.unwrap();
+    c.find(Locator::Id("send"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+}
+
 /// The text of the first element matching `css`, if there is one.
 pub async fn text_of(c: &Client, css: &str) -> Option<String> {
     let el = c.find(Locator::Css(css)).await.ok()?;

@@ -9,7 +9,7 @@ use planner::{Caller, NewEvent, Planner};
 use serde_json::json;
 use std::sync::Arc;
 use store::Store;
-use tests::browser::{browser, eventually, start_driver, text_of};
+use tests::browser::{browser, eventually, send_message, start_driver, text_of};
 use tests::server::TestServer;
 use transcript::{ConversationId, UserId};
 
@@ -58,18 +58,7 @@ async fn clicking_yes_runs_the_held_call() {
     let profile = driver.temp("confirm");
     let c = browser(&driver, &profile, (1280, 800)).await;
     c.goto(&server.base).await.unwrap();
-    c.find(Locator::Id("input"))
-        .await
-        .unwrap()
-        .send_keys("withdraw Dana")
-        .await
-        .unwrap();
-    c.find(Locator::Id("send"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    send_message(&c, "withdraw Dana").await;
 
     let titles = eventually("the confirmation buttons", || async {
         let buttons = c.find_all(Locator::Css(".choices .choice")).await.ok()?;

@@ -8,7 +8,7 @@ use bridle::AppOptions;
 use fantoccini::Locator;
 use serde_json::json;
 use std::sync::Arc;
-use tests::browser::{browser, eventually, start_driver, text_of};
+use tests::browser::{browser, eventually, send_message, start_driver, text_of};
 use tests::server::TestServer;
 use transcript::{Grant, Part, Role, UserId};
 
@@ -55,18 +55,7 @@ async fn choosing_read_in_the_page_stops_the_next_write() {
     model.push(Reply::text(
         "Your settings let me only read, so I added nothing.",
     ));
-    c.find(Locator::Id("input"))
-        .await
-        .unwrap()
-        .send_keys("add Spring Open")
-        .await
-        .unwrap();
-    c.find(Locator::Id("send"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    send_message(&c, "add Spring Open").await;
     eventually("the relayed refusal", || async {
         let all = c
             .find_all(Locator::Css(".msg.assistant:not(.streaming)"))

@@ -9,25 +9,14 @@ use bridle::AppOptions;
 use fantoccini::{Client, Locator};
 use serde_json::{Value, json};
 use std::sync::Arc;
-use tests::browser::{browser, eventually, start_driver, text_of};
+use tests::browser::{browser, eventually, send_message, start_driver, text_of};
 use tests::program_script::{XSS_TITLE, build_program, create_event, move_session};
 use tests::server::TestServer;
 use transcript::UserId;
 
 /// Send `text` in the chat and wait for the assistant's answer `answer`.
 async fn say(c: &Client, text: &str, answer: &str) {
-    c.find(Locator::Id("input"))
-        .await
-        .unwrap()
-        .send_keys(text)
-        .await
-        .unwrap();
-    c.find(Locator::Id("send"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    send_message(c, text).await;
     eventually(&format!("the answer {answer:?}"), || async {
         let all = c
             .find_all(Locator::Css(".msg.assistant:not(.streaming)"))

@@ -7,7 +7,7 @@ use fantoccini::Locator;
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
-use tests::browser::{browser, eventually, start_driver, text_of};
+use tests::browser::{browser, eventually, send_message, start_driver, text_of};
 use tests::server::TestServer;
 use transcript::StopReason;
 
@@ -37,17 +37,7 @@ async fn a_person_chats_sees_streaming_and_tools_and_history_survives_reload() {
     let c = browser(&driver, &profile, (1280, 800)).await;
 
     c.goto(&server.base).await.unwrap();
-    let input = c.find(Locator::Id("input")).await.unwrap();
-    input
-        .send_keys("Please note: call the venue on Monday")
-        .await
-        .unwrap();
-    c.find(Locator::Id("send"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    send_message(&c, "Please note: call the venue on Monday").await;
 
     // Tokens appear while the answer is still streaming.
     let partial = eventually("streamed text", || async {

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
 use store::{VisibleEntry, VisibleRole};
-use tests::browser::{browser, eventually, phone_browser, start_driver, text_of};
+use tests::browser::{browser, eventually, phone_browser, send_message, start_driver, text_of};
 use tests::server::TestServer;
 use transcript::{ConversationId, StopReason};
 
@@ -224,18 +224,7 @@ async fn sixty_messages_scroll_inside_the_list_at_desktop_and_phone_widths() {
     save_screenshot(&c.screenshot().await.unwrap(), "web-chat-long-desktop.png");
 
     // A new answer streams in: the list follows it while the user stays at the bottom.
-    c.find(Locator::Id("input"))
-        .await
-        .unwrap()
-        .send_keys("Tell me more, line by line")
-        .await
-        .unwrap();
-    c.find(Locator::Id("send"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    send_message(&c, "Tell me more, line by line").await;
     eventually("line 5", || streamed_has(&c, "line 5\n")).await;
     let early = measure(&c).await;
     eventually("line 15", || streamed_has(&c, "line 15\n")).await;
@@ -300,18 +289,7 @@ async fn a_failed_answer_keeps_its_error_style_after_reload_and_its_tool_ends_no
     let profile = driver.temp("layout-err");
     let c = browser(&driver, &profile, (1280, 800)).await;
     c.goto(&server.base).await.unwrap();
-    c.find(Locator::Id("input"))
-        .await
-        .unwrap()
-        .send_keys("Note: call the venue")
-        .await
-        .unwrap();
-    c.find(Locator::Id("send"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    send_message(&c, "Note: call the venue").await;
 
     let live = eventually("the error sentence", || async {
         text_of(&c, ".msg.assistant .error").await
@@ -445,18 +423,7 @@ async fn a_stream_cut_off_after_a_tool_use_leaves_no_tool_running() {
     )
     .await
     .unwrap();
-    c.find(Locator::Id("input"))
-        .await
-        .unwrap()
-        .send_keys("note x")
-        .await
-        .unwrap();
-    c.find(Locator::Id("send"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    send_message(&c, "note x").await;
     eventually("the chip to end as not run", || async {
         c.find(Locator::Css(
             ".tool[data-tool='add_note'][data-state='not_run']",

@@ -9,7 +9,7 @@ use engine::lines;
 use fantoccini::Locator;
 use std::sync::Arc;
 use store_sqlite::SqliteStore;
-use tests::browser::{browser, eventually, start_driver, text_of};
+use tests::browser::{browser, eventually, send_message, start_driver, text_of};
 use tests::crash_store::{Crash, CrashAt, CrashStore};
 use tests::server::TestServer;
 
@@ -35,14 +35,7 @@ async fn a_turn_the_server_retries_by_itself_shows_its_answer_without_being_sent
     let c = browser(&driver, &profile, (1280, 800)).await;
 
     c.goto(&server.base).await.unwrap();
-    let input = c.find(Locator::Id("input")).await.unwrap();
-    input.send_keys("What's on my list?").await.unwrap();
-    c.find(Locator::Id("send"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    send_message(&c, "What's on my list?").await;
 
     // The attempt fails: the user is told it is being tried again, not to send it again.
     let said = eventually("the retry sentence", || async {

@@ -13,7 +13,10 @@
 //! the call was held on). A press on the user's next message decides without the model: Yes
 //! runs exactly the held call (turn/press.rs), No voids it; a press that is not for the previous
 //! message, or whose record expired or was used, confirms nothing and gets [`STALE_PRESS`]. A
-//! typed answer leaves the decision to the model for that next message only ([`Answer`]).
+//! typed answer on that next message confirms only when it reads as a yes ([`affirms`]) and
+//! the model repeats the call; anything else holds the call again, whatever the model makes of
+//! it. The reply that asks says, in the policy's words, everything a yes does
+//! ([`with_what_yes_does`]).
 
 use crate::Engine;
 use async_trait::async_trait;
@@ -124,8 +127,8 @@ impl ConfirmationGate {
         let now = (self.clock)();
         let conversation = &ctx.conversation_id;
         let taken = if turn.declined {
-            // "No": whatever was pending is not confirmed by this message.
-            tracing::info!(tool = %call.name, action_id = %ctx.action_id, "the user declined; a pending confirmation is not used");
+            // Not a yes ("no", a question, something else): what was pending is not confirmed.
+            tracing::info!(tool = %call.name, action_id = %ctx.action_id, "the message is no yes; a pending confirmation is not used");
             Ok(None)
         } else {
             self.pending

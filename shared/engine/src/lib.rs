@@ -35,9 +35,9 @@ mod turn;
 
 pub use compact::COMPACTION_PROMPT;
 pub use confirm::{
-    Answer, Clock, ConfirmationGate, ConfirmationOptions, NO_TITLE, Press, RiskPolicy, STALE_PRESS,
-    TTL_VAR, YES_TITLE, call_hash, confirm_buttons, is_confirm_button, needs_confirmation,
-    risk_policy,
+    Answer, Clock, ConfirmationGate, ConfirmationOptions, IF_YES, NO_TITLE, Press, RiskPolicy,
+    STALE_PRESS, TTL_VAR, YES_TITLE, affirms, call_hash, confirm_buttons, is_confirm_button,
+    needs_confirmation, risk_policy,
 };
 pub use context::{ContextFacts, ContextSource, NoFacts, context_source};
 pub use engine::{Engine, TurnEnd, TurnInput, TurnOutcome, TurnRead};

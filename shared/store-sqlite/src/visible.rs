@@ -59,40 +59,45 @@ impl VisibleStore for SqliteStore {
         &self,
         conversation: &ConversationId,
     ) -> Result<Option<VisibleEntry>, StoreError> {
-        let conversation = conversation.clone();
-        self.db
-            .read(move |conn| {
-                let mut stmt = conn
-                    .prepare_cached(
-                        "SELECT position, body FROM visible WHERE conversation_id = ?1 \
-                         ORDER BY position DESC LIMIT 1",
-                    )
-                    .map_err(unavailable)?;
-                let row = stmt
-                    .query_row([&conversation.0], |row| {
-                        Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?))
-                    })
-                    .optional()
-                    .map_err(unavailable)?;
-                row.map(|(position, body)| decode(&conversation, position, &body))
-                    .transpose()
-            })
-            .await
+        self.end_entry(conversation, End::Last).await
     }
 
     async fn first_visible(
         &self,
         conversation: &ConversationId,
     ) -> Result<Option<VisibleEntry>, StoreError> {
+        self.end_entry(conversation, End::First).await
+    }
+}
+
+/// Which end of a conversation's visible transcript.
+#[derive(Clone, Copy)]
+enum End {
+    First,
+    Last,
+}
+
+impl SqliteStore {
+    /// The entry at `end` of the conversation's transcript: one indexed row.
+    async fn end_entry(
+        &self,
+        conversation: &ConversationId,
+        end: End,
+    ) -> Result<Option<VisibleEntry>, StoreError> {
         let conversation = conversation.clone();
+        let sql = match end {
+            End::First => {
+                "SELECT position, body FROM visible WHERE conversation_id = ?1 \
+                 ORDER BY position LIMIT 1"
+            }
+            End::Last => {
+                "SELECT position, body FROM visible WHERE conversation_id = ?1 \
+                 ORDER BY position DESC LIMIT 1"
+            }
+        };
         self.db
             .read(move |conn| {
-                let mut stmt = conn
-                    .prepare_cached(
-                        "SELECT position, body FROM visible WHERE conversation_id = ?1 \
-                         ORDER BY position LIMIT 1",
-                    )
-                    .map_err(unavailable)?;
+                let mut stmt = conn.prepare_cached(sql).map_err(unavailable)?;
                 let row = stmt
                     .query_row([&conversation.0], |row| {
                         Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?))
