@@ -333,9 +333,13 @@ const NOT_WORDS: &[&str] = &[
 /// it: the call is held again and the user asked again. The `[pressed button …]` line a press
 /// leaves is no yes either: a press decides through its own id.
 pub fn affirms(text: &str) -> bool {
-    let lower = text.trim().to_lowercase().replace('’', "'");
+    let mut lower = text.trim().to_lowercase().replace('’', "'");
     if lower.contains('?') {
         return false;
+    }
+    // Ways of saying yes that hold a "no" ("Yes, no problem").
+    for fine in ["not a problem", "no problem", "no worries"] {
+        lower = lower.replace(fine, " ");
     }
     let words: Vec<&str> = lower
         .split(|c: char| !c.is_alphanumeric() && c != '\'')
@@ -680,6 +684,7 @@ mod tests {
             "Please do",
             "do it",
             "Go ahead!",
+            "Yes, no problem",
             "👍",
         ] {
             assert!(affirms(yes), "{yes}");
