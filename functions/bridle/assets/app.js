@@ -120,16 +120,15 @@ async function awaitAnswer(id) {
     await new Promise((resolve) => setTimeout(resolve, 2000));
     if (state.conversation !== id) return;
     try {
-      const res = await api(`/api/conversations/${id}/messages`);
-      if (!res.ok) continue;
-      const { messages } = await res.json();
+      // `api` throws on a failed answer (caught below).
+      const { messages } = await (await api(`/api/conversations/${id}/messages`)).json();
       const users = messages.filter((m) => m.role === "user").length;
       if (users >= asked && messages.at(-1)?.role === "assistant") {
         if (state.conversation === id) await loadHistory(id);
         return;
       }
     } catch (_) {
-      // The server is restarting: look again.
+      // The server is restarting, or answered with an error: look again.
     }
   }
 }

@@ -28,7 +28,6 @@ impl ChannelJobs {
     ) -> Result<(T, bool), JobError> {
         let o = &self.options;
         let holder = job.dedupe_key();
-        let ttl = o.lease_ttl.as_millis() as i64;
         let acquire = async {
             if lease == LeaseNow::Held {
                 return Ok(());
@@ -51,12 +50,7 @@ impl ChannelJobs {
             every.tick().await;
             loop {
                 every.tick().await;
-                let now = (o.clock)();
-                match self
-                    .store
-                    .acquire_lease(conversation, &holder, now, now + ttl)
-                    .await
-                {
+                match self.lease_for_a_ttl(conversation, &holder).await {
                     Ok(Lease::Held) => {}
                     Ok(Lease::Busy { holder: other, .. }) => {
                         return JobError::LeaseLost(other);
@@ -85,6 +79,20 @@ impl ChannelJobs {
         }
     }
 
+    /// Take (or renew) `conversation`'s lease for `holder` from now for
+    /// [`JobOptions::lease_ttl`], unless another holder has it: one conditional write.
+    async fn lease_for_a_ttl(
+        &self,
+        conversation: &ConversationId,
+        holder: &str,
+    ) -> Result<Lease, StoreError> {
+        let now = (self.options.clock)();
+        let ttl = self.options.lease_ttl.as_millis() as i64;
+        self.store
+            .acquire_lease(conversation, holder, now, now + ttl)
+            .await
+    }
+
     /// Take `conversation`'s lease for `holder`, waiting while another turn holds it (25 ms,
     /// doubling to 1 s, between looks).
     async fn take_lease(
@@ -92,16 +100,9 @@ impl ChannelJobs {
         conversation: &ConversationId,
         holder: &str,
     ) -> Result<(), StoreError> {
-        let o = &self.options;
-        let ttl = o.lease_ttl.as_millis() as i64;
         let mut wait = Duration::from_millis(25);
         loop {
-            let now = (o.clock)();
-            match self
-                .store
-                .acquire_lease(conversation, holder, now, now + ttl)
-                .await?
-            {
+            match self.lease_for_a_ttl(conversation, holder).await? {
                 Lease::Held => return Ok(()),
                 Lease::Busy {
                     holder: other,
