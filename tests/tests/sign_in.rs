@@ -49,6 +49,14 @@ struct Site {
 }
 
 async fn site(signup: Signup, store: Option<Arc<dyn Store>>) -> Site {
+    site_with(signup, store, |options| options).await
+}
+
+async fn site_with(
+    signup: Signup,
+    store: Option<Arc<dyn Store>>,
+    more: impl FnOnce(AppOptions) -> AppOptions,
+) -> Site {
     let issuer = FakeIssuer::start(CLIENT).await;
     let (listener, base) = TestServer::bind().await;
     let clock = Arc::new(AtomicI64::new(now_ms()));
@@ -67,7 +75,7 @@ async fn site(signup: Signup, store: Option<Arc<dyn Store>>) -> Site {
         store: store.map(OtherStore),
         ..AppOptions::default()
     };
-    let app = build_app(EchoModel::new(Duration::ZERO), options).unwrap();
+    let app = build_app(EchoModel::new(Duration::ZERO), more(options)).unwrap();
     let store = app.store.clone();
     let server = TestServer::serve_on(listener, app).await;
     let http = reqwest::Client::builder()
@@ -590,4 +598,82 @@ async fn sqlite_two_signed_in_users_cannot_reach_each_others_data() {
 #[tokio::test]
 async fn dynamodb_two_signed_in_users_cannot_reach_each_others_data() {
     two_users_cannot_reach_each_others_data(site(Signup::Open, Some(dynamo().await)).await).await;
+}
+
+// --- Changes per minute -----------------------------------------------------------------
+
+/// A user's changes through the web app are counted per minute across all their sessions;
+/// past the rate a change gets 429 with `Retry-After` and a sentence, and nothing is done (no
+/// message stored or answered, no conversation made). Reading and signing out still work,
+/// another user has their own count, and the next minute starts again.
+async fn a_users_changes_are_limited_per_minute_across_sessions(store: Option<Arc<dyn Store>>) {
+    let s = site_with(Signup::Open, store, |o| AppOptions {
+        web_write_rate: budget::RequestRate { per_minute: 3 },
+        ..o
+    })
+    .await;
+    let minute = now_ms() - now_ms().rem_euclid(60_000);
+    s.clock.store(minute + 1_000, Ordering::SeqCst);
+    let (a1, a2) = (
+        s.sign_in(alice()).await.unwrap(),
+        s.sign_in(alice()).await.unwrap(),
+    );
+    let b = s.sign_in(bob()).await.unwrap();
+    let conv = s.new_conversation(&a1).await;
+    let path = format!("/api/conversations/{conv}/messages");
+    for (who, text) in [(&a1, "one"), (&a2, "two")] {
+        let said = s.post(who, &path, Some(json!({ "text": text }))).await;
+        assert_eq!(said.status(), 200);
+        assert!(said.text().await.unwrap().contains("event: done"));
+    }
+
+    // The fourth change of the minute, from either session: refused, and says when to retry.
+    let refused = s.post(&a2, &path, Some(json!({"text": "three"}))).await;
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(refused.headers()["retry-after"], "59");
+    let said: Value = refused.json().await.unwrap();
+    assert_eq!(
+        said["error"],
+        "That is more than 3 changes in a minute (messages, presses, new conversations). \
+         Nothing was sent or changed; try again in 59 seconds."
+    );
+    let refused = s.post(&a1, "/api/conversations", None).await;
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+
+    // Nothing was done: the history holds the two messages and their answers, and alice has
+    // one conversation. Reading still works past the rate.
+    let history: Value = s.get(&a1, &path).await.json().await.unwrap();
+    let texts: Vec<&str> = history["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(texts.len(), 4, "{texts:?}");
+    assert_eq!((texts[0], texts[2]), ("one", "two"));
+    let listed: Value = s.get(&a1, "/api/conversations").await.json().await.unwrap();
+    assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
+
+    // Bob has his own count.
+    assert_eq!(s.post(&b, "/api/conversations", None).await.status(), 201);
+
+    // Signing out is never refused.
+    let out = s.post(&a2, "/auth/logout", None).await;
+    assert_eq!(out.status(), StatusCode::NO_CONTENT);
+
+    // The next minute starts again.
+    s.clock.store(minute + 60_000, Ordering::SeqCst);
+    let said = s.post(&a1, &path, Some(json!({"text": "three"}))).await;
+    assert_eq!(said.status(), 200);
+    assert!(said.text().await.unwrap().contains("event: done"));
+}
+
+#[tokio::test]
+async fn sqlite_a_users_changes_are_limited_per_minute_across_sessions() {
+    a_users_changes_are_limited_per_minute_across_sessions(None).await;
+}
+
+#[tokio::test]
+async fn dynamodb_a_users_changes_are_limited_per_minute_across_sessions() {
+    a_users_changes_are_limited_per_minute_across_sessions(Some(dynamo().await)).await;
 }

@@ -183,3 +183,66 @@ async fn a_person_gets_a_link_code_with_open_the_chat_links() {
     c.close().await.unwrap();
     server.stop().await;
 }
+
+/// A message the server turns away (here: longer than the limit) is not shown as sent: the
+/// page says why, the text stays in the box to shorten, and nothing reaches the model.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_the_server_refuses_stays_in_the_box_and_is_not_shown_as_sent() {
+    let model = Arc::new(ScriptedModel::new([Reply::text("Noted.")]));
+    let server = TestServer::start(
+        model.clone(),
+        AppOptions {
+            max_message_chars: 20,
+            ..AppOptions::default()
+        },
+    )
+    .await;
+    let driver = start_driver().await;
+    let profile = driver.temp("chromium-refused");
+    let c = browser(&driver, &profile, (1280, 800)).await;
+    c.goto(&server.base).await.unwrap();
+
+    let long = "Please remember the venue's door code";
+    send_message(&c, long).await;
+    let status = eventually("the refusal", || async {
+        let t = text_of(&c, "#status").await?;
+        (!t.is_empty()).then_some(t)
+    })
+    .await;
+    assert_eq!(
+        status,
+        format!(
+            "The message is {} characters long; the limit is 20.",
+            long.len()
+        )
+    );
+    let input = c.find(Locator::Id("input")).await.unwrap();
+    assert_eq!(input.prop("value").await.unwrap().as_deref(), Some(long));
+    assert!(
+        c.find_all(Locator::Css("#messages .msg"))
+            .await
+            .unwrap()
+            .is_empty(),
+        "nothing is shown as sent"
+    );
+
+    input.clear().await.unwrap();
+    send_message(&c, "Door code 4711").await;
+    let history = eventually("the answer", || async {
+        let msgs = c.find_all(Locator::Css("#messages .msg")).await.ok()?;
+        let mut out = Vec::new();
+        for m in msgs {
+            out.push(m.text().await.ok()?);
+        }
+        (out.last().map(String::as_str) == Some("Noted.")).then_some(out)
+    })
+    .await;
+    assert_eq!(history, ["Door code 4711", "Noted."]);
+    assert_eq!(
+        model.requests().len(),
+        1,
+        "the refused message reached no model"
+    );
+    c.close().await.unwrap();
+    server.stop().await;
+}

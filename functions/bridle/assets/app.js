@@ -201,12 +201,20 @@ async function readSse(res, onEvent) {
   }
 }
 
+/** Throws `err` marked as a message the server never took. */
+function notSent(err) {
+  err.notSent = true;
+  throw err;
+}
+
 async function send(text, buttonId) {
-  if (!state.conversation) await openConversation(await newConversation());
+  if (!state.conversation) await openConversation(await newConversation()).catch(notSent);
   const box = $("#messages");
   box.querySelector(".empty")?.remove();
-  box.querySelectorAll(".choices").forEach((row) => row.remove());
-  box.append(el("div", "msg user", text));
+  const choices = [...box.querySelectorAll(".choices")];
+  choices.forEach((row) => row.remove());
+  const mine = el("div", "msg user", text);
+  box.append(mine);
   let bubble = null;
   let tools = null;
   let thinking = null;
@@ -237,6 +245,11 @@ async function send(text, buttonId) {
       client_message_id: crypto.randomUUID(),
       ...(buttonId ? { button_id: buttonId } : {}),
     }),
+  }).catch((err) => {
+    // Refused (too long, too many, signed out…): nothing was sent, so it is not shown as sent.
+    mine.remove();
+    box.append(...choices);
+    notSent(err);
   });
   let finished = false;
   try {
@@ -381,6 +394,9 @@ $("#composer").addEventListener("submit", async (e) => {
   try {
     await send(text, pressed);
   } catch (err) {
+    // A typed message the server did not take goes back in the box, so nothing typed is lost;
+    // a press's buttons are back under the reply, to press again.
+    if (err.notSent && !pressed && !input.value) input.value = text;
     setStatus(err.message);
   } finally {
     state.busy = false;

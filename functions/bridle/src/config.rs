@@ -59,8 +59,12 @@ pub struct ServeConfig {
     /// Model-call timeouts and inference settings (`BRIDLE_MODEL_TIMEOUT_S`,
     /// `BRIDLE_MAX_OUTPUT_TOKENS`, `BRIDLE_TOOL_CHOICE`, …), checked for the chosen backend.
     pub model: assembly::ModelSettings,
-    /// `BRIDLE_MCP_REQUESTS_PER_MINUTE`: each MCP access token's requests per minute.
+    /// `BRIDLE_MCP_REQUESTS_PER_MINUTE`: each user's MCP requests per minute, all their access
+    /// tokens together.
     pub mcp_rate: mcp::RateLimit,
+    /// `BRIDLE_WEB_WRITES_PER_MINUTE`: each signed-in user's changes per minute through the
+    /// web app.
+    pub web_write_rate: budget::RequestRate,
     /// Sign-in with OpenID Connect (`BRIDLE_OIDC_*`); `None`: one local user, loopback only.
     pub sign_in: Option<SignInConfig>,
 }
@@ -269,6 +273,10 @@ impl ServeConfig {
             problems.push(problem);
             mcp::RateLimit::default()
         });
+        let web_write_rate = crate::server::write_rate::from_vars(var).unwrap_or_else(|problem| {
+            problems.push(problem);
+            crate::server::write_rate::default_rate()
+        });
 
         let sign_in = sign_in_from(&var, &addr, &mut problems);
 
@@ -287,6 +295,7 @@ impl ServeConfig {
                 prompt,
                 confirmation,
                 mcp_rate,
+                web_write_rate,
                 model,
             })
         } else {

@@ -75,8 +75,10 @@ pub struct AppOptions {
     pub store: Option<OtherStore>,
     /// With `store`: the MCP access tokens' store (the same adapter). `None`: the SQLite file.
     pub tokens: Option<Arc<dyn store::Tokens>>,
-    /// Requests per minute each MCP access token may make.
+    /// Requests per minute each user may make through MCP.
     pub mcp_rate: mcp::RateLimit,
+    /// Changes per minute each signed-in user may make through the web app.
+    pub web_write_rate: budget::RequestRate,
 }
 
 impl std::fmt::Debug for AppOptions {
@@ -88,6 +90,7 @@ impl std::fmt::Debug for AppOptions {
             .field("channels", &self.channels)
             .field("sign_in", &self.sign_in)
             .field("mcp_rate", &self.mcp_rate)
+            .field("web_write_rate", &self.web_write_rate)
             .finish_non_exhaustive()
     }
 }
@@ -134,6 +137,7 @@ impl Default for AppOptions {
             store: None,
             tokens: None,
             mcp_rate: mcp::RateLimit::default(),
+            web_write_rate: server::write_rate::default_rate(),
         }
     }
 }
@@ -239,6 +243,7 @@ pub fn build_app(
         sign_in,
         mcp,
         tokens: mcp_tokens,
+        write_rate: options.web_write_rate,
     })
 }
 

@@ -28,8 +28,12 @@ pub struct WebConfig {
     pub model: assembly::ModelSettings,
     /// `BRIDLE_CONFIRMATION_TTL_S`, as the worker reads it.
     pub confirmation: engine::ConfirmationOptions,
-    /// `BRIDLE_MCP_REQUESTS_PER_MINUTE`: each MCP access token's requests per minute.
+    /// `BRIDLE_MCP_REQUESTS_PER_MINUTE`: each user's MCP requests per minute, all their access
+    /// tokens together.
     pub mcp_rate: mcp::RateLimit,
+    /// `BRIDLE_WEB_WRITES_PER_MINUTE`: each signed-in user's changes per minute through the
+    /// web app.
+    pub web_write_rate: budget::RequestRate,
     /// `WHATSAPP_DISPLAY_NUMBER`, `TELEGRAM_BOT_USERNAME`: the link code's "open the chat" links.
     pub open_chat: OpenChat,
     /// `BRIDLE_LINKABLE_CHANNELS`: the channels people can link from the web app.
@@ -116,6 +120,10 @@ impl WebConfig {
             problems.push(problem);
             mcp::RateLimit::default()
         });
+        let web_write_rate = bridle::server::write_rate::from_vars(var).unwrap_or_else(|problem| {
+            problems.push(problem);
+            bridle::server::write_rate::default_rate()
+        });
         let open_chat = OpenChat::from_vars(&var).unwrap_or_else(|p| {
             problems.extend(p);
             OpenChat::default()
@@ -145,6 +153,7 @@ impl WebConfig {
             model,
             confirmation,
             mcp_rate,
+            web_write_rate,
             open_chat,
             linkable,
         })

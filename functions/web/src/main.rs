@@ -97,6 +97,7 @@ async fn init() -> Result<server::App, InitError> {
         // MCP access tokens on the same table.
         tokens: Some(store),
         mcp_rate: config.mcp_rate,
+        web_write_rate: config.web_write_rate,
         model_id: config.model_id.clone(),
         channels,
         guards: GuardOptions {

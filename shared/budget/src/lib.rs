@@ -14,6 +14,8 @@
 //!   bound on overshoot.
 //! - Cheap guards: [`ConversationRate`], [`PausedAccounts`] (over the [`AccountStatus`] port),
 //!   [`NoModel`]; [`Guards`] chains them.
+//! - [`RequestRate`]: requests per user per minute at an entrance (MCP, the web app's writes),
+//!   counted in the same ledger.
 //! - [`Meter`] (each bucket's fill for a user) and [`report`] (the finance report, rendered as a
 //!   table, JSON or CSV, and as an SVG chart).
 //!
@@ -35,6 +37,7 @@ mod no_model;
 pub mod prices;
 mod rate;
 pub mod report;
+mod requests;
 mod room;
 mod running;
 
@@ -50,4 +53,5 @@ pub use meter::{Fill, Meter};
 pub use no_model::NoModel;
 pub use prices::{Price, PriceTable};
 pub use rate::ConversationRate;
+pub use requests::{RequestCount, RequestRate};
 pub use running::RunningEstimate;

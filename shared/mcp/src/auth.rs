@@ -2,17 +2,19 @@
 //! hash; a missing, unknown, revoked or expired one gets 401 with `WWW-Authenticate` and one
 //! sentence. A live one puts an [`McpCaller`] (its user, id and scope) in the request's
 //! extensions, where the MCP handler finds it; its last use is stamped (at most once a
-//! minute). The per-token limit of requests per minute ([`RateLimit`]) is counted in the
-//! store's budget ledger, one conditional add per request, so every instance shares it.
+//! minute). The per-user limit of requests per minute ([`RateLimit`], all a user's tokens
+//! together) is counted in the store's budget ledger ([`budget::RequestRate`]), one
+//! conditional add per request, so every instance shares it.
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use budget::RequestCount;
 use engine::Clock;
 use serde_json::json;
 use std::sync::Arc;
-use store::{BucketKey, BudgetLedger, Charge, Reserve, TokenScope, Tokens};
+use store::{BudgetLedger, TokenScope, Tokens};
 use transcript::UserId;
 
 /// Who is calling over MCP, from the token.
@@ -142,52 +144,39 @@ impl RateLimit {
     /// bucket; refused, and not counted, past the limit. A ledger that cannot be read refuses
     /// too (fail closed).
     pub async fn count(&self, ledger: &dyn BudgetLedger, user: &UserId, now_ms: i64) -> Counted {
-        let start_ms = now_ms - now_ms.rem_euclid(60_000);
-        let charge = Charge {
-            bucket: BucketKey {
-                scope: format!("mcp_user:{user}"),
-                window: RATE_WINDOW.into(),
-                start_ms,
-            },
-            amount: 1,
-            limit: Some(self.per_minute),
-            expires_at_ms: start_ms + 120_000,
+        let rate = budget::RequestRate {
+            per_minute: self.per_minute,
         };
-        match ledger.reserve(&[charge]).await {
-            Ok(Reserve::Reserved) => Counted::Allowed,
-            Ok(Reserve::Tripped { .. }) => {
-                let wait_s = (start_ms + 60_000 - now_ms).div_euclid(1000).max(1);
-                Counted::Refused(format!(
-                    "Too many requests with your access tokens: at most {} a minute in all. \
-                     Nothing was done; try again in {wait_s} seconds.",
-                    self.per_minute
-                ))
-            }
-            Err(err) => {
-                tracing::error!(%user, error = %err, "counting an MCP request failed");
-                Counted::Refused(
-                    "Bridle could not check your request limit just now. Nothing was done; \
-                     try again in a moment."
-                        .into(),
-                )
-            }
+        match rate
+            .count(ledger, format!("mcp_user:{user}"), RATE_WINDOW, now_ms)
+            .await
+        {
+            RequestCount::Allowed => Counted::Allowed,
+            RequestCount::Over { wait_s } => Counted::Refused(format!(
+                "Too many requests with your access tokens: at most {} a minute in all. \
+                 Nothing was done; try again in {wait_s} seconds.",
+                self.per_minute
+            )),
+            RequestCount::Unchecked => Counted::Refused(
+                "Bridle could not check your request limit just now. Nothing was done; \
+                 try again in a moment."
+                    .into(),
+            ),
         }
     }
 
     /// The limit from a variable lookup: `BRIDLE_MCP_REQUESTS_PER_MINUTE` (default 120).
     /// `Err` is one sentence naming the variable.
     pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
-        const VAR: &str = "BRIDLE_MCP_REQUESTS_PER_MINUTE";
-        let Some(raw) = var(VAR).filter(|v| !v.trim().is_empty()) else {
-            return Ok(Self::default());
-        };
-        match raw.trim().parse::<u64>() {
-            Ok(n) if (1..=1_000_000).contains(&n) => Ok(Self { per_minute: n }),
-            _ => Err(format!(
-                "{VAR}={raw:?} must be a whole number from 1 to 1000000 (requests per minute \
-                 each MCP access token may make)"
-            )),
-        }
+        let rate = budget::RequestRate::from_var(
+            var,
+            "BRIDLE_MCP_REQUESTS_PER_MINUTE",
+            "MCP requests each user may make, all their access tokens together,",
+            Self::default().per_minute,
+        )?;
+        Ok(Self {
+            per_minute: rate.per_minute,
+        })
     }
 }
 

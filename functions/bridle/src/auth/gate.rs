@@ -1,11 +1,12 @@
 //! The gate in front of every route but the public ones: who is asking (the session's user, or
 //! the local user when no sign-in is configured), and, for a state-changing request of a
-//! signed-in user, the session's CSRF token in `X-CSRF-Token`. A request without a session gets
+//! signed-in user, the session's CSRF token in `X-CSRF-Token` and a place in the user's
+//! changes per minute ([`write_rate`]). A request without a session gets
 //! 401 (JSON) — `GET /` is sent to sign in instead.
 
 use super::{SESSION_COOKIE, SignIn, hash_secret};
 use crate::server::errors::ApiError;
-use crate::server::{App, LOCAL_USER};
+use crate::server::{App, LOCAL_USER, write_rate};
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
@@ -127,6 +128,17 @@ pub async fn gate(State(app): State<App>, mut request: Request, next: Next) -> R
                 "This request is missing the page's CSRF token (X-CSRF-Token); reload the page and try again.",
             )
             .into_response();
+        }
+        if path != "/auth/logout"
+            && let Some(refused) = write_rate::refusal(
+                app.write_rate,
+                app.store.as_ref(),
+                &current.user,
+                (app.clock)(),
+            )
+            .await
+        {
+            return refused;
         }
     }
     request.extensions_mut().insert(current);

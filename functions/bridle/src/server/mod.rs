@@ -14,6 +14,7 @@ pub mod sweep;
 mod timetable;
 mod tokens;
 mod webhooks;
+pub mod write_rate;
 
 pub use limits::HttpLimits;
 pub use webhooks::Channels;
@@ -94,6 +95,8 @@ pub struct App {
     pub mcp: Router,
     /// The users' MCP access tokens ("Connect an AI client").
     pub tokens: Arc<dyn store::Tokens>,
+    /// Changes each signed-in user may make a minute ([`write_rate`]).
+    pub write_rate: budget::RequestRate,
 }
 
 impl std::fmt::Debug for App {
