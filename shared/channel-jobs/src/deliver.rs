@@ -1,5 +1,6 @@
 //! Sending a reply and recording what went out. A turn's reply is sent unless an earlier
-//! attempt already recorded it; a `<silent/>` reply is a reaction where the platform has one,
+//! attempt already recorded it, or it is a refusal the sender got this hour already
+//! ([`crate::hourly`]); a `<silent/>` reply is a reaction where the platform has one,
 //! else a short text — the user is never left hanging.
 
 use crate::{ChannelJobs, JobError};
@@ -63,6 +64,12 @@ impl ChannelJobs {
         if !outcome.silent && outcome.reply.trim().is_empty() {
             // The turn said nothing on purpose (a paused conversation): nothing to deliver.
             tracing::info!(job = %job.dedupe_key(), end = ?outcome.end, "the turn has no reply to deliver");
+            return Ok(None);
+        }
+        // A refusal this sender was given this hour already is not sent again (`hourly`).
+        if let Some(limit) = crate::hourly::refusal_limit(job, outcome)
+            && self.take_hourly(job, &limit).await.is_none()
+        {
             return Ok(None);
         }
         let buttons: Vec<Button> = outcome

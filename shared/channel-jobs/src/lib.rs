@@ -29,6 +29,7 @@ pub mod code_attempts;
 mod conversation;
 mod deliver;
 mod error;
+mod hourly;
 pub mod identity;
 mod lease;
 pub mod lines;
@@ -304,22 +305,6 @@ impl ChannelJobs {
         }
     }
 
-    /// Whether the harness's reply limited to once an hour as `limit` ([`Resolved::
-    /// hourly_reply`]: onboarding, "that code did not work", "too many codes") may go to this
-    /// sender now, so a stranger cannot make us send (and pay for) a reply per message. One
-    /// conditional write (a claim on `<limit>#<channel>#<sender>` that lasts the hour); a store
-    /// failure errs towards answering.
-    async fn may_reply_now(&self, job: &TurnJob, limit: &str) -> bool {
-        let now = (self.options.clock)();
-        let key = format!("{limit}#{}#{}", job.channel, job.external_user_id);
-        !matches!(
-            self.store
-                .claim_job(&key, now, now + STRANGER_REPLY_EVERY.as_millis() as i64)
-                .await,
-            Ok(Claim::Busy { .. } | Claim::Done)
-        )
-    }
-
     /// This attempt is over without finishing: release its claim so the retry (after the
     /// queue's backoff) takes over at once and resumes the turn from the stored transcript.
     /// Crash story: a worker that dies before this leaves the claim to expire instead.
@@ -398,16 +383,19 @@ impl ChannelJobs {
             let user = match &resolved {
                 Resolved::Bound(user) => user.clone(),
                 other => {
-                    if let Some(limit) = other.hourly_reply()
-                        && !self.may_reply_now(job, limit).await
-                    {
-                        tracing::info!(job = %job.dedupe_key(), limit, "this sender got this reply this hour already; not again");
-                        return Ok((
-                            JobOutcome::Skipped("this reply was sent this hour already"),
-                            None,
-                            false,
-                        ));
-                    }
+                    let hourly = match other.hourly_reply() {
+                        Some(limit) => match self.take_hourly(job, limit).await {
+                            Some(taken) => Some(taken),
+                            None => {
+                                return Ok((
+                                    JobOutcome::Skipped("this reply was sent this hour already"),
+                                    None,
+                                    false,
+                                ));
+                            }
+                        },
+                        None => None,
+                    };
                     let text = lines::harness_reply(other, &self.options.signup_url);
                     let in_lobby = other.user().is_none();
                     let conversation = match other.user() {
@@ -415,20 +403,26 @@ impl ChannelJobs {
                         None => lobby_conversation(self, job).await,
                     }
                     .map_err(JobError::from)?;
-                    self.leased(job, &conversation, LeaseNow::ToTake, async {
-                        self.deliver_harness_reply(job, &conversation, &text, sender)
-                            .instrument(spans::delivery(&job.channel))
-                            .await?;
-                        // The exchange just recorded expires with the lobby (a crash before
-                        // this leaves it undated until the sender's next message).
-                        if in_lobby {
-                            keep_lobby(self, &conversation)
-                                .await
-                                .map_err(JobError::from)?;
-                        }
-                        Ok(((), None))
-                    })
-                    .await?;
+                    let delivered = self
+                        .leased(job, &conversation, LeaseNow::ToTake, async {
+                            self.deliver_harness_reply(job, &conversation, &text, sender)
+                                .instrument(spans::delivery(&job.channel))
+                                .await?;
+                            // The exchange just recorded expires with the lobby (a crash before
+                            // this leaves it undated until the sender's next message).
+                            if in_lobby {
+                                keep_lobby(self, &conversation)
+                                    .await
+                                    .map_err(JobError::from)?;
+                            }
+                            Ok(((), None))
+                        })
+                        .await;
+                    if let (Err(JobError::Send(_)), Some(taken)) = (&delivered, hourly) {
+                        // The platform did not take it: the retry sends it.
+                        self.give_back_hourly(taken).await;
+                    }
+                    delivered?;
                     tracing::info!(job = %job.dedupe_key(), outcome = ?other, "answered by the harness");
                     return Ok((JobOutcome::Answered(other.clone()), None, false));
                 }

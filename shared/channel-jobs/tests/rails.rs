@@ -1,6 +1,7 @@
 //! Rails against hostile senders on the job path: a message stuffed with link-code guesses is
-//! tried twice at most, and a conversation key that ends in `@<user>` cannot reach that user's
-//! conversation.
+//! tried twice at most, a conversation key that ends in `@<user>` cannot reach that user's
+//! conversation, and neither a stranger nor a linked sender over a cap can make us send a reply
+//! per message (yet a reply the platform did not take is sent by the retry).
 
 use backend::{Reply, ScriptedModel};
 use channel_jobs::identity::Resolved;
@@ -9,14 +10,16 @@ use channels::{Delivered, Outgoing, SendError, Sender};
 use engine::{Engine, EngineOptions};
 use queue::TurnJob;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use store::{ConversationStore, Identities, VisibleStore};
 use store_sqlite::SqliteStore;
 use tools::Registry;
 
+/// A platform that takes every reply, after failing the first `fail` (as a 503).
 #[derive(Default)]
-struct Platform(Mutex<Vec<Outgoing>>);
+struct Platform(Mutex<Vec<Outgoing>>, AtomicUsize);
 
 #[async_trait::async_trait]
 impl Sender for Platform {
@@ -27,6 +30,13 @@ impl Sender for Platform {
         false
     }
     async fn send(&self, reply: &Outgoing) -> Result<Delivered, SendError> {
+        if self
+            .1
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+        {
+            return Err(SendError::Retryable { status: 503 });
+        }
         self.0.lock().unwrap().push(reply.clone());
         Ok(Delivered {
             pieces: vec![reply.text.clone()],
@@ -168,4 +178,99 @@ async fn an_unknown_sender_gets_one_onboarding_reply_an_hour_however_much_they_w
         matches!(outcome, JobOutcome::Answered(Resolved::Unknown)),
         "{outcome:?}"
     );
+}
+
+#[tokio::test]
+async fn an_onboarding_reply_the_platform_did_not_take_is_sent_by_the_retry() {
+    let store = Arc::new(SqliteStore::open_in_memory().unwrap());
+    let platform = Arc::new(Platform::default());
+    platform.1.store(1, Ordering::SeqCst);
+    let mut jobs = jobs(store.clone(), vec![]);
+    jobs.senders.insert("generic".into(), platform.clone());
+    let hello = job("m-1", "stranger", "c-9", "hello?");
+    let outcome = jobs.run(&hello, MINUTE).await;
+    assert!(matches!(outcome, JobOutcome::Failed(_)), "{outcome:?}");
+    assert!(platform.0.lock().unwrap().is_empty());
+    // The queue delivers it again: the hour's reply was not used up by the failed send.
+    let outcome = jobs.run(&hello, MINUTE).await;
+    assert!(
+        matches!(outcome, JobOutcome::Answered(Resolved::Unknown)),
+        "{outcome:?}"
+    );
+    assert_eq!(platform.0.lock().unwrap().len(), 1);
+    // And it was that hour's one.
+    let outcome = jobs
+        .run(&job("m-2", "stranger", "c-9", "hello??"), MINUTE)
+        .await;
+    assert!(matches!(outcome, JobOutcome::Skipped(_)), "{outcome:?}");
+    assert_eq!(platform.0.lock().unwrap().len(), 1);
+}
+
+/// A linked sender past the conversation's messages an hour is told once that hour, not once
+/// per message: each refusal would be a message we send (and on SMS, pay for). Their messages
+/// are kept; the model is not called; and a refusal the platform did not take is sent by the
+/// retry.
+#[tokio::test]
+async fn a_linked_sender_over_the_rate_is_told_once_an_hour_not_per_message() {
+    let store = Arc::new(SqliteStore::open_in_memory().unwrap());
+    let model = Arc::new(ScriptedModel::new([Reply::text("Hello Ana.")]));
+    let mut config = budget::BudgetConfig::default();
+    config.conversation_messages_per_hour.limit = Some(1);
+    let clock: budget::Clock = Arc::new(now_ms);
+    let rate = budget::ConversationRate::new(store.clone(), Arc::new(config), clock);
+    let engine = Engine::new(
+        model.clone(),
+        Arc::new(Registry::default()),
+        store.clone(),
+        EngineOptions {
+            model_id: "m".into(),
+            ..EngineOptions::default()
+        },
+    )
+    .with_guard(Arc::new(rate));
+    let platform = Arc::new(Platform::default());
+    let mut jobs = jobs(store.clone(), vec![]);
+    jobs.engine = Arc::new(engine);
+    jobs.senders.insert("generic".into(), platform.clone());
+    store
+        .bind_identity("generic", "ana", &"ana".into(), now_ms())
+        .await
+        .unwrap();
+
+    let first = jobs.run(&job("m-0", "ana", "c-1", "hi"), MINUTE).await;
+    assert_eq!(first, JobOutcome::Done);
+    // The next message is refused; the platform fails to take the refusal once, and the
+    // retry sends it.
+    platform.1.store(1, Ordering::SeqCst);
+    let over = job("m-1", "ana", "c-1", "and again");
+    assert!(matches!(
+        jobs.run(&over, MINUTE).await,
+        JobOutcome::Failed(_)
+    ));
+    assert_eq!(jobs.run(&over, MINUTE).await, JobOutcome::Done);
+    for n in 2..12 {
+        let outcome = jobs
+            .run(&job(&format!("m-{n}"), "ana", "c-1", "hello?"), MINUTE)
+            .await;
+        assert_eq!(outcome, JobOutcome::Done, "message {n}");
+    }
+    let sent: Vec<String> = platform
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|r| r.text.clone())
+        .collect();
+    assert_eq!(sent, ["Hello Ana.", budget::lines::CONVERSATION_BUSY]);
+    assert_eq!(model.requests().len(), 1, "no model call past the rate");
+    // Every message is kept in the transcript the user can read back.
+    let conversation = &"generic:c-1@ana".into();
+    let users = store
+        .visible(conversation)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.role == store::VisibleRole::User)
+        .count();
+    assert_eq!(users, 12);
 }

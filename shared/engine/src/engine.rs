@@ -92,6 +92,7 @@ pub struct TurnOutcome {
     pub buttons: Vec<crate::ShapedButton>,
     /// The model asked to answer with a reaction only (`<silent/>`).
     pub silent: bool,
+    /// The model calls the turn made (a call a guard refused was not made).
     pub model_calls: u32,
     /// The model calls this run made (fewer than `model_calls` when it resumed a turn that a
     /// crash cut short).

@@ -94,6 +94,9 @@ impl Turn<'_> {
                 }
                 Err(denied) => {
                     guard_span.record("outcome", "denied");
+                    // Not made, so not counted (the turn's metrics, and whoever delivers a
+                    // reply that is only the refusal, read the count).
+                    self.model_calls -= 1;
                     return Err(denied);
                 }
             },
