@@ -658,6 +658,54 @@ async fn a_reply_the_platform_took_as_the_table_went_down_is_recorded_when_it_is
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_the_platform_took_in_an_outage_longer_than_the_turn_is_recorded_by_the_retry_not_sent_again()
+ {
+    // The table goes down as the platform takes the reply and stays down past the attempt's
+    // 3 s budget: the record is cut off and the attempt fails, with nothing in the store to
+    // say the reply went out. The retry, in this process, records the reply it remembers.
+    let outage = Outage::start(&fake_lambda::moto_endpoint()).await;
+    let s = setup_on(
+        Knobs {
+            dynamo: Some(outage.clone()),
+            max_turn: Duration::from_secs(3),
+            ..Knobs::default()
+        },
+        vec![Reply::text("Your list is empty.")],
+    )
+    .await;
+    let first = s.first_delivery().await;
+    let started = Instant::now();
+    assert_eq!(s.work(first).await, ["What's on my list?"], "cut off");
+    assert!(
+        started.elapsed() >= Duration::from_secs(3),
+        "the record was tried until the deadline"
+    );
+    assert_eq!(
+        s.worker.jobs.options.sent.len(),
+        1,
+        "the reply is remembered"
+    );
+    outage.set_down(false);
+
+    back_once_the_claim_lapsed(&s, started + Duration::from_secs(4)).await;
+    assert_eq!(s.platform.attempts.load(Ordering::SeqCst), 1, "sent once");
+    assert_eq!(s.model.requests().len(), 1, "the turn was not run again");
+    let said: Vec<String> = s
+        .store
+        .visible(&"generic:c-7@alice".into())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.text)
+        .collect();
+    assert_eq!(said, ["What's on my list?", "Your list is empty."]);
+    assert!(
+        s.worker.jobs.options.sent.is_empty(),
+        "forgotten once recorded"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_link_confirmation_the_platform_took_as_the_table_went_down_is_recorded_not_followed_by_another()
  {
     // A harness reply is recorded after it is sent, as a turn's is. Given up, the retry would

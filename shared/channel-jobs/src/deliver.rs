@@ -3,6 +3,7 @@
 //! ([`crate::hourly`]); a `<silent/>` reply is a reaction where the platform has one,
 //! else a short text — the user is never left hanging.
 
+use crate::sent::SentReplies;
 use crate::{ChannelJobs, JobError};
 use channels::{Button, Delivered, Outgoing, Sender};
 use engine::lines;
@@ -56,11 +57,22 @@ impl ChannelJobs {
                     .is_some_and(|e| e.turn == turn && e.role == VisibleRole::Assistant)
                 {
                     tracing::info!(job = %job.dedupe_key(), "reply already delivered; not sending again");
+                    self.options.sent.forget(&SentReplies::key(job, turn));
                     return Ok(None);
                 }
                 last.map_or(0, |e| e.position + 1)
             }
         };
+        let sent_key = SentReplies::key(job, turn);
+        if let Some(delivered) = self.options.sent.get(&sent_key) {
+            tracing::info!(job = %job.dedupe_key(), "the platform took this reply in an attempt whose record was cut off; recording it, not sending it again");
+            return Ok(Some(self.reply_entry(
+                conversation,
+                position,
+                outcome,
+                &delivered,
+            )));
+        }
         if !outcome.silent && outcome.reply.trim().is_empty() {
             // The turn said nothing on purpose (a paused conversation): nothing to deliver.
             tracing::info!(job = %job.dedupe_key(), end = ?outcome.end, "the turn has no reply to deliver");
@@ -109,7 +121,24 @@ impl ChannelJobs {
             let more: Delivered = sender.send(&fallback).await.map_err(JobError::from)?;
             delivered.pieces.extend(more.pieces);
         }
-        Ok(Some(VisibleEntry {
+        self.options.sent.remember(sent_key, delivered.clone());
+        Ok(Some(self.reply_entry(
+            conversation,
+            position,
+            outcome,
+            &delivered,
+        )))
+    }
+
+    /// The visible entry of a turn's reply that went out as `delivered`.
+    fn reply_entry(
+        &self,
+        conversation: &ConversationId,
+        position: u64,
+        outcome: &engine::TurnOutcome,
+        delivered: &Delivered,
+    ) -> VisibleEntry {
+        VisibleEntry {
             conversation_id: conversation.clone(),
             // Known before sending: nothing else writes this conversation's transcript while
             // the turn holds its lease, and a taken position is a `Conflict`, never an overwrite.
@@ -125,9 +154,9 @@ impl ChannelJobs {
                 })
                 .collect(),
             reaction: delivered.reacted.then(|| lines::ACKNOWLEDGED.to_owned()),
-            turn,
+            turn: outcome.turn,
             created_at_ms: (self.options.clock)(),
-        }))
+        }
     }
 
     /// Send one of the harness's own replies (no model call), then record the exchange in the

@@ -70,6 +70,9 @@ impl ChannelJobs {
         match result {
             Ok((value, Some(entry))) => {
                 let finished = self.finish_turn(job, conversation, &holder, &entry).await?;
+                self.options
+                    .sent
+                    .forget(&crate::sent::SentReplies::key(job, entry.turn));
                 Ok((value, finished))
             }
             other => {

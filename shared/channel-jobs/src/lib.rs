@@ -34,6 +34,7 @@ pub mod identity;
 mod lease;
 pub mod lines;
 mod press;
+pub mod sent;
 pub mod settle;
 mod spans;
 pub mod web;
@@ -112,6 +113,9 @@ pub struct JobOptions {
     /// [`settle::LOCAL_RETRY_FOR`] in `bridle serve`, whose worker settles with its queue
     /// under the same window.
     pub settle_retry_for: Duration,
+    /// Replies the platform took whose record is not written yet, remembered by this process
+    /// so a retry records them instead of sending them again ([`sent`]).
+    pub sent: Arc<sent::SentReplies>,
 }
 
 /// Usage → estimated US dollars.
@@ -143,6 +147,7 @@ impl Default for JobOptions {
             lobby_retention: DEFAULT_LOBBY_RETENTION,
             context_beside_claim: false,
             settle_retry_for: Duration::ZERO,
+            sent: Arc::default(),
         }
     }
 }
