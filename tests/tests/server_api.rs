@@ -414,3 +414,80 @@ async fn the_page_and_its_assets_are_served() {
     assert_eq!(res.status(), 404);
     server.stop().await;
 }
+
+/// Writes `n` alternating entries (positions `0..n`) into web conversation `id`.
+async fn seed_history(server: &TestServer, id: &str, n: u64) {
+    for position in 0..n {
+        let role = if position % 2 == 0 {
+            store::VisibleRole::User
+        } else {
+            store::VisibleRole::Assistant
+        };
+        server
+            .app
+            .store
+            .append_visible(&store::VisibleEntry {
+                conversation_id: id.into(),
+                position,
+                role,
+                text: format!("entry {position}"),
+                buttons: Vec::new(),
+                reaction: None,
+                turn: position / 2 + 1,
+                created_at_ms: 0,
+            })
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_long_history_comes_a_page_at_a_time_newest_first_and_bad_pages_get_a_sentence() {
+    let server = scripted(vec![]).await;
+    let id = server.new_conversation().await;
+    seed_history(&server, &id, 250).await;
+    let page = |query: &'static str| {
+        let url = server.url(&format!("/api/conversations/{id}/messages{query}"));
+        async move {
+            let res = reqwest::get(url).await.unwrap();
+            (res.status().as_u16(), res.json::<Value>().await.unwrap())
+        }
+    };
+    let positions = |body: &Value| -> Vec<u64> {
+        body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["position"].as_u64().unwrap())
+            .collect()
+    };
+
+    let (status, newest) = page("").await;
+    assert_eq!(status, 200);
+    assert_eq!(positions(&newest), (150..250).collect::<Vec<_>>());
+    assert_eq!(newest["earlier"], true);
+    assert_eq!(newest["messages"][99]["text"], "entry 249");
+
+    let (_, before) = page("?before=150").await;
+    assert_eq!(positions(&before), (50..150).collect::<Vec<_>>());
+    assert_eq!(before["earlier"], true);
+    let (_, oldest) = page("?before=50&limit=80").await;
+    assert_eq!(positions(&oldest), (0..50).collect::<Vec<_>>());
+    assert_eq!(oldest["earlier"], false);
+    let (_, few) = page("?limit=3").await;
+    assert_eq!(positions(&few), [247, 248, 249]);
+
+    for (query, says) in [
+        ("?limit=0", "limit must be from 1 to 500."),
+        ("?limit=501", "limit must be from 1 to 500."),
+    ] {
+        let (status, body) = page(query).await;
+        assert_eq!((status, body["error"].as_str().unwrap()), (400, says));
+    }
+    for query in ["?limit=lots", "?before=-1", "?page=2"] {
+        let (status, body) = page(query).await;
+        assert_eq!(status, 400, "{query}");
+        let said = body["error"].as_str().unwrap();
+        assert!(said.starts_with("Ask for history as ?before="), "{said}");
+    }
+}

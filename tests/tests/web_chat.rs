@@ -246,3 +246,80 @@ async fn a_message_the_server_refuses_stays_in_the_box_and_is_not_shown_as_sent(
     c.close().await.unwrap();
     server.stop().await;
 }
+
+/// A long conversation opens on its newest page; "Show earlier messages" puts the page before
+/// it above, until the first message; a new message still lands at the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_conversation_opens_on_its_newest_page_and_shows_earlier_ones_on_asking() {
+    let model = Arc::new(ScriptedModel::new([Reply::text("Noted.")]));
+    let server = TestServer::start(model, AppOptions::default()).await;
+    let id = server.new_conversation().await;
+    for position in 0..130u64 {
+        let role = if position % 2 == 0 {
+            store::VisibleRole::User
+        } else {
+            store::VisibleRole::Assistant
+        };
+        let entry = store::VisibleEntry {
+            conversation_id: id.as_str().into(),
+            position,
+            role,
+            text: format!("entry {position}"),
+            buttons: Vec::new(),
+            reaction: None,
+            turn: position / 2 + 1,
+            created_at_ms: 0,
+        };
+        server.app.store.append_visible(&entry).await.unwrap();
+    }
+    let driver = start_driver().await;
+    let profile = driver.temp("chromium-pages");
+    let c = browser(&driver, &profile, (1280, 800)).await;
+    c.goto(&format!("{}/#{id}", server.base)).await.unwrap();
+
+    let texts = || async {
+        let mut out = Vec::new();
+        for m in c.find_all(Locator::Css("#messages .msg")).await.ok()? {
+            out.push(m.text().await.ok()?);
+        }
+        Some(out)
+    };
+    let shown = eventually("the newest page", || async {
+        texts().await.filter(|t| t.len() == 100)
+    })
+    .await;
+    assert_eq!(
+        (shown[0].as_str(), shown[99].as_str()),
+        ("entry 30", "entry 129")
+    );
+    c.find(Locator::Css("#messages button.earlier"))
+        .await
+        .expect("a way to the earlier messages")
+        .click()
+        .await
+        .unwrap();
+    let shown = eventually("the earlier page above", || async {
+        texts().await.filter(|t| t.len() == 130)
+    })
+    .await;
+    assert_eq!(shown[0], "entry 0");
+    assert_eq!(shown[129], "entry 129");
+    assert!(
+        c.find(Locator::Css("#messages button.earlier"))
+            .await
+            .is_err(),
+        "nothing comes before the first message"
+    );
+
+    send_message(&c, "And now?").await;
+    let shown = eventually("the answer at the end", || async {
+        texts()
+            .await
+            .filter(|t| t.last().map(String::as_str) == Some("Noted."))
+    })
+    .await;
+    assert_eq!(shown.len(), 132);
+    assert_eq!(shown[130], "And now?");
+    c.close().await.unwrap();
+    server.stop().await;
+}

@@ -4,7 +4,12 @@
 
 const $ = (sel) => document.querySelector(sel);
 // `follow`: the message list keeps to the newest message (false once the user scrolls up).
-const state = { conversation: null, busy: false, csrf: null, pressed: null, follow: true, lastTop: 0 };
+// shownUpTo: the position of the newest entry the history showed (-1: none); sentSinceLoad:
+// messages the server took since then (what `awaitAnswer` waits to see recorded).
+const state = {
+  conversation: null, busy: false, csrf: null, pressed: null, follow: true, lastTop: 0,
+  shownUpTo: -1, sentSinceLoad: 0,
+};
 
 function el(tag, cls, text) {
   const e = document.createElement(tag);
@@ -98,6 +103,8 @@ function buttonRow(buttons) {
   return row;
 }
 
+// The newest page of a conversation's history (README: "HTTP API"); older pages are shown on
+// asking, above it ("Show earlier messages").
 async function loadHistory(id) {
   const data = await (await api(`/api/conversations/${id}/messages`)).json();
   const box = $("#messages");
@@ -108,22 +115,53 @@ async function loadHistory(id) {
     if (last && m.buttons && m.buttons.length) box.append(buttonRow(m.buttons));
   });
   if (!data.messages.length) box.append(el("p", "empty", "Say hello to start."));
+  state.shownUpTo = data.messages.at(-1)?.position ?? -1;
+  state.sentSinceLoad = 0;
+  showEarlierButton(id, data);
   scrollDown(true);
 }
 
+// Above the oldest entry shown, when older ones exist: a button that puts the page before it
+// in place, keeping what is on screen where it was.
+function showEarlierButton(id, data) {
+  const box = $("#messages");
+  box.querySelector(".earlier")?.remove();
+  const oldest = data.messages[0]?.position;
+  if (!data.earlier || oldest === undefined) return;
+  const more = el("button", "earlier", "Show earlier messages");
+  more.type = "button";
+  more.addEventListener("click", async () => {
+    more.disabled = true;
+    try {
+      const page = await (await api(`/api/conversations/${id}/messages?before=${oldest}`)).json();
+      if (state.conversation !== id) return;
+      const height = box.scrollHeight;
+      more.replaceWith(...page.messages.map(entryBubble));
+      box.scrollTop += box.scrollHeight - height;
+      showEarlierButton(id, page);
+    } catch (err) {
+      more.disabled = false;
+      setStatus(err.message);
+    }
+  });
+  box.prepend(more);
+}
+
 // Look for the answer to the last message of conversation `id` in its stored history (every 2 s,
-// for up to 3 minutes, while it is open) and show the history once that answer is in: the
-// user's last message recorded, and an assistant entry after it.
+// for up to 3 minutes, while it is open) and show the history once that answer is in: every
+// message sent since the history was shown recorded, and an assistant entry after them.
 async function awaitAnswer(id) {
-  const asked = $("#messages").querySelectorAll(".msg.user").length;
+  const after = state.shownUpTo;
+  const asked = state.sentSinceLoad;
   for (let tries = 0; tries < 90; tries++) {
     await new Promise((resolve) => setTimeout(resolve, 2000));
     if (state.conversation !== id) return;
     try {
       // `api` throws on a failed answer (caught below).
       const { messages } = await (await api(`/api/conversations/${id}/messages`)).json();
-      const users = messages.filter((m) => m.role === "user").length;
-      if (users >= asked && messages.at(-1)?.role === "assistant") {
+      const since = messages.filter((m) => m.position > after);
+      const users = since.filter((m) => m.role === "user").length;
+      if (users >= asked && since.at(-1)?.role === "assistant") {
         if (state.conversation === id) await loadHistory(id);
         return;
       }
@@ -251,6 +289,7 @@ async function send(text, buttonId) {
     box.append(...choices);
     notSent(err);
   });
+  state.sentSinceLoad += 1;
   let finished = false;
   try {
     await readSse(res, (name, ev) => {

@@ -2,9 +2,9 @@
 //! the whole entry as JSON.
 
 use crate::DynamoStore;
-use crate::body::{CHUNKS, NewRecord, Record, assemble};
+use crate::body::{CHUNKS, MAX_CHUNKS, NewRecord, Record, assemble};
 use crate::item::{Item, corrupt, n, s};
-use crate::keys::{PK, SEEN, SK, TTL, conversation_pk, position_in, visible_sk};
+use crate::keys::{PK, SEEN, SK, TTL, conversation_pk, part_suffix, position_in, visible_sk};
 use crate::messages::next_after;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
@@ -66,6 +66,34 @@ impl VisibleStore for DynamoStore {
     ) -> Result<Option<VisibleEntry>, StoreError> {
         let item = self.query_first(self.seen_query(conversation)).await?;
         self.entry_of(conversation, item).await
+    }
+
+    /// One Query over the range's keys (every item of position `p` sorts from `SEEN#p` up to,
+    /// not including, `SEEN#p+1`), paged by DynamoDB's 1 MB.
+    async fn visible_range(
+        &self,
+        conversation: &ConversationId,
+        from: u64,
+        before: u64,
+    ) -> Result<Vec<VisibleEntry>, StoreError> {
+        if from >= before {
+            return Ok(Vec::new());
+        }
+        let last = before - 1;
+        let range = self
+            .query()
+            .key_condition_expression("#pk = :pk AND #sk BETWEEN :from AND :to")
+            .expression_attribute_names("#pk", PK)
+            .expression_attribute_names("#sk", SK)
+            .expression_attribute_values(":pk", s(conversation_pk(conversation)))
+            .expression_attribute_values(":from", s(visible_sk(from)))
+            .expression_attribute_values(":to", s(visible_sk(last) + &part_suffix(MAX_CHUNKS)))
+            .consistent_read(true);
+        let items = self.query_all(range).await?;
+        assemble(items)?
+            .into_iter()
+            .map(|record| decode(conversation, record))
+            .collect()
     }
 }
 

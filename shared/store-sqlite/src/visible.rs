@@ -68,6 +68,39 @@ impl VisibleStore for SqliteStore {
     ) -> Result<Option<VisibleEntry>, StoreError> {
         self.end_entry(conversation, End::First).await
     }
+
+    /// The rows of the range, from the primary key's index.
+    async fn visible_range(
+        &self,
+        conversation: &ConversationId,
+        from: u64,
+        before: u64,
+    ) -> Result<Vec<VisibleEntry>, StoreError> {
+        let conversation = conversation.clone();
+        // SQLite's integers are signed: a bound past i64::MAX is no bound.
+        let bound = |p: u64| i64::try_from(p).unwrap_or(i64::MAX);
+        let (from, before) = (bound(from), bound(before));
+        self.db
+            .read(move |conn| {
+                let mut stmt = conn
+                    .prepare_cached(
+                        "SELECT position, body FROM visible WHERE conversation_id = ?1 \
+                         AND position >= ?2 AND position < ?3 ORDER BY position",
+                    )
+                    .map_err(unavailable)?;
+                let rows = stmt
+                    .query_map(params![&conversation.0, from, before], |row| {
+                        Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?))
+                    })
+                    .map_err(unavailable)?;
+                rows.map(|row| {
+                    let (position, body) = row.map_err(unavailable)?;
+                    decode(&conversation, position, &body)
+                })
+                .collect()
+            })
+            .await
+    }
 }
 
 /// Which end of a conversation's visible transcript.

@@ -588,6 +588,29 @@ pub async fn check_visible_transcript(store: &dyn Store) {
         "the first entry is the one at the lowest position, whatever the order written"
     );
 
+    let range = |from, before| store.visible_range(&conv, from, before);
+    assert_eq!(
+        range(1, 5).await.unwrap(),
+        written[1..],
+        "a range, by position"
+    );
+    assert_eq!(
+        range(0, 1).await.unwrap(),
+        written[..1],
+        "`before` is left out"
+    );
+    assert_eq!(
+        range(0, u64::MAX).await.unwrap(),
+        written,
+        "the whole transcript"
+    );
+    assert!(
+        range(2, 4).await.unwrap().is_empty(),
+        "a gap reads as nothing"
+    );
+    assert!(range(5, 9).await.unwrap().is_empty(), "past the end");
+    assert!(range(3, 1).await.unwrap().is_empty(), "an empty range");
+
     let rival = visible(&conv, 1, VisibleRole::User, "rival");
     let result = store.append_visible(&rival).await;
     assert_conflict(result, "appending a visible entry at a taken position");
@@ -610,6 +633,11 @@ pub async fn check_visible_transcript(store: &dyn Store) {
     assert_eq!(
         store.first_visible(&other).await.unwrap().as_ref(),
         Some(&foreign),
+        "isolation"
+    );
+    assert_eq!(
+        store.visible_range(&other, 0, 10).await.unwrap(),
+        vec![foreign.clone()],
         "isolation"
     );
     assert_eq!(
@@ -654,15 +682,27 @@ pub async fn check_large_content(store: &dyn Store) {
         read == vec![entry.clone()],
         "a large visible entry must round-trip intact"
     );
-    let first = store.first_visible(&conv).await.unwrap();
-    assert!(
-        first.as_ref() == Some(&entry),
-        "a large visible entry must read back intact as the first one"
-    );
     let last = store.last_visible(&conv).await.unwrap();
     assert!(
-        last == Some(entry),
+        last.as_ref() == Some(&entry),
         "a large visible entry must read back intact as the last one"
+    );
+    let after = visible(&conv, 1, VisibleRole::User, "and then?");
+    store.append_visible(&after).await.unwrap();
+    let range = store.visible_range(&conv, 0, 1).await.unwrap();
+    assert!(
+        range == vec![entry.clone()],
+        "a large visible entry must read back intact in a range, the next one left out"
+    );
+    let range = store.visible_range(&conv, 1, 2).await.unwrap();
+    assert!(
+        range == vec![after],
+        "a range after a large entry holds none of it"
+    );
+    let first = store.first_visible(&conv).await.unwrap();
+    assert!(
+        first == Some(entry),
+        "a large visible entry must read back intact as the first one"
     );
 }
 

@@ -138,6 +138,21 @@ pub trait VisibleStore: Send + Sync {
         Ok(self.visible(conversation).await?.into_iter().next())
     }
 
+    /// The entries at positions `from..before`, by position: one bounded read, whatever the
+    /// length of the transcript (the web chat shows a long conversation a page at a time, its
+    /// newest first). Positions need not be dense; a gap is simply absent. The default reads
+    /// the whole transcript; adapters read the range from an index.
+    async fn visible_range(
+        &self,
+        conversation: &ConversationId,
+        from: u64,
+        before: u64,
+    ) -> Result<Vec<VisibleEntry>, StoreError> {
+        let mut all = self.visible(conversation).await?;
+        all.retain(|e| (from..before).contains(&e.position));
+        Ok(all)
+    }
+
     /// The turn's writes this store makes as one, if it does (`None`: make them one by one).
     fn turn_writes(&self) -> Option<&dyn TurnWrites> {
         None

@@ -4,8 +4,8 @@ use super::errors::ApiError;
 use super::{App, MAX_BODY_BYTES};
 use crate::auth::CurrentUser;
 use axum::Json;
-use axum::extract::rejection::JsonRejection;
-use axum::extract::{Path, State};
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use channel_jobs::web::WEB_CHANNEL;
@@ -148,19 +148,64 @@ async fn owned_id(app: &App, current: &CurrentUser, id: &str) -> Result<Conversa
     }
 }
 
+/// How many entries a page of history holds unless asked for fewer, and at most.
+pub const HISTORY_PAGE: u64 = 100;
+pub const HISTORY_PAGE_MAX: u64 = 500;
+
+/// `GET /api/conversations/{id}/messages?before=&limit=`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HistoryPage {
+    /// Entries before this position (default: the newest).
+    before: Option<u64>,
+    /// How many positions, 1 to [`HISTORY_PAGE_MAX`] (default [`HISTORY_PAGE`]).
+    limit: Option<u64>,
+}
+
+/// A page of the conversation's history, newest last: the `limit` positions before `before`
+/// (the newest when absent), with `earlier` saying whether any come before them. Two bounded
+/// reads (the transcript's end, then the page) however long the conversation is.
 pub async fn history(
     State(app): State<App>,
     current: CurrentUser,
     Path(id): Path<String>,
+    page: Result<Query<HistoryPage>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
+    let Query(page) = page.map_err(|r| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "Ask for history as ?before=<position>&limit=<1-{HISTORY_PAGE_MAX}>: {}",
+                r.body_text()
+            ),
+        )
+    })?;
+    let limit = page.limit.unwrap_or(HISTORY_PAGE);
+    if !(1..=HISTORY_PAGE_MAX).contains(&limit) {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("limit must be from 1 to {HISTORY_PAGE_MAX}."),
+        ));
+    }
     let conv = owned_conversation(&app, &current, &id).await?;
+    let before = match page.before {
+        Some(before) => before,
+        None => app
+            .store
+            .next_visible_position(&conv.id)
+            .await
+            .map_err(ApiError::internal)?,
+    };
+    let from = before.saturating_sub(limit);
     let entries = app
         .store
-        .visible(&conv.id)
+        .visible_range(&conv.id, from, before)
         .await
         .map_err(ApiError::internal)?;
     let messages: Vec<Value> = entries.iter().map(history_entry).collect();
-    Ok(Json(json!({ "id": conv.id, "messages": messages })))
+    Ok(Json(
+        json!({ "id": conv.id, "messages": messages, "earlier": from > 0 }),
+    ))
 }
 
 /// The sentences the web chat receives as an `error` event (shown in the error style): the
