@@ -16,6 +16,39 @@ pub(crate) struct Said {
     pub button_id: Option<String>,
 }
 
+/// How many entries before the newest one a typed answer looks through for the reply it
+/// answers (its own entry, written by an attempt that did not finish, may be the newest).
+const LOOK_BACK: u64 = 3;
+
+impl ChannelJobs {
+    /// The newest assistant entry near the end of the transcript: the newest entry when it is
+    /// the assistant's, else the newest of the few before it. At most two bounded reads,
+    /// however long the conversation (an SMS conversation lasts as long as the number).
+    async fn last_reply(
+        &self,
+        conversation: &ConversationId,
+    ) -> Result<Option<store::VisibleEntry>, store::StoreError> {
+        let Some(newest) = self.store.last_visible(conversation).await? else {
+            return Ok(None);
+        };
+        if newest.role == VisibleRole::Assistant {
+            return Ok(Some(newest));
+        }
+        let before = self
+            .store
+            .visible_range(
+                conversation,
+                newest.position.saturating_sub(LOOK_BACK),
+                newest.position,
+            )
+            .await?;
+        Ok(before
+            .into_iter()
+            .rev()
+            .find(|e| e.role == VisibleRole::Assistant))
+    }
+}
+
 impl ChannelJobs {
     /// The words and the pressed button of `job` in `conversation`.
     pub(crate) async fn said(&self, job: &TurnJob, conversation: &ConversationId) -> Said {
@@ -37,17 +70,13 @@ impl ChannelJobs {
 
     /// The confirmation button a typed SMS reply chooses, if the last reply offered them.
     async fn typed_press(&self, conversation: &ConversationId, text: &str) -> Option<String> {
-        let visible = match self.store.visible(conversation).await {
-            Ok(visible) => visible,
+        let last = match self.last_reply(conversation).await {
+            Ok(last) => last?,
             Err(e) => {
                 tracing::warn!(error = %e, "could not read the last reply's buttons; the reply is read as words");
                 return None;
             }
         };
-        let last = visible
-            .iter()
-            .rev()
-            .find(|e| e.role == VisibleRole::Assistant)?;
         if last.buttons.is_empty()
             || !last
                 .buttons
