@@ -109,6 +109,30 @@ impl TestServer {
         parse_sse(&res.text().await.unwrap())
     }
 
+    /// Write `n` entries straight into web conversation `id`'s visible transcript: positions
+    /// `0..n`, the user's at even positions and the assistant's at odd ones, each saying
+    /// `entry <position>`.
+    pub async fn seed_history(&self, id: &str, n: u64) {
+        for position in 0..n {
+            let role = if position % 2 == 0 {
+                store::VisibleRole::User
+            } else {
+                store::VisibleRole::Assistant
+            };
+            let entry = store::VisibleEntry {
+                conversation_id: id.into(),
+                position,
+                role,
+                text: format!("entry {position}"),
+                buttons: Vec::new(),
+                reaction: None,
+                turn: position / 2 + 1,
+                created_at_ms: 0,
+            };
+            self.app.store.append_visible(&entry).await.unwrap();
+        }
+    }
+
     /// The visible history: `(role, text)` per entry.
     pub async fn history(&self, conversation: &str) -> Vec<(String, String)> {
         let res = self

@@ -415,37 +415,11 @@ async fn the_page_and_its_assets_are_served() {
     server.stop().await;
 }
 
-/// Writes `n` alternating entries (positions `0..n`) into web conversation `id`.
-async fn seed_history(server: &TestServer, id: &str, n: u64) {
-    for position in 0..n {
-        let role = if position % 2 == 0 {
-            store::VisibleRole::User
-        } else {
-            store::VisibleRole::Assistant
-        };
-        server
-            .app
-            .store
-            .append_visible(&store::VisibleEntry {
-                conversation_id: id.into(),
-                position,
-                role,
-                text: format!("entry {position}"),
-                buttons: Vec::new(),
-                reaction: None,
-                turn: position / 2 + 1,
-                created_at_ms: 0,
-            })
-            .await
-            .unwrap();
-    }
-}
-
 #[tokio::test]
 async fn a_long_history_comes_a_page_at_a_time_newest_first_and_bad_pages_get_a_sentence() {
     let server = scripted(vec![]).await;
     let id = server.new_conversation().await;
-    seed_history(&server, &id, 250).await;
+    server.seed_history(&id, 250).await;
     let page = |query: &'static str| {
         let url = server.url(&format!("/api/conversations/{id}/messages{query}"));
         async move {

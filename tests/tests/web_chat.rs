@@ -254,24 +254,7 @@ async fn a_long_conversation_opens_on_its_newest_page_and_shows_earlier_ones_on_
     let model = Arc::new(ScriptedModel::new([Reply::text("Noted.")]));
     let server = TestServer::start(model, AppOptions::default()).await;
     let id = server.new_conversation().await;
-    for position in 0..130u64 {
-        let role = if position % 2 == 0 {
-            store::VisibleRole::User
-        } else {
-            store::VisibleRole::Assistant
-        };
-        let entry = store::VisibleEntry {
-            conversation_id: id.as_str().into(),
-            position,
-            role,
-            text: format!("entry {position}"),
-            buttons: Vec::new(),
-            reaction: None,
-            turn: position / 2 + 1,
-            created_at_ms: 0,
-        };
-        server.app.store.append_visible(&entry).await.unwrap();
-    }
+    server.seed_history(&id, 130).await;
     let driver = start_driver().await;
     let profile = driver.temp("chromium-pages");
     let c = browser(&driver, &profile, (1280, 800)).await;
