@@ -165,6 +165,16 @@ pub async fn send_message(c: &Client, text: &str) {
         .unwrap();
 }
 
+/// The chat's messages as shown, oldest first (`None` while the page is changing under the
+/// read).
+pub async fn shown_messages(c: &Client) -> Option<Vec<String>> {
+    let mut out = Vec::new();
+    for m in c.find_all(Locator::Css("#messages .msg")).await.ok()? {
+        out.push(m.text().await.ok()?);
+    }
+    Some(out)
+}
+
 /// The text of the first element matching `css`, if there is one.
 pub async fn text_of(c: &Client, css: &str) -> Option<String> {
     let el = c.find(Locator::Css(css)).await.ok()?;

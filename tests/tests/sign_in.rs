@@ -203,6 +203,17 @@ impl Site {
         req.send().await.unwrap()
     }
 
+    /// The texts of the history at `path`, as `who` reads it.
+    async fn history_texts(&self, who: &Browser, path: &str) -> Vec<String> {
+        let history: Value = self.get(who, path).await.json().await.unwrap();
+        history["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["text"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
     async fn new_conversation(&self, who: &Browser) -> String {
         let res = self.post(who, "/api/conversations", None).await;
         assert_eq!(res.status(), StatusCode::CREATED);
@@ -525,13 +536,7 @@ async fn two_users_cannot_reach_each_others_data(s: Site) {
     assert_eq!(usage.status(), 200);
 
     // Alice's history is intact and bob's attempt left nothing in it.
-    let history: Value = s.get(&a, &path).await.json().await.unwrap();
-    let texts: Vec<&str> = history["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["text"].as_str().unwrap())
-        .collect();
+    let texts = s.history_texts(&a, &path).await;
     assert_eq!(texts.len(), 2, "{texts:?}");
     assert_eq!(texts[0], "alice's secret plan");
 
@@ -642,15 +647,9 @@ async fn a_users_changes_are_limited_per_minute_across_sessions(store: Option<Ar
 
     // Nothing was done: the history holds the two messages and their answers, and alice has
     // one conversation. Reading still works past the rate.
-    let history: Value = s.get(&a1, &path).await.json().await.unwrap();
-    let texts: Vec<&str> = history["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["text"].as_str().unwrap())
-        .collect();
+    let texts = s.history_texts(&a1, &path).await;
     assert_eq!(texts.len(), 4, "{texts:?}");
-    assert_eq!((texts[0], texts[2]), ("one", "two"));
+    assert_eq!((texts[0].as_str(), texts[2].as_str()), ("one", "two"));
     let listed: Value = s.get(&a1, "/api/conversations").await.json().await.unwrap();
     assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
 

@@ -7,7 +7,7 @@ use fantoccini::Locator;
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
-use tests::browser::{browser, eventually, send_message, start_driver, text_of};
+use tests::browser::{browser, eventually, send_message, shown_messages, start_driver, text_of};
 use tests::server::TestServer;
 use transcript::StopReason;
 
@@ -229,11 +229,7 @@ async fn a_message_the_server_refuses_stays_in_the_box_and_is_not_shown_as_sent(
     input.clear().await.unwrap();
     send_message(&c, "Door code 4711").await;
     let history = eventually("the answer", || async {
-        let msgs = c.find_all(Locator::Css("#messages .msg")).await.ok()?;
-        let mut out = Vec::new();
-        for m in msgs {
-            out.push(m.text().await.ok()?);
-        }
+        let out = shown_messages(&c).await?;
         (out.last().map(String::as_str) == Some("Noted.")).then_some(out)
     })
     .await;
@@ -260,15 +256,8 @@ async fn a_long_conversation_opens_on_its_newest_page_and_shows_earlier_ones_on_
     let c = browser(&driver, &profile, (1280, 800)).await;
     c.goto(&format!("{}/#{id}", server.base)).await.unwrap();
 
-    let texts = || async {
-        let mut out = Vec::new();
-        for m in c.find_all(Locator::Css("#messages .msg")).await.ok()? {
-            out.push(m.text().await.ok()?);
-        }
-        Some(out)
-    };
     let shown = eventually("the newest page", || async {
-        texts().await.filter(|t| t.len() == 100)
+        shown_messages(&c).await.filter(|t| t.len() == 100)
     })
     .await;
     assert_eq!(
@@ -282,7 +271,7 @@ async fn a_long_conversation_opens_on_its_newest_page_and_shows_earlier_ones_on_
         .await
         .unwrap();
     let shown = eventually("the earlier page above", || async {
-        texts().await.filter(|t| t.len() == 130)
+        shown_messages(&c).await.filter(|t| t.len() == 130)
     })
     .await;
     assert_eq!(shown[0], "entry 0");
@@ -296,7 +285,7 @@ async fn a_long_conversation_opens_on_its_newest_page_and_shows_earlier_ones_on_
 
     send_message(&c, "And now?").await;
     let shown = eventually("the answer at the end", || async {
-        texts()
+        shown_messages(&c)
             .await
             .filter(|t| t.last().map(String::as_str) == Some("Noted."))
     })

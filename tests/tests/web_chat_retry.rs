@@ -9,7 +9,7 @@ use engine::lines;
 use fantoccini::Locator;
 use std::sync::Arc;
 use store_sqlite::SqliteStore;
-use tests::browser::{browser, eventually, send_message, start_driver, text_of};
+use tests::browser::{browser, eventually, send_message, shown_messages, start_driver, text_of};
 use tests::crash_store::{Crash, CrashAt, CrashStore};
 use tests::server::TestServer;
 
@@ -46,11 +46,7 @@ async fn a_turn_the_server_retries_by_itself_shows_its_answer_without_being_sent
 
     // The retry answers it, and the page shows the recorded answer in place of the sentence.
     let history = eventually("the answer, shown without a reload", || async {
-        let msgs = c.find_all(Locator::Css("#messages .msg")).await.ok()?;
-        let mut out = Vec::new();
-        for m in msgs {
-            out.push(m.text().await.ok()?);
-        }
+        let out = shown_messages(&c).await?;
         (out.last().map(String::as_str) == Some("Your list is empty.")).then_some(out)
     })
     .await;
