@@ -6,7 +6,6 @@
 use backend::{Reply, ScriptedModel};
 use bridle::{AppOptions, OtherStore};
 use engine::lines;
-use fantoccini::Locator;
 use std::sync::Arc;
 use store_sqlite::SqliteStore;
 use tests::browser::{browser, eventually, send_message, shown_messages, start_driver, text_of};
