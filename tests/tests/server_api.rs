@@ -465,3 +465,74 @@ async fn a_long_history_comes_a_page_at_a_time_newest_first_and_bad_pages_get_a_
         assert!(said.starts_with("Ask for history as ?before="), "{said}");
     }
 }
+
+#[tokio::test]
+async fn the_conversation_list_comes_a_page_at_a_time_with_a_link_to_the_next() {
+    let server = scripted(vec![]).await;
+    let mut made = Vec::new();
+    for _ in 0..5 {
+        made.push(server.new_conversation().await);
+    }
+    let get = |path: String| {
+        let url = server.url(&path);
+        async move { reqwest::get(url).await.unwrap() }
+    };
+    let next_of = |res: &reqwest::Response| -> Option<String> {
+        let link = res.headers().get("link")?.to_str().unwrap().to_owned();
+        let url = link.strip_prefix('<')?.split_once(">; rel=\"next\"")?.0;
+        Some(url.to_owned())
+    };
+    let mut seen = Vec::new();
+    let mut path = "/api/conversations?limit=2".to_owned();
+    let mut pages = 0;
+    loop {
+        let res = get(path.clone()).await;
+        assert_eq!(res.status(), 200);
+        let next = next_of(&res);
+        let page: Value = res.json().await.unwrap();
+        let ids: Vec<String> = page
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["id"].as_str().unwrap().to_owned())
+            .collect();
+        assert!(ids.len() <= 2, "{ids:?}");
+        seen.extend(ids);
+        pages += 1;
+        match next {
+            Some(next) => path = next,
+            None => break,
+        }
+    }
+    assert_eq!(pages, 3, "2 + 2 + 1");
+    let mut expected = made.clone();
+    expected.sort();
+    let mut got = seen.clone();
+    got.sort();
+    assert_eq!(got, expected, "every conversation once: {seen:?}");
+    let all: Value = get("/api/conversations".into()).await.json().await.unwrap();
+    let newest_first: Vec<&str> = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(newest_first, seen, "the pages read as the whole list does");
+
+    for query in [
+        "?limit=0",
+        "?limit=201",
+        "?after_ms=5",
+        "?after_id=x",
+        "?sort=old",
+    ] {
+        let res = get(format!("/api/conversations{query}")).await;
+        assert_eq!(res.status(), 400, "{query}");
+        let said: Value = res.json().await.unwrap();
+        let said = said["error"].as_str().unwrap();
+        assert!(
+            said.starts_with("Ask for conversations as ?after_ms="),
+            "{said}"
+        );
+    }
+}

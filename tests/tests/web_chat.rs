@@ -295,3 +295,42 @@ async fn a_long_conversation_opens_on_its_newest_page_and_shows_earlier_ones_on_
     c.close().await.unwrap();
     server.stop().await;
 }
+
+/// The sidebar lists the newest 50 conversations; "Older conversations" adds the rest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sidebar_shows_the_newest_conversations_and_older_ones_on_asking() {
+    let server = TestServer::start(Arc::new(ScriptedModel::new([])), AppOptions::default()).await;
+    for _ in 0..53 {
+        server.new_conversation().await;
+    }
+    let driver = start_driver().await;
+    let profile = driver.temp("chromium-sidebar");
+    let c = browser(&driver, &profile, (1280, 800)).await;
+    c.goto(&server.base).await.unwrap();
+    let listed = || async {
+        let links = c.find_all(Locator::Css("#conversations a")).await.ok()?;
+        Some(links.len())
+    };
+    eventually("the newest page", || async {
+        listed().await.filter(|n| *n == 50)
+    })
+    .await;
+    c.find(Locator::Css("#conversations button.older"))
+        .await
+        .expect("a way to the older conversations")
+        .click()
+        .await
+        .unwrap();
+    eventually("all of them", || async {
+        listed().await.filter(|n| *n == 53)
+    })
+    .await;
+    assert!(
+        c.find(Locator::Css("#conversations button.older"))
+            .await
+            .is_err(),
+        "none older than the last"
+    );
+    c.close().await.unwrap();
+    server.stop().await;
+}

@@ -72,17 +72,44 @@ async function api(path, options) {
   return res;
 }
 
+// The newest page of conversations; older pages on asking ("Older conversations"), from the
+// answer's `Link: <…>; rel="next"`.
 async function loadConversations() {
-  const list = await (await api("/api/conversations")).json();
+  const res = await api("/api/conversations");
+  const list = await res.json();
   const nav = $("#conversations");
   nav.replaceChildren();
+  appendConversations(nav, list, nextPage(res));
+  return list;
+}
+
+function nextPage(res) {
+  const link = res.headers.get("Link") || "";
+  return /<([^>]+)>;\s*rel="next"/.exec(link)?.[1];
+}
+
+function appendConversations(nav, list, next) {
   for (const c of list) {
     const a = el("a", c.id === state.conversation ? "active" : "", c.preview || "New conversation");
     a.href = `#${c.id}`;
     a.dataset.id = c.id;
     nav.append(a);
   }
-  return list;
+  if (!next) return;
+  const more = el("button", "older", "Older conversations");
+  more.type = "button";
+  more.addEventListener("click", async () => {
+    more.disabled = true;
+    try {
+      const res = await api(next);
+      more.remove();
+      appendConversations(nav, await res.json(), nextPage(res));
+    } catch (err) {
+      more.disabled = false;
+      setStatus(err.message);
+    }
+  });
+  nav.append(more);
 }
 
 // Buttons under a reply; pressing one sends its title as the next message, with its id (a
@@ -463,8 +490,9 @@ function toggle(which) {
 }
 $("#show-chats").addEventListener("click", () => toggle("show-chats"));
 $("#show-notes").addEventListener("click", () => toggle("show-notes"));
-$("#conversations").addEventListener("click", () => {
-  if (document.body.classList.contains("show-chats")) toggle("show-chats");
+$("#conversations").addEventListener("click", (e) => {
+  // Opening a conversation closes the list; asking for older ones keeps it open.
+  if (e.target.closest("a") && document.body.classList.contains("show-chats")) toggle("show-chats");
 });
 
 window.addEventListener("hashchange", () => {

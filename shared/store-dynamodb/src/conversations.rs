@@ -110,6 +110,30 @@ impl ConversationStore for DynamoStore {
         let items = self.query_all(query).await?;
         items.iter().map(decode).collect()
     }
+
+    /// One Query on the same index, from `after`'s key down, `limit` items.
+    async fn conversations_page(
+        &self,
+        user: &UserId,
+        after: Option<&(i64, ConversationId)>,
+        limit: usize,
+    ) -> Result<Vec<Conversation>, StoreError> {
+        let query = self
+            .query()
+            .index_name(GSI1)
+            .expression_attribute_names("#gsi1pk", GSI1PK)
+            .expression_attribute_values(":user", s(user_gsi1pk(user)))
+            .scan_index_forward(false);
+        let query = match after {
+            None => query.key_condition_expression("#gsi1pk = :user"),
+            Some((at, id)) => query
+                .key_condition_expression("#gsi1pk = :user AND #gsi1sk < :after")
+                .expression_attribute_names("#gsi1sk", GSI1SK)
+                .expression_attribute_values(":after", s(created_gsi1sk(*at, id))),
+        };
+        let items = self.query_first_n(query, limit).await?;
+        items.iter().map(decode).collect()
+    }
 }
 
 impl DynamoStore {

@@ -47,26 +47,43 @@ impl DynamoStore {
         &self,
         query: QueryFluentBuilder,
     ) -> Result<Option<Item>, StoreError> {
-        let query = query.limit(1);
+        Ok(self.query_first_n(query, 1).await?.pop())
+    }
+
+    /// The first `n` live items the query matches, in its order, asking for `n` at a time
+    /// (another request only when expired items or DynamoDB's 1 MB cut a page short).
+    pub(crate) async fn query_first_n(
+        &self,
+        query: QueryFluentBuilder,
+        n: usize,
+    ) -> Result<Vec<Item>, StoreError> {
         let now_s = now_s();
+        let mut items = Vec::new();
         let mut start = None;
-        loop {
+        while items.len() < n {
             let page = query
                 .clone()
+                .limit(
+                    i32::try_from(n - items.len())
+                        .unwrap_or(i32::MAX)
+                        .min(self.page_limit.unwrap_or(i32::MAX)),
+                )
                 .set_exclusive_start_key(start)
                 .send()
                 .await
                 .map_err(unavailable)?;
-            let live = page
-                .items
-                .unwrap_or_default()
-                .into_iter()
-                .find(|item| !is_expired(item, now_s));
-            match (live, page.last_evaluated_key) {
-                (Some(item), _) => return Ok(Some(item)),
-                (None, Some(key)) if !key.is_empty() => start = Some(key),
-                (None, _) => return Ok(None),
+            items.extend(
+                page.items
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|item| !is_expired(item, now_s)),
+            );
+            match page.last_evaluated_key {
+                Some(key) if !key.is_empty() => start = Some(key),
+                _ => break,
             }
         }
+        items.truncate(n);
+        Ok(items)
     }
 }

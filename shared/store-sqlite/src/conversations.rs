@@ -76,6 +76,38 @@ impl ConversationStore for SqliteStore {
             })
             .await
     }
+
+    /// The page from the `(user_id, created_at_ms, id)` order, `limit` rows.
+    async fn conversations_page(
+        &self,
+        user: &UserId,
+        after: Option<&(i64, ConversationId)>,
+        limit: usize,
+    ) -> Result<Vec<Conversation>, StoreError> {
+        let user = user.clone();
+        // With no cursor, one past every row: i64::MAX is not a creation time anyone has.
+        let (at, id) = after.map_or((i64::MAX, String::new()), |(at, id)| (*at, id.0.clone()));
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.db
+            .read(move |conn| {
+                let mut stmt = conn
+                    .prepare_cached(&format!(
+                        "SELECT {COLUMNS} FROM conversations WHERE user_id = ?1
+                 AND (created_at_ms < ?2 OR (created_at_ms = ?2 AND id < ?3))
+                 ORDER BY created_at_ms DESC, id DESC LIMIT ?4"
+                    ))
+                    .map_err(unavailable)?;
+                let rows = stmt
+                    .query_map(
+                        rusqlite::params![&user.0, at, id, limit],
+                        RawConversation::read,
+                    )
+                    .map_err(unavailable)?;
+                rows.map(|raw| RawConversation::decode(raw.map_err(unavailable)?))
+                    .collect()
+            })
+            .await
+    }
 }
 
 /// Store `c`'s purpose, status, prompt version, segment and turn; whether the conversation was

@@ -15,7 +15,8 @@
 //! crate needs `tokio` (features `macros`, `rt-multi-thread`) as a dev-dependency.
 //!
 //! Ordering rules the checks pin down, so every adapter agrees:
-//! - `conversations_of`: newest `created_at_ms` first; ties broken by id, descending.
+//! - `conversations_of`: newest `created_at_ms` first; ties broken by id, descending;
+//!   `conversations_page` gives the same order a page at a time.
 //! - `messages` and `visible`: ascending position, whatever order the rows were written in.
 //! - `next_position` / `next_visible_position`: highest position + 1, across segments; 0 when
 //!   empty. Positions are unique per conversation across segments.
@@ -345,6 +346,33 @@ pub async fn check_conversations_of(store: &dyn Store) {
 
     let nobody = store.conversations_of(&"nobody".into()).await.unwrap();
     assert!(nobody.is_empty(), "an unknown user has no conversations");
+
+    // Pages of the same order, each after the last one's cursor.
+    let page = |after: Option<(i64, &'static str)>, limit| {
+        let after = after.map(|(at, id)| (at, ConversationId::from(id)));
+        async move {
+            let got = store
+                .conversations_page(&"alice".into(), after.as_ref(), limit)
+                .await
+                .unwrap();
+            got.into_iter().map(|c| c.id.0).collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(page(None, 2).await, ["c-new", "c-mid-b"], "the first page");
+    assert_eq!(
+        page(Some((200, "c-mid-b")), 2).await,
+        ["c-mid-a", "c-old"],
+        "after a cursor, ties by id"
+    );
+    assert_eq!(page(Some((100, "c-old")), 2).await, Vec::<String>::new());
+    assert_eq!(page(None, 10).await, ids, "a page larger than the rest");
+    assert!(
+        store
+            .conversations_page(&"nobody".into(), None, 5)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 /// Messages come back in position order, equal and byte-identical, every part kind included.

@@ -72,6 +72,24 @@ pub trait ConversationStore: Send + Sync {
 
     /// A user's conversations, newest first.
     async fn conversations_of(&self, user: &UserId) -> Result<Vec<Conversation>, StoreError>;
+
+    /// A page of [`ConversationStore::conversations_of`]: at most `limit`, newest first, those
+    /// after `after` in that order (a conversation's `(created_at_ms, id)`: older, or as old
+    /// with a smaller id) — one bounded read however many the user has. The default reads
+    /// them all; adapters read the page from an index.
+    async fn conversations_page(
+        &self,
+        user: &UserId,
+        after: Option<&(i64, ConversationId)>,
+        limit: usize,
+    ) -> Result<Vec<Conversation>, StoreError> {
+        let all = self.conversations_of(user).await?;
+        Ok(all
+            .into_iter()
+            .filter(|c| after.is_none_or(|(at, id)| (c.created_at_ms, &c.id) < (*at, id)))
+            .take(limit)
+            .collect())
+    }
 }
 
 /// The model transcript: exact messages, append-only, ordered by position.

@@ -6,7 +6,7 @@ use crate::auth::CurrentUser;
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use channel_jobs::web::WEB_CHANNEL;
 use engine::TurnEvent;
@@ -63,15 +63,65 @@ pub async fn create_conversation(
     ))
 }
 
+/// How many conversations a page of the list covers unless asked for fewer, and at most.
+pub const CONVERSATIONS_PAGE: usize = 50;
+pub const CONVERSATIONS_PAGE_MAX: usize = 200;
+
+/// `GET /api/conversations?after_ms=&after_id=&limit=`: the page after the conversation
+/// created at `after_ms` with id `after_id` (both or neither).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConversationsPage {
+    after_ms: Option<i64>,
+    after_id: Option<String>,
+    limit: Option<usize>,
+}
+
+/// A page of the signed-in user's web conversations, newest first, and when more come after
+/// it, a `Link: <…>; rel="next"` header to them. One bounded read for the page and one per
+/// conversation for its preview, however many conversations the user has.
 pub async fn list_conversations(
     State(app): State<App>,
     current: CurrentUser,
-) -> Result<Json<Vec<ConversationView>>, ApiError> {
+    page: Result<Query<ConversationsPage>, QueryRejection>,
+) -> Result<(HeaderMap, Json<Vec<ConversationView>>), ApiError> {
+    let bad = |why: String| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "Ask for conversations as ?after_ms=<created_at_ms>&after_id=<id>&limit=<1-\
+                 {CONVERSATIONS_PAGE_MAX}>: {why}"
+            ),
+        )
+    };
+    let Query(page) = page.map_err(|r| bad(r.body_text()))?;
+    let limit = page.limit.unwrap_or(CONVERSATIONS_PAGE);
+    if !(1..=CONVERSATIONS_PAGE_MAX).contains(&limit) {
+        return Err(bad(format!("limit {limit} is out of range.")));
+    }
+    let after = match (page.after_ms, page.after_id) {
+        (Some(at), Some(id)) => Some((at, ConversationId(id))),
+        (None, None) => None,
+        _ => return Err(bad("after_ms and after_id go together.".into())),
+    };
     let convs = app
         .store
-        .conversations_of(&current.user)
+        .conversations_page(&current.user, after.as_ref(), limit)
         .await
         .map_err(ApiError::internal)?;
+    let mut headers = HeaderMap::new();
+    if convs.len() == limit
+        && let Some(last) = convs.last()
+    {
+        let id: String = form_urlencoded::byte_serialize(last.id.0.as_bytes()).collect();
+        let next = format!(
+            "</api/conversations?after_ms={}&after_id={id}&limit={limit}>; rel=\"next\"",
+            last.created_at_ms
+        );
+        if let Ok(value) = HeaderValue::from_str(&next) {
+            headers.insert(header::LINK, value);
+        }
+    }
     // Conversations held on a messaging app are answered there, not here. Each preview is the
     // conversation's first entry, one bounded read however long it is (the page asks again
     // after every turn), eight conversations at a time.
@@ -80,7 +130,7 @@ pub async fn list_conversations(
         .buffered(PREVIEWS_AT_ONCE)
         .try_collect()
         .await?;
-    Ok(Json(views))
+    Ok((headers, Json(views)))
 }
 
 /// How many conversations' previews the list reads at once.
