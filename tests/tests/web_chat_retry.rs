@@ -1,12 +1,14 @@
-//! A web chat turn whose attempt fails under the server (its store unavailable for a moment) is
-//! tried again by the server itself; the page says so, asks nothing of the user, and shows the
-//! answer once the retry has recorded it — in a real browser, against the real local server on
-//! a store that fails the turn's answer once.
+//! A web chat turn whose attempt fails under the server (its store unavailable for a moment),
+//! or that a restart cut short, is tried again by the server itself; the page says so, asks
+//! nothing of the user, and shows the answer once it is recorded — in a real browser, against
+//! the real local server (on a store that fails the turn's answer once; across two lives on
+//! one database file).
 
 use backend::{Reply, ScriptedModel};
 use bridle::{AppOptions, OtherStore};
 use engine::lines;
 use std::sync::Arc;
+use std::time::Duration;
 use store_sqlite::SqliteStore;
 use tests::browser::{browser, eventually, send_message, shown_messages, start_driver, text_of};
 use tests::crash_store::{Crash, CrashAt, CrashStore};
@@ -58,6 +60,59 @@ async fn a_turn_the_server_retries_by_itself_shows_its_answer_without_being_sent
         crash.log()
     );
 
+    c.close().await.unwrap();
+    server.stop().await;
+}
+
+/// A turn the server cut short as it stopped is answered after the restart; the page said so,
+/// and shows the answer once the restarted server has recorded it, without a reload or a
+/// resend — in a real browser, against two lives of the local server on one database file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_cut_short_by_a_restart_shows_its_answer_once_the_server_is_back() {
+    let dir = tempfile::Builder::new()
+        .prefix("bridle-restart-page-")
+        .tempdir()
+        .unwrap();
+    let options = || AppOptions {
+        db: bridle::Db::File(dir.path().join("bridle.db")),
+        shutdown_grace: Duration::from_millis(300),
+        ..AppOptions::default()
+    };
+    // First life: the model takes its time, and the server stops under it.
+    let slow = Arc::new(ScriptedModel::new([Reply::new()
+        .then_wait(Duration::from_secs(60))
+        .say("too late")]));
+    let (listener, base) = TestServer::bind().await;
+    let addr = listener.local_addr().unwrap();
+    let first = bridle::build_app(slow.clone(), options()).unwrap();
+    let server = TestServer::serve_on(listener, first).await;
+    let driver = start_driver().await;
+    let profile = driver.temp("chromium-restart");
+    let c = browser(&driver, &profile, (1280, 800)).await;
+    c.goto(&base).await.unwrap();
+    send_message(&c, "What's on my list?").await;
+    eventually("the model to be asked", || async {
+        (slow.requests().len() == 1).then_some(())
+    })
+    .await;
+    server.stop().await;
+    let said = eventually("the restart sentence", || async {
+        text_of(&c, ".msg.assistant .error").await
+    })
+    .await;
+    assert_eq!(said, lines::INTERRUPTED);
+
+    // Second life, at the same address: the job resumes and is answered.
+    let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+    let answer = ScriptedModel::new([Reply::text("Your list is empty.")]);
+    let second = bridle::build_app(Arc::new(answer), options()).unwrap();
+    let server = TestServer::serve_on(listener, second).await;
+    let history = eventually("the answer, shown without a reload", || async {
+        let out = shown_messages(&c).await?;
+        (out.last().map(String::as_str) == Some("Your list is empty.")).then_some(out)
+    })
+    .await;
+    assert_eq!(history, ["What's on my list?", "Your list is empty."]);
     c.close().await.unwrap();
     server.stop().await;
 }
