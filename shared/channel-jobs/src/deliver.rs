@@ -63,8 +63,13 @@ impl ChannelJobs {
                 last.map_or(0, |e| e.position + 1)
             }
         };
-        let sent_key = SentReplies::key(job, turn);
-        if let Some(delivered) = self.options.sent.get(&sent_key) {
+        // A retry (the turn resumed, so no position came with it) on a messaging channel may
+        // find its reply sent by an attempt whose record was cut off (`sent`).
+        let remembers = job.channel != crate::web::WEB_CHANNEL;
+        if remembers
+            && outcome.reply_position.is_none()
+            && let Some(delivered) = self.options.sent.get(&SentReplies::key(job, turn))
+        {
             tracing::info!(job = %job.dedupe_key(), "the platform took this reply in an attempt whose record was cut off; recording it, not sending it again");
             return Ok(Some(self.reply_entry(
                 conversation,
@@ -121,7 +126,10 @@ impl ChannelJobs {
             let more: Delivered = sender.send(&fallback).await.map_err(JobError::from)?;
             delivered.pieces.extend(more.pieces);
         }
-        self.options.sent.remember(sent_key, delivered.clone());
+        if remembers {
+            let key = SentReplies::key(job, turn);
+            self.options.sent.remember(key, delivered.clone());
+        }
         Ok(Some(self.reply_entry(
             conversation,
             position,

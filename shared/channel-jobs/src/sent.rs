@@ -6,6 +6,9 @@
 //! reply from the moment the platform takes it until its record is written, and a retry that
 //! runs here records the remembered reply instead of sending it again.
 //!
+//! Messaging channels only: a web chat retry shows its reply in a browser that already reads
+//! the recorded history, so sending it again costs nothing anyone sees twice.
+//!
 //! In memory only: the store is what is down. `bridle serve` is one process, so there this
 //! holds until a restart; on Lambda, only when the retry lands in the same warm environment.
 //! Bounded (the oldest is dropped past [`KEPT`]): an entry outlives its write only when the
