@@ -1,0 +1,169 @@
+//! What the web app's reads cost on DynamoDB, counted from outside: the local server's router on
+//! a table in moto reached through a proxy that tallies each request's operation
+//! (`X-Amz-Target`). The conversation list and a page of history cost the same whatever the
+//! length of the history and however many conversations the user has: the list, one Query for
+//! the page and one per conversation on it (its preview); a page of history, the conversation's
+//! item, its end and the page. The items the Queries read (`ScannedCount`) are counted too, so
+//! one call reading the whole history would not pass for a cheap one.
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::routing::post;
+use bridle::{AppOptions, OtherStore};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use store::Store;
+use store_dynamodb::DynamoStore;
+use tests::EchoModel;
+use tests::server::TestServer;
+
+/// Calls by operation since the last take, and the items the Queries among them read
+/// (their `ScannedCount`).
+#[derive(Clone, Default)]
+struct Tally(Arc<Mutex<(BTreeMap<String, usize>, usize)>>);
+
+impl Tally {
+    fn take(&self) -> (BTreeMap<String, usize>, usize) {
+        std::mem::take(&mut *self.0.lock().unwrap())
+    }
+}
+
+#[derive(Clone)]
+struct Proxy {
+    tally: Tally,
+    moto: String,
+    http: reqwest::Client,
+}
+
+async fn forward(
+    State(p): State<Proxy>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> (StatusCode, HeaderMap, Bytes) {
+    let target = headers
+        .get("x-amz-target")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|t| t.rsplit('.').next())
+        .unwrap_or("?")
+        .to_owned();
+    *p.tally
+        .0
+        .lock()
+        .unwrap()
+        .0
+        .entry(target.clone())
+        .or_default() += 1;
+    let mut request = p.http.post(&p.moto).body(body);
+    for (name, value) in &headers {
+        if name != header::HOST && name != header::CONTENT_LENGTH {
+            request = request.header(name, value);
+        }
+    }
+    let response = request.send().await.expect("moto answers");
+    let status = StatusCode::from_u16(response.status().as_u16()).unwrap();
+    let mut back = HeaderMap::new();
+    for (name, value) in response.headers() {
+        if name != header::CONTENT_LENGTH && name != header::TRANSFER_ENCODING {
+            back.insert(name.clone(), value.clone());
+        }
+    }
+    let body = response.bytes().await.expect("moto's answer");
+    if target == "Query" {
+        let read: Value = serde_json::from_slice(&body).unwrap_or_default();
+        let scanned = read["ScannedCount"].as_u64().unwrap_or_default();
+        p.tally.0.lock().unwrap().1 += scanned as usize;
+    }
+    (status, back, body)
+}
+
+/// A fresh table in moto, and a store on it through the counting proxy.
+async fn counted_store() -> (Arc<dyn Store>, Tally) {
+    let moto = std::env::var("AWS_ENDPOINT_URL")
+        .expect("AWS_ENDPOINT_URL is not set: run the tests with scripts/test, which starts moto");
+    let (_, table) = tests::moto::dynamo_table("web-reads").await;
+    let tally = Tally::default();
+    let proxy = Proxy {
+        tally: tally.clone(),
+        moto: format!("{}/", moto.trim_end_matches('/')),
+        http: reqwest::Client::new(),
+    };
+    let app = Router::new().route("/", post(forward)).with_state(proxy);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let config = aws_sdk_dynamodb::Config::builder()
+        .behavior_version_latest()
+        .region(aws_types::region::Region::new("us-east-1"))
+        .endpoint_url(endpoint)
+        .credentials_provider(aws_credential_types::Credentials::new(
+            "test", "test", None, None, "static",
+        ))
+        .build();
+    let client = aws_sdk_dynamodb::Client::from_conf(config);
+    (Arc::new(DynamoStore::new(client, table)), tally)
+}
+
+fn calls(pairs: &[(&str, usize)]) -> BTreeMap<String, usize> {
+    pairs.iter().map(|(k, n)| ((*k).to_owned(), *n)).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_list_and_a_page_of_history_cost_the_same_however_long_and_however_many() {
+    let (store, tally) = counted_store().await;
+    let options = AppOptions {
+        store: Some(OtherStore(store)),
+        ..AppOptions::default()
+    };
+    let server = TestServer::start(EchoModel::new(std::time::Duration::ZERO), options).await;
+    let mut ids = Vec::new();
+    for _ in 0..60 {
+        ids.push(server.new_conversation().await);
+    }
+    // The two newest conversations: one with a long history, one with a single entry.
+    server.seed_history(&ids[59], 260).await;
+    server.seed_history(&ids[58], 1).await;
+    let get = |path: String| {
+        let url = server.url(&path);
+        async move {
+            let res = reqwest::get(url).await.unwrap();
+            assert_eq!(res.status(), 200);
+            res.json::<Value>().await.unwrap()
+        }
+    };
+
+    tally.take();
+    let listed = get("/api/conversations".into()).await;
+    assert_eq!(listed.as_array().unwrap().len(), 50);
+    assert_eq!(
+        tally.take(),
+        (calls(&[("Query", 51)]), 52),
+        "the page's Query (50 items) and one per conversation on it (its first entry, if any: \
+         two have one), not 60 and not 261 entries"
+    );
+
+    let long = format!("/api/conversations/{}/messages", ids[59]);
+    let newest = get(long.clone()).await;
+    assert_eq!(newest["messages"].as_array().unwrap().len(), 100);
+    assert_eq!(newest["messages"][99]["text"], "entry 259");
+    assert_eq!(
+        tally.take(),
+        (calls(&[("GetItem", 1), ("Query", 2)]), 101),
+        "the conversation, its end (one item) and the page (100), not 260 entries"
+    );
+    let earlier = get(format!("{long}?before=60")).await;
+    assert_eq!(earlier["messages"].as_array().unwrap().len(), 60);
+    assert_eq!(earlier["earlier"], false);
+    assert_eq!(tally.take(), (calls(&[("GetItem", 1), ("Query", 1)]), 60));
+
+    let short = get(format!("/api/conversations/{}/messages", ids[58])).await;
+    assert_eq!(short["messages"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        tally.take(),
+        (calls(&[("GetItem", 1), ("Query", 2)]), 2),
+        "the same calls for one entry as for 260"
+    );
+    server.stop().await;
+}
