@@ -231,14 +231,20 @@ impl<'a> Turn<'a> {
                 turn.resumed = true;
                 turn.shown.restore(r.shown);
                 turn.resume = Some(r.next);
-                // The worker may have died between the transcript and the visible record.
-                let visible = store.visible(id).await?;
-                let this_turn = |role| {
-                    visible
+                // The worker may have died between the transcript and the visible record. The
+                // turn's entries come after every earlier turn's and its user's entry first: so
+                // the newest entry tells, one bounded read, unless a later turn's came after.
+                let this = turn.conv.turn;
+                let recorded = match store.last_visible(id).await? {
+                    None => false,
+                    Some(last) if last.turn <= this => last.turn == this,
+                    Some(_) => store
+                        .visible(id)
+                        .await?
                         .iter()
-                        .any(|e| e.turn == turn.conv.turn && e.role == role)
+                        .any(|e| e.turn == this && e.role == VisibleRole::User),
                 };
-                if !this_turn(VisibleRole::User) {
+                if !recorded {
                     turn.append_visible(VisibleRole::User, input.text.clone())
                         .await?;
                 }
