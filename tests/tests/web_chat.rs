@@ -296,10 +296,12 @@ async fn a_long_conversation_opens_on_its_newest_page_and_shows_earlier_ones_on_
     server.stop().await;
 }
 
-/// The sidebar lists the newest 50 conversations; "Older conversations" adds the rest.
+/// The sidebar lists the newest 50 conversations; "Older conversations" adds the rest, and
+/// they stay listed when the list is read again after a turn.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sidebar_shows_the_newest_conversations_and_older_ones_on_asking() {
-    let server = TestServer::start(Arc::new(ScriptedModel::new([])), AppOptions::default()).await;
+    let model = Arc::new(ScriptedModel::new([Reply::text("Hello.")]));
+    let server = TestServer::start(model, AppOptions::default()).await;
     for _ in 0..53 {
         server.new_conversation().await;
     }
@@ -331,6 +333,20 @@ async fn the_sidebar_shows_the_newest_conversations_and_older_ones_on_asking() {
             .is_err(),
         "none older than the last"
     );
+    send_message(&c, "Hi").await;
+    eventually("the answer", || async {
+        let out = shown_messages(&c).await?;
+        (out.last().map(String::as_str) == Some("Hello.")).then_some(())
+    })
+    .await;
+    let preview = eventually("the list read again", || async {
+        text_of(&c, "#conversations a.active")
+            .await
+            .filter(|t| t == "Hi")
+    })
+    .await;
+    assert_eq!(preview, "Hi");
+    assert_eq!(listed().await, Some(53), "the older ones stay listed");
     c.close().await.unwrap();
     server.stop().await;
 }

@@ -73,11 +73,13 @@ async function api(path, options) {
 }
 
 // The newest page of conversations; older pages on asking ("Older conversations"), from the
-// answer's `Link: <…>; rel="next"`.
+// answer's `Link: <…>; rel="next"`. Read again after a turn, it keeps as many as were shown
+// (up to the API's 200), so older ones the person opened stay in the list.
 async function loadConversations() {
-  const res = await api("/api/conversations");
-  const list = await res.json();
   const nav = $("#conversations");
+  const shown = nav.querySelectorAll("a").length;
+  const res = await api(`/api/conversations?limit=${Math.min(200, Math.max(50, shown))}`);
+  const list = await res.json();
   nav.replaceChildren();
   appendConversations(nav, list, nextPage(res));
   return list;
