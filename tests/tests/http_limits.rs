@@ -1,5 +1,6 @@
 //! What the local server puts up with from a client, over raw TCP where timing matters: slow
-//! headers, an idle keep-alive connection, a slow or short body, more connections than the cap;
+//! headers, an idle keep-alive connection, a slow or short body, more connections than the cap,
+//! a client that stops reading an answer;
 //! and every error answered with a JSON sentence (405 with `Allow`, 414, 431, a malformed path).
 
 use bridle::AppOptions;
@@ -21,6 +22,7 @@ async fn server(max_connections: usize) -> TestServer {
                 header_read: SHORT,
                 request: SHORT,
                 max_connections,
+                ..HttpLimits::default()
             },
             ..AppOptions::default()
         },
@@ -223,4 +225,106 @@ async fn without_sign_in_only_loopback_host_names_are_served() {
             .status(),
         421
     );
+}
+
+/// A client that stops reading an answer (its receive window full) is let go once the server's
+/// writes have stalled for `write_stall`: it holds no connection for good (with one connection
+/// allowed, the next request waits for exactly that). The turn goes on without it, and its
+/// answer is recorded for the history.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_stops_reading_is_let_go_and_the_turn_still_answers() {
+    // More than the server's send buffer and the client's small receive window hold together.
+    let answer = "x".repeat(16 << 20);
+    let model = std::sync::Arc::new(backend::ScriptedModel::new([backend::Reply::text(&answer)]));
+    let s = TestServer::start(
+        model.clone(),
+        AppOptions {
+            http: HttpLimits {
+                write_stall: Duration::from_secs(1),
+                max_connections: 1,
+                // The test client's idle keep-alive connection lets the one place go soon.
+                header_read: Duration::from_millis(300),
+                ..HttpLimits::default()
+            },
+            ..AppOptions::default()
+        },
+    )
+    .await;
+    let conversation = s.new_conversation().await;
+    let addr: std::net::SocketAddr = s.base.trim_start_matches("http://").parse().unwrap();
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let tcp = socket.connect(addr).await.unwrap().into_std().unwrap();
+    tcp.set_nonblocking(false).unwrap();
+    let (drain_tx, drain_rx) = std::sync::mpsc::channel::<()>();
+    let client = tokio::task::spawn_blocking({
+        let conversation = conversation.clone();
+        let mut tcp = tcp;
+        move || {
+            let body = r#"{"text": "Tell me everything"}"#;
+            write!(
+                tcp,
+                "POST /api/conversations/{conversation}/messages HTTP/1.1\r\nHost: 127.0.0.1\r\n\
+                 Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            )
+            .unwrap();
+            // Take the first bytes, then read nothing until told.
+            let mut head = [0u8; 1024];
+            let _ = tcp.read(&mut head).unwrap();
+            drain_rx.recv().unwrap();
+            // Drain what the buffers held: the connection ends before the answer does.
+            tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let mut read = 0usize;
+            let mut buf = vec![0u8; 1 << 20];
+            let mut tail = Vec::new();
+            loop {
+                match tcp.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        read += n;
+                        tail = buf[n.saturating_sub(64)..n].to_vec();
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
+                    Err(e) => panic!("the connection was not let go: {e} after {read} bytes"),
+                }
+            }
+            (read, String::from_utf8_lossy(&tail).contains("event: done"))
+        }
+    });
+    tests::eventually("the model to be asked", || async {
+        (model.requests().len() == 1).then_some(())
+    })
+    .await;
+
+    // The one connection the server allows is free again once the stalled one is let go.
+    let started = Instant::now();
+    let health = reqwest::Client::new()
+        .get(s.url("/healthz"))
+        .timeout(Duration::from_secs(30))
+        .send()
+        .await
+        .expect("a connection is free within the stall limit");
+    assert_eq!(health.status(), 200);
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        started.elapsed()
+    );
+    drain_tx.send(()).unwrap();
+    let (read, done) = client.await.unwrap();
+    assert!(
+        !done && read < answer.len(),
+        "the whole answer came ({read} bytes)"
+    );
+
+    // The turn went on: the whole answer is recorded.
+    let id: transcript::ConversationId = conversation.as_str().into();
+    let recorded = tests::eventually("the answer recorded", || async {
+        let last = s.app.store.last_visible(&id).await.ok()??;
+        (last.role == store::VisibleRole::Assistant).then_some(last)
+    })
+    .await;
+    assert_eq!(recorded.text.len(), answer.len());
+    s.stop().await;
 }

@@ -3,7 +3,8 @@
 //! [`HttpLimits::header_read`] — the same timer closes a keep-alive connection left idle that
 //! long — and serves at most [`HttpLimits::max_connections`] at once (the rest wait in the
 //! listen backlog). A request must arrive whole and be answered (its response begun) within
-//! [`HttpLimits::request`]: a slow or short body gets 408. Every error the router answers has a
+//! [`HttpLimits::request`]: a slow or short body gets 408. A connection that takes nothing of
+//! an answer for [`HttpLimits::write_stall`] is closed. Every error the router answers has a
 //! JSON body with a sentence, whoever made it (a rejection, axum's 405 with its `Allow`, an
 //! over-long URI or header block).
 
@@ -30,6 +31,11 @@ pub struct HttpLimits {
     pub request: Duration,
     /// Connections served at once.
     pub max_connections: usize,
+    /// A connection whose client takes nothing of what the server writes for this long (its
+    /// receive window full: a stalled reader, or one that stopped reading on purpose) is
+    /// closed, so it does not hold its place among [`HttpLimits::max_connections`] for good.
+    /// A turn goes on without it; its answer is in the history.
+    pub write_stall: Duration,
 }
 
 impl Default for HttpLimits {
@@ -38,6 +44,7 @@ impl Default for HttpLimits {
             header_read: Duration::from_secs(10),
             request: Duration::from_secs(30),
             max_connections: 1024,
+            write_stall: Duration::from_secs(30),
         }
     }
 }

@@ -286,11 +286,14 @@ async fn accept(
         if let Err(err) = tcp.set_nodelay(true) {
             tracing::warn!(%err, "could not set TCP_NODELAY");
         }
+        // A write that makes no progress for the stall limit fails, and the connection ends.
+        let mut io = tokio_io_timeout::TimeoutStream::new(tcp);
+        io.set_write_timeout(Some(limits.write_stall));
         let service = TowerToHyperService::new(service.clone());
         let builder = builder.clone();
         let connection = graceful.watch(
             builder
-                .serve_connection_with_upgrades(TokioIo::new(tcp), service)
+                .serve_connection_with_upgrades(TokioIo::new(Box::pin(io)), service)
                 .into_owned(),
         );
         tokio::spawn(async move {
