@@ -432,6 +432,37 @@ mod tests {
     }
 
     #[test]
+    fn the_request_rates_and_the_write_stall_are_settings_and_bad_ones_stop_the_start() {
+        let c = parse(&[
+            ("BRIDLE_WEB_WRITES_PER_MINUTE", "20"),
+            ("BRIDLE_MCP_REQUESTS_PER_MINUTE", "40"),
+            ("BRIDLE_HTTP_WRITE_STALL_S", "5"),
+        ])
+        .unwrap();
+        assert_eq!(c.web_write_rate.per_minute, 20);
+        assert_eq!(c.mcp_rate.per_minute, 40);
+        assert_eq!(c.http.write_stall, std::time::Duration::from_secs(5));
+        let d = parse(&[]).unwrap();
+        assert_eq!(d.web_write_rate.per_minute, 60);
+        assert_eq!(d.http.write_stall, std::time::Duration::from_secs(30));
+        let err = parse(&[
+            ("BRIDLE_WEB_WRITES_PER_MINUTE", "0"),
+            ("BRIDLE_HTTP_WRITE_STALL_S", "never"),
+        ])
+        .unwrap_err();
+        for var in [
+            "BRIDLE_WEB_WRITES_PER_MINUTE=\"0\"",
+            "BRIDLE_HTTP_WRITE_STALL_S",
+        ] {
+            assert!(
+                err.0.iter().any(|p| p.starts_with(var)),
+                "{var}: {:?}",
+                err.0
+            );
+        }
+    }
+
+    #[test]
     fn defaults_run_locally_with_no_model() {
         let c = parse(&[]).unwrap();
         assert_eq!(c.addr.to_string(), "127.0.0.1:8080");
