@@ -11,8 +11,20 @@ pub async fn dynamo_store(prefix: &str) -> Arc<DynamoStore> {
 
 /// A new table named after `prefix`: the store and the table's name.
 pub async fn dynamo_table(prefix: &str) -> (Arc<DynamoStore>, String) {
-    let endpoint = std::env::var("AWS_ENDPOINT_URL")
-        .expect("AWS_ENDPOINT_URL is not set: run the tests with scripts/test, which starts moto");
+    let client = client_at(&endpoint());
+    let name = format!("{prefix}-{}", uuid::Uuid::new_v4().simple());
+    store_dynamodb::create_table(&client, &name).await.unwrap();
+    (Arc::new(DynamoStore::new(client, name.clone())), name)
+}
+
+/// moto's address (`AWS_ENDPOINT_URL`).
+pub fn endpoint() -> String {
+    std::env::var("AWS_ENDPOINT_URL")
+        .expect("AWS_ENDPOINT_URL is not set: run the tests with scripts/test, which starts moto")
+}
+
+/// A DynamoDB client for the emulator at `endpoint` (moto, or a proxy in front of it).
+pub fn client_at(endpoint: &str) -> aws_sdk_dynamodb::Client {
     let config = aws_sdk_dynamodb::Config::builder()
         .behavior_version_latest()
         .region(aws_types::region::Region::new("us-east-1"))
@@ -21,8 +33,5 @@ pub async fn dynamo_table(prefix: &str) -> (Arc<DynamoStore>, String) {
             "test", "test", None, None, "static",
         ))
         .build();
-    let client = aws_sdk_dynamodb::Client::from_conf(config);
-    let name = format!("{prefix}-{}", uuid::Uuid::new_v4().simple());
-    store_dynamodb::create_table(&client, &name).await.unwrap();
-    (Arc::new(DynamoStore::new(client, name.clone())), name)
+    aws_sdk_dynamodb::Client::from_conf(config)
 }

@@ -9,9 +9,10 @@
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use bridle::{AppOptions, OtherStore};
+use fake_lambda::moto_proxy::forward_to_moto;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -56,53 +57,29 @@ async fn forward(
         .0
         .entry(target.clone())
         .or_default() += 1;
-    let mut request = p.http.post(&p.moto).body(body);
-    for (name, value) in &headers {
-        if name != header::HOST && name != header::CONTENT_LENGTH {
-            request = request.header(name, value);
-        }
-    }
-    let response = request.send().await.expect("moto answers");
-    let status = StatusCode::from_u16(response.status().as_u16()).unwrap();
-    let mut back = HeaderMap::new();
-    for (name, value) in response.headers() {
-        if name != header::CONTENT_LENGTH && name != header::TRANSFER_ENCODING {
-            back.insert(name.clone(), value.clone());
-        }
-    }
-    let body = response.bytes().await.expect("moto's answer");
+    let answer = forward_to_moto(&p.http, &p.moto, headers, body).await;
     if target == "Query" {
-        let read: Value = serde_json::from_slice(&body).unwrap_or_default();
+        let read: Value = serde_json::from_slice(&answer.2).unwrap_or_default();
         let scanned = read["ScannedCount"].as_u64().unwrap_or_default();
         p.tally.0.lock().unwrap().1 += scanned as usize;
     }
-    (status, back, body)
+    answer
 }
 
 /// A fresh table in moto, and a store on it through the counting proxy.
 async fn counted_store() -> (Arc<dyn Store>, Tally) {
-    let moto = std::env::var("AWS_ENDPOINT_URL")
-        .expect("AWS_ENDPOINT_URL is not set: run the tests with scripts/test, which starts moto");
     let (_, table) = tests::moto::dynamo_table("web-reads").await;
     let tally = Tally::default();
     let proxy = Proxy {
         tally: tally.clone(),
-        moto: format!("{}/", moto.trim_end_matches('/')),
+        moto: tests::moto::endpoint(),
         http: reqwest::Client::new(),
     };
     let app = Router::new().route("/", post(forward)).with_state(proxy);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let endpoint = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    let config = aws_sdk_dynamodb::Config::builder()
-        .behavior_version_latest()
-        .region(aws_types::region::Region::new("us-east-1"))
-        .endpoint_url(endpoint)
-        .credentials_provider(aws_credential_types::Credentials::new(
-            "test", "test", None, None, "static",
-        ))
-        .build();
-    let client = aws_sdk_dynamodb::Client::from_conf(config);
+    let client = tests::moto::client_at(&endpoint);
     (Arc::new(DynamoStore::new(client, table)), tally)
 }
 

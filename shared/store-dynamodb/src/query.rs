@@ -18,28 +18,7 @@ impl DynamoStore {
         &self,
         query: QueryFluentBuilder,
     ) -> Result<Vec<Item>, StoreError> {
-        let query = query.set_limit(self.page_limit);
-        let now_s = now_s();
-        let mut items = Vec::new();
-        let mut start = None;
-        loop {
-            let page = query
-                .clone()
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(unavailable)?;
-            items.extend(
-                page.items
-                    .unwrap_or_default()
-                    .into_iter()
-                    .filter(|item| !is_expired(item, now_s)),
-            );
-            match page.last_evaluated_key {
-                Some(key) if !key.is_empty() => start = Some(key),
-                _ => return Ok(items),
-            }
-        }
+        self.query_up_to(query, None).await
     }
 
     /// The first live item the query matches, reading one item per request.
@@ -57,17 +36,31 @@ impl DynamoStore {
         query: QueryFluentBuilder,
         n: usize,
     ) -> Result<Vec<Item>, StoreError> {
+        self.query_up_to(query, Some(n)).await
+    }
+
+    /// The live items the query matches, in its order, following `LastEvaluatedKey`: all of
+    /// them (`None`), or the first `n`, each request asking only for what is still missing.
+    async fn query_up_to(
+        &self,
+        query: QueryFluentBuilder,
+        n: Option<usize>,
+    ) -> Result<Vec<Item>, StoreError> {
         let now_s = now_s();
         let mut items = Vec::new();
         let mut start = None;
-        while items.len() < n {
-            let page = query
-                .clone()
-                .limit(
+        loop {
+            let limit = match n {
+                None => self.page_limit,
+                Some(n) => Some(
                     i32::try_from(n - items.len())
                         .unwrap_or(i32::MAX)
                         .min(self.page_limit.unwrap_or(i32::MAX)),
-                )
+                ),
+            };
+            let page = query
+                .clone()
+                .set_limit(limit)
                 .set_exclusive_start_key(start)
                 .send()
                 .await
@@ -78,12 +71,17 @@ impl DynamoStore {
                     .into_iter()
                     .filter(|item| !is_expired(item, now_s)),
             );
+            if n.is_some_and(|n| items.len() >= n) {
+                break;
+            }
             match page.last_evaluated_key {
                 Some(key) if !key.is_empty() => start = Some(key),
                 _ => break,
             }
         }
-        items.truncate(n);
+        if let Some(n) = n {
+            items.truncate(n);
+        }
         Ok(items)
     }
 }
