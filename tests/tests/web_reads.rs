@@ -116,9 +116,9 @@ async fn the_list_and_a_page_of_history_cost_the_same_however_long_and_however_m
     assert_eq!(listed.as_array().unwrap().len(), 50);
     assert_eq!(
         tally.take(),
-        (calls(&[("Query", 51)]), 52),
-        "the page's Query (50 items) and one per conversation on it (its first entry, if any: \
-         two have one), not 60 and not 261 entries"
+        (calls(&[("Query", 51)]), 53),
+        "the page's Query (51 items: one more tells that another page follows) and one per \
+         conversation on it (its first entry, if any: two have one), not 60 and not 261 entries"
     );
 
     let long = format!("/api/conversations/{}/messages", ids[59]);

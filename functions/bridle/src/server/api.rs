@@ -104,15 +104,16 @@ pub async fn list_conversations(
         (None, None) => None,
         _ => return Err(bad("after_ms and after_id go together.".into())),
     };
-    let convs = app
+    // One more than the page, to know whether another follows.
+    let mut convs = app
         .store
-        .conversations_page(&current.user, after.as_ref(), limit)
+        .conversations_page(&current.user, after.as_ref(), limit + 1)
         .await
         .map_err(ApiError::internal)?;
+    let more = convs.len() > limit;
+    convs.truncate(limit);
     let mut headers = HeaderMap::new();
-    if convs.len() == limit
-        && let Some(last) = convs.last()
-    {
+    if more && let Some(last) = convs.last() {
         let id: String = form_urlencoded::byte_serialize(last.id.0.as_bytes()).collect();
         let next = format!(
             "</api/conversations?after_ms={}&after_id={id}&limit={limit}>; rel=\"next\"",
