@@ -2,7 +2,8 @@
 //! or that a restart cut short, is tried again by the server itself; the page says so, asks
 //! nothing of the user, and shows the answer once it is recorded — in a real browser, against
 //! the real local server (on a store that fails the turn's answer once; across two lives on
-//! one database file).
+//! one database file). A first message whose conversation could not be made was never sent,
+//! and goes back in the box.
 
 use backend::{Reply, ScriptedModel};
 use bridle::{AppOptions, OtherStore};
@@ -108,6 +109,60 @@ async fn a_turn_cut_short_by_a_restart_shows_its_answer_once_the_server_is_back(
     let second = bridle::build_app(Arc::new(answer), options()).unwrap();
     let server = TestServer::serve_on(listener, second).await;
     let history = eventually("the answer, shown without a reload", || async {
+        let out = shown_messages(&c).await?;
+        (out.last().map(String::as_str) == Some("Your list is empty.")).then_some(out)
+    })
+    .await;
+    assert_eq!(history, ["What's on my list?", "Your list is empty."]);
+    c.close().await.unwrap();
+    server.stop().await;
+}
+
+/// A first message whose conversation could not be made (the store failed the write) was
+/// never sent: the page says so, the words go back in the box, and sending again works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_message_whose_conversation_could_not_be_made_stays_in_the_box() {
+    let crash = Crash::at(CrashAt::Blip("create_conversation"));
+    let sqlite = Arc::new(SqliteStore::open_in_memory().unwrap());
+    let store = Arc::new(CrashStore::combining(sqlite, crash.clone()));
+    let model = ScriptedModel::new([Reply::text("Your list is empty.")]);
+    let options = AppOptions {
+        store: Some(OtherStore(store)),
+        ..AppOptions::default()
+    };
+    let server = TestServer::start(Arc::new(model), options).await;
+    let driver = start_driver().await;
+    let profile = driver.temp("chromium-first");
+    let c = browser(&driver, &profile, (1280, 800)).await;
+    c.goto(&server.base).await.unwrap();
+
+    send_message(&c, "What's on my list?").await;
+    let status = eventually("the failure", || async {
+        text_of(&c, "#status").await.filter(|t| !t.is_empty())
+    })
+    .await;
+    assert_eq!(
+        status,
+        "Something went wrong on our side; please try again."
+    );
+    let input = c.find(fantoccini::Locator::Id("input")).await.unwrap();
+    assert_eq!(
+        input.prop("value").await.unwrap().as_deref(),
+        Some("What's on my list?")
+    );
+    assert_eq!(
+        shown_messages(&c).await,
+        Some(Vec::new()),
+        "nothing shown as sent"
+    );
+
+    c.find(fantoccini::Locator::Id("send"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let history = eventually("the answer", || async {
         let out = shown_messages(&c).await?;
         (out.last().map(String::as_str) == Some("Your list is empty.")).then_some(out)
     })

@@ -275,7 +275,7 @@ function notSent(err) {
 }
 
 async function send(text, buttonId) {
-  if (!state.conversation) await openConversation(await newConversation()).catch(notSent);
+  if (!state.conversation) await newConversation().then(openConversation).catch(notSent);
   const box = $("#messages");
   box.querySelector(".empty")?.remove();
   const choices = [...box.querySelectorAll(".choices")];
