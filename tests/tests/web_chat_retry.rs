@@ -18,20 +18,33 @@ use tests::server::TestServer;
 /// The store write that records the model's answer, failed once.
 const ANSWER_WRITE: &str = "append_message_adjusting";
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_turn_the_server_retries_by_itself_shows_its_answer_without_being_sent_again() {
-    let crash = Crash::at(CrashAt::Blip(ANSWER_WRITE));
+/// The local server on SQLite behind a store that fails the write named `write` once, and a
+/// model that answers with `replies`.
+async fn on_a_store_that_fails_once(
+    write: &'static str,
+    replies: impl IntoIterator<Item = Reply>,
+) -> (TestServer, Arc<Crash>) {
+    let crash = Crash::at(CrashAt::Blip(write));
     let sqlite = Arc::new(SqliteStore::open_in_memory().unwrap());
     let store = Arc::new(CrashStore::combining(sqlite, crash.clone()));
-    let model = ScriptedModel::new([
-        Reply::text("Your list is empty."),
-        Reply::text("Your list is empty."),
-    ]);
     let options = AppOptions {
         store: Some(OtherStore(store)),
         ..AppOptions::default()
     };
-    let server = TestServer::start(Arc::new(model), options).await;
+    let server = TestServer::start(Arc::new(ScriptedModel::new(replies)), options).await;
+    (server, crash)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_the_server_retries_by_itself_shows_its_answer_without_being_sent_again() {
+    let (server, crash) = on_a_store_that_fails_once(
+        ANSWER_WRITE,
+        [
+            Reply::text("Your list is empty."),
+            Reply::text("Your list is empty."),
+        ],
+    )
+    .await;
     let driver = start_driver().await;
     let profile = driver.temp("chromium");
     let c = browser(&driver, &profile, (1280, 800)).await;
@@ -122,15 +135,9 @@ async fn a_turn_cut_short_by_a_restart_shows_its_answer_once_the_server_is_back(
 /// never sent: the page says so, the words go back in the box, and sending again works.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_first_message_whose_conversation_could_not_be_made_stays_in_the_box() {
-    let crash = Crash::at(CrashAt::Blip("create_conversation"));
-    let sqlite = Arc::new(SqliteStore::open_in_memory().unwrap());
-    let store = Arc::new(CrashStore::combining(sqlite, crash.clone()));
-    let model = ScriptedModel::new([Reply::text("Your list is empty.")]);
-    let options = AppOptions {
-        store: Some(OtherStore(store)),
-        ..AppOptions::default()
-    };
-    let server = TestServer::start(Arc::new(model), options).await;
+    let (server, _) =
+        on_a_store_that_fails_once("create_conversation", [Reply::text("Your list is empty.")])
+            .await;
     let driver = start_driver().await;
     let profile = driver.temp("chromium-first");
     let c = browser(&driver, &profile, (1280, 800)).await;

@@ -98,20 +98,28 @@ function appendConversations(nav, list, next) {
     nav.append(a);
   }
   if (!next) return;
-  const more = el("button", "older", "Older conversations");
+  nav.append(moreButton("older", "Older conversations", async (more) => {
+    const res = await api(next);
+    more.remove();
+    appendConversations(nav, await res.json(), nextPage(res));
+  }));
+}
+
+// A button that loads more when pressed (`load(button)` puts it in place): pressed once while
+// it loads; a failure is said, and it can be pressed again.
+function moreButton(cls, label, load) {
+  const more = el("button", cls, label);
   more.type = "button";
   more.addEventListener("click", async () => {
     more.disabled = true;
     try {
-      const res = await api(next);
-      more.remove();
-      appendConversations(nav, await res.json(), nextPage(res));
+      await load(more);
     } catch (err) {
       more.disabled = false;
       setStatus(err.message);
     }
   });
-  nav.append(more);
+  return more;
 }
 
 // Buttons under a reply; pressing one sends its title as the next message, with its id (a
@@ -157,23 +165,14 @@ function showEarlierButton(id, data) {
   box.querySelector(".earlier")?.remove();
   const oldest = data.messages[0]?.position;
   if (!data.earlier || oldest === undefined) return;
-  const more = el("button", "earlier", "Show earlier messages");
-  more.type = "button";
-  more.addEventListener("click", async () => {
-    more.disabled = true;
-    try {
-      const page = await (await api(`/api/conversations/${id}/messages?before=${oldest}`)).json();
-      if (state.conversation !== id) return;
-      const height = box.scrollHeight;
-      more.replaceWith(...page.messages.map(entryBubble));
-      box.scrollTop += box.scrollHeight - height;
-      showEarlierButton(id, page);
-    } catch (err) {
-      more.disabled = false;
-      setStatus(err.message);
-    }
-  });
-  box.prepend(more);
+  box.prepend(moreButton("earlier", "Show earlier messages", async (more) => {
+    const page = await (await api(`/api/conversations/${id}/messages?before=${oldest}`)).json();
+    if (state.conversation !== id) return;
+    const height = box.scrollHeight;
+    more.replaceWith(...page.messages.map(entryBubble));
+    box.scrollTop += box.scrollHeight - height;
+    showEarlierButton(id, page);
+  }));
 }
 
 // Look for the answer to the last message of conversation `id` in its stored history (every 2 s,

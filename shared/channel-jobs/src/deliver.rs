@@ -57,7 +57,9 @@ impl ChannelJobs {
                     .is_some_and(|e| e.turn == turn && e.role == VisibleRole::Assistant)
                 {
                     tracing::info!(job = %job.dedupe_key(), "reply already delivered; not sending again");
-                    self.options.sent.forget(&SentReplies::key(job, turn));
+                    if let Some(key) = SentReplies::key(job, turn) {
+                        self.options.sent.forget(&key);
+                    }
                     return Ok(None);
                 }
                 last.map_or(0, |e| e.position + 1)
@@ -65,10 +67,10 @@ impl ChannelJobs {
         };
         // A retry (the turn resumed, so no position came with it) on a messaging channel may
         // find its reply sent by an attempt whose record was cut off (`sent`).
-        let remembers = job.channel != crate::web::WEB_CHANNEL;
-        if remembers
-            && outcome.reply_position.is_none()
-            && let Some(delivered) = self.options.sent.get(&SentReplies::key(job, turn))
+        let sent_key = SentReplies::key(job, turn);
+        if outcome.reply_position.is_none()
+            && let Some(key) = &sent_key
+            && let Some(delivered) = self.options.sent.get(key)
         {
             tracing::info!(job = %job.dedupe_key(), "the platform took this reply in an attempt whose record was cut off; recording it, not sending it again");
             return Ok(Some(self.reply_entry(
@@ -126,8 +128,7 @@ impl ChannelJobs {
             let more: Delivered = sender.send(&fallback).await.map_err(JobError::from)?;
             delivered.pieces.extend(more.pieces);
         }
-        if remembers {
-            let key = SentReplies::key(job, turn);
+        if let Some(key) = sent_key {
             self.options.sent.remember(key, delivered.clone());
         }
         Ok(Some(self.reply_entry(

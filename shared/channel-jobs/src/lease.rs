@@ -70,8 +70,7 @@ impl ChannelJobs {
         match result {
             Ok((value, Some(entry))) => {
                 let finished = self.finish_turn(job, conversation, &holder, &entry).await?;
-                if job.channel != crate::web::WEB_CHANNEL {
-                    let key = crate::sent::SentReplies::key(job, entry.turn);
+                if let Some(key) = crate::sent::SentReplies::key(job, entry.turn) {
                     self.options.sent.forget(&key);
                 }
                 Ok((value, finished))

@@ -47,9 +47,7 @@ impl ChannelJobs {
             .rev()
             .find(|e| e.role == VisibleRole::Assistant))
     }
-}
 
-impl ChannelJobs {
     /// The words and the pressed button of `job` in `conversation`.
     pub(crate) async fn said(&self, job: &TurnJob, conversation: &ConversationId) -> Said {
         let button_id = match &job.button_id {

@@ -28,9 +28,10 @@ pub const KEPT: usize = 256;
 pub struct SentReplies(Mutex<VecDeque<(String, Delivered)>>);
 
 impl SentReplies {
-    /// The key of `job`'s reply in turn `turn`.
-    pub(crate) fn key(job: &queue::TurnJob, turn: u64) -> String {
-        format!("{}#{turn}", job.dedupe_key())
+    /// The key of `job`'s reply in turn `turn`; `None` on the web chat, whose replies are not
+    /// remembered.
+    pub(crate) fn key(job: &queue::TurnJob, turn: u64) -> Option<String> {
+        (job.channel != crate::web::WEB_CHANNEL).then(|| format!("{}#{turn}", job.dedupe_key()))
     }
 
     /// The platform took `delivered` for `key`.

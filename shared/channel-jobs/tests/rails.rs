@@ -45,16 +45,21 @@ impl Sender for Platform {
     }
 }
 
-fn jobs(store: Arc<SqliteStore>, replies: Vec<Reply>) -> ChannelJobs {
-    let engine = Engine::new(
-        Arc::new(ScriptedModel::new(replies)),
+/// An engine on `store` with no tools, answering with `model`.
+fn engine(store: &Arc<SqliteStore>, model: Arc<ScriptedModel>) -> Engine {
+    Engine::new(
+        model,
         Arc::new(Registry::default()),
         store.clone(),
         EngineOptions {
             model_id: "m".into(),
             ..EngineOptions::default()
         },
-    );
+    )
+}
+
+fn jobs(store: Arc<SqliteStore>, replies: Vec<Reply>) -> ChannelJobs {
+    let engine = engine(&store, Arc::new(ScriptedModel::new(replies)));
     let mut senders: HashMap<String, Arc<dyn Sender>> = HashMap::new();
     senders.insert("generic".into(), Arc::new(Platform::default()));
     ChannelJobs {
@@ -218,16 +223,7 @@ async fn a_linked_sender_over_the_rate_is_told_once_an_hour_not_per_message() {
     config.conversation_messages_per_hour.limit = Some(1);
     let clock: budget::Clock = Arc::new(now_ms);
     let rate = budget::ConversationRate::new(store.clone(), Arc::new(config), clock);
-    let engine = Engine::new(
-        model.clone(),
-        Arc::new(Registry::default()),
-        store.clone(),
-        EngineOptions {
-            model_id: "m".into(),
-            ..EngineOptions::default()
-        },
-    )
-    .with_guard(Arc::new(rate));
+    let engine = engine(&store, model.clone()).with_guard(Arc::new(rate));
     let platform = Arc::new(Platform::default());
     let mut jobs = jobs(store.clone(), vec![]);
     jobs.engine = Arc::new(engine);

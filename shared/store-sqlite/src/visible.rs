@@ -18,31 +18,12 @@ impl VisibleStore for SqliteStore {
         self.db.write(move |conn| row.insert(conn)).await
     }
 
+    /// Every position: the whole range.
     async fn visible(
         &self,
         conversation: &ConversationId,
     ) -> Result<Vec<VisibleEntry>, StoreError> {
-        let conversation = conversation.clone();
-        self.db
-            .read(move |conn| {
-                let conversation = &conversation;
-                let mut stmt = conn
-            .prepare_cached(
-                "SELECT position, body FROM visible WHERE conversation_id = ?1 ORDER BY position",
-            )
-            .map_err(unavailable)?;
-                let rows = stmt
-                    .query_map([&conversation.0], |row| {
-                        Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?))
-                    })
-                    .map_err(unavailable)?;
-                rows.map(|row| {
-                    let (position, body) = row.map_err(unavailable)?;
-                    decode(conversation, position, &body)
-                })
-                .collect()
-            })
-            .await
+        self.visible_range(conversation, 0, u64::MAX).await
     }
 
     async fn next_visible_position(
