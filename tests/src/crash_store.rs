@@ -418,16 +418,17 @@ impl store::Sessions for CrashStore {
         self.write("delete_session", self.inner.delete_session(id_hash))
             .await
     }
-    async fn put_login(&self, login: &store::PendingLogin) -> Result<(), StoreError> {
-        self.write("put_login", self.inner.put_login(login)).await
-    }
-    async fn take_login(
+    async fn first_use_of_login(
         &self,
         state: &str,
-        now: i64,
-    ) -> Result<Option<store::PendingLogin>, StoreError> {
-        self.write("take_login", self.inner.take_login(state, now))
-            .await
+        now_ms: i64,
+        keep_until_ms: i64,
+    ) -> Result<bool, StoreError> {
+        self.write(
+            "first_use_of_login",
+            self.inner.first_use_of_login(state, now_ms, keep_until_ms),
+        )
+        .await
     }
 }
 

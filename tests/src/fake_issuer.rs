@@ -68,6 +68,7 @@ pub enum Tamper {
     Unsigned,
 }
 
+#[derive(Clone)]
 struct Pending {
     nonce: String,
     challenge: String,
@@ -82,6 +83,8 @@ struct Inner {
     next_person: Option<Person>,
     tamper: Tamper,
     codes: HashMap<String, Pending>,
+    /// A careless provider: a code may be exchanged more than once.
+    codes_reusable: bool,
     jwks_fetches: usize,
 }
 
@@ -113,6 +116,7 @@ impl FakeIssuer {
             next_person: None,
             tamper: Tamper::None,
             codes: HashMap::new(),
+            codes_reusable: false,
             jwks_fetches: 0,
         }));
         let app = Router::new()
@@ -139,6 +143,12 @@ impl FakeIssuer {
         let mut inner = self.inner.lock().unwrap();
         inner.signing = key(n, kid);
         inner.published = vec![key(n, kid)];
+    }
+
+    /// Behave as a careless provider that lets a code be exchanged more than once (a real one
+    /// must not: RFC 6749 §4.1.2).
+    pub fn reuse_codes(&self) {
+        self.inner.lock().unwrap().codes_reusable = true;
     }
 
     pub fn jwks_fetches(&self) -> usize {
@@ -289,7 +299,12 @@ async fn token(
 ) -> Response {
     let mut inner = inner.lock().unwrap();
     let code = form.get("code").cloned().unwrap_or_default();
-    let Some(pending) = inner.codes.remove(&code) else {
+    let found = if inner.codes_reusable {
+        inner.codes.get(&code).cloned()
+    } else {
+        inner.codes.remove(&code)
+    };
+    let Some(pending) = found else {
         return (
             axum::http::StatusCode::BAD_REQUEST,
             Json(json!({"error": "invalid_grant"})),

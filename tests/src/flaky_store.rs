@@ -205,15 +205,15 @@ impl store::Sessions for FlakyStore {
     async fn delete_session(&self, id_hash: &str) -> Result<(), StoreError> {
         self.inner.delete_session(id_hash).await
     }
-    async fn put_login(&self, login: &store::PendingLogin) -> Result<(), StoreError> {
-        self.inner.put_login(login).await
-    }
-    async fn take_login(
+    async fn first_use_of_login(
         &self,
         state: &str,
-        now: i64,
-    ) -> Result<Option<store::PendingLogin>, StoreError> {
-        self.inner.take_login(state, now).await
+        now_ms: i64,
+        keep_until_ms: i64,
+    ) -> Result<bool, StoreError> {
+        self.inner
+            .first_use_of_login(state, now_ms, keep_until_ms)
+            .await
     }
 }
 

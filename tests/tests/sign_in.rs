@@ -385,35 +385,127 @@ async fn every_change_needs_the_sessions_csrf_token() {
     assert_eq!(s.post(&a, "/api/conversations", None).await.status(), 201);
 }
 
+/// `GET /auth/login` up to the provider's redirect back: the login cookie and the callback.
+async fn start_sign_in(s: &Site, path: &str) -> (String, String) {
+    let login = s.http.get(s.url(path)).send().await.unwrap();
+    let (state, _) = set_cookie(&login, "bridle_login").unwrap();
+    let back = s.http.get(location(&login)).send().await.unwrap();
+    (state, location(&back))
+}
+
+async fn callback_with(s: &Site, callback: &str, login_cookie: &str) -> reqwest::Response {
+    s.http
+        .get(callback)
+        .header(COOKIE, format!("bridle_login={login_cookie}"))
+        .send()
+        .await
+        .unwrap()
+}
+
+async fn refused_with(res: reqwest::Response, status: StatusCode, sentence: &str) {
+    assert_eq!(res.status(), status);
+    assert!(set_cookie(&res, "bridle_session").is_none());
+    let page = res.text().await.unwrap();
+    assert!(page.contains(sentence), "{page}");
+}
+
 #[tokio::test]
 async fn a_callback_from_another_browser_or_a_replay_gets_no_session() {
     let s = site(Signup::Open, None).await;
     s.issuer.sign_in_as(alice());
-    let login = s.http.get(s.url("/auth/login")).send().await.unwrap();
-    let (state, _) = set_cookie(&login, "bridle_login").unwrap();
-    let back = s.http.get(location(&login)).send().await.unwrap();
-    let callback = location(&back);
+    let (state, callback) = start_sign_in(&s, "/auth/login").await;
     // The attacker's browser has no (or another) login cookie.
     let res = s.http.get(&callback).send().await.unwrap();
-    assert_eq!(res.status(), StatusCode::BAD_REQUEST);
-    assert!(set_cookie(&res, "bridle_session").is_none());
-    let ok = s
-        .http
-        .get(&callback)
-        .header(COOKIE, format!("bridle_login={state}"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(ok.status(), StatusCode::SEE_OTHER);
-    let replay = s
-        .http
-        .get(&callback)
-        .header(COOKIE, format!("bridle_login={state}"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(replay.status(), StatusCode::BAD_REQUEST, "taken once");
-    assert!(set_cookie(&replay, "bridle_session").is_none());
+    refused_with(res, StatusCode::BAD_REQUEST, "started in another browser").await;
+    let (other, _) = start_sign_in(&s, "/auth/login").await;
+    let res = callback_with(&s, &callback, &other).await;
+    refused_with(res, StatusCode::BAD_REQUEST, "started in another browser").await;
+    assert_eq!(
+        callback_with(&s, &callback, &state).await.status(),
+        StatusCode::SEE_OTHER
+    );
+    // The provider will not exchange the code again.
+    let replay = callback_with(&s, &callback, &state).await;
+    refused_with(replay, StatusCode::UNAUTHORIZED, "could not be verified").await;
+}
+
+#[tokio::test]
+async fn a_replay_signs_nobody_in_even_where_the_provider_takes_a_code_twice() {
+    let s = site(Signup::Open, None).await;
+    s.issuer.reuse_codes();
+    s.issuer.sign_in_as(alice());
+    let (state, callback) = start_sign_in(&s, "/auth/login").await;
+    assert_eq!(
+        callback_with(&s, &callback, &state).await.status(),
+        StatusCode::SEE_OTHER
+    );
+    let replay = callback_with(&s, &callback, &state).await;
+    refused_with(replay, StatusCode::BAD_REQUEST, "already been used").await;
+}
+
+/// Starting sign-ins is free for whoever floods `GET /auth/login`: the sign-in in progress is
+/// the browser's cookie, and only a sign-in the provider verified is written (once).
+#[tokio::test]
+async fn starting_sign_ins_writes_nothing_and_a_sign_in_writes_its_state_once() {
+    let crash = tests::crash_store::Crash::never();
+    let inner: Arc<dyn Store> = Arc::new(store_sqlite::SqliteStore::open_in_memory().unwrap());
+    let counted: Arc<dyn Store> =
+        Arc::new(tests::crash_store::CrashStore::new(inner, crash.clone()));
+    let s = site(Signup::Open, Some(counted)).await;
+    // The server's own periodic sweep of expired records aside.
+    let writes = || {
+        let mut log = crash.log();
+        log.retain(|w| *w != "sweep_expired");
+        log
+    };
+    for _ in 0..200 {
+        let login = s.http.get(s.url("/auth/login")).send().await.unwrap();
+        assert_eq!(login.status(), StatusCode::SEE_OTHER);
+    }
+    assert_eq!(writes(), Vec::<&str>::new(), "starting sign-ins wrote");
+    // Made-up callbacks with a cookie of their own: refused by the provider, nothing written.
+    s.issuer.sign_in_as(alice());
+    let (state, callback) = start_sign_in(&s, "/auth/login").await;
+    let made_up = callback.replace("code=", "code=made-up-");
+    let res = callback_with(&s, &made_up, &state).await;
+    refused_with(res, StatusCode::UNAUTHORIZED, "could not be verified").await;
+    assert_eq!(writes(), Vec::<&str>::new(), "a refused callback wrote");
+    s.sign_in(alice()).await.unwrap();
+    let log = writes();
+    assert_eq!(
+        log.iter().filter(|w| **w == "first_use_of_login").count(),
+        1,
+        "{log:?}"
+    );
+    assert!(log.contains(&"put_session"), "{log:?}");
+}
+
+#[tokio::test]
+async fn an_edited_or_stale_login_cookie_gets_no_session_and_no_other_sites_address() {
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let s = site(Signup::Open, None).await;
+    s.issuer.sign_in_as(alice());
+    // Out of shape.
+    let (_, callback) = start_sign_in(&s, "/auth/login").await;
+    let res = callback_with(&s, &callback, "bm90IGpzb24").await;
+    refused_with(res, StatusCode::BAD_REQUEST, "started in another browser").await;
+    // Edited to send the browser elsewhere afterwards: the path is checked again.
+    s.issuer.sign_in_as(alice());
+    let (state, callback) = start_sign_in(&s, "/auth/login?return_to=/c/1").await;
+    let mut held: Value = serde_json::from_slice(&b64.decode(&state).unwrap()).unwrap();
+    assert_eq!(held["return_to"], "/c/1");
+    held["return_to"] = json!("//evil.example/");
+    let edited = b64.encode(held.to_string());
+    let res = callback_with(&s, &callback, &edited).await;
+    assert_eq!(res.status(), StatusCode::SEE_OTHER);
+    assert_eq!(location(&res), "/");
+    // Older than its ten minutes.
+    s.issuer.sign_in_as(alice());
+    let (state, callback) = start_sign_in(&s, "/auth/login").await;
+    s.clock.fetch_add(10 * 60 * 1000, Ordering::SeqCst);
+    let res = callback_with(&s, &callback, &state).await;
+    refused_with(res, StatusCode::BAD_REQUEST, "took too long").await;
 }
 
 #[tokio::test]

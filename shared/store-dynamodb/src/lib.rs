@@ -21,7 +21,7 @@
 //! | a tool call's result | `CONV#<id>` | `TOOL#<asked-at position, 20 digits>#<call id>` | `call_id`, `body` (the result part as JSON) |
 //! | conversation lease | `CONV#<id>` | `LEASE` | `holder`, `expires_at_ms`, `ttl` |
 //! | web session | `SESSION#<sha-256 of its secret>` | `SESSION` | `user_id`, `csrf`, `created_at_ms`, `expires_at_ms`, `ttl` |
-//! | sign-in in progress | `LOGIN#<state>` | `LOGIN` | `nonce`, `pkce_verifier`, `return_to`, `expires_at_ms`, `ttl` |
+//! | verified sign-in | `LOGIN#<state>` | `LOGIN` | `keep_until_ms`, `ttl` |
 //! | link code | `LINK#<code>` | `LINK` | `user_id`, `expires_at_ms`, `ttl`, `used_at_ms` once redeemed |
 //! | bound account | `IDENT#<channel>#<external id>` | `IDENT` | `user_id`, `bound_at_ms`, `channel`, `external_id`; `gsi1pk = IDENTS`, `gsi1sk = <user>#<channel>#<external id>` |
 //! | owned record | `REC#<kind>#<id>` | `REC` | `kind`, `rid`, `owner`, `body` (canonical JSON) |

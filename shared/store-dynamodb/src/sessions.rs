@@ -1,15 +1,14 @@
-//! `Sessions`: a session is `SESSION#<hash>` / `SESSION`, a sign-in in progress `LOGIN#<state>` /
-//! `LOGIN`, both with a `ttl` so DynamoDB clears them after they end (and filtered on read
-//! until it does). Taking a sign-in is one `DeleteItem` returning the old item, so it happens
+//! `Sessions`: a session is `SESSION#<hash>` / `SESSION`, a verified sign-in's state
+//! `LOGIN#<state>` / `LOGIN`, both with a `ttl` so DynamoDB clears them after they end (and
+//! filtered until it does). Recording a sign-in is one conditional `PutItem`, so it happens
 //! once.
 
 use crate::DynamoStore;
 use crate::error::{unavailable, write_error};
-use crate::item::{Item, get_n, get_s, n, s, ttl_for};
+use crate::item::{get_n, get_s, n, s, ttl_for};
 use crate::keys::{PK, SK, TTL};
 use async_trait::async_trait;
-use aws_sdk_dynamodb::types::ReturnValue;
-use store::{PendingLogin, Session, Sessions, StoreError};
+use store::{Session, Sessions, StoreError};
 
 const SESSION: &str = "SESSION";
 const LOGIN: &str = "LOGIN";
@@ -17,9 +16,7 @@ const USER_ID: &str = "user_id";
 const CSRF: &str = "csrf";
 const CREATED_AT_MS: &str = "created_at_ms";
 const EXPIRES_AT_MS: &str = "expires_at_ms";
-const NONCE: &str = "nonce";
-const PKCE_VERIFIER: &str = "pkce_verifier";
-const RETURN_TO: &str = "return_to";
+const KEEP_UNTIL_MS: &str = "keep_until_ms";
 
 fn session_pk(id_hash: &str) -> String {
     format!("{SESSION}#{id_hash}")
@@ -90,58 +87,33 @@ impl Sessions for DynamoStore {
         Ok(())
     }
 
-    async fn put_login(&self, login: &PendingLogin) -> Result<(), StoreError> {
-        self.client
-            .put_item()
-            .table_name(&self.table)
-            .item(PK, s(login_pk(&login.state)))
-            .item(SK, s(LOGIN))
-            .item(NONCE, s(&login.nonce))
-            .item(PKCE_VERIFIER, s(&login.pkce_verifier))
-            .item(RETURN_TO, s(&login.return_to))
-            .item(EXPIRES_AT_MS, n(login.expires_at_ms))
-            .item(TTL, n(ttl_for(login.expires_at_ms)))
-            .condition_expression("attribute_not_exists(pk)")
-            .send()
-            .await
-            .map_err(|e| {
-                write_error(e, || StoreError::Conflict {
-                    what: "sign-in in progress".into(),
-                })
-            })?;
-        Ok(())
-    }
-
-    async fn take_login(
+    async fn first_use_of_login(
         &self,
         state: &str,
         now_ms: i64,
-    ) -> Result<Option<PendingLogin>, StoreError> {
-        let out = self
+        keep_until_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let put = self
             .client
-            .delete_item()
+            .put_item()
             .table_name(&self.table)
-            .key(PK, s(login_pk(state)))
-            .key(SK, s(LOGIN))
-            .return_values(ReturnValue::AllOld)
+            .item(PK, s(login_pk(state)))
+            .item(SK, s(LOGIN))
+            .item(KEEP_UNTIL_MS, n(keep_until_ms))
+            .item(TTL, n(ttl_for(keep_until_ms)))
+            .condition_expression("attribute_not_exists(pk) OR #keep <= :now")
+            .expression_attribute_names("#keep", KEEP_UNTIL_MS)
+            .expression_attribute_values(":now", n(now_ms))
             .send()
-            .await
-            .map_err(unavailable)?;
-        let Some(item) = out.attributes.filter(|a| !a.is_empty()) else {
-            return Ok(None);
-        };
-        let login = decode_login(state, &item)?;
-        Ok((login.expires_at_ms > now_ms).then_some(login))
+            .await;
+        match put.map_err(|e| {
+            write_error(e, || StoreError::Conflict {
+                what: "verified sign-in".into(),
+            })
+        }) {
+            Ok(_) => Ok(true),
+            Err(StoreError::Conflict { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
     }
-}
-
-fn decode_login(state: &str, item: &Item) -> Result<PendingLogin, StoreError> {
-    let what = "sign-in in progress";
-    Ok(PendingLogin {
-        state: state.to_owned(),
-        nonce: get_s(item, NONCE, what)?.to_owned(),
-        pkce_verifier: get_s(item, PKCE_VERIFIER, what)?.to_owned(),
-        return_to: get_s(item, RETURN_TO, what)?.to_owned(),
-        expires_at_ms: get_n(item, EXPIRES_AT_MS, what)?,
-    })
 }

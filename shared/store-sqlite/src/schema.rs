@@ -193,6 +193,14 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     // 15: how far an account's assistant may reach (read, write, risky); NULL reads as the
     // default, risky.
     "ALTER TABLE accounts ADD COLUMN assistant_grant TEXT;",
+    // 16: a sign-in in progress is the browser's cookie now (starting one writes nothing); a
+    // verified one's state is recorded once, so a replayed callback signs nobody in.
+    "DROP TABLE pending_logins;
+    CREATE TABLE used_logins (
+        state         TEXT    NOT NULL PRIMARY KEY,
+        keep_until_ms INTEGER NOT NULL
+    ) STRICT;
+    CREATE INDEX used_logins_by_date ON used_logins (keep_until_ms);",
 ];
 
 /// The schema version this build writes and understands.

@@ -5,7 +5,7 @@ use crate::SqliteStore;
 use crate::error::{unavailable, write_error};
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, params};
-use store::{PendingLogin, Session, Sessions, StoreError};
+use store::{Session, Sessions, StoreError};
 
 #[async_trait]
 impl Sessions for SqliteStore {
@@ -68,55 +68,28 @@ impl Sessions for SqliteStore {
             .await
     }
 
-    async fn put_login(&self, l: &PendingLogin) -> Result<(), StoreError> {
-        let l = l.clone();
-        self.db
-            .write(move |conn| {
-                conn
-            .prepare_cached(
-                "INSERT INTO pending_logins (state, nonce, pkce_verifier, return_to, expires_at_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
-            )
-            .map_err(unavailable)?
-            .execute(params![
-                l.state,
-                l.nonce,
-                l.pkce_verifier,
-                l.return_to,
-                l.expires_at_ms
-            ])
-            .map_err(|e| write_error(e, || "sign-in in progress".to_owned()))?;
-                Ok(())
-            })
-            .await
-    }
-
-    async fn take_login(
+    async fn first_use_of_login(
         &self,
         state: &str,
         now_ms: i64,
-    ) -> Result<Option<PendingLogin>, StoreError> {
+        keep_until_ms: i64,
+    ) -> Result<bool, StoreError> {
         let state = state.to_owned();
         self.db
             .write(move |conn| {
-                let taken = conn
+                conn.prepare_cached("DELETE FROM used_logins WHERE keep_until_ms <= ?1")
+                    .map_err(unavailable)?
+                    .execute([now_ms])
+                    .map_err(unavailable)?;
+                let added = conn
                     .prepare_cached(
-                        "DELETE FROM pending_logins WHERE state = ?1
-                 RETURNING state, nonce, pkce_verifier, return_to, expires_at_ms",
+                        "INSERT INTO used_logins (state, keep_until_ms) VALUES (?1, ?2)
+                         ON CONFLICT (state) DO NOTHING",
                     )
                     .map_err(unavailable)?
-                    .query_row([state], |r| {
-                        Ok(PendingLogin {
-                            state: r.get(0)?,
-                            nonce: r.get(1)?,
-                            pkce_verifier: r.get(2)?,
-                            return_to: r.get(3)?,
-                            expires_at_ms: r.get(4)?,
-                        })
-                    })
-                    .optional()
+                    .execute(params![state, keep_until_ms])
                     .map_err(unavailable)?;
-                Ok(taken.filter(|l| l.expires_at_ms > now_ms))
+                Ok(added == 1)
             })
             .await
     }

@@ -48,7 +48,7 @@ pub use claim_with_lease::{check_claim_with_lease, check_claim_with_lease_readin
 pub use grants::check_assistant_grant;
 pub use leases::{check_concurrent_leases, check_leases};
 pub use receipts::{check_receipts, check_undo_receipts};
-pub use sessions::{check_concurrent_take_login, check_pending_logins, check_sessions};
+pub use sessions::{check_concurrent_first_use_of_login, check_sessions, check_used_logins};
 pub use tool_results::check_tool_results;
 pub use turn_writes::{
     check_append_message_adjusting, check_append_with_tool_result,
@@ -105,7 +105,7 @@ macro_rules! conformance_tests {
             tool_results_written_once => check_tool_results,
             receipts_written_with_their_effect => check_receipts,
             undo_receipts_pinned_to_their_rows => check_undo_receipts,
-            pending_logins => check_pending_logins,
+            used_logins_recorded_once => check_used_logins,
             link_code_round_trip => check_link_code_round_trip,
             link_code_redeems_once => check_link_code_redeems_once,
             expired_link_code_redeems_nothing => check_expired_link_code,
@@ -162,10 +162,10 @@ macro_rules! conformance_tests {
         }
 
         #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn concurrent_take_login_one_winner() {
+        async fn concurrent_first_use_of_login_one_winner() {
             use $crate::conformance::AsDynStore as _;
             let store = $make;
-            $crate::conformance::check_concurrent_take_login(store.as_dyn_store()).await;
+            $crate::conformance::check_concurrent_first_use_of_login(store.as_dyn_store()).await;
         }
 
         #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -49,7 +49,7 @@ pub use records::{
     UndoReceipt, UndoRequest, UndoScope, reverting_changes, rows_to_undo,
 };
 pub use retention::Retention;
-pub use sessions::{PendingLogin, Session, Sessions};
+pub use sessions::{Session, Sessions};
 pub use tokens::{McpToken, TokenScope, Tokens};
 pub use tool_results::ToolResults;
 pub use turn_writes::{ClaimWithLease, ClaimedWithLease, StartRead, TurnFinish, TurnWrites};

@@ -1,6 +1,7 @@
 //! Web sessions and sign-ins in progress. A session is found by the SHA-256 of its cookie's
-//! secret (the secret itself is never stored, so a copy of the table signs nobody in); a
-//! sign-in in progress (OpenID Connect state, nonce, PKCE verifier) is taken once.
+//! secret (the secret itself is never stored, so a copy of the table signs nobody in). A
+//! sign-in in progress is the browser's to hold (its cookie): nothing is stored when one
+//! starts, so starting sign-ins costs no write; a verified one is recorded by its state, once.
 
 use crate::StoreError;
 use async_trait::async_trait;
@@ -19,18 +20,6 @@ pub struct Session {
     pub expires_at_ms: i64,
 }
 
-/// A sign-in that went to the identity provider and has not come back yet.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PendingLogin {
-    /// The OAuth `state`: the key, echoed by the provider and held in the browser's cookie.
-    pub state: String,
-    pub nonce: String,
-    pub pkce_verifier: String,
-    /// Where to go after signing in (a path of this site).
-    pub return_to: String,
-    pub expires_at_ms: i64,
-}
-
 #[async_trait]
 pub trait Sessions: Send + Sync {
     /// Store a new session; [`StoreError::Conflict`] when the hash exists.
@@ -42,14 +31,14 @@ pub trait Sessions: Send + Sync {
     /// End the session (signing out); ending an unknown one is fine.
     async fn delete_session(&self, id_hash: &str) -> Result<(), StoreError>;
 
-    /// Remember a sign-in in progress; [`StoreError::Conflict`] when the state exists.
-    async fn put_login(&self, login: &PendingLogin) -> Result<(), StoreError>;
-
-    /// Take the sign-in in progress with this state, once: a second take, or one after it
-    /// expired, finds nothing.
-    async fn take_login(
+    /// Record that the sign-in with this OAuth `state` came back from the identity provider
+    /// verified, kept until `keep_until_ms`: `true` the first time, `false` for a state already
+    /// recorded (a replayed callback, which must sign nobody in). A record whose `keep_until_ms`
+    /// is past `now_ms` may be swept, and its state is then new again.
+    async fn first_use_of_login(
         &self,
         state: &str,
         now_ms: i64,
-    ) -> Result<Option<PendingLogin>, StoreError>;
+        keep_until_ms: i64,
+    ) -> Result<bool, StoreError>;
 }

@@ -12,6 +12,7 @@
 
 pub mod gate;
 pub mod oidc;
+pub mod pending;
 pub mod routes;
 
 pub use gate::{CurrentUser, gate};
@@ -32,6 +33,9 @@ pub const SESSION_COOKIE: &str = "bridle_session";
 pub const LOGIN_COOKIE: &str = "bridle_login";
 /// How long a sign-in may take at the provider.
 pub const LOGIN_TTL: Duration = Duration::from_secs(10 * 60);
+/// How long a verified sign-in's state is remembered, so its callback cannot be replayed
+/// (far longer than any provider keeps a code usable).
+pub const USED_LOGIN_KEPT: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// Who may sign in (`BRIDLE_SIGNUP`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,7 +1,8 @@
 //! `GET /auth/login`, `GET /auth/callback`, `POST /auth/logout` and `GET /api/session`.
 
 use super::gate::{CurrentUser, cookie, same_secret};
-use super::{LOGIN_COOKIE, LOGIN_TTL, Refused, SESSION_COOKIE, SignIn};
+use super::pending::PendingLogin;
+use super::{LOGIN_COOKIE, LOGIN_TTL, Refused, SESSION_COOKIE, SignIn, USED_LOGIN_KEPT};
 use crate::server::App;
 use crate::server::errors::ApiError;
 use axum::Json;
@@ -10,7 +11,6 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use store::PendingLogin;
 
 /// A `Set-Cookie` value with the attributes every Bridle cookie has.
 fn set_cookie(sign_in: &SignIn, name: &str, value: &str, path: &str, max_age_s: u64) -> String {
@@ -66,13 +66,10 @@ pub async fn login(State(app): State<App>, Query(q): Query<LoginQuery>) -> Respo
         return_to: safe_return(q.return_to.as_deref()),
         expires_at_ms: (sign_in.clock)() + LOGIN_TTL.as_millis() as i64,
     };
-    if let Err(err) = sign_in.store.put_login(&pending).await {
-        return ApiError::internal(err).into_response();
-    }
     let cookie = set_cookie(
         sign_in,
         LOGIN_COOKIE,
-        &auth.state,
+        &pending.to_cookie(),
         "/auth",
         LOGIN_TTL.as_secs(),
     );
@@ -108,22 +105,20 @@ pub async fn callback(
         );
     };
     // The state must be the one this browser was sent off with (no login CSRF).
-    if !cookie(&headers, LOGIN_COOKIE).is_some_and(|c| same_secret(c, state)) {
+    let pending = cookie(&headers, LOGIN_COOKIE).and_then(PendingLogin::from_cookie);
+    let Some(pending) = pending.filter(|p| same_secret(&p.state, state)) else {
         return problem(
             StatusCode::BAD_REQUEST,
             "This sign-in was started in another browser or has already been used.",
         );
-    }
-    let pending = match sign_in.store.take_login(state, (sign_in.clock)()).await {
-        Ok(Some(p)) => p,
-        Ok(None) => {
-            return problem(
-                StatusCode::BAD_REQUEST,
-                "This sign-in took too long or has already been used.",
-            );
-        }
-        Err(err) => return ApiError::internal(err).into_response(),
     };
+    let now_ms = (sign_in.clock)();
+    if pending.expires_at_ms <= now_ms {
+        return problem(
+            StatusCode::BAD_REQUEST,
+            "This sign-in took too long. Please start again.",
+        );
+    }
     let who = match sign_in
         .oidc
         .finish(code, &pending.pkce_verifier, &pending.nonce)
@@ -138,6 +133,23 @@ pub async fn callback(
             );
         }
     };
+    // Recorded only once verified, so a flood of made-up callbacks writes nothing; a provider
+    // that let a code be used twice still signs nobody in twice.
+    let kept_until = now_ms + USED_LOGIN_KEPT.as_millis() as i64;
+    match sign_in
+        .store
+        .first_use_of_login(state, now_ms, kept_until)
+        .await
+    {
+        Ok(true) => {}
+        Ok(false) => {
+            return problem(
+                StatusCode::BAD_REQUEST,
+                "This sign-in has already been used.",
+            );
+        }
+        Err(err) => return ApiError::internal(err).into_response(),
+    }
     let account = match sign_in.account_for(&who).await {
         Ok(a) => a,
         Err(Refused::NotInvited) => {
@@ -157,8 +169,10 @@ pub async fn callback(
         Err(err) => return ApiError::internal(err).into_response(),
     };
     tracing::info!(user = %account.user, "signed in");
+    // The cookie is the browser's own: its path is checked again.
+    let return_to = safe_return(Some(&pending.return_to));
     with_cookies(
-        Redirect::to(&pending.return_to).into_response(),
+        Redirect::to(&return_to).into_response(),
         &[
             set_cookie(
                 sign_in,

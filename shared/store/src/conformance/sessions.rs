@@ -1,8 +1,8 @@
-//! Sessions and sign-ins in progress: found by hash until they expire, ended at sign-out; a
-//! sign-in in progress is taken once, and a race for it has one winner.
+//! Sessions and verified sign-ins: sessions found by hash until they expire, ended at
+//! sign-out; a verified sign-in's state recorded once, and a race for it has one winner.
 
 use super::race;
-use crate::{PendingLogin, Session, Store, StoreError};
+use crate::{Session, Store, StoreError};
 
 fn session(hash: &str, user: &str, expires_at_ms: i64) -> Session {
     Session {
@@ -10,16 +10,6 @@ fn session(hash: &str, user: &str, expires_at_ms: i64) -> Session {
         user: user.into(),
         csrf: format!("csrf-{hash}"),
         created_at_ms: 1_800_000_000_000,
-        expires_at_ms,
-    }
-}
-
-fn login(state: &str, expires_at_ms: i64) -> PendingLogin {
-    PendingLogin {
-        state: state.into(),
-        nonce: format!("nonce-{state}"),
-        pkce_verifier: format!("verifier-{state}"),
-        return_to: "/".into(),
         expires_at_ms,
     }
 }
@@ -63,50 +53,68 @@ pub async fn check_sessions(store: &dyn Store) {
     store.delete_session("never-was").await.unwrap();
 }
 
-/// A sign-in in progress is taken once, before it expires.
-pub async fn check_pending_logins(store: &dyn Store) {
+/// A verified sign-in's state is recorded once: a replay is told apart; another state is new;
+/// a record past its keeping may be swept, and then its state reads as new.
+pub async fn check_used_logins(store: &dyn Store) {
     let t0 = 1_800_000_000_000;
-    let first = login("state-1", t0 + 600_000);
-    store.put_login(&first).await.unwrap();
-    assert!(matches!(
-        store.put_login(&login("state-1", t0 + 600_000)).await,
-        Err(StoreError::Conflict { .. })
-    ));
-    assert_eq!(store.take_login("state-1", t0).await.unwrap(), Some(first));
-    assert_eq!(
-        store.take_login("state-1", t0).await.unwrap(),
-        None,
-        "taken once"
+    let day = 86_400_000;
+    assert!(
+        store
+            .first_use_of_login("state-1", t0, t0 + day)
+            .await
+            .unwrap()
     );
-    store
-        .put_login(&login("state-2", t0 + 600_000))
+    assert!(
+        !store
+            .first_use_of_login("state-1", t0 + 1, t0 + 1 + day)
+            .await
+            .unwrap(),
+        "a replay"
+    );
+    assert!(
+        !store
+            .first_use_of_login("state-1", t0 + day - 1, t0 + 2 * day)
+            .await
+            .unwrap(),
+        "still kept"
+    );
+    assert!(
+        store
+            .first_use_of_login("state-2", t0, t0 + day)
+            .await
+            .unwrap()
+    );
+    // Kept until t0 + day: a use after that is either refused (not swept yet) or new (swept);
+    // a second use then is a replay either way.
+    let _ = store
+        .first_use_of_login("state-2", t0 + day, t0 + 2 * day)
         .await
         .unwrap();
-    assert_eq!(
-        store.take_login("state-2", t0 + 600_000).await.unwrap(),
-        None,
-        "expired"
+    assert!(
+        !store
+            .first_use_of_login("state-2", t0 + day, t0 + 2 * day)
+            .await
+            .unwrap(),
+        "a replay after the sweep"
     );
-    assert_eq!(store.take_login("unknown", t0).await.unwrap(), None);
 }
 
-/// Callbacks racing with one state: exactly one gets the sign-in.
-pub async fn check_concurrent_take_login(store: &dyn Store) {
+/// Callbacks racing with one state: exactly one records it.
+pub async fn check_concurrent_first_use_of_login(store: &dyn Store) {
     let t0 = 1_800_000_000_000;
     for round in 0..4 {
         let state = format!("race-{round}");
-        store.put_login(&login(&state, t0 + 600_000)).await.unwrap();
         let state = state.as_str();
         let winner = race(|w| async move {
-            let result = match store.take_login(state, t0).await {
-                Ok(Some(_)) => Ok(()),
-                Ok(None) => Err(StoreError::Conflict {
+            let result = match store.first_use_of_login(state, t0, t0 + 600_000).await {
+                Ok(true) => Ok(()),
+                Ok(false) => Err(StoreError::Conflict {
                     what: state.to_owned(),
                 }),
                 Err(e) => Err(e),
             };
             (w, result)
         });
-        winner.unwrap_or_else(|msg| panic!("concurrent take_login: {msg}"));
+        winner.unwrap_or_else(|msg| panic!("concurrent first_use_of_login: {msg}"));
     }
 }
