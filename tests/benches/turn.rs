@@ -10,6 +10,12 @@
 //! started as the worker starts it (the turn's start read in one call, then the turn), against
 //! a floor that also makes that read and the tools' own work (what each handler does, not the
 //! runner around it).
+//!
+//! And one for the goal itself: the least harness that does this turn's required work
+//! (`minimal_loop`: keep what streamed, build each request, validate and run each call through
+//! the registry with its timeout, write every row as it comes into being), written straight
+//! with none of Bridle's rails. Its distance from the floor is what any harness pays; the
+//! harness's distance from it is Bridle's own.
 
 use backend::{ChatModel, ChatRequest, Reply, ScriptedModel};
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
@@ -143,6 +149,152 @@ async fn store_rows(
     }
 }
 
+/// What every turn of the minimal loop shares: the tools offered (their specs built once, as
+/// any harness keeps its tool block), the runner, and the user's row as the harness wrote it
+/// (its context block is not the loop's work).
+struct Minimal {
+    tools: Arc<tools::Registry>,
+    specs: Arc<[backend::ToolSpec]>,
+    offered: Vec<String>,
+    user_parts: Vec<Part>,
+}
+
+/// The least a harness can do for this turn and still keep the transcript and run tools
+/// safely, written straight: the start read; the conversation moved on, the user's visible
+/// entry and row; then for each model call the request from the history (parts shared, not
+/// copied), the stream drained keeping its text and calls, the assistant row with its call
+/// record, and each call through the registry (look-up, validation against its schema, the
+/// grant, a timeout, the result shaped) with its result recorded as it finishes, then the tool
+/// row. Nothing else: no guard or budget, no events to a client, no spans or logs, no
+/// confirmation gate, no receipts, no cycle ceiling's bookkeeping, no resume.
+async fn minimal_loop(
+    store: &SqliteStore,
+    model: &ScriptedModel,
+    m: &Minimal,
+    id: &ConversationId,
+) -> usize {
+    use transcript::{CallRecord, Role};
+    let start = start_read(store, id).await;
+    let mut conv = start.conversation;
+    let mut position = start.messages.as_ref().map_or(0, |ms| ms.len() as u64);
+    let now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64
+    };
+    let row = |position: u64, role: Role, parts: Vec<Part>, call: Option<CallRecord>| Message {
+        conversation_id: id.clone(),
+        segment: conv.segment,
+        position,
+        role,
+        parts,
+        call,
+        action_id: Some("a1".into()),
+        created_at_ms: now(),
+    };
+    conv.turn += 1;
+    store.update_conversation(&conv).await.unwrap();
+    let entry = VisibleEntry {
+        conversation_id: id.clone(),
+        position: start.next_visible.unwrap_or(0),
+        role: store::VisibleRole::User,
+        text: "what is on this month?".into(),
+        buttons: Vec::new(),
+        reaction: None,
+        turn: conv.turn,
+        created_at_ms: now(),
+    };
+    store.append_visible(&entry).await.unwrap();
+    let user = row(position, Role::User, m.user_parts.clone(), None);
+    store.append_message(&user).await.unwrap();
+    position += 1;
+    let mut history = vec![backend::ChatMessage {
+        role: Role::User,
+        parts: user.parts.into(),
+    }];
+    let ctx = tools::Ctx {
+        user_id: UserId("u1".into()),
+        actor: tools::Actor::Agent,
+        action_id: ActionId("a1".into()),
+        conversation_id: id.clone(),
+        call_key: None,
+        grant: transcript::Grant::default(),
+    };
+    let mut calls_made = 0;
+    loop {
+        let request = ChatRequest {
+            model: "bench".into(),
+            system: "You are a benchmark.".into(),
+            messages: history.clone(),
+            tools: m.specs.clone(),
+            settings: Default::default(),
+        };
+        let started = std::time::Instant::now();
+        let mut stream = model.stream(request).await.unwrap();
+        let (mut text, mut calls, mut end) = (String::new(), Vec::new(), None);
+        while let Some(event) = stream.next().await {
+            match event.unwrap() {
+                backend::ModelEvent::Text { text: piece } => text.push_str(&piece),
+                backend::ModelEvent::ToolUse { id, name, input } => {
+                    calls.push(tools::ToolCall { id, name, input })
+                }
+                backend::ModelEvent::Done { stop_reason, usage } => {
+                    end = Some((stop_reason, usage))
+                }
+                _ => {}
+            }
+        }
+        calls_made += 1;
+        let (stop_reason, usage) = end.expect("the stream ends with Done");
+        let mut parts = Vec::with_capacity(1 + calls.len());
+        if !text.is_empty() {
+            parts.push(Part::Text { text });
+        }
+        parts.extend(calls.iter().map(|c| Part::ToolUse {
+            id: c.id.clone(),
+            name: c.name.clone(),
+            input: c.input.clone(),
+        }));
+        let record = CallRecord {
+            backend: "scripted".into(),
+            model: "bench".into(),
+            stop_reason: Some(stop_reason),
+            error: None,
+            usage,
+            latency_ms: started.elapsed().as_millis() as u64,
+            tools_offered: m.offered.clone(),
+        };
+        let answer = row(position, Role::Assistant, parts, Some(record));
+        store.append_message(&answer).await.unwrap();
+        let asked_at = position;
+        position += 1;
+        history.push(backend::ChatMessage {
+            role: Role::Assistant,
+            parts: answer.parts.into(),
+        });
+        if calls.is_empty() {
+            return calls_made;
+        }
+        let mut results = Vec::with_capacity(calls.len());
+        for call in &calls {
+            let outcome = m.tools.run(&ctx, "planner", call).await;
+            store
+                .put_tool_result(id, asked_at, &call.id, &outcome.part)
+                .await
+                .unwrap();
+            results.push(outcome.part);
+        }
+        let tool_row = row(position, Role::Tool, results, None);
+        store.append_message(&tool_row).await.unwrap();
+        position += 1;
+        history.push(backend::ChatMessage {
+            role: Role::Tool,
+            parts: tool_row.parts.into(),
+        });
+    }
+}
+
 fn bench(c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
@@ -267,6 +419,61 @@ fn bench(c: &mut Criterion) {
                     store_rows(&store, &mut conv, &rows, &visible, Some(&calls)).await;
                 });
                 (store, rows)
+            },
+            BatchSize::SmallInput,
+        )
+    });
+    // The least any harness does for this turn (`minimal_loop`), on the same kind of store:
+    // what is left between it and the floor is the work no harness can skip, and what is left
+    // between the harness and it is Bridle's own.
+    let minimal = {
+        let (store, rows, _) = warm_store();
+        let specs: Vec<backend::ToolSpec> = tools
+            .catalog_for("planner")
+            .into_iter()
+            .map(|d| backend::ToolSpec {
+                name: d.name.clone(),
+                description: d.description.clone(),
+                input_schema: d.input_schema.clone(),
+            })
+            .collect();
+        let minimal = Minimal {
+            tools: tools.clone(),
+            offered: specs.iter().map(|s| s.name.clone()).collect(),
+            specs: specs.into(),
+            user_parts: rows[0].parts.clone(),
+        };
+        // Not timed: the loop stores what the harness stores, row for row (its call records'
+        // latencies and every row's time aside).
+        let id = rt.block_on(new_conversation(&store, "check"));
+        let model = ScriptedModel::new(script());
+        assert_eq!(rt.block_on(minimal_loop(&store, &model, &minimal, &id)), 12);
+        let mine = rt.block_on(store.messages(&id, 0)).unwrap();
+        assert_eq!(mine.len(), rows.len());
+        for (a, b) in mine.iter().zip(&rows) {
+            assert_eq!(
+                (a.position, a.role, &a.parts),
+                (b.position, b.role, &b.parts)
+            );
+            let (ca, cb) = (a.call.as_ref(), b.call.as_ref());
+            assert_eq!(
+                ca.map(|c| (&c.tools_offered, c.usage)),
+                cb.map(|c| (&c.tools_offered, c.usage))
+            );
+        }
+        Arc::new(minimal)
+    };
+    group.bench_function("minimal_loop_the_same_work", |b| {
+        b.iter_batched(
+            || {
+                let (store, _, _) = warm_store();
+                let id = rt.block_on(new_conversation(&store, "c1"));
+                (store, ScriptedModel::new(script()), id)
+            },
+            |(store, model, id)| {
+                let calls = rt.block_on(minimal_loop(&store, &model, &minimal, &id));
+                assert_eq!(calls, 12);
+                (store, model)
             },
             BatchSize::SmallInput,
         )
