@@ -16,9 +16,12 @@
 //! the registry with its timeout, write every row as it comes into being), written straight
 //! with none of Bridle's rails. Its distance from the floor is what any harness pays; the
 //! harness's distance from it is Bridle's own.
+//!
+//! `BRIDLE_TURN_PROFILE=harness|least TURNS=n` runs n turns of one kind back to back instead
+//! of benchmarking, for `perf record` (see `profile`).
 
 use backend::{ChatModel, ChatRequest, Reply, ScriptedModel};
-use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+use criterion::{BatchSize, Criterion, criterion_group};
 use engine::{Engine, EngineOptions, NullSink, TurnEnd, TurnInput};
 use futures::StreamExt;
 use serde_json::json;
@@ -481,5 +484,87 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
+/// `BRIDLE_TURN_PROFILE=harness|least [TURNS=n]`: run n turns of one kind back to back on one
+/// store, with nothing else in the process (criterion's setup builds a schema and runs a whole
+/// turn per iteration, which is most of any profile of the bench), for `perf record`; prints
+/// the time a turn.
+fn profile(which: &str) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let turns: usize = std::env::var("TURNS").map_or(4000, |n| n.parse().unwrap());
+    let calls = tests::Calls::default();
+    let tools = Arc::new(tests::sample_tools(calls.clone()));
+    // A fresh store every 100 turns, warmed by one turn, so the database stays the size the
+    // bench's is.
+    let warm = |store: &Arc<SqliteStore>| {
+        rt.block_on(async {
+            let id = new_conversation(store, "warm-up").await;
+            let engine = engine_on(store.clone(), tools.clone());
+            engine.run_turn(input(&id), &NullSink).await.unwrap();
+        })
+    };
+    let mut store = Arc::new(SqliteStore::open_in_memory().unwrap());
+    let user_parts = rt.block_on(async {
+        let id = new_conversation(&store, "warm-up").await;
+        let engine = engine_on(store.clone(), tools.clone());
+        engine.run_turn(input(&id), &NullSink).await.unwrap();
+        store.messages(&id, 0).await.unwrap()[0].parts.clone()
+    });
+    let specs: Vec<backend::ToolSpec> = tools
+        .catalog_for("planner")
+        .into_iter()
+        .map(|d| backend::ToolSpec {
+            name: d.name.clone(),
+            description: d.description.clone(),
+            input_schema: d.input_schema.clone(),
+        })
+        .collect();
+    let least = Minimal {
+        tools: tools.clone(),
+        offered: specs.iter().map(|s| s.name.clone()).collect(),
+        specs: specs.into(),
+        user_parts,
+    };
+    let started = std::time::Instant::now();
+    for i in 0..turns {
+        if i % 100 == 0 {
+            calls.clear();
+            store = Arc::new(SqliteStore::open_in_memory().unwrap());
+            warm(&store);
+        }
+        rt.block_on(async {
+            let id = new_conversation(&store, &format!("p{i}")).await;
+            let calls = match which {
+                "harness" => {
+                    let engine = engine_on(store.clone(), tools.clone());
+                    let read = start_read(&store, &id).await;
+                    let outcome = engine.run_turn_in(read, input(&id), &NullSink).await;
+                    outcome.unwrap().model_calls as usize
+                }
+                "least" => {
+                    let model = ScriptedModel::new(script());
+                    minimal_loop(&store, &model, &least, &id).await
+                }
+                other => panic!("BRIDLE_TURN_PROFILE is harness or least, not {other}"),
+            };
+            assert_eq!(calls, 12);
+        });
+    }
+    let each = started.elapsed() / turns as u32;
+    println!(
+        "{which}: {turns} turns, {each:?} a turn (with the conversation's creation, and a fresh store warmed by one turn every 100)"
+    );
+}
+
 criterion_group!(benches, bench);
-criterion_main!(benches);
+
+fn main() {
+    if let Ok(which) = std::env::var("BRIDLE_TURN_PROFILE") {
+        profile(&which);
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}
