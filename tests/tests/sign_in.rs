@@ -445,10 +445,10 @@ async fn a_replay_signs_nobody_in_even_where_the_provider_takes_a_code_twice() {
 
 /// Starting sign-ins is free for whoever floods `GET /auth/login`: the sign-in in progress is
 /// the browser's cookie, and only a sign-in the provider verified is written (once).
-#[tokio::test]
-async fn starting_sign_ins_writes_nothing_and_a_sign_in_writes_its_state_once() {
+async fn starting_sign_ins_writes_nothing_and_a_sign_in_writes_its_state_once(
+    inner: Arc<dyn Store>,
+) {
     let crash = tests::crash_store::Crash::never();
-    let inner: Arc<dyn Store> = Arc::new(store_sqlite::SqliteStore::open_in_memory().unwrap());
     let counted: Arc<dyn Store> =
         Arc::new(tests::crash_store::CrashStore::new(inner, crash.clone()));
     let s = site(Signup::Open, Some(counted)).await;
@@ -478,6 +478,17 @@ async fn starting_sign_ins_writes_nothing_and_a_sign_in_writes_its_state_once() 
         "{log:?}"
     );
     assert!(log.contains(&"put_session"), "{log:?}");
+}
+
+#[tokio::test]
+async fn sqlite_starting_sign_ins_writes_nothing_and_a_sign_in_writes_its_state_once() {
+    let store: Arc<dyn Store> = Arc::new(store_sqlite::SqliteStore::open_in_memory().unwrap());
+    starting_sign_ins_writes_nothing_and_a_sign_in_writes_its_state_once(store).await;
+}
+
+#[tokio::test]
+async fn dynamodb_starting_sign_ins_writes_nothing_and_a_sign_in_writes_its_state_once() {
+    starting_sign_ins_writes_nothing_and_a_sign_in_writes_its_state_once(dynamo().await).await;
 }
 
 #[tokio::test]

@@ -13,7 +13,7 @@
 //!
 //! What it runs on:
 //! - **DynamoDB** (`TABLE_NAME`) for everything that outlives a request: accounts, sessions and
-//!   sign-ins in progress, conversations and transcripts, the job claims and the per-conversation
+//!   verified sign-ins, conversations and transcripts, the job claims and the per-conversation
 //!   lease that keeps a web turn and a channel turn of one conversation from interleaving.
 //! - **In memory** for the job queue and the demo notes: a posted message is queued and run by
 //!   the worker [`bridle::server::spawn_worker`] starts at init, *within the invocation that

@@ -1,4 +1,4 @@
-//! Web sessions and sign-ins in progress. A session is found by the SHA-256 of its cookie's
+//! Web sessions and verified sign-ins. A session is found by the SHA-256 of its cookie's
 //! secret (the secret itself is never stored, so a copy of the table signs nobody in). A
 //! sign-in in progress is the browser's to hold (its cookie): nothing is stored when one
 //! starts, so starting sign-ins costs no write; a verified one is recorded by its state, once.
