@@ -162,6 +162,27 @@ struct Minimal {
     user_parts: Vec<Part>,
 }
 
+impl Minimal {
+    /// The tools offered to a `planner` conversation, as the model sees them.
+    fn new(tools: &Arc<tools::Registry>, user_parts: Vec<Part>) -> Self {
+        let specs: Vec<backend::ToolSpec> = tools
+            .catalog_for("planner")
+            .into_iter()
+            .map(|d| backend::ToolSpec {
+                name: d.name.clone(),
+                description: d.description.clone(),
+                input_schema: d.input_schema.clone(),
+            })
+            .collect();
+        Self {
+            tools: tools.clone(),
+            offered: specs.iter().map(|s| s.name.clone()).collect(),
+            specs: specs.into(),
+            user_parts,
+        }
+    }
+}
+
 /// The least a harness can do for this turn and still keep the transcript and run tools
 /// safely, written straight: the start read; the conversation moved on, the user's visible
 /// entry and row; then for each model call the request from the history (parts shared, not
@@ -431,21 +452,7 @@ fn bench(c: &mut Criterion) {
     // between the harness and it is Bridle's own.
     let minimal = {
         let (store, rows, _) = warm_store();
-        let specs: Vec<backend::ToolSpec> = tools
-            .catalog_for("planner")
-            .into_iter()
-            .map(|d| backend::ToolSpec {
-                name: d.name.clone(),
-                description: d.description.clone(),
-                input_schema: d.input_schema.clone(),
-            })
-            .collect();
-        let minimal = Minimal {
-            tools: tools.clone(),
-            offered: specs.iter().map(|s| s.name.clone()).collect(),
-            specs: specs.into(),
-            user_parts: rows[0].parts.clone(),
-        };
+        let minimal = Minimal::new(&tools, rows[0].parts.clone());
         // Not timed: the loop stores what the harness stores, row for row (its call records'
         // latencies and every row's time aside).
         let id = rt.block_on(new_conversation(&store, "check"));
@@ -512,21 +519,7 @@ fn profile(which: &str) {
         engine.run_turn(input(&id), &NullSink).await.unwrap();
         store.messages(&id, 0).await.unwrap()[0].parts.clone()
     });
-    let specs: Vec<backend::ToolSpec> = tools
-        .catalog_for("planner")
-        .into_iter()
-        .map(|d| backend::ToolSpec {
-            name: d.name.clone(),
-            description: d.description.clone(),
-            input_schema: d.input_schema.clone(),
-        })
-        .collect();
-    let least = Minimal {
-        tools: tools.clone(),
-        offered: specs.iter().map(|s| s.name.clone()).collect(),
-        specs: specs.into(),
-        user_parts,
-    };
+    let least = Minimal::new(&tools, user_parts);
     let started = std::time::Instant::now();
     for i in 0..turns {
         if i % 100 == 0 {
