@@ -17,7 +17,7 @@
 //! with none of Bridle's rails. Its distance from the floor is what any harness pays; the
 //! harness's distance from it is Bridle's own.
 //!
-//! `BRIDLE_TURN_PROFILE=harness|least TURNS=n` runs n turns of one kind back to back instead
+//! `BRIDLE_TURN_PROFILE=harness|run_turn|least TURNS=n` runs n turns of one kind back to back instead
 //! of benchmarking, for `perf record` (see `profile`).
 
 use backend::{ChatModel, ChatRequest, Reply, ScriptedModel};
@@ -491,8 +491,9 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
-/// `BRIDLE_TURN_PROFILE=harness|least [TURNS=n]`: run n turns of one kind back to back on one
-/// store, with nothing else in the process (criterion's setup builds a schema and runs a whole
+/// `BRIDLE_TURN_PROFILE=harness|run_turn|least [TURNS=n]`: run n turns of one kind (the harness
+/// as the worker starts it, or through `run_turn`, or the least harness) back to back, with
+/// nothing else in the process (criterion's setup builds a schema and runs a whole
 /// turn per iteration, which is most of any profile of the bench), for `perf record`; prints
 /// the time a turn.
 fn profile(which: &str) {
@@ -536,11 +537,16 @@ fn profile(which: &str) {
                     let outcome = engine.run_turn_in(read, input(&id), &NullSink).await;
                     outcome.unwrap().model_calls as usize
                 }
+                "run_turn" => {
+                    let engine = engine_on(store.clone(), tools.clone());
+                    let outcome = engine.run_turn(input(&id), &NullSink).await;
+                    outcome.unwrap().model_calls as usize
+                }
                 "least" => {
                     let model = ScriptedModel::new(script());
                     minimal_loop(&store, &model, &least, &id).await
                 }
-                other => panic!("BRIDLE_TURN_PROFILE is harness or least, not {other}"),
+                other => panic!("BRIDLE_TURN_PROFILE is harness, run_turn or least, not {other}"),
             };
             assert_eq!(calls, 12);
         });
