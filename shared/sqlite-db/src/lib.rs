@@ -819,9 +819,9 @@ fn sync_loop(mut sync: SyncFn, waiting: mpsc::Receiver<Vec<Answer>>, syncs: &Ato
     }
 }
 
-/// Run one statement from the connection's statement cache: the writer's transaction control,
-/// several times per batch, is parsed once.
-fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+/// Run one statement from the connection's statement cache: transaction control (the writer's,
+/// several times per batch; a store's savepoints, on every turn) is parsed once.
+pub fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
     conn.prepare_cached(sql)?.execute([]).map(drop)
 }
 

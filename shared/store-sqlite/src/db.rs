@@ -69,9 +69,8 @@ pub(crate) fn snapshot<T>(
     conn: &rusqlite::Connection,
     f: impl FnOnce() -> Result<T, StoreError>,
 ) -> Result<T, StoreError> {
-    conn.execute_batch("SAVEPOINT snapshot")
-        .map_err(crate::error::unavailable)?;
+    sqlite_db::exec(conn, "SAVEPOINT snapshot").map_err(crate::error::unavailable)?;
     let out = f();
-    let _ = conn.execute_batch("RELEASE snapshot");
+    let _ = sqlite_db::exec(conn, "RELEASE snapshot");
     out
 }

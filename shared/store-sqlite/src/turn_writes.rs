@@ -222,14 +222,11 @@ fn undone_unless<T>(
     f: impl FnOnce(&Connection) -> Result<T, StoreError>,
     keep: impl FnOnce(&T) -> bool,
 ) -> Result<T, StoreError> {
-    conn.execute_batch("SAVEPOINT combined")
-        .map_err(unavailable)?;
+    sqlite_db::exec(conn, "SAVEPOINT combined").map_err(unavailable)?;
     let out = f(conn);
     if !matches!(&out, Ok(done) if keep(done)) {
-        conn.execute_batch("ROLLBACK TO combined")
-            .map_err(unavailable)?;
+        sqlite_db::exec(conn, "ROLLBACK TO combined").map_err(unavailable)?;
     }
-    conn.execute_batch("RELEASE combined")
-        .map_err(unavailable)?;
+    sqlite_db::exec(conn, "RELEASE combined").map_err(unavailable)?;
     out
 }
