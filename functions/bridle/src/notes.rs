@@ -85,10 +85,10 @@ impl Notes {
         // an MCP client hears of it at once.
         self.db
             .write_durable(move |tx| {
-                tx.execute(
+                tx.prepare_cached(
                     "INSERT INTO demo_notes (user_id, text, created_at_ms) VALUES (?1, ?2, ?3)",
-                    params![user, text, now_ms],
                 )
+                .and_then(|mut insert| insert.execute(params![user, text, now_ms]))
                 .map_err(internal)?;
                 let note = Note {
                     id: tx.last_insert_rowid(),
@@ -124,10 +124,8 @@ impl Notes {
         self.db
             .write_durable(move |tx| {
                 let n = tx
-                    .execute(
-                        "DELETE FROM demo_notes WHERE id = ?1 AND user_id = ?2",
-                        params![id, user],
-                    )
+                    .prepare_cached("DELETE FROM demo_notes WHERE id = ?1 AND user_id = ?2")
+                    .and_then(|mut delete| delete.execute(params![id, user]))
                     .map_err(internal)?;
                 if n != 1 {
                     return Ok(None);
