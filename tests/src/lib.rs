@@ -3,6 +3,7 @@
 //! loopback port with an HTTP client; log capture.
 
 pub mod browser;
+pub mod budget_turns;
 pub mod crash_store;
 mod echo_model;
 pub mod fake_issuer;

@@ -1,8 +1,6 @@
 //! Budgets and cheap guards through the real engine (scripted model, SQLite), the budget guard
 //! on DynamoDB (moto), and the finance report's three formats.
 
-mod support;
-
 use backend::{ChatRequest, Reply};
 use bridle::budget_report::{Format, ReportOptions, report};
 use budget::config::Cap;
@@ -200,7 +198,7 @@ async fn no_model_configured_is_the_plain_line_without_a_model_call() {
 /// reservations: exactly five go through, and the bucket holds exactly five reservations.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn parallel_calls_on_dynamodb_never_pass_the_cap() {
-    let ledger = Arc::new(support::moto_dynamo_store("bridle-budget").await);
+    let ledger = tests::moto::dynamo_store("bridle-budget").await;
     let config = Arc::new(config(|c| {
         c.output_allowance = 100;
         c.user_tokens_per_minute = cap(Some(5 * 1_000));

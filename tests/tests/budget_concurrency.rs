@@ -7,20 +7,14 @@
 
 use backend::{Reply, ScriptedModel};
 use budget::config::Cap;
-use budget::{
-    Bucket, BudgetConfig, Guards, InMemoryAccounts, PriceTable, Source, StandardGuards,
-    estimate_input_tokens, lines,
-};
-use engine::{Engine, EngineOptions, NullSink, TurnEnd, TurnInput};
+use budget::{Bucket, BudgetConfig, PriceTable, Source, estimate_input_tokens, lines};
+use engine::{NullSink, TurnEnd};
 use std::sync::Arc;
 use store::{Adjustment, Store};
 use store_sqlite::SqliteStore;
-use tests::{Calls, sample_tools};
-use tools::ActionId;
-use transcript::{Conversation, Usage};
+use tests::budget_turns::{NOW, conversations, engine, turn_input};
+use transcript::Usage;
 
-/// Mid-minute, mid-hour: no window rolls over during a test.
-const NOW: i64 = 1_800_000_030_000;
 const TURNS: usize = 16;
 /// What the engine asks for on every call (the default): far more than the cap has left.
 const MAX_TOKENS: u64 = 16_000;
@@ -77,49 +71,11 @@ fn amount(bucket: Bucket, input: u64, output: u64) -> u64 {
     }
 }
 
-fn engine(store: Arc<dyn Store>, model: Arc<ScriptedModel>, config: BudgetConfig) -> Engine {
-    let guards = Guards::standard(StandardGuards {
-        ledger: store.clone(),
-        config: Arc::new(config),
-        accounts: Arc::new(InMemoryAccounts::default()),
-        clock: Arc::new(|| NOW),
-        no_model: None,
-    });
-    Engine::new(
-        model,
-        Arc::new(sample_tools(Calls::default())),
-        store,
-        EngineOptions {
-            model_id: "test-model".into(),
-            ..EngineOptions::default()
-        },
-    )
-    .with_guard(Arc::new(guards))
-}
-
-async fn conversations(store: &dyn Store) {
-    for i in 0..TURNS {
-        let conv = Conversation::new(format!("c{i:02}"), "ana", "web", "planner");
-        store.create_conversation(&conv).await.unwrap();
-    }
-}
-
-fn turn_input(i: usize) -> TurnInput {
-    TurnInput {
-        conversation_id: format!("c{i:02}").into(),
-        text: "plan my week".into(),
-        action_id: ActionId(format!("a{i:02}")),
-        attachments: Vec::new(),
-        attachment_notes: Vec::new(),
-        button_id: None,
-    }
-}
-
 /// The input tokens the budget estimates for one call of these turns, measured on a throwaway
 /// engine without caps.
 async fn estimated_input() -> u64 {
     let store = Arc::new(SqliteStore::open_in_memory().unwrap());
-    conversations(store.as_ref()).await;
+    conversations(store.as_ref(), TURNS).await;
     let model = Arc::new(ScriptedModel::new([Reply::text("ok")]));
     let mut c = config(Bucket::UserTokensHour, u64::MAX / 4);
     c.user_tokens_per_hour.limit = None;
@@ -147,7 +103,7 @@ async fn check(store: Arc<dyn Store>, s: Scenario) {
         }])
         .await
         .unwrap();
-    conversations(store.as_ref()).await;
+    conversations(store.as_ref(), TURNS).await;
     let real = Usage {
         input_tokens: input + s.input_overrun,
         ..Usage::default()
@@ -231,7 +187,7 @@ async fn check(store: Arc<dyn Store>, s: Scenario) {
 async fn room_below_the_floor_is_refused_before_the_model() {
     let input = estimated_input().await;
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open_in_memory().unwrap());
-    conversations(store.as_ref()).await;
+    conversations(store.as_ref(), TURNS).await;
     let cap = 1_000_000;
     let key = Bucket::UserTokensHour.key(&"ana".into(), &"".into(), NOW);
     let spent = cap - (input + FLOOR - 1);

@@ -8,18 +8,15 @@
 
 use backend::Reply;
 use budget::config::Cap;
-use budget::{
-    Bucket, BudgetConfig, Guards, InMemoryAccounts, PriceTable, Source, StandardGuards, lines,
-};
+use budget::{Bucket, BudgetConfig, PriceTable, Source, lines};
 use engine::{EngineOptions, TurnEnd};
 use serde_json::json;
 use std::sync::Arc;
 use store::{BudgetLedger, Charge, ConversationStore};
 use store_sqlite::SqliteStore;
+use tests::budget_turns::NOW;
 use tests::{Calls, Harness, sample_tools};
 use transcript::{ConversationStatus, Part, Role, Usage};
-
-const NOW: i64 = 1_800_000_030_000;
 
 /// Usage a scripted answer reports: `input` tokens in, 20 out.
 fn usage(input: u64) -> Usage {
@@ -46,13 +43,7 @@ async fn on_one_store(replies: Vec<Reply>, tokens_per_minute: Option<u64>) -> Ha
         },
         ..BudgetConfig::default()
     };
-    let guards = Guards::standard(StandardGuards {
-        ledger: store.clone(),
-        config: Arc::new(config),
-        accounts: Arc::new(InMemoryAccounts::default()),
-        clock: Arc::new(|| NOW),
-        no_model: None,
-    });
+    let guards = tests::budget_turns::guards(store.clone(), config);
     Harness::build_on(
         store,
         replies,

@@ -2,23 +2,16 @@
 //! on DynamoDB (moto). Whatever the interleaving, the settled total never passes the cap by
 //! more than one reservation, and every refused turn made no model call.
 
-mod support;
-
 use backend::{Reply, ScriptedModel};
 use budget::config::Cap;
-use budget::{
-    Bucket, BudgetConfig, Guards, InMemoryAccounts, PriceTable, Source, StandardGuards,
-    estimate_input_tokens, lines,
-};
-use engine::{Engine, EngineOptions, NullSink, TurnEnd, TurnInput};
+use budget::{Bucket, BudgetConfig, PriceTable, Source, estimate_input_tokens, lines};
+use engine::{NullSink, TurnEnd};
 use std::sync::Arc;
 use store::Store;
 use store_sqlite::SqliteStore;
-use tests::{Calls, sample_tools};
-use tools::ActionId;
-use transcript::{Conversation, Usage};
+use tests::budget_turns::{NOW, conversations, engine, turn_input};
+use transcript::Usage;
 
-const NOW: i64 = 1_800_000_030_000;
 const TURNS: usize = 16;
 const ALLOWANCE: u64 = 100;
 
@@ -38,48 +31,10 @@ fn config(minute_cap: u64) -> BudgetConfig {
     }
 }
 
-fn engine(store: Arc<dyn Store>, model: Arc<ScriptedModel>, config: BudgetConfig) -> Engine {
-    let guards = Guards::standard(StandardGuards {
-        ledger: store.clone(),
-        config: Arc::new(config),
-        accounts: Arc::new(InMemoryAccounts::default()),
-        clock: Arc::new(|| NOW),
-        no_model: None,
-    });
-    Engine::new(
-        model,
-        Arc::new(sample_tools(Calls::default())),
-        store,
-        EngineOptions {
-            model_id: "test-model".into(),
-            ..EngineOptions::default()
-        },
-    )
-    .with_guard(Arc::new(guards))
-}
-
-async fn conversations(store: &dyn Store) {
-    for i in 0..TURNS {
-        let conv = Conversation::new(format!("c{i:02}"), "ana", "web", "planner");
-        store.create_conversation(&conv).await.unwrap();
-    }
-}
-
-fn turn_input(i: usize) -> TurnInput {
-    TurnInput {
-        conversation_id: format!("c{i:02}").into(),
-        text: "plan my week".into(),
-        action_id: ActionId(format!("a{i:02}")),
-        attachments: Vec::new(),
-        attachment_notes: Vec::new(),
-        button_id: None,
-    }
-}
-
 /// The tokens one call of these turns reserves, measured on a throwaway engine.
 async fn reservation() -> u64 {
     let store = Arc::new(SqliteStore::open_in_memory().unwrap());
-    conversations(store.as_ref()).await;
+    conversations(store.as_ref(), TURNS).await;
     let model = Arc::new(ScriptedModel::new([Reply::text("ok")]));
     let probe = engine(store, model.clone(), config(u64::MAX / 4));
     probe.run_turn(turn_input(0), &NullSink).await.unwrap();
@@ -93,7 +48,7 @@ async fn check_parallel_turns(store: Arc<dyn Store>) {
     // Each answered call really uses a fifth more than it reserved (settled after the call): the
     // overshoot the reservation cannot see.
     let overrun = reserve / 5;
-    conversations(store.as_ref()).await;
+    conversations(store.as_ref(), TURNS).await;
     let real = Usage {
         input_tokens: reserve - ALLOWANCE,
         output_tokens: ALLOWANCE + overrun,
@@ -155,8 +110,5 @@ async fn parallel_turns_on_sqlite_stay_within_one_reservation_of_the_cap() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn parallel_turns_on_dynamodb_stay_within_one_reservation_of_the_cap() {
-    check_parallel_turns(Arc::new(
-        support::moto_dynamo_store("bridle-parallel").await,
-    ))
-    .await;
+    check_parallel_turns(tests::moto::dynamo_store("bridle-parallel").await).await;
 }
