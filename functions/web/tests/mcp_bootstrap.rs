@@ -5,48 +5,11 @@
 //! unknown method answered with a JSON-RPC error; no token, 401 with `WWW-Authenticate`. Each
 //! request stands alone (no session), as Lambda instances need.
 
-use bridle::admin_cli::tokens::issue_token;
-use fake_bedrock::{FakeBedrock, Scenario};
-use fake_lambda::{Bootstrap, RuntimeApi, moto_endpoint as moto, moto_secret};
+mod ada;
+
+use ada::Ada;
 use serde_json::{Value, json};
-use std::process::Command;
-use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
-use store::{Account, Accounts, Records, TokenScope};
-use store_dynamodb::DynamoStore;
-use tests::fake_issuer::FakeIssuer;
-
-const CLIENT: &str = "bridle-web";
-
-fn unique(prefix: &str) -> String {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!("{prefix}-{}-{now}", std::process::id())
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
-}
-
-async fn store() -> (Arc<DynamoStore>, String) {
-    let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .endpoint_url(moto())
-        .region(aws_config::Region::new("us-east-1"))
-        .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
-            "test", "test", None, None, "static",
-        ))
-        .load()
-        .await;
-    let client = aws_sdk_dynamodb::Client::new(&config);
-    let name = unique("web-mcp");
-    store_dynamodb::create_table(&client, &name).await.unwrap();
-    (Arc::new(DynamoStore::new(client, name.clone())), name)
-}
+use store::Records;
 
 async fn rpc(
     http: &reqwest::Client,
@@ -68,48 +31,8 @@ async fn rpc(
 
 #[tokio::test]
 async fn a_token_opens_mcp_on_the_web_function() {
-    let (store, table) = store().await;
-    store
-        .put_account(&Account::new("ada", "Ada"))
-        .await
-        .unwrap();
-    let (_, token) = issue_token(
-        store.as_ref(),
-        &"ada".into(),
-        "web test",
-        TokenScope::Write,
-        None,
-        now_ms(),
-    )
-    .await
-    .unwrap();
-    let bedrock = FakeBedrock::start(Vec::<Scenario>::new()).await.unwrap();
-    let issuer = FakeIssuer::start(CLIENT).await;
-    let api = RuntimeApi::start([]).await.unwrap();
-    let base = api.function_url().await.unwrap();
-    let secret = moto_secret(
-        &unique("web-secret"),
-        &json!({
-            "BRIDLE_OIDC_ISSUER": issuer.issuer,
-            "BRIDLE_OIDC_CLIENT_ID": CLIENT,
-            "BRIDLE_OIDC_CLIENT_SECRET": "web-client-secret",
-            "BRIDLE_PUBLIC_URL": format!("{base}/"),
-        }),
-    )
-    .await;
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_web"));
-    cmd.env_clear()
-        .envs(api.lambda_env("web"))
-        .env("AWS_ENDPOINT_URL", moto())
-        .env("AWS_ENDPOINT_URL_BEDROCK_RUNTIME", bedrock.endpoint())
-        .env("TABLE_NAME", &table)
-        .env(
-            "BEDROCK_MODEL_ID",
-            "anthropic.claude-3-5-haiku-20241022-v1:0",
-        )
-        .env("BRIDLE_SECRETS_ARN", &secret)
-        .env("RUST_LOG", "warn");
-    let _running = Bootstrap::spawn(cmd).unwrap();
+    let ada = Ada::start("web-mcp", "web test", "warn").await;
+    let (base, token) = (ada.base.clone(), ada.token.clone());
     let http = reqwest::Client::new();
     let url = format!("{base}/mcp");
 
@@ -175,7 +98,7 @@ async fn a_token_opens_mcp_on_the_web_function() {
         events["result"]["structuredContent"]["items"][0]["title"], "Lambda Open",
         "{events}"
     );
-    let audit = store.audit_log(&"ada".into()).await.unwrap();
+    let audit = ada.store.audit_log(&"ada".into()).await.unwrap();
     assert_eq!(audit[0].actor, store::ActorKind::Mcp);
 
     let unknown = rpc(&http, &url, Some(&token), "no/such/method", json!({})).await;
