@@ -323,6 +323,107 @@ async fn effects_are_stripped_from_the_model_and_emitted() {
     );
 }
 
+/// Collects what reaches it, and says nobody reads the stream (a channel's job).
+#[derive(Default)]
+struct Deaf(std::sync::Mutex<Vec<TurnEvent>>);
+
+impl engine::EventSink for Deaf {
+    fn emit(&self, event: TurnEvent) {
+        self.0.lock().unwrap().push(event);
+    }
+
+    fn listening(&self) -> bool {
+        false
+    }
+}
+
+/// The rows as written, without their times.
+fn rows(messages: Vec<transcript::Message>) -> Vec<transcript::Message> {
+    messages
+        .into_iter()
+        .map(|mut m| {
+            m.created_at_ms = 0;
+            if let Some(call) = &mut m.call {
+                call.latency_ms = 0;
+            }
+            m
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_sink_nobody_reads_gets_only_the_end_and_the_turn_is_the_same() {
+    let script = || {
+        [
+            Reply::new()
+                .say("Creating it.")
+                .call(
+                    "t1",
+                    "create_event",
+                    json!({"title": "Gala", "date": "2026-12-04"}),
+                )
+                .call("t2", "sync_calendar", json!({}))
+                .stop(StopReason::ToolUse),
+            Reply::text("Created; the calendar did not sync."),
+        ]
+    };
+    let input = |h: &Harness| engine::TurnInput {
+        conversation_id: h.conversation.clone(),
+        text: "create Gala".into(),
+        action_id: tools::ActionId("a1".into()),
+        attachments: Vec::new(),
+        attachment_notes: Vec::new(),
+        button_id: None,
+    };
+    let heard = Harness::new(script()).await;
+    let collected = engine::CollectSink::default();
+    let with_listener = heard
+        .engine
+        .run_turn(input(&heard), &collected)
+        .await
+        .unwrap();
+    let unheard = Harness::new(script()).await;
+    let deaf = Deaf::default();
+    let without = unheard
+        .engine
+        .run_turn(input(&unheard), &deaf)
+        .await
+        .unwrap();
+
+    // The listener saw the stream; the deaf sink only the end.
+    let kinds = |events: &[TurnEvent]| -> Vec<&'static str> {
+        events
+            .iter()
+            .map(|e| match e {
+                TurnEvent::Token { .. } => "token",
+                TurnEvent::ToolUse { .. } => "tool_use",
+                TurnEvent::ToolResult { .. } => "tool_result",
+                TurnEvent::Effects { .. } => "effects",
+                TurnEvent::Done { .. } => "done",
+                _ => "other",
+            })
+            .collect()
+    };
+    let heard_kinds = kinds(&collected.events());
+    for kind in ["token", "tool_use", "tool_result", "effects"] {
+        assert!(heard_kinds.contains(&kind), "{heard_kinds:?}");
+    }
+    assert_eq!(kinds(&deaf.0.lock().unwrap()), ["done"]);
+
+    // Everything else is the same: outcome, counts, rows, what the model was sent.
+    assert_eq!(without.end, with_listener.end);
+    assert_eq!(without.reply, with_listener.reply);
+    assert_eq!(without.tool_errors, 1);
+    assert_eq!(with_listener.tool_errors, 1);
+    assert_eq!(without.model_calls, with_listener.model_calls);
+    assert_eq!(
+        rows(unheard.transcript().await),
+        rows(heard.transcript().await)
+    );
+    assert_eq!(unheard.model.requests(), heard.model.requests());
+    assert_eq!(unheard.visible().await.len(), heard.visible().await.len());
+}
+
 #[tokio::test]
 async fn list_results_are_wrapped_and_large_ones_capped() {
     let h = Harness::new([

@@ -112,4 +112,8 @@ impl EventSink for HoldDone<'_> {
             self.inner.emit(event);
         }
     }
+
+    fn listening(&self) -> bool {
+        self.inner.listening()
+    }
 }

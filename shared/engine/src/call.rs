@@ -130,6 +130,9 @@ pub(crate) async fn stream_call(
     let whole = BackendError::Timeout {
         after: limits.call_timeout,
     };
+    // A sink nobody reads (a channel's job, which replies once at the end) gets no events
+    // built for it; what was shown is kept all the same.
+    let listening = sink.listening();
     let mut stream = timeout_at(deadline, model.stream(request))
         .await
         .map_err(|_| whole.clone())??;
@@ -170,23 +173,28 @@ pub(crate) async fn stream_call(
             Some(Ok(ModelEvent::Text { text })) => {
                 acc.push_text(&text);
                 acc.emitted = true;
-                sink.emit(TurnEvent::Token {
-                    text: shown.show(text),
-                });
+                let text = shown.show(text);
+                if listening {
+                    sink.emit(TurnEvent::Token { text });
+                }
             }
             Some(Ok(ModelEvent::Reasoning { delta })) => {
                 if let ReasoningDelta::Text(t) = &delta {
-                    sink.emit(TurnEvent::Reasoning { text: t.clone() });
+                    if listening {
+                        sink.emit(TurnEvent::Reasoning { text: t.clone() });
+                    }
                     acc.emitted = true;
                 }
                 acc.push_reasoning(delta);
             }
             Some(Ok(ModelEvent::ToolUse { id, name, input })) => {
-                sink.emit(TurnEvent::ToolUse {
-                    id: id.clone(),
-                    name: name.clone(),
-                    input: input.clone(),
-                });
+                if listening {
+                    sink.emit(TurnEvent::ToolUse {
+                        id: id.clone(),
+                        name: name.clone(),
+                        input: input.clone(),
+                    });
+                }
                 acc.emitted = true;
                 acc.parts.push(Part::ToolUse { id, name, input });
             }

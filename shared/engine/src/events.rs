@@ -44,6 +44,13 @@ pub enum TurnEvent {
 /// Where a turn's events go. Emitting never blocks and never fails the turn.
 pub trait EventSink: Send + Sync {
     fn emit(&self, event: TurnEvent);
+
+    /// Whether anyone reads the events as they stream: `false` lets the turn skip building the
+    /// ones nobody reads (each token's, each tool call's copy of its input). `error` and
+    /// `done` are emitted all the same.
+    fn listening(&self) -> bool {
+        true
+    }
 }
 
 impl EventSink for tokio::sync::mpsc::UnboundedSender<TurnEvent> {
@@ -59,6 +66,10 @@ pub struct NullSink;
 
 impl EventSink for NullSink {
     fn emit(&self, _: TurnEvent) {}
+
+    fn listening(&self) -> bool {
+        false
+    }
 }
 
 /// Keeps events in memory (tests, tools that need the list afterwards).

@@ -44,6 +44,10 @@ impl EventSink for OpenTools<'_> {
         }
         self.sink.emit(event);
     }
+
+    fn listening(&self) -> bool {
+        self.sink.listening()
+    }
 }
 
 #[cfg(test)]

@@ -23,6 +23,7 @@ pub(crate) struct Turn<'a> {
     engine: &'a Engine,
     sink: &'a dyn EventSink,
     conv: Conversation,
+    /// The tools' context; `call_key` is the running call's while a call runs, else `None`.
     ctx: Ctx,
     history: History,
     next_position: u64,

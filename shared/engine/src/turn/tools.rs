@@ -2,8 +2,8 @@
 
 use super::{Asked, Turn};
 use crate::{EngineError, TurnEvent};
-use ::tools::{Ctx, ToolCall};
-use serde_json::json;
+use ::tools::ToolCall;
+use serde_json::{Value, json};
 use tracing::Instrument;
 use transcript::{Part, Role};
 
@@ -48,17 +48,16 @@ impl Turn<'_> {
                 results.push(part);
                 continue;
             }
-            let key = format!("{}#{}#{}", self.conv.id, asked.at, call.id);
-            let ctx = Ctx {
-                call_key: Some(key.clone()),
-                ..self.ctx.clone()
-            };
+            // The turn's context, with this call's key while it runs (no copy per call).
+            self.ctx.call_key = Some(format!("{}#{}#{}", self.conv.id, asked.at, call.id));
+            let ctx = &self.ctx;
+            let key = ctx.call_key.as_deref().unwrap_or_default();
             // Its effect was committed with its receipt before the interruption: answer the
             // call from the receipt, shaped as the handler's output was, and run nothing.
             let mut held = None;
             let outcome = async {
                 let committed = match asked.resumed {
-                    true => store.receipt(&key).await?,
+                    true => store.receipt(key).await?,
                     false => None,
                 };
                 Ok::<_, EngineError>(match committed {
@@ -70,12 +69,12 @@ impl Turn<'_> {
                 // so it neither holds nor uses up a confirmation.
                 None => match engine.tools.check(&self.conv.purpose, call) {
                     Some(invalid) => invalid,
-                    None => match engine.hold_for_confirmation(&ctx, call, &self.answer).await {
+                    None => match engine.hold_for_confirmation(ctx, call, &self.answer).await {
                         Some(outcome) => {
                             held = crate::confirm::held_description(&outcome);
                             outcome
                         }
-                        None => engine.tools.run(&ctx, &self.conv.purpose, call).await,
+                        None => engine.tools.run(ctx, &self.conv.purpose, call).await,
                     },
                 },
                 })
@@ -91,32 +90,9 @@ impl Turn<'_> {
             // A racing attempt of the same call committed first and this one's commit was
             // refused: the recorded outcome stands.
             if outcome.is_error
-                && let Some(output) = store.receipt(&key).await?
+                && let Some(output) = store.receipt(key).await?
             {
                 outcome = engine.tools.answer(call, output);
-            }
-            if i + 1 == calls.len() {
-                message_written = self
-                    .append_with_result(&results, asked.at, call, &outcome.part)
-                    .await?;
-            }
-            match if message_written {
-                Ok(())
-            } else {
-                store
-                    .put_tool_result(&self.conv.id, asked.at, &call.id, &outcome.part)
-                    .await
-            } {
-                Ok(()) => {}
-                // Recorded by an attempt that was still running: the first record stands.
-                Err(store::StoreError::Conflict { .. }) => {
-                    tracing::warn!(tool = %call.name, call = %call.id, "a result was already recorded for this call");
-                    let mut recorded = store.tool_results(&self.conv.id, asked.at).await?;
-                    if let Some(part) = recorded.remove(&call.id) {
-                        outcome.part = part;
-                    }
-                }
-                Err(e) => return Err(e.into()),
             }
             let label = match (held.is_some(), outcome.is_error) {
                 (true, _) => "held_for_confirmation",
@@ -124,47 +100,95 @@ impl Turn<'_> {
                 (false, false) => "ok",
             };
             crate::spans::tool_done(&span, label, started.elapsed(), &outcome.part);
-            self.sink.emit(TurnEvent::ToolResult {
-                id: call.id.clone(),
-                name: call.name.clone(),
-                is_error: outcome.is_error,
-            });
-            self.tool_errors += u32::from(outcome.is_error);
-            if let Some(effects) = outcome.effects {
-                self.sink.emit(TurnEvent::Effects {
-                    tool: call.name.clone(),
-                    effects,
-                });
+            let is_error = outcome.is_error;
+            let effects = outcome.effects;
+            // The last result goes with the tool message where the store writes both at once:
+            // the parts move into the message, and come back if that write was refused.
+            let mut part = Some(outcome.part);
+            if i + 1 == calls.len()
+                && let Some(last) = part.take()
+            {
+                match self
+                    .append_with_result(std::mem::take(&mut results), asked.at, call, last)
+                    .await?
+                {
+                    None => message_written = true,
+                    Some((before, last)) => {
+                        results = before;
+                        part = Some(last);
+                    }
+                }
             }
-            results.push(outcome.part);
+            let Some(mut part) = part else {
+                self.emit_result(call, is_error, effects);
+                continue;
+            };
+            match store
+                .put_tool_result(&self.conv.id, asked.at, &call.id, &part)
+                .await
+            {
+                Ok(()) => {}
+                // Recorded by an attempt that was still running: the first record stands.
+                Err(store::StoreError::Conflict { .. }) => {
+                    tracing::warn!(tool = %call.name, call = %call.id, "a result was already recorded for this call");
+                    let mut recorded = store.tool_results(&self.conv.id, asked.at).await?;
+                    if let Some(first) = recorded.remove(&call.id) {
+                        part = first;
+                    }
+                }
+                Err(e) => return Err(e.into()),
+            }
+            self.emit_result(call, is_error, effects);
+            results.push(part);
         }
+        self.ctx.call_key = None;
         if message_written {
             return Ok(());
         }
         self.append(Role::Tool, results, None).await
     }
 
+    /// Tell the client a call finished, and what it changed; once its result is recorded.
+    fn emit_result(&mut self, call: &ToolCall, is_error: bool, effects: Option<Value>) {
+        self.tool_errors += u32::from(is_error);
+        if !self.sink.listening() {
+            return;
+        }
+        self.sink.emit(TurnEvent::ToolResult {
+            id: call.id.clone(),
+            name: call.name.clone(),
+            is_error,
+        });
+        if let Some(effects) = effects {
+            self.sink.emit(TurnEvent::Effects {
+                tool: call.name.clone(),
+                effects,
+            });
+        }
+    }
+
     /// The last call's result and the tool message carrying every result as one write, where
     /// the store offers it ([`store::TurnWrites`]) — with the next model call's budget
     /// reservation when the guard prepares one on this store (a model call always follows the
-    /// tools). `true` when written. `false` when the store has no such write or refused it (the
-    /// result recorded already, the position taken): the caller then makes the two writes one
-    /// by one, each handling what it found. A reservation a cap refused is dropped, the two
-    /// written without it, and the next call goes through the guard as usual.
+    /// tools). `None` when written. The results before and the last one back when the store
+    /// has no such write or refused it (the result recorded already, the position taken): the
+    /// caller then makes the two writes one by one, each handling what it found. A reservation
+    /// a cap refused is dropped, the two written without it, and the next call goes through
+    /// the guard as usual.
     async fn append_with_result(
         &mut self,
-        before: &[Part],
+        mut parts: Vec<Part>,
         asked_at: u64,
         call: &ToolCall,
-        result: &Part,
-    ) -> Result<bool, EngineError> {
+        result: Part,
+    ) -> Result<Option<(Vec<Part>, Part)>, EngineError> {
         let engine = self.engine;
         let Some(writes) = engine.store.turn_writes() else {
-            return Ok(false);
+            return Ok(Some((parts, result)));
         };
-        let mut parts = before.to_vec();
-        parts.push(result.clone());
+        parts.push(result);
         let message = self.next_message(Role::Tool, parts, None);
+        let result = message.parts.last().expect("the result was pushed");
         let mut history = self.history.clone();
         history.push(message.clone());
         let request = self.request_of(&history);
@@ -203,7 +227,7 @@ impl Turn<'_> {
                     request,
                     permit: reserved,
                 });
-                Ok(true)
+                Ok(None)
             }
             Ok(false) => Err(store::StoreError::Unavailable(
                 "a write with nothing to reserve reported a refused reservation".into(),
@@ -214,7 +238,9 @@ impl Turn<'_> {
                     what,
                     "the tool message and its last result were refused together; one by one"
                 );
-                Ok(false)
+                let mut parts = message.parts;
+                let last = parts.pop().expect("the result was pushed");
+                Ok(Some((parts, last)))
             }
             Err(e) => Err(e.into()),
         }
