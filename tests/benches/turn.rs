@@ -57,9 +57,28 @@ fn empty_request() -> ChatRequest {
     }
 }
 
-fn engine_on(store: Arc<SqliteStore>, tools: Arc<tools::Registry>) -> Engine {
+/// An engine on `store` whose model plays one turn's script; [`another_turn`] gives it the
+/// next turn's.
+fn engine_on(store: Arc<SqliteStore>, tools: Arc<tools::Registry>) -> (Engine, Arc<ScriptedModel>) {
+    let model = Arc::new(ScriptedModel::new(script()));
+    let engine = engine_with(model.clone(), store, tools);
+    (engine, model)
+}
+
+/// Script the next turn of an engine from [`engine_on`].
+fn another_turn(model: &ScriptedModel) {
+    for reply in script() {
+        model.push(reply);
+    }
+}
+
+fn engine_with(
+    model: Arc<ScriptedModel>,
+    store: Arc<SqliteStore>,
+    tools: Arc<tools::Registry>,
+) -> Engine {
     Engine::new(
-        Arc::new(ScriptedModel::new(script())),
+        model,
         tools,
         store,
         EngineOptions {
@@ -341,29 +360,36 @@ fn bench(c: &mut Criterion) {
 
     // Each iteration gets its own small database that has already served one turn, as a
     // running server's has: its statements are prepared, and the turn is measured, not the
-    // schema's creation nor a database that grows with the iteration count.
-    let warm_store = || {
+    // schema's creation nor a database that grows with the iteration count. So has the engine
+    // the harness runs on (a server's or a worker's lives as long as its process): its tool
+    // list is built, as the least harness's is.
+    let warm = || {
         // The tools' record of calls is the tests' and grows with every call: emptied here,
         // untimed, so the iterations do not pay for a list as long as the run.
         calls.clear();
         let store = Arc::new(SqliteStore::open_in_memory().unwrap());
+        let (engine, model) = engine_on(store.clone(), tools.clone());
         let (rows, visible) = rt.block_on(async {
             let id = new_conversation(&store, "warm-up").await;
-            let engine = engine_on(store.clone(), tools.clone());
             engine.run_turn(input(&id), &NullSink).await.unwrap();
             (
                 store.messages(&id, 0).await.unwrap(),
                 store.visible(&id).await.unwrap(),
             )
         });
+        another_turn(&model);
+        (store, rows, visible, engine)
+    };
+    let warm_store = || {
+        let (store, rows, visible, _) = warm();
         (store, rows, visible)
     };
     group.bench_function("harness_engine_tools_sqlite_memory", |b| {
         b.iter_batched(
             || {
-                let (store, _, _) = warm_store();
+                let (store, _, _, engine) = warm();
                 let id = rt.block_on(new_conversation(&store, "c1"));
-                (engine_on(store, tools.clone()), id)
+                (engine, id)
             },
             |(engine, id)| {
                 let outcome = rt.block_on(engine.run_turn(input(&id), &NullSink)).unwrap();
@@ -415,9 +441,9 @@ fn bench(c: &mut Criterion) {
     group.bench_function("harness_started_as_the_worker_starts_it", |b| {
         b.iter_batched(
             || {
-                let (store, _, _) = warm_store();
+                let (store, _, _, engine) = warm();
                 let id = rt.block_on(new_conversation(&store, "c1"));
-                (store.clone(), engine_on(store, tools.clone()), id)
+                (store, engine, id)
             },
             |(store, engine, id)| {
                 let outcome = rt.block_on(async {
@@ -505,40 +531,39 @@ fn profile(which: &str) {
     let calls = tests::Calls::default();
     let tools = Arc::new(tests::sample_tools(calls.clone()));
     // A fresh store every 100 turns, warmed by one turn, so the database stays the size the
-    // bench's is.
+    // bench's is; the harness's engine the one that served that turn, as in the bench.
     let warm = |store: &Arc<SqliteStore>| {
+        let (engine, model) = engine_on(store.clone(), tools.clone());
         rt.block_on(async {
             let id = new_conversation(store, "warm-up").await;
-            let engine = engine_on(store.clone(), tools.clone());
             engine.run_turn(input(&id), &NullSink).await.unwrap();
-        })
+        });
+        (engine, model)
     };
     let mut store = Arc::new(SqliteStore::open_in_memory().unwrap());
-    let user_parts = rt.block_on(async {
-        let id = new_conversation(&store, "warm-up").await;
-        let engine = engine_on(store.clone(), tools.clone());
-        engine.run_turn(input(&id), &NullSink).await.unwrap();
-        store.messages(&id, 0).await.unwrap()[0].parts.clone()
-    });
+    let (mut engine, mut model) = warm(&store);
+    let user_parts = rt.block_on(store.messages(&"warm-up".into(), 0)).unwrap()[0]
+        .parts
+        .clone();
     let least = Minimal::new(&tools, user_parts);
     let started = std::time::Instant::now();
     for i in 0..turns {
         if i % 100 == 0 {
             calls.clear();
             store = Arc::new(SqliteStore::open_in_memory().unwrap());
-            warm(&store);
+            (engine, model) = warm(&store);
         }
         rt.block_on(async {
             let id = new_conversation(&store, &format!("p{i}")).await;
             let calls = match which {
                 "harness" => {
-                    let engine = engine_on(store.clone(), tools.clone());
+                    another_turn(&model);
                     let read = start_read(&store, &id).await;
                     let outcome = engine.run_turn_in(read, input(&id), &NullSink).await;
                     outcome.unwrap().model_calls as usize
                 }
                 "run_turn" => {
-                    let engine = engine_on(store.clone(), tools.clone());
+                    another_turn(&model);
                     let outcome = engine.run_turn(input(&id), &NullSink).await;
                     outcome.unwrap().model_calls as usize
                 }
