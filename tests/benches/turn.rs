@@ -60,7 +60,10 @@ fn empty_request() -> ChatRequest {
 /// An engine on `store` whose model plays one turn's script; [`another_turn`] gives it the
 /// next turn's.
 fn engine_on(store: Arc<SqliteStore>, tools: Arc<tools::Registry>) -> (Engine, Arc<ScriptedModel>) {
-    let model = Arc::new(ScriptedModel::new(script()));
+    // It keeps every request an engine's life brings (the profile mode's 101 turns at most), as
+    // the least harness's model, new each turn, keeps its turn's: the requests are dropped with
+    // the engine, not one by one in a timed turn once the model's list is full.
+    let model = Arc::new(ScriptedModel::new(script()).keeping(12 * 101));
     let engine = engine_with(model.clone(), store, tools);
     (engine, model)
 }
