@@ -89,6 +89,30 @@ impl Shown {
         out
     }
 
+    /// A model call's next text piece is shown: the separator it takes (`"\n\n"` for the first
+    /// piece of a new paragraph after text that does not end a line, else `""`). The piece itself
+    /// is recorded with the rest of the call's text by [`Shown::record_call`] when the call ends,
+    /// not copied here one token at a time.
+    fn start_piece(&mut self) -> &'static str {
+        let separator = if !self.block_open && !self.text.is_empty() && !self.text.ends_with('\n') {
+            "\n\n"
+        } else {
+            ""
+        };
+        self.block_open = true;
+        separator
+    }
+
+    /// Record what a call showed: its separator, then its text parts in order.
+    fn record_call(&mut self, separator: &str, parts: &[Part]) {
+        self.text.push_str(separator);
+        for part in parts {
+            if let Part::Text { text } = part {
+                self.text.push_str(text);
+            }
+        }
+    }
+
     /// Start from text already shown by an earlier attempt of the same turn.
     pub fn restore(&mut self, text: String) {
         self.text = text;
@@ -118,6 +142,7 @@ pub(crate) struct Limits {
 
 /// Run one call to completion. On `Err`, `acc` holds what was streamed before the failure.
 /// Any event, a keep-alive included, restarts the idle timer; the whole-call deadline holds.
+/// Either way `shown` has the call's text when it returns.
 pub(crate) async fn stream_call(
     model: &dyn ChatModel,
     request: ChatRequest,
@@ -125,6 +150,22 @@ pub(crate) async fn stream_call(
     sink: &dyn EventSink,
     shown: &mut Shown,
     acc: &mut Streamed,
+) -> Result<(StopReason, Usage), BackendError> {
+    let mut separator = "";
+    let result = stream_events(model, request, limits, sink, shown, acc, &mut separator).await;
+    shown.record_call(separator, &acc.parts);
+    result
+}
+
+/// [`stream_call`]'s events, with the separator the call's text was shown after.
+async fn stream_events(
+    model: &dyn ChatModel,
+    request: ChatRequest,
+    limits: Limits,
+    sink: &dyn EventSink,
+    shown: &mut Shown,
+    acc: &mut Streamed,
+    separator: &mut &'static str,
 ) -> Result<(StopReason, Usage), BackendError> {
     let deadline = Instant::now() + limits.call_timeout;
     let whole = BackendError::Timeout {
@@ -171,10 +212,18 @@ pub(crate) async fn stream_call(
             // Bytes on the wire: the idle timer starts again at the top of the loop.
             Some(Ok(ModelEvent::KeepAlive)) => acc.kept_alive = true,
             Some(Ok(ModelEvent::Text { text })) => {
+                // The call's first piece decides whether its text starts a new paragraph.
+                let first = !shown.block_open;
+                if first {
+                    *separator = shown.start_piece();
+                }
                 acc.push_text(&text);
                 acc.emitted = true;
-                let text = shown.show(text);
                 if listening {
+                    let text = match first && !separator.is_empty() {
+                        true => format!("{separator}{text}"),
+                        false => text,
+                    };
                     sink.emit(TurnEvent::Token { text });
                 }
             }
@@ -199,5 +248,83 @@ pub(crate) async fn stream_call(
                 acc.parts.push(Part::ToolUse { id, name, input });
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::CollectSink;
+    use backend::{Reply, ScriptedModel};
+    use serde_json::json;
+
+    fn request() -> ChatRequest {
+        ChatRequest {
+            model: "m".into(),
+            system: String::new(),
+            messages: vec![],
+            tools: Default::default(),
+            settings: Default::default(),
+        }
+    }
+
+    const LIMITS: Limits = Limits {
+        call_timeout: Duration::from_secs(5),
+        idle_timeout: Duration::from_secs(5),
+    };
+
+    /// Two calls of a turn as the loop makes them: what the sink streamed, piece by piece, is
+    /// what `Shown` recorded, the second call's text in a paragraph of its own (also when a tool
+    /// call comes before its text), and a sink nobody reads changes nothing of it.
+    #[tokio::test]
+    async fn the_shown_text_is_what_streamed_with_a_paragraph_per_call() {
+        for listening in [true, false] {
+            let model = ScriptedModel::new([
+                Reply::new()
+                    .say("Let me look.")
+                    .call("t1", "list_events", json!({}))
+                    .stop(StopReason::ToolUse),
+                Reply::new()
+                    .call("t2", "list_events", json!({}))
+                    .say("Two events.")
+                    .say(" Both open.")
+                    .stop(StopReason::EndTurn),
+            ]);
+            let collected = CollectSink::default();
+            let deaf = crate::NullSink;
+            let sink: &dyn EventSink = if listening { &collected } else { &deaf };
+            let mut shown = Shown::default();
+            for _ in 0..2 {
+                shown.close_block();
+                let mut acc = Streamed::default();
+                stream_call(&model, request(), LIMITS, sink, &mut shown, &mut acc)
+                    .await
+                    .unwrap();
+            }
+            assert_eq!(shown.text, "Let me look.\n\nTwo events. Both open.");
+            if listening {
+                assert_eq!(collected.text(), shown.text);
+            }
+            // A harness line after them starts its own paragraph too.
+            assert_eq!(shown.show_line("Sorry."), "\n\nSorry.");
+        }
+    }
+
+    /// A call that fails midway leaves what it streamed in `Shown`, as the user saw it.
+    #[tokio::test]
+    async fn a_failed_call_leaves_what_it_showed() {
+        let model = ScriptedModel::new([Reply::new()
+            .say("Half an")
+            .then_fail(BackendError::Overloaded)]);
+        let mut shown = Shown::default();
+        shown.restore("Earlier.".into());
+        let mut acc = Streamed::default();
+        let collected = CollectSink::default();
+        let err = stream_call(&model, request(), LIMITS, &collected, &mut shown, &mut acc)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, BackendError::Overloaded), "{err:?}");
+        assert_eq!(shown.text, "Earlier.\n\nHalf an");
+        assert_eq!(collected.text(), "\n\nHalf an");
     }
 }
