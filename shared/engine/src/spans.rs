@@ -59,6 +59,10 @@ pub(crate) fn model_call_done(
     started: tokio::time::Instant,
     first_event_at: Option<tokio::time::Instant>,
 ) {
+    // Nothing records it: no clock read or field for nobody (as `tool_done`).
+    if span.is_disabled() {
+        return;
+    }
     span.record("latency_ms", started.elapsed().as_millis() as u64);
     if let Some(first) = first_event_at {
         span.record(
