@@ -4,7 +4,7 @@ use std::sync::Arc;
 use transcript::{Part, Role};
 
 /// Everything a model call needs, in neutral form.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ChatRequest {
     /// Model id or inference-profile ARN.
     pub model: String,

@@ -261,10 +261,7 @@ mod tests {
     fn request() -> ChatRequest {
         ChatRequest {
             model: "m".into(),
-            system: String::new(),
-            messages: vec![],
-            tools: Default::default(),
-            settings: Default::default(),
+            ..Default::default()
         }
     }
 
