@@ -317,12 +317,21 @@ async fn the_sidebar_shows_the_newest_conversations_and_older_ones_on_asking() {
         listed().await.filter(|n| *n == 50)
     })
     .await;
-    c.find(Locator::Css("#conversations button.older"))
-        .await
-        .expect("a way to the older conversations")
-        .click()
-        .await
-        .unwrap();
+    // The page opens the newest conversation once the list is in, and that draws the list
+    // again (with it marked): wait for it, so the click is not on a list about to be replaced.
+    eventually("the newest conversation opened", || async {
+        c.find(Locator::Css("#conversations a.active")).await.ok()
+    })
+    .await;
+    eventually("a way to the older conversations, clicked", || async {
+        c.find(Locator::Css("#conversations button.older"))
+            .await
+            .ok()?
+            .click()
+            .await
+            .ok()
+    })
+    .await;
     eventually("all of them", || async {
         listed().await.filter(|n| *n == 53)
     })
