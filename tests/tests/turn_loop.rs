@@ -20,6 +20,21 @@ fn tool_results(h: &[transcript::Message]) -> Vec<(String, serde_json::Value, bo
         .collect()
 }
 
+/// Each event's kind, in order.
+fn kinds(events: &[TurnEvent]) -> Vec<&'static str> {
+    events
+        .iter()
+        .map(|e| match e {
+            TurnEvent::Token { .. } => "token",
+            TurnEvent::ToolUse { .. } => "tool_use",
+            TurnEvent::ToolResult { .. } => "tool_result",
+            TurnEvent::Effects { .. } => "effects",
+            TurnEvent::Done { .. } => "done",
+            _ => "other",
+        })
+        .collect()
+}
+
 #[tokio::test]
 async fn tool_loop_reaches_a_final_answer() {
     let h = Harness::new([
@@ -46,17 +61,7 @@ async fn tool_loop_reaches_a_final_answer() {
     let second = &h.model.requests()[1];
     assert_eq!(second.messages.len(), 3);
     assert_eq!(second.messages[2].role, Role::Tool);
-    let events: Vec<&str> = t
-        .events
-        .iter()
-        .map(|e| match e {
-            TurnEvent::ToolUse { .. } => "tool_use",
-            TurnEvent::ToolResult { .. } => "tool_result",
-            TurnEvent::Token { .. } => "token",
-            TurnEvent::Done { .. } => "done",
-            _ => "other",
-        })
-        .collect();
+    let events = kinds(&t.events);
     assert_eq!(events.first(), Some(&"token"));
     let tool_use = events.iter().position(|e| *e == "tool_use").unwrap();
     assert_eq!(events[tool_use + 1], "tool_result");
@@ -391,19 +396,6 @@ async fn a_sink_nobody_reads_gets_only_the_end_and_the_turn_is_the_same() {
         .unwrap();
 
     // The listener saw the stream; the deaf sink only the end.
-    let kinds = |events: &[TurnEvent]| -> Vec<&'static str> {
-        events
-            .iter()
-            .map(|e| match e {
-                TurnEvent::Token { .. } => "token",
-                TurnEvent::ToolUse { .. } => "tool_use",
-                TurnEvent::ToolResult { .. } => "tool_result",
-                TurnEvent::Effects { .. } => "effects",
-                TurnEvent::Done { .. } => "done",
-                _ => "other",
-            })
-            .collect()
-    };
     let heard_kinds = kinds(&collected.events());
     for kind in ["token", "tool_use", "tool_result", "effects"] {
         assert!(heard_kinds.contains(&kind), "{heard_kinds:?}");

@@ -79,20 +79,19 @@ pub(crate) struct Shown {
 impl Shown {
     /// Returns `piece` as it should be shown, and records it.
     pub fn show(&mut self, piece: String) -> String {
-        let out = if !self.block_open && !self.text.is_empty() && !self.text.ends_with('\n') {
-            format!("\n\n{piece}")
-        } else {
-            piece
+        let out = match self.start_piece() {
+            "" => piece,
+            separator => format!("{separator}{piece}"),
         };
-        self.block_open = true;
         self.text.push_str(&out);
         out
     }
 
-    /// A model call's next text piece is shown: the separator it takes (`"\n\n"` for the first
-    /// piece of a new paragraph after text that does not end a line, else `""`). The piece itself
-    /// is recorded with the rest of the call's text by [`Shown::record_call`] when the call ends,
-    /// not copied here one token at a time.
+    /// A piece of text is about to be shown: the separator it takes (`"\n\n"` for the first
+    /// piece of a new paragraph after text that does not end a line, else `""`). The piece
+    /// itself is recorded by the caller: [`Shown::show`] at once, a model call's pieces together
+    /// with the rest of its text by [`Shown::record_call`] when the call ends (not copied one
+    /// token at a time).
     fn start_piece(&mut self) -> &'static str {
         let separator = if !self.block_open && !self.text.is_empty() && !self.text.ends_with('\n') {
             "\n\n"
@@ -213,16 +212,19 @@ async fn stream_events(
             Some(Ok(ModelEvent::KeepAlive)) => acc.kept_alive = true,
             Some(Ok(ModelEvent::Text { text })) => {
                 // The call's first piece decides whether its text starts a new paragraph.
-                let first = !shown.block_open;
-                if first {
-                    *separator = shown.start_piece();
-                }
+                let before = match shown.block_open {
+                    true => "",
+                    false => {
+                        *separator = shown.start_piece();
+                        *separator
+                    }
+                };
                 acc.push_text(&text);
                 acc.emitted = true;
                 if listening {
-                    let text = match first && !separator.is_empty() {
-                        true => format!("{separator}{text}"),
-                        false => text,
+                    let text = match before {
+                        "" => text,
+                        before => format!("{before}{text}"),
                     };
                     sink.emit(TurnEvent::Token { text });
                 }
