@@ -359,3 +359,63 @@ async fn the_sidebar_shows_the_newest_conversations_and_older_ones_on_asking() {
     c.close().await.unwrap();
     server.stop().await;
 }
+
+/// "Older conversations" pressed while the list is being drawn again (a turn ended, a
+/// conversation opened): the older page stays, in its place at the end, whichever answer comes
+/// first.
+#[tokio::test]
+async fn older_conversations_pressed_while_the_list_is_drawn_again_stay_listed() {
+    let model = Arc::new(ScriptedModel::new([Reply::text("Hello.")]));
+    let server = TestServer::start(model, AppOptions::default()).await;
+    for _ in 0..53 {
+        server.new_conversation().await;
+    }
+    // The API's order (newest first; made in the same millisecond, by id).
+    let all: Vec<serde_json::Value> = server
+        .client
+        .get(server.url("/api/conversations?limit=200"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let made: Vec<String> = all
+        .iter()
+        .map(|c| c["id"].as_str().unwrap().into())
+        .collect();
+    assert_eq!(made.len(), 53);
+    let driver = start_driver().await;
+    let profile = driver.temp("chromium-sidebar-race");
+    let c = browser(&driver, &profile, (1280, 800)).await;
+    // Both orders of starting the two: the press before the drawing, and after it.
+    let races = [
+        "document.querySelector('#conversations button.older').click(); loadConversations();",
+        "loadConversations(); document.querySelector('#conversations button.older').click();",
+    ];
+    for race in races {
+        c.goto(&server.base).await.unwrap();
+        eventually("the newest conversation opened", || async {
+            c.find(Locator::Css("#conversations a.active")).await.ok()
+        })
+        .await;
+        c.execute(race, vec![]).await.unwrap();
+        let listed = eventually("all of them listed", || async {
+            let mut ids = Vec::new();
+            for a in c.find_all(Locator::Css("#conversations a")).await.ok()? {
+                ids.push(a.attr("data-id").await.ok()??);
+            }
+            (ids.len() >= 53).then_some(ids)
+        })
+        .await;
+        assert_eq!(listed, made, "{race}: each once, newest first");
+        assert!(
+            c.find(Locator::Css("#conversations button.older"))
+                .await
+                .is_err(),
+            "{race}: no way to older ones left in the list"
+        );
+    }
+    c.close().await.unwrap();
+    server.stop().await;
+}

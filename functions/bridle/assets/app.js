@@ -9,6 +9,9 @@ const $ = (sel) => document.querySelector(sel);
 const state = {
   conversation: null, busy: false, csrf: null, pressed: null, follow: true, lastTop: 0,
   shownUpTo: -1, sentSinceLoad: 0,
+  // The conversation list: drawings started (only the newest one draws), older pages added
+  // to it, and how many the person has asked to see by pressing "Older conversations".
+  listDraw: 0, listPages: 0, listWanted: 0,
 };
 
 function el(tag, cls, text) {
@@ -73,13 +76,20 @@ async function api(path, options) {
 }
 
 // The newest page of conversations; older pages on asking ("Older conversations"), from the
-// answer's `Link: <…>; rel="next"`. Read again after a turn, it keeps as many as were shown
-// (up to the API's 200), so older ones the person opened stay in the list.
+// answer's `Link: <…>; rel="next"`. Read again after a turn, it keeps as many as were shown or
+// asked for (up to the API's 200), so older ones the person opened stay in the list. Drawings
+// may overlap (a turn ends while a conversation opens): only the last one started draws, and
+// one that an older page overtook starts again, to keep it.
 async function loadConversations() {
   const nav = $("#conversations");
+  const draw = ++state.listDraw;
+  const pages = state.listPages;
   const shown = nav.querySelectorAll("a").length;
-  const res = await api(`/api/conversations?limit=${Math.min(200, Math.max(50, shown))}`);
+  const limit = Math.min(200, Math.max(50, shown, state.listWanted));
+  const res = await api(`/api/conversations?limit=${limit}`);
   const list = await res.json();
+  if (draw !== state.listDraw) return list;
+  if (pages !== state.listPages) return loadConversations();
   nav.replaceChildren();
   appendConversations(nav, list, nextPage(res));
   return list;
@@ -99,9 +109,19 @@ function appendConversations(nav, list, next) {
   }
   if (!next) return;
   nav.append(moreButton("older", "Older conversations", async (more) => {
+    const shown = nav.querySelectorAll("a").length;
     const res = await api(next);
+    const older = await res.json();
+    state.listWanted = Math.max(state.listWanted, shown + older.length);
+    // The list was drawn again meanwhile (a turn ended, a conversation opened), from what was
+    // shown before these came: draw it once more, with them.
+    if (!more.isConnected) {
+      await loadConversations();
+      return;
+    }
     more.remove();
-    appendConversations(nav, await res.json(), nextPage(res));
+    appendConversations(nav, older, nextPage(res));
+    state.listPages++;
   }));
 }
 
