@@ -523,6 +523,10 @@ async fn a_typed_answer_that_is_no_yes_confirms_nothing_whatever_the_model_makes
             "how many are registered?",
             "yes, but not Dana",
             "ok wait",
+            // A yes that goes on to ask for something else.
+            "ok, show me the attendees first",
+            "Correct the date first",
+            "Yes, withdraw Sam",
         ],
     )
     .await;

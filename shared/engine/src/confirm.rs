@@ -259,11 +259,20 @@ impl Answer {
             .as_deref()
             .map(|a| held_calls(history, a))
             .unwrap_or_default();
-        let mut answer = Self::from_text(text, previous_action);
         let Some(pressed) = button_id.and_then(parse_press) else {
-            answer.held = held;
-            return answer;
+            // A yes may name what it does, in the words the question described it with.
+            let described = match (&previous_action, held.is_empty()) {
+                (Some(a), false) => held_descriptions(history, a),
+                _ => Vec::new(),
+            };
+            return Self {
+                declined: !affirms_to(text, &described),
+                previous_action,
+                press: None,
+                held,
+            };
         };
+        let mut answer = Self::from_text(text, previous_action);
         let current = answer
             .previous_action
             .as_deref()
@@ -326,13 +335,31 @@ const NOT_WORDS: &[&str] = &[
     "hold", "but", "except", "instead",
 ];
 
-/// Whether the user's words read as a yes to the question they were asked: they begin with a
-/// yes ("Yes, withdraw her", "ok", "go ahead", "please do", "do it", "👍"), ask nothing back
-/// (no `?`) and say nothing against it ("not", "but", "wait", "don't"…). A typed answer that
-/// does not is no confirmation, whatever the model (which may have been manipulated) makes of
-/// it: the call is held again and the user asked again. The `[pressed button …]` line a press
-/// leaves is no yes either: a press decides through its own id.
+/// Words a yes may go on with: thanks, "go ahead and do it", "that's fine", pronouns.
+const ASSENT_WORDS: &[&str] = &[
+    "please", "do", "it", "go", "ahead", "and", "thanks", "thank", "you", "that", "that's",
+    "thats", "this", "is", "right", "sounds", "good", "great", "perfect", "for", "of", "course",
+    "so", "all", "both", "them", "her", "him", "i", "i'm", "im", "am", "agree", "approve",
+    "approved", "now", "just", "then", "the",
+];
+
+/// Whether the user's words read as a yes to a question that asked nothing in particular (see
+/// [`affirms_to`]: with nothing described, a yes may go on only with words of assent).
 pub fn affirms(text: &str) -> bool {
+    affirms_to(text, &[])
+}
+
+/// Whether the user's words read as a yes to the question they were asked, whose yes does
+/// what `described` says (the held calls' descriptions): they begin with a yes ("Yes", "ok",
+/// "go ahead", "please do", "do it", "👍"), go on only with more of it, words of assent
+/// ("thanks", "that's fine") or words of what the yes does ("Yes, withdraw her" to "Withdraw
+/// Dana Lee from Spring Open"), ask nothing back (no `?`) and say nothing against it ("not",
+/// "but", "wait", "don't"…). "ok, show me the attendees first" or "Correct the date first" is
+/// no yes. A typed answer that is none does not confirm, whatever the model (which may have
+/// been manipulated) makes of it: the call is held again and the user asked again. The
+/// `[pressed button …]` line a press leaves is no yes either: a press decides through its own
+/// id.
+pub fn affirms_to(text: &str, described: &[String]) -> bool {
     let mut lower = text.trim().to_lowercase().replace('’', "'");
     if lower.contains('?') {
         return false;
@@ -341,24 +368,40 @@ pub fn affirms(text: &str) -> bool {
     for fine in ["not a problem", "no problem", "no worries"] {
         lower = lower.replace(fine, " ");
     }
-    let words: Vec<&str> = lower
-        .split(|c: char| !c.is_alphanumeric() && c != '\'')
-        .filter(|w| !w.is_empty())
-        .collect();
+    let words: Vec<&str> = words_of(&lower).collect();
     if words.iter().any(|w| NOT_WORDS.contains(w)) {
         return false;
     }
-    let yes = |w: Option<&&str>| w.is_some_and(|w| YES_WORDS.contains(w));
-    match words.as_slice() {
-        [] => ["👍", "✅", "👌", "✔"]
-            .iter()
-            .any(|yes| lower.starts_with(yes)),
-        ["please"] => true,
-        ["please", "do", ..] => true,
-        ["please", rest @ ..] => yes(rest.first()),
-        ["do", next, ..] => ["it", "so", "that"].contains(next),
-        [first, ..] => yes(Some(first)),
-    }
+    let yes = |w: &&str| YES_WORDS.contains(w);
+    let rest = match words.as_slice() {
+        [] => {
+            return ["👍", "✅", "👌", "✔"]
+                .iter()
+                .any(|yes| lower.starts_with(yes));
+        }
+        ["please", "do", rest @ ..] => rest,
+        ["please", first, rest @ ..] if yes(first) => rest,
+        ["please", rest @ ..] => rest,
+        ["do", next, rest @ ..] if ["it", "so", "that"].contains(next) => rest,
+        [first, rest @ ..] if yes(first) => rest,
+        _ => return false,
+    };
+    let described: Vec<String> = described
+        .iter()
+        .flat_map(|d| {
+            words_of(&d.to_lowercase())
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    rest.iter()
+        .all(|w| yes(w) || ASSENT_WORDS.contains(w) || described.iter().any(|d| d == w))
+}
+
+/// The words of `text` (letters, digits and apostrophes).
+fn words_of(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|c: char| !c.is_alphanumeric() && c != '\'')
+        .filter(|w| !w.is_empty())
 }
 
 /// `text` (the model's question), then what a yes does, as the policy describes each held call:
@@ -678,7 +721,6 @@ mod tests {
         for yes in [
             "yes",
             "Yes please",
-            "Yes, withdraw her.",
             "ok, go ahead",
             "sure",
             "Please do",
@@ -709,9 +751,85 @@ mod tests {
             "do you think so",
             "[pressed button yes]",
             "",
+            // A yes that goes on to ask for something else.
+            "ok, show me the attendees first",
+            "Correct the date first",
+            "Confirm the venue with them first",
+            "Go back to the list",
+            "yes, and email everyone",
+            "Yes, withdraw her.",
         ] {
             assert!(!affirms(not_a_yes), "{not_a_yes}");
             assert!(Answer::from_text(not_a_yes, None).declined, "{not_a_yes}");
         }
+    }
+
+    #[test]
+    fn a_yes_may_name_what_it_does_in_the_questions_words() {
+        let described = ["Withdraw Dana Lee from Spring Open".to_owned()];
+        for yes in [
+            "Yes, withdraw her.",
+            "yes withdraw Dana",
+            "ok, withdraw Dana Lee from Spring Open, thanks",
+            "please withdraw Dana",
+            "Yes please",
+        ] {
+            assert!(affirms_to(yes, &described), "{yes}");
+        }
+        for not_a_yes in [
+            "Yes, withdraw Sam",
+            "ok, withdraw her from the Summer Cup",
+            "yes, withdraw Dana and email her",
+            "ok, show me Dana first",
+            "Yes, withdraw her?",
+        ] {
+            assert!(!affirms_to(not_a_yes, &described), "{not_a_yes}");
+        }
+    }
+
+    #[test]
+    fn a_typed_answer_is_read_against_the_calls_held_on_the_previous_message() {
+        let call = ToolCall {
+            id: "c1".into(),
+            name: "withdraw_attendee".into(),
+            input: json!({"attendee_id": "a1"}),
+        };
+        let held = Part::ToolResult {
+            tool_use_id: call.id.clone(),
+            content: json!({ "error": needs_confirmation("Withdraw Dana Lee from Spring Open") }),
+            is_error: true,
+        };
+        let row = |role, action: &str, parts| Message {
+            conversation_id: "web:c1@u1".into(),
+            segment: 0,
+            position: 0,
+            role,
+            parts,
+            call: None,
+            action_id: Some(action.into()),
+            created_at_ms: 0,
+        };
+        let rows = [
+            row(Role::User, "t1", vec![Part::text("take Dana off")]),
+            row(
+                Role::Assistant,
+                "t1",
+                vec![Part::ToolUse {
+                    id: call.id.clone(),
+                    name: call.name.clone(),
+                    input: call.input.clone(),
+                }],
+            ),
+            row(Role::Tool, "t1", vec![held]),
+        ];
+        let conv = ConversationId::from("web:c1@u1");
+        let read = |text| Answer::read(text, None, Some("t1".into()), &rows, &conv);
+        let yes = read("Yes, withdraw her.");
+        assert!(!yes.declined);
+        assert_eq!(yes.held, [call.clone()]);
+        assert!(read("Yes, withdraw Sam").declined);
+        // Nothing held there: nothing to name.
+        let none = Answer::read("Yes, withdraw her.", None, Some("t0".into()), &rows, &conv);
+        assert!(none.declined && none.held.is_empty());
     }
 }

@@ -152,11 +152,14 @@ impl<'a> Turn<'a> {
             // Written with the user's message (`Turn::append_user`): one write starts the turn.
         }
         // The segment's last row is the transcript's last (a new segment opens after every
-        // position of the one before), so its read gives the next position without another;
-        // an empty segment (a new conversation) asks the store. A segment a crashed compaction
-        // left behind is adopted where its rows are met (`Turn::append`).
+        // position of the one before), so its read gives the next position without another.
+        // An empty first segment is a conversation with no rows (rows are never deleted, and
+        // only a compaction, of rows, opens a later segment); an empty later one asks the
+        // store. A segment a crashed compaction left behind is adopted where its rows are met
+        // (`Turn::append`).
         let next_position = match history.last() {
             Some(last) => last.position + 1,
+            None if conv.segment == 0 => 0,
             None => store.next_position(id).await?,
         };
         // A hint read with the conversation saves the Query; it may lag, never lead, so a new
