@@ -1,6 +1,6 @@
 use async_trait::async_trait;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use store::{
     Claim, ConversationStore, Identities, JobClaims, MessageStore, StoreError, VisibleEntry,
     VisibleStore,
@@ -17,6 +17,8 @@ pub struct FlakyStore {
     appends_left: AtomicI64,
     /// Tool-result writes still allowed; below zero means "never fail".
     results_left: AtomicI64,
+    /// Domain record reads fail while set (storage gone for reads).
+    records_unreadable: AtomicBool,
 }
 
 impl FlakyStore {
@@ -25,6 +27,19 @@ impl FlakyStore {
             inner,
             appends_left: AtomicI64::new(-1),
             results_left: AtomicI64::new(-1),
+            records_unreadable: AtomicBool::new(false),
+        }
+    }
+
+    /// Fail every domain record read (`record`, `next_undo`) until [`FlakyStore::heal`].
+    pub fn fail_record_reads(&self) {
+        self.records_unreadable.store(true, Ordering::SeqCst);
+    }
+
+    fn record_read(&self) -> Result<(), StoreError> {
+        match self.records_unreadable.load(Ordering::SeqCst) {
+            true => Err(StoreError::Unavailable("records unreadable".into())),
+            false => Ok(()),
         }
     }
 
@@ -42,6 +57,7 @@ impl FlakyStore {
     pub fn heal(&self) {
         self.appends_left.store(-1, Ordering::SeqCst);
         self.results_left.store(-1, Ordering::SeqCst);
+        self.records_unreadable.store(false, Ordering::SeqCst);
     }
 }
 
@@ -268,11 +284,12 @@ impl Identities for FlakyStore {
     }
 }
 
-// The domain ports pass straight through: only message appends are flaky.
+// The domain ports pass straight through, but for record reads when told to fail.
 
 #[async_trait]
 impl store::Records for FlakyStore {
     async fn record(&self, kind: &str, id: &str) -> Result<Option<store::Record>, StoreError> {
+        self.record_read()?;
         self.inner.record(kind, id).await
     }
     async fn records_of(
@@ -293,6 +310,7 @@ impl store::Records for FlakyStore {
         user: &UserId,
         scope: &store::UndoScope,
     ) -> Result<Vec<store::AuditEntry>, StoreError> {
+        self.record_read()?;
         self.inner.next_undo(user, scope).await
     }
     async fn audit_log(&self, user: &UserId) -> Result<Vec<store::AuditEntry>, StoreError> {

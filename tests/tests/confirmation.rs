@@ -10,9 +10,9 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 use store::{Account, Accounts, Records, Store};
 use store_sqlite::SqliteStore;
-use tests::Harness;
-use tools::Registry;
-use transcript::{Part, Role, UserId};
+use tests::{FlakyStore, Harness};
+use tools::{ActionId, Actor, Ctx, Registry};
+use transcript::{ConversationId, Part, Role, UserId};
 
 const HOUR_MS: i64 = 3_600_000;
 
@@ -581,4 +581,93 @@ async fn the_reply_that_asks_says_what_a_yes_does_in_the_policys_words_not_the_m
     let shown = s.h.visible().await.last().unwrap().text.clone();
     assert_eq!(shown, turned.outcome.reply, "what the user saw");
     assert_eq!(s.attendees(&event).await, 2, "nothing ran before the yes");
+}
+
+#[tokio::test]
+async fn undo_is_described_by_what_it_does_to_each_record_not_change_by_change() {
+    // The setup's one action created Spring Open, published it and registered Dana: undoing it
+    // deletes the event, which its publish row alone would describe as unpublishing it.
+    let (s, event, _) = setup().await;
+    let undo = s.turn_calling("undo", json!({})).await;
+    let held = refused(&undo).expect("held for a yes");
+    assert!(
+        held.contains("delete the published event Spring Open")
+            && held.contains("withdraw Dana Lee"),
+        "{held}"
+    );
+    assert!(!held.contains("unpublish"), "{held}");
+    assert!(s.store.record("event", &event).await.unwrap().is_some());
+}
+
+#[tokio::test]
+async fn a_call_whose_records_cannot_be_read_is_held_not_let_through() {
+    let sqlite = Arc::new(SqliteStore::open_in_memory().unwrap());
+    sqlite
+        .put_account(&Account::new("user-1", "user-1"))
+        .await
+        .unwrap();
+    let flaky = Arc::new(FlakyStore::new(sqlite));
+    let planner = Planner::new(flaky.clone() as Arc<dyn Store>);
+    let owner = Caller {
+        user: UserId::from("user-1"),
+        actor: store::ActorKind::User,
+        action_id: "setup".into(),
+        conversation: Some("conv-1".into()),
+        call_key: None,
+    };
+    let new = NewEvent {
+        title: "Spring Open".into(),
+        starts_at: "2025-04-12T10:00".into(),
+        venue: "Court 1".into(),
+        capacity: 10,
+    };
+    let event = planner.create_event(&owner, new).await.unwrap();
+    planner.publish_event(&owner, &event.id).await.unwrap();
+    let dana = planner
+        .register_attendee(&owner, &event.id, "Dana Lee", "dana@example.com")
+        .await
+        .unwrap();
+    let ctx = Ctx {
+        user_id: UserId::from("user-1"),
+        actor: Actor::Agent,
+        action_id: ActionId("turn-2".into()),
+        conversation_id: ConversationId::from("conv-1"),
+        call_key: None,
+        grant: tools::Grant::default(),
+    };
+    let calls = [
+        ("cancel_event", json!({"event_id": event.id})),
+        ("withdraw_attendee", json!({"attendee_id": dana.id})),
+        (
+            "update_event",
+            json!({"event_id": event.id, "venue": "Court 9"}),
+        ),
+        ("undo", json!({})),
+    ];
+    for (tool, args) in &calls {
+        assert!(
+            planner.assess_risk(&ctx, tool, args).await.is_some(),
+            "{tool}: risky when read"
+        );
+    }
+    flaky.fail_record_reads();
+    for (tool, args) in &calls {
+        let held = planner.assess_risk(&ctx, tool, args).await;
+        assert!(
+            held.is_some(),
+            "{tool}: held while its records cannot be read"
+        );
+    }
+    let held = planner
+        .assess_risk(&ctx, "cancel_event", &calls[0].1)
+        .await
+        .unwrap();
+    assert!(held.contains("could not be read"), "{held}");
+    flaky.heal();
+    // A record that is not there (or not the caller's) is no risk: the call fails on its own.
+    let missing = json!({"event_id": "no-such-event"});
+    assert_eq!(
+        planner.assess_risk(&ctx, "cancel_event", &missing).await,
+        None
+    );
 }

@@ -1,7 +1,7 @@
 //! Which planner calls need the user's confirmation, described from stored state.
 
 use crate::program::SCHEDULE;
-use crate::{ATTENDEE, Attendee, Caller, EVENT, Event, EventStatus, Planner};
+use crate::{ATTENDEE, Attendee, Caller, EVENT, Event, EventStatus, Planner, PlannerError};
 use serde_json::Value;
 use store::UndoScope;
 use tools::Ctx;
@@ -11,41 +11,62 @@ impl Planner {
     /// attendee, moving a published event to another date or venue, or re-planning the saved
     /// timetable of a published event. The description names
     /// what is stored (titles, names), not what the model typed. Calls on records the caller
-    /// does not own are not risky here: they fail as not found when they run.
+    /// does not own are not risky here: they fail as not found when they run. When storage
+    /// fails, what a call would change cannot be read: the call is held (fail closed), as a
+    /// risky one is.
     pub async fn assess_risk(&self, ctx: &Ctx, tool: &str, args: &Value) -> Option<String> {
+        match self.assess(ctx, tool, args).await {
+            Ok(risk) => risk,
+            Err(err) => {
+                tracing::warn!(error = %err, tool, "what the call would change is unreadable; held");
+                Some(format!(
+                    "Run {tool} now, without the usual check of what it changes (the records \
+                     could not be read just now)"
+                ))
+            }
+        }
+    }
+
+    async fn assess(
+        &self,
+        ctx: &Ctx,
+        tool: &str,
+        args: &Value,
+    ) -> Result<Option<String>, PlannerError> {
         let caller = Caller::from_ctx(ctx);
         let arg = |name: &str| args.get(name).and_then(Value::as_str);
-        match tool {
+        Ok(match tool {
             "cancel_event" => {
-                let (event, _) = self
-                    .owned::<Event>(&caller.user, EVENT, arg("event_id")?)
-                    .await
-                    .ok()?;
-                (event.status == EventStatus::Published).then(|| {
-                    format!(
-                        "Cancel {} on {} ({} registered)",
-                        event.title, event.starts_at, event.registered
-                    )
-                })
+                self.event_for(&caller, arg("event_id"))
+                    .await?
+                    .and_then(|(event, _)| {
+                        (event.status == EventStatus::Published).then(|| {
+                            format!(
+                                "Cancel {} on {} ({} registered)",
+                                event.title, event.starts_at, event.registered
+                            )
+                        })
+                    })
             }
             "withdraw_attendee" => {
-                let (person, _) = self
-                    .owned::<Attendee>(&caller.user, ATTENDEE, arg("attendee_id")?)
-                    .await
-                    .ok()?;
-                let (event, _) = self
-                    .owned::<Event>(&caller.user, EVENT, &person.event_id)
-                    .await
-                    .ok()?;
-                Some(format!("Withdraw {} from {}", person.name, event.title))
+                let Some(id) = arg("attendee_id") else {
+                    return Ok(None);
+                };
+                let Some((person, _)) =
+                    found(self.owned::<Attendee>(&caller.user, ATTENDEE, id).await)?
+                else {
+                    return Ok(None);
+                };
+                self.event_for(&caller, Some(&person.event_id))
+                    .await?
+                    .map(|(event, _)| format!("Withdraw {} from {}", person.name, event.title))
             }
             "update_event" => {
-                let (event, _) = self
-                    .owned::<Event>(&caller.user, EVENT, arg("event_id")?)
-                    .await
-                    .ok()?;
+                let Some((event, _)) = self.event_for(&caller, arg("event_id")).await? else {
+                    return Ok(None);
+                };
                 if event.status != EventStatus::Published {
-                    return None;
+                    return Ok(None);
                 }
                 let mut moves = Vec::new();
                 if let Some(to) = arg("starts_at").filter(|to| *to != event.starts_at) {
@@ -72,14 +93,25 @@ impl Planner {
                     Err(err) => {
                         // Fail closed: what the undo would do cannot be read, so it waits.
                         tracing::warn!(error = %err, "undo stack unreadable; undo held");
-                        return Some("Undo the last change made in this conversation".into());
+                        return Ok(Some(
+                            "Undo the last change made in this conversation".into(),
+                        ));
                     }
                 };
-                let changes = rows.iter().flat_map(|e| e.changes.iter());
-                let mut effects: Vec<String> = changes.clone().filter_map(undo_effect).collect();
+                // What the undo does to each record: from what the action's last change left
+                // back to what its first found (created, then published: deleted), as it runs.
+                let net: Vec<store::Change> = store::reverting_changes(&rows)
+                    .into_iter()
+                    .map(|c| store::Change {
+                        before: c.after,
+                        after: c.before,
+                        ..c
+                    })
+                    .collect();
+                let mut effects: Vec<String> = net.iter().filter_map(undo_effect).collect();
                 // A re-plan's timetable, put back: its sessions move as a re-plan's do.
-                for change in changes.filter(|c| c.kind == SCHEDULE) {
-                    if let Some(effect) = self.replan_undo_effect(&caller, change).await
+                for change in net.iter().filter(|c| c.kind == SCHEDULE) {
+                    if let Some(effect) = self.replan_undo_effect(&caller, change).await?
                         && !effects.contains(&effect)
                     {
                         effects.push(effect);
@@ -95,16 +127,22 @@ impl Planner {
             // Re-planning a published program moves sessions people may have planned around:
             // a dry run counts how many would move.
             "build_schedule" | "move_session" => {
-                let event_id = arg("event_id")?;
-                let pin = if tool == "move_session" {
-                    Some(crate::program_tools::move_pin(args)?)
-                } else {
-                    None
+                let Some(event_id) = arg("event_id") else {
+                    return Ok(None);
+                };
+                let pin = match tool {
+                    "move_session" => match crate::program_tools::move_pin(args) {
+                        Some(pin) => Some(pin),
+                        None => return Ok(None),
+                    },
+                    _ => None,
                 };
                 let pin = pin
                     .as_ref()
                     .map(|(s, at, room)| (s.as_str(), *at, room.clone()));
-                let (run, published) = self.dry_run(&caller, event_id, pin).await?;
+                let Some((run, published)) = self.dry_run(&caller, event_id, pin).await? else {
+                    return Ok(None);
+                };
                 published.then(|| {
                     let n = match run.moved {
                         0 => "no session moves".to_owned(),
@@ -118,24 +156,51 @@ impl Planner {
                 })
             }
             _ => None,
-        }
+        })
+    }
+}
+
+/// A read for an assessment: `None` when the record is not there, not the caller's or not in
+/// a state the call could change (the call then fails on its own when it runs, and nothing
+/// needs a yes); an error only when storage failed.
+pub(crate) fn found<T>(read: Result<T, PlannerError>) -> Result<Option<T>, PlannerError> {
+    match read {
+        Ok(value) => Ok(Some(value)),
+        Err(err @ PlannerError::Store(_)) => Err(err),
+        Err(_) => Ok(None),
     }
 }
 
 impl Planner {
+    /// The caller's event `id` as an assessment reads it ([`found`]).
+    async fn event_for(
+        &self,
+        caller: &Caller,
+        id: Option<&str>,
+    ) -> Result<Option<(Event, Value)>, PlannerError> {
+        match id {
+            Some(id) => found(self.owned::<Event>(&caller.user, EVENT, id).await),
+            None => Ok(None),
+        }
+    }
+
     /// What reverting a saved timetable (`change`, of kind [`SCHEDULE`]) would do that needs
     /// a yes: move the sessions of a published program back, or take its timetable away, as
     /// re-planning a published program needs one ([`Planner::assess_risk`]). Read from the
     /// event as stored now.
-    async fn replan_undo_effect(&self, caller: &Caller, change: &store::Change) -> Option<String> {
-        let (event, _) = self
-            .owned::<Event>(&caller.user, EVENT, &change.id)
-            .await
-            .ok()?;
+    async fn replan_undo_effect(
+        &self,
+        caller: &Caller,
+        change: &store::Change,
+    ) -> Result<Option<String>, PlannerError> {
+        let Some((event, _)) = found(self.owned::<Event>(&caller.user, EVENT, &change.id).await)?
+        else {
+            return Ok(None);
+        };
         if event.status != EventStatus::Published {
-            return None;
+            return Ok(None);
         }
-        Some(match change.before {
+        Ok(Some(match change.before {
             Some(_) => format!(
                 "put the published program of \u{201c}{}\u{201d} back as it was before its last re-plan",
                 event.title
@@ -144,12 +209,13 @@ impl Planner {
                 "take away the timetable of the published program of \u{201c}{}\u{201d}",
                 event.title
             ),
-        })
+        }))
     }
 }
 
 /// What reverting `change` (back to its `before`) would do that needs a yes: delete, unpublish
-/// or move a published event, or withdraw an attendee. Read from the stored audit row.
+/// or move a published event, or withdraw an attendee. Read from the action's audit rows, one
+/// net change per record.
 fn undo_effect(change: &store::Change) -> Option<String> {
     match change.kind.as_str() {
         EVENT => {

@@ -4,6 +4,7 @@
 //! program in one audited commit, so undo restores the previous one.
 
 use crate::program::{PROGRAM, SCHEDULE, ScheduleRecord};
+use crate::risk::found;
 use crate::service::{Access, Caller, change};
 use crate::{Planner, PlannerError};
 use schedule::Plan;
@@ -121,30 +122,42 @@ impl Planner {
 
     /// What building (or moving `pin`) would do to a saved timetable, without saving: `None`
     /// when there is no saved timetable or the plan would fail (then nothing is saved anyway).
+    /// An error only when storage failed (what it would do cannot be told).
     pub(crate) async fn dry_run(
         &self,
         caller: &Caller,
         event_id: &str,
         pin: Option<(&str, Slot, Option<String>)>,
-    ) -> Option<(DryRun, bool)> {
-        let event = self.open_event(caller, event_id).await.ok()?;
-        let (mut record, _) = self.program_of(caller, event_id).await.ok()?;
-        let (previous, _) = self
-            .maybe::<ScheduleRecord>(caller, SCHEDULE, event_id)
-            .await
-            .ok()??;
-        if let Some((session_id, at, room)) = pin {
-            pin_session(&mut record.program, session_id, at, room).ok()?;
+    ) -> Result<Option<(DryRun, bool)>, PlannerError> {
+        let Some(event) = found(self.open_event(caller, event_id).await)? else {
+            return Ok(None);
+        };
+        let Some((mut record, _)) = found(self.program_of(caller, event_id).await)? else {
+            return Ok(None);
+        };
+        let Some((previous, _)) = found(
+            self.maybe::<ScheduleRecord>(caller, SCHEDULE, event_id)
+                .await,
+        )?
+        .flatten() else {
+            return Ok(None);
+        };
+        if let Some((session_id, at, room)) = pin
+            && pin_session(&mut record.program, session_id, at, room).is_err()
+        {
+            return Ok(None);
         }
-        let plan = schedule::plan(&record.program, Some(&previous.timetable)).ok()?;
+        let Ok(plan) = schedule::plan(&record.program, Some(&previous.timetable)) else {
+            return Ok(None);
+        };
         let published = event.status == crate::EventStatus::Published;
-        Some((
+        Ok(Some((
             DryRun {
                 title: event.title,
                 moved: plan.moved.len(),
             },
             published,
-        ))
+        )))
     }
 
     /// The saved timetable of an event, one day (1 for the first) or one track of it, as short
