@@ -10,7 +10,7 @@ use bridle::admin_cli::tokens::issue_token;
 use bridle::{AppOptions, OtherStore};
 use serde_json::{Value, json};
 use std::sync::Arc;
-use store::{Account, Accounts, ActorKind, Records, TokenScope, Tokens};
+use store::{Account, AccountStatus, Accounts, ActorKind, Records, TokenScope, Tokens};
 use store_sqlite::SqliteStore;
 use tests::server::TestServer;
 use transcript::UserId;
@@ -672,5 +672,63 @@ async fn connect_an_ai_client_creates_lists_and_revokes_the_users_own_tokens() {
     assert_eq!(revoked.status().as_u16(), 204);
     let (status, _, _) = mcp.rpc(Some(&token), "tools/list", json!({})).await;
     assert_eq!(status, 401);
+    mcp.server.stop().await;
+}
+
+#[tokio::test]
+async fn a_closed_accounts_tokens_open_nothing_and_a_paused_ones_still_read() {
+    let mcp = start(AppOptions::default()).await;
+    let alice = mcp.token("alice", TokenScope::Write).await;
+    let bob = mcp.token("bob", TokenScope::Read).await;
+    let created = mcp.call(&alice, "create_event", spring()).await;
+    assert_eq!(created["isError"], false, "{created}");
+    let set = |status| Account {
+        status,
+        ..Account::new("alice", "Alice")
+    };
+
+    // Paused: reads go on (as on the web), writes are refused as every write is checked.
+    mcp.store
+        .put_account(&set(AccountStatus::Paused))
+        .await
+        .unwrap();
+    let listed = mcp.call(&alice, "list_events", json!({})).await;
+    assert_eq!(
+        listed["structuredContent"]["items"][0]["title"],
+        "Spring Open"
+    );
+    let refused = mcp.call(&alice, "create_event", spring()).await;
+    assert_eq!(refused["isError"], true, "{refused}");
+
+    // Closed: the door turns the token away before any tool reads a thing.
+    mcp.store
+        .put_account(&set(AccountStatus::Closed))
+        .await
+        .unwrap();
+    for (method, params) in [
+        ("tools/list", json!({})),
+        (
+            "tools/call",
+            json!({"name": "list_events", "arguments": {}}),
+        ),
+    ] {
+        let (status, challenge, body) = mcp.rpc(Some(&alice), method, params).await;
+        assert_eq!(status, 401, "{method}: {body}");
+        assert_eq!(
+            challenge.as_deref(),
+            Some("Bearer realm=\"bridle\", error=\"invalid_token\"")
+        );
+        assert!(
+            body["error"]
+                .as_str()
+                .unwrap()
+                .contains("account is closed"),
+            "{body}"
+        );
+        assert!(!body.to_string().contains("Spring Open"), "{body}");
+    }
+    // Another user's token is untouched.
+    let theirs = mcp.call(&bob, "list_events", json!({})).await;
+    assert_eq!(theirs["structuredContent"]["items"], json!([]));
     mcp.server.stop().await;
 }

@@ -260,6 +260,7 @@ fn mcp_for(
         registry: assembled.registry.clone(),
         policy: assembled.policy.clone(),
         tokens,
+        accounts: store.clone(),
         ledger,
         pending: store.clone(),
         clock: options.guards.clock.clone(),

@@ -1,6 +1,6 @@
 //! The door of `/mcp`: `Authorization: Bearer <token>` only. The token is looked up by its
-//! hash; a missing, unknown, revoked or expired one gets 401 with `WWW-Authenticate` and one
-//! sentence. A live one puts an [`McpCaller`] (its user, id and scope) in the request's
+//! hash; a missing, unknown, revoked or expired one, or one whose account is closed, gets 401
+//! with `WWW-Authenticate` and one sentence (as a closed account's web session ends). A live one puts an [`McpCaller`] (its user, id and scope) in the request's
 //! extensions, where the MCP handler finds it; its last use is stamped (at most once a
 //! minute). The per-user limit of requests per minute ([`RateLimit`], all a user's tokens
 //! together) is counted in the store's budget ledger ([`budget::RequestRate`]), one
@@ -14,7 +14,7 @@ use budget::RequestCount;
 use engine::Clock;
 use serde_json::json;
 use std::sync::Arc;
-use store::{BudgetLedger, TokenScope, Tokens};
+use store::{AccountStatus, Accounts, BudgetLedger, TokenScope, Tokens};
 use transcript::UserId;
 
 /// Who is calling over MCP, from the token.
@@ -29,6 +29,8 @@ pub struct McpCaller {
 #[derive(Clone)]
 pub struct Door {
     pub tokens: Arc<dyn Tokens>,
+    /// Whose account is closed: their tokens open nothing.
+    pub accounts: Arc<dyn Accounts>,
     pub clock: Clock,
 }
 
@@ -69,6 +71,24 @@ pub async fn authenticate(State(door): State<Door>, mut request: Request, next: 
              one in Bridle under \"Connect an AI client\".",
         );
     };
+    // A closed account reads nothing more through its tokens (a paused one may, as on the
+    // web; its writes are refused where every write is checked).
+    match door.accounts.account(&token.user).await {
+        Ok(Some(account)) if account.status == AccountStatus::Closed => {
+            return unauthorized(
+                Some("invalid_token"),
+                "This access token's account is closed.",
+            );
+        }
+        Ok(_) => {}
+        Err(err) => {
+            tracing::error!(error = %err, "reading an MCP token's account failed");
+            return sentence(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Bridle could not check the access token just now. Try again in a moment.",
+            );
+        }
+    }
     if token
         .last_used_ms
         .is_none_or(|last| now - last >= TOUCH_EVERY_MS)

@@ -20,7 +20,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use store::{BudgetLedger, Confirmations, TokenScope, Tokens};
+use store::{Accounts, BudgetLedger, Confirmations, TokenScope, Tokens};
 use tools::{ActionId, Actor, Ctx, Registry, ToolCall};
 
 /// The MCP server's settings.
@@ -41,6 +41,8 @@ pub struct McpParts {
     /// The confirmation policy: which calls need a person's yes.
     pub policy: Arc<dyn RiskPolicy>,
     pub tokens: Arc<dyn Tokens>,
+    /// The token owners' accounts (a closed one's tokens open nothing).
+    pub accounts: Arc<dyn Accounts>,
     /// Where the per-token request counts are kept.
     pub ledger: Arc<dyn BudgetLedger>,
     /// Where a question put to the human waits for its answer.
@@ -88,6 +90,7 @@ impl std::fmt::Debug for BridleMcp {
 pub fn router(parts: McpParts) -> Router {
     let door = Door {
         tokens: parts.tokens,
+        accounts: parts.accounts,
         clock: parts.clock.clone(),
     };
     let loopback_only = parts.options.loopback_only;
