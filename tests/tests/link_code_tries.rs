@@ -239,6 +239,49 @@ async fn a_stranger_writing_fifty_times_is_answered_once(store: Arc<dyn Store>) 
     assert_eq!(s.platform.sent(), vec![lines::onboarding(SIGNUP)]);
 }
 
+async fn a_code_sent_again_is_answered_once_an_hour(store: Arc<dyn Store>) {
+    let s = setup(store);
+    s.store
+        .create_link_code("K7PQ2345", &"alice".into(), START_MS, START_MS + HOUR_MS)
+        .await
+        .unwrap();
+    let outcome = s.jobs.run(&job("l-0", "sam", "K7PQ2345"), MINUTE).await;
+    assert_eq!(
+        outcome,
+        JobOutcome::Answered(Resolved::Linked("alice".into()))
+    );
+    // The same live code again and again: still linked, and said so once more this hour.
+    for n in 1..=20 {
+        s.jobs
+            .run(&job(&format!("l-{n}"), "sam", "K7PQ2345"), MINUTE)
+            .await;
+    }
+    assert_eq!(s.platform.sent(), vec![lines::linked(), lines::linked()]);
+    assert_eq!(
+        s.store.identity("whatsapp", "sam").await.unwrap(),
+        Some("alice".into())
+    );
+    // Its tries are not spent: a fresh code still links.
+    s.store
+        .create_link_code("HJ2K3M4N", &"ben".into(), START_MS, START_MS + HOUR_MS)
+        .await
+        .unwrap();
+    let outcome = s.jobs.run(&job("l-ben", "sam", "HJ2K3M4N"), MINUTE).await;
+    assert_eq!(
+        outcome,
+        JobOutcome::Answered(Resolved::Linked("ben".into()))
+    );
+    // Another sender cannot use it (redeemed by sam).
+    let outcome = s.jobs.run(&job("m-0", "mallory", "K7PQ2345"), MINUTE).await;
+    assert!(
+        matches!(
+            outcome,
+            JobOutcome::Answered(Resolved::StaleCode { bound: None })
+        ),
+        "{outcome:?}"
+    );
+}
+
 fn sqlite() -> Arc<dyn Store> {
     Arc::new(SqliteStore::open_in_memory().unwrap())
 }
@@ -271,4 +314,14 @@ async fn sqlite_a_stranger_writing_fifty_times_is_answered_once() {
 #[tokio::test]
 async fn dynamodb_a_stranger_writing_fifty_times_is_answered_once() {
     a_stranger_writing_fifty_times_is_answered_once(dynamo_store("strangers").await).await;
+}
+
+#[tokio::test]
+async fn sqlite_a_code_sent_again_is_answered_once_an_hour() {
+    a_code_sent_again_is_answered_once_an_hour(sqlite()).await;
+}
+
+#[tokio::test]
+async fn dynamodb_a_code_sent_again_is_answered_once_an_hour() {
+    a_code_sent_again_is_answered_once_an_hour(dynamo_store("codes-again").await).await;
 }

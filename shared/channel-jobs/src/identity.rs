@@ -20,6 +20,11 @@ pub enum Resolved {
     Bound(UserId),
     /// The message carried a live link code: the account is now bound to this user.
     Linked(UserId),
+    /// The message carried a live code that this account had redeemed already (sent again, or
+    /// the linking message's job run again): it stays bound to this user, and is told so at
+    /// most once an hour (a code stays live for its half hour, and each message would cost a
+    /// reply).
+    LinkedAgain(UserId),
     /// The message was a link code that is unknown, expired or already used; `bound` is the
     /// user the account already belongs to, if any.
     StaleCode { bound: Option<UserId> },
@@ -34,7 +39,7 @@ impl Resolved {
     /// The user whose conversation the answer belongs to, if the account is bound.
     pub fn user(&self) -> Option<&UserId> {
         match self {
-            Resolved::Bound(u) | Resolved::Linked(u) => Some(u),
+            Resolved::Bound(u) | Resolved::Linked(u) | Resolved::LinkedAgain(u) => Some(u),
             Resolved::StaleCode { bound } | Resolved::TooManyCodes { bound } => bound.as_ref(),
             Resolved::Unknown => None,
         }
@@ -42,11 +47,13 @@ impl Resolved {
 
     /// For a harness reply that is sent at most once an hour per sender, the name of its limit
     /// (a sender cannot make us send, and pay for, such a reply per message): onboarding and
-    /// "that code did not work" to a sender who is not linked, and "too many codes" to anyone.
+    /// "that code did not work" to a sender who is not linked, "too many codes" to anyone, and
+    /// "linked" again for a code the sender had redeemed already.
     /// `None`: answered every time.
     pub fn hourly_reply(&self) -> Option<&'static str> {
         match self {
             Resolved::Unknown => Some("stranger"),
+            Resolved::LinkedAgain(_) => Some("linked-again"),
             Resolved::StaleCode { bound: None } => Some("stale-code"),
             Resolved::TooManyCodes { .. } => Some("too-many-codes"),
             Resolved::Bound(_) | Resolved::Linked(_) | Resolved::StaleCode { bound: Some(_) } => {
@@ -103,6 +110,13 @@ pub async fn resolve(
         }
         if let Some(user) = store.consume_link_code(code, &redeemer, now_ms).await? {
             code_attempts::give_back(store, job, now_ms).await;
+            // A live code redeems again for the account that redeemed it (so a linking job
+            // run again links): bound to that user already, nothing is written.
+            let bound = store.identity(&job.channel, &job.external_user_id).await?;
+            if bound.as_ref() == Some(&user) {
+                tracing::info!(channel = %job.channel, "a link code sent again by the account it linked");
+                return Ok(Resolved::LinkedAgain(user));
+            }
             store
                 .bind_identity(&job.channel, &job.external_user_id, &user, now_ms)
                 .await?;

@@ -7,7 +7,7 @@ use crate::identity::Resolved;
 /// The reply for a sender the harness answers by itself (anything but [`Resolved::Bound`]).
 pub fn harness_reply(resolved: &Resolved, signup_url: &str) -> String {
     match resolved {
-        Resolved::Linked(_) => linked(),
+        Resolved::Linked(_) | Resolved::LinkedAgain(_) => linked(),
         Resolved::StaleCode { bound: Some(_) } => stale_code_bound(),
         Resolved::StaleCode { bound: None } => stale_code(signup_url),
         Resolved::TooManyCodes { bound: Some(_) } => too_many_codes_bound(),
