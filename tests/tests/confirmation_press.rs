@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU32, Ordering};
 use std::time::Duration;
 use store::{Account, Store};
-use tests::{web_job, web_jobs};
+use tests::{FlakyStore, web_job, web_jobs};
 use tools::Registry;
 use transcript::{Conversation, ConversationId, Part, Role, UserId};
 
@@ -371,3 +371,53 @@ on_both_stores!(
     a_stale_press_confirms_nothing,
     invalid_arguments_are_refused_before_the_gate,
 );
+
+/// A Yes press whose attempt died after the held call's effect, before its result was
+/// recorded: the retry of the same message finds the pending record used and answers from
+/// the effect's receipt — the user is told it was done, and it is not done twice.
+#[tokio::test]
+async fn a_yes_press_cut_after_the_effect_is_told_as_done_on_its_retry() {
+    let flaky = Arc::new(FlakyStore::new(Arc::new(
+        store_sqlite::SqliteStore::open_in_memory().unwrap(),
+    )));
+    let r = rig(flaky.clone()).await;
+    let buttons = r.hold_withdrawal("conv-1").await;
+    let mut press = web_job("conv-1", "user-1", "m-press", "Yes, do it");
+    press.button_id = Some(buttons[0].id.clone());
+    flaky.fail_results_after(0);
+    let first = r.jobs.run(&press, Duration::from_secs(60)).await;
+    assert!(
+        matches!(first, channel_jobs::JobOutcome::Failed(_)),
+        "{first:?}"
+    );
+    assert_eq!(r.registered().await, 0, "the withdrawal was committed");
+    flaky.heal();
+
+    r.model.push(Reply::text("Done: Dana Lee is withdrawn."));
+    let ran = r
+        .jobs
+        .run_streamed(&press, Duration::from_secs(60), &NullSink)
+        .await;
+    let out = ran.turn.expect("the retry runs the turn");
+    assert_eq!(
+        out.reply, "Done: Dana Lee is withdrawn.",
+        "not the stale line"
+    );
+    assert_ne!(out.reply, STALE_PRESS);
+    let said = r.last_user_text();
+    assert!(
+        said.contains("the harness ran it") && said.contains("Dana Lee"),
+        "the model reads what was done: {said}"
+    );
+    assert_eq!(r.registered().await, 0);
+    let audit = r.store.audit_log(&"user-1".into()).await.unwrap();
+    let withdrawals = audit
+        .iter()
+        .filter(|e| {
+            e.changes
+                .iter()
+                .any(|c| c.kind == "attendee" && c.after.is_none())
+        })
+        .count();
+    assert_eq!(withdrawals, 1, "withdrawn once");
+}

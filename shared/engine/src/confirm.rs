@@ -826,7 +826,7 @@ mod tests {
         let read = |text| Answer::read(text, None, Some("t1".into()), &rows, &conv);
         let yes = read("Yes, withdraw her.");
         assert!(!yes.declined);
-        assert_eq!(yes.held, [call.clone()]);
+        assert_eq!(yes.held, std::slice::from_ref(&call));
         assert!(read("Yes, withdraw Sam").declined);
         // Nothing held there: nothing to name.
         let none = Answer::read("Yes, withdraw her.", None, Some("t0".into()), &rows, &conv);

@@ -17,9 +17,11 @@ impl Turn<'_> {
     ///
     /// Crash story: each confirmed call's result is recorded (at the position the user's
     /// message takes, under `confirmed:<call id>`) before the message is written, so a retry
-    /// reuses it instead of running the call again; a crash between the call's effect and its
-    /// record leaves the pending record used, and the retry confirms nothing (the user is told
-    /// nothing was done and may ask again) — the same window every tool call has.
+    /// reuses it instead of running the call again. A crash between the call's effect and its
+    /// record leaves the pending record used: the retry finds the effect's receipt (committed
+    /// with the effect, under the call's key) and answers from it, as a resumed tool call
+    /// does, so the user is told what was done; with no receipt nothing was done, and the
+    /// press confirms nothing.
     pub(super) async fn settle_press(&mut self) -> Result<Option<String>, EngineError> {
         let (Some(press @ (Press::Yes | Press::No)), Some(previous), Some(gate)) = (
             self.answer.press,
@@ -65,8 +67,21 @@ impl Turn<'_> {
             let part = match recorded.get(&call.id) {
                 Some(part) => part.clone(),
                 None => match gate.confirm_pressed(&ctx, &call, &previous).await {
-                    Ok(true) => self.run_confirmed(&ctx, &call, at).await?,
-                    Ok(false) => continue,
+                    Ok(true) => {
+                        let outcome = self.engine.tools.run(&ctx, &self.conv.purpose, &call).await;
+                        self.record_confirmed(&call, at, outcome).await?
+                    }
+                    // Used already: by an attempt of this press that died after the call's
+                    // effect (its receipt), or by another press (then nothing is run).
+                    Ok(false) => {
+                        let key = ctx.call_key.as_deref().unwrap_or_default();
+                        let Some(output) = self.engine.store.receipt(key).await? else {
+                            continue;
+                        };
+                        tracing::info!(tool = %call.name, call = %call.id, "answering a confirmed call from the receipt committed before the interruption");
+                        let outcome = self.engine.tools.answer(&call, output);
+                        self.record_confirmed(&call, at, outcome).await?
+                    }
                     Err(err) => {
                         tracing::error!(tool = %call.name, error = %err, "confirmation check failed; the call is not run");
                         continue;
@@ -104,15 +119,14 @@ impl Turn<'_> {
         )))
     }
 
-    /// Run one confirmed call and record its result before anything else is written.
-    async fn run_confirmed(
+    /// Record a confirmed call's result before anything else is written.
+    async fn record_confirmed(
         &mut self,
-        ctx: &Ctx,
         call: &ToolCall,
         at: u64,
+        mut outcome: ::tools::ToolOutcome,
     ) -> Result<Part, EngineError> {
         let engine = self.engine;
-        let mut outcome = engine.tools.run(ctx, &self.conv.purpose, call).await;
         match engine
             .store
             .put_tool_result(&self.conv.id, at, &call.id, &outcome.part)
