@@ -30,6 +30,10 @@ struct Setup {
 }
 
 async fn setup(replies: Vec<Reply>) -> Setup {
+    setup_with(replies, EngineOptions::default()).await
+}
+
+async fn setup_with(replies: Vec<Reply>, options: EngineOptions) -> Setup {
     let sqlite = Arc::new(SqliteStore::open_in_memory().unwrap());
     let store = Arc::new(FlakyStore::new(sqlite));
     store
@@ -44,7 +48,7 @@ async fn setup(replies: Vec<Reply>) -> Setup {
         store.clone(),
         EngineOptions {
             model_id: "m".into(),
-            ..Default::default()
+            ..options
         },
     ));
     let clock = Arc::new(AtomicI64::new(1_800_000_000_000));
@@ -318,4 +322,65 @@ async fn a_dead_workers_claim_keeps_the_job_until_it_expires() {
         .fetch_add(BUDGET.as_millis() as i64 + 1, Ordering::SeqCst);
     assert_eq!(s.jobs.run(&job("job-1"), BUDGET).await, JobOutcome::Done);
     assert_eq!(visible(&s).await.len(), 2);
+}
+
+#[tokio::test]
+async fn died_after_compacting_before_the_message_was_stored_keeps_the_message() {
+    // The second turn compacts (its notes open segment 1 with the turn's action id), then the
+    // worker dies before the user's message is stored. The retry must not take the notes for
+    // that message: the words are stored after the notes and answered.
+    let options = EngineOptions {
+        // Past it after the first turn; the notes alone are under it.
+        compaction_threshold_chars: 80,
+        ..EngineOptions::default()
+    };
+    let replies = vec![
+        Reply::text("Spring Open on Saturday and Summer Cup in July, with a workshop on Sunday."),
+        Reply::text("The user asked what is on: Spring Open, Summer Cup."),
+        Reply::text("Nothing tomorrow."),
+    ];
+    let s = setup_with(replies, options).await;
+    let ran = s.jobs.run(&job("job-1"), BUDGET).await;
+    assert_eq!(ran, JobOutcome::Done);
+    // The notes are stored; the user's message is not.
+    s.store.fail_after(1);
+    let second = web_job("c1", "u1", "job-2", "and tomorrow?");
+    let first = s.jobs.run(&second, BUDGET).await;
+    assert!(matches!(first, JobOutcome::Failed(_)), "{first:?}");
+    let conv = s.store.conversation(&"c1".into()).await.unwrap().unwrap();
+    assert_eq!(conv.segment, 1, "compacted before it died");
+    s.store.heal();
+    let ran = s
+        .jobs
+        .run_streamed(&second, BUDGET, &CollectSink::default())
+        .await;
+    assert_eq!(ran.outcome, JobOutcome::Done);
+    assert_eq!(ran.turn.unwrap().reply, "Nothing tomorrow.");
+    let rows = s.store.inner.messages(&"c1".into(), 1).await.unwrap();
+    let texts: Vec<(Role, String)> = rows.iter().map(|m| (m.role, m.text())).collect();
+    assert_eq!(texts.len(), 3, "{texts:?}");
+    assert!(
+        texts[0].1.contains("Spring Open, Summer Cup"),
+        "the notes: {texts:?}"
+    );
+    assert_eq!(texts[1], (Role::User, "and tomorrow?".into()));
+    assert_eq!(texts[2], (Role::Assistant, "Nothing tomorrow.".into()));
+    let asked = s.model.requests().pop().unwrap();
+    let said: String = asked
+        .messages
+        .iter()
+        .flat_map(|m| m.parts.iter())
+        .filter_map(|p| p.as_text())
+        .collect();
+    assert!(
+        said.contains("and tomorrow?"),
+        "the model read the words: {said}"
+    );
+    let shown = s.store.inner.visible(&"c1".into()).await.unwrap();
+    assert!(shown.iter().any(|e| e.text == "and tomorrow?"));
+    assert_eq!(
+        s.model.requests().len(),
+        3,
+        "the notes were not asked for again"
+    );
 }

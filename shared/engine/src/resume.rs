@@ -29,11 +29,14 @@ pub(crate) struct Resume {
     pub next: Next,
 }
 
-/// The state of the turn written by `action_id`, if its user message is in `history`.
+/// The state of the turn written by `action_id`, if its user message is in `history`. The
+/// notes a compaction of this turn wrote (a user row with the compaction call's record, the
+/// turn's action id, first in the new segment) are not its user message: a turn cut after its
+/// compaction and before its message has not started, and runs as new after the notes.
 pub(crate) fn find(history: &[Message], action_id: &str) -> Option<Resume> {
-    let start = history
-        .iter()
-        .rposition(|m| m.role == Role::User && m.action_id.as_deref() == Some(action_id))?;
+    let start = history.iter().rposition(|m| {
+        m.role == Role::User && m.call.is_none() && m.action_id.as_deref() == Some(action_id)
+    })?;
     let rows = &history[start + 1..];
     let calls_made = rows.iter().filter(|m| m.call.is_some()).count() as u32;
     let shown = rows
