@@ -80,7 +80,9 @@ impl Channel for GenericChannel {
             .trim()
             .parse()
             .map_err(|_| ChannelError::BadSignature("timestamp is not a number"))?;
-        if (now_s - timestamp).abs() > MAX_SKEW_S {
+        // `abs_diff`: a timestamp at the edge of `i64` (sent before any signature is checked)
+        // must not overflow the subtraction.
+        if now_s.abs_diff(timestamp) > MAX_SKEW_S.unsigned_abs() {
             return Err(ChannelError::BadSignature("timestamp too far from now"));
         }
         let given = given_digest(request, SIGNATURE_HEADER, "sha256=")?;
@@ -306,6 +308,13 @@ mod tests {
         }
         let sig = sign(b"s3cret", NOW - 300, MESSAGE);
         assert!(check(MESSAGE, &headers(NOW - 300, &sig)).is_ok());
+        // Timestamps at the edges of the integer are refused, not an overflow.
+        for ts in [i64::MIN, i64::MAX, i64::MIN + 1] {
+            assert!(matches!(
+                check(MESSAGE, &headers(ts, "sha256=00")),
+                Err(ChannelError::BadSignature("timestamp too far from now"))
+            ));
+        }
     }
 
     #[test]

@@ -76,6 +76,15 @@ pub(crate) fn parse(body: &[u8]) -> Result<Inbound, ChannelError> {
 
 fn message(p: &Params, text: String, num_media: usize) -> Result<Inbound, ChannelError> {
     let message_id = p.require(&["MessageSid", "SmsMessageSid", "SmsSid"])?;
+    // Twilio's signature runs names and values together with nothing between them, so a
+    // captured request re-cut at another boundary (a value that swallows the next parameter)
+    // verifies too. The message id is the only guard against a replay: only Twilio's own form
+    // of one is taken (`SM`/`MM` and 32 hex digits), which no re-cut value keeps.
+    if !is_message_sid(&message_id) {
+        return Err(ChannelError::Malformed(
+            "the message id is not a Twilio message SID".into(),
+        ));
+    }
     let from = p.require(&["From"])?;
     let to = p.require(&["To"])?;
     let media: Vec<InboundMedia> = (0..num_media.min(MAX_MEDIA))
@@ -108,6 +117,13 @@ fn message(p: &Params, text: String, num_media: usize) -> Result<Inbound, Channe
     }]))
 }
 
+/// `SM` or `MM` and 32 hexadecimal digits: a Twilio message SID.
+fn is_message_sid(id: &str) -> bool {
+    id.len() == 34
+        && (id.starts_with("SM") || id.starts_with("MM"))
+        && id[2..].bytes().all(|b| b.is_ascii_hexdigit())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -121,8 +137,10 @@ mod tests {
 
     #[test]
     fn an_sms_becomes_a_message_keyed_by_the_number_pair() {
-        let m = one("MessageSid=SM1&From=%2B15551230000&To=%2B15559870000&Body=Hi+there");
-        assert_eq!(m.message_id, "SM1");
+        let m = one(
+            "MessageSid=SM11111111111111111111111111111111&From=%2B15551230000&To=%2B15559870000&Body=Hi+there",
+        );
+        assert_eq!(m.message_id, "SM11111111111111111111111111111111");
         assert_eq!(m.external_user_id, "+15551230000");
         assert_eq!(m.conversation_key, "+15551230000:+15559870000");
         assert_eq!(m.text, "Hi there");
@@ -131,16 +149,21 @@ mod tests {
 
     #[test]
     fn older_sid_names_are_accepted() {
-        assert_eq!(one("SmsSid=SM2&From=a&To=b&Body=x").message_id, "SM2");
         assert_eq!(
-            one("SmsMessageSid=SM3&SmsSid=SM3&From=a&To=b&Body=x").message_id,
-            "SM3"
+            one("SmsSid=SM22222222222222222222222222222222&From=a&To=b&Body=x").message_id,
+            "SM22222222222222222222222222222222"
+        );
+        assert_eq!(
+            one("SmsMessageSid=SM33333333333333333333333333333333&SmsSid=SM33333333333333333333333333333333&From=a&To=b&Body=x").message_id,
+            "SM33333333333333333333333333333333"
         );
     }
 
     #[test]
     fn media_without_a_url_is_skipped_and_a_missing_type_is_octet_stream() {
-        let m = one("MessageSid=SM1&From=a&To=b&NumMedia=2&MediaUrl1=https%3A%2F%2Fm%2F1");
+        let m = one(
+            "MessageSid=SM11111111111111111111111111111111&From=a&To=b&NumMedia=2&MediaUrl1=https%3A%2F%2Fm%2F1",
+        );
         assert_eq!(
             m.media,
             [InboundMedia {
@@ -155,10 +178,10 @@ mod tests {
     #[test]
     fn what_is_not_an_inbound_message_is_ignored() {
         for body in [
-            "MessageSid=SM1&MessageStatus=delivered&SmsStatus=delivered&From=a&To=b",
-            "SmsSid=SM1&SmsStatus=sent&From=a&To=b",
+            "MessageSid=SM11111111111111111111111111111111&MessageStatus=delivered&SmsStatus=delivered&From=a&To=b",
+            "SmsSid=SM11111111111111111111111111111111&SmsStatus=sent&From=a&To=b",
             "CallSid=CA1&CallStatus=ringing&From=a&To=b",
-            "MessageSid=SM1&From=a&To=b&Body=+++&NumMedia=0",
+            "MessageSid=SM11111111111111111111111111111111&From=a&To=b&Body=+++&NumMedia=0",
             "",
         ] {
             assert!(
@@ -172,9 +195,9 @@ mod tests {
     fn a_message_missing_its_ids_is_malformed() {
         for body in [
             "From=a&To=b&Body=hi",
-            "MessageSid=SM1&To=b&Body=hi",
-            "MessageSid=SM1&From=a&Body=hi",
-            "MessageSid=SM1&From=a&To=b&Body=hi&NumMedia=two",
+            "MessageSid=SM11111111111111111111111111111111&To=b&Body=hi",
+            "MessageSid=SM11111111111111111111111111111111&From=a&Body=hi",
+            "MessageSid=SM11111111111111111111111111111111&From=a&To=b&Body=hi&NumMedia=two",
             "{\"Body\":\"hi\"}",
         ] {
             assert!(
@@ -182,5 +205,30 @@ mod tests {
                 "{body}"
             );
         }
+    }
+
+    #[test]
+    fn only_a_twilio_message_sid_is_taken_for_the_id() {
+        // A signed request re-cut so that the id swallows the next parameter still verifies
+        // (names and values are signed run together): its id is no SID, and it is refused.
+        let recut = format!(
+            "MessageSid=SM{}MessagingServiceSidMG{}&From=a&To=b&Body=hi",
+            "1".repeat(32),
+            "2".repeat(32)
+        );
+        for body in [
+            recut.as_str(),
+            "MessageSid=SM1&From=a&To=b&Body=hi",
+            "SmsMessageSid=SM1234&From=a&To=b&Body=hi",
+            "MessageSid=XX11111111111111111111111111111111&From=a&To=b&Body=hi",
+            "MessageSid=SM1111111111111111111111111111111g&From=a&To=b&Body=hi",
+        ] {
+            assert!(
+                matches!(parse(body.as_bytes()), Err(ChannelError::Malformed(_))),
+                "{body}"
+            );
+        }
+        let mms = one("MessageSid=MMabcdef0123456789abcdef0123456789&From=a&To=b&Body=hi");
+        assert_eq!(mms.message_id, "MMabcdef0123456789abcdef0123456789");
     }
 }
