@@ -146,6 +146,37 @@ async fn a_call_that_breaks_half_way_is_charged_what_it_used_not_its_reservation
 }
 
 #[tokio::test]
+async fn a_call_cut_while_its_output_was_held_back_keeps_its_whole_reservation() {
+    // The provider had started (only a keep-alive came: a tool call's input is held back until
+    // complete) when it failed: the input was read and any of the allowance may have come out,
+    // so its reservation stands, not released as free. The retry is charged what it reports.
+    let g = guarded(
+        vec![
+            Reply::new()
+                .keep_alive()
+                .then_fail(backend::BackendError::Overloaded),
+            Reply::text("Hello there."),
+        ],
+        config(|_| {}),
+        None,
+    )
+    .await;
+    let t = g.h.turn("hello").await;
+    assert_eq!(t.outcome.end, TurnEnd::Answered);
+    let requests = g.h.model.requests();
+    assert_eq!(requests.len(), 2, "tried again once");
+    let tokens = g
+        .ledger
+        .bucket_usage(&[Bucket::UserTokensMinute.key(&"user-1".into(), &"conv-1".into(), NOW)])
+        .await
+        .unwrap()[0];
+    let allowance = u64::from(requests[0].settings.max_tokens).min(16_000);
+    let cut = budget::estimate_input_tokens(&requests[0]) + allowance;
+    let answered = 10 + 2;
+    assert_eq!(tokens, cut + answered);
+}
+
+#[tokio::test]
 async fn a_paused_account_is_answered_without_the_model() {
     let g = guarded(vec![Reply::text("never said")], config(|_| {}), None).await;
     g.accounts.pause(&"user-1".into());

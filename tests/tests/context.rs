@@ -206,6 +206,38 @@ fn small_threshold() -> EngineOptions {
 }
 
 #[tokio::test]
+async fn a_conversation_an_operator_took_over_is_not_compacted() {
+    // Past the threshold, but paused (a human took over): no model call at all, the notes'
+    // neither — a sender's flood into it costs nothing.
+    let long = "I prefer morning events, and my venue is the Town Hall. ".repeat(5);
+    let h = Harness::with_options(
+        [Reply::text("Noted your preferences."), Reply::text("never")],
+        small_threshold(),
+    )
+    .await;
+    h.turn(&long).await;
+    let mut conv = h
+        .store
+        .conversation(&h.conversation)
+        .await
+        .unwrap()
+        .unwrap();
+    conv.status = transcript::ConversationStatus::Paused;
+    h.store.update_conversation(&conv).await.unwrap();
+    for text in ["hello?", "anyone?"] {
+        h.turn(text).await;
+    }
+    assert_eq!(h.model.requests().len(), 1, "only the first turn's call");
+    let conv = h
+        .store
+        .conversation(&h.conversation)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(conv.segment, 0, "not compacted");
+}
+
+#[tokio::test]
 async fn compaction_opens_a_new_segment_with_notes_and_replays_only_it() {
     let long = "I prefer morning events, and my venue is the Town Hall. ".repeat(5);
     let h = Harness::with_options(

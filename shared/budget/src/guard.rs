@@ -334,9 +334,11 @@ impl Guard for BudgetGuard {
 
     /// A call's reported usage settles it. Without one (the provider said nothing, or the call
     /// failed), an estimate does, never zero for what was used: the request's estimated input
-    /// once anything streamed back (the provider read it all), and the streamed characters / 4
-    /// as output, at most the call's output allowance. A call that failed before anything came
-    /// back is released.
+    /// once anything came back (the provider read it all), and the streamed characters / 4
+    /// as output, at most the call's output allowance; the whole allowance for a call that
+    /// failed after it started without showing anything (its output was being held back, as
+    /// a tool call's input is until complete). A call that failed before anything came back
+    /// is released.
     async fn settle(&self, _conversation: &Conversation, permit: Permit, report: &CallReport) {
         if let Some(settlement) = self.settlement(permit, report) {
             settlement.apply().await;
@@ -377,10 +379,14 @@ impl BudgetGuard {
                 report.usage.input_tokens
             },
             // Never past the allowance the call was sent with: that is all it could produce.
-            output_tokens: report
-                .usage
-                .output_tokens
-                .max((report.streamed_chars as u64).div_ceil(4).min(r.output)),
+            // A call that failed after it started and showed nothing (a tool call's input
+            // held back until complete, cut by a deadline) may have produced all of it.
+            output_tokens: report.usage.output_tokens.max(
+                match report.failed && report.streamed && report.streamed_chars == 0 {
+                    true => r.output,
+                    false => (report.streamed_chars as u64).div_ceil(4).min(r.output),
+                },
+            ),
             ..report.usage
         };
         tracing::info!(

@@ -675,6 +675,22 @@ async fn unreported_and_failed_calls_are_settled_from_an_estimate() {
         used(&s.ledger, Bucket::UserTokensMinute, &ana, now).await,
         1_332 + 300 + 100
     );
+
+    // Failed after it started but with nothing shown (a long tool call's input, held back
+    // until complete, cut by the deadline): the input was read and any of the allowance may
+    // have come out, so the whole reservation stands — not settled as free.
+    let permit = call(&s.guard, &ana, 900).await.unwrap();
+    let report = engine::CallReport {
+        failed: true,
+        streamed: true,
+        streamed_chars: 0,
+        ..engine::CallReport::default()
+    };
+    s.guard.settle(&ana, permit, &report).await;
+    assert_eq!(
+        used(&s.ledger, Bucket::UserTokensMinute, &ana, now).await,
+        1_732 + 900 + 100
+    );
 }
 
 /// The standard chain's rate: in the budget's first reservation of a turn (one write), all or

@@ -183,7 +183,9 @@ pub struct CallReport {
     pub usage: Usage,
     /// The call failed: an error, a stall, a deadline.
     pub failed: bool,
-    /// Something streamed back, so the provider read the whole request.
+    /// Something came back — an event shown, or one held back (a tool call's input being
+    /// written, the message's start) — so the provider read the whole request and may have
+    /// been producing output.
     pub streamed: bool,
     /// Characters of output that streamed (text, reasoning, tool input).
     pub streamed_chars: usize,

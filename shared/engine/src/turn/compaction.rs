@@ -14,7 +14,10 @@ impl Turn<'_> {
         let engine = self.engine;
         let o = &engine.options;
         let chars = compact::content_chars(self.history.messages());
-        if chars <= o.compaction_threshold_chars {
+        // A conversation that is not active makes no model call, compaction's neither.
+        if chars <= o.compaction_threshold_chars
+            || self.conv.status != transcript::ConversationStatus::Active
+        {
             return Ok(());
         }
         let next_segment = self.conv.segment + 1;
@@ -71,7 +74,7 @@ impl Turn<'_> {
         let report = CallReport {
             usage: result.as_ref().map(|(_, u)| *u).unwrap_or_default(),
             failed: result.is_err(),
-            streamed: acc.emitted || !acc.parts.is_empty(),
+            streamed: acc.emitted || acc.kept_alive || !acc.parts.is_empty(),
             streamed_chars: streamed_chars(&acc.parts),
         };
         engine.guard.settle(&self.conv, permit, &report).await;

@@ -124,7 +124,7 @@ impl Turn<'_> {
         let report = CallReport {
             usage: result.as_ref().map(|(_, u)| *u).unwrap_or_default(),
             failed: result.is_err(),
-            streamed: acc.emitted || !acc.parts.is_empty(),
+            streamed: acc.emitted || acc.kept_alive || !acc.parts.is_empty(),
             streamed_chars: streamed_chars(&acc.parts),
         };
         // Inside the call's span: the budget records what it priced the call at there. An
