@@ -367,6 +367,7 @@ macro_rules! on_both_stores {
 
 on_both_stores!(
     a_yes_press_runs_the_held_call,
+    a_press_after_the_grant_was_lowered_runs_nothing,
     a_no_press_voids_it,
     a_stale_press_confirms_nothing,
     invalid_arguments_are_refused_before_the_gate,
@@ -420,4 +421,23 @@ async fn a_yes_press_cut_after_the_effect_is_told_as_done_on_its_retry() {
         })
         .count();
     assert_eq!(withdrawals, 1, "withdrawn once");
+}
+
+/// The grant lowered below risky between the question and the press: the press runs nothing
+/// (the assistant may no longer do it), and the model reads why.
+async fn a_press_after_the_grant_was_lowered_runs_nothing(store: Arc<dyn Store>) {
+    let r = rig(store).await;
+    let buttons = r.hold_withdrawal("conv-1").await;
+    let lowered = Account {
+        assistant_grant: tools::Grant::Write,
+        ..Account::new("user-1", "user-1")
+    };
+    r.store.put_account(&lowered).await.unwrap();
+    r.model
+        .push(Reply::text("Your settings do not let me do that."));
+    let out = r.send("conv-1", "Yes, do it", Some(&buttons[0].id)).await;
+    assert_eq!(r.registered().await, 1, "Dana is still registered");
+    assert_eq!(out.reply, "Your settings do not let me do that.");
+    let said = r.last_user_text();
+    assert!(said.contains("Not allowed by your settings"), "{said}");
 }

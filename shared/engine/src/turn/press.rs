@@ -66,6 +66,14 @@ impl Turn<'_> {
             };
             let part = match recorded.get(&call.id) {
                 Some(part) => part.clone(),
+                // The grant was lowered below risky since the call was held: a press runs
+                // nothing the assistant may no longer do (as a typed yes would find it), and
+                // the model reads why.
+                None if !ctx.grant.allows_risky() => {
+                    tracing::info!(tool = %call.name, grant = %ctx.grant, "a held call outside the grant as it is now; not run");
+                    let refused = ::tools::not_allowed_outcome(&call, ctx.grant);
+                    self.record_confirmed(&call, at, refused).await?
+                }
                 None => match gate.confirm_pressed(&ctx, &call, &previous).await {
                     Ok(true) => {
                         let outcome = self.engine.tools.run(&ctx, &self.conv.purpose, &call).await;
