@@ -109,7 +109,26 @@ impl ChannelJobs {
         let mut delivered = if nothing_to_send {
             Delivered::default()
         } else {
-            sender.send(&reply).await.map_err(JobError::from)?
+            match sender.send(&reply).await {
+                Ok(delivered) => delivered,
+                // Refused for good (a blocked user, a bad request, WhatsApp's closed window):
+                // a retry would be refused the same way, after sending again whatever pieces
+                // went out before the refusal. The reply is recorded as the turn's, the
+                // operator told, and the job done.
+                Err(err) if !err.is_retryable() => {
+                    tracing::error!(job = %job.dedupe_key(), error = %err, "the platform refused the reply for good; recorded, not tried again");
+                    return Ok(Some(self.reply_entry(
+                        conversation,
+                        position,
+                        outcome,
+                        &Delivered {
+                            pieces: vec![outcome.reply.clone()],
+                            reacted: false,
+                        },
+                    )));
+                }
+                Err(err) => return Err(err.into()),
+            }
         };
         if !delivered.reacted && (reply.reaction.is_some() || reply.text.trim().is_empty()) {
             // The reaction did not go out (or there was nothing to say): never leave the user

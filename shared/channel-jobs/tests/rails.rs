@@ -270,3 +270,54 @@ async fn a_linked_sender_over_the_rate_is_told_once_an_hour_not_per_message() {
         .count();
     assert_eq!(users, 12);
 }
+
+/// A platform that refuses every reply for good (a blocked user: HTTP 403).
+#[derive(Default)]
+struct Refusing(AtomicUsize);
+
+#[async_trait::async_trait]
+impl Sender for Refusing {
+    fn max_chars(&self) -> usize {
+        4_000
+    }
+    fn has_reactions(&self) -> bool {
+        false
+    }
+    async fn send(&self, _: &Outgoing) -> Result<Delivered, SendError> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        Err(SendError::Rejected {
+            status: 403,
+            reason: "the user blocked the bot".into(),
+        })
+    }
+}
+
+/// A reply the platform refuses for good is not tried again (each retry would send again what
+/// went out before the refusal, and be refused the same way): the turn's reply is recorded,
+/// the job done, and its redelivery skipped.
+#[tokio::test]
+async fn a_reply_refused_for_good_is_recorded_and_not_tried_again() {
+    let store = Arc::new(SqliteStore::open_in_memory().unwrap());
+    let refusing = Arc::new(Refusing::default());
+    let mut jobs = jobs(store.clone(), vec![Reply::text("Hello Ana.")]);
+    jobs.senders.insert("generic".into(), refusing.clone());
+    store
+        .bind_identity("generic", "ana", &"ana".into(), now_ms())
+        .await
+        .unwrap();
+    let hi = job("m-0", "ana", "c-1", "hi");
+    assert_eq!(jobs.run(&hi, MINUTE).await, JobOutcome::Done);
+    assert_eq!(refusing.0.load(Ordering::SeqCst), 1);
+    let conversation = "generic:c-1@ana".into();
+    let said: Vec<String> = store
+        .visible(&conversation)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.text)
+        .collect();
+    assert_eq!(said, ["hi", "Hello Ana."]);
+    let again = jobs.run(&hi, MINUTE).await;
+    assert!(matches!(again, JobOutcome::Skipped(_)), "{again:?}");
+    assert_eq!(refusing.0.load(Ordering::SeqCst), 1, "not sent again");
+}
