@@ -146,6 +146,33 @@ async fn a_call_that_breaks_half_way_is_charged_what_it_used_not_its_reservation
 }
 
 #[tokio::test]
+async fn a_call_that_breaks_half_way_in_another_script_is_charged_by_its_bytes() {
+    // 40 Chinese characters (120 bytes, about a token each) stream, then the provider fails:
+    // charged 30 tokens of output, where characters / 4 would have charged 10.
+    let said = "这是一个会在中途失败的回答".repeat(3) + "一";
+    assert_eq!(said.chars().count(), 40);
+    let g = guarded(
+        vec![
+            Reply::new()
+                .say(&said)
+                .then_fail(backend::BackendError::Overloaded),
+        ],
+        config(|_| {}),
+        None,
+    )
+    .await;
+    let t = g.h.turn("你好").await;
+    assert_eq!(t.outcome.end, TurnEnd::BackendFailed);
+    let tokens = g
+        .ledger
+        .bucket_usage(&[Bucket::UserTokensMinute.key(&"user-1".into(), &"conv-1".into(), NOW)])
+        .await
+        .unwrap()[0];
+    let request = &g.h.model.requests()[0];
+    assert_eq!(tokens, budget::estimate_input_tokens(request) + 30);
+}
+
+#[tokio::test]
 async fn a_call_cut_while_its_output_was_held_back_keeps_its_whole_reservation() {
     // The provider had started (only a keep-alive came: a tool call's input is held back until
     // complete) when it failed: the input was read and any of the allowance may have come out,

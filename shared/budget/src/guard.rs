@@ -50,8 +50,8 @@ const ATTEMPTS: usize = 8;
 /// real input-side cost — cache reads, and cache writes, which cost more than plain input —
 /// minus the estimate priced at the input price), provided the provider honours `max_tokens`.
 /// With a true input count the overshoot is zero, and output never adds to it. The estimate is
-/// characters / 4 (`CHARS_PER_TOKEN` in `estimate.rs`): about right for English prose; JSON
-/// and code run nearer 3 characters a token (a third more tokens than estimated), and the
+/// UTF-8 bytes / 4 (`BYTES_PER_TOKEN` in `estimate.rs`): about right for English prose and
+/// for scripts of two- and three-byte characters; JSON and code run nearer 3 characters a token (a third more tokens than estimated), and the
 /// provider's own framing (a tool-use preamble, per-message tokens) and attachments (counted by
 /// their reference, not their pixels) come on top. Since the in-flight reservations together
 /// fit in the cap, for text the overshoot stays below about a third of the input share of the
@@ -334,8 +334,8 @@ impl Guard for BudgetGuard {
 
     /// A call's reported usage settles it. Without one (the provider said nothing, or the call
     /// failed), an estimate does, never zero for what was used: the request's estimated input
-    /// once anything came back (the provider read it all), and the streamed characters / 4
-    /// as output, at most the call's output allowance; the whole allowance for a call that
+    /// once anything came back (the provider read it all), and the streamed bytes / 4 as
+    /// output, at most the call's output allowance; the whole allowance for a call that
     /// failed after it started without showing anything (its output was being held back, as
     /// a tool call's input is until complete). A call that failed before anything came back
     /// is released.
@@ -382,9 +382,9 @@ impl BudgetGuard {
             // A call that failed after it started and showed nothing (a tool call's input
             // held back until complete, cut by a deadline) may have produced all of it.
             output_tokens: report.usage.output_tokens.max(
-                match report.failed && report.streamed && report.streamed_chars == 0 {
+                match report.failed && report.streamed && report.streamed_bytes == 0 {
                     true => r.output,
-                    false => (report.streamed_chars as u64).div_ceil(4).min(r.output),
+                    false => crate::estimate_output_tokens(report.streamed_bytes).min(r.output),
                 },
             ),
             ..report.usage

@@ -47,7 +47,7 @@ pub use chain::{Guards, StandardGuards};
 pub use clock::{Clock, system_clock};
 pub use config::{BudgetConfig, Cap, Source};
 pub use error::BudgetError;
-pub use estimate::estimate_input_tokens;
+pub use estimate::{estimate_input_tokens, estimate_output_tokens};
 pub use guard::BudgetGuard;
 pub use meter::{Fill, Meter};
 pub use no_model::NoModel;

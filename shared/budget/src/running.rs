@@ -11,11 +11,11 @@
 //! position, everything up to it is counted already. Anything else (compaction, a merged
 //! message, another turn's history) is measured from scratch.
 
-use crate::estimate::CHARS_PER_TOKEN;
+use crate::estimate::BYTES_PER_TOKEN;
 use backend::{ChatMessage, ChatRequest, ToolSpec};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use transcript::{ConversationId, Part, json_chars};
+use transcript::{ConversationId, Part, json_bytes};
 
 /// Conversations remembered at once; past it the memory starts over (a full walk each).
 const REMEMBERED: usize = 1_024;
@@ -27,10 +27,10 @@ struct Measured {
     last: Arc<[Part]>,
     /// How many messages were measured (the last one is `messages[count - 1]`).
     count: usize,
-    /// Σ of the measured messages' JSON characters.
-    chars: usize,
+    /// Σ of the measured messages' JSON bytes.
+    bytes: usize,
     tools: Arc<[ToolSpec]>,
-    tools_chars: usize,
+    tools_bytes: usize,
 }
 
 /// Input-token estimates kept as running totals per conversation.
@@ -47,12 +47,12 @@ impl RunningEstimate {
         let mut memory = self.measured.lock().unwrap_or_else(|p| p.into_inner());
         let messages = &request.messages;
         let known = memory.get(conversation).filter(|m| continues(m, messages));
-        let (from, mut chars) = known.map_or((0, 0), |m| (m.count, m.chars));
-        let tools_chars = match known {
-            Some(m) if Arc::ptr_eq(&m.tools, &request.tools) => m.tools_chars,
-            _ => json_chars(&*request.tools),
+        let (from, mut bytes) = known.map_or((0, 0), |m| (m.count, m.bytes));
+        let tools_bytes = match known {
+            Some(m) if Arc::ptr_eq(&m.tools, &request.tools) => m.tools_bytes,
+            _ => json_bytes(&*request.tools),
         };
-        chars += messages[from..].iter().map(json_chars).sum::<usize>();
+        bytes += messages[from..].iter().map(json_bytes).sum::<usize>();
         if let (Some(first), Some(last)) = (messages.first(), messages.last()) {
             if memory.len() >= REMEMBERED && !memory.contains_key(conversation) {
                 memory.clear();
@@ -63,16 +63,16 @@ impl RunningEstimate {
                     first: first.parts.clone(),
                     last: last.parts.clone(),
                     count: messages.len(),
-                    chars,
+                    bytes,
                     tools: request.tools.clone(),
-                    tools_chars,
+                    tools_bytes,
                 },
             );
         }
         // `[` and `]` around the messages, and a `,` between two.
         let brackets = 2 + messages.len().saturating_sub(1);
-        let total = request.system.chars().count() + brackets + chars + tools_chars;
-        total.div_ceil(CHARS_PER_TOKEN) as u64
+        let total = request.system.len() + brackets + bytes + tools_bytes;
+        total.div_ceil(BYTES_PER_TOKEN) as u64
     }
 }
 

@@ -620,7 +620,7 @@ async fn unreported_and_failed_calls_are_settled_from_an_estimate() {
     let report = engine::CallReport {
         failed: true,
         streamed: true,
-        streamed_chars: 400,
+        streamed_bytes: 400,
         ..engine::CallReport::default()
     };
     s.guard.settle(&ana, permit, &report).await;
@@ -634,7 +634,7 @@ async fn unreported_and_failed_calls_are_settled_from_an_estimate() {
     let permit = call(&s.guard, &ana, 300).await.unwrap();
     let report = engine::CallReport {
         streamed: true,
-        streamed_chars: 80,
+        streamed_bytes: 80,
         ..engine::CallReport::default()
     };
     s.guard.settle(&ana, permit, &report).await;
@@ -652,7 +652,7 @@ async fn unreported_and_failed_calls_are_settled_from_an_estimate() {
             ..Usage::default()
         },
         streamed: true,
-        streamed_chars: 10_000,
+        streamed_bytes: 10_000,
         ..engine::CallReport::default()
     };
     s.guard.settle(&ana, permit, &report).await;
@@ -667,7 +667,7 @@ async fn unreported_and_failed_calls_are_settled_from_an_estimate() {
     let report = engine::CallReport {
         failed: true,
         streamed: true,
-        streamed_chars: 2_000,
+        streamed_bytes: 2_000,
         ..engine::CallReport::default()
     };
     s.guard.settle(&ana, permit, &report).await;
@@ -683,7 +683,7 @@ async fn unreported_and_failed_calls_are_settled_from_an_estimate() {
     let report = engine::CallReport {
         failed: true,
         streamed: true,
-        streamed_chars: 0,
+        streamed_bytes: 0,
         ..engine::CallReport::default()
     };
     s.guard.settle(&ana, permit, &report).await;

@@ -187,8 +187,8 @@ pub struct CallReport {
     /// written, the message's start) — so the provider read the whole request and may have
     /// been producing output.
     pub streamed: bool,
-    /// Characters of output that streamed (text, reasoning, tool input).
-    pub streamed_chars: usize,
+    /// UTF-8 bytes of output that streamed (text, reasoning, tool input).
+    pub streamed_bytes: usize,
 }
 
 impl CallReport {

@@ -24,6 +24,26 @@ pub fn json_chars<T: Serialize + ?Sized>(value: &T) -> usize {
     }
 }
 
+/// How many bytes `value` takes as compact JSON (UTF-8, as `serde_json::to_vec` writes it),
+/// without building the text. A value that cannot be serialised counts as 0.
+pub fn json_bytes<T: Serialize + ?Sized>(value: &T) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    match serde_json::to_writer(&mut count, value) {
+        Ok(()) => count.0,
+        Err(_) => 0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,7 +17,7 @@ mod usage;
 
 pub use conversation::{Conversation, ConversationId, ConversationStatus, UserId};
 pub use grant::Grant;
-pub use json_chars::json_chars;
+pub use json_chars::{json_bytes, json_chars};
 pub use message::{CallRecord, Message, Role};
 pub use part::{MediaRef, Part, Reasoning};
 pub use usage::{StopReason, Usage};

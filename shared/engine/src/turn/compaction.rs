@@ -1,7 +1,7 @@
 //! Compaction inside a turn: notes into a new segment when the history is past the threshold.
 
 use super::Turn;
-use super::model::streamed_chars;
+use super::model::streamed_bytes;
 use crate::call::{Limits, Shown, Streamed, stream_call};
 use crate::history::History;
 use crate::{CallReport, EngineError, GuardCall, NullSink, compact};
@@ -75,7 +75,7 @@ impl Turn<'_> {
             usage: result.as_ref().map(|(_, u)| *u).unwrap_or_default(),
             failed: result.is_err(),
             streamed: acc.emitted || acc.kept_alive || !acc.parts.is_empty(),
-            streamed_chars: streamed_chars(&acc.parts),
+            streamed_bytes: streamed_bytes(&acc.parts),
         };
         engine.guard.settle(&self.conv, permit, &report).await;
         let (stop, usage) = match result {

@@ -125,7 +125,7 @@ impl Turn<'_> {
             usage: result.as_ref().map(|(_, u)| *u).unwrap_or_default(),
             failed: result.is_err(),
             streamed: acc.emitted || acc.kept_alive || !acc.parts.is_empty(),
-            streamed_chars: streamed_chars(&acc.parts),
+            streamed_bytes: streamed_bytes(&acc.parts),
         };
         // Inside the call's span: the budget records what it priced the call at there. An
         // answer is stored next (`Turn::append`), and its settlement goes with it; a failed
@@ -190,14 +190,15 @@ impl Turn<'_> {
     }
 }
 
-/// Characters of output in streamed parts: what a provider bills as output tokens, roughly.
-pub(super) fn streamed_chars(parts: &[Part]) -> usize {
+/// UTF-8 bytes of output in streamed parts: what a provider bills as output tokens, roughly
+/// (a budget estimates a token per four, whatever the script).
+pub(super) fn streamed_bytes(parts: &[Part]) -> usize {
     parts
         .iter()
         .map(|p| match p {
-            Part::Text { text } => text.chars().count(),
-            Part::ToolUse { input, name, .. } => transcript::json_chars(input) + name.len(),
-            other => transcript::json_chars(other),
+            Part::Text { text } => text.len(),
+            Part::ToolUse { input, name, .. } => transcript::json_bytes(input) + name.len(),
+            other => transcript::json_bytes(other),
         })
         .sum()
 }
