@@ -55,26 +55,8 @@ async fn setup() -> (Setup, String, String) {
         e.with_confirmation(Arc::new(gate))
     })
     .await;
-    let owner = Caller {
-        user: UserId::from("user-1"),
-        actor: store::ActorKind::User,
-        action_id: "setup".into(),
-        // Earlier actions of the harness's conversation: its undo reaches only those.
-        conversation: Some("conv-1".into()),
-        call_key: None,
-    };
-    let event = planner
-        .create_event(
-            &owner,
-            NewEvent {
-                title: "Spring Open".into(),
-                starts_at: "2025-04-12T10:00".into(),
-                venue: "Court 1".into(),
-                capacity: 10,
-            },
-        )
-        .await
-        .unwrap();
+    let owner = setup_caller();
+    let event = planner.create_event(&owner, spring_open()).await.unwrap();
     planner.publish_event(&owner, &event.id).await.unwrap();
     let dana = planner
         .register_attendee(&owner, &event.id, "Dana Lee", "dana@example.com")
@@ -90,6 +72,27 @@ async fn setup() -> (Setup, String, String) {
         event.id,
         dana.id,
     )
+}
+
+/// user-1 acting directly in the harness's conversation, as the setup does: earlier actions
+/// of conv-1, which its undo reaches.
+fn setup_caller() -> Caller {
+    Caller {
+        user: UserId::from("user-1"),
+        actor: store::ActorKind::User,
+        action_id: "setup".into(),
+        conversation: Some("conv-1".into()),
+        call_key: None,
+    }
+}
+
+fn spring_open() -> NewEvent {
+    NewEvent {
+        title: "Spring Open".into(),
+        starts_at: "2025-04-12T10:00".into(),
+        venue: "Court 1".into(),
+        capacity: 10,
+    }
 }
 
 impl Setup {
@@ -608,20 +611,8 @@ async fn a_call_whose_records_cannot_be_read_is_held_not_let_through() {
         .unwrap();
     let flaky = Arc::new(FlakyStore::new(sqlite));
     let planner = Planner::new(flaky.clone() as Arc<dyn Store>);
-    let owner = Caller {
-        user: UserId::from("user-1"),
-        actor: store::ActorKind::User,
-        action_id: "setup".into(),
-        conversation: Some("conv-1".into()),
-        call_key: None,
-    };
-    let new = NewEvent {
-        title: "Spring Open".into(),
-        starts_at: "2025-04-12T10:00".into(),
-        venue: "Court 1".into(),
-        capacity: 10,
-    };
-    let event = planner.create_event(&owner, new).await.unwrap();
+    let owner = setup_caller();
+    let event = planner.create_event(&owner, spring_open()).await.unwrap();
     planner.publish_event(&owner, &event.id).await.unwrap();
     let dana = planner
         .register_attendee(&owner, &event.id, "Dana Lee", "dana@example.com")
