@@ -197,10 +197,21 @@ impl ChannelJobs {
         text: &str,
         sender: &dyn Sender,
     ) -> Result<(), JobError> {
-        let delivered = sender
+        let delivered = match sender
             .send(&outgoing(job, text.to_owned(), Vec::new()))
             .await
-            .map_err(JobError::from)?;
+        {
+            Ok(delivered) => delivered,
+            // Refused for good: recorded as a turn's reply is (`deliver_turn`), not retried.
+            Err(err) if !err.is_retryable() => {
+                tracing::error!(job = %job.dedupe_key(), error = %err, "the platform refused the harness's reply for good; recorded, not tried again");
+                Delivered {
+                    pieces: vec![text.to_owned()],
+                    reacted: false,
+                }
+            }
+            Err(err) => return Err(err.into()),
+        };
         // The platform took it: from here each step is tried again while the store is
         // unavailable (`recording`); each is one read or one idempotent write.
         let mut conv = self

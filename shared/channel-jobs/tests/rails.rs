@@ -321,3 +321,22 @@ async fn a_reply_refused_for_good_is_recorded_and_not_tried_again() {
     assert!(matches!(again, JobOutcome::Skipped(_)), "{again:?}");
     assert_eq!(refusing.0.load(Ordering::SeqCst), 1, "not sent again");
 }
+
+/// The harness's own reply (onboarding) refused for good is not tried again either: the job is
+/// answered, and its redelivery skipped.
+#[tokio::test]
+async fn a_harness_reply_refused_for_good_is_not_tried_again() {
+    let store = Arc::new(SqliteStore::open_in_memory().unwrap());
+    let refusing = Arc::new(Refusing::default());
+    let mut jobs = jobs(store.clone(), vec![]);
+    jobs.senders.insert("generic".into(), refusing.clone());
+    let hello = job("m-1", "stranger", "c-9", "hello?");
+    let outcome = jobs.run(&hello, MINUTE).await;
+    assert!(
+        matches!(outcome, JobOutcome::Answered(Resolved::Unknown)),
+        "{outcome:?}"
+    );
+    let again = jobs.run(&hello, MINUTE).await;
+    assert!(matches!(again, JobOutcome::Skipped(_)), "{again:?}");
+    assert_eq!(refusing.0.load(Ordering::SeqCst), 1, "not sent again");
+}
