@@ -55,13 +55,7 @@ async fn setup() -> (Setup, String, String) {
         e.with_confirmation(Arc::new(gate))
     })
     .await;
-    let owner = setup_caller();
-    let event = planner.create_event(&owner, spring_open()).await.unwrap();
-    planner.publish_event(&owner, &event.id).await.unwrap();
-    let dana = planner
-        .register_attendee(&owner, &event.id, "Dana Lee", "dana@example.com")
-        .await
-        .unwrap();
+    let (event, dana) = spring_open_with_dana(&planner).await;
     (
         Setup {
             h,
@@ -86,13 +80,23 @@ fn setup_caller() -> Caller {
     }
 }
 
-fn spring_open() -> NewEvent {
-    NewEvent {
+/// The setup's one action: "Spring Open" created and published, Dana Lee registered; their
+/// records.
+async fn spring_open_with_dana(planner: &Planner) -> (planner::Event, planner::Attendee) {
+    let owner = setup_caller();
+    let new = NewEvent {
         title: "Spring Open".into(),
         starts_at: "2025-04-12T10:00".into(),
         venue: "Court 1".into(),
         capacity: 10,
-    }
+    };
+    let event = planner.create_event(&owner, new).await.unwrap();
+    planner.publish_event(&owner, &event.id).await.unwrap();
+    let dana = planner
+        .register_attendee(&owner, &event.id, "Dana Lee", "dana@example.com")
+        .await
+        .unwrap();
+    (event, dana)
 }
 
 impl Setup {
@@ -611,13 +615,7 @@ async fn a_call_whose_records_cannot_be_read_is_held_not_let_through() {
         .unwrap();
     let flaky = Arc::new(FlakyStore::new(sqlite));
     let planner = Planner::new(flaky.clone() as Arc<dyn Store>);
-    let owner = setup_caller();
-    let event = planner.create_event(&owner, spring_open()).await.unwrap();
-    planner.publish_event(&owner, &event.id).await.unwrap();
-    let dana = planner
-        .register_attendee(&owner, &event.id, "Dana Lee", "dana@example.com")
-        .await
-        .unwrap();
+    let (event, dana) = spring_open_with_dana(&planner).await;
     let ctx = Ctx {
         user_id: UserId::from("user-1"),
         actor: Actor::Agent,

@@ -51,7 +51,8 @@ const ATTEMPTS: usize = 8;
 /// minus the estimate priced at the input price), provided the provider honours `max_tokens`.
 /// With a true input count the overshoot is zero, and output never adds to it. The estimate is
 /// UTF-8 bytes / 4 (`BYTES_PER_TOKEN` in `estimate.rs`): about right for English prose and
-/// for scripts of two- and three-byte characters; JSON and code run nearer 3 characters a token (a third more tokens than estimated), and the
+/// for scripts of two- and three-byte characters; JSON and code run nearer 3 characters a
+/// token (a third more tokens than estimated), and the
 /// provider's own framing (a tool-use preamble, per-message tokens) and attachments (counted by
 /// their reference, not their pixels) come on top. Since the in-flight reservations together
 /// fit in the cap, for text the overshoot stays below about a third of the input share of the

@@ -109,25 +109,20 @@ impl ChannelJobs {
         let mut delivered = if nothing_to_send {
             Delivered::default()
         } else {
-            match sender.send(&reply).await {
-                Ok(delivered) => delivered,
-                // Refused for good (a blocked user, a bad request, WhatsApp's closed window):
-                // a retry would be refused the same way, after sending again whatever pieces
-                // went out before the refusal. The reply is recorded as the turn's, the
-                // operator told, and the job done.
-                Err(err) if !err.is_retryable() => {
-                    tracing::error!(job = %job.dedupe_key(), error = %err, "the platform refused the reply for good; recorded, not tried again");
+            match send_unless_refused(job, sender, &reply).await? {
+                Some(delivered) => delivered,
+                None => {
+                    let said = Delivered {
+                        pieces: vec![outcome.reply.clone()],
+                        reacted: false,
+                    };
                     return Ok(Some(self.reply_entry(
                         conversation,
                         position,
                         outcome,
-                        &Delivered {
-                            pieces: vec![outcome.reply.clone()],
-                            reacted: false,
-                        },
+                        &said,
                     )));
                 }
-                Err(err) => return Err(err.into()),
             }
         };
         if !delivered.reacted && (reply.reaction.is_some() || reply.text.trim().is_empty()) {
@@ -197,21 +192,13 @@ impl ChannelJobs {
         text: &str,
         sender: &dyn Sender,
     ) -> Result<(), JobError> {
-        let delivered = match sender
-            .send(&outgoing(job, text.to_owned(), Vec::new()))
-            .await
-        {
-            Ok(delivered) => delivered,
-            // Refused for good: recorded as a turn's reply is (`deliver_turn`), not retried.
-            Err(err) if !err.is_retryable() => {
-                tracing::error!(job = %job.dedupe_key(), error = %err, "the platform refused the harness's reply for good; recorded, not tried again");
-                Delivered {
-                    pieces: vec![text.to_owned()],
-                    reacted: false,
-                }
-            }
-            Err(err) => return Err(err.into()),
-        };
+        let reply = outgoing(job, text.to_owned(), Vec::new());
+        let delivered = send_unless_refused(job, sender, &reply)
+            .await?
+            .unwrap_or_else(|| Delivered {
+                pieces: vec![text.to_owned()],
+                reacted: false,
+            });
         // The platform took it: from here each step is tried again while the store is
         // unavailable (`recording`); each is one read or one idempotent write.
         let mut conv = self
@@ -357,5 +344,24 @@ impl ChannelJobs {
                 .map_err(JobError::from)?;
         }
         Ok(closed)
+    }
+}
+
+/// Send `reply`; `None` when the platform refused it for good (a blocked user, a bad request,
+/// WhatsApp's closed window): a retry would be refused the same way, after sending again
+/// whatever pieces went out before the refusal, so the caller records the reply as said and
+/// the job ends, and the operator is told here. Any other failure is the job's, to retry.
+async fn send_unless_refused(
+    job: &TurnJob,
+    sender: &dyn Sender,
+    reply: &Outgoing,
+) -> Result<Option<Delivered>, JobError> {
+    match sender.send(reply).await {
+        Ok(delivered) => Ok(Some(delivered)),
+        Err(err) if !err.is_retryable() => {
+            tracing::error!(job = %job.dedupe_key(), error = %err, "the platform refused the reply for good; recorded, not tried again");
+            Ok(None)
+        }
+        Err(err) => Err(err.into()),
     }
 }
