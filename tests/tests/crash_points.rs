@@ -161,19 +161,19 @@ impl Sender for RecordingSender {
         false
     }
 
-    async fn send(&self, reply: &Outgoing) -> Result<Delivered, SendError> {
+    async fn send_from(&self, reply: &Outgoing, sent: &mut Delivered) -> Result<(), SendError> {
         let delivered = self.delivered.clone();
         let text = reply.text.clone();
-        self.crash
+        let piece = self
+            .crash
             .write("deliver the reply", async move {
                 delivered.lock().unwrap().push(text.clone());
-                Ok::<_, store::StoreError>(Delivered {
-                    pieces: vec![text],
-                    reacted: false,
-                })
+                Ok::<_, store::StoreError>(text)
             })
             .await
-            .map_err(|_| SendError::Retryable { status: 503 })
+            .map_err(|_| SendError::Retryable { status: 503 })?;
+        sent.pieces.push(piece);
+        Ok(())
     }
 }
 

@@ -36,12 +36,10 @@ impl Sender for Platform {
     fn has_reactions(&self) -> bool {
         false
     }
-    async fn send(&self, reply: &Outgoing) -> Result<Delivered, SendError> {
+    async fn send_from(&self, reply: &Outgoing, sent: &mut Delivered) -> Result<(), SendError> {
         self.0.lock().unwrap().push(reply.text.clone());
-        Ok(Delivered {
-            pieces: vec![reply.text.clone()],
-            reacted: false,
-        })
+        sent.pieces.push(reply.text.clone());
+        Ok(())
     }
 }
 

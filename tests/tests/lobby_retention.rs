@@ -36,11 +36,9 @@ impl Sender for Platform {
     fn has_reactions(&self) -> bool {
         false
     }
-    async fn send(&self, reply: &Outgoing) -> Result<Delivered, SendError> {
-        Ok(Delivered {
-            pieces: vec![reply.text.clone()],
-            reacted: false,
-        })
+    async fn send_from(&self, reply: &Outgoing, sent: &mut Delivered) -> Result<(), SendError> {
+        sent.pieces.push(reply.text.clone());
+        Ok(())
     }
 }
 

@@ -42,7 +42,7 @@ impl Sender for Platform {
     fn has_reactions(&self) -> bool {
         false
     }
-    async fn send(&self, reply: &Outgoing) -> Result<Delivered, SendError> {
+    async fn send_from(&self, reply: &Outgoing, sent: &mut Delivered) -> Result<(), SendError> {
         if self.refuse.lock().unwrap().as_deref() == Some(reply.conversation_key.as_str()) {
             return Err(SendError::Retryable { status: 503 });
         }
@@ -52,10 +52,8 @@ impl Sender for Platform {
             return Err(SendError::Retryable { status: 503 });
         }
         self.sent.lock().unwrap().push(reply.clone());
-        Ok(Delivered {
-            pieces: vec![reply.text.clone()],
-            reacted: false,
-        })
+        sent.pieces.push(reply.text.clone());
+        Ok(())
     }
 }
 

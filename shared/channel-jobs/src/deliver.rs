@@ -3,9 +3,9 @@
 //! ([`crate::hourly`]); a `<silent/>` reply is a reaction where the platform has one,
 //! else a short text — the user is never left hanging.
 
-use crate::sent::SentReplies;
+use crate::sent::{Sent, SentReplies};
 use crate::{ChannelJobs, JobError};
-use channels::{Button, Delivered, Outgoing, Sender};
+use channels::{Button, Delivered, Outgoing, SendError, Sender};
 use engine::lines;
 use queue::TurnJob;
 use std::future::Future;
@@ -66,18 +66,20 @@ impl ChannelJobs {
             }
         };
         // A retry (the turn resumed, so no position came with it) on a messaging channel may
-        // find its reply sent by an attempt whose record was cut off (`sent`).
+        // find its reply sent by an attempt whose record was cut off, or part of it sent by an
+        // attempt cut off part way (`sent`).
         let sent_key = SentReplies::key(job, turn);
-        if outcome.reply_position.is_none()
-            && let Some(key) = &sent_key
-            && let Some(delivered) = self.options.sent.get(key)
-        {
+        let earlier = sent_key
+            .as_ref()
+            .filter(|_| outcome.reply_position.is_none())
+            .and_then(|key| self.options.sent.get(key));
+        if let Some(earlier) = earlier.as_ref().filter(|e| e.whole) {
             tracing::info!(job = %job.dedupe_key(), "the platform took this reply in an attempt whose record was cut off; recording it, not sending it again");
             return Ok(Some(self.reply_entry(
                 conversation,
                 position,
                 outcome,
-                &delivered,
+                &earlier.delivered,
             )));
         }
         if !outcome.silent && outcome.reply.trim().is_empty() {
@@ -106,10 +108,21 @@ impl ChannelJobs {
             reply.reaction = Some(lines::ACKNOWLEDGED.to_owned());
         }
         let nothing_to_send = reply.text.trim().is_empty() && reply.reaction.is_none();
+        // What an attempt cut off part way sent of this same reply is not sent again.
+        let from = earlier
+            .filter(|e| e.text == reply.text)
+            .map(|e| e.delivered)
+            .unwrap_or_default();
+        if !from.is_empty() {
+            tracing::info!(job = %job.dedupe_key(), pieces = from.pieces.len(), "an earlier attempt sent part of this reply; sending the rest");
+        }
         let mut delivered = if nothing_to_send {
             Delivered::default()
         } else {
-            match send_unless_refused(job, sender, &reply).await? {
+            match self
+                .send_reply(job, sent_key.clone(), sender, &reply, from)
+                .await?
+            {
                 Some(delivered) => delivered,
                 None => {
                     let said = Delivered {
@@ -139,11 +152,19 @@ impl ChannelJobs {
                 buttons,
                 ..reply.clone()
             };
-            let more: Delivered = sender.send(&fallback).await.map_err(JobError::from)?;
+            let more = self
+                .send_reply(job, None, sender, &fallback, Delivered::default())
+                .await?
+                .unwrap_or_default();
             delivered.pieces.extend(more.pieces);
         }
         if let Some(key) = sent_key {
-            self.options.sent.remember(key, delivered.clone());
+            let sent = Sent {
+                text: reply.text.clone(),
+                delivered: delivered.clone(),
+                whole: true,
+            };
+            self.options.sent.remember(key, sent);
         }
         Ok(Some(self.reply_entry(
             conversation,
@@ -193,7 +214,8 @@ impl ChannelJobs {
         sender: &dyn Sender,
     ) -> Result<(), JobError> {
         let reply = outgoing(job, text.to_owned(), Vec::new());
-        let delivered = send_unless_refused(job, sender, &reply)
+        let delivered = self
+            .send_reply(job, None, sender, &reply, Delivered::default())
             .await?
             .unwrap_or_else(|| Delivered {
                 pieces: vec![text.to_owned()],
@@ -347,21 +369,101 @@ impl ChannelJobs {
     }
 }
 
-/// Send `reply`; `None` when the platform refused it for good (a blocked user, a bad request,
-/// WhatsApp's closed window): a retry would be refused the same way, after sending again
-/// whatever pieces went out before the refusal, so the caller records the reply as said and
-/// the job ends, and the operator is told here. Any other failure is the job's, to retry.
-async fn send_unless_refused(
-    job: &TurnJob,
-    sender: &dyn Sender,
-    reply: &Outgoing,
-) -> Result<Option<Delivered>, JobError> {
-    match sender.send(reply).await {
-        Ok(delivered) => Ok(Some(delivered)),
-        Err(err) if !err.is_retryable() => {
-            tracing::error!(job = %job.dedupe_key(), error = %err, "the platform refused the reply for good; recorded, not tried again");
-            Ok(None)
+/// How many times a reply cut off part way is sent on from where it stopped within one attempt
+/// before the attempt gives up (and its retry sends the rest, [`SentReplies`]).
+const PART_RETRIES: u32 = 3;
+
+/// The first wait before sending on a reply cut off part way; it doubles each time.
+const PART_BACKOFF: Duration = Duration::from_millis(500);
+
+/// The longest rate-limit wait taken within an attempt; a longer one ends the attempt.
+const PART_MAX_WAIT: Duration = Duration::from_secs(30);
+
+impl ChannelJobs {
+    /// Send `reply`, all but what `from` holds (what an earlier attempt sent of it), and return
+    /// what went out. `None` when the platform refused it for good (a blocked user, a bad
+    /// request, WhatsApp's closed window): a retry would be refused the same way, after sending
+    /// again whatever went out before the refusal, so the caller records the reply as said and
+    /// the job ends, and the operator is told here.
+    ///
+    /// A failure before anything went out is the job's, to retry whole. One after some pieces
+    /// went out (a 5xx, a rate limit between pieces) is sent on from the piece that failed, here
+    /// and a few times, so the user is not left with half a reply nor sent its start twice; if
+    /// that does not get it out, or the attempt's deadline cuts it off, what went out is
+    /// remembered under `key` for the retry ([`SentReplies`]).
+    async fn send_reply(
+        &self,
+        job: &TurnJob,
+        key: Option<String>,
+        sender: &dyn Sender,
+        reply: &Outgoing,
+        from: Delivered,
+    ) -> Result<Option<Delivered>, JobError> {
+        let mut sending = Sending {
+            replies: &self.options.sent,
+            key,
+            text: &reply.text,
+            so_far: from,
+            ended: false,
+        };
+        let mut tries = 0;
+        loop {
+            let err = match sender.send_from(reply, &mut sending.so_far).await {
+                Ok(()) => return Ok(Some(sending.end())),
+                Err(err) => err,
+            };
+            if !err.is_retryable() {
+                tracing::error!(job = %job.dedupe_key(), error = %err, "the platform refused the reply for good; recorded, not tried again");
+                sending.end();
+                return Ok(None);
+            }
+            let wait = match &err {
+                SendError::RateLimited {
+                    retry_after: Some(wait),
+                } => *wait,
+                _ => PART_BACKOFF * 2u32.pow(tries),
+            };
+            if sending.so_far.is_empty() || tries == PART_RETRIES || wait > PART_MAX_WAIT {
+                return Err(err.into());
+            }
+            tracing::warn!(job = %job.dedupe_key(), error = %err, pieces_sent = sending.so_far.pieces.len(), ?wait, "the platform failed part way through a reply; sending on from where it stopped");
+            tries += 1;
+            tokio::time::sleep(wait).await;
         }
-        Err(err) => Err(err.into()),
+    }
+}
+
+/// A reply being sent: what went out of it so far, remembered for a retry if the attempt ends
+/// (an error, or its deadline dropping it) before all of it went out.
+struct Sending<'a> {
+    replies: &'a SentReplies,
+    /// `None`: not remembered (the web chat, the harness's own replies).
+    key: Option<String>,
+    text: &'a str,
+    so_far: Delivered,
+    ended: bool,
+}
+
+impl Sending<'_> {
+    /// All of it went out, or the platform refused the rest for good: nothing to remember.
+    fn end(&mut self) -> Delivered {
+        self.ended = true;
+        std::mem::take(&mut self.so_far)
+    }
+}
+
+impl Drop for Sending<'_> {
+    fn drop(&mut self) {
+        if !self.ended
+            && !self.so_far.is_empty()
+            && let Some(key) = self.key.take()
+        {
+            let sent = Sent {
+                text: self.text.to_owned(),
+                delivered: std::mem::take(&mut self.so_far),
+                whole: false,
+            };
+            self.replies.remember(key, sent);
+        }
     }
 }

@@ -14,6 +14,10 @@
 //! Bounded (the oldest is dropped past [`KEPT`]): an entry outlives its write only when the
 //! record failed.
 //!
+//! It also remembers a reply cut off part way — some of its pieces went out, then the platform
+//! failed or the attempt's deadline passed — so that a retry here sends only the rest
+//! ([`channels::Sender::send_from`]).
+//!
 //! [`ChannelJobs::recording`]: crate::ChannelJobs
 
 use channels::Delivered;
@@ -23,9 +27,19 @@ use std::sync::Mutex;
 /// How many unrecorded replies are remembered at most.
 pub const KEPT: usize = 256;
 
+/// What an attempt sent of a reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Sent {
+    /// The reply's text as it was given to the sender.
+    pub text: String,
+    pub delivered: Delivered,
+    /// Whether all of it went out; else only `delivered` did.
+    pub whole: bool,
+}
+
 /// See the module docs.
 #[derive(Debug, Default)]
-pub struct SentReplies(Mutex<VecDeque<(String, Delivered)>>);
+pub struct SentReplies(Mutex<VecDeque<(String, Sent)>>);
 
 impl SentReplies {
     /// The key of `job`'s reply in turn `turn`; `None` on the web chat, whose replies are not
@@ -34,20 +48,20 @@ impl SentReplies {
         (job.channel != crate::web::WEB_CHANNEL).then(|| format!("{}#{turn}", job.dedupe_key()))
     }
 
-    /// The platform took `delivered` for `key`.
-    pub(crate) fn remember(&self, key: String, delivered: Delivered) {
+    /// The platform took `sent` for `key`.
+    pub(crate) fn remember(&self, key: String, sent: Sent) {
         let mut kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
         kept.retain(|(k, _)| *k != key);
         if kept.len() >= KEPT {
             kept.pop_front();
         }
-        kept.push_back((key, delivered));
+        kept.push_back((key, sent));
     }
 
     /// What the platform took for `key` in an attempt whose record was not written.
-    pub(crate) fn get(&self, key: &str) -> Option<Delivered> {
+    pub(crate) fn get(&self, key: &str) -> Option<Sent> {
         let kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        kept.iter().find(|(k, _)| k == key).map(|(_, d)| d.clone())
+        kept.iter().find(|(k, _)| k == key).map(|(_, s)| s.clone())
     }
 
     /// `key`'s record is written.
@@ -70,10 +84,14 @@ impl SentReplies {
 mod tests {
     use super::*;
 
-    fn sent(text: &str) -> Delivered {
-        Delivered {
-            pieces: vec![text.into()],
-            reacted: false,
+    fn sent(text: &str) -> Sent {
+        Sent {
+            text: text.into(),
+            delivered: Delivered {
+                pieces: vec![text.into()],
+                reacted: false,
+            },
+            whole: true,
         }
     }
 

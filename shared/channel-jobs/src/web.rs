@@ -30,11 +30,11 @@ impl Sender for BrowserStream {
         false
     }
 
-    async fn send(&self, reply: &Outgoing) -> Result<Delivered, SendError> {
-        Ok(Delivered {
-            pieces: vec![reply.text.clone()],
-            reacted: false,
-        })
+    async fn send_from(&self, reply: &Outgoing, sent: &mut Delivered) -> Result<(), SendError> {
+        if sent.pieces.is_empty() {
+            sent.pieces.push(reply.text.clone());
+        }
+        Ok(())
     }
 }
 

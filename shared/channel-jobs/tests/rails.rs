@@ -29,7 +29,7 @@ impl Sender for Platform {
     fn has_reactions(&self) -> bool {
         false
     }
-    async fn send(&self, reply: &Outgoing) -> Result<Delivered, SendError> {
+    async fn send_from(&self, reply: &Outgoing, sent: &mut Delivered) -> Result<(), SendError> {
         if self
             .1
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
@@ -38,10 +38,8 @@ impl Sender for Platform {
             return Err(SendError::Retryable { status: 503 });
         }
         self.0.lock().unwrap().push(reply.clone());
-        Ok(Delivered {
-            pieces: vec![reply.text.clone()],
-            reacted: false,
-        })
+        sent.pieces.push(reply.text.clone());
+        Ok(())
     }
 }
 
@@ -283,7 +281,7 @@ impl Sender for Refusing {
     fn has_reactions(&self) -> bool {
         false
     }
-    async fn send(&self, _: &Outgoing) -> Result<Delivered, SendError> {
+    async fn send_from(&self, _: &Outgoing, _: &mut Delivered) -> Result<(), SendError> {
         self.0.fetch_add(1, Ordering::SeqCst);
         Err(SendError::Rejected {
             status: 403,

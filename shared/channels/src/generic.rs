@@ -204,10 +204,10 @@ impl Sender for GenericSender {
         false
     }
 
-    async fn send(&self, reply: &Outgoing) -> Result<Delivered, SendError> {
+    async fn send_from(&self, reply: &Outgoing, sent: &mut Delivered) -> Result<(), SendError> {
         let pieces = crate::split::split(&reply.text, MAX_CHARS);
         let last = pieces.len().saturating_sub(1);
-        for (i, piece) in pieces.iter().enumerate() {
+        for (i, piece) in sent.rest(&pieces) {
             let buttons: Vec<serde_json::Value> = if i == last {
                 reply
                     .buttons
@@ -226,11 +226,9 @@ impl Sender for GenericSender {
             })
             .to_string();
             self.post(body).await?;
+            sent.pieces.push(piece.clone());
         }
-        Ok(Delivered {
-            pieces,
-            reacted: false,
-        })
+        Ok(())
     }
 }
 

@@ -29,13 +29,31 @@ pub struct Outgoing {
 }
 
 /// What actually went out, to be recorded in the visible transcript (so a retried turn never
-/// sends it again).
+/// sends it again); while a reply is being sent, what went out of it so far
+/// ([`Sender::send_from`]).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Delivered {
     /// The text pieces sent, in order.
     pub pieces: Vec<String>,
     /// Whether the reaction was placed.
     pub reacted: bool,
+}
+
+impl Delivered {
+    /// Whether nothing went out. A sender does what comes before the text (the reaction) only
+    /// then: an attempt that got as far as the text placed it, or had it refused.
+    pub fn is_empty(&self) -> bool {
+        self.pieces.is_empty() && !self.reacted
+    }
+
+    /// Of a reply's `pieces`, the ones still to send, with their index: those after the ones
+    /// that went out.
+    pub fn rest<'a, T>(
+        &self,
+        pieces: &'a [T],
+    ) -> impl Iterator<Item = (usize, &'a T)> + use<'a, T> {
+        pieces.iter().enumerate().skip(self.pieces.len())
+    }
 }
 
 /// Why a reply could not be delivered, phrased as what to do.
@@ -77,7 +95,18 @@ pub trait Sender: Send + Sync {
     fn has_reactions(&self) -> bool;
 
     /// Send the reply: the reaction (if any) first, then the text pieces in order, buttons on
-    /// the last. On error, what went out before the error is lost to the caller, so senders
-    /// should fail before sending anything where they can (e.g. window checks).
-    async fn send(&self, reply: &Outgoing) -> Result<Delivered, SendError>;
+    /// the last. `sent` holds what an earlier attempt at this same reply sent (empty for a
+    /// first attempt): that is not sent again — no reaction once anything went out, and the
+    /// first `sent.pieces.len()` pieces are skipped. Each piece is added to `sent` as the
+    /// platform takes it, so on error `sent` tells the caller what went out, and passing it
+    /// back sends only the rest. Senders fail before sending anything where they can (e.g.
+    /// window checks).
+    async fn send_from(&self, reply: &Outgoing, sent: &mut Delivered) -> Result<(), SendError>;
+
+    /// Send the whole reply ([`Sender::send_from`] from nothing) and return what went out.
+    async fn send(&self, reply: &Outgoing) -> Result<Delivered, SendError> {
+        let mut sent = Delivered::default();
+        self.send_from(reply, &mut sent).await?;
+        Ok(sent)
+    }
 }

@@ -6,13 +6,15 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use channels::generic::{GenericChannel, GenericSender};
-use channels::{Button, Channel, Outgoing, RawRequest, SendError, Sender};
+use channels::{Button, Channel, Delivered, Outgoing, RawRequest, SendError, Sender};
 use std::sync::{Arc, Mutex};
 
 #[derive(Clone, Default)]
 struct Platform {
     got: Arc<Mutex<Vec<serde_json::Value>>>,
     answer: Arc<Mutex<u16>>,
+    /// Answers for the next calls, before `answer`.
+    script: Arc<Mutex<std::collections::VecDeque<u16>>>,
 }
 
 async fn receive(State(p): State<Platform>, headers: HeaderMap, body: Bytes) -> StatusCode {
@@ -38,7 +40,8 @@ async fn receive(State(p): State<Platform>, headers: HeaderMap, body: Bytes) -> 
         .lock()
         .unwrap()
         .push(serde_json::from_slice(&body).unwrap());
-    StatusCode::from_u16(*p.answer.lock().unwrap()).unwrap()
+    let scripted = p.script.lock().unwrap().pop_front();
+    StatusCode::from_u16(scripted.unwrap_or(*p.answer.lock().unwrap())).unwrap()
 }
 
 async fn platform() -> (Platform, String) {
@@ -123,4 +126,46 @@ async fn refusals_say_whether_to_retry() {
         wrong_key.send(&reply()).await,
         Err(SendError::Rejected { status: 401, .. })
     ));
+}
+
+/// A reply cut off part way (the first piece out, a 503 on the second) is sent on from the
+/// piece that failed when `send_from` is given what went out.
+#[tokio::test]
+async fn a_reply_cut_off_part_way_is_sent_on_from_the_piece_that_failed() {
+    let (p, url) = platform().await;
+    let sender = GenericSender::new(reqwest::Client::new(), url, "cb-secret");
+    let para = "word ".repeat(798);
+    let text = format!("{}\n\nShall I go ahead?", para.trim());
+    p.script.lock().unwrap().extend([200, 503]);
+    let mut sent = Delivered::default();
+    let err = sender
+        .send_from(&reply_with(&text), &mut sent)
+        .await
+        .unwrap_err();
+    assert!(err.is_retryable(), "{err}");
+    assert_eq!(sent.pieces, [para.trim()]);
+    sender
+        .send_from(&reply_with(&text), &mut sent)
+        .await
+        .unwrap();
+    assert_eq!(sent.pieces, [para.trim(), "Shall I go ahead?"]);
+    let texts: Vec<String> = p
+        .got
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|g| g["text"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        texts,
+        [para.trim(), "Shall I go ahead?", "Shall I go ahead?"],
+        "the failed piece again, nothing before it"
+    );
+}
+
+fn reply_with(text: &str) -> Outgoing {
+    Outgoing {
+        text: text.into(),
+        ..reply()
+    }
 }

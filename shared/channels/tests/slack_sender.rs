@@ -7,7 +7,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use channels::slack::SlackSender;
-use channels::{Button, Outgoing, SendError, Sender};
+use channels::{Button, Delivered, Outgoing, SendError, Sender};
 use serde_json::{Value, json};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -366,4 +366,41 @@ async fn bad_conversation_keys_and_unreachable_apis_fail_cleanly() {
     let err = nowhere.send(&reply("Hi")).await.unwrap_err();
     assert!(matches!(err, SendError::Transport(_)) && err.is_retryable());
     assert!(!format!("{nowhere:?}").contains(TOKEN));
+}
+
+/// A reply cut off part way (the reaction and the first piece out, a 503 on the second) is sent
+/// on from the piece that failed when `send_from` is given what went out.
+#[tokio::test]
+async fn a_reply_cut_off_part_way_is_sent_on_from_the_piece_that_failed() {
+    let (fake, sender) = fake_slack().await;
+    let para = |w: &str| format!("{w} ").repeat(748).trim_end().to_owned();
+    let text = format!("{}\n\nShall I go ahead?", para("one"));
+    let out = Outgoing {
+        reaction: Some("👍".into()),
+        buttons: yes_no(),
+        ..reply(&text)
+    };
+    let ok = json!({"ok": true, "channel": "D0PNCRP9N", "ts": "1700000999.000100"}).to_string();
+    fake.answer("chat.postMessage", 200, None, &ok);
+    fake.answer("chat.postMessage", 503, None, "upstream down");
+    let mut sent = Delivered::default();
+    let err = sender.send_from(&out, &mut sent).await.unwrap_err();
+    assert!(err.is_retryable(), "{err}");
+    assert!(sent.reacted);
+    assert_eq!(sent.pieces, [para("one")]);
+
+    sender.send_from(&out, &mut sent).await.unwrap();
+    assert_eq!(sent.pieces, [para("one"), "Shall I go ahead?".into()]);
+    assert_eq!(
+        fake.methods(),
+        [
+            "reactions.add",
+            "chat.postMessage",
+            "chat.postMessage",
+            "chat.postMessage"
+        ]
+    );
+    let calls = fake.calls();
+    assert_eq!(calls[3].body["text"], "Shall I go ahead?");
+    assert!(calls[3].body["blocks"].is_array(), "buttons on the last");
 }

@@ -7,7 +7,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::post;
 use channels::telegram::TelegramSender;
-use channels::{Button, Outgoing, SendError, Sender};
+use channels::{Button, Delivered, Outgoing, SendError, Sender};
 use serde_json::{Value, json};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -419,4 +419,58 @@ async fn a_reply_to_a_button_press_answers_the_callback_query_first() {
     );
     let delivered = sender(&base).send(&press).await.unwrap();
     assert_eq!(delivered.pieces, ["Booked."]);
+}
+
+/// A reply to a press cut off part way (the callback answered, the first piece out, then a 429)
+/// is sent on from the piece that failed when `send_from` is given what went out: the callback
+/// is not answered again, the first piece not sent twice.
+#[tokio::test]
+async fn a_reply_cut_off_part_way_is_sent_on_from_the_piece_that_failed() {
+    let (api, base) = fake_api().await;
+    let text = format!("{}\n\nShall I book it?", "two ".repeat(1_100).trim());
+    let out = Outgoing {
+        in_reply_to: "111222333:4022:4382bfdwdsb323b2d9".into(),
+        buttons: buttons(),
+        ..reply(&text)
+    };
+    let ok = json!({"ok": true, "result": true});
+    for _ in 0..2 {
+        api.answer(200, ok.clone(), None);
+    }
+    api.answer(
+        429,
+        json!({"ok": false, "error_code": 429,
+               "description": "Too Many Requests: retry after 1", "parameters": {"retry_after": 1}}),
+        Some("1"),
+    );
+    let mut sent = Delivered::default();
+    let err = sender(&base).send_from(&out, &mut sent).await.unwrap_err();
+    assert!(matches!(err, SendError::RateLimited { .. }), "{err}");
+    assert_eq!(sent.pieces.len(), 1);
+
+    sender(&base).send_from(&out, &mut sent).await.unwrap();
+    assert_eq!(sent.pieces.len(), 2);
+    assert!(sent.pieces[1].ends_with("two\n\nShall I book it?"));
+    let paths: Vec<String> = api
+        .calls()
+        .iter()
+        .map(|c| c.path.rsplit('/').next().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            "answerCallbackQuery",
+            "sendMessage",
+            "sendMessage",
+            "sendMessage"
+        ],
+        "the failed piece again, nothing before it"
+    );
+    let calls = api.calls();
+    assert_eq!(calls[2].body, calls[3].body, "the same piece, sent again");
+    assert!(
+        calls[3].body["reply_markup"].is_object(),
+        "buttons on the last"
+    );
+    assert!(calls[1].body.get("reply_markup").is_none());
 }

@@ -8,8 +8,8 @@ use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use channels::twilio::{self, TwilioChannel, TwilioCredentials, TwilioSender};
 use channels::{
-    Button, Channel, ChannelError, Inbound, InboundMedia, InboundMessage, Outgoing, RawRequest,
-    SendError, Sender,
+    Button, Channel, ChannelError, Delivered, Inbound, InboundMedia, InboundMessage, Outgoing,
+    RawRequest, SendError, Sender,
 };
 use proptest::prelude::*;
 use std::sync::{Arc, Mutex};
@@ -697,6 +697,45 @@ async fn a_failure_stops_the_remaining_pieces() {
     let text = format!("{}\n\n{}\n\nlast", "a ".repeat(700), "b ".repeat(700));
     assert!(sender(&base).send(&reply(&text)).await.is_err());
     assert_eq!(calls(&api).len(), 2);
+}
+
+/// A reply cut off part way (the first SMS out, a 500 on the second) is sent on from the piece
+/// that failed when `send_from` is given what went out: the first SMS is not paid for twice.
+#[tokio::test]
+async fn a_reply_cut_off_part_way_is_sent_on_from_the_piece_that_failed() {
+    let (api, base) = fake_api().await;
+    api.answers
+        .lock()
+        .unwrap()
+        .extend([created(), twilio_error(500, 20500, "Internal Server Error")]);
+    let text = format!(
+        "{}\n\n{}\n\n{}",
+        "a ".repeat(700),
+        "b ".repeat(700),
+        "c ".repeat(700)
+    );
+    let mut sent = Delivered::default();
+    let err = sender(&base)
+        .send_from(&reply(&text), &mut sent)
+        .await
+        .unwrap_err();
+    assert!(err.is_retryable(), "{err}");
+    assert_eq!(sent.pieces, ["a ".repeat(700).trim()]);
+    sender(&base)
+        .send_from(&reply(&text), &mut sent)
+        .await
+        .unwrap();
+    let bodies: Vec<String> = calls(&api)
+        .iter()
+        .map(|c| c.field("Body").to_owned())
+        .collect();
+    assert_eq!(sent.pieces.len(), 3);
+    assert_eq!(bodies.len(), 4, "{bodies:?}");
+    assert_eq!(bodies[0], sent.pieces[0]);
+    assert_eq!(
+        bodies[1..],
+        [&sent.pieces[1], &sent.pieces[1], &sent.pieces[2]].map(String::clone)
+    );
 }
 
 #[tokio::test]

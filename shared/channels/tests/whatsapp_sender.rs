@@ -7,7 +7,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use channels::whatsapp::{MAX_CHARS, MAX_INTERACTIVE_BODY_CHARS, WhatsAppSender};
-use channels::{Button, Outgoing, SendError, Sender};
+use channels::{Button, Delivered, Outgoing, SendError, Sender};
 use serde_json::{Value, json};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -457,4 +457,47 @@ fn the_sender_states_its_limits() {
     assert_eq!(s.max_chars(), 4_096);
     assert!(s.has_reactions());
     assert!(!format!("{s:?}").contains(TOKEN));
+}
+
+/// A reply cut off part way (the reaction and the first piece out, a 503 on the second) is sent
+/// on from the piece that failed when `send_from` is given what went out: no second reaction,
+/// no second first piece, the buttons still on the last.
+#[tokio::test]
+async fn a_reply_cut_off_part_way_is_sent_on_from_the_piece_that_failed() {
+    let (g, base) = graph().await;
+    let paragraph = |c: &str| format!("{c} ").repeat(1_500).trim_end().to_owned();
+    let text = format!(
+        "{}\n\n{}\n\nShall I book it?",
+        paragraph("a"),
+        paragraph("b")
+    );
+    let out = Outgoing {
+        buttons: buttons(1),
+        reaction: Some("👍".into()),
+        ..reply(&text)
+    };
+    let ok = json!({"messages": [{"id": "wamid.x"}]});
+    g.answer(200, Vec::new(), ok.clone());
+    g.answer(200, Vec::new(), ok);
+    g.graph_error(503, 2, "Service temporarily unavailable");
+    let mut sent = Delivered::default();
+    let err = sender(&base).send_from(&out, &mut sent).await.unwrap_err();
+    assert!(err.is_retryable(), "{err}");
+    assert!(sent.reacted);
+    assert_eq!(sent.pieces, [paragraph("a")]);
+
+    sender(&base).send_from(&out, &mut sent).await.unwrap();
+    assert_eq!(
+        sent.pieces,
+        [paragraph("a"), paragraph("b"), "Shall I book it?".into()]
+    );
+    let kinds: Vec<Value> = g.bodies().iter().map(|b| b["type"].clone()).collect();
+    assert_eq!(
+        kinds,
+        ["reaction", "text", "text", "text", "interactive"],
+        "the failed piece again, nothing before it"
+    );
+    let bodies = g.bodies();
+    assert_eq!(bodies[3]["text"]["body"], paragraph("b"));
+    assert_eq!(bodies[4]["interactive"]["body"]["text"], "Shall I book it?");
 }

@@ -161,7 +161,7 @@ impl Sender for SlackSender {
         true
     }
 
-    async fn send(&self, reply: &Outgoing) -> Result<Delivered, SendError> {
+    async fn send_from(&self, reply: &Outgoing, sent: &mut Delivered) -> Result<(), SendError> {
         let (channel, thread_ts) = super::split_conversation_key(&reply.conversation_key);
         if channel.is_empty() {
             return Err(SendError::Rejected {
@@ -169,15 +169,16 @@ impl Sender for SlackSender {
                 reason: "no Slack channel in the conversation key".into(),
             });
         }
-        let mut reacted = false;
         let target = super::reaction_target(&reply.in_reply_to);
         let name = reply.reaction.as_deref().and_then(super::reaction_name);
-        if let (Some(ts), Some(name)) = (target, name) {
-            reacted = self.react(channel, ts, &name).await?;
+        if let (Some(ts), Some(name)) = (target, name)
+            && sent.is_empty()
+        {
+            sent.reacted = self.react(channel, ts, &name).await?;
         }
         let pieces = pieces(&reply.text);
         let last = pieces.len().saturating_sub(1);
-        for (i, (_, text)) in pieces.iter().enumerate() {
+        for (i, (raw, text)) in sent.rest(&pieces) {
             let mut body = json!({"channel": channel, "text": text, "unfurl_links": false});
             if let Some(ts) = thread_ts {
                 body["thread_ts"] = json!(ts);
@@ -188,11 +189,9 @@ impl Sender for SlackSender {
             self.call("chat.postMessage", &body)
                 .await
                 .map_err(SendError::from)?;
+            sent.pieces.push(raw.clone());
         }
-        Ok(Delivered {
-            pieces: pieces.into_iter().map(|(raw, _)| raw).collect(),
-            reacted,
-        })
+        Ok(())
     }
 }
 

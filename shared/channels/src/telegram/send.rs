@@ -261,9 +261,9 @@ impl Sender for TelegramSender {
     /// skipped (`reacted: false`) and the text still goes out; a rate limit or outage fails the
     /// whole reply before any text is sent. `Delivered::pieces` holds the plain pieces (before
     /// MarkdownV2 escaping), in order.
-    async fn send(&self, reply: &Outgoing) -> Result<Delivered, SendError> {
+    async fn send_from(&self, reply: &Outgoing, sent: &mut Delivered) -> Result<(), SendError> {
         let pieces = render(&reply.text);
-        if let Some(id) = callback_query_id(reply) {
+        if let Some(id) = callback_query_id(reply).filter(|_| sent.is_empty()) {
             // Stops the spinner on the pressed button. Telegram accepts it only for a while
             // after the press; a refusal must not cost the user the reply.
             let body = json!({"callback_query_id": id});
@@ -271,8 +271,9 @@ impl Sender for TelegramSender {
                 tracing::info!(error = %e, "callback query not answered");
             }
         }
-        let mut reacted = false;
-        if let Some(emoji) = reply.reaction.as_deref() {
+        if let Some(emoji) = reply.reaction.as_deref()
+            && sent.is_empty()
+        {
             // Telegram lists its reaction emoji without the U+FE0F variation selector.
             let emoji: String = emoji.trim().chars().filter(|&c| c != '\u{fe0f}').collect();
             match reaction_message_id(reply) {
@@ -283,7 +284,7 @@ impl Sender for TelegramSender {
                         "reaction": [{"type": "emoji", "emoji": emoji}],
                     });
                     match self.call("setMessageReaction", &body).await {
-                        Ok(()) => reacted = true,
+                        Ok(()) => sent.reacted = true,
                         Err(SendError::Rejected { .. }) => {}
                         Err(e) => return Err(e),
                     }
@@ -296,7 +297,7 @@ impl Sender for TelegramSender {
             tracing::warn!("buttons left out: there is no text to carry them");
         }
         let last = pieces.len().saturating_sub(1);
-        for (i, (_, marked)) in pieces.iter().enumerate() {
+        for (i, (plain, marked)) in sent.rest(&pieces) {
             let mut body = json!({
                 "chat_id": chat_id(&reply.conversation_key),
                 "text": marked,
@@ -307,11 +308,9 @@ impl Sender for TelegramSender {
                 body["reply_markup"] = markup.clone();
             }
             self.call("sendMessage", &body).await?;
+            sent.pieces.push(plain.clone());
         }
-        Ok(Delivered {
-            pieces: pieces.into_iter().map(|(plain, _)| plain).collect(),
-            reacted,
-        })
+        Ok(())
     }
 }
 

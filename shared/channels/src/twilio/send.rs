@@ -231,18 +231,16 @@ impl Sender for TwilioSender {
         false
     }
 
-    async fn send(&self, reply: &Outgoing) -> Result<Delivered, SendError> {
+    async fn send_from(&self, reply: &Outgoing, sent: &mut Delivered) -> Result<(), SendError> {
         let pieces = pieces(&reply.text, &reply.buttons);
         if !pieces.is_empty() {
             let (to, from) = numbers(reply)?;
-            for piece in &pieces {
+            for (_, piece) in sent.rest(&pieces) {
                 self.post(to, from, piece).await?;
+                sent.pieces.push(piece.clone());
             }
         }
-        Ok(Delivered {
-            pieces,
-            reacted: false,
-        })
+        Ok(())
     }
 }
 

@@ -240,7 +240,7 @@ impl Sender for WhatsAppSender {
         true
     }
 
-    async fn send(&self, reply: &Outgoing) -> Result<Delivered, SendError> {
+    async fn send_from(&self, reply: &Outgoing, sent: &mut Delivered) -> Result<(), SendError> {
         self.check_window(reply.user_last_message_ms)?;
         let to = if reply.external_user_id.is_empty() {
             reply.conversation_key.as_str()
@@ -253,8 +253,9 @@ impl Sender for WhatsAppSender {
             tracing::warn!("WhatsApp buttons need a text to go with; dropping them");
         }
 
-        let mut reacted = false;
-        if let Some(emoji) = reply.reaction.as_deref().filter(|e| !e.is_empty()) {
+        if let Some(emoji) = reply.reaction.as_deref().filter(|e| !e.is_empty())
+            && sent.is_empty()
+        {
             if reply.in_reply_to.is_empty() {
                 tracing::warn!("no message to react to; skipping the reaction");
             } else {
@@ -262,7 +263,7 @@ impl Sender for WhatsAppSender {
                     .post(&reaction_message(to, &reply.in_reply_to, emoji))
                     .await
                 {
-                    Ok(()) => reacted = true,
+                    Ok(()) => sent.reacted = true,
                     // A refused reaction (message too old, emoji not allowed) must not cost
                     // the user the reply itself.
                     Err(SendError::Rejected { status, reason }) => {
@@ -275,14 +276,15 @@ impl Sender for WhatsAppSender {
 
         let last = pieces.len().saturating_sub(1);
         let mut buttons = Some(buttons).filter(|b| !b.is_empty());
-        for (i, piece) in pieces.iter().enumerate() {
+        for (i, piece) in sent.rest(&pieces) {
             let message = match buttons.take_if(|_| i == last) {
                 Some(b) => button_message(to, piece, b),
                 None => text_message(to, piece),
             };
             self.post(&message).await?;
+            sent.pieces.push(piece.clone());
         }
-        Ok(Delivered { pieces, reacted })
+        Ok(())
     }
 }
 
