@@ -19,7 +19,7 @@ use std::time::Duration;
 use store::{Account, Store};
 use tests::{FlakyStore, web_job, web_jobs};
 use tools::Registry;
-use transcript::{Conversation, ConversationId, Part, Role, UserId};
+use transcript::{Conversation, ConversationId, Part, Role, StopReason, UserId};
 
 const TTL: Duration = Duration::from_secs(600);
 
@@ -37,6 +37,11 @@ struct Rig {
 /// user-1 with conversations conv-1 and conv-2, the planner's tools behind the gate (TTL ten
 /// minutes), and a published "Spring Open" with Dana Lee registered.
 async fn rig(store: Arc<dyn Store>) -> Rig {
+    rig_compacting_past(store, EngineOptions::default().compaction_threshold_chars).await
+}
+
+/// The rig with its conversations compacted once their segment holds more than `chars`.
+async fn rig_compacting_past(store: Arc<dyn Store>, chars: usize) -> Rig {
     store
         .put_account(&Account::new("user-1", "user-1"))
         .await
@@ -67,6 +72,7 @@ async fn rig(store: Arc<dyn Store>) -> Rig {
     let model = Arc::new(ScriptedModel::new([]));
     let options = EngineOptions {
         model_id: "test-model".into(),
+        compaction_threshold_chars: chars,
         ..EngineOptions::default()
     };
     let engine = Engine::new(model.clone(), Arc::new(tools), store.clone(), options)
@@ -235,6 +241,56 @@ async fn a_yes_press_runs_the_held_call(store: Arc<dyn Store>) {
     assert_eq!(r.model.requests().len(), before + 1, "no model call");
 }
 
+/// A held undo asks about what it would revert then; a Yes press runs it only if that is still
+/// what it would do. Here the model held "undo" (withdrawing Eve) and then, in the same turn,
+/// made a change that needs no yes: the undo would now revert that change instead, which the
+/// user was never asked about, so the press runs nothing.
+async fn a_yes_press_runs_no_undo_that_now_reverts_something_else(store: Arc<dyn Store>) {
+    let r = rig(store).await;
+    r.model.push(Reply::tool_call(
+        "c1",
+        "register_attendee",
+        json!({"event_id": r.event, "name": "Eve Ng", "email": "eve@example.com"}),
+    ));
+    r.model.push(Reply::text("Eve is registered."));
+    r.send("conv-2", "register Eve", None).await;
+    assert_eq!(r.registered().await, 2);
+    r.model.push(Reply::tool_call("c2", "undo", json!({})));
+    r.model.push(Reply::tool_call(
+        "c3",
+        "update_event",
+        json!({"event_id": r.event, "capacity": 150}),
+    ));
+    r.model.push(Reply::text("Shall I undo that?"));
+    let out = r.send("conv-2", "actually, take that back", None).await;
+    assert_eq!(out.buttons.len(), 2, "the undo is held: {:?}", out.reply);
+    let capacity = || async {
+        r.planner
+            .list_events(&owner("read"))
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|e| e.id == r.event)
+            .unwrap()
+            .capacity
+    };
+    assert_eq!(capacity().await, 150);
+
+    r.model.push(Reply::text("Nothing changed."));
+    r.send("conv-2", "Yes, do it", Some(&out.buttons[0].id))
+        .await;
+    assert_eq!(
+        capacity().await,
+        150,
+        "the change nobody was asked about stays"
+    );
+    assert_eq!(
+        r.registered().await,
+        2,
+        "and what was asked about did not run"
+    );
+}
+
 /// A No press voids the held call without asking the model to decide: the identical call
 /// made afterwards is held again, not run.
 async fn a_no_press_voids_it(store: Arc<dyn Store>) {
@@ -367,6 +423,7 @@ macro_rules! on_both_stores {
 
 on_both_stores!(
     a_yes_press_runs_the_held_call,
+    a_yes_press_runs_no_undo_that_now_reverts_something_else,
     a_press_after_the_grant_was_lowered_runs_nothing,
     a_no_press_voids_it,
     a_stale_press_confirms_nothing,
@@ -421,6 +478,57 @@ async fn a_yes_press_cut_after_the_effect_is_told_as_done_on_its_retry() {
         })
         .count();
     assert_eq!(withdrawals, 1, "withdrawn once");
+}
+
+/// A Yes press in a turn that compacts first (notes into a new segment), cut short after the
+/// held call ran: the retry finds the user's previous message and the held call in the
+/// segment before, so it tells the model what was done instead of "Nothing was done".
+#[tokio::test]
+async fn a_yes_press_in_a_turn_that_compacted_is_told_as_done_on_its_retry() {
+    let store: Arc<dyn Store> = Arc::new(store_sqlite::SqliteStore::open_in_memory().unwrap());
+    let r = rig_compacting_past(store, 200).await;
+    let buttons = r.hold_withdrawal("conv-1").await;
+    let mut press = web_job("conv-1", "user-1", "m-press", "Yes, do it");
+    press.button_id = Some(buttons[0].id.clone());
+    // The notes, then an answer that never ends within the attempt's deadline.
+    r.model
+        .push(Reply::text("Notes: the user asked to withdraw Dana Lee."));
+    r.model.push(
+        Reply::new()
+            .say("Done")
+            .then_wait(Duration::from_secs(30))
+            .stop(StopReason::EndTurn),
+    );
+    let first = r.jobs.run(&press, Duration::from_secs(2)).await;
+    assert!(
+        matches!(first, channel_jobs::JobOutcome::Failed(_)),
+        "{first:?}"
+    );
+    assert_eq!(r.registered().await, 0, "the withdrawal was committed");
+    let conv = r
+        .store
+        .conversation(&ConversationId::from("conv-1"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(conv.segment, 1, "the turn compacted first");
+
+    r.model.push(Reply::text("Done: Dana Lee is withdrawn."));
+    let ran = r
+        .jobs
+        .run_streamed(&press, Duration::from_secs(60), &NullSink)
+        .await;
+    let out = ran.turn.expect("the retry runs the turn");
+    assert_eq!(
+        out.reply, "Done: Dana Lee is withdrawn.",
+        "not the stale line"
+    );
+    let said = r.last_user_text();
+    assert!(
+        said.contains("the harness ran it") && said.contains("Dana Lee"),
+        "the model reads what was done: {said}"
+    );
+    assert_eq!(r.registered().await, 0);
 }
 
 /// The grant lowered below risky between the question and the press: the press runs nothing

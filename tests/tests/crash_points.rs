@@ -315,12 +315,21 @@ impl World {
         let events = self.inner.records_of(&"u1".into(), "event").await.unwrap();
         let audit = self.inner.audit_log(&"u1".into()).await.unwrap();
         // Every event ever created (an undo may have removed some since).
-        let created: BTreeSet<String> = audit
+        let in_order: Vec<String> = audit
             .iter()
             .flat_map(|row| &row.changes)
             .filter(|c| c.kind == "event" && c.before.is_none() && c.id.starts_with("ev-"))
             .map(|c| c.id.clone())
             .collect();
+        let created: BTreeSet<String> = in_order.iter().cloned().collect();
+        // Which of them the conversation is about (the context block's "active event"), by
+        // order of creation: ids differ from run to run.
+        let active = self
+            .inner
+            .active(&conv, "event")
+            .await
+            .unwrap()
+            .map(|id| in_order.iter().position(|c| *c == id).ok_or(id));
         let last = self.requests.lock().unwrap().last().cloned().unwrap();
         let last_request = serde_json::to_string(&last.messages).unwrap();
         let seen_ids: BTreeSet<String> = event_ids(&last_request).into_iter().collect();
@@ -333,6 +342,7 @@ impl World {
             .map(|m| serde_json::to_string(&(m.position, m.role, &m.parts, &m.action_id)).unwrap())
             .collect();
         Observed {
+            active,
             events: events.len(),
             audit_rows: audit.len(),
             model_saw_the_created_events: seen_ids == created,
@@ -353,6 +363,8 @@ impl World {
 
 #[derive(Debug, PartialEq)]
 struct Observed {
+    /// The active event: its place in creation order, or an id no event has.
+    active: Option<Result<usize, String>>,
     events: usize,
     audit_rows: usize,
     model_saw_the_created_events: bool,
@@ -497,6 +509,7 @@ fn in_the_delivery_window(points: &[&str], at: CrashAt) -> bool {
 
 fn expected_clone(o: &Observed) -> Observed {
     Observed {
+        active: o.active.clone(),
         events: o.events,
         audit_rows: o.audit_rows,
         model_saw_the_created_events: o.model_saw_the_created_events,

@@ -57,7 +57,7 @@ fn read_to_close(tcp: &mut TcpStream) -> (String, Duration) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_headers_and_idle_connections_are_closed() {
     let s = server(16).await;
-    let (slow, idle) = tokio::task::spawn_blocking({
+    let (slow, idle, quiet) = tokio::task::spawn_blocking({
         let s_base = s.base.clone();
         move || {
             let host = s_base.trim_start_matches("http://").to_owned();
@@ -73,11 +73,29 @@ async fn slow_headers_and_idle_connections_are_closed() {
             idle.write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
                 .unwrap();
             let idle = read_to_close(&mut idle);
-            (slow, idle)
+            // A connection that says nothing at all, one that sends a single byte, and one
+            // that starts HTTP/2's preface and stops: each would hold a connection slot for
+            // good while the server waited to tell HTTP/1 from HTTP/2.
+            let quiet: Vec<(String, Duration)> = [&b""[..], b"P", b"PRI * HTTP/2.0\r\n"]
+                .into_iter()
+                .map(|first| {
+                    let mut tcp = TcpStream::connect(&host).unwrap();
+                    tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                    tcp.write_all(first).unwrap();
+                    read_to_close(&mut tcp)
+                })
+                .collect();
+            (slow, idle, quiet)
         }
     })
     .await
     .unwrap();
+    for (i, closed) in quiet.iter().enumerate() {
+        assert!(
+            closed.1 < Duration::from_secs(3),
+            "quiet connection {i} is closed: {closed:?}"
+        );
+    }
     assert!(
         slow.1 >= SHORT / 2 && slow.1 < Duration::from_secs(3),
         "{slow:?}"
@@ -327,4 +345,105 @@ async fn a_client_that_stops_reading_is_let_go_and_the_turn_still_answers() {
     .await;
     assert_eq!(recorded.text.len(), answer.len());
     s.stop().await;
+}
+
+/// One user holds at most eight reply streams open at once: a ninth message is refused before
+/// it is queued (429 and a sentence; nothing of it is kept), and once a stream has ended the
+/// next message goes through. Without this, messages posted within the write rate into one
+/// slow conversation pile up open streams until nobody else can connect.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_holds_at_most_eight_reply_streams_open() {
+    let s = TestServer::start(
+        EchoModel::new(Duration::from_secs(2)),
+        AppOptions::default(),
+    )
+    .await;
+    let conv = s.new_conversation().await;
+    let http = reqwest::Client::new();
+    let post = |text: String| {
+        let req = http
+            .post(s.url(&format!("/api/conversations/{conv}/messages")))
+            .json(&serde_json::json!({"text": text}));
+        async move { req.send().await.unwrap() }
+    };
+    let mut open = Vec::new();
+    for n in 0..8 {
+        let res = post(format!("message {n}")).await;
+        assert_eq!(res.status(), 200);
+        open.push(res);
+    }
+    let refused = post("one too many".into()).await;
+    assert_eq!(refused.status(), 429);
+    let said: serde_json::Value = refused.json().await.unwrap();
+    assert!(
+        said["error"]
+            .as_str()
+            .unwrap()
+            .contains("replies are streaming to you already"),
+        "{said}"
+    );
+    // The first turn is done: its stream ends, and its place is free again.
+    let first = open.remove(0).text().await.unwrap();
+    assert!(first.contains("event: done"), "{first}");
+    let res = post("now there is room".into()).await;
+    assert_eq!(res.status(), 200);
+    drop(open);
+    drop(res);
+    let texts: Vec<String> = s.history(&conv).await.into_iter().map(|(_, t)| t).collect();
+    assert!(
+        !texts.iter().any(|t| t.contains("one too many")),
+        "the refused message was not kept: {texts:?}"
+    );
+}
+
+/// Without sign-in, another site's page can still make the browser post a form to 127.0.0.1
+/// (a form needs no preflight): a change whose `Origin` is another site's, or `null`, is
+/// refused; the server's own page (same origin) and clients that name no origin are served.
+#[tokio::test]
+async fn without_sign_in_a_change_posted_from_another_site_is_refused() {
+    let s = server(16).await;
+    let http = reqwest::Client::new();
+    let own = s.base.clone();
+    let post = |origin: Option<String>| {
+        let mut req = http
+            .post(s.url("/api/conversations"))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body("");
+        if let Some(origin) = origin {
+            req = req.header("origin", origin);
+        }
+        async move { req.send().await.unwrap() }
+    };
+    for origin in [
+        "http://evil.example",
+        "null",
+        "https://127.0.0.1.evil.example",
+    ] {
+        let res = post(Some(origin.into())).await;
+        assert_eq!(res.status(), 403, "{origin}");
+        let said: serde_json::Value = res.json().await.unwrap();
+        assert!(
+            said["error"].as_str().unwrap().contains("own pages"),
+            "{said}"
+        );
+    }
+    let listed = |s: &TestServer| {
+        let url = s.url("/api/conversations");
+        async move {
+            reqwest::get(url)
+                .await
+                .unwrap()
+                .json::<serde_json::Value>()
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(
+        listed(&s).await.as_array().unwrap().len(),
+        0,
+        "none was made"
+    );
+    assert!(post(Some(own)).await.status().is_success());
+    assert!(post(None).await.status().is_success());
+    assert_eq!(listed(&s).await.as_array().unwrap().len(), 2);
 }

@@ -511,6 +511,14 @@ async fn an_edited_or_stale_login_cookie_gets_no_session_and_no_other_sites_addr
     let res = callback_with(&s, &callback, &edited).await;
     assert_eq!(res.status(), StatusCode::SEE_OTHER);
     assert_eq!(location(&res), "/");
+    // A tab a browser drops from the address would make `/\t/evil.example` another site's.
+    s.issuer.sign_in_as(alice());
+    let (state, callback) = start_sign_in(&s, "/auth/login?return_to=/%09/evil.example").await;
+    let held: Value = serde_json::from_slice(&b64.decode(&state).unwrap()).unwrap();
+    assert_eq!(held["return_to"], "/");
+    let res = callback_with(&s, &callback, &state).await;
+    assert_eq!(res.status(), StatusCode::SEE_OTHER);
+    assert_eq!(location(&res), "/");
     // Older than its ten minutes.
     s.issuer.sign_in_as(alice());
     let (state, callback) = start_sign_in(&s, "/auth/login").await;

@@ -144,3 +144,44 @@ async fn the_list_and_a_page_of_history_cost_the_same_however_long_and_however_m
     );
     server.stop().await;
 }
+
+/// An id longer than any of ours names nothing: 404 (400 for a page's `after_id`) without
+/// asking the store. DynamoDB would refuse the key (over 2,048 bytes), which reads as an
+/// outage: a 500 and an error log for anyone who sends a long address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_id_too_long_to_be_ours_is_not_found_without_a_store_call() {
+    let (store, tally) = counted_store().await;
+    let options = AppOptions {
+        store: Some(OtherStore(store)),
+        ..AppOptions::default()
+    };
+    let server = TestServer::start(EchoModel::new(std::time::Duration::ZERO), options).await;
+    let long = "c".repeat(2_100);
+    tally.take();
+    let http = reqwest::Client::new();
+    for (path, status) in [
+        (format!("/api/conversations/{long}/messages"), 404),
+        (
+            format!("/api/conversations?after_ms=1&after_id={long}"),
+            400,
+        ),
+    ] {
+        let res = http.get(server.url(&path)).send().await.unwrap();
+        assert_eq!(res.status(), status, "{}", &path[..40]);
+    }
+    let res = http
+        .post(server.url(&format!("/api/conversations/{long}/messages")))
+        .json(&serde_json::json!({"text": "hi", "client_message_id": "m-1"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 404);
+    let res = http
+        .delete(server.url(&format!("/api/mcp-tokens/{long}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 404);
+    let (asked, _) = tally.take();
+    assert!(asked.is_empty(), "the store was not asked: {asked:?}");
+}

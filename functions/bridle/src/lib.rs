@@ -244,6 +244,7 @@ pub fn build_app(
         mcp,
         tokens: mcp_tokens,
         write_rate: options.web_write_rate,
+        streams: Default::default(),
     })
 }
 

@@ -205,14 +205,30 @@ impl ChannelJobs {
 
     /// Send one of the harness's own replies (no model call), then record the exchange in the
     /// visible transcript as a turn of its own. The claim keeps a redelivery from sending it
-    /// again; only a worker that dies between sending and finishing the claim can repeat it.
+    /// again. A `retry` (an earlier attempt's claim was taken over) whose reply is the
+    /// conversation's last entry finds it recorded by that attempt, which died before marking
+    /// the job done: nothing is sent or recorded again. Only a worker that dies between sending
+    /// and recording repeats it.
     pub(crate) async fn deliver_harness_reply(
         &self,
         job: &TurnJob,
         conversation: &ConversationId,
         text: &str,
         sender: &dyn Sender,
+        retry: bool,
     ) -> Result<(), JobError> {
+        if retry
+            && let Some(last) = self
+                .store
+                .last_visible(conversation)
+                .await
+                .map_err(JobError::from)?
+            && last.role == VisibleRole::Assistant
+            && last.text == text
+        {
+            tracing::info!(job = %job.dedupe_key(), "an earlier attempt sent and recorded this reply; not sending it again");
+            return Ok(());
+        }
         let reply = outgoing(job, text.to_owned(), Vec::new());
         let delivered = self
             .send_reply(job, None, sender, &reply, Delivered::default())

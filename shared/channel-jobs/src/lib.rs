@@ -284,7 +284,8 @@ impl ChannelJobs {
             Err(e) => return failed(e.into()),
         };
         let held = web::HoldDone::new(sink);
-        let answered = tokio::time::timeout(budget, self.answer(job, early, &held)).await;
+        let retry = attempt > 1;
+        let answered = tokio::time::timeout(budget, self.answer(job, early, &held, retry)).await;
         let (outcome, turn, finished) = match answered {
             Ok(Ok(answered)) => answered,
             Ok(Err(why)) => return self.end_attempt(&key, attempt, expires, why).await,
@@ -340,6 +341,7 @@ impl ChannelJobs {
         job: &TurnJob,
         early: Early,
         sink: &dyn EventSink,
+        retry: bool,
     ) -> Result<(JobOutcome, Option<TurnOutcome>, bool), JobError> {
         let Some(sender) = self.senders.get(&job.channel) else {
             tracing::error!(channel = %job.channel, "no sender configured for this channel");
@@ -410,7 +412,7 @@ impl ChannelJobs {
                     .map_err(JobError::from)?;
                     let delivered = self
                         .leased(job, &conversation, LeaseNow::ToTake, async {
-                            self.deliver_harness_reply(job, &conversation, &text, sender)
+                            self.deliver_harness_reply(job, &conversation, &text, sender, retry)
                                 .instrument(spans::delivery(&job.channel))
                                 .await?;
                             // The exchange just recorded expires with the lobby (a crash before

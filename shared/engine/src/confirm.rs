@@ -171,7 +171,7 @@ impl ConfirmationGate {
 impl ConfirmationGate {
     /// A Yes press: consume the record of `call` held on `previous_action`. `true`: it may run
     /// now (the record was live, made on that message, and what the user was asked still
-    /// describes the call); `false`: it must not.
+    /// describes what the call would do, word for word); `false`: it must not.
     pub async fn confirm_pressed(
         &self,
         ctx: &Ctx,
@@ -190,8 +190,11 @@ impl ConfirmationGate {
         if taken.created_on_action != previous_action {
             return Ok(false);
         }
+        // Only what the user was asked runs: a call that now changes something else (an undo
+        // whose last change is another since) or nothing the policy holds any more is not run
+        // on that yes; the model may call it again, and it is judged again.
         let description = self.policy.assess(ctx, &call.name, &call.input).await;
-        Ok(description.is_none_or(|d| d == taken.description))
+        Ok(description.is_some_and(|d| d == taken.description))
     }
 
     /// A No press: the record of `call` is consumed without running anything.

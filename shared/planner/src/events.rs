@@ -44,9 +44,14 @@ impl Planner {
             status: EventStatus::Draft,
             registered: 0,
         };
+        // The focus first: a retry after a crash between the two would answer from the
+        // effect's receipt without running this again, and the conversation would stay about
+        // the previous event. A focus on an event that was never created (a crash, or a
+        // refused write, in between) reads as no focus.
+        self.check_may_write(caller).await?;
+        self.set_focus(caller, &event.id).await?;
         let c = change(EVENT, &event.id, &caller.user, None, Some(&event));
         self.write(Access::Owner(caller), vec![c], &event).await?;
-        self.set_focus(caller, &event.id).await?;
         Ok(event)
     }
 

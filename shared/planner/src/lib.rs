@@ -57,4 +57,6 @@ pub const MAY_NEED_CONFIRMATION: &[&str] = &[
     "undo",
     "build_schedule",
     "move_session",
+    "set_rooms",
+    "edit_session",
 ];

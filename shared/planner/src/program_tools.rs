@@ -45,7 +45,7 @@ pub(crate) fn register(
 }
 
 fn defs() -> Vec<(ToolDef, Op)> {
-    let id = |what: &str| json!({"type": "string", "minLength": 1, "description": what});
+    let id = |what: &str| json!({"type": "string", "minLength": 1, "maxLength": 200, "description": what});
     let time = |what: &str| json!({"type": "string", "pattern": CLOCK, "description": what});
     let day = json!({"type": "integer", "minimum": 1, "maximum": 31, "description": "Day of the event, 1 for the first"});
     let object = |props: Value, required: &[&str]| json!({"type": "object", "properties": props, "required": required, "additionalProperties": false});

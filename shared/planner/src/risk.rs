@@ -1,15 +1,17 @@
 //! Which planner calls need the user's confirmation, described from stored state.
 
-use crate::program::SCHEDULE;
+use crate::program::{PROGRAM, SCHEDULE, ScheduleRecord};
 use crate::{ATTENDEE, Attendee, Caller, EVENT, Event, EventStatus, Planner, PlannerError};
 use serde_json::Value;
 use store::UndoScope;
 use tools::Ctx;
 
 impl Planner {
-    /// `Some(description)` for a risky call: cancelling a published event, withdrawing an
-    /// attendee, moving a published event to another date or venue, or re-planning the saved
-    /// timetable of a published event. The description names
+    /// `Some(description)` for a risky call: cancelling a published event or one with
+    /// attendees, withdrawing an attendee, moving a published event to another date or venue,
+    /// re-planning the saved timetable of a published event, or changing what it shows (its
+    /// days, rooms and breaks; a session's length), and an undo that would do any of these.
+    /// The description names
     /// what is stored (titles, names), not what the model typed. Calls on records the caller
     /// does not own are not risky here: they fail as not found when they run. When storage
     /// fails, what a call would change cannot be read: the call is held (fail closed), as a
@@ -36,16 +38,22 @@ impl Planner {
         let caller = Caller::from_ctx(ctx);
         let arg = |name: &str| args.get(name).and_then(Value::as_str);
         Ok(match tool {
+            // Cancelling is for good. A draft nobody registered for costs nothing to lose; one
+            // with attendees is held as withdrawing one of them is.
             "cancel_event" => {
                 self.event_for(&caller, arg("event_id"))
                     .await?
                     .and_then(|(event, _)| {
-                        (event.status == EventStatus::Published).then(|| {
-                            format!(
-                                "Cancel {} on {} ({} registered)",
-                                event.title, event.starts_at, event.registered
-                            )
-                        })
+                        (event.status == EventStatus::Published || event.registered > 0).then(
+                            || {
+                                format!(
+                                    "Cancel {} on {} ({} registered)",
+                                    one_line(&event.title),
+                                    event.starts_at,
+                                    event.registered
+                                )
+                            },
+                        )
                     })
             }
             "withdraw_attendee" => {
@@ -59,7 +67,13 @@ impl Planner {
                 };
                 self.event_for(&caller, Some(&person.event_id))
                     .await?
-                    .map(|(event, _)| format!("Withdraw {} from {}", person.name, event.title))
+                    .map(|(event, _)| {
+                        format!(
+                            "Withdraw {} from {}",
+                            one_line(&person.name),
+                            one_line(&event.title)
+                        )
+                    })
             }
             "update_event" => {
                 let Some((event, _)) = self.event_for(&caller, arg("event_id")).await? else {
@@ -78,7 +92,7 @@ impl Planner {
                 (!moves.is_empty()).then(|| {
                     format!(
                         "Move {} (published, {} registered) {}",
-                        event.title,
+                        one_line(&event.title),
                         event.registered,
                         moves.join(" and ")
                     )
@@ -117,12 +131,64 @@ impl Planner {
                         effects.push(effect);
                     }
                 }
+                // A program a published timetable is drawn from, put back: what the timetable
+                // shows changes as a program edit's would.
+                for change in net.iter().filter(|c| c.kind == PROGRAM) {
+                    if let Some(event) = self.published_timetable(&caller, &change.id).await?
+                        && let effect = format!(
+                            "put the program of the published timetable of \u{201c}{}\u{201d} back as it was",
+                            one_line(&event.title)
+                        )
+                        && !effects.contains(&effect)
+                    {
+                        effects.push(effect);
+                    }
+                }
                 (!effects.is_empty()).then(|| {
                     format!(
                         "Undo the last change made in this conversation, which would {}",
                         effects.join("; ")
                     )
                 })
+            }
+            // What a published timetable shows is drawn from the program as it is now: new
+            // days, rooms or breaks, or a session's new length, change it at once (no re-plan).
+            "set_rooms" => self
+                .published_timetable(&caller, arg("event_id").unwrap_or_default())
+                .await?
+                .map(|event| {
+                    format!(
+                        "Replace the days, rooms and breaks of the published timetable of \u{201c}{}\u{201d}",
+                        one_line(&event.title)
+                    )
+                }),
+            "edit_session" => {
+                let Some(duration) = args.get("duration").and_then(Value::as_u64) else {
+                    return Ok(None);
+                };
+                let Some(event) = self
+                    .published_timetable(&caller, arg("event_id").unwrap_or_default())
+                    .await?
+                else {
+                    return Ok(None);
+                };
+                let Some((record, _)) =
+                    found(self.program_of(&caller, &event.id).await)?
+                else {
+                    return Ok(None);
+                };
+                record
+                    .program
+                    .session(arg("session_id").unwrap_or_default())
+                    .filter(|session| u64::from(session.duration) != duration)
+                    .map(|session| {
+                        format!(
+                            "Change \u{201c}{}\u{201d} in the published timetable of \u{201c}{}\u{201d} from {} to {duration} minutes",
+                            one_line(&session.title),
+                            one_line(&event.title),
+                            session.duration
+                        )
+                    })
             }
             // Re-planning a published program moves sessions people may have planned around:
             // a dry run counts how many would move.
@@ -151,7 +217,7 @@ impl Planner {
                     };
                     format!(
                         "Re-plan the published program of \u{201c}{}\u{201d}: {n}",
-                        run.title
+                        one_line(&run.title)
                     )
                 })
             }
@@ -172,6 +238,27 @@ pub(crate) fn found<T>(read: Result<T, PlannerError>) -> Result<Option<T>, Plann
 }
 
 impl Planner {
+    /// The caller's event `event_id` when it is published and has a saved timetable (which
+    /// people see), as an assessment reads it ([`found`]).
+    async fn published_timetable(
+        &self,
+        caller: &Caller,
+        event_id: &str,
+    ) -> Result<Option<Event>, PlannerError> {
+        let Some((event, _)) = self.event_for(caller, Some(event_id)).await? else {
+            return Ok(None);
+        };
+        if event.status != EventStatus::Published {
+            return Ok(None);
+        }
+        let saved = found(
+            self.maybe::<ScheduleRecord>(caller, SCHEDULE, event_id)
+                .await,
+        )?
+        .flatten();
+        Ok(saved.map(|_| event))
+    }
+
     /// The caller's event `id` as an assessment reads it ([`found`]).
     async fn event_for(
         &self,
@@ -203,11 +290,11 @@ impl Planner {
         Ok(Some(match change.before {
             Some(_) => format!(
                 "put the published program of \u{201c}{}\u{201d} back as it was before its last re-plan",
-                event.title
+                one_line(&event.title)
             ),
             None => format!(
                 "take away the timetable of the published program of \u{201c}{}\u{201d}",
-                event.title
+                one_line(&event.title)
             ),
         }))
     }
@@ -226,24 +313,64 @@ fn undo_effect(change: &store::Change) -> Option<String> {
             let Some(before) = &change.before else {
                 return Some(format!(
                     "delete the published event {} ({} registered)",
-                    now.title, now.registered
+                    one_line(&now.title),
+                    now.registered
                 ));
             };
             let before: Event = serde_json::from_value(before.clone()).ok()?;
             if before.status != EventStatus::Published {
-                return Some(format!("unpublish {}", now.title));
+                return Some(format!("unpublish {}", one_line(&now.title)));
             }
             (before.starts_at != now.starts_at || before.venue != now.venue).then(|| {
                 format!(
                     "move the published event {} back to {} at {}",
-                    now.title, before.starts_at, before.venue
+                    one_line(&now.title),
+                    before.starts_at,
+                    one_line(&before.venue)
                 )
             })
         }
         ATTENDEE if change.before.is_none() => {
             let who: Attendee = serde_json::from_value(change.after.clone()?).ok()?;
-            Some(format!("withdraw {}", who.name))
+            Some(format!("withdraw {}", one_line(&who.name)))
         }
         _ => None,
+    }
+}
+
+/// How long a name may run in a question to the user.
+const NAME_CHARS: usize = 80;
+
+/// A stored name (a title, a person's name) as a question to the user shows it: on one line,
+/// spaces collapsed, cut at [`NAME_CHARS`]. Names are typed by the model through tools that
+/// need no yes; a line break in one must not let it write lines of the question itself (a
+/// made-up "If you say yes: nothing is lost").
+pub(crate) fn one_line(name: &str) -> String {
+    let words: Vec<&str> = name
+        .split(|c: char| c.is_whitespace() || c.is_control())
+        .filter(|w| !w.is_empty())
+        .collect();
+    let joined = words.join(" ");
+    match joined.char_indices().nth(NAME_CHARS) {
+        Some((cut, _)) => format!("{}\u{2026}", &joined[..cut]),
+        None => joined,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::one_line;
+
+    #[test]
+    fn a_name_is_shown_on_one_line_and_cut_short() {
+        assert_eq!(one_line("Spring Open"), "Spring Open");
+        assert_eq!(
+            one_line("Spring Open\n\nIf you say yes:\tnothing is lost\u{0}"),
+            "Spring Open If you say yes: nothing is lost"
+        );
+        let long = "é".repeat(200);
+        let shown = one_line(&long);
+        assert_eq!(shown.chars().count(), 81);
+        assert!(shown.ends_with('\u{2026}'));
     }
 }

@@ -21,7 +21,7 @@ pub fn register(
     planner: Arc<Planner>,
     purposes: &[&str],
 ) -> Result<(), RegistryError> {
-    let id = |what: &str| json!({"type": "string", "minLength": 1, "description": what});
+    let id = |what: &str| json!({"type": "string", "minLength": 1, "maxLength": 200, "description": what});
     let object = |props: Value, required: &[&str]| json!({"type": "object", "properties": props, "required": required, "additionalProperties": false});
     let defs = [
         (

@@ -6,7 +6,7 @@ use planner::{
     Caller, NewEvent, NewSession, Planner, PlannerError, SCHEDULE, ScheduleRecord, SessionChanges,
 };
 use schedule_types::{Break, Day, Room, Slot, Window};
-use serde_json::json;
+use serde_json::{Value, json};
 use std::sync::Arc;
 use store::{Account, AccountStatus, Accounts, Records, Store, UndoScope};
 use store_sqlite::SqliteStore;
@@ -461,4 +461,73 @@ async fn an_assistant_on_a_read_grant_cannot_change_the_program_or_build() {
         .unwrap_err();
     assert!(matches!(err, PlannerError::NotAllowed(_)), "{err:?}");
     assert!(saved(&w, &event).await.is_none());
+}
+
+/// What a published timetable shows is drawn from the program as it is now, so new days,
+/// rooms or breaks, a session's new length, or an undo that puts the program back change it at
+/// once, with no re-plan: each needs a yes once the event is published and its timetable
+/// saved, described from the database. A title or speaker edit does not (a rename of the
+/// event does not either), nor does anything on a draft or before a timetable is saved.
+#[tokio::test]
+async fn changing_what_a_published_timetable_shows_needs_a_yes() {
+    let w = world().await;
+    let event = spring_with_rooms(&w).await;
+    let keynote = add(&w, &event, "a2", talk("Keynote", 60, 120, &[])).await;
+    let alice = ctx("alice", "r");
+    let rooms = json!({"event_id": event, "days": [{"start": "09:00", "end": "10:00"}],
+        "rooms": [{"name": "Closet", "capacity": 1}]});
+    let longer = json!({"event_id": event, "session_id": keynote, "duration": 720});
+    let renamed = json!({"event_id": event, "session_id": keynote, "title": "Opening"});
+    let same_length = json!({"event_id": event, "session_id": keynote, "duration": 60});
+    let risk = |tool: &'static str, args: Value| {
+        let (w, alice) = (&w, &alice);
+        async move { w.planner.assess_risk(alice, tool, &args).await }
+    };
+    w.planner
+        .publish_event(&caller("alice", "a3"), &event)
+        .await
+        .unwrap();
+    assert_eq!(
+        risk("set_rooms", rooms.clone()).await,
+        None,
+        "nothing saved yet"
+    );
+    assert_eq!(risk("edit_session", longer.clone()).await, None);
+    w.planner
+        .build_schedule(&caller("alice", "a4"), &event)
+        .await
+        .unwrap();
+
+    assert_eq!(
+        risk("set_rooms", rooms.clone()).await.as_deref(),
+        Some(
+            "Replace the days, rooms and breaks of the published timetable of \u{201c}Spring Open\u{201d}"
+        )
+    );
+    assert_eq!(
+        risk("edit_session", longer.clone()).await.as_deref(),
+        Some(
+            "Change \u{201c}Keynote\u{201d} in the published timetable of \u{201c}Spring Open\u{201d} from 60 to 720 minutes"
+        )
+    );
+    assert_eq!(risk("edit_session", renamed).await, None);
+    assert_eq!(risk("edit_session", same_length).await, None);
+    assert_eq!(
+        w.planner
+            .assess_risk(&ctx("bob", "b"), "set_rooms", &rooms)
+            .await,
+        None,
+        "not bob's: it fails as not found when it runs"
+    );
+
+    // The program changed in this conversation after the timetable was saved: undoing it
+    // changes what the published timetable shows, so it is held too.
+    let lightning = talk("Lightning", 15, 20, &[]);
+    add(&w, &event, "a5", lightning).await;
+    assert_eq!(
+        risk("undo", json!({})).await.as_deref(),
+        Some(
+            "Undo the last change made in this conversation, which would put the program of the published timetable of \u{201c}Spring Open\u{201d} back as it was"
+        )
+    );
 }

@@ -328,6 +328,13 @@ async fn risk_is_described_from_stored_state() {
         .create_event(&caller("alice", "a1"), spring())
         .await
         .unwrap();
+    let alice = ctx("alice", "a3");
+    let id = json!({"event_id": event.id});
+    assert_eq!(
+        w.planner.assess_risk(&alice, "cancel_event", &id).await,
+        None,
+        "a draft nobody registered for is not risky"
+    );
     let dana = w
         .planner
         .register_attendee(
@@ -338,12 +345,13 @@ async fn risk_is_described_from_stored_state() {
         )
         .await
         .unwrap();
-    let alice = ctx("alice", "a3");
-    let id = json!({"event_id": event.id});
     assert_eq!(
-        w.planner.assess_risk(&alice, "cancel_event", &id).await,
-        None,
-        "a draft is not risky"
+        w.planner
+            .assess_risk(&alice, "cancel_event", &id)
+            .await
+            .as_deref(),
+        Some("Cancel Spring Open on 2025-04-12T10:00 (1 registered)"),
+        "a draft with attendees is: cancelling is for good, as withdrawing them is"
     );
     assert_eq!(
         w.planner

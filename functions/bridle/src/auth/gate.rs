@@ -79,6 +79,24 @@ pub fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
         .map(|(_, v)| v)
 }
 
+/// Whether a browser says the request comes from a page of another origin than the address
+/// it was sent to: its `Origin` is `null` (a sandboxed or opaque page) or names another host.
+/// No `Origin` (a command-line client, an MCP client) is not a page.
+fn from_another_site(headers: &axum::http::HeaderMap) -> bool {
+    let Some(origin) = headers.get(axum::http::header::ORIGIN) else {
+        return false;
+    };
+    let origin = origin.to_str().unwrap_or("null");
+    let host = headers
+        .get(axum::http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or_default();
+    let authority = origin
+        .strip_prefix("http://")
+        .or_else(|| origin.strip_prefix("https://"));
+    !authority.is_some_and(|a| a.eq_ignore_ascii_case(host))
+}
+
 /// Equal secrets, compared in time that does not depend on where they differ.
 pub fn same_secret(a: &str, b: &str) -> bool {
     a.as_bytes().ct_eq(b.as_bytes()).into()
@@ -100,6 +118,16 @@ pub async fn gate(State(app): State<App>, mut request: Request, next: Next) -> R
         return next.run(request).await;
     }
     let Some(sign_in) = app.sign_in.as_deref() else {
+        // Another site's page may still post a form to 127.0.0.1 (a form needs no preflight):
+        // a browser names the page's origin, and a change from another origin is refused.
+        if !request.method().is_safe() && from_another_site(request.headers()) {
+            tracing::warn!(%path, "a change posted from another site's page refused");
+            return ApiError::new(
+                StatusCode::FORBIDDEN,
+                "Changes are taken only from this server's own pages.",
+            )
+            .into_response();
+        }
         request.extensions_mut().insert(CurrentUser::local());
         return next.run(request).await;
     };

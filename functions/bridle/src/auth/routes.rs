@@ -41,10 +41,20 @@ fn problem(status: StatusCode, sentence: &str) -> Response {
     (status, Html(page)).into_response()
 }
 
-/// Only a path of this site (no scheme, no host, no `//`) is a place to return to.
+/// Only a path of this site (no scheme, no host, no `//`) is a place to return to. Browsers
+/// drop tabs and line breaks from a URL and read `\\` as `/`, so `/\t/evil.example` would
+/// lead off the site: a path holding any of them, or any control character or space, is not
+/// one.
 fn safe_return(to: Option<&str>) -> String {
     match to {
-        Some(p) if p.starts_with('/') && !p.starts_with("//") && !p.contains('\\') => p.to_owned(),
+        Some(p)
+            if p.starts_with('/')
+                && !p.starts_with("//")
+                && !p.contains('\\')
+                && !p.chars().any(|c| c.is_control() || c.is_whitespace()) =>
+        {
+            p.to_owned()
+        }
         _ => "/".to_owned(),
     }
 }
@@ -92,7 +102,8 @@ pub async fn callback(
         return crate::server::errors::not_found().await.into_response();
     };
     if let Some(error) = &q.error {
-        tracing::info!(%error, "the identity provider did not sign the user in");
+        // Debug-quoted: the value is the sender's, and a line break in it would forge log lines.
+        tracing::info!(error = ?error.chars().take(200).collect::<String>(), "the identity provider did not sign the user in");
         return problem(
             StatusCode::BAD_REQUEST,
             "The sign-in was cancelled or refused at the identity provider.",
@@ -238,6 +249,14 @@ mod tests {
         assert_eq!(safe_return(Some("https://evil.example/")), "/");
         assert_eq!(safe_return(Some("//evil.example/")), "/");
         assert_eq!(safe_return(Some("/\\evil.example")), "/");
+        for sneaky in [
+            "/\t/evil.example",
+            "/\n/evil.example",
+            "/\r/evil.example",
+            "/ /x",
+        ] {
+            assert_eq!(safe_return(Some(sneaky)), "/", "{sneaky:?}");
+        }
         assert_eq!(safe_return(None), "/");
     }
 }

@@ -100,6 +100,9 @@ pub async fn list_conversations(
         return Err(bad(format!("limit {limit} is out of range.")));
     }
     let after = match (page.after_ms, page.after_id) {
+        (Some(_), Some(id)) if !may_be_an_id(&id) => {
+            return Err(bad("after_id is not a conversation's id.".into()));
+        }
         (Some(at), Some(id)) => Some((at, ConversationId(id))),
         (None, None) => None,
         _ => return Err(bad("after_ms and after_id go together.".into())),
@@ -163,6 +166,9 @@ async fn owned_conversation(
     current: &CurrentUser,
     id: &str,
 ) -> Result<Conversation, ApiError> {
+    if !may_be_an_id(id) {
+        return Err(no_conversation(id));
+    }
     let conv = app
         .store
         .conversation(&ConversationId::from(id))
@@ -182,10 +188,22 @@ async fn owned_conversation(
 }
 
 fn no_conversation(id: &str) -> ApiError {
+    let shown: String = id.chars().take(MAX_ID_BYTES).collect();
     ApiError::new(
         StatusCode::NOT_FOUND,
-        format!("There is no conversation {id:?}."),
+        format!("There is no conversation {shown:?}."),
     )
+}
+
+/// The longest id (a conversation's, a token's) a request may name, in bytes. Ours are far
+/// shorter; a longer one names nothing, and is answered so without asking the store (DynamoDB
+/// refuses a key over 2,048 bytes, which would read as an outage: a 500 and an error log on
+/// demand).
+pub const MAX_ID_BYTES: usize = 512;
+
+/// Whether `id` could be one of ours ([`MAX_ID_BYTES`]).
+pub fn may_be_an_id(id: &str) -> bool {
+    !id.is_empty() && id.len() <= MAX_ID_BYTES
 }
 
 /// The id of `current`'s web conversation `id`, its owner as this process knows it (an owner
@@ -376,6 +394,15 @@ pub async fn post_message(
         media: Vec::new(),
         received_at_ms: now_ms(),
     };
+    let Some(slot) = app.streams.open(&current.user) else {
+        return Err(ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!(
+                "{} replies are streaming to you already; send this once one has finished.",
+                super::streams::MAX_PER_USER
+            ),
+        ));
+    };
     let key = job.dedupe_key();
     let duplicate = || {
         ApiError::new(
@@ -410,7 +437,12 @@ pub async fn post_message(
             .data(serde_json::to_string(&event).unwrap_or_default());
         Some((Ok(sse), (!done).then_some(rx)))
     });
-    Ok(Sse::new(first.chain(rest)).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
+    // The slot is held as long as the stream: until its turn is done or the client goes.
+    let events = first.chain(rest).map(move |event| {
+        let _held = &slot;
+        event
+    });
+    Ok(Sse::new(events).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
 }
 
 fn event_name(event: &TurnEvent) -> &'static str {

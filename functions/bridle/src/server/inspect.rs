@@ -153,19 +153,22 @@ pub async fn conversation(
 ) -> Result<Json<ConversationView>, Response> {
     allowed(&app, &current, &headers).map_err(IntoResponse::into_response)?;
     let internal = |e: store::StoreError| ApiError::internal(e).into_response();
-    let conv = app
-        .store
-        .conversation(&ConversationId::from(id.as_str()))
-        .await
-        .map_err(internal)?
-        .filter(|c| c.user_id == current.user)
-        .ok_or_else(|| {
-            ApiError::new(
-                StatusCode::NOT_FOUND,
-                format!("There is no conversation {id:?}."),
-            )
-            .into_response()
-        })?;
+    let conv = match super::api::may_be_an_id(&id) {
+        true => app
+            .store
+            .conversation(&ConversationId::from(id.as_str()))
+            .await
+            .map_err(internal)?,
+        false => None,
+    }
+    .filter(|c| c.user_id == current.user)
+    .ok_or_else(|| {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("There is no conversation {id:?}."),
+        )
+        .into_response()
+    })?;
     let mut messages: Vec<Message> = Vec::new();
     for segment in 0..=conv.segment {
         messages.extend(

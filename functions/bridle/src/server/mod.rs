@@ -10,6 +10,7 @@ mod inspect_view;
 mod limits;
 mod link;
 pub mod owners;
+pub mod streams;
 pub mod sweep;
 mod timetable;
 mod tokens;
@@ -63,6 +64,8 @@ pub struct App {
     pub queue: Arc<dyn JobQueue>,
     pub engine: Arc<Engine>,
     pub hub: Arc<Hub>,
+    /// Reply streams open per user ([`streams`]).
+    pub streams: Arc<streams::OpenStreams>,
     /// Web conversations' owners as read here (they never change): a message into one its
     /// sender owns is queued without reading the conversation again.
     pub owners: Arc<owners::Owners>,
@@ -247,8 +250,9 @@ pub async fn run(
 }
 
 /// Accept connections until `stop` turns true, at most `limits.max_connections` at a time,
-/// each served by hyper with the header timer on (it also closes idle keep-alive
-/// connections); returns the watch over the open ones, for the stop to wait on.
+/// each served by hyper as HTTP/1.1 with the header timer on from the connection's start (it
+/// also closes silent and idle keep-alive connections); returns the watch over the open ones,
+/// for the stop to wait on.
 async fn accept(
     listener: TcpListener,
     service: Router,
@@ -257,12 +261,15 @@ async fn accept(
 ) -> GracefulShutdown {
     let graceful = GracefulShutdown::new();
     let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
-    let mut builder = auto::Builder::new(TokioExecutor::new());
+    // HTTP/1.1 only: browsers speak HTTP/2 only over TLS, and serving both means reading a
+    // connection's first bytes to tell them apart, with no timer — a client that sends nothing,
+    // or half of HTTP/2's preface, would hold its connection slot for good. With HTTP/1 alone
+    // the header timer runs from the connection's start.
+    let mut builder = auto::Builder::new(TokioExecutor::new()).http1_only();
     builder
         .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_read);
-    builder.http2().timer(TokioTimer::new());
     let builder = Arc::new(builder);
     loop {
         let permit = tokio::select! {
@@ -293,7 +300,7 @@ async fn accept(
         let builder = builder.clone();
         let connection = graceful.watch(
             builder
-                .serve_connection_with_upgrades(TokioIo::new(Box::pin(io)), service)
+                .serve_connection(TokioIo::new(Box::pin(io)), service)
                 .into_owned(),
         );
         tokio::spawn(async move {

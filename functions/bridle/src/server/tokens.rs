@@ -101,6 +101,9 @@ pub async fn revoke(
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     let not_found = || ApiError::new(StatusCode::NOT_FOUND, "No such token.");
+    if !super::api::may_be_an_id(&id) {
+        return Err(not_found());
+    }
     let token = app
         .tokens
         .token(&id)

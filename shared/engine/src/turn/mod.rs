@@ -121,8 +121,23 @@ impl<'a> Turn<'a> {
             None => store.messages(id, conv.segment).await?,
         };
         let resumed = resume::find(&history, &input.action_id.0);
+        // This turn compacted before it was cut short (its notes open the segment): the user's
+        // previous message, and any call held on it, are in the segment before. Read there,
+        // so a retried Yes still confirms what the first attempt confirmed (one read, on this
+        // retry only).
+        let compacted_here = conv.segment > 0
+            && history.first().is_some_and(|m| {
+                m.role == Role::User
+                    && m.call.is_some()
+                    && m.action_id.as_deref() == Some(input.action_id.0.as_str())
+            });
+        let before = match compacted_here {
+            true => Some(store.messages(id, conv.segment - 1).await?),
+            false => None,
+        };
+        let answered_on = before.as_deref().unwrap_or(&history);
         // The user's message before this one: only a call held on it can be confirmed now.
-        let previous_action = history
+        let previous_action = answered_on
             .iter()
             .rev()
             .filter(|m| m.role == Role::User)
@@ -133,7 +148,7 @@ impl<'a> Turn<'a> {
             &input.text,
             input.button_id.as_deref(),
             previous_action,
-            &history,
+            answered_on,
             id,
         );
         // A resumed turn that already held a call still offers the buttons.

@@ -1,0 +1,183 @@
+//! The harness's own replies (here "Linked!") under crashes after they went out. A worker that
+//! dies once the reply is sent and recorded, before the job is marked done, leaves the job to
+//! be taken over: the retry finds the reply recorded and sends nothing (it used to send it and
+//! record it a second time: the code redeems again for the account that redeemed it). A crash
+//! before the record is the window no platform without idempotency keys can close: there the
+//! retry sends it again, and records it once.
+
+use backend::ScriptedModel;
+use channel_jobs::identity::Resolved;
+use channel_jobs::{ChannelJobs, JobOptions, JobOutcome, lines};
+use channels::{Delivered, Outgoing, SendError, Sender};
+use engine::{Engine, EngineOptions};
+use queue::TurnJob;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use store::{Identities, Store, VisibleStore};
+use store_sqlite::SqliteStore;
+use tests::crash_store::{Crash, CrashAt, CrashStore};
+use tools::Registry;
+
+/// A platform that keeps what it was asked to send.
+#[derive(Default)]
+struct Platform(Mutex<Vec<String>>);
+
+#[async_trait::async_trait]
+impl Sender for Platform {
+    fn max_chars(&self) -> usize {
+        4_000
+    }
+    fn has_reactions(&self) -> bool {
+        false
+    }
+    async fn send_from(&self, reply: &Outgoing, sent: &mut Delivered) -> Result<(), SendError> {
+        self.0.lock().unwrap().push(reply.text.clone());
+        sent.pieces.push(reply.text.clone());
+        Ok(())
+    }
+}
+
+const START_MS: i64 = 1_796_119_260_000;
+const CODE: &str = "K7PQ2345";
+
+struct World {
+    inner: Arc<SqliteStore>,
+    platform: Arc<Platform>,
+    now: Arc<AtomicI64>,
+}
+
+impl World {
+    async fn new() -> Self {
+        let inner = Arc::new(SqliteStore::open_in_memory().unwrap());
+        inner
+            .create_link_code(CODE, &"alice".into(), START_MS, START_MS + 1_800_000)
+            .await
+            .unwrap();
+        Self {
+            inner,
+            platform: Arc::new(Platform::default()),
+            now: Arc::new(AtomicI64::new(START_MS)),
+        }
+    }
+
+    /// One attempt at the linking message, on a store that crashes as `crash` says.
+    async fn attempt(&self, crash: Arc<Crash>) -> JobOutcome {
+        let store: Arc<dyn Store> = Arc::new(CrashStore::new(self.inner.clone(), crash));
+        let engine = Engine::new(
+            Arc::new(ScriptedModel::new(vec![])),
+            Arc::new(Registry::default()),
+            store.clone(),
+            EngineOptions {
+                model_id: "m".into(),
+                ..EngineOptions::default()
+            },
+        );
+        let mut senders: HashMap<String, Arc<dyn Sender>> = HashMap::new();
+        senders.insert("whatsapp".into(), self.platform.clone());
+        let clock = self.now.clone();
+        let jobs = ChannelJobs {
+            engine: Arc::new(engine),
+            store,
+            senders,
+            options: JobOptions {
+                metrics: metrics::Metrics::off(),
+                clock: Arc::new(move || clock.load(Ordering::SeqCst)),
+                ..JobOptions::default()
+            },
+        };
+        let job = TurnJob {
+            trace_context: Default::default(),
+            channel: "whatsapp".into(),
+            message_id: "wamid.1".into(),
+            conversation_key: "4915550001111".into(),
+            external_user_id: "4915550001111".into(),
+            text: "K7PQ-2345".into(),
+            button_id: None,
+            media: Vec::new(),
+            received_at_ms: START_MS,
+        };
+        jobs.run(&job, Duration::from_secs(10)).await
+    }
+
+    fn sent(&self) -> Vec<String> {
+        self.platform.0.lock().unwrap().clone()
+    }
+
+    async fn recorded(&self) -> Vec<String> {
+        let conversation = "whatsapp:4915550001111@alice".into();
+        self.inner
+            .visible(&conversation)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| e.text)
+            .collect()
+    }
+}
+
+#[tokio::test]
+async fn a_link_confirmation_recorded_before_a_crash_is_not_sent_again() {
+    let clean = World::new().await;
+    let counted = Crash::never();
+    let outcome = clean.attempt(counted.clone()).await;
+    assert!(
+        matches!(outcome, JobOutcome::Answered(Resolved::Linked(_))),
+        "{outcome:?}"
+    );
+    assert_eq!(clean.sent(), [lines::linked()]);
+    let points = counted.log();
+    let recorded = points
+        .iter()
+        .rposition(|p| *p == "append_visible")
+        .expect("the exchange is recorded")
+        + 1;
+    let finished = points
+        .iter()
+        .position(|p| *p == "finish_job")
+        .expect("the job is marked done")
+        + 1;
+    assert!(recorded < finished, "{points:?}");
+
+    // Each crash from just after the reply's record up to just before the job is marked done.
+    let mut crashes = vec![CrashAt::After(recorded as u64)];
+    crashes.extend(((recorded + 1)..=finished).map(|n| CrashAt::Before(n as u64)));
+    for at in crashes {
+        let w = World::new().await;
+        let first = w.attempt(Crash::at(at)).await;
+        assert!(matches!(first, JobOutcome::Failed(_)), "{at:?}: {first:?}");
+        // The dead worker's claim lapses; the queue delivers the job again.
+        w.now.fetch_add(120_000, Ordering::SeqCst);
+        let retry = w.attempt(Crash::never()).await;
+        assert!(
+            matches!(retry, JobOutcome::Answered(_) | JobOutcome::Skipped(_)),
+            "{at:?}: {retry:?}"
+        );
+        assert_eq!(w.sent(), [lines::linked()], "{at:?}: sent once");
+        assert_eq!(
+            w.recorded().await,
+            ["K7PQ-2345", lines::linked().as_str()],
+            "{at:?}: recorded once"
+        );
+        assert_eq!(
+            w.inner
+                .identity("whatsapp", "4915550001111")
+                .await
+                .unwrap()
+                .map(|u| u.0),
+            Some("alice".to_owned())
+        );
+    }
+
+    // Before the record (after the platform took it): sent again, recorded once.
+    let w = World::new().await;
+    let first = w
+        .attempt(Crash::at(CrashAt::Before(recorded as u64 - 1)))
+        .await;
+    assert!(matches!(first, JobOutcome::Failed(_)), "{first:?}");
+    w.now.fetch_add(120_000, Ordering::SeqCst);
+    w.attempt(Crash::never()).await;
+    assert_eq!(w.sent(), [lines::linked(), lines::linked()]);
+    assert_eq!(w.recorded().await, ["K7PQ-2345", lines::linked().as_str()]);
+}
