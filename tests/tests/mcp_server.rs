@@ -732,3 +732,75 @@ async fn a_closed_accounts_tokens_open_nothing_and_a_paused_ones_still_read() {
     assert_eq!(theirs["structuredContent"]["items"], json!([]));
     mcp.server.stop().await;
 }
+
+/// Tokens are never deleted and a user's list is read whole, so a user keeps at most twenty
+/// working tokens and makes at most twenty a day: past either, nothing is made and the answer
+/// says what to do.
+#[tokio::test]
+async fn a_user_keeps_at_most_twenty_working_tokens_and_makes_twenty_a_day() {
+    let mcp = start(AppOptions::default()).await;
+    let http = &mcp.server.client;
+    let make = || async {
+        http.post(mcp.server.url("/api/mcp-tokens"))
+            .json(&json!({"scope": "read"}))
+            .send()
+            .await
+            .unwrap()
+    };
+    // Twenty working tokens made two days ago.
+    let long_ago = now_ms() - 2 * 86_400_000;
+    let mut ids = Vec::new();
+    for _ in 0..20 {
+        let (token, _) = issue_token(
+            mcp.store.as_ref(),
+            &UserId::from("local"),
+            "old",
+            TokenScope::Read,
+            None,
+            long_ago,
+        )
+        .await
+        .unwrap();
+        ids.push(token.id);
+    }
+    let full = make().await;
+    assert_eq!(full.status().as_u16(), 409);
+    assert!(full.text().await.unwrap().contains("revoke one"));
+    let revoked = http
+        .delete(mcp.server.url(&format!("/api/mcp-tokens/{}", ids[0])))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(revoked.status().as_u16(), 204);
+    assert_eq!(make().await.status().as_u16(), 201, "room for one again");
+
+    // Revoking and making again, twenty times in a day: then no more today.
+    let mut made = 1;
+    while made < 20 {
+        let listed: Value = http
+            .get(mcp.server.url("/api/mcp-tokens"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let live = listed["tokens"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["revoked_at_ms"].is_null())
+            .map(|t| t["id"].as_str().unwrap().to_owned())
+            .unwrap();
+        http.delete(mcp.server.url(&format!("/api/mcp-tokens/{live}")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(make().await.status().as_u16(), 201, "token {made}");
+        made += 1;
+    }
+    let today = make().await;
+    assert_eq!(today.status().as_u16(), 429);
+    assert!(today.text().await.unwrap().contains("tomorrow"));
+    mcp.server.stop().await;
+}

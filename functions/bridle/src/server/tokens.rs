@@ -60,6 +60,11 @@ pub struct NewToken {
     expires_in_days: Option<u32>,
 }
 
+/// Working (not revoked, not expired) tokens a user may hold at once.
+pub const MAX_LIVE: usize = 20;
+/// Tokens a user may make in a day.
+pub const MAX_A_DAY: usize = 20;
+
 pub async fn create(
     State(app): State<App>,
     current: CurrentUser,
@@ -78,6 +83,30 @@ pub async fn create(
         return Err(bad("A token may last from 1 to 365 days."));
     }
     let now = now_ms();
+    // Tokens are never deleted (a revoked one stays listed), and the list is read whole: a
+    // user keeps at most [`MAX_LIVE`] working ones and makes at most [`MAX_A_DAY`] a day.
+    let held = app
+        .tokens
+        .tokens_of(&current.user)
+        .await
+        .map_err(ApiError::internal)?;
+    if held.iter().filter(|t| t.is_live(now)).count() >= MAX_LIVE {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!(
+                "You have {MAX_LIVE} working access tokens; revoke one you no longer use first."
+            ),
+        ));
+    }
+    let day_ago = now - 86_400_000;
+    if held.iter().filter(|t| t.created_at_ms > day_ago).count() >= MAX_A_DAY {
+        return Err(ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!(
+                "You made {MAX_A_DAY} access tokens in the last day; make the next one tomorrow."
+            ),
+        ));
+    }
     let expires = now + i64::from(days) * 86_400_000;
     let (token, secret) = issue_token(
         app.tokens.as_ref(),
