@@ -8,43 +8,25 @@
 use backend::ScriptedModel;
 use channel_jobs::identity::Resolved;
 use channel_jobs::{ChannelJobs, JobOptions, JobOutcome, lines};
-use channels::{Delivered, Outgoing, SendError, Sender};
+use channels::Sender;
 use engine::{Engine, EngineOptions};
 use queue::TurnJob;
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use store::{Identities, Store, VisibleStore};
 use store_sqlite::SqliteStore;
+use tests::KeepingPlatform;
 use tests::crash_store::{Crash, CrashAt, CrashStore};
 use tools::Registry;
-
-/// A platform that keeps what it was asked to send.
-#[derive(Default)]
-struct Platform(Mutex<Vec<String>>);
-
-#[async_trait::async_trait]
-impl Sender for Platform {
-    fn max_chars(&self) -> usize {
-        4_000
-    }
-    fn has_reactions(&self) -> bool {
-        false
-    }
-    async fn send_from(&self, reply: &Outgoing, sent: &mut Delivered) -> Result<(), SendError> {
-        self.0.lock().unwrap().push(reply.text.clone());
-        sent.pieces.push(reply.text.clone());
-        Ok(())
-    }
-}
 
 const START_MS: i64 = 1_796_119_260_000;
 const CODE: &str = "K7PQ2345";
 
 struct World {
     inner: Arc<SqliteStore>,
-    platform: Arc<Platform>,
+    platform: Arc<KeepingPlatform>,
     now: Arc<AtomicI64>,
 }
 
@@ -57,7 +39,7 @@ impl World {
             .unwrap();
         Self {
             inner,
-            platform: Arc::new(Platform::default()),
+            platform: Arc::new(KeepingPlatform::default()),
             now: Arc::new(AtomicI64::new(START_MS)),
         }
     }
@@ -102,7 +84,7 @@ impl World {
     }
 
     fn sent(&self) -> Vec<String> {
-        self.platform.0.lock().unwrap().clone()
+        self.platform.sent()
     }
 
     async fn recorded(&self) -> Vec<String> {

@@ -6,42 +6,18 @@
 use backend::ScriptedModel;
 use channel_jobs::identity::Resolved;
 use channel_jobs::{ChannelJobs, JobOptions, JobOutcome, lines};
-use channels::{Delivered, Outgoing, SendError, Sender};
+use channels::Sender;
 use engine::{Engine, EngineOptions};
 use queue::TurnJob;
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use store::Store;
 use store_sqlite::SqliteStore;
+use tests::KeepingPlatform;
 use tests::moto::dynamo_store;
 use tools::Registry;
-
-/// A platform that keeps what it was asked to send.
-#[derive(Default)]
-struct Platform(Mutex<Vec<String>>);
-
-impl Platform {
-    fn sent(&self) -> Vec<String> {
-        self.0.lock().unwrap().clone()
-    }
-}
-
-#[async_trait::async_trait]
-impl Sender for Platform {
-    fn max_chars(&self) -> usize {
-        4_000
-    }
-    fn has_reactions(&self) -> bool {
-        false
-    }
-    async fn send_from(&self, reply: &Outgoing, sent: &mut Delivered) -> Result<(), SendError> {
-        self.0.lock().unwrap().push(reply.text.clone());
-        sent.pieces.push(reply.text.clone());
-        Ok(())
-    }
-}
 
 /// 2026-12-01 10:00 UTC: the start of a clock hour.
 const START_MS: i64 = 1_796_119_200_000;
@@ -51,7 +27,7 @@ const SIGNUP: &str = "https://bridle.example/";
 struct Setup {
     jobs: ChannelJobs,
     store: Arc<dyn Store>,
-    platform: Arc<Platform>,
+    platform: Arc<KeepingPlatform>,
     now: Arc<AtomicI64>,
 }
 
@@ -65,7 +41,7 @@ fn setup(store: Arc<dyn Store>) -> Setup {
             ..EngineOptions::default()
         },
     );
-    let platform = Arc::new(Platform::default());
+    let platform = Arc::new(KeepingPlatform::default());
     let mut senders: HashMap<String, Arc<dyn Sender>> = HashMap::new();
     senders.insert("whatsapp".into(), platform.clone());
     let now = Arc::new(AtomicI64::new(START_MS + 60_000));
