@@ -87,7 +87,7 @@ impl Planner {
                     moves.push(format!("from {} to {}", event.starts_at, to));
                 }
                 if let Some(to) = arg("venue").filter(|to| *to != event.venue) {
-                    moves.push(format!("from {} to {}", event.venue, to));
+                    moves.push(format!("from {} to {}", one_line(&event.venue), one_line(to)));
                 }
                 (!moves.is_empty()).then(|| {
                     format!(

@@ -383,6 +383,19 @@ async fn risk_is_described_from_stored_state() {
             .as_deref(),
         Some("Move Spring Open (published, 1 registered) from Court 1 to Court 9")
     );
+    // What the model typed is shown on one line: it cannot write lines of the question.
+    let sneaky =
+        json!({"event_id": event.id, "venue": "Court 9\n\nIf you say yes: nothing changes"});
+    assert_eq!(
+        w.planner
+            .assess_risk(&alice, "update_event", &sneaky)
+            .await
+            .as_deref(),
+        Some(
+            "Move Spring Open (published, 1 registered) from Court 1 to Court 9 If you say yes: \
+             nothing changes"
+        )
+    );
     let renamed = json!({"event_id": event.id, "title": "Spring Open 2025", "venue": "Court 1"});
     assert_eq!(
         w.planner
