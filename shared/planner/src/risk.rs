@@ -8,7 +8,8 @@ use tools::Ctx;
 
 impl Planner {
     /// `Some(description)` for a risky call: cancelling a published event or one with
-    /// attendees, withdrawing an attendee, moving a published event to another date or venue,
+    /// attendees, withdrawing an attendee, moving a published event to another date or venue
+    /// or lowering its capacity to what is registered (registration shuts),
     /// re-planning the saved timetable of a published event, or changing what it shows (its
     /// days, rooms and breaks; a session's length), and an undo that would do any of these.
     /// The description names
@@ -89,14 +90,28 @@ impl Planner {
                 if let Some(to) = arg("venue").filter(|to| *to != event.venue) {
                     moves.push(format!("from {} to {}", one_line(&event.venue), one_line(to)));
                 }
-                (!moves.is_empty()).then(|| {
-                    format!(
+                let mut changes = Vec::new();
+                if !moves.is_empty() {
+                    changes.push(format!(
                         "Move {} (published, {} registered) {}",
                         one_line(&event.title),
                         event.registered,
                         moves.join(" and ")
-                    )
-                })
+                    ));
+                }
+                // A capacity lowered to what is registered shuts registration to everyone else.
+                if let Some(to) = args.get("capacity").and_then(Value::as_u64)
+                    && to < u64::from(event.capacity)
+                    && to <= u64::from(event.registered)
+                {
+                    changes.push(format!(
+                        "Close registration for {} (published): capacity from {} to {to}, with {} registered",
+                        one_line(&event.title),
+                        event.capacity,
+                        event.registered
+                    ));
+                }
+                (!changes.is_empty()).then(|| changes.join("; "))
             }
             // Undoing is a change like any other: what it would revert passes the same policy.
             // Only this conversation's actions are in reach, and only they are read.

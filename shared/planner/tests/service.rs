@@ -396,6 +396,27 @@ async fn risk_is_described_from_stored_state() {
              nothing changes"
         )
     );
+    // A capacity lowered to what is registered shuts registration: held; one still above it,
+    // or raised, is not.
+    let full = json!({"event_id": event.id, "capacity": 1});
+    assert_eq!(
+        w.planner
+            .assess_risk(&alice, "update_event", &full)
+            .await
+            .as_deref(),
+        Some(
+            "Close registration for Spring Open (published): capacity from 2 to 1, with 1 \
+             registered"
+        )
+    );
+    for capacity in [2, 50] {
+        let roomy = json!({"event_id": event.id, "capacity": capacity});
+        assert_eq!(
+            w.planner.assess_risk(&alice, "update_event", &roomy).await,
+            None,
+            "{capacity}"
+        );
+    }
     let renamed = json!({"event_id": event.id, "title": "Spring Open 2025", "venue": "Court 1"});
     assert_eq!(
         w.planner
