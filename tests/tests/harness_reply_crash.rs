@@ -3,7 +3,8 @@
 //! be taken over: the retry finds the reply recorded and sends nothing (it used to send it and
 //! record it a second time: the code redeems again for the account that redeemed it). A crash
 //! before the record is the window no platform without idempotency keys can close: there the
-//! retry sends it again, and records it once.
+//! retry sends it again, and records it once (the user's line too, though the attempt that
+//! died had recorded it).
 
 use backend::ScriptedModel;
 use channel_jobs::identity::Resolved;
@@ -152,14 +153,21 @@ async fn a_link_confirmation_recorded_before_a_crash_is_not_sent_again() {
         );
     }
 
-    // Before the record (after the platform took it): sent again, recorded once.
-    let w = World::new().await;
-    let first = w
-        .attempt(Crash::at(CrashAt::Before(recorded as u64 - 1)))
-        .await;
-    assert!(matches!(first, JobOutcome::Failed(_)), "{first:?}");
-    w.now.fetch_add(120_000, Ordering::SeqCst);
-    w.attempt(Crash::never()).await;
-    assert_eq!(w.sent(), [lines::linked(), lines::linked()]);
-    assert_eq!(w.recorded().await, ["K7PQ-2345", lines::linked().as_str()]);
+    // Before the reply's record (after the platform took it; before the user's line, or
+    // between it and the reply's): sent again, the window no platform without idempotency
+    // keys lets close; still recorded once, the user's line not twice.
+    let user_line = recorded as u64 - 1;
+    for at in [CrashAt::Before(user_line), CrashAt::After(user_line)] {
+        let w = World::new().await;
+        let first = w.attempt(Crash::at(at)).await;
+        assert!(matches!(first, JobOutcome::Failed(_)), "{at:?}: {first:?}");
+        w.now.fetch_add(120_000, Ordering::SeqCst);
+        w.attempt(Crash::never()).await;
+        assert_eq!(w.sent(), [lines::linked(), lines::linked()], "{at:?}");
+        assert_eq!(
+            w.recorded().await,
+            ["K7PQ-2345", lines::linked().as_str()],
+            "{at:?}"
+        );
+    }
 }

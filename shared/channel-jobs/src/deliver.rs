@@ -207,8 +207,9 @@ impl ChannelJobs {
     /// visible transcript as a turn of its own. The claim keeps a redelivery from sending it
     /// again. A `retry` (an earlier attempt's claim was taken over) whose reply is the
     /// conversation's last entry finds it recorded by that attempt, which died before marking
-    /// the job done: nothing is sent or recorded again. Only a worker that dies between sending
-    /// and recording repeats it.
+    /// the job done: nothing is sent or recorded again; one that finds only the user's line
+    /// recorded records just the reply after it. Only a worker that dies between sending and
+    /// recording repeats the reply.
     pub(crate) async fn deliver_harness_reply(
         &self,
         job: &TurnJob,
@@ -217,18 +218,24 @@ impl ChannelJobs {
         sender: &dyn Sender,
         retry: bool,
     ) -> Result<(), JobError> {
-        if retry
-            && let Some(last) = self
+        let last = match retry {
+            true => self
                 .store
                 .last_visible(conversation)
                 .await
-                .map_err(JobError::from)?
+                .map_err(JobError::from)?,
+            false => None,
+        };
+        if let Some(last) = &last
             && last.role == VisibleRole::Assistant
             && last.text == text
         {
             tracing::info!(job = %job.dedupe_key(), "an earlier attempt sent and recorded this reply; not sending it again");
             return Ok(());
         }
+        // An earlier attempt recorded the user's line (and its turn), then died before the
+        // reply's: only the reply is recorded now, after it.
+        let user_recorded = last.filter(|l| l.role == VisibleRole::User && l.text == job.text);
         let reply = outgoing(job, text.to_owned(), Vec::new());
         let delivered = self
             .send_reply(job, None, sender, &reply, Delivered::default())
@@ -239,26 +246,34 @@ impl ChannelJobs {
             });
         // The platform took it: from here each step is tried again while the store is
         // unavailable (`recording`); each is one read or one idempotent write.
-        let mut conv = self
-            .recording(job, || self.store.conversation(conversation))
-            .await
-            .map_err(JobError::from)?
-            .ok_or_else(|| JobError::ConversationGone(conversation.clone()))?;
-        conv.turn += 1;
-        self.recording(job, || self.store.update_conversation(&conv))
-            .await
-            .map_err(JobError::from)?;
+        let said = (VisibleRole::Assistant, delivered.pieces.join("\n\n"));
+        let (turn, first, entries) = match user_recorded {
+            Some(user) => (user.turn, user.position + 1, vec![said]),
+            None => {
+                let mut conv = self
+                    .recording(job, || self.store.conversation(conversation))
+                    .await
+                    .map_err(JobError::from)?
+                    .ok_or_else(|| JobError::ConversationGone(conversation.clone()))?;
+                conv.turn += 1;
+                self.recording(job, || self.store.update_conversation(&conv))
+                    .await
+                    .map_err(JobError::from)?;
+                // One read for both entries: the job holds the conversation's lease, so no
+                // other writer takes the positions in between (a taken one is a `Conflict`).
+                let first = self
+                    .recording(job, || self.store.next_visible_position(conversation))
+                    .await
+                    .map_err(JobError::from)?;
+                (
+                    conv.turn,
+                    first,
+                    vec![(VisibleRole::User, job.text.clone()), said],
+                )
+            }
+        };
         let now = (self.options.clock)();
-        // One read for both entries: the job holds the conversation's lease, so no other
-        // writer takes the positions in between (and a taken one is a `Conflict`).
-        let first = self
-            .recording(job, || self.store.next_visible_position(conversation))
-            .await
-            .map_err(JobError::from)?;
-        for (position, (role, text)) in (first..).zip([
-            (VisibleRole::User, job.text.clone()),
-            (VisibleRole::Assistant, delivered.pieces.join("\n\n")),
-        ]) {
+        for (position, (role, text)) in (first..).zip(entries) {
             let entry = VisibleEntry {
                 conversation_id: conversation.clone(),
                 position,
@@ -266,7 +281,7 @@ impl ChannelJobs {
                 text,
                 buttons: Vec::new(),
                 reaction: None,
-                turn: conv.turn,
+                turn,
                 created_at_ms: now,
             };
             self.recording(job, || self.store.append_visible(&entry))
