@@ -12,6 +12,7 @@ use engine::{
     TurnOutcome, risk_policy,
 };
 use planner::{Caller, NewEvent, Planner};
+use queue::TurnJob;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU32, Ordering};
@@ -157,6 +158,35 @@ impl Rig {
             .find(|m| m.role == Role::User)
             .unwrap();
         user.parts.iter().filter_map(Part::as_text).collect()
+    }
+
+    /// A Yes press on conv-1's held withdrawal (its buttons).
+    fn yes_press(&self, buttons: &[engine::ShapedButton]) -> TurnJob {
+        let mut press = web_job("conv-1", "user-1", "m-press", "Yes, do it");
+        press.button_id = Some(buttons[0].id.clone());
+        press
+    }
+
+    /// The retry of a Yes press whose first attempt died after the withdrawal ran: the model
+    /// is told it was done (not the stale line), and Dana stays withdrawn; its reply.
+    async fn retry_told_withdrawn(&self, press: &TurnJob) -> String {
+        self.model.push(Reply::text("Done: Dana Lee is withdrawn."));
+        let ran = self
+            .jobs
+            .run_streamed(press, Duration::from_secs(60), &NullSink)
+            .await;
+        let out = ran.turn.expect("the retry runs the turn");
+        assert_eq!(
+            out.reply, "Done: Dana Lee is withdrawn.",
+            "not the stale line"
+        );
+        let said = self.last_user_text();
+        assert!(
+            said.contains("the harness ran it") && said.contains("Dana Lee"),
+            "the model reads what was done: {said}"
+        );
+        assert_eq!(self.registered().await, 0);
+        out.reply
     }
 
     /// The newest tool result in `conv`.
@@ -440,8 +470,7 @@ async fn a_yes_press_cut_after_the_effect_is_told_as_done_on_its_retry() {
     )));
     let r = rig(flaky.clone()).await;
     let buttons = r.hold_withdrawal("conv-1").await;
-    let mut press = web_job("conv-1", "user-1", "m-press", "Yes, do it");
-    press.button_id = Some(buttons[0].id.clone());
+    let press = r.yes_press(&buttons);
     flaky.fail_results_after(0);
     let first = r.jobs.run(&press, Duration::from_secs(60)).await;
     assert!(
@@ -451,23 +480,8 @@ async fn a_yes_press_cut_after_the_effect_is_told_as_done_on_its_retry() {
     assert_eq!(r.registered().await, 0, "the withdrawal was committed");
     flaky.heal();
 
-    r.model.push(Reply::text("Done: Dana Lee is withdrawn."));
-    let ran = r
-        .jobs
-        .run_streamed(&press, Duration::from_secs(60), &NullSink)
-        .await;
-    let out = ran.turn.expect("the retry runs the turn");
-    assert_eq!(
-        out.reply, "Done: Dana Lee is withdrawn.",
-        "not the stale line"
-    );
-    assert_ne!(out.reply, STALE_PRESS);
-    let said = r.last_user_text();
-    assert!(
-        said.contains("the harness ran it") && said.contains("Dana Lee"),
-        "the model reads what was done: {said}"
-    );
-    assert_eq!(r.registered().await, 0);
+    let reply = r.retry_told_withdrawn(&press).await;
+    assert_ne!(reply, STALE_PRESS);
     let audit = r.store.audit_log(&"user-1".into()).await.unwrap();
     let withdrawals = audit
         .iter()
@@ -488,8 +502,7 @@ async fn a_yes_press_in_a_turn_that_compacted_is_told_as_done_on_its_retry() {
     let store: Arc<dyn Store> = Arc::new(store_sqlite::SqliteStore::open_in_memory().unwrap());
     let r = rig_compacting_past(store, 200).await;
     let buttons = r.hold_withdrawal("conv-1").await;
-    let mut press = web_job("conv-1", "user-1", "m-press", "Yes, do it");
-    press.button_id = Some(buttons[0].id.clone());
+    let press = r.yes_press(&buttons);
     // The notes, then an answer that never ends within the attempt's deadline.
     r.model
         .push(Reply::text("Notes: the user asked to withdraw Dana Lee."));
@@ -513,22 +526,7 @@ async fn a_yes_press_in_a_turn_that_compacted_is_told_as_done_on_its_retry() {
         .unwrap();
     assert_eq!(conv.segment, 1, "the turn compacted first");
 
-    r.model.push(Reply::text("Done: Dana Lee is withdrawn."));
-    let ran = r
-        .jobs
-        .run_streamed(&press, Duration::from_secs(60), &NullSink)
-        .await;
-    let out = ran.turn.expect("the retry runs the turn");
-    assert_eq!(
-        out.reply, "Done: Dana Lee is withdrawn.",
-        "not the stale line"
-    );
-    let said = r.last_user_text();
-    assert!(
-        said.contains("the harness ran it") && said.contains("Dana Lee"),
-        "the model reads what was done: {said}"
-    );
-    assert_eq!(r.registered().await, 0);
+    r.retry_told_withdrawn(&press).await;
 }
 
 /// The grant lowered below risky between the question and the press: the press runs nothing
