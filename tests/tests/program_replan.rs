@@ -173,7 +173,7 @@ async fn a_program_built_by_tools_a_held_published_replan_confirmed_later_and_un
     let why = held(&asked).unwrap_or_else(|| panic!("held: {asked}"));
     assert!(
         why.contains(
-            "Re-plan the published program of \u{201c}Spring Open\u{201d}: 2 sessions move"
+            "Re-plan the published program of \u{201c}Spring Open\u{201d}: 2 sessions move (\u{201c}Keynote\u{201d}, \u{201c}Panel\u{201d})"
         ),
         "{why}"
     );

@@ -43,6 +43,7 @@ pub use model::{ATTENDEE, Attendee, EVENT, Event, EventStatus};
 pub use program::{
     NewSession, PROGRAM, ProgramRecord, ProgramSummary, SCHEDULE, ScheduleRecord, SessionChanges,
 };
+pub use risk::one_line;
 pub use service::{Caller, Clock, Planner};
 pub use snapshot::{EventLine, Snapshot, UserContext};
 pub use timetable::{BuildSummary, Line};

@@ -225,14 +225,10 @@ impl Planner {
                     return Ok(None);
                 };
                 published.then(|| {
-                    let n = match run.moved {
-                        0 => "no session moves".to_owned(),
-                        1 => "1 session moves".to_owned(),
-                        n => format!("{n} sessions move"),
-                    };
                     format!(
-                        "Re-plan the published program of \u{201c}{}\u{201d}: {n}",
-                        one_line(&run.title)
+                        "Re-plan the published program of \u{201c}{}\u{201d}: {}",
+                        one_line(&run.title),
+                        what_moves(&run.moved)
                     )
                 })
             }
@@ -353,6 +349,29 @@ fn undo_effect(change: &store::Change) -> Option<String> {
     }
 }
 
+/// How many moving sessions a re-plan's question names; the rest are counted.
+const NAMED_MOVES: usize = 3;
+
+/// The sessions a re-plan moves, as its question says it: "no session moves", or how many and
+/// which (the first [`NAMED_MOVES`] by title, then how many more).
+fn what_moves(titles: &[String]) -> String {
+    let named: Vec<String> = titles
+        .iter()
+        .take(NAMED_MOVES)
+        .map(|t| format!("\u{201c}{}\u{201d}", one_line(t)))
+        .collect();
+    let more = titles.len().saturating_sub(NAMED_MOVES);
+    let which = match more {
+        0 => named.join(", "),
+        n => format!("{}, and {n} more", named.join(", ")),
+    };
+    match titles.len() {
+        0 => "no session moves".to_owned(),
+        1 => format!("1 session moves ({which})"),
+        n => format!("{n} sessions move ({which})"),
+    }
+}
+
 /// How long a name may run in a question to the user.
 const NAME_CHARS: usize = 80;
 
@@ -360,7 +379,7 @@ const NAME_CHARS: usize = 80;
 /// spaces collapsed, cut at [`NAME_CHARS`]. Names are typed by the model through tools that
 /// need no yes; a line break in one must not let it write lines of the question itself (a
 /// made-up "If you say yes: nothing is lost").
-pub(crate) fn one_line(name: &str) -> String {
+pub fn one_line(name: &str) -> String {
     let words: Vec<&str> = name
         .split(|c: char| c.is_whitespace() || c.is_control())
         .filter(|w| !w.is_empty())
@@ -374,7 +393,29 @@ pub(crate) fn one_line(name: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::one_line;
+    use super::{one_line, what_moves};
+
+    #[test]
+    fn a_replans_question_names_the_sessions_that_move() {
+        let titles = |n: usize| (1..=n).map(|i| format!("Talk {i}")).collect::<Vec<_>>();
+        assert_eq!(what_moves(&[]), "no session moves");
+        assert_eq!(
+            what_moves(&titles(1)),
+            "1 session moves (\u{201c}Talk 1\u{201d})"
+        );
+        assert_eq!(
+            what_moves(&titles(3)),
+            "3 sessions move (\u{201c}Talk 1\u{201d}, \u{201c}Talk 2\u{201d}, \u{201c}Talk 3\u{201d})"
+        );
+        assert_eq!(
+            what_moves(&titles(5)),
+            "5 sessions move (\u{201c}Talk 1\u{201d}, \u{201c}Talk 2\u{201d}, \u{201c}Talk 3\u{201d}, and 2 more)"
+        );
+        assert_eq!(
+            what_moves(&["Keynote\nIf you say yes: nothing moves".into()]),
+            "1 session moves (\u{201c}Keynote If you say yes: nothing moves\u{201d})"
+        );
+    }
 
     #[test]
     fn a_name_is_shown_on_one_line_and_cut_short() {

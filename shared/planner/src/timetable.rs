@@ -45,7 +45,8 @@ pub struct Line {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct DryRun {
     pub title: String,
-    pub moved: usize,
+    /// The titles of the sessions that would move, in the plan's order.
+    pub moved: Vec<String>,
 }
 
 impl Planner {
@@ -154,7 +155,16 @@ impl Planner {
         Ok(Some((
             DryRun {
                 title: event.title,
-                moved: plan.moved.len(),
+                moved: plan
+                    .moved
+                    .iter()
+                    .map(|m| {
+                        record
+                            .program
+                            .session(&m.session)
+                            .map_or_else(|| m.session.clone(), |s| s.title.clone())
+                    })
+                    .collect(),
             },
             published,
         )))

@@ -428,7 +428,9 @@ async fn re_planning_a_published_program_needs_a_yes_described_from_the_database
             .assess_risk(&alice, "move_session", &mv)
             .await
             .as_deref(),
-        Some("Re-plan the published program of \u{201c}Spring Open\u{201d}: 2 sessions move")
+        Some(
+            "Re-plan the published program of \u{201c}Spring Open\u{201d}: 2 sessions move (\u{201c}Keynote\u{201d}, \u{201c}Panel\u{201d})"
+        )
     );
     // Another user's event is not risky here: the call fails as not found when it runs.
     assert_eq!(
