@@ -201,6 +201,7 @@ pub fn build_app(
         model,
         store: store.clone(),
         registry,
+        risk: Some(notes::risk_policy(notes.clone())),
         engine: EngineOptions {
             model_id: options.model_id.clone(),
             ..options.engine.clone()
@@ -270,6 +271,7 @@ fn mcp_for(
             loopback_only: options.sign_in.is_none(),
             may_be_risky: planner::MAY_NEED_CONFIRMATION
                 .iter()
+                .chain(notes::MAY_NEED_CONFIRMATION)
                 .map(|t| (*t).to_owned())
                 .collect(),
         },

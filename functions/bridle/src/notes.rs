@@ -1,6 +1,7 @@
 //! A small demo domain for the local server: notes the assistant can add, list and delete.
 //! It shows how tools plug in (thin handlers over a service, identity from `Ctx`, `_effects` to
-//! refresh the page) until the planner example domain arrives.
+//! refresh the page, a risk policy of its own). Deleting is for good, so it needs the user's
+//! yes ([`risk_policy`]), whichever entrance asks.
 
 use rusqlite::params;
 use serde::Serialize;
@@ -64,6 +65,28 @@ impl Notes {
                     })
                 })?
                 .collect()
+            })
+            .await
+            .map_err(stopped)?
+    }
+
+    /// The user's note `id`, if they have it.
+    pub async fn get(&self, user: &str, id: i64) -> rusqlite::Result<Option<Note>> {
+        use rusqlite::OptionalExtension;
+        let user = user.to_owned();
+        self.db
+            .read(move |conn| {
+                conn.prepare_cached(
+                    "SELECT id, text, created_at_ms FROM demo_notes WHERE id = ?1 AND user_id = ?2",
+                )?
+                .query_row(params![id, user], |r| {
+                    Ok(Note {
+                        id: r.get(0)?,
+                        text: r.get(1)?,
+                        created_at_ms: r.get(2)?,
+                    })
+                })
+                .optional()
             })
             .await
             .map_err(stopped)?
@@ -161,6 +184,41 @@ fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
+/// The notes tools whose calls may need the user's yes (MCP marks them destructive).
+pub const MAY_NEED_CONFIRMATION: &[&str] = &["delete_note"];
+
+/// Which notes calls need the user's yes: deleting a note the user has, described by its
+/// stored text (shown on one line, as the planner shows names). A note the user does not have
+/// is not risky here: the call fails as not found when it runs. When the note cannot be read,
+/// the call is held (fail closed).
+pub fn risk_policy(notes: Arc<Notes>) -> Arc<dyn engine::RiskPolicy> {
+    Arc::new(engine::risk_policy(
+        move |ctx: Ctx, tool: String, args: Value| {
+            let notes = notes.clone();
+            async move {
+                if tool != "delete_note" {
+                    return None;
+                }
+                let id = args.get("id").and_then(Value::as_i64)?;
+                match notes.get(&ctx.user_id.0, id).await {
+                    Ok(note) => note.map(|n| {
+                        format!(
+                            "Delete the note \"{}\" for good",
+                            planner::one_line(&n.text)
+                        )
+                    }),
+                    Err(err) => {
+                        tracing::warn!(error = %err, "the note to delete is unreadable; held");
+                        Some(format!(
+                            "Delete note {id} for good (it could not be read just now)"
+                        ))
+                    }
+                }
+            }
+        },
+    ))
+}
+
 /// Register the notes tools for the `chat` purpose.
 pub fn register(registry: &mut Registry, notes: Arc<Notes>) -> Result<(), RegistryError> {
     let n = notes.clone();
@@ -210,7 +268,8 @@ pub fn register(registry: &mut Registry, notes: Arc<Notes>) -> Result<(), Regist
     registry.register(
         ToolDef::new(
             "delete_note",
-            "Delete one of the user's notes by id (ids come from list_notes).",
+            "Delete one of the user's notes by id (ids come from list_notes). Deleting is for \
+             good, so the user is asked to confirm first.",
             json!({
                 "type": "object",
                 "properties": {"id": {"type": "integer"}},

@@ -107,11 +107,16 @@ async fn killed_before_the_note_was_saved_the_restart_saves_it_once() {
     killed_at("before_call").await;
 }
 
-/// Before the kill: save a note and delete it in one answer (the delete is where it stops).
+/// Before the kill: save a note and delete it in one answer; the delete needs a yes, and on the
+/// user's yes the model deletes again (that call is where it stops).
 const SAVES_THEN_DELETES: &str = r#"{"replies": [
   {"steps": [
     {"call": {"id": "toolu_1", "name": "add_note", "input": {"text": "buy milk"}}},
     {"call": {"id": "toolu_2", "name": "delete_note", "input": {"id": 1}}},
+    {"stop": "tool_use"}]},
+  {"steps": [{"say": "Delete it?"}, {"stop": "end_turn"}]},
+  {"steps": [
+    {"call": {"id": "toolu_3", "name": "delete_note", "input": {"id": 1}}},
     {"stop": "tool_use"}]}
 ]}"#;
 
@@ -130,12 +135,22 @@ async fn killed_after_a_note_was_deleted_the_model_still_sees_the_delete_succeed
         Some("after_call:delete_note"),
     );
     let conv = new_conversation(&http, &server.base).await;
-    let posted = http
-        .post(format!("{}/api/conversations/{conv}/messages", server.base))
-        .json(&serde_json::json!({ "text": "save and drop a note" }))
-        .send()
-        .await
-        .unwrap();
+    let say = |text: &'static str| {
+        http.post(format!("{}/api/conversations/{conv}/messages", server.base))
+            .json(&serde_json::json!({ "text": text }))
+            .send()
+    };
+    let asked = say("save and drop a note").await.unwrap();
+    assert_eq!(asked.status(), 200);
+    let seen = history_of_at_least(&http, &server.base, &conv, 2, Duration::from_secs(30)).await;
+    assert!(seen[1].starts_with("Delete it?"), "{seen:?}");
+    assert_eq!(
+        notes_in(dir.path()),
+        ["buy milk"],
+        "held until the user's yes"
+    );
+    drop(asked);
+    let posted = say("yes").await.unwrap();
     assert_eq!(posted.status(), 200);
     wait_for_pause(&server);
     server.child.kill().unwrap();
@@ -143,24 +158,21 @@ async fn killed_after_a_note_was_deleted_the_model_still_sees_the_delete_succeed
     drop(posted);
 
     let restarted = start(dir.path(), DELETED, None);
-    let seen = history_of_at_least(&http, &restarted.base, &conv, 2, Duration::from_secs(30)).await;
-    assert_eq!(seen, ["save and drop a note", "Deleted it again."]);
+    let seen = history_of_at_least(&http, &restarted.base, &conv, 4, Duration::from_secs(30)).await;
+    assert_eq!(seen[2..], ["yes", "Deleted it again."]);
     assert!(notes_in(dir.path()).is_empty());
     // What the model was told about the delete is what the uninterrupted run told it: the
     // resumed turn answered from the receipt instead of deleting again ("There is no note").
-    let results: Vec<String> = {
-        let conn = rusqlite::Connection::open(dir.path().join("bridle.db")).unwrap();
-        let mut stmt = conn
-            .prepare("SELECT body FROM tool_results ORDER BY tool_use_id")
-            .unwrap();
-        stmt.query_map([], |r| r.get(0))
-            .unwrap()
-            .map(Result::unwrap)
-            .collect()
-    };
-    assert_eq!(results.len(), 2, "{results:?}");
+    let told: String = rusqlite::Connection::open(dir.path().join("bridle.db"))
+        .unwrap()
+        .query_row(
+            "SELECT body FROM tool_results WHERE tool_use_id = 'toolu_3'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
     assert!(
-        results[1].contains(r#""content":{"deleted":1},"is_error":false"#),
-        "{results:?}"
+        told.contains(r#""content":{"deleted":1},"is_error":false"#),
+        "{told}"
     );
 }

@@ -211,6 +211,7 @@ async fn in_chromium_through_the_function_url_sign_in_chat_link_and_the_next_mes
         model: model.clone(),
         store: store.clone(),
         registry: tools::Registry::default(),
+        risk: None,
         engine: engine::EngineOptions {
             model_id: MODEL.into(),
             ..engine::EngineOptions::default()

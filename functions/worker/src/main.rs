@@ -109,6 +109,7 @@ async fn init() -> Result<Worker, Error> {
         model,
         store: store.clone(),
         registry: Registry::default(),
+        risk: None,
         engine: config.model.applied_to(EngineOptions {
             model_id: config.model_id.clone(),
             system_prompt: config.prompt.text.clone(),

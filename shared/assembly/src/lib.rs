@@ -1,8 +1,8 @@
 //! The one composition root. Every entrance — the worker Lambda, `bridle serve` (web chat and
 //! messaging channels alike) — gets its engine from [`assemble`]: the planner's tools on the
-//! one registry, the confirmation gate with the planner's risk policy, the per-turn context
-//! block from the planner's records, and the cheap guards and the budget in front of every model
-//! call (DESIGN.md invariants 8, 9 and 11). Entrances differ by their sender, never by how the
+//! one registry, the confirmation gate with the planner's risk policy (and the other tools',
+//! when given), the per-turn context block from the planner's records, and the cheap guards and
+//! the budget in front of every model call (DESIGN.md invariants 8, 9 and 11). Entrances differ by their sender, never by how the
 //! engine was put together.
 //!
 //! Depends on the ports and the domain (`engine`, `planner`, `budget`, `store`, `tools`); never
@@ -71,6 +71,9 @@ pub struct Parts {
     /// Tools of this deployment besides the planner's (the local demo notes), already
     /// registered; the planner's are added here.
     pub registry: Registry,
+    /// Which of those tools' calls need the user's yes (asked before the planner's policy);
+    /// `None` when none ever do.
+    pub risk: Option<Arc<dyn RiskPolicy>>,
     pub engine: EngineOptions,
     pub guards: GuardOptions,
 }
@@ -110,6 +113,7 @@ pub fn assemble(parts: Parts) -> Result<Assembled, RegistryError> {
         model,
         store,
         mut registry,
+        risk,
         engine: options,
         guards,
     } = parts;
@@ -119,7 +123,13 @@ pub fn assemble(parts: Parts) -> Result<Assembled, RegistryError> {
         planner.clone(),
         &[planner::PURPOSE, CHAT_PURPOSE, tools::MCP_PURPOSE],
     )?;
-    let gate = confirmation_gate(planner.clone(), store.clone(), guards.confirmation);
+    let policy = match risk {
+        Some(first) => either_policy(first, planner_policy(planner.clone())),
+        None => planner_policy(planner.clone()),
+    };
+    let gate = Arc::new(
+        ConfirmationGate::new(policy.clone(), store.clone()).with_options(guards.confirmation),
+    );
     let registry = Arc::new(registry);
     let guard = budget::Guards::standard(budget::StandardGuards {
         ledger: store.clone(),
@@ -139,18 +149,22 @@ pub fn assemble(parts: Parts) -> Result<Assembled, RegistryError> {
         engine: Arc::new(engine),
         planner: planner.clone(),
         registry,
-        policy: planner_policy(planner),
+        policy,
     })
 }
 
-/// The gate in front of every tool call, asking the planner which calls are risky.
-fn confirmation_gate(
-    planner: Arc<Planner>,
-    store: Arc<dyn Store>,
-    options: ConfirmationOptions,
-) -> Arc<ConfirmationGate> {
-    let policy = planner_policy(planner);
-    Arc::new(ConfirmationGate::new(policy, store).with_options(options))
+/// `first`'s description of a call when it has one, else `then`'s: each policy knows its own
+/// tools and lets every other call through.
+fn either_policy(first: Arc<dyn RiskPolicy>, then: Arc<dyn RiskPolicy>) -> Arc<dyn RiskPolicy> {
+    Arc::new(risk_policy(move |ctx, tool, args| {
+        let (first, then) = (first.clone(), then.clone());
+        async move {
+            match first.assess(&ctx, &tool, &args).await {
+                Some(description) => Some(description),
+                None => then.assess(&ctx, &tool, &args).await,
+            }
+        }
+    }))
 }
 
 /// The planner's risk policy: which calls need the user's yes, described from stored state.
