@@ -319,9 +319,22 @@ impl JobClaims for CrashStore {
         self.write("finish_job", self.inner.finish_job(key, keep_until))
             .await
     }
-    async fn release_job(&self, key: &str, attempt: u32, now: i64) -> Result<(), StoreError> {
-        self.write("release_job", self.inner.release_job(key, attempt, now))
-            .await
+    async fn release_job(
+        &self,
+        key: &str,
+        attempt: u32,
+        now: i64,
+        sent: Option<&store::ReplySent>,
+    ) -> Result<(), StoreError> {
+        self.write(
+            "release_job",
+            self.inner.release_job(key, attempt, now, sent),
+        )
+        .await
+    }
+    async fn reply_sent(&self, key: &str) -> Result<Option<store::ReplySent>, StoreError> {
+        self.alive()?;
+        self.inner.reply_sent(key).await
     }
 }
 

@@ -134,8 +134,17 @@ impl JobClaims for FlakyStore {
     async fn finish_job(&self, key: &str, keep_until: i64) -> Result<(), StoreError> {
         self.inner.finish_job(key, keep_until).await
     }
-    async fn release_job(&self, key: &str, attempt: u32, now: i64) -> Result<(), StoreError> {
-        self.inner.release_job(key, attempt, now).await
+    async fn release_job(
+        &self,
+        key: &str,
+        attempt: u32,
+        now: i64,
+        sent: Option<&store::ReplySent>,
+    ) -> Result<(), StoreError> {
+        self.inner.release_job(key, attempt, now, sent).await
+    }
+    async fn reply_sent(&self, key: &str) -> Result<Option<store::ReplySent>, StoreError> {
+        self.inner.reply_sent(key).await
     }
 }
 

@@ -2,7 +2,8 @@
 //! (Telegram answers 429 to messages sent too fast in one chat). The user must get each piece
 //! once: the job sends on from the piece that failed, within the attempt while the wait is
 //! short, and from its retry when the attempt ends first (a long rate limit, the deadline).
-//! The real Telegram sender against a local Bot API; the job path on SQLite.
+//! The real Telegram sender against a local Bot API; the job path on SQLite, and on DynamoDB
+//! (moto) for a retry in another process.
 
 use axum::Router;
 use axum::body::Bytes;
@@ -20,7 +21,7 @@ use serde_json::{Value, json};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use store::{Identities, VisibleStore};
+use store::Store;
 use store_sqlite::SqliteStore;
 use tools::Registry;
 
@@ -90,6 +91,11 @@ fn long_reply() -> String {
 
 async fn setup(script: Vec<Option<Answer>>) -> (ChannelJobs, Arc<SqliteStore>, BotApi) {
     let store = Arc::new(SqliteStore::open_in_memory().unwrap());
+    let (jobs, api) = setup_on(store.clone(), script).await;
+    (jobs, store, api)
+}
+
+async fn setup_on(store: Arc<dyn Store>, script: Vec<Option<Answer>>) -> (ChannelJobs, BotApi) {
     let engine = Engine::new(
         Arc::new(ScriptedModel::new(vec![Reply::text(&long_reply())])),
         Arc::new(Registry::default()),
@@ -109,14 +115,14 @@ async fn setup(script: Vec<Option<Answer>>) -> (ChannelJobs, Arc<SqliteStore>, B
         .unwrap();
     let jobs = ChannelJobs {
         engine: Arc::new(engine),
-        store: store.clone(),
+        store,
         senders,
         options: JobOptions {
             metrics: metrics::Metrics::off(),
             ..JobOptions::default()
         },
     };
-    (jobs, store, api)
+    (jobs, api)
 }
 
 fn job() -> TurnJob {
@@ -134,7 +140,7 @@ fn job() -> TurnJob {
 }
 
 /// The pieces the user got, each paragraph's first word; and what the transcript says they saw.
-async fn seen(store: &SqliteStore, api: &BotApi) -> (Vec<String>, Vec<String>) {
+async fn seen(store: &dyn Store, api: &BotApi) -> (Vec<String>, Vec<String>) {
     let got = api
         .took()
         .iter()
@@ -162,7 +168,7 @@ async fn a_rate_limit_between_pieces_is_waited_out_and_each_piece_goes_once() {
         started.elapsed() >= Duration::from_secs(1),
         "waited as asked"
     );
-    let (got, visible) = seen(&store, &api).await;
+    let (got, visible) = seen(store.as_ref(), &api).await;
     assert_eq!(got, ["alpha", "bravo", "charlie"]);
     assert_eq!(visible, ["Tell me everything", long_reply().as_str()]);
 }
@@ -174,12 +180,12 @@ async fn a_long_rate_limit_ends_the_attempt_and_its_retry_sends_only_the_rest() 
     let (jobs, store, api) = setup(vec![None, Some(Answer::RateLimited(120))]).await;
     let first = jobs.run(&job(), Duration::from_secs(60)).await;
     assert!(matches!(first, JobOutcome::Failed(_)), "{first:?}");
-    assert_eq!(seen(&store, &api).await.0, ["alpha"]);
+    assert_eq!(seen(store.as_ref(), &api).await.0, ["alpha"]);
     assert_eq!(
         jobs.run(&job(), Duration::from_secs(60)).await,
         JobOutcome::Done
     );
-    let (got, visible) = seen(&store, &api).await;
+    let (got, visible) = seen(store.as_ref(), &api).await;
     assert_eq!(got, ["alpha", "bravo", "charlie"]);
     assert_eq!(visible, ["Tell me everything", long_reply().as_str()]);
     let again = jobs.run(&job(), Duration::from_secs(60)).await;
@@ -195,12 +201,55 @@ async fn an_attempt_cut_off_by_its_deadline_mid_reply_is_sent_on_by_its_retry() 
     let (jobs, store, api) = setup(vec![None, Some(Answer::Slow(Duration::from_secs(5)))]).await;
     let first = jobs.run(&job(), Duration::from_secs(2)).await;
     assert!(matches!(first, JobOutcome::Failed(_)), "{first:?}");
-    assert_eq!(seen(&store, &api).await.0, ["alpha", "bravo"]);
+    assert_eq!(seen(store.as_ref(), &api).await.0, ["alpha", "bravo"]);
     assert_eq!(
         jobs.run(&job(), Duration::from_secs(60)).await,
         JobOutcome::Done
     );
-    let (got, visible) = seen(&store, &api).await;
+    let (got, visible) = seen(store.as_ref(), &api).await;
     assert_eq!(got, ["alpha", "bravo", "bravo", "charlie"]);
     assert_eq!(visible, ["Tell me everything", long_reply().as_str()]);
+}
+
+/// The attempt fails on a long rate limit after the first piece; its retry runs in another
+/// process (its own memory; the same store and platform), as a Lambda retry may land in another
+/// environment, or a server restart: it finds what was sent kept with the job's claim.
+async fn a_retry_in_another_process_sends_only_the_rest(store: Arc<dyn Store>) {
+    let (jobs, api) = setup_on(store.clone(), vec![None, Some(Answer::RateLimited(120))]).await;
+    let first = jobs.run(&job(), Duration::from_secs(60)).await;
+    assert!(matches!(first, JobOutcome::Failed(_)), "{first:?}");
+    assert_eq!(seen(store.as_ref(), &api).await.0, ["alpha"]);
+    let elsewhere = ChannelJobs {
+        engine: jobs.engine.clone(),
+        store: jobs.store.clone(),
+        senders: jobs.senders.clone(),
+        options: JobOptions {
+            sent: Default::default(),
+            ..jobs.options.clone()
+        },
+    };
+    assert_eq!(
+        elsewhere.run(&job(), Duration::from_secs(60)).await,
+        JobOutcome::Done
+    );
+    let (got, visible) = seen(store.as_ref(), &api).await;
+    assert_eq!(got, ["alpha", "bravo", "charlie"]);
+    assert_eq!(visible, ["Tell me everything", long_reply().as_str()]);
+    assert_eq!(
+        store.reply_sent(&job().dedupe_key()).await.unwrap(),
+        None,
+        "not kept once the job is done"
+    );
+}
+
+#[tokio::test]
+async fn a_retry_in_another_process_sends_only_the_rest_on_sqlite() {
+    let store = Arc::new(SqliteStore::open_in_memory().unwrap());
+    a_retry_in_another_process_sends_only_the_rest(store).await;
+}
+
+#[tokio::test]
+async fn a_retry_in_another_process_sends_only_the_rest_on_dynamodb() {
+    let store = tests::moto::dynamo_store("pieces").await;
+    a_retry_in_another_process_sends_only_the_rest(store).await;
 }

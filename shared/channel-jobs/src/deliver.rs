@@ -69,10 +69,24 @@ impl ChannelJobs {
         // find its reply sent by an attempt whose record was cut off, or part of it sent by an
         // attempt cut off part way (`sent`).
         let sent_key = SentReplies::key(job, turn);
-        let earlier = sent_key
+        let earlier = match sent_key
             .as_ref()
             .filter(|_| outcome.reply_position.is_none())
-            .and_then(|key| self.options.sent.get(key));
+        {
+            Some(key) => match self.options.sent.get(key) {
+                Some(sent) => Some(sent),
+                // Not in this process's memory: what an attempt elsewhere kept with the claim
+                // it released (one read, on a retry only).
+                None => self
+                    .store
+                    .reply_sent(&job.dedupe_key())
+                    .await
+                    .map_err(JobError::from)?
+                    .filter(|kept| kept.turn == turn)
+                    .map(Sent::from),
+            },
+            None => None,
+        };
         if let Some(earlier) = earlier.as_ref().filter(|e| e.whole) {
             tracing::info!(job = %job.dedupe_key(), "the platform took this reply in an attempt whose record was cut off; recording it, not sending it again");
             return Ok(Some(self.reply_entry(
@@ -119,10 +133,8 @@ impl ChannelJobs {
         let mut delivered = if nothing_to_send {
             Delivered::default()
         } else {
-            match self
-                .send_reply(job, sent_key.clone(), sender, &reply, from)
-                .await?
-            {
+            let remember = sent_key.clone().map(|key| (key, turn));
+            match self.send_reply(job, remember, sender, &reply, from).await? {
                 Some(delivered) => delivered,
                 None => {
                     let said = Delivered {
@@ -160,6 +172,7 @@ impl ChannelJobs {
         }
         if let Some(key) = sent_key {
             let sent = Sent {
+                turn,
                 text: reply.text.clone(),
                 delivered: delivered.clone(),
                 whole: true,
@@ -421,11 +434,11 @@ impl ChannelJobs {
     /// went out (a 5xx, a rate limit between pieces) is sent on from the piece that failed, here
     /// and a few times, so the user is not left with half a reply nor sent its start twice; if
     /// that does not get it out, or the attempt's deadline cuts it off, what went out is
-    /// remembered under `key` for the retry ([`SentReplies`]).
+    /// remembered under `key` (with its turn) for the retry ([`SentReplies`]).
     async fn send_reply(
         &self,
         job: &TurnJob,
-        key: Option<String>,
+        key: Option<(String, u64)>,
         sender: &dyn Sender,
         reply: &Outgoing,
         from: Delivered,
@@ -468,8 +481,9 @@ impl ChannelJobs {
 /// (an error, or its deadline dropping it) before all of it went out.
 struct Sending<'a> {
     replies: &'a SentReplies,
-    /// `None`: not remembered (the web chat, the harness's own replies).
-    key: Option<String>,
+    /// Where it is remembered, and its turn; `None`: not remembered (the web chat, the
+    /// harness's own replies).
+    key: Option<(String, u64)>,
     text: &'a str,
     so_far: Delivered,
     ended: bool,
@@ -487,9 +501,10 @@ impl Drop for Sending<'_> {
     fn drop(&mut self) {
         if !self.ended
             && !self.so_far.is_empty()
-            && let Some(key) = self.key.take()
+            && let Some((key, turn)) = self.key.take()
         {
             let sent = Sent {
+                turn,
                 text: self.text.to_owned(),
                 delivered: std::mem::take(&mut self.so_far),
                 whole: false,

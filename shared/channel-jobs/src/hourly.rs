@@ -56,7 +56,11 @@ impl ChannelJobs {
             return;
         }
         let now = (self.options.clock)();
-        if let Err(e) = self.store.release_job(&taken.key, taken.attempt, now).await {
+        if let Err(e) = self
+            .store
+            .release_job(&taken.key, taken.attempt, now, None)
+            .await
+        {
             tracing::warn!(key = %taken.key, error = %e, "could not give back an hourly reply; the sender may miss it this hour");
         }
     }

@@ -312,15 +312,21 @@ impl ChannelJobs {
     }
 
     /// This attempt is over without finishing: release its claim so the retry (after the
-    /// queue's backoff) takes over at once and resumes the turn from the stored transcript.
-    /// Crash story: a worker that dies before this leaves the claim to expire instead.
+    /// queue's backoff) takes over at once and resumes the turn from the stored transcript,
+    /// keeping with it what this attempt sent of its reply, so a retry anywhere sends only the
+    /// rest ([`sent`]). Crash story: a worker that dies before this leaves the claim to expire
+    /// instead, and what it sent to its own memory.
     async fn end_attempt(&self, key: &str, attempt: u32, expires: i64, why: JobError) -> Ran {
         let retry_for = self.options.settle_retry_for;
+        let sent = self.options.sent.of_job(key).map(store::ReplySent::from);
         let released = settle::retried(
             "the job's claim",
             retry_for,
             settle::store_transient,
-            || self.store.release_job(key, attempt, (self.options.clock)()),
+            || {
+                let now = (self.options.clock)();
+                self.store.release_job(key, attempt, now, sent.as_ref())
+            },
         )
         .await;
         if let Err(e) = &released {

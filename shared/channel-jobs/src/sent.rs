@@ -9,20 +9,25 @@
 //! Messaging channels only: a web chat retry shows its reply in a browser that already reads
 //! the recorded history, so sending it again costs nothing anyone sees twice.
 //!
-//! In memory only: the store is what is down. `bridle serve` is one process, so there this
+//! In memory: the store may be what is down. `bridle serve` is one process, so there this
 //! holds until a restart; on Lambda, only when the retry lands in the same warm environment.
 //! Bounded (the oldest is dropped past [`KEPT`]): an entry outlives its write only when the
 //! record failed.
 //!
 //! It also remembers a reply cut off part way — some of its pieces went out, then the platform
 //! failed or the attempt's deadline passed — so that a retry here sends only the rest
-//! ([`channels::Sender::send_from`]).
+//! ([`channels::Sender::send_from`]). An attempt that ends without finishing also keeps what
+//! it remembers of its reply with the job's claim as it releases it
+//! ([`store::JobClaims::release_job`]), so a retry in another process — another Lambda
+//! environment, a restarted server — sends only the rest too; only an attempt that dies
+//! outright (the process killed) leaves that to memory.
 //!
 //! [`ChannelJobs::recording`]: crate::ChannelJobs
 
 use channels::Delivered;
 use std::collections::VecDeque;
 use std::sync::Mutex;
+use store::ReplySent;
 
 /// How many unrecorded replies are remembered at most.
 pub const KEPT: usize = 256;
@@ -30,11 +35,39 @@ pub const KEPT: usize = 256;
 /// What an attempt sent of a reply.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Sent {
+    /// The turn whose reply it is.
+    pub turn: u64,
     /// The reply's text as it was given to the sender.
     pub text: String,
     pub delivered: Delivered,
     /// Whether all of it went out; else only `delivered` did.
     pub whole: bool,
+}
+
+impl From<ReplySent> for Sent {
+    fn from(kept: ReplySent) -> Self {
+        Self {
+            turn: kept.turn,
+            text: kept.text,
+            delivered: Delivered {
+                pieces: kept.pieces,
+                reacted: kept.reacted,
+            },
+            whole: kept.whole,
+        }
+    }
+}
+
+impl From<Sent> for ReplySent {
+    fn from(sent: Sent) -> Self {
+        Self {
+            turn: sent.turn,
+            text: sent.text,
+            pieces: sent.delivered.pieces,
+            reacted: sent.delivered.reacted,
+            whole: sent.whole,
+        }
+    }
 }
 
 /// See the module docs.
@@ -64,6 +97,17 @@ impl SentReplies {
         kept.iter().find(|(k, _)| k == key).map(|(_, s)| s.clone())
     }
 
+    /// What is remembered of the reply of the job whose dedupe key is `job_key`, in its latest
+    /// turn: for its attempt that ends without finishing to keep with the claim.
+    pub(crate) fn of_job(&self, job_key: &str) -> Option<Sent> {
+        let kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        kept.iter()
+            .filter(|(k, _)| k.rsplit_once('#').is_some_and(|(job, _)| job == job_key))
+            .map(|(_, s)| s)
+            .max_by_key(|s| s.turn)
+            .cloned()
+    }
+
     /// `key`'s record is written.
     pub(crate) fn forget(&self, key: &str) {
         let mut kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
@@ -86,6 +130,7 @@ mod tests {
 
     fn sent(text: &str) -> Sent {
         Sent {
+            turn: 1,
             text: text.into(),
             delivered: Delivered {
                 pieces: vec![text.into()],
@@ -109,5 +154,32 @@ mod tests {
         assert_eq!(kept.len(), KEPT);
         assert_eq!(kept.get("j0#1"), None, "the oldest were dropped");
         assert!(kept.get(&format!("j{}#1", KEPT + 2)).is_some());
+    }
+
+    #[test]
+    fn a_jobs_reply_is_found_by_the_job_in_its_latest_turn() {
+        let kept = SentReplies::default();
+        kept.remember(
+            "telegram#1:7#4".into(),
+            Sent {
+                turn: 4,
+                ..sent("four")
+            },
+        );
+        kept.remember(
+            "telegram#1:7#5".into(),
+            Sent {
+                turn: 5,
+                ..sent("five")
+            },
+        );
+        kept.remember("telegram#1:77#6".into(), sent("other job"));
+        assert_eq!(
+            kept.of_job("telegram#1:7").map(|s| s.text),
+            Some("five".into())
+        );
+        assert_eq!(kept.of_job("telegram#1"), None);
+        let back: Sent = ReplySent::from(sent("x")).into();
+        assert_eq!(back, sent("x"));
     }
 }

@@ -12,12 +12,17 @@ use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
     ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
 };
-use store::{Claim, JobClaims, StoreError};
+use store::{Claim, JobClaims, ReplySent, StoreError};
 
 const STATUS: &str = "status";
 const EXPIRES_AT_MS: &str = "expires_at_ms";
 const ATTEMPT: &str = "attempt";
 const KEEP_UNTIL_MS: &str = "keep_until_ms";
+/// What an attempt that released the claim had sent of its reply: JSON of `ReplySent`.
+const REPLY_SENT: &str = "reply_sent";
+/// The longest `reply_sent` kept (an item holds at most 400 KB); a longer one is not kept,
+/// and a retry in another environment sends that reply from its start.
+const MAX_REPLY_SENT_BYTES: usize = 300 * 1024;
 const RUNNING: &str = "running";
 const DONE: &str = "done";
 
@@ -66,8 +71,37 @@ impl JobClaims for DynamoStore {
         job_key: &str,
         attempt: u32,
         now_ms: i64,
+        sent: Option<&ReplySent>,
     ) -> Result<(), StoreError> {
-        self.release_claim(job_key, attempt, now_ms).await
+        let sent = sent
+            .map(serde_json::to_string)
+            .transpose()
+            .map_err(unavailable)?
+            .filter(|json| {
+                let fits = json.len() <= MAX_REPLY_SENT_BYTES;
+                if !fits {
+                    tracing::warn!(
+                        job = job_key,
+                        bytes = json.len(),
+                        "what was sent of the reply is too long to keep with its claim"
+                    );
+                }
+                fits
+            });
+        self.release_claim(job_key, attempt, now_ms, sent).await
+    }
+
+    async fn reply_sent(&self, job_key: &str) -> Result<Option<ReplySent>, StoreError> {
+        let what = format!("job claim {job_key}");
+        let Some(item) = self.claim_record(job_key).await? else {
+            return Ok(None);
+        };
+        if get_s(&item, STATUS, &what)? != RUNNING || !item.contains_key(REPLY_SENT) {
+            return Ok(None);
+        }
+        serde_json::from_str(get_s(&item, REPLY_SENT, &what)?)
+            .map(Some)
+            .map_err(|e| corrupt(&what, e.to_string()))
     }
 
     async fn finish_job(&self, job_key: &str, keep_until_ms: i64) -> Result<(), StoreError> {
@@ -100,8 +134,9 @@ impl DynamoStore {
             .key(PK, s(job_pk(job_key)))
             .key(SK, s(CLAIM))
             .update_expression(
-                "SET #status = :done, #keep = :keep, #ttl = :ttl REMOVE #attempt, #expires",
+                "SET #status = :done, #keep = :keep, #ttl = :ttl REMOVE #attempt, #expires, #sent",
             )
+            .expression_attribute_names("#sent", REPLY_SENT)
             .expression_attribute_names("#status", STATUS)
             .expression_attribute_names("#keep", KEEP_UNTIL_MS)
             .expression_attribute_names("#ttl", TTL)
@@ -142,8 +177,10 @@ impl DynamoStore {
             .key(PK, s(job_pk(job_key)))
             .key(SK, s(CLAIM))
             .update_expression(
-                "SET #status = :running, #expires = :expires, #attempt = :one REMOVE #keep, #ttl",
+                "SET #status = :running, #expires = :expires, #attempt = :one \
+                 REMOVE #keep, #ttl, #sent",
             )
+            .expression_attribute_names("#sent", REPLY_SENT)
             .condition_expression(
                 "attribute_not_exists(pk) OR #ttl < :now_s OR (#status = :done AND #keep < :now)",
             )
@@ -170,14 +207,22 @@ impl DynamoStore {
         job_key: &str,
         attempt: u32,
         now_ms: i64,
+        sent: Option<String>,
     ) -> Result<(), StoreError> {
-        let released = self
+        let mut release = self
             .client
             .update_item()
             .table_name(&self.table)
             .key(PK, s(job_pk(job_key)))
-            .key(SK, s(CLAIM))
-            .update_expression("SET #expires = :expired")
+            .key(SK, s(CLAIM));
+        release = match sent {
+            Some(sent) => release
+                .update_expression("SET #expires = :expired, #sent = :sent")
+                .expression_attribute_names("#sent", REPLY_SENT)
+                .expression_attribute_values(":sent", s(sent)),
+            None => release.update_expression("SET #expires = :expired"),
+        };
+        let released = release
             .condition_expression("#status = :running AND #attempt = :attempt")
             .expression_attribute_names("#status", STATUS)
             .expression_attribute_names("#expires", EXPIRES_AT_MS)

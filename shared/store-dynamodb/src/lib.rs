@@ -17,7 +17,7 @@
 //! | message | `CONV#<id>` | `MSG#<position>` | `segment`, `position`, `lsi1sk = MSG#<segment>#<position>`, `body` |
 //! | visible entry | `CONV#<id>` | `SEEN#<position>` | `position`, `body` |
 //! | body continuation | as its head | head's `sk` + `#PART#<n>` | `chunk = n`, `body`, (`lsi1sk` + `#PART#<n>`) |
-//! | job claim | `JOB#<job key>` | `CLAIM` | `status`, `expires_at_ms`, `attempt`, `keep_until_ms`, `ttl` |
+//! | job claim | `JOB#<job key>` | `CLAIM` | `status`, `expires_at_ms`, `attempt`, `keep_until_ms`, `ttl`, `reply_sent` (what a released attempt sent) |
 //! | a tool call's result | `CONV#<id>` | `TOOL#<asked-at position, 20 digits>#<call id>` | `call_id`, `body` (the result part as JSON) |
 //! | conversation lease | `CONV#<id>` | `LEASE` | `holder`, `expires_at_ms`, `ttl` |
 //! | web session | `SESSION#<sha-256 of its secret>` | `SESSION` | `user_id`, `csrf`, `created_at_ms`, `expires_at_ms`, `ttl` |

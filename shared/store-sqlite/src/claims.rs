@@ -3,10 +3,10 @@
 //! explains a refusal consistent with it.
 
 use crate::SqliteStore;
-use crate::error::unavailable;
+use crate::error::{corrupt, unavailable};
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
-use store::{Claim, JobClaims, StoreError};
+use store::{Claim, JobClaims, ReplySent, StoreError};
 
 impl SqliteStore {
     /// Release the running claims of `job_keys`, whatever attempt holds them: for a server
@@ -60,20 +60,47 @@ impl JobClaims for SqliteStore {
         job_key: &str,
         attempt: u32,
         now_ms: i64,
+        sent: Option<&ReplySent>,
     ) -> Result<(), StoreError> {
         let job_key = job_key.to_owned();
+        let sent = sent
+            .map(serde_json::to_string)
+            .transpose()
+            .map_err(|e| StoreError::Unavailable(Box::new(e)))?;
         self.db
             .write_resumable(move |conn| {
                 conn.prepare_cached(
-                    "UPDATE job_claims SET expires_at_ms = ?3 - 1
-                 WHERE job_key = ?1 AND status = 'running' AND attempt = ?2",
+                    "UPDATE job_claims SET expires_at_ms = ?3 - 1,
+                        reply_sent = COALESCE(?4, reply_sent)
+                     WHERE job_key = ?1 AND status = 'running' AND attempt = ?2",
                 )
                 .map_err(unavailable)?
-                .execute(params![job_key, attempt, now_ms])
+                .execute(params![job_key, attempt, now_ms, sent])
                 .map_err(unavailable)?;
                 Ok(())
             })
             .await
+    }
+
+    async fn reply_sent(&self, job_key: &str) -> Result<Option<ReplySent>, StoreError> {
+        let job_key = job_key.to_owned();
+        let kept: Option<String> = self
+            .db
+            .read(move |conn| {
+                conn.prepare_cached(
+                    "SELECT reply_sent FROM job_claims WHERE job_key = ?1 AND status = 'running'",
+                )
+                .map_err(unavailable)?
+                .query_row([job_key], |r| r.get(0))
+                .optional()
+                .map(Option::flatten)
+                .map_err(unavailable)
+            })
+            .await?;
+        kept.map(|json| {
+            serde_json::from_str(&json).map_err(|e| corrupt("a job's reply sent".into(), e))
+        })
+        .transpose()
     }
 }
 
@@ -94,6 +121,8 @@ pub(crate) fn claim(
                  expires_at_ms = excluded.expires_at_ms,
                  attempt = CASE WHEN job_claims.status = 'done' THEN 1
                                 ELSE job_claims.attempt + 1 END,
+                 reply_sent = CASE WHEN job_claims.status = 'done' THEN NULL
+                                   ELSE job_claims.reply_sent END,
                  keep_until_ms = NULL
              WHERE (job_claims.status = 'running' AND job_claims.expires_at_ms < ?2)
                 OR (job_claims.status = 'done' AND job_claims.keep_until_ms < ?2)
@@ -132,7 +161,8 @@ pub(crate) fn finish(
     conn.prepare_cached(
         "INSERT INTO job_claims (job_key, status, expires_at_ms, attempt, keep_until_ms)
          VALUES (?1, 'done', 0, 1, ?2)
-         ON CONFLICT (job_key) DO UPDATE SET status = 'done', keep_until_ms = ?2",
+         ON CONFLICT (job_key) DO UPDATE SET status = 'done', keep_until_ms = ?2,
+             reply_sent = NULL",
     )
     .map_err(unavailable)?
     .execute(params![job_key, keep_until_ms])

@@ -201,6 +201,9 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         keep_until_ms INTEGER NOT NULL
     ) STRICT;
     CREATE INDEX used_logins_by_date ON used_logins (keep_until_ms);",
+    // 17: what an attempt that ended without finishing had sent of its reply (JSON of
+    // `store::ReplySent`), for a retry after a restart.
+    "ALTER TABLE job_claims ADD COLUMN reply_sent TEXT;",
 ];
 
 /// The schema version this build writes and understands.

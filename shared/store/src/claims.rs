@@ -1,5 +1,6 @@
 use crate::StoreError;
 use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
 
 /// What [`JobClaims::claim_job`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -13,6 +14,25 @@ pub enum Claim {
     Busy { until_ms: i64 },
     /// The job finished earlier: skip it (a redelivery or a duplicate).
     Done,
+}
+
+/// What an attempt that ended without finishing had sent of its turn's reply on a messaging
+/// channel: platforms take no idempotency key, so the retry sends only what is missing (all
+/// of it went out: nothing, it only records the reply). Kept on the job's claim record by
+/// [`JobClaims::release_job`], so a retry in another process (another Lambda environment, a
+/// restarted server) finds it too.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplySent {
+    /// The turn whose reply it is.
+    pub turn: u64,
+    /// The reply's text as it was given to the sender.
+    pub text: String,
+    /// The pieces the platform took, in order.
+    pub pieces: Vec<String>,
+    /// Whether the platform took the reply's reaction.
+    pub reacted: bool,
+    /// Whether all of it went out.
+    pub whole: bool,
 }
 
 /// Claim records for turn jobs: at most one worker runs a job at a time, and a finished job is
@@ -36,7 +56,18 @@ pub trait JobClaims: Send + Sync {
     /// Attempt `attempt` (1 for a [`Claim::Fresh`] claim, `n` for `TakenOver { attempt: n }`)
     /// ended without finishing: let the next delivery take the job over at once instead of
     /// waiting for the claim to expire. Only that attempt's own running claim is released (one
-    /// conditional write); a later attempt's claim, or a done job, is left alone.
-    async fn release_job(&self, job_key: &str, attempt: u32, now_ms: i64)
-    -> Result<(), StoreError>;
+    /// conditional write); a later attempt's claim, or a done job, is left alone. `sent`, what
+    /// the attempt sent of its reply, is kept with the claim in the same write (`None` keeps
+    /// what an earlier attempt left) until the job is done or claimed afresh.
+    async fn release_job(
+        &self,
+        job_key: &str,
+        attempt: u32,
+        now_ms: i64,
+        sent: Option<&ReplySent>,
+    ) -> Result<(), StoreError>;
+
+    /// What the attempts of `job_key` that released it had sent of its reply, if any; `None`
+    /// once the job is done.
+    async fn reply_sent(&self, job_key: &str) -> Result<Option<ReplySent>, StoreError>;
 }

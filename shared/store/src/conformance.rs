@@ -92,6 +92,7 @@ macro_rules! conformance_tests {
             job_claims_lifecycle => check_job_claims,
             done_job_claims_expire => check_done_claims_expire,
             released_claims_are_taken_over_at_once => check_release_job,
+            reply_sent_is_kept_with_the_claim => check_reply_sent_is_kept_with_the_claim,
             conversation_leases => check_leases,
             job_claimed_with_its_lease => check_claim_with_lease,
             job_claimed_with_its_lease_and_the_start_read => check_claim_with_lease_reading,
@@ -861,26 +862,87 @@ pub async fn check_release_job(store: &dyn Store) {
         store.claim_job(job, t0 + 1, t0 + 600_001).await.unwrap(),
         Claim::Busy { .. }
     ));
-    store.release_job(job, 1, t0 + 2).await.unwrap();
+    store.release_job(job, 1, t0 + 2, None).await.unwrap();
     assert_eq!(
         store.claim_job(job, t0 + 2, t0 + 600_002).await.unwrap(),
         Claim::TakenOver { attempt: 2 },
         "a released claim is taken over at once"
     );
     // Attempt 1, late, releases again: attempt 2 keeps its claim.
-    store.release_job(job, 1, t0 + 3).await.unwrap();
+    store.release_job(job, 1, t0 + 3, None).await.unwrap();
     assert!(matches!(
         store.claim_job(job, t0 + 4, t0 + 600_004).await.unwrap(),
         Claim::Busy { .. }
     ));
     store.finish_job(job, t0 + 86_400_000).await.unwrap();
-    store.release_job(job, 2, t0 + 5).await.unwrap();
+    store.release_job(job, 2, t0 + 5, None).await.unwrap();
     assert_eq!(
         store.claim_job(job, t0 + 6, t0 + 600_006).await.unwrap(),
         Claim::Done,
         "a done job stays done"
     );
-    store.release_job("never-claimed", 1, t0).await.unwrap();
+    store
+        .release_job("never-claimed", 1, t0, None)
+        .await
+        .unwrap();
+}
+
+/// What an attempt sent of its reply is kept with the claim it releases, for the attempt that
+/// takes the job over (in any process), until the job is done; a stale attempt's release
+/// keeps nothing, and one that sent nothing keeps what the earlier attempt left.
+pub async fn check_reply_sent_is_kept_with_the_claim(store: &dyn Store) {
+    let t0 = 1_800_000_000_000;
+    let job = "telegram#sent.1";
+    let sent = |pieces: &[&str], whole: bool| crate::ReplySent {
+        turn: 3,
+        text: "alpha\n\nbravo\n\ncharlie".into(),
+        pieces: pieces.iter().map(|p| (*p).to_owned()).collect(),
+        reacted: false,
+        whole,
+    };
+    assert_eq!(store.reply_sent(job).await.unwrap(), None, "never claimed");
+    store.claim_job(job, t0, t0 + 600_000).await.unwrap();
+    assert_eq!(store.reply_sent(job).await.unwrap(), None);
+    store
+        .release_job(job, 1, t0 + 1, Some(&sent(&["alpha"], false)))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.reply_sent(job).await.unwrap(),
+        Some(sent(&["alpha"], false))
+    );
+    assert_eq!(
+        store.claim_job(job, t0 + 2, t0 + 600_002).await.unwrap(),
+        Claim::TakenOver { attempt: 2 }
+    );
+    assert_eq!(
+        store.reply_sent(job).await.unwrap(),
+        Some(sent(&["alpha"], false)),
+        "the attempt that took over reads it"
+    );
+    // Attempt 1, late, has no say; attempt 2 sent nothing more: what attempt 1 sent stays.
+    store
+        .release_job(job, 1, t0 + 3, Some(&sent(&[], false)))
+        .await
+        .unwrap();
+    store.release_job(job, 2, t0 + 4, None).await.unwrap();
+    assert_eq!(
+        store.reply_sent(job).await.unwrap(),
+        Some(sent(&["alpha"], false))
+    );
+    store.claim_job(job, t0 + 5, t0 + 600_005).await.unwrap();
+    let all = sent(&["alpha", "bravo", "charlie"], true);
+    store.release_job(job, 3, t0 + 6, Some(&all)).await.unwrap();
+    assert_eq!(store.reply_sent(job).await.unwrap(), Some(all));
+    store.claim_job(job, t0 + 7, t0 + 600_007).await.unwrap();
+    store.finish_job(job, t0 + 8).await.unwrap();
+    assert_eq!(store.reply_sent(job).await.unwrap(), None, "done");
+    // Claimed afresh once the done record is no longer kept: nothing of the old run.
+    assert_eq!(
+        store.claim_job(job, t0 + 9, t0 + 600_009).await.unwrap(),
+        Claim::Fresh
+    );
+    assert_eq!(store.reply_sent(job).await.unwrap(), None);
 }
 
 /// A done record past its retention counts as absent (stores delete expired items late, so
