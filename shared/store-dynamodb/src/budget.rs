@@ -3,8 +3,10 @@
 //! :amount` under `attribute_not_exists(used) OR used <= :room` (`room` = cap − amount), so
 //! either every bucket takes the charge or, when any would pass its cap, none does — and the
 //! cancellation reasons name the bucket that refused. A single bucket is the same update as a
-//! plain conditional `UpdateItem` (a transaction costs twice the write units). Settling is another transaction of
-//! unconditional `ADD`s (negative to give back). `gsi1` (`BUDGETS#<window>#<start>`, scope)
+//! plain conditional `UpdateItem` (a transaction costs twice the write units; an SDK retry of
+//! one whose answer was lost may reserve twice, which errs on the side of the cap). Settling is
+//! another transaction of unconditional `ADD`s (negative to give back), one bucket included, so
+//! that its `ClientRequestToken` makes an SDK retry apply it once. `gsi1` (`BUDGETS#<window>#<start>`, scope)
 //! lists one window's buckets for reports.
 
 use crate::DynamoStore;
@@ -240,16 +242,18 @@ impl BudgetLedger for DynamoStore {
         if adjustments.is_empty() {
             return Ok(());
         }
-        let writes = adjustments
-            .iter()
-            .map(|a| add(&self.table, &a.bucket, a.delta, a.expires_at_ms, None))
-            .collect::<Result<Vec<_>, _>>()?;
-        match self.write_buckets(writes).await? {
-            Written::Done => Ok(()),
-            Written::Refused(_) => Err(StoreError::Unavailable(
-                "an unconditional budget adjustment was refused".into(),
-            )),
-        }
+        // A transaction even for one bucket: an unconditional `ADD` is not idempotent, and the
+        // SDK retries a call whose answer was lost (a timeout, a 500) after the write went
+        // through. A transaction carries one `ClientRequestToken` across those retries, and
+        // DynamoDB applies a token once in ten minutes: a settlement that gives back an unused
+        // allowance is never given back twice (the ledger would then read less than was spent).
+        self.client
+            .transact_write_items()
+            .set_transact_items(Some(self.adjustment_writes(adjustments)?))
+            .send()
+            .await
+            .map_err(unavailable)?;
+        Ok(())
     }
 
     async fn bucket_usage(&self, buckets: &[BucketKey]) -> Result<Vec<u64>, StoreError> {

@@ -1,0 +1,126 @@
+//! A budget settlement whose answer is lost on the way back (the write went through, the
+//! response did not: a timeout, a 500) is retried by the SDK. Settling adds `real − reserved`,
+//! negative when the call used less than its allowance, and an `ADD` applied twice would give
+//! the unused allowance back twice: the ledger would read less than was spent, and the cap would
+//! let that much more through. The DynamoDB ledger settles in a transaction, whose
+//! `ClientRequestToken` DynamoDB applies once (moto learns this from
+//! `scripts/moto_server_serial.py`). A proxy in front of moto lets the write through and answers
+//! 500 instead of moto's answer.
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::post;
+use fake_lambda::moto_proxy::forward_to_moto;
+use serde_json::Value;
+use std::sync::{Arc, Mutex};
+use store::{Adjustment, BucketKey, BudgetLedger, Charge, Reserve};
+use store_dynamodb::DynamoStore;
+
+/// The proxy: whether to lose the answer of the next write, and the writes it saw (operation,
+/// `ClientRequestToken`).
+#[derive(Clone, Default)]
+struct Losing {
+    lose_next_write: Arc<Mutex<bool>>,
+    writes: Arc<Mutex<Vec<(String, Option<String>)>>>,
+}
+
+#[derive(Clone)]
+struct Proxy {
+    losing: Losing,
+    moto: String,
+    http: reqwest::Client,
+}
+
+async fn forward(
+    State(p): State<Proxy>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> (StatusCode, HeaderMap, Bytes) {
+    let op = headers
+        .get("x-amz-target")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|t| t.rsplit('.').next())
+        .unwrap_or("?")
+        .to_owned();
+    let write = matches!(op.as_str(), "UpdateItem" | "TransactWriteItems");
+    if write {
+        let sent: Value = serde_json::from_slice(&body).unwrap_or_default();
+        let token = sent["ClientRequestToken"].as_str().map(str::to_owned);
+        p.losing.writes.lock().unwrap().push((op, token));
+    }
+    let answer = forward_to_moto(&p.http, &p.moto, headers, body).await;
+    let lose = write && std::mem::take(&mut *p.losing.lose_next_write.lock().unwrap());
+    if lose && answer.0 == StatusCode::OK {
+        let lost = r#"{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"the answer was lost"}"#;
+        let mut h = HeaderMap::new();
+        h.insert(
+            "content-type",
+            "application/x-amz-json-1.0".parse().unwrap(),
+        );
+        return (StatusCode::INTERNAL_SERVER_ERROR, h, Bytes::from(lost));
+    }
+    answer
+}
+
+async fn ledger_behind_proxy() -> (DynamoStore, Losing) {
+    let (_, table) = tests::moto::dynamo_table("lost-answer").await;
+    let losing = Losing::default();
+    let proxy = Proxy {
+        losing: losing.clone(),
+        moto: tests::moto::endpoint(),
+        http: reqwest::Client::new(),
+    };
+    let app = Router::new().route("/", post(forward)).with_state(proxy);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (
+        DynamoStore::new(tests::moto::client_at(&endpoint), table),
+        losing,
+    )
+}
+
+#[tokio::test]
+async fn a_settlement_whose_answer_was_lost_is_applied_once() {
+    let (ledger, losing) = ledger_behind_proxy().await;
+    let bucket = BucketKey {
+        scope: "user:ana".into(),
+        window: "day".into(),
+        start_ms: 1_800_000_000_000,
+    };
+    let reserved = ledger
+        .reserve(&[Charge {
+            bucket: bucket.clone(),
+            amount: 1_000,
+            limit: Some(10_000),
+            expires_at_ms: 1_800_086_400_000,
+        }])
+        .await
+        .unwrap();
+    assert_eq!(reserved, Reserve::Reserved);
+    losing.writes.lock().unwrap().clear();
+
+    // The call used 400 of its 1,000: 600 go back, and the answer of that write is lost.
+    *losing.lose_next_write.lock().unwrap() = true;
+    ledger
+        .adjust(&[Adjustment {
+            bucket: bucket.clone(),
+            delta: -600,
+            expires_at_ms: 1_800_086_400_000,
+        }])
+        .await
+        .expect("the SDK's retry succeeds");
+    let writes = losing.writes.lock().unwrap().clone();
+    assert_eq!(writes.len(), 2, "the lost answer was retried: {writes:?}");
+    assert_eq!(
+        ledger.bucket_usage(&[bucket]).await.unwrap(),
+        [400],
+        "given back once: {writes:?}"
+    );
+    assert!(
+        writes[0].1.is_some() && writes[0].1 == writes[1].1,
+        "one token for the call and its retry: {writes:?}"
+    );
+}
