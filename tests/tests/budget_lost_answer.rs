@@ -1,11 +1,12 @@
-//! A budget settlement whose answer is lost on the way back (the write went through, the
-//! response did not: a timeout, a 500) is retried by the SDK. Settling adds `real − reserved`,
-//! negative when the call used less than its allowance, and an `ADD` applied twice would give
-//! the unused allowance back twice: the ledger would read less than was spent, and the cap would
-//! let that much more through. The DynamoDB ledger settles in a transaction, whose
+//! A budget write whose answer is lost on the way back (the write went through, the response
+//! did not: a timeout, a 500) is retried by the SDK. A spend reservation applied twice would
+//! charge twice, or be refused by its own first write near the cap; a give-back (`real −
+//! reserved`, or a link-code try given back) applied twice would read less than was spent, and
+//! let that much more through. The DynamoDB ledger writes them in transactions, whose
 //! `ClientRequestToken` DynamoDB applies once (moto learns this from
-//! `scripts/moto_server_serial.py`). A proxy in front of moto lets the write through and answers
-//! 500 instead of moto's answer.
+//! `scripts/moto_server_serial.py`); a spend reservation spans several buckets and always was
+//! one, a single-bucket give-back was a plain `UpdateItem` before. A proxy in front of moto lets
+//! the write through and answers 500 instead of moto's answer.
 
 use axum::Router;
 use axum::body::Bytes;
@@ -82,24 +83,63 @@ async fn ledger_behind_proxy() -> (DynamoStore, Losing) {
     )
 }
 
-#[tokio::test]
-async fn a_settlement_whose_answer_was_lost_is_applied_once() {
-    let (ledger, losing) = ledger_behind_proxy().await;
-    let bucket = BucketKey {
-        scope: "user:ana".into(),
+fn bucket(scope: &str) -> BucketKey {
+    BucketKey {
+        scope: scope.into(),
         window: "day".into(),
         start_ms: 1_800_000_000_000,
-    };
-    let reserved = ledger
-        .reserve(&[Charge {
-            bucket: bucket.clone(),
+    }
+}
+
+/// Reserve 1,000 under a cap of 1,500 in each of `scopes`' buckets, all or none.
+async fn reserve(ledger: &DynamoStore, scopes: &[&str]) -> Reserve {
+    let charges: Vec<Charge> = scopes
+        .iter()
+        .map(|scope| Charge {
+            bucket: bucket(scope),
             amount: 1_000,
-            limit: Some(10_000),
+            limit: Some(1_500),
             expires_at_ms: 1_800_086_400_000,
-        }])
-        .await
-        .unwrap();
-    assert_eq!(reserved, Reserve::Reserved);
+        })
+        .collect();
+    ledger.reserve(&charges).await.unwrap()
+}
+
+/// The writes the proxy saw since the last take, and a check that the last two are one call
+/// and its retry (one token).
+fn retried(losing: &Losing) -> Vec<(String, Option<String>)> {
+    let writes = std::mem::take(&mut *losing.writes.lock().unwrap());
+    assert_eq!(writes.len(), 2, "the lost answer was retried: {writes:?}");
+    assert!(
+        writes[0].1.is_some() && writes[0].1 == writes[1].1,
+        "one token for the call and its retry: {writes:?}"
+    );
+    writes
+}
+
+#[tokio::test]
+async fn a_spend_reservation_whose_answer_was_lost_is_applied_once() {
+    let (ledger, losing) = ledger_behind_proxy().await;
+    *losing.lose_next_write.lock().unwrap() = true;
+    let scopes = ["user:ana", "conv:ana-1"];
+    assert_eq!(
+        reserve(&ledger, &scopes).await,
+        Reserve::Reserved,
+        "reserved, once"
+    );
+    let writes = retried(&losing);
+    assert_eq!(
+        ledger.bucket_usage(&scopes.map(bucket)).await.unwrap(),
+        [1_000, 1_000],
+        "{writes:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_give_back_whose_answer_was_lost_is_applied_once() {
+    let (ledger, losing) = ledger_behind_proxy().await;
+    let bucket = bucket("user:ana");
+    assert_eq!(reserve(&ledger, &["user:ana"]).await, Reserve::Reserved);
     losing.writes.lock().unwrap().clear();
 
     // The call used 400 of its 1,000: 600 go back, and the answer of that write is lost.
@@ -112,15 +152,10 @@ async fn a_settlement_whose_answer_was_lost_is_applied_once() {
         }])
         .await
         .expect("the SDK's retry succeeds");
-    let writes = losing.writes.lock().unwrap().clone();
-    assert_eq!(writes.len(), 2, "the lost answer was retried: {writes:?}");
+    let writes = retried(&losing);
     assert_eq!(
         ledger.bucket_usage(&[bucket]).await.unwrap(),
         [400],
         "given back once: {writes:?}"
-    );
-    assert!(
-        writes[0].1.is_some() && writes[0].1 == writes[1].1,
-        "one token for the call and its retry: {writes:?}"
     );
 }

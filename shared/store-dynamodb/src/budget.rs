@@ -2,12 +2,14 @@
 //! `used`. A reservation is one `TransactWriteItems` with an `Update` per bucket: `ADD used
 //! :amount` under `attribute_not_exists(used) OR used <= :room` (`room` = cap − amount), so
 //! either every bucket takes the charge or, when any would pass its cap, none does — and the
-//! cancellation reasons name the bucket that refused. A single bucket is the same update as a
-//! plain conditional `UpdateItem` (a transaction costs twice the write units; an SDK retry of
-//! one whose answer was lost may reserve twice, which errs on the side of the cap). Settling is
+//! cancellation reasons name the bucket that refused. A transaction's `ClientRequestToken`, the
+//! same for the SDK's retries of one call, has DynamoDB apply it once even when an answer was
+//! lost after the write went through. A single bucket (a rate counter: messages an hour, MCP
+//! requests, link-code tries) is the same update as a plain conditional `UpdateItem`, half the
+//! write units: such a retry may count it twice, which errs on the side of the cap. Settling is
 //! another transaction of unconditional `ADD`s (negative to give back), one bucket included, so
-//! that its `ClientRequestToken` makes an SDK retry apply it once. `gsi1` (`BUDGETS#<window>#<start>`, scope)
-//! lists one window's buckets for reports.
+//! a give-back is never applied twice.
+//! `gsi1` (`BUDGETS#<window>#<start>`, scope) lists one window's buckets for reports.
 
 use crate::DynamoStore;
 use crate::error::unavailable;
