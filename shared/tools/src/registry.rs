@@ -71,6 +71,12 @@ impl Default for Registry {
     }
 }
 
+/// The longest offending value quoted back in an invalid call's answer (as JSON).
+const QUOTED_VALUE_BYTES: usize = 120;
+
+/// The longest unknown tool name quoted back.
+const QUOTED_NAME_CHARS: usize = 100;
+
 impl Registry {
     pub fn new(options: RunnerOptions) -> Self {
         Self {
@@ -154,9 +160,9 @@ impl Registry {
                     .iter()
                     .map(|d| d.name.as_str())
                     .collect();
+                let name: String = call.name.chars().take(QUOTED_NAME_CHARS).collect();
                 let msg = format!(
-                    "Unknown tool {:?}. Available tools: {}.",
-                    call.name,
+                    "Unknown tool {name:?}. Available tools: {}.",
                     names.join(", ")
                 );
                 return Err(self.error(call, msg));
@@ -169,7 +175,14 @@ impl Registry {
             .map(|e| {
                 let at = e.instance_path().to_string();
                 let at = if at.is_empty() { "/".into() } else { at };
-                format!("at {at}: {e}")
+                // The offending value is quoted when short; a long one (a model can send a
+                // megabyte) is named by its place, so the answer stays the size of the problem.
+                let short = serde_json::to_string(e.instance().as_ref())
+                    .is_ok_and(|v| v.len() <= QUOTED_VALUE_BYTES);
+                match short {
+                    true => format!("at {at}: {e}"),
+                    false => format!("at {at}: {}", e.masked_with("the value")),
+                }
             })
             .collect();
         if !problems.is_empty() {

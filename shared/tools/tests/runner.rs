@@ -137,6 +137,23 @@ async fn invalid_arguments_say_what_was_wrong() {
 }
 
 #[tokio::test]
+async fn a_huge_argument_is_named_by_its_place_not_quoted_back() {
+    let huge = "x".repeat(1_000_000);
+    let o = run("create_event", json!({"title": 7, "seats": huge})).await;
+    let msg = content(&o)["error"].as_str().unwrap();
+    assert!(msg.len() < 500, "{} bytes", msg.len());
+    assert!(msg.contains("at /seats: the value is not of type"), "{msg}");
+    assert!(
+        msg.contains("at /title: 7 is not of type"),
+        "short values are quoted: {msg}"
+    );
+    let o = run(&"y".repeat(1_000_000), json!({})).await;
+    let msg = content(&o)["error"].as_str().unwrap();
+    assert!(msg.len() < 500, "{} bytes", msg.len());
+    assert!(msg.starts_with("Unknown tool \"yyy"), "{msg}");
+}
+
+#[tokio::test]
 async fn unknown_tool_lists_the_available_ones() {
     let o = run("delete_everything", json!({})).await;
     assert!(o.is_error);
