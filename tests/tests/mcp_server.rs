@@ -609,6 +609,24 @@ async fn an_unknown_method_gets_a_json_rpc_error() {
 }
 
 #[tokio::test]
+async fn a_request_body_over_the_cap_gets_413_and_runs_nothing() {
+    let mcp = start(AppOptions::default()).await;
+    let token = mcp.token("alice", TokenScope::Write).await;
+    let name = "x".repeat(mcp::handler::MAX_REQUEST_BYTES);
+    let (status, _, body) = mcp
+        .rpc(
+            Some(&token),
+            "tools/call",
+            json!({"name": "create_event", "arguments": {"title": name}}),
+        )
+        .await;
+    assert_eq!(status, 413, "{body}");
+    let (status, _, body) = mcp.rpc(Some(&token), "tools/list", json!({})).await;
+    assert_eq!(status, 200, "a request under the cap still runs: {body}");
+    mcp.server.stop().await;
+}
+
+#[tokio::test]
 async fn connect_an_ai_client_creates_lists_and_revokes_the_users_own_tokens() {
     let mcp = start(AppOptions::default()).await;
     let api = |path: &str| mcp.server.url(path);

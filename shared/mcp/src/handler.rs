@@ -87,6 +87,11 @@ impl std::fmt::Debug for BridleMcp {
 /// stream) and DELETE (a session's end) with 405 and `Allow: POST` at once, as the Streamable
 /// HTTP transport allows, so a client falls back to POST and no request — no Lambda invocation
 /// — is held open. Every answer is one JSON body that ends.
+/// The largest JSON-RPC request body `/mcp` reads; a longer one gets 413 before it is parsed.
+/// A tool call's arguments are a few ids and short texts (the schemas cap them), so this is
+/// generous; rmcp's own default is 4 MiB.
+pub const MAX_REQUEST_BYTES: usize = 256 * 1024;
+
 pub fn router(parts: McpParts) -> Router {
     let door = Door {
         tokens: parts.tokens,
@@ -107,7 +112,8 @@ pub fn router(parts: McpParts) -> Router {
     let mut config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
         .with_json_response(true)
-        .with_sse_keep_alive(None);
+        .with_sse_keep_alive(None)
+        .with_max_request_body_bytes(MAX_REQUEST_BYTES);
     if !loopback_only {
         // Signed-in deployments answer their public name; a bearer token, which a browser
         // never attaches by itself, is what keeps a rebinding page out.
