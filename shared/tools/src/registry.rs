@@ -220,6 +220,13 @@ impl Registry {
             Ok(Ok(Ok(value))) => self.answer(call, value),
             Ok(Ok(Err(ToolError::Domain { code, message }))) => {
                 tracing::info!(tool = %call.name, action_id = %ctx.action_id, %code, "tool declined");
+                // Cut to the result cap as results are: a domain error may quote what the
+                // model sent.
+                let mut message = message;
+                if let Some((cut, _)) = message.char_indices().nth(self.options.result_cap_chars) {
+                    message.truncate(cut);
+                    message.push_str(" [cut short]");
+                }
                 self.error(call, message)
             }
             Ok(Ok(Err(ToolError::Internal(err)))) => {

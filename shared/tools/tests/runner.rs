@@ -77,6 +77,17 @@ fn registry() -> Registry {
     )
     .unwrap();
     r.register(
+        ToolDef::new("quote_back", "Refuses, quoting.", json!({"type": "object"}))
+            .purposes(&["planner"]),
+        handler_fn(|_, args: Value| async move {
+            Err(ToolError::domain(
+                "not_found",
+                format!("There is no event called {}.", args["say"]),
+            ))
+        }),
+    )
+    .unwrap();
+    r.register(
         ToolDef::new("slow", "Hangs.", json!({"type": "object"})).purposes(&["planner"]),
         handler_fn(|_, _| async {
             futures::future::pending::<()>().await;
@@ -151,6 +162,14 @@ async fn a_huge_argument_is_named_by_its_place_not_quoted_back() {
     let msg = content(&o)["error"].as_str().unwrap();
     assert!(msg.len() < 500, "{} bytes", msg.len());
     assert!(msg.starts_with("Unknown tool \"yyy"), "{msg}");
+}
+
+#[tokio::test]
+async fn a_long_domain_error_is_cut_to_the_result_cap() {
+    let o = run("quote_back", json!({"say": "z".repeat(5_000)})).await;
+    let msg = content(&o)["error"].as_str().unwrap();
+    assert!(msg.chars().count() <= 200 + " [cut short]".len(), "{msg}");
+    assert!(msg.ends_with("[cut short]"), "{msg}");
 }
 
 #[tokio::test]
@@ -257,6 +276,7 @@ fn catalog_is_sorted_filtered_and_byte_stable() {
             "dump",
             "explode",
             "list_events",
+            "quote_back",
             "slow"
         ]
     );
