@@ -19,12 +19,14 @@ use std::sync::{Arc, Mutex};
 use store::{Adjustment, BucketKey, BudgetLedger, Charge, Reserve};
 use store_dynamodb::DynamoStore;
 
-/// The proxy: whether to lose the answer of the next write, and the writes it saw (operation,
-/// `ClientRequestToken`).
+/// Writes seen: the operation and its `ClientRequestToken`.
+type Writes = Vec<(String, Option<String>)>;
+
+/// The proxy: whether to lose the answer of the next write, and the writes it saw.
 #[derive(Clone, Default)]
 struct Losing {
     lose_next_write: Arc<Mutex<bool>>,
-    writes: Arc<Mutex<Vec<(String, Option<String>)>>>,
+    writes: Arc<Mutex<Writes>>,
 }
 
 #[derive(Clone)]
@@ -107,7 +109,7 @@ async fn reserve(ledger: &DynamoStore, scopes: &[&str]) -> Reserve {
 
 /// The writes the proxy saw since the last take, and a check that the last two are one call
 /// and its retry (one token).
-fn retried(losing: &Losing) -> Vec<(String, Option<String>)> {
+fn retried(losing: &Losing) -> Writes {
     let writes = std::mem::take(&mut *losing.writes.lock().unwrap());
     assert_eq!(writes.len(), 2, "the lost answer was retried: {writes:?}");
     assert!(
