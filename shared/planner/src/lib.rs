@@ -41,7 +41,8 @@ pub use events::{EventChanges, NewEvent};
 pub use grid::{DayGrid, EventGrid, GridBreak, GridSession, REFRESH};
 pub use model::{ATTENDEE, Attendee, EVENT, Event, EventStatus};
 pub use program::{
-    NewSession, PROGRAM, ProgramRecord, ProgramSummary, SCHEDULE, ScheduleRecord, SessionChanges,
+    MAX_SESSIONS, NewSession, PROGRAM, ProgramRecord, ProgramSummary, SCHEDULE, ScheduleRecord,
+    SessionChanges,
 };
 pub use risk::one_line;
 pub use service::{Caller, Clock, Planner};

@@ -144,6 +144,11 @@ impl Planner {
             after: new.after,
         };
         check_session(&record.program, &session)?;
+        if record.program.sessions.len() >= MAX_SESSIONS {
+            return Err(rule(format!(
+                "An event's program holds at most {MAX_SESSIONS} sessions; this one is full."
+            )));
+        }
         let id = session.id.clone();
         record.program.sessions.push(session);
         self.save_program(caller, record, before, Some(id)).await
@@ -298,6 +303,11 @@ fn check_layout(days: &[Day], rooms: &[Room], breaks: &[Break]) -> Result<(), Pl
     }
     Ok(())
 }
+
+/// The most sessions one event's program holds. The program is one record, rewritten (and
+/// kept before and after for undo) by every edit and read whole by every plan, so its size is
+/// what every later call pays for; a conference's program fits many times over.
+pub const MAX_SESSIONS: usize = 300;
 
 fn check_session(program: &Program, s: &Session) -> Result<(), PlannerError> {
     if s.title.is_empty() || s.duration == 0 {

@@ -49,6 +49,9 @@ fn defs() -> Vec<(ToolDef, Op)> {
     let time = |what: &str| json!({"type": "string", "pattern": CLOCK, "description": what});
     let day = json!({"type": "integer", "minimum": 1, "maximum": 31, "description": "Day of the event, 1 for the first"});
     let object = |props: Value, required: &[&str]| json!({"type": "object", "properties": props, "required": required, "additionalProperties": false});
+    // Every name and list is capped: a program is one record that each edit rewrites (and its
+    // undo keeps before and after), so its size is what every later call pays for.
+    let name = |max: usize| json!({"type": "string", "minLength": 1, "maxLength": max});
     let span = object(
         json!({"day": day, "from": time("HH:MM"), "to": time("HH:MM")}),
         &["day", "from", "to"],
@@ -58,11 +61,11 @@ fn defs() -> Vec<(ToolDef, Op)> {
         "title": {"type": "string", "minLength": 1, "maxLength": 160},
         "duration": {"type": "integer", "minimum": 5, "maximum": 720, "description": "Minutes"},
         "track": {"type": "string", "maxLength": 80},
-        "speakers": {"type": "array", "items": {"type": "string", "minLength": 1}, "description": "Everyone who must be there"},
-        "audience": {"type": "integer", "minimum": 0, "description": "Expected audience: the room must seat them"},
+        "speakers": {"type": "array", "maxItems": 20, "items": name(120), "description": "Everyone who must be there"},
+        "audience": {"type": "integer", "minimum": 0, "maximum": 1000000, "description": "Expected audience: the room must seat them"},
         "at": object(json!({"day": day, "time": time("Start, HH:MM")}), &["day", "time"]),
-        "room": {"type": "string", "description": "A room's name, if it must be that room"},
-        "after": {"type": "array", "items": {"type": "string"}, "description": "Ids of sessions that must finish first"}
+        "room": {"type": "string", "maxLength": 80, "description": "A room's name, if it must be that room"},
+        "after": {"type": "array", "maxItems": 50, "items": {"type": "string", "maxLength": 200}, "description": "Ids of sessions that must finish first"}
     });
     let mut edit = session.clone();
     edit["session_id"] = id("The session's id");
@@ -74,9 +77,9 @@ fn defs() -> Vec<(ToolDef, Op)> {
                 object(
                     json!({
                         "event_id": id("The event's id"),
-                        "days": {"type": "array", "minItems": 1, "items": object(json!({"start": time("HH:MM"), "end": time("HH:MM")}), &["start", "end"])},
-                        "rooms": {"type": "array", "minItems": 1, "items": object(json!({"name": {"type": "string", "minLength": 1}, "capacity": {"type": "integer", "minimum": 1}, "open": {"type": "array", "items": span.clone()}}), &["name", "capacity"])},
-                        "breaks": {"type": "array", "items": object(json!({"name": {"type": "string", "minLength": 1}, "day": day, "from": time("Earliest start, HH:MM"), "to": time("Latest end, HH:MM"), "duration": {"type": "integer", "minimum": 5, "description": "Minutes; leave out for a fixed break from-to"}}), &["name", "day", "from", "to"])}
+                        "days": {"type": "array", "minItems": 1, "maxItems": 31, "items": object(json!({"start": time("HH:MM"), "end": time("HH:MM")}), &["start", "end"])},
+                        "rooms": {"type": "array", "minItems": 1, "maxItems": 50, "items": object(json!({"name": name(80), "capacity": {"type": "integer", "minimum": 1, "maximum": 1000000}, "open": {"type": "array", "maxItems": 31, "items": span.clone()}}), &["name", "capacity"])},
+                        "breaks": {"type": "array", "maxItems": 100, "items": object(json!({"name": name(80), "day": day, "from": time("Earliest start, HH:MM"), "to": time("Latest end, HH:MM"), "duration": {"type": "integer", "minimum": 5, "maximum": 720, "description": "Minutes; leave out for a fixed break from-to"}}), &["name", "day", "from", "to"])}
                     }),
                     &["event_id", "days", "rooms"],
                 ),
@@ -112,7 +115,7 @@ fn defs() -> Vec<(ToolDef, Op)> {
                 "move_session",
                 "Pin a session at a day and time (and room, if given) and re-plan the rest around it. Returns the same headline as build_schedule.",
                 object(
-                    json!({"event_id": id("The event's id"), "session_id": id("The session's id"), "day": day, "time": time("New start, HH:MM"), "room": {"type": "string"}}),
+                    json!({"event_id": id("The event's id"), "session_id": id("The session's id"), "day": day, "time": time("New start, HH:MM"), "room": {"type": "string", "maxLength": 80}}),
                     &["event_id", "session_id", "day", "time"],
                 ),
             ),
@@ -123,7 +126,7 @@ fn defs() -> Vec<(ToolDef, Op)> {
                 "show_schedule",
                 "Show the saved timetable of an event: one day, one track, or all of it.",
                 object(
-                    json!({"event_id": id("The event's id"), "day": day, "track": {"type": "string"}}),
+                    json!({"event_id": id("The event's id"), "day": day, "track": {"type": "string", "maxLength": 80}}),
                     &["event_id"],
                 ),
             )

@@ -533,3 +533,68 @@ async fn changing_what_a_published_timetable_shows_needs_a_yes() {
         )
     );
 }
+
+#[tokio::test]
+async fn a_program_holds_at_most_so_many_sessions_and_the_schemas_cap_names_and_lists() {
+    let w = world().await;
+    let event = spring_with_rooms(&w).await;
+    for n in 0..planner::MAX_SESSIONS {
+        add(
+            &w,
+            &event,
+            &format!("s{n}"),
+            talk(&format!("Talk {n}"), 5, 1, &[]),
+        )
+        .await;
+    }
+    let full = w
+        .planner
+        .add_session(
+            &caller("alice", "one-more"),
+            &event,
+            talk("One more", 5, 1, &[]),
+        )
+        .await;
+    assert!(
+        matches!(&full, Err(PlannerError::Rule(why)) if why.contains("at most")),
+        "{full:?}"
+    );
+
+    // What a model may send is capped before anything runs.
+    let planner = Arc::new(Planner::new(w.store.clone() as Arc<dyn Store>));
+    let mut registry = tools::Registry::default();
+    planner::register(&mut registry, planner, &[planner::PURPOSE]).unwrap();
+    let call = |name: &str, input: Value| tools::ToolCall {
+        id: "t1".into(),
+        name: name.into(),
+        input,
+    };
+    let refused = |name: &str, input: Value| registry.check(planner::PURPOSE, &call(name, input));
+    let session = |extra: Value| {
+        let mut input = json!({"event_id": event, "title": "Talk", "duration": 30});
+        input
+            .as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        input
+    };
+    assert!(refused("add_session", session(json!({}))).is_none());
+    let crowd: Vec<String> = (0..21).map(|n| format!("Speaker {n}")).collect();
+    for too_much in [
+        json!({"speakers": crowd}),
+        json!({"speakers": ["x".repeat(121)]}),
+        json!({"room": "r".repeat(81)}),
+        json!({"after": vec!["s"; 51]}),
+    ] {
+        assert!(
+            refused("add_session", session(too_much.clone())).is_some(),
+            "{too_much}"
+        );
+    }
+    let rooms: Vec<Value> = (0..51)
+        .map(|n| json!({"name": format!("Room {n}"), "capacity": 10}))
+        .collect();
+    let set =
+        json!({"event_id": event, "days": [{"start": "09:00", "end": "17:00"}], "rooms": rooms});
+    assert!(refused("set_rooms", set).is_some(), "51 rooms");
+}
