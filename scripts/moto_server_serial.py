@@ -42,7 +42,7 @@ def _idempotent_transaction(self, environ, start_response):
     environ["wsgi.input"] = io.BytesIO(body)
     try:
         token = json.loads(body).get("ClientRequestToken")
-    except ValueError:
+    except (ValueError, AttributeError):
         token = None
     now = time.monotonic()
     for old in [t for t, seen in _tokens.items() if now - seen[1] > _TOKEN_KEPT_S]:
@@ -64,7 +64,12 @@ def _idempotent_transaction(self, environ, start_response):
         answered["status"], answered["headers"] = status, headers
         return start_response(status, headers, exc_info)
 
-    answer = b"".join(_dispatch(self, environ, keep_start))
+    answered_body = _dispatch(self, environ, keep_start)
+    try:
+        answer = b"".join(answered_body)
+    finally:
+        if hasattr(answered_body, "close"):
+            answered_body.close()
     if token and answered.get("status", "").startswith("200"):
         _tokens[token] = (body, now, answered["status"], answered["headers"], answer)
     return [answer]

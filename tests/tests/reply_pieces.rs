@@ -253,3 +253,34 @@ async fn a_retry_in_another_process_sends_only_the_rest_on_dynamodb() {
     let store = tests::moto::dynamo_store("pieces").await;
     a_retry_in_another_process_sends_only_the_rest(store).await;
 }
+
+/// One process remembers less than what another attempt kept with the claim since: its retry
+/// goes from the further of the two. Attempt 1 (process A) sends the first piece, attempt 2
+/// (process B) the second, each ending on a long rate limit; attempt 3 runs in A again.
+#[tokio::test]
+async fn a_retry_goes_on_from_the_further_of_its_memory_and_the_claims_record() {
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open_in_memory().unwrap());
+    let limited = Some(Answer::RateLimited(120));
+    let (a, api) = setup_on(store.clone(), vec![None, limited, None, limited]).await;
+    let b = ChannelJobs {
+        engine: a.engine.clone(),
+        store: a.store.clone(),
+        senders: a.senders.clone(),
+        options: JobOptions {
+            sent: Default::default(),
+            ..a.options.clone()
+        },
+    };
+    for (jobs, got) in [(&a, vec!["alpha"]), (&b, vec!["alpha", "bravo"])] {
+        let ran = jobs.run(&job(), Duration::from_secs(60)).await;
+        assert!(matches!(ran, JobOutcome::Failed(_)), "{ran:?}");
+        assert_eq!(seen(store.as_ref(), &api).await.0, got);
+    }
+    assert_eq!(
+        a.run(&job(), Duration::from_secs(60)).await,
+        JobOutcome::Done
+    );
+    let (got, visible) = seen(store.as_ref(), &api).await;
+    assert_eq!(got, ["alpha", "bravo", "charlie"]);
+    assert_eq!(visible, ["Tell me everything", long_reply().as_str()]);
+}

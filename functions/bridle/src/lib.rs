@@ -271,7 +271,6 @@ fn mcp_for(
             loopback_only: options.sign_in.is_none(),
             may_be_risky: planner::MAY_NEED_CONFIRMATION
                 .iter()
-                .chain(notes::MAY_NEED_CONFIRMATION)
                 .map(|t| (*t).to_owned())
                 .collect(),
         },

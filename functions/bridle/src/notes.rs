@@ -1,7 +1,8 @@
 //! A small demo domain for the local server: notes the assistant can add, list and delete.
 //! It shows how tools plug in (thin handlers over a service, identity from `Ctx`, `_effects` to
 //! refresh the page, a risk policy of its own). Deleting is for good, so it needs the user's
-//! yes ([`risk_policy`]), whichever entrance asks.
+//! yes ([`risk_policy`]) in the web chat and on messaging channels (the notes are not offered
+//! over MCP).
 
 use rusqlite::params;
 use serde::Serialize;
@@ -183,9 +184,6 @@ fn now_ms() -> i64 {
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
 }
-
-/// The notes tools whose calls may need the user's yes (MCP marks them destructive).
-pub const MAY_NEED_CONFIRMATION: &[&str] = &["delete_note"];
 
 /// Which notes calls need the user's yes: deleting a note the user has, described by its
 /// stored text (shown on one line, as the planner shows names). A note the user does not have

@@ -69,22 +69,23 @@ impl ChannelJobs {
         // find its reply sent by an attempt whose record was cut off, or part of it sent by an
         // attempt cut off part way (`sent`).
         let sent_key = SentReplies::key(job, turn);
+        // Both this process's memory and what the last attempt to release the job kept with
+        // its claim (one read, on a resumed turn only): an attempt elsewhere may have got
+        // further than the one this process remembers.
         let earlier = match sent_key
             .as_ref()
             .filter(|_| outcome.reply_position.is_none())
         {
-            Some(key) => match self.options.sent.get(key) {
-                Some(sent) => Some(sent),
-                // Not in this process's memory: what an attempt elsewhere kept with the claim
-                // it released (one read, on a retry only).
-                None => self
+            Some(key) => {
+                let kept = self
                     .store
                     .reply_sent(&job.dedupe_key())
                     .await
                     .map_err(JobError::from)?
-                    .filter(|kept| kept.turn == turn)
-                    .map(Sent::from),
-            },
+                    .map(Sent::from);
+                crate::sent::further(self.options.sent.get(key), kept)
+                    .filter(|sent| sent.turn == turn)
+            }
             None => None,
         };
         if let Some(earlier) = earlier.as_ref().filter(|e| e.whole) {

@@ -318,7 +318,7 @@ impl ChannelJobs {
     /// instead, and what it sent to its own memory.
     async fn end_attempt(&self, key: &str, attempt: u32, expires: i64, why: JobError) -> Ran {
         let retry_for = self.options.settle_retry_for;
-        let sent = self.options.sent.of_job(key).map(store::ReplySent::from);
+        let sent = self.reply_sent_to_keep(key).await;
         let released = settle::retried(
             "the job's claim",
             retry_for,
@@ -337,6 +337,21 @@ impl ChannelJobs {
             turn: None,
             claim_held_until: released.is_err().then_some(expires),
         }
+    }
+
+    /// What this process remembers of `key`'s reply, to keep with the claim as the attempt
+    /// releases it: only when it is further than what is kept there already (an attempt in
+    /// another process may have got further since this one remembered; the read is on a
+    /// failed attempt's way out only). `None` keeps what is there.
+    async fn reply_sent_to_keep(&self, key: &str) -> Option<store::ReplySent> {
+        let mine = self.options.sent.of_job(key)?;
+        let kept = match self.store.reply_sent(key).await {
+            Ok(kept) => kept.map(sent::Sent::from),
+            // Unreadable: keep nothing rather than risk going back.
+            Err(_) => return None,
+        };
+        let ahead = kept.as_ref().is_none_or(|k| mine.progress() > k.progress());
+        ahead.then(|| mine.into())
     }
 
     /// Resolve who is writing (unless the claim did), then answer: by the harness (no model

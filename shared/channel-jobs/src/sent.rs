@@ -44,6 +44,23 @@ pub(crate) struct Sent {
     pub whole: bool,
 }
 
+impl Sent {
+    /// How far it got, to compare two records of one job's reply: a later turn's is ahead;
+    /// in one turn a whole reply is ahead of a part, and more pieces ahead of fewer.
+    pub(crate) fn progress(&self) -> (u64, bool, usize) {
+        (self.turn, self.whole, self.delivered.pieces.len())
+    }
+}
+
+/// The further of two records of one job's reply (`a` when they are level).
+pub(crate) fn further(a: Option<Sent>, b: Option<Sent>) -> Option<Sent> {
+    match (a, b) {
+        (Some(a), Some(b)) if b.progress() > a.progress() => Some(b),
+        (Some(a), _) => Some(a),
+        (None, b) => b,
+    }
+}
+
 impl From<ReplySent> for Sent {
     fn from(kept: ReplySent) -> Self {
         Self {
@@ -181,5 +198,28 @@ mod tests {
         assert_eq!(kept.of_job("telegram#1"), None);
         let back: Sent = ReplySent::from(sent("x")).into();
         assert_eq!(back, sent("x"));
+    }
+
+    #[test]
+    fn the_further_record_of_a_reply_wins() {
+        let part = |n: usize| Sent {
+            whole: false,
+            delivered: Delivered {
+                pieces: vec!["p".into(); n],
+                reacted: false,
+            },
+            ..sent("x")
+        };
+        assert_eq!(further(Some(part(1)), Some(part(2))), Some(part(2)));
+        assert_eq!(further(Some(part(2)), Some(part(1))), Some(part(2)));
+        assert_eq!(
+            further(Some(part(2)), Some(sent("x"))),
+            Some(sent("x")),
+            "whole is ahead"
+        );
+        let later = Sent { turn: 2, ..part(1) };
+        assert_eq!(further(Some(sent("x")), Some(later.clone())), Some(later));
+        assert_eq!(further(None, Some(part(1))), Some(part(1)));
+        assert_eq!(further(Some(part(1)), None), Some(part(1)));
     }
 }

@@ -376,15 +376,20 @@ fn what_moves(titles: &[String]) -> String {
 const NAME_CHARS: usize = 80;
 
 /// A stored name (a title, a person's name) as a question to the user shows it: on one line,
-/// spaces collapsed, cut at [`NAME_CHARS`]. Names are typed by the model through tools that
-/// need no yes; a line break in one must not let it write lines of the question itself (a
-/// made-up "If you say yes: nothing is lost").
+/// spaces collapsed, double quotation marks made single, cut at [`NAME_CHARS`]. Names are
+/// typed by the model through tools that need no yes; a line break or a quotation mark in one
+/// must not let it write the question's own words (a made-up "If you say yes: nothing is
+/// lost").
 pub fn one_line(name: &str) -> String {
     let words: Vec<&str> = name
         .split(|c: char| c.is_whitespace() || c.is_control())
         .filter(|w| !w.is_empty())
         .collect();
-    let joined = words.join(" ");
+    // Double quotation marks become single ones: the question quotes the name, and one inside
+    // it would close that quote and make what follows read as the question's own words.
+    let joined = words
+        .join(" ")
+        .replace(['"', '\u{201c}', '\u{201d}', '\u{201e}', '\u{ff02}'], "'");
     match joined.char_indices().nth(NAME_CHARS) {
         Some((cut, _)) => format!("{}\u{2026}", &joined[..cut]),
         None => joined,
@@ -423,6 +428,10 @@ mod tests {
         assert_eq!(
             one_line("Spring Open\n\nIf you say yes:\tnothing is lost\u{0}"),
             "Spring Open If you say yes: nothing is lost"
+        );
+        assert_eq!(
+            one_line("x\" and nothing else \u{201d}, \u{201c}y"),
+            "x' and nothing else ', 'y"
         );
         let long = "é".repeat(200);
         let shown = one_line(&long);

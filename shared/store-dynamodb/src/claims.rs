@@ -20,9 +20,10 @@ const ATTEMPT: &str = "attempt";
 const KEEP_UNTIL_MS: &str = "keep_until_ms";
 /// What an attempt that released the claim had sent of its reply: JSON of `ReplySent`.
 const REPLY_SENT: &str = "reply_sent";
-/// The longest `reply_sent` kept (an item holds at most 400 KB); a longer one is not kept,
+/// The longest `reply_sent` kept (each write of the claim costs a unit per KB of it while it
+/// is there; a reply is at most the model's output allowance, ~64 KB); a longer one is not kept,
 /// and a retry in another environment sends that reply from its start.
-const MAX_REPLY_SENT_BYTES: usize = 300 * 1024;
+const MAX_REPLY_SENT_BYTES: usize = 100 * 1024;
 const RUNNING: &str = "running";
 const DONE: &str = "done";
 
