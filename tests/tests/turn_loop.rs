@@ -532,3 +532,28 @@ async fn an_internal_tool_error_reaches_the_log_not_the_model() {
         "{log}"
     );
 }
+
+#[tokio::test]
+async fn an_answer_runs_at_most_so_many_tool_calls_and_the_rest_are_not_run() {
+    let many = engine::MAX_CALLS_PER_ANSWER + 4;
+    let mut asks = Reply::new();
+    for n in 0..many {
+        asks = asks.call(&format!("t{n}"), "list_events", json!({}));
+    }
+    let h = Harness::new([asks.stop(StopReason::ToolUse), Reply::text("Done looking.")]).await;
+    let t = h.turn("look a lot").await;
+    assert_eq!(t.outcome.end, TurnEnd::Answered);
+    assert_eq!(
+        h.calls.list().len(),
+        engine::MAX_CALLS_PER_ANSWER,
+        "only the answer's share ran"
+    );
+    let results = tool_results(&h.transcript().await);
+    assert_eq!(results.len(), many, "every call has its result");
+    for (id, content, is_error) in &results[engine::MAX_CALLS_PER_ANSWER..] {
+        assert!(*is_error, "{id}");
+        let said = content["error"].as_str().unwrap();
+        assert!(said.starts_with("NOT EXECUTED"), "{id}: {said}");
+    }
+    assert!(results[..engine::MAX_CALLS_PER_ANSWER].iter().all(|r| !r.2));
+}

@@ -33,6 +33,8 @@ mod spans;
 mod specs;
 mod turn;
 
+pub use turn::MAX_CALLS_PER_ANSWER;
+
 pub use compact::COMPACTION_PROMPT;
 pub use confirm::{
     Answer, Clock, ConfirmationGate, ConfirmationOptions, IF_YES, NO_TITLE, Press, RiskPolicy,

@@ -7,6 +7,8 @@ mod press;
 mod record;
 mod tools;
 
+pub use tools::MAX_CALLS_PER_ANSWER;
+
 use crate::call::Shown;
 use crate::call::Streamed;
 use crate::history::History;

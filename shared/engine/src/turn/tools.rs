@@ -7,6 +7,28 @@ use serde_json::{Value, json};
 use tracing::Instrument;
 use transcript::{Part, Role};
 
+/// The most tool calls of one answer that run. A model can ask for hundreds in one answer
+/// (its output allowance is the only bound), each a tool run and a recorded result; the rest
+/// are answered `NOT EXECUTED` and may be asked for again in the next answer, under the
+/// turn's cycle ceiling.
+pub const MAX_CALLS_PER_ANSWER: usize = 16;
+
+/// The result of a call past [`MAX_CALLS_PER_ANSWER`]: nothing ran.
+fn not_run(call: &ToolCall) -> ::tools::ToolOutcome {
+    ::tools::ToolOutcome {
+        part: Part::ToolResult {
+            tool_use_id: call.id.clone(),
+            content: json!({"error": format!(
+                "NOT EXECUTED: at most {MAX_CALLS_PER_ANSWER} tool calls of one answer run, and \
+                 this one came after them. Call it again in your next answer if it is still needed."
+            )}),
+            is_error: true,
+        },
+        is_error: true,
+        effects: None,
+    }
+}
+
 impl Turn<'_> {
     /// Run the calls one after another, recording each result the moment the call finishes
     /// (DESIGN invariant 10), then write them together as one tool message — the last call's
@@ -61,6 +83,8 @@ impl Turn<'_> {
                     false => None,
                 };
                 Ok::<_, EngineError>(match committed {
+                // Past the answer's share: nothing runs (a resumed turn answers the same).
+                None if i >= MAX_CALLS_PER_ANSWER => not_run(call),
                 Some(output) => {
                     tracing::info!(tool = %call.name, call = %call.id, "answering from the receipt committed before the interruption");
                     engine.tools.answer(call, output)
