@@ -5,7 +5,8 @@
 //! the same key replaces an expired one. So `sweep_expired` has nothing to do here.
 //!
 //! A refresh skips items already past their date (conditional update): a late refresh never
-//! brings old words back. Items written after a refresh get their date at the next one; the job
+//! brings old words back; and items already dated close to the new date
+//! ([`CLOSE_ENOUGH_PART`]), so a refresh writes what is new, not the whole conversation again. Items written after a refresh get their date at the next one; the job
 //! path refreshes after recording each exchange (a crash in between leaves that exchange without
 //! a date until the sender's next message).
 
@@ -14,8 +15,27 @@ use crate::error::{unavailable, write_error};
 use crate::item::{Item, is_expired, n, s, ttl_for};
 use crate::keys::{META, MSG, PK, SEEN, SK, TTL, conversation_pk};
 use async_trait::async_trait;
+use aws_sdk_dynamodb::types::AttributeValue;
 use store::{Retention, StoreError};
 use transcript::ConversationId;
+
+/// What part of the time left a date may fall short of the one asked and be left as it is: a
+/// thirtieth (a day of the lobby's 30 days). A lobby is re-dated after every exchange, and
+/// without this every refresh rewrote every item in it, so each message cost writes in
+/// proportion to the lobby's size (quadratic in all); now an item is rewritten about once in
+/// that part of its life. Dates are never moved later than asked, and an earlier date is
+/// always written.
+const CLOSE_ENOUGH_PART: i64 = 30;
+
+/// Whether `item`'s date is already at most `slack_s` short of `until_s` (and not past it).
+fn dated_close_to(item: &Item, until_s: i64, slack_s: i64) -> bool {
+    match item.get(TTL) {
+        Some(AttributeValue::N(ttl)) => ttl
+            .parse::<i64>()
+            .is_ok_and(|ttl| ttl <= until_s && ttl >= until_s - slack_s),
+        _ => false,
+    }
+}
 
 /// Whether an item of a conversation's partition is part of what expires with it (not its lease,
 /// whose own expiry is the lease's business).
@@ -60,10 +80,13 @@ impl Retention for DynamoStore {
                 _ => break,
             }
         }
-        for item in items
-            .iter()
-            .filter(|i| expires_with_conversation(i) && !is_expired(i, now_s))
-        {
+        let until_s = ttl_for(until_ms);
+        let close_enough = (until_s - now_s).max(0) / CLOSE_ENOUGH_PART;
+        for item in items.iter().filter(|i| {
+            expires_with_conversation(i)
+                && !is_expired(i, now_s)
+                && !dated_close_to(i, until_s, close_enough)
+        }) {
             let result = self
                 .client
                 .update_item()

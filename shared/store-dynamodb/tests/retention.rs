@@ -102,3 +102,70 @@ async fn every_item_of_an_expiring_lobby_carries_the_ttl_and_a_linked_users_none
         "TTL deletes, not a sweep"
     );
 }
+
+#[tokio::test]
+async fn a_refresh_rewrites_only_what_is_new_or_dated_far_from_the_new_date() {
+    let store = support::fresh_store().await;
+    let now = 1_800_000_000_000;
+    let day_ms = 24 * 3_600_000;
+    let lobby = ConversationId::from("telegram:-100200300");
+    let pk = "CONV#telegram:-100200300";
+    store
+        .create_conversation(&Conversation::new(
+            lobby.clone(),
+            "unlinked:telegram:-100200300",
+            "telegram",
+            "chat",
+        ))
+        .await
+        .unwrap();
+    store
+        .append_visible(&entry(&lobby, 0, "hi".into()))
+        .await
+        .unwrap();
+    store
+        .expire_conversation(&lobby, now + 30 * day_ms, now)
+        .await
+        .unwrap();
+    let first = ttls(store.table(), pk).await;
+    // An hour later, one more entry and the refresh after it: the new entry gets the new
+    // date; the others, dated within a thirtieth of the time left of it, keep theirs.
+    store
+        .append_visible(&entry(&lobby, 1, "hello?".into()))
+        .await
+        .unwrap();
+    let later = now + 3_600_000;
+    store
+        .expire_conversation(&lobby, later + 30 * day_ms, later)
+        .await
+        .unwrap();
+    let second: std::collections::BTreeMap<_, _> =
+        ttls(store.table(), pk).await.into_iter().collect();
+    let new_date = ((later + 30 * day_ms) / 1000).to_string();
+    assert_eq!(
+        second["SEEN#00000000000000000001"].as_deref(),
+        Some(new_date.as_str())
+    );
+    for (sk, ttl) in &first {
+        assert_eq!(&second[sk], ttl, "{sk} is not rewritten");
+    }
+    // Two days later the old ones are more than a thirtieth short: all move.
+    let much_later = now + 2 * day_ms;
+    store
+        .expire_conversation(&lobby, much_later + 30 * day_ms, much_later)
+        .await
+        .unwrap();
+    let moved = ((much_later + 30 * day_ms) / 1000).to_string();
+    for (sk, ttl) in ttls(store.table(), pk).await {
+        assert_eq!(ttl.as_deref(), Some(moved.as_str()), "{sk}");
+    }
+    // An earlier date is always written.
+    store
+        .expire_conversation(&lobby, much_later + day_ms, much_later)
+        .await
+        .unwrap();
+    let sooner = ((much_later + day_ms) / 1000).to_string();
+    for (sk, ttl) in ttls(store.table(), pk).await {
+        assert_eq!(ttl.as_deref(), Some(sooner.as_str()), "{sk}");
+    }
+}

@@ -14,7 +14,8 @@ use transcript::ConversationId;
 pub trait Retention: Send + Sync {
     /// Keep `conversation` until `until_ms`, then let it go: its row, its model messages and its
     /// visible entries as they are now (call again after writing more; each call moves the date
-    /// of everything present). Data already past its date at `now_ms` is not kept longer: it
+    /// of everything present — an adapter that dates each item may leave one already within a
+    /// thirtieth of the time left of `until_ms`, never later than it). Data already past its date at `now_ms` is not kept longer: it
     /// stays gone (or is deleted now), so a sender who returns after the date starts afresh. A
     /// conversation that does not exist is no error.
     async fn expire_conversation(
