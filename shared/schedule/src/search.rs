@@ -155,9 +155,14 @@ fn search(program: &Program, previous: Option<&Timetable>) -> Result<Plan, Infea
     // A fresh plan's flexible breaks are tried at each quarter hour of their span, one break at
     // a time, with the best pass's priorities: a lunch moved earlier can end a day sooner.
     if let (None, Some((mut breaks, priority, spare))) = (&prev, best_input) {
-        for (i, b) in program.breaks.iter().enumerate() {
+        let mut trials = 0;
+        'breaks: for (i, b) in program.breaks.iter().enumerate() {
             let mut start = b.earliest;
             while start + b.duration <= b.latest_end {
+                if trials == MAX_BREAK_TRIALS {
+                    break 'breaks;
+                }
+                trials += 1;
                 let mut trial = breaks.clone();
                 trial[i] = start;
                 start += 15;
@@ -279,6 +284,11 @@ fn release(pr: &Problem, keep: &mut [Option<At>], s: usize) {
 
 /// Passes per search: more for small programs, fewer for large ones, always the same number
 /// for the same size.
+/// The most break placements a fresh plan tries (each a full pass). Without a bound their
+/// number is the breaks times the quarter hours of their spans: sixteen all-day breaks would be
+/// nearly six hundred passes, run on the caller's thread where no timeout can stop them.
+const MAX_BREAK_TRIALS: u32 = 400;
+
 fn budget(n: usize) -> u32 {
     (20_000 / n.max(1)).clamp(24, 1000) as u32
 }

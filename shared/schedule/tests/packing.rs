@@ -97,3 +97,26 @@ fn seed_2_at_20_sessions_is_within_5_percent_of_cp_sat() {
     assert!(speaker_end(&p, &got.timetable, "speaker-2") <= 365);
     assert_eq!(plan(&p, None).unwrap(), got, "same input, same plan");
 }
+
+/// Sixteen flexible breaks spanning the whole day (the most the planner's tools accept) would
+/// be nearly six hundred trial passes (one per quarter hour of each span); the trials are
+/// bounded, so a plan comes back after at most 400 of them beyond the construction budget.
+#[test]
+fn wide_flexible_breaks_are_tried_a_bounded_number_of_times() {
+    let mut program = serde_json::to_value(ann()).unwrap();
+    let breaks: Vec<_> = (0..16)
+        .map(|n| json!({"id": format!("b{n}"), "name": format!("Break {n}"), "day": 0, "earliest": 540, "latest_end": 1080, "duration": 5}))
+        .collect();
+    program["breaks"] = json!(breaks);
+    let program: Program = serde_json::from_value(program).unwrap();
+    let fixed_breaks_only = plan(&ann(), None).unwrap().stats.passes;
+    let planned = plan(&program, None);
+    let passes = match &planned {
+        Ok(p) => p.stats.passes,
+        Err(e) => panic!("{e:?}"),
+    };
+    assert!(
+        passes <= fixed_breaks_only + 400,
+        "{passes} passes against {fixed_breaks_only} with two fixed breaks"
+    );
+}
