@@ -284,3 +284,52 @@ async fn a_retry_goes_on_from_the_further_of_its_memory_and_the_claims_record() 
     assert_eq!(got, ["alpha", "bravo", "charlie"]);
     assert_eq!(visible, ["Tell me everything", long_reply().as_str()]);
 }
+
+/// A process that remembers less than the claim's record, and whose attempt fails before it
+/// gets to deliver (here: another holder keeps the conversation's lease past the attempt's
+/// deadline), leaves the record as it is: a retry in a third process sends only the rest.
+#[tokio::test]
+async fn an_attempt_that_remembers_less_does_not_set_the_claims_record_back() {
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open_in_memory().unwrap());
+    let limited = Some(Answer::RateLimited(120));
+    let (a, api) = setup_on(store.clone(), vec![None, limited, None, limited]).await;
+    let elsewhere = || ChannelJobs {
+        engine: a.engine.clone(),
+        store: a.store.clone(),
+        senders: a.senders.clone(),
+        options: JobOptions {
+            sent: Default::default(),
+            ..a.options.clone()
+        },
+    };
+    let ran = a.run(&job(), Duration::from_secs(60)).await;
+    assert!(matches!(ran, JobOutcome::Failed(_)), "{ran:?}");
+    let ran = elsewhere().run(&job(), Duration::from_secs(60)).await;
+    assert!(matches!(ran, JobOutcome::Failed(_)), "{ran:?}");
+    assert_eq!(seen(store.as_ref(), &api).await.0, ["alpha", "bravo"]);
+
+    let conversation = format!("telegram:{CHAT}@ana").as_str().into();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    store
+        .acquire_lease(&conversation, "another-turn", now, now + 600_000)
+        .await
+        .unwrap();
+    let ran = a.run(&job(), Duration::from_secs(1)).await;
+    assert!(matches!(ran, JobOutcome::Failed(_)), "{ran:?}");
+    assert_eq!(seen(store.as_ref(), &api).await.0, ["alpha", "bravo"]);
+    store
+        .release_lease(&conversation, "another-turn")
+        .await
+        .unwrap();
+
+    assert_eq!(
+        elsewhere().run(&job(), Duration::from_secs(60)).await,
+        JobOutcome::Done
+    );
+    let (got, visible) = seen(store.as_ref(), &api).await;
+    assert_eq!(got, ["alpha", "bravo", "charlie"]);
+    assert_eq!(visible, ["Tell me everything", long_reply().as_str()]);
+}
