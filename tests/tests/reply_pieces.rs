@@ -125,6 +125,20 @@ async fn setup_on(store: Arc<dyn Store>, script: Vec<Option<Answer>>) -> (Channe
     (jobs, api)
 }
 
+/// The same job path in another process: the same store, model and platform, its own memory
+/// (as a Lambda retry in another environment, or a restarted server).
+fn in_another_process(jobs: &ChannelJobs) -> ChannelJobs {
+    ChannelJobs {
+        engine: jobs.engine.clone(),
+        store: jobs.store.clone(),
+        senders: jobs.senders.clone(),
+        options: JobOptions {
+            sent: Default::default(),
+            ..jobs.options.clone()
+        },
+    }
+}
+
 fn job() -> TurnJob {
     TurnJob {
         trace_context: Default::default(),
@@ -219,15 +233,7 @@ async fn a_retry_in_another_process_sends_only_the_rest(store: Arc<dyn Store>) {
     let first = jobs.run(&job(), Duration::from_secs(60)).await;
     assert!(matches!(first, JobOutcome::Failed(_)), "{first:?}");
     assert_eq!(seen(store.as_ref(), &api).await.0, ["alpha"]);
-    let elsewhere = ChannelJobs {
-        engine: jobs.engine.clone(),
-        store: jobs.store.clone(),
-        senders: jobs.senders.clone(),
-        options: JobOptions {
-            sent: Default::default(),
-            ..jobs.options.clone()
-        },
-    };
+    let elsewhere = in_another_process(&jobs);
     assert_eq!(
         elsewhere.run(&job(), Duration::from_secs(60)).await,
         JobOutcome::Done
@@ -262,15 +268,7 @@ async fn a_retry_goes_on_from_the_further_of_its_memory_and_the_claims_record() 
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open_in_memory().unwrap());
     let limited = Some(Answer::RateLimited(120));
     let (a, api) = setup_on(store.clone(), vec![None, limited, None, limited]).await;
-    let b = ChannelJobs {
-        engine: a.engine.clone(),
-        store: a.store.clone(),
-        senders: a.senders.clone(),
-        options: JobOptions {
-            sent: Default::default(),
-            ..a.options.clone()
-        },
-    };
+    let b = in_another_process(&a);
     for (jobs, got) in [(&a, vec!["alpha"]), (&b, vec!["alpha", "bravo"])] {
         let ran = jobs.run(&job(), Duration::from_secs(60)).await;
         assert!(matches!(ran, JobOutcome::Failed(_)), "{ran:?}");
@@ -293,15 +291,7 @@ async fn an_attempt_that_remembers_less_does_not_set_the_claims_record_back() {
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open_in_memory().unwrap());
     let limited = Some(Answer::RateLimited(120));
     let (a, api) = setup_on(store.clone(), vec![None, limited, None, limited]).await;
-    let elsewhere = || ChannelJobs {
-        engine: a.engine.clone(),
-        store: a.store.clone(),
-        senders: a.senders.clone(),
-        options: JobOptions {
-            sent: Default::default(),
-            ..a.options.clone()
-        },
-    };
+    let elsewhere = || in_another_process(&a);
     let ran = a.run(&job(), Duration::from_secs(60)).await;
     assert!(matches!(ran, JobOutcome::Failed(_)), "{ran:?}");
     let ran = elsewhere().run(&job(), Duration::from_secs(60)).await;
