@@ -50,9 +50,7 @@ fn defs() -> Vec<(ToolDef, Op)> {
     let day = json!({"type": "integer", "minimum": 1, "maximum": 31, "description": "Day of the event, 1 for the first"});
     let object = |props: Value, required: &[&str]| json!({"type": "object", "properties": props, "required": required, "additionalProperties": false});
     // Every name and list is capped: a program is one record that each edit rewrites (and its
-    // undo keeps before and after), so its size is what every later call pays for. Breaks
-    // most of all: the scheduler's time grows steeply with flexible ones (sixteen all-day
-    // breaks on an eleven-session day plan in about 0.15 s; twenty-four took 22 s).
+    // undo keeps before and after), so its size is what every later call pays for.
     let name = |max: usize| json!({"type": "string", "minLength": 1, "maxLength": max});
     let span = object(
         json!({"day": day, "from": time("HH:MM"), "to": time("HH:MM")}),
@@ -81,7 +79,7 @@ fn defs() -> Vec<(ToolDef, Op)> {
                         "event_id": id("The event's id"),
                         "days": {"type": "array", "minItems": 1, "maxItems": 31, "items": object(json!({"start": time("HH:MM"), "end": time("HH:MM")}), &["start", "end"])},
                         "rooms": {"type": "array", "minItems": 1, "maxItems": 50, "items": object(json!({"name": name(80), "capacity": {"type": "integer", "minimum": 1, "maximum": 1000000}, "open": {"type": "array", "maxItems": 31, "items": span.clone()}}), &["name", "capacity"])},
-                        "breaks": {"type": "array", "maxItems": 16, "items": object(json!({"name": name(80), "day": day, "from": time("Earliest start, HH:MM"), "to": time("Latest end, HH:MM"), "duration": {"type": "integer", "minimum": 5, "maximum": 720, "description": "Minutes; leave out for a fixed break from-to"}}), &["name", "day", "from", "to"])}
+                        "breaks": {"type": "array", "maxItems": 100, "items": object(json!({"name": name(80), "day": day, "from": time("Earliest start, HH:MM"), "to": time("Latest end, HH:MM"), "duration": {"type": "integer", "minimum": 5, "maximum": 720, "description": "Minutes; leave out for a fixed break from-to"}}), &["name", "day", "from", "to"])}
                     }),
                     &["event_id", "days", "rooms"],
                 ),

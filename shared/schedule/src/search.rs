@@ -285,8 +285,8 @@ fn release(pr: &Problem, keep: &mut [Option<At>], s: usize) {
 /// Passes per search: more for small programs, fewer for large ones, always the same number
 /// for the same size.
 /// The most break placements a fresh plan tries (each a full pass). Without a bound their
-/// number is the breaks times the quarter hours of their spans: sixteen all-day breaks would be
-/// nearly six hundred passes, run on the caller's thread where no timeout can stop them.
+/// number is the breaks times the quarter hours of their spans: a hundred all-day breaks would
+/// be over three thousand passes, run on the caller's thread where no timeout can stop them.
 const MAX_BREAK_TRIALS: u32 = 400;
 
 fn budget(n: usize) -> u32 {
