@@ -77,14 +77,20 @@ impl ChannelJobs {
             .filter(|_| outcome.reply_position.is_none())
         {
             Some(key) => {
-                let kept = self
-                    .store
-                    .reply_sent(&job.dedupe_key())
-                    .await
-                    .map_err(JobError::from)?
-                    .map(Sent::from);
-                crate::sent::further(self.options.sent.get(key), kept)
-                    .filter(|sent| sent.turn == turn)
+                // Unreadable, memory alone decides (the store may be what is down, which is
+                // what the memory is for).
+                let kept = match self.store.reply_sent(&job.dedupe_key()).await {
+                    Ok(kept) => kept.map(Sent::from),
+                    Err(err) => {
+                        tracing::warn!(job = %job.dedupe_key(), error = %err, "what an earlier attempt sent is unreadable; going by this process's memory");
+                        None
+                    }
+                };
+                let this_turn = |sent: &Sent| sent.turn == turn;
+                crate::sent::further(
+                    self.options.sent.get(key).filter(this_turn),
+                    kept.filter(this_turn),
+                )
             }
             None => None,
         };

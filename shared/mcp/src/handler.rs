@@ -81,17 +81,17 @@ impl std::fmt::Debug for BridleMcp {
     }
 }
 
+/// The largest JSON-RPC request body `/mcp` reads; a longer one gets 413 before it is parsed.
+/// A tool call's arguments are a few ids and short texts (the schemas cap them), so this is
+/// generous; rmcp's own default is 4 MiB.
+pub const MAX_REQUEST_BYTES: usize = 256 * 1024;
+
 /// `/mcp`: the token door, then rmcp's Streamable HTTP service (stateless, JSON responses).
 ///
 /// POST only: without sessions or an event store, rmcp answers GET (a client's server-to-client
 /// stream) and DELETE (a session's end) with 405 and `Allow: POST` at once, as the Streamable
 /// HTTP transport allows, so a client falls back to POST and no request — no Lambda invocation
 /// — is held open. Every answer is one JSON body that ends.
-/// The largest JSON-RPC request body `/mcp` reads; a longer one gets 413 before it is parsed.
-/// A tool call's arguments are a few ids and short texts (the schemas cap them), so this is
-/// generous; rmcp's own default is 4 MiB.
-pub const MAX_REQUEST_BYTES: usize = 256 * 1024;
-
 pub fn router(parts: McpParts) -> Router {
     let door = Door {
         tokens: parts.tokens,

@@ -155,17 +155,18 @@ fn search(program: &Program, previous: Option<&Timetable>) -> Result<Plan, Infea
     // A fresh plan's flexible breaks are tried at each quarter hour of their span, one break at
     // a time, with the best pass's priorities: a lunch moved earlier can end a day sooner.
     if let (None, Some((mut breaks, priority, spare))) = (&prev, best_input) {
-        let mut trials = 0;
-        'breaks: for (i, b) in program.breaks.iter().enumerate() {
+        // Each break's share of the trials: its span at every quarter hour when that fits
+        // (every usual program), else evenly spread with a longer step, so a later break (the
+        // second day's lunch) is tried as well as an earlier one.
+        let share = (MAX_BREAK_TRIALS / (program.breaks.len().max(1) as u32)).max(1);
+        for (i, b) in program.breaks.iter().enumerate() {
+            let places = (b.latest_end.saturating_sub(b.earliest + b.duration)) / 15 + 1;
+            let step = 15 * places.div_ceil(share).max(1);
             let mut start = b.earliest;
             while start + b.duration <= b.latest_end {
-                if trials == MAX_BREAK_TRIALS {
-                    break 'breaks;
-                }
-                trials += 1;
                 let mut trial = breaks.clone();
                 trial[i] = start;
-                start += 15;
+                start += step;
                 passes += 1;
                 let input = PassInput {
                     break_starts: &trial,
@@ -282,13 +283,14 @@ fn release(pr: &Problem, keep: &mut [Option<At>], s: usize) {
     keep.iter_mut().for_each(|k| *k = None);
 }
 
-/// Passes per search: more for small programs, fewer for large ones, always the same number
-/// for the same size.
-/// The most break placements a fresh plan tries (each a full pass). Without a bound their
-/// number is the breaks times the quarter hours of their spans: a hundred all-day breaks would
-/// be over three thousand passes, run on the caller's thread where no timeout can stop them.
+/// The most break placements a fresh plan tries (each a full pass), shared out among the
+/// breaks. Without a bound their number is the breaks times the quarter hours of their spans:
+/// a hundred all-day breaks would be over three thousand passes, run on the caller's thread
+/// where no timeout can stop them.
 const MAX_BREAK_TRIALS: u32 = 400;
 
+/// Passes per search: more for small programs, fewer for large ones, always the same number
+/// for the same size.
 fn budget(n: usize) -> u32 {
     (20_000 / n.max(1)).clamp(24, 1000) as u32
 }

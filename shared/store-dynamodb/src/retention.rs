@@ -20,7 +20,8 @@ use store::{Retention, StoreError};
 use transcript::ConversationId;
 
 /// What part of the time left a date may fall short of the one asked and be left as it is: a
-/// thirtieth (a day of the lobby's 30 days). A lobby is re-dated after every exchange, and
+/// thirtieth (a day of the lobby's 30 days), except the conversation's own item, which always
+/// takes the new date and so outlives everything in it. A lobby is re-dated after every exchange, and
 /// without this every refresh rewrote every item in it, so each message cost writes in
 /// proportion to the lobby's size (quadratic in all); now an item is rewritten about once in
 /// that part of its life. Dates are never moved later than asked, and an earlier date is
@@ -35,6 +36,13 @@ fn dated_close_to(item: &Item, until_s: i64, slack_s: i64) -> bool {
             .is_ok_and(|ttl| ttl <= until_s && ttl >= until_s - slack_s),
         _ => false,
     }
+}
+
+/// Whether `item` is a conversation's own item (`META`).
+fn is_meta(item: &Item) -> bool {
+    item.get(SK)
+        .and_then(|v| v.as_s().ok())
+        .is_some_and(|sk| sk == META)
 }
 
 /// Whether an item of a conversation's partition is part of what expires with it (not its lease,
@@ -82,10 +90,13 @@ impl Retention for DynamoStore {
         }
         let until_s = ttl_for(until_ms);
         let close_enough = (until_s - now_s).max(0) / CLOSE_ENOUGH_PART;
+        // The conversation's own item always takes the new date, so it is never dated before
+        // anything in it: once it has expired (and reads treat the conversation as gone, so a
+        // returning sender starts afresh), so has everything else.
         for item in items.iter().filter(|i| {
             expires_with_conversation(i)
                 && !is_expired(i, now_s)
-                && !dated_close_to(i, until_s, close_enough)
+                && (is_meta(i) || !dated_close_to(i, until_s, close_enough))
         }) {
             let result = self
                 .client

@@ -74,6 +74,9 @@ impl Default for Registry {
 /// The longest offending value quoted back in an invalid call's answer (as JSON).
 const QUOTED_VALUE_BYTES: usize = 120;
 
+/// The longest one problem of an invalid call is said.
+const PROBLEM_CHARS: usize = 300;
+
 /// The longest unknown tool name quoted back.
 const QUOTED_NAME_CHARS: usize = 100;
 
@@ -179,9 +182,15 @@ impl Registry {
                 // megabyte) is named by its place, so the answer stays the size of the problem.
                 let short = serde_json::to_string(e.instance().as_ref())
                     .is_ok_and(|v| v.len() <= QUOTED_VALUE_BYTES);
-                match short {
+                let said = match short {
                     true => format!("at {at}: {e}"),
                     false => format!("at {at}: {}", e.masked_with("the value")),
+                };
+                // Some messages list what the model sent even masked (unexpected keys): each
+                // problem is cut to a readable length.
+                match said.char_indices().nth(PROBLEM_CHARS) {
+                    Some((cut, _)) => format!("{}…", &said[..cut]),
+                    None => said,
                 }
             })
             .collect();

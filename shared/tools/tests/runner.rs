@@ -158,6 +158,17 @@ async fn a_huge_argument_is_named_by_its_place_not_quoted_back() {
         msg.contains("at /title: 7 is not of type"),
         "short values are quoted: {msg}"
     );
+    let o = run(
+        "create_event",
+        json!({"title": "Spring", &"k".repeat(1_000_000): 1}),
+    )
+    .await;
+    let msg = content(&o)["error"].as_str().unwrap();
+    assert!(msg.len() < 500, "an unexpected key: {} bytes", msg.len());
+    assert!(
+        msg.contains("Additional properties are not allowed"),
+        "{msg}"
+    );
     let o = run(&"y".repeat(1_000_000), json!({})).await;
     let msg = content(&o)["error"].as_str().unwrap();
     assert!(msg.len() < 500, "{} bytes", msg.len());

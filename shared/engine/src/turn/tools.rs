@@ -78,7 +78,7 @@ impl Turn<'_> {
             // call from the receipt, shaped as the handler's output was, and run nothing.
             let mut held = None;
             let outcome = async {
-                let committed = match asked.resumed {
+                let committed = match asked.resumed && i < MAX_CALLS_PER_ANSWER {
                     true => store.receipt(key).await?,
                     false => None,
                 };
@@ -111,9 +111,13 @@ impl Turn<'_> {
                 self.held_now.push(description.clone());
             }
             let mut outcome = outcome;
+            // Past the answer's share nothing ran, and a resumed turn says the same again: no
+            // receipt to look for, no record of its own (it goes with the tool message).
+            let not_run = i >= MAX_CALLS_PER_ANSWER;
             // A racing attempt of the same call committed first and this one's commit was
             // refused: the recorded outcome stands.
             if outcome.is_error
+                && !not_run
                 && let Some(output) = store.receipt(key).await?
             {
                 outcome = engine.tools.answer(call, output);
@@ -147,6 +151,11 @@ impl Turn<'_> {
                 self.emit_result(call, is_error, effects);
                 continue;
             };
+            if not_run {
+                self.emit_result(call, is_error, effects);
+                results.push(part);
+                continue;
+            }
             match store
                 .put_tool_result(&self.conv.id, asked.at, &call.id, &part)
                 .await
