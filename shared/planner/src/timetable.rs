@@ -91,7 +91,8 @@ impl Planner {
         let plan = planned(
             &record.program,
             previous.as_ref().map(|(s, _)| &s.timetable),
-        )?;
+        )
+        .await?;
         checked(event_id, &record.program, &plan)?;
         let mut summary = summary(event_id, &record.program, &plan);
         if previous.is_none() {
@@ -148,7 +149,8 @@ impl Planner {
         {
             return Ok(None);
         }
-        let Ok(plan) = schedule::plan(&record.program, Some(&previous.timetable)) else {
+        let Ok(plan) = off_the_async_threads(&record.program, Some(&previous.timetable)).await
+        else {
             return Ok(None);
         };
         let published = event.status == crate::EventStatus::Published;
@@ -215,12 +217,28 @@ fn pin_session(
     Ok(())
 }
 
-fn planned(program: &Program, previous: Option<&Timetable>) -> Result<Plan, PlannerError> {
-    schedule::plan(program, previous).map_err(|why| {
-        PlannerError::Rule(format!(
-            "No timetable fits this program, so nothing changed. {why}"
-        ))
-    })
+async fn planned(program: &Program, previous: Option<&Timetable>) -> Result<Plan, PlannerError> {
+    off_the_async_threads(program, previous)
+        .await
+        .map_err(|why| {
+            PlannerError::Rule(format!(
+                "No timetable fits this program, so nothing changed. {why}"
+            ))
+        })
+}
+
+/// `schedule::plan` on a blocking thread. Its work is bounded (`schedule::WORK_LIMIT`: a few
+/// seconds at most) but it is all CPU with no await in it, so on an async thread it would
+/// stall every other request that thread serves (on a current-thread runtime, all of them). A
+/// panic in it goes on as the caller's own, as before, for the tool runner to report.
+async fn off_the_async_threads(
+    program: &Program,
+    previous: Option<&Timetable>,
+) -> Result<Plan, schedule::Infeasible> {
+    let (program, previous) = (program.clone(), previous.cloned());
+    tokio::task::spawn_blocking(move || schedule::plan(&program, previous.as_ref()))
+        .await
+        .unwrap_or_else(|err| std::panic::resume_unwind(err.into_panic()))
 }
 
 /// The checker's verdict before a save. A rejection is a scheduler bug: logged as an error

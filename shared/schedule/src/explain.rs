@@ -8,7 +8,8 @@ use schedule_types::{Break, Program, Session};
 use crate::bounds::{demand_by_size, event_length, least_overlap, room_supply, speaker_supply};
 use crate::index::Problem;
 
-/// The program can't be scheduled; each reason says why, in numbers.
+/// The program can't be scheduled (or, with [`ReasonKind::TooLarge`], not within the work
+/// limit); each reason says why, in numbers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Infeasible {
     pub reasons: Vec<Reason>,
@@ -38,6 +39,8 @@ pub enum ReasonKind {
     ChainTooLong,
     FixedClash,
     NoSlot,
+    /// The search ran out of work (see `WORK_LIMIT`) before it found any timetable.
+    TooLarge,
 }
 
 impl std::fmt::Display for Infeasible {
@@ -150,6 +153,25 @@ impl Reason {
 
     pub(crate) fn fixed_clash(sentence: String, sessions: Vec<String>) -> Self {
         Self::new(ReasonKind::FixedClash, sentence, sessions)
+    }
+
+    /// The search stopped at its work limit with no timetable yet: the program's size, and
+    /// what makes it hard, in numbers.
+    pub(crate) fn too_large(pr: &Problem) -> Self {
+        let p = pr.p;
+        let mut load = vec![0usize; pr.speaker_names.len()];
+        for k in pr.speakers.iter().flatten() {
+            load[*k] += 1;
+        }
+        let busiest = load.iter().copied().max().unwrap_or(0);
+        let most_speakers = pr.speakers.iter().map(Vec::len).max().unwrap_or(0);
+        let t = format!(
+            "This program is too hard to plan in one go: {} sessions {}, {} rooms, up to {most_speakers} people on one session and {busiest} sessions for the busiest person. Fewer people per session, or splitting the event, would help.",
+            p.sessions.len(),
+            days_phrase(p),
+            p.rooms.len(),
+        );
+        Self::new(ReasonKind::TooLarge, t, Vec::new())
     }
 }
 

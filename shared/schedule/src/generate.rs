@@ -162,3 +162,62 @@ pub fn conference(n: usize, seed: u64) -> Program {
         changeover_minutes: 10,
     }
 }
+
+/// What the program tools allow at most, shaped to be hard: 31 whole days, 50 rooms, 100
+/// all-day five-minute breaks and 300 sessions, each with 20 speakers drawn from 40 people (the
+/// busiest has 151 sessions). It has timetables, but every slot probed reads 20 people's days:
+/// before the work limit, a plan of it kept a core busy for 420 s.
+pub fn crowded() -> Program {
+    let days = 31u32;
+    let whole = |day| Window {
+        day,
+        start: 0,
+        end: 1440,
+    };
+    let rooms = (0..50u32)
+        .map(|r| Room {
+            id: format!("r{r}"),
+            name: format!("Room {r}"),
+            capacity: 10 + r * 7,
+            windows: (0..days).map(whole).collect(),
+        })
+        .collect();
+    let breaks = (0..100u32)
+        .map(|b| Break {
+            id: format!("b{b}"),
+            name: "Pause".into(),
+            day: b % days,
+            earliest: 0,
+            latest_end: 1440,
+            duration: 5,
+        })
+        .collect();
+    let sessions = (0..300usize)
+        .map(|i| Session {
+            id: format!("s{i}"),
+            title: format!("Talk {i}"),
+            duration: 30 + (i % 4) as u32 * 15,
+            track: None,
+            speakers: (0..20)
+                .map(|k| format!("p{}", (i * 7 + k * 13) % 40))
+                .collect(),
+            audience: 5 + (i % 50) as u32 * 5,
+            fixed_start: None,
+            fixed_room: None,
+            after: Vec::new(),
+        })
+        .collect();
+    Program {
+        days: (0..days)
+            .map(|_| Day {
+                start: 0,
+                end: 1440,
+            })
+            .collect(),
+        rooms,
+        sessions,
+        breaks,
+        unavailable: Vec::new(),
+        changeover_minutes: 10,
+    }
+}

@@ -1,6 +1,7 @@
 //! The program turned into indices: speakers, rooms that can hold each session, prerequisite
 //! links and chain lengths. References that don't resolve become reasons, not panics.
 
+use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet};
 
 use schedule_types::Program;
@@ -24,6 +25,11 @@ pub(crate) struct Problem<'a> {
     pub tail: Vec<u32>,
     /// Per room, per day: open spans clipped to the day's bounds, sorted.
     pub windows: Vec<Vec<Vec<(u32, u32)>>>,
+    /// Work done so far (slots probed, busy times read), against `work_limit`: the search
+    /// stops once past it, so a plan's CPU is bounded whatever the program's shape, and the
+    /// same program always stops at the same point.
+    pub work: Cell<u64>,
+    pub work_limit: u64,
 }
 
 impl<'a> Problem<'a> {
@@ -149,7 +155,19 @@ impl<'a> Problem<'a> {
             head,
             tail,
             windows,
+            work: Cell::new(0),
+            work_limit: u64::MAX,
         })
+    }
+
+    /// Counts `units` of work against the limit.
+    pub(crate) fn spend(&self, units: u64) {
+        self.work.set(self.work.get().saturating_add(units));
+    }
+
+    /// Past the work limit: the search stops and keeps what it has.
+    pub(crate) fn exhausted(&self) -> bool {
+        self.work.get() > self.work_limit
     }
 
     pub(crate) fn n(&self) -> usize {

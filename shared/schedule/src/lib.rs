@@ -26,6 +26,12 @@
 //! order, longest first, so they fill the stretches between fixed breaks (90 minutes, then 60,
 //! then 45 + 45 + 45) rather than leaving a short talk alone in a long stretch, and a second
 //! local search also counts the sessions that end last as progress.
+//!
+//! Bounded: every slot probed and every busy time read counts as work, and past
+//! [`WORK_LIMIT`] the search stops with the best timetable found so far, or with none, a
+//! [`ReasonKind::TooLarge`] reason in numbers. Counted rather than timed, so the same input
+//! still gives the same output. A session's people (their sessions, unavailable times and the
+//! breaks) are merged once per day and shared by every room it could use.
 
 mod bounds;
 mod build;
@@ -42,4 +48,4 @@ mod state;
 
 pub use bounds::{event_minute, lower_bound};
 pub use explain::{Infeasible, Reason, ReasonKind};
-pub use search::{Move, Plan, Stats, plan};
+pub use search::{Move, Plan, Stats, WORK_LIMIT, plan, plan_within};

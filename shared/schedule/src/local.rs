@@ -77,7 +77,7 @@ impl<'a> Walk<'a, '_> {
         let mut cur = self.key(score, st, search.crowd);
         let mut crit = critical(self.pr, st);
         for k in 0..search.packs.len() + search.rounds as usize {
-            if self.done(best) {
+            if self.done(best) || self.pr.exhausted() {
                 break;
             }
             let trial = match search.packs.get(k) {

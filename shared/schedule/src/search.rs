@@ -46,6 +46,9 @@ pub struct Stats {
     pub track_gaps: u32,
     /// Construction passes run.
     pub passes: u32,
+    /// Units of work the search did (slots probed, busy times read); at most [`WORK_LIMIT`]
+    /// and a little over.
+    pub work: u64,
 }
 
 /// Schedules `program`; with `previous`, moves as few sessions as it can.
@@ -55,15 +58,28 @@ pub struct Stats {
 /// sooner); the better of the two by the same order (moves, makespan, track gaps) is returned,
 /// with its moves listed against `previous`.
 pub fn plan(program: &Program, previous: Option<&Timetable>) -> Result<Plan, Infeasible> {
-    let kept = search(program, previous)?;
+    plan_within(program, previous, WORK_LIMIT)
+}
+
+/// [`plan`] within `work_limit` units of work (see [`Stats::work`]) rather than
+/// [`WORK_LIMIT`]: past it, the best timetable found so far, or with none a
+/// [`ReasonKind::TooLarge`](crate::ReasonKind::TooLarge) reason.
+pub fn plan_within(
+    program: &Program,
+    previous: Option<&Timetable>,
+    work_limit: u64,
+) -> Result<Plan, Infeasible> {
+    let kept = search(program, previous, work_limit)?;
     let Some(previous) = previous.filter(|_| !kept.moved.is_empty()) else {
         return Ok(kept);
     };
-    let Ok(mut fresh) = search(program, None) else {
+    let left = work_limit.saturating_sub(kept.stats.work);
+    let Ok(mut fresh) = search(program, None, left) else {
         return Ok(kept);
     };
     (fresh.moved, fresh.added) = changes(previous, &fresh.timetable.sessions);
     fresh.stats.passes += kept.stats.passes;
+    fresh.stats.work += kept.stats.work;
     let rank = |p: &Plan| (p.moved.len(), p.stats.makespan, p.stats.track_gaps);
     Ok(if rank(&fresh) < rank(&kept) {
         fresh
@@ -72,9 +88,15 @@ pub fn plan(program: &Program, previous: Option<&Timetable>) -> Result<Plan, Inf
     })
 }
 
-/// The search itself: `plan` without the comparison with a fresh plan.
-fn search(program: &Program, previous: Option<&Timetable>) -> Result<Plan, Infeasible> {
-    let pr = Problem::new(program).map_err(|reasons| Infeasible { reasons })?;
+/// The search itself: `plan` without the comparison with a fresh plan, within `work_limit`.
+fn search(
+    program: &Program,
+    previous: Option<&Timetable>,
+    work_limit: u64,
+) -> Result<Plan, Infeasible> {
+    let mut pr = Problem::new(program).map_err(|reasons| Infeasible { reasons })?;
+    pr.work_limit = work_limit;
+    let pr = pr;
     let reasons = necessary(&pr);
     if !reasons.is_empty() {
         return Err(Infeasible { reasons });
@@ -121,7 +143,11 @@ fn search(program: &Program, previous: Option<&Timetable>) -> Result<Plan, Infea
                 priority: &priority,
                 spare,
             };
-            match attempt(&pr, &input, prev_keep) {
+            let attempted = attempt(&pr, &input, prev_keep);
+            if pr.exhausted() {
+                break;
+            }
+            match attempted {
                 Ok((score, st)) => {
                     if best.as_ref().is_none_or(|(b, _)| score < *b) {
                         best = Some((score, st));
@@ -146,7 +172,7 @@ fn search(program: &Program, previous: Option<&Timetable>) -> Result<Plan, Infea
                 }
             }
         }
-        if best.is_some() || keep == none {
+        if best.is_some() || keep == none || pr.exhausted() {
             break;
         }
         let s = stuck.as_ref().map_or(0, |b| b.session);
@@ -163,7 +189,7 @@ fn search(program: &Program, previous: Option<&Timetable>) -> Result<Plan, Infea
             let places = (b.latest_end.saturating_sub(b.earliest + b.duration)) / 15 + 1;
             let step = 15 * places.div_ceil(share).max(1);
             let mut start = b.earliest;
-            while start + b.duration <= b.latest_end {
+            while start + b.duration <= b.latest_end && !pr.exhausted() {
                 let mut trial = breaks.clone();
                 trial[i] = start;
                 start += step;
@@ -224,10 +250,13 @@ fn search(program: &Program, previous: Option<&Timetable>) -> Result<Plan, Infea
         }
         passes = walk.passes;
     }
-    match best {
-        Some((score, st)) => Ok(finish(&pr, &st, &score, previous, lower, passes)),
-        None => Err(Infeasible {
-            reasons: vec![explain_stuck(&pr, &stuck.unwrap())],
+    match (best, stuck) {
+        (Some((score, st)), _) => Ok(finish(&pr, &st, &score, previous, lower, passes)),
+        (None, Some(stuck)) if !pr.exhausted() => Err(Infeasible {
+            reasons: vec![explain_stuck(&pr, &stuck)],
+        }),
+        (None, _) => Err(Infeasible {
+            reasons: vec![Reason::too_large(&pr)],
         }),
     }
 }
@@ -282,6 +311,13 @@ fn release(pr: &Problem, keep: &mut [Option<At>], s: usize) {
     }
     keep.iter_mut().for_each(|k| *k = None);
 }
+
+/// The most work a plan may do (a re-plan's comparison with a fresh plan included), in the
+/// units of [`Stats::work`]. The search keeps the best timetable found when it gets there, and
+/// with none, says the program is too large. Without it, a program built to be hard (20
+/// speakers on every session from a pool of 40, over 31 days and 50 rooms) kept a core busy
+/// for minutes, on a thread no timeout can stop.
+pub const WORK_LIMIT: u64 = 200_000_000;
 
 /// The most break placements a fresh plan tries (each a full pass), shared out among the
 /// breaks. Without a bound their number is the breaks times the quarter hours of their spans:
@@ -470,6 +506,7 @@ fn finish(
         lower_bound: lower,
         track_gaps: score.gaps,
         passes,
+        work: pr.work.get(),
     };
     Plan {
         timetable: Timetable { sessions, breaks },

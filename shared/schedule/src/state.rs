@@ -33,6 +33,31 @@ fn add(list: &mut Vec<(u32, u32)>, iv: (u32, u32)) {
     list.insert(k, iv);
 }
 
+/// As [`add`], into a list whose intervals never overlap (a room's or a speaker's: every place
+/// is checked free first), which [`clash_disjoint`] relies on.
+fn add_disjoint(list: &mut Vec<(u32, u32)>, iv: (u32, u32)) {
+    let k = list.partition_point(|x| *x < iv);
+    debug_assert!(
+        k == 0 || list[k - 1].1 <= iv.0,
+        "{iv:?} overlaps {:?}",
+        list[k - 1]
+    );
+    debug_assert!(
+        k == list.len() || iv.1 <= list[k].0,
+        "{iv:?} overlaps {:?}",
+        list[k]
+    );
+    list.insert(k, iv);
+}
+
+/// [`clash`] without padding on a sorted list of intervals that do not overlap: their ends
+/// are sorted too, so only the last one starting before `b` can overlap `[a, b)` and end
+/// latest. A binary search, where `clash` reads the whole list.
+fn clash_disjoint(list: &[(u32, u32)], a: u32, b: u32) -> Option<u32> {
+    let k = list.partition_point(|&(x, _)| x < b);
+    list[..k].last().filter(|&&(_, y)| a < y).map(|&(_, y)| y)
+}
+
 /// The end of the latest interval overlapping `[a, b)` when each is widened by `pad` on both
 /// sides, or `None` when none does.
 fn clash(list: &[(u32, u32)], a: u32, b: u32, pad: u32) -> Option<u32> {
@@ -75,9 +100,9 @@ impl<'a> State<'a> {
 
     pub(crate) fn place(&mut self, s: usize, at: At) {
         let iv = (at.start, at.start + self.pr.p.sessions[s].duration);
-        add(&mut self.room[at.room][at.day as usize], iv);
+        add_disjoint(&mut self.room[at.room][at.day as usize], iv);
         for &k in &self.pr.speakers[s] {
-            add(&mut self.speaker[k][at.day as usize], iv);
+            add_disjoint(&mut self.speaker[k][at.day as usize], iv);
         }
         self.at[s] = Some(at);
     }
@@ -117,6 +142,7 @@ impl<'a> State<'a> {
     /// Whether `s` can go exactly at `at` given everything placed so far (fixed time and room,
     /// seats, windows, overlaps, prerequisites and dependants already placed).
     pub(crate) fn fits(&self, s: usize, at: At) -> bool {
+        self.pr.spend(1);
         let sess = &self.pr.p.sessions[s];
         let day = at.day as usize;
         if day >= self.pr.p.days.len() || !self.pr.rooms_for[s].contains(&at.room) {
@@ -167,6 +193,9 @@ impl<'a> State<'a> {
         }
         let last_day = (limit / 1440).min(self.pr.p.days.len() as u64 - 1) as usize;
         for d in first_day..=last_day {
+            if self.pr.exhausted() {
+                return None;
+            }
             let until = if d == last_day {
                 (limit - d as u64 * 1440).min(u64::from(u32::MAX)) as u32
             } else {
@@ -178,8 +207,9 @@ impl<'a> State<'a> {
                 0
             };
             let mut best: Option<(u32, u32, u32, usize)> = None;
+            let people = self.people_busy(s, d);
             for &r in &self.pr.rooms_for[s] {
-                let Some(t) = self.earliest_in(s, r, d, from, dur, until) else {
+                let Some(t) = self.earliest_in(&people, r, d, from, dur, until) else {
                     continue;
                 };
                 let cap = self.pr.p.rooms[r].capacity;
@@ -203,9 +233,39 @@ impl<'a> State<'a> {
         None
     }
 
+    /// What keeps `s`'s people from a slot on `day`, whichever the room: the breaks, each
+    /// speaker's sessions widened by the changeover on both sides, and their unavailable
+    /// times, merged into intervals that do not overlap. Built once per day and shared by the
+    /// rooms, it blocks exactly the starts [`Self::blocked_until`] blocks for those reasons.
+    fn people_busy(&self, s: usize, day: usize) -> Vec<(u32, u32)> {
+        let co = self.pr.p.changeover_minutes;
+        let mut all = self.breaks[day].clone();
+        for &k in &self.pr.speakers[s] {
+            let widened = self.speaker[k][day]
+                .iter()
+                .map(|&(x, y)| (x.saturating_sub(co), y + co));
+            all.extend(widened);
+            all.extend_from_slice(&self.off[k][day]);
+        }
+        // Sorted runs one after another: the stable sort merges them rather than sorting anew.
+        all.sort();
+        self.pr.spend(all.len() as u64 + 1);
+        let mut merged: Vec<(u32, u32)> = Vec::with_capacity(all.len());
+        for (x, y) in all {
+            match merged.last_mut() {
+                Some(last) if x <= last.1 => last.1 = last.1.max(y),
+                _ => merged.push((x, y)),
+            }
+        }
+        merged
+    }
+
+    /// The earliest start in room `r` on day `d` in `[from, until)` where the room and
+    /// `people` (see [`Self::people_busy`]) leave `dur` minutes free. Each blocked start jumps
+    /// to the end of what blocks it: every start before that end is blocked too.
     fn earliest_in(
         &self,
-        s: usize,
+        people: &[(u32, u32)],
         r: usize,
         d: usize,
         from: u32,
@@ -215,7 +275,13 @@ impl<'a> State<'a> {
         for &(a, b) in &self.pr.windows[r][d] {
             let mut t = a.max(from);
             while t + dur <= b && t < until {
-                match self.blocked_until(s, r, d, t) {
+                self.pr.spend(1);
+                if self.pr.exhausted() {
+                    return None;
+                }
+                let e = t + dur;
+                let next = clash_disjoint(&self.room[r][d], t, e).max(clash_disjoint(people, t, e));
+                match next {
                     Some(next) => t = next,
                     None => return Some(t),
                 }
