@@ -5,7 +5,9 @@
 use crate::DynamoStore;
 use crate::error::unavailable;
 use crate::item::{Item, corrupt, get_n, get_s, n, s};
-use crate::keys::{HEAD, PK, REC, SK, audit_pk, audit_sk, listing_sk, owner_pk, record_pk};
+use crate::keys::{
+    HEAD, PK, REC, SK, action_sk, audit_pk, audit_sk, listing_sk, owner_pk, record_pk, stack_sk,
+};
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
@@ -16,8 +18,10 @@ pub(crate) const KIND: &str = "kind";
 pub(crate) const RID: &str = "rid";
 pub(crate) const OWNER: &str = "owner";
 pub(crate) const BODY: &str = "body";
-const SEQ: &str = "seq";
-const ACTION_ID: &str = "action_id";
+pub(crate) const SEQ: &str = "seq";
+pub(crate) const ACTION_ID: &str = "action_id";
+/// An action's index item: the seqs of its rows (a number set).
+pub(crate) const SEQS: &str = "seqs";
 const ACTOR: &str = "actor";
 pub(crate) const BY_USER: &str = "by_user";
 const AT_MS: &str = "at_ms";
@@ -27,9 +31,21 @@ pub(crate) const UNDONE_BY: &str = "undone_by";
 /// The conversation an audit row was recorded in (absent outside any).
 pub(crate) const CONVERSATION: &str = "conversation";
 
+/// The first seq written with an undo stack entry (see `keys::STACK`). Rows before it were
+/// written before the entries existed: their undo reads the log as it used to.
+const STACK_FROM: &str = "stack_from";
+
+/// A user's audit head, read consistently.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Head {
+    /// The last sequence number used (0 before the first row).
+    pub seq: u64,
+    /// Rows from this seq on have their undo stack entries and action index.
+    pub stack_from: u64,
+}
+
 impl DynamoStore {
-    /// The user's last audit sequence number (0 before the first row), read consistently.
-    pub(crate) async fn audit_head(&self, user: &UserId) -> Result<u64, StoreError> {
+    pub(crate) async fn audit_head(&self, user: &UserId) -> Result<Head, StoreError> {
         let out = self
             .client
             .get_item()
@@ -40,10 +56,63 @@ impl DynamoStore {
             .send()
             .await
             .map_err(unavailable)?;
-        match out.item {
-            Some(item) => get_n(&item, SEQ, &format!("audit head of {user}")),
-            None => Ok(0),
+        let Some(item) = out.item else {
+            return Ok(Head {
+                seq: 0,
+                stack_from: 1,
+            });
+        };
+        let what = format!("audit head of {user}");
+        let seq = get_n(&item, SEQ, &what)?;
+        let stack_from = match item.get(STACK_FROM) {
+            Some(_) => get_n(&item, STACK_FROM, &what)?,
+            None => seq + 1,
+        };
+        Ok(Head { seq, stack_from })
+    }
+
+    /// A row on the undo stack gets its stack entry and its seq in its action's index, in the
+    /// transaction that writes it (nothing for a row that is not on the stack).
+    pub(crate) fn stack_writes(
+        &self,
+        row: &AuditEntry,
+    ) -> Result<Vec<TransactWriteItem>, StoreError> {
+        if !row.on_undo_stack() {
+            return Ok(Vec::new());
         }
+        let pk = audit_pk(&row.user);
+        let entry = Put::builder()
+            .table_name(&self.table)
+            .item(PK, s(&pk))
+            .item(SK, s(stack_sk(row.conversation.as_ref(), row.seq)))
+            .item(ACTION_ID, s(&row.action_id))
+            .item(SEQ, n(row.seq))
+            .build()
+            .map_err(unavailable)?;
+        let index = Update::builder()
+            .table_name(&self.table)
+            .key(PK, s(pk))
+            .key(SK, s(action_sk(&row.action_id)))
+            .update_expression("ADD #seqs :seq")
+            .expression_attribute_names("#seqs", SEQS)
+            .expression_attribute_values(":seq", AttributeValue::Ns(vec![row.seq.to_string()]))
+            .build()
+            .map_err(unavailable)?;
+        Ok(vec![
+            TransactWriteItem::builder().put(entry).build(),
+            TransactWriteItem::builder().update(index).build(),
+        ])
+    }
+
+    /// An undone row leaves the stack: its entry goes (none for a row from before entries).
+    pub(crate) fn stack_delete(&self, row: &AuditEntry) -> Result<TransactWriteItem, StoreError> {
+        let delete = Delete::builder()
+            .table_name(&self.table)
+            .key(PK, s(audit_pk(&row.user)))
+            .key(SK, s(stack_sk(row.conversation.as_ref(), row.seq)))
+            .build()
+            .map_err(unavailable)?;
+        Ok(TransactWriteItem::builder().delete(delete).build())
     }
 
     /// The head moves from `prev` to `prev + 1`, only if nobody moved it first.
@@ -56,8 +125,9 @@ impl DynamoStore {
             .table_name(&self.table)
             .key(PK, s(audit_pk(user)))
             .key(SK, s(HEAD))
-            .update_expression("SET #seq = :next")
+            .update_expression("SET #seq = :next, #from = if_not_exists(#from, :next)")
             .expression_attribute_names("#seq", SEQ)
+            .expression_attribute_names("#from", STACK_FROM)
             .expression_attribute_values(":next", n(prev + 1));
         let update = if prev == 0 {
             update.condition_expression("attribute_not_exists(pk)")

@@ -132,6 +132,31 @@ pub(crate) fn audit_sk(seq: u64) -> String {
     format!("{ACT}{seq:020}")
 }
 
+/// Sort-key prefix of a user's undo stack entries, in their audit partition: one small item
+/// per audit row on the stack, by conversation, so the top of a conversation's stack is one
+/// item away however long the log.
+pub(crate) const STACK: &str = "STACK#";
+/// Sort-key prefix of an action's index item, in the audit partition: the seqs of its rows.
+pub(crate) const ACTION: &str = "AIDX#";
+
+/// `STACK#<length>:<conversation>#`, or `STACK#-#` for rows outside any conversation. The
+/// length makes no conversation's prefix the prefix of another's (`a` and `a#b`).
+pub(crate) fn stack_prefix(conversation: Option<&ConversationId>) -> String {
+    match conversation {
+        Some(c) => format!("{STACK}{}:{}#", c.0.len(), c.0),
+        None => format!("{STACK}-#"),
+    }
+}
+
+/// A stack entry's sort key: its conversation's prefix and the row's seq, in order.
+pub(crate) fn stack_sk(conversation: Option<&ConversationId>, seq: u64) -> String {
+    format!("{}{seq:020}", stack_prefix(conversation))
+}
+
+pub(crate) fn action_sk(action_id: &str) -> String {
+    format!("{ACTION}{action_id}")
+}
+
 pub(crate) fn pending_sk(hash: &str) -> String {
     format!("{PENDING}{hash}")
 }
@@ -179,6 +204,15 @@ mod tests {
         assert!(message_sk(9) < message_sk(10));
         assert!(message_sk(10) < message_sk(u64::MAX));
         assert!(message_lsi1sk(1, 5) < message_lsi1sk(2, 0));
+        let a = ConversationId::from("a");
+        let ab = ConversationId::from("a#b");
+        assert!(!stack_sk(Some(&ab), 1).starts_with(&stack_prefix(Some(&a))));
+        assert!(!stack_sk(Some(&a), 1).starts_with(&stack_prefix(Some(&ab))));
+        assert!(!stack_sk(None, 1).starts_with(&stack_prefix(Some(&a))));
+        assert!(stack_sk(Some(&a), 9) < stack_sk(Some(&a), 10));
+        for sk in [stack_sk(Some(&a), 1), action_sk("x")] {
+            assert!(!sk.starts_with(ACT) && sk != HEAD, "{sk}");
+        }
         // A continuation sorts right after its head, before the next position.
         let part = message_sk(5) + &part_suffix(1);
         assert!(message_sk(5) < part && part < message_sk(6));

@@ -26,8 +26,10 @@
 //! | bound account | `IDENT#<channel>#<external id>` | `IDENT` | `user_id`, `bound_at_ms`, `channel`, `external_id`; `gsi1pk = IDENTS`, `gsi1sk = <user>#<channel>#<external id>` |
 //! | owned record | `REC#<kind>#<id>` | `REC` | `kind`, `rid`, `owner`, `body` (canonical JSON) |
 //! | owner's listing entry | `OWNER#<owner>#<kind>` | `REC#<id>` | the record's attributes, written in the record's transaction |
-//! | audit head | `AUDIT#<user>` | `HEAD` | `seq` (the last row's number) |
+//! | audit head | `AUDIT#<user>` | `HEAD` | `seq` (the last row's number), `stack_from` (the first row written with a stack entry) |
 //! | audit row | `AUDIT#<user>` | `ACT#<seq>` | `action_id`, `actor`, `by_user`, `at_ms`, `changes` (JSON), `reverts`, `undone_by`, `conversation` |
+//! | undo stack entry | `AUDIT#<user>` | `STACK#<length>:<conversation>#<seq>` (`STACK#-#<seq>` outside any) | `action_id`, `seq`; one per row on the stack, deleted when undone |
+//! | action index | `AUDIT#<user>` | `AIDX#<action id>` | `seqs` (number set: the action's rows) |
 //! | pending confirmation | `CONV#<id>` | `PENDING#<hash>` | `created_on_action`, `description`, `expires_at_ms`, `ttl` |
 //! | active record | `CONV#<id>` | `ACTIVE#<kind>` | `rid` |
 //! | account | `USER#<user>` | `ACCOUNT` | `user_id`, `status`, `display_name`, `time_zone`, `email`, `roles`, `created_at_ms`; `gsi1pk = ACCOUNTS`, `gsi1sk = <created>#<user>` |
@@ -72,15 +74,21 @@
 //! audit row `ACT#<seq + 1>`. The head makes the user's rows a gap-free sequence in commit
 //! order; when a concurrent commit of the same user moved it, the transaction is cancelled on
 //! the head alone and is tried again (a few times) with the new number. A cancellation on a
-//! record's condition is `Conflict`. Undo reads the user's undo stack (the audit partition
-//! under a filter: the user's own rows, not undone, not undos and, for a conversation's undo,
-//! of that conversation), picks the rows to revert (`store::rows_to_undo`) and writes, in one
-//! transaction, the reverting changes (each conditioned on the record still holding what the
-//! action left), `undone_by` on each row (conditioned on it being unset) and the undo's own row
-//! (its actor and conversation). A transaction holds at most 100
-//! items and each change writes two (the record and its listing entry), so one action changes
-//! at most about 48 records; undo's query walks the audit partition, though only the rows
-//! its filter keeps are returned.
+//! record's condition is `Conflict`. A row on the user's undo stack (theirs, not an undo) also
+//! writes, in the same transaction, its stack entry (by conversation) and its seq into its
+//! action's index. Undo finds the top of the stack in scope (a conversation's newest entry, one
+//! item; anywhere, the log newest first in growing pages until a row on the stack), reads the
+//! top action's rows through its index (a `GetItem` and a consistent `BatchGetItem`), picks
+//! the rows to revert (`store::rows_to_undo`) and writes, in one transaction, the reverting
+//! changes (each conditioned on the record still holding what the action left), `undone_by`
+//! on each row (conditioned on it being unset), the removal of their stack entries and the
+//! undo's own row (its actor and conversation). So an undo reads a handful of items however
+//! long the log (`tests/tests/undo_reads.rs`: a conversation's undo reads 5 items with 3 or
+//! with 150 earlier actions, where the filtered query over the whole partition read 8 and 204). Rows from before the entries
+//! existed (below the head's `stack_from`) are undone from a filtered query over that part of
+//! the log, which no longer grows; an action whose rows straddle `stack_from` is undone for
+//! its newer rows only. A transaction holds at most 100 items and each change writes two (the
+//! record and its listing entry), so one action changes at most about 48 records.
 //!
 //! A user's records are listed from the base table: every change also writes the record's
 //! entry in its owner's listing (`OWNER#<owner>#<kind>` / `REC#<id>`, a copy of the record's

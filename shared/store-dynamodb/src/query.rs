@@ -1,10 +1,11 @@
 //! Queries that follow `LastEvaluatedKey` (DynamoDB ends a page at 1 MB or at `Limit`) and
-//! leave out expired items.
+//! leave out expired items, and consistent batch reads.
 
 use crate::DynamoStore;
 use crate::error::unavailable;
 use crate::item::{Item, is_expired, now_s};
 use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
+use aws_sdk_dynamodb::types::KeysAndAttributes;
 use store::StoreError;
 
 impl DynamoStore {
@@ -81,6 +82,55 @@ impl DynamoStore {
         }
         if let Some(n) = n {
             items.truncate(n);
+        }
+        Ok(items)
+    }
+
+    /// The items at `keys` (absent ones left out), read consistently, a hundred a request,
+    /// asking again for what DynamoDB left unprocessed.
+    pub(crate) async fn get_consistent(
+        &self,
+        keys: Vec<Item>,
+        what: &str,
+    ) -> Result<Vec<Item>, StoreError> {
+        const TRIES: usize = 5;
+        let mut items = Vec::with_capacity(keys.len());
+        for chunk in keys.chunks(100) {
+            let mut ask = chunk.to_vec();
+            for _ in 0..TRIES {
+                let out = self
+                    .client
+                    .batch_get_item()
+                    .request_items(
+                        &self.table,
+                        KeysAndAttributes::builder()
+                            .set_keys(Some(std::mem::take(&mut ask)))
+                            .consistent_read(true)
+                            .build()
+                            .map_err(unavailable)?,
+                    )
+                    .send()
+                    .await
+                    .map_err(unavailable)?;
+                items.extend(
+                    out.responses
+                        .and_then(|mut r| r.remove(&self.table))
+                        .unwrap_or_default(),
+                );
+                ask = out
+                    .unprocessed_keys
+                    .and_then(|mut u| u.remove(&self.table))
+                    .map(|k| k.keys)
+                    .unwrap_or_default();
+                if ask.is_empty() {
+                    break;
+                }
+            }
+            if !ask.is_empty() {
+                return Err(StoreError::Unavailable(
+                    format!("{what}: still unprocessed after {TRIES} tries").into(),
+                ));
+            }
         }
         Ok(items)
     }

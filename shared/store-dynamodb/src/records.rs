@@ -46,13 +46,8 @@ impl Records for DynamoStore {
     async fn commit(&self, commit: &ActionCommit) -> Result<(), StoreError> {
         commit.validate()?;
         for _ in 0..TRIES {
-            let prev = self.audit_head(&commit.user).await?;
-            let mut writes = Vec::with_capacity(2 * commit.changes.len() + 2);
-            for change in &commit.changes {
-                writes.push(self.change_write(change)?);
-            }
-            writes.push(self.head_bump(&commit.user, prev)?);
-            writes.push(self.audit_put(&AuditEntry {
+            let prev = self.audit_head(&commit.user).await?.seq;
+            let row = AuditEntry {
                 seq: prev + 1,
                 action_id: commit.action_id.clone(),
                 actor: commit.actor,
@@ -63,7 +58,13 @@ impl Records for DynamoStore {
                 reverts: None,
                 undone_by: None,
                 conversation: commit.conversation.clone(),
-            })?);
+            };
+            let mut writes = Vec::with_capacity(2 * commit.changes.len() + 5);
+            for change in &commit.changes {
+                writes.push(self.change_write(change)?);
+            }
+            writes.push(self.head_bump(&commit.user, prev)?);
+            writes.push(self.audit_put(&row)?);
             // Last, so the refused items' positions above still name the changes.
             for change in &commit.changes {
                 writes.push(self.listing_write(change)?);
@@ -73,6 +74,8 @@ impl Records for DynamoStore {
             if let Some(receipt) = &commit.receipt {
                 writes.push(self.receipt_put(receipt)?);
             }
+            // Unconditional, so never the item a cancellation names.
+            writes.extend(self.stack_writes(&row)?);
             let sent = self
                 .client
                 .transact_write_items()
@@ -117,7 +120,8 @@ impl Records for DynamoStore {
         user: &UserId,
         scope: &UndoScope,
     ) -> Result<Vec<AuditEntry>, StoreError> {
-        self.undo_stack(user, scope).await
+        let head = self.audit_head(user).await?;
+        self.undo_stack(user, scope, head).await
     }
 
     async fn audit_log(&self, user: &UserId) -> Result<Vec<AuditEntry>, StoreError> {

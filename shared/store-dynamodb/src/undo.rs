@@ -1,12 +1,20 @@
-//! Undo: the rows to revert come from the user's undo stack (their audit partition, filtered
-//! to the rows an undo in the request's scope may take); the reverting changes, the `undone_by`
-//! marks and the undo's own row go in one transaction (see the crate docs).
+//! Undo: the rows to revert come from the user's undo stack. The top of a conversation's stack
+//! is its newest stack entry (`keys::STACK`), one small item; the top anywhere is the newest
+//! row on the stack, read down the log a page at a time; either way, the rows of the top's
+//! action come from the action's index (`keys::ACTION`), so an undo reads what it reverts and
+//! not the user's whole log. Rows written before the entries existed (below the head's
+//! `stack_from`) are read as they used to be, by a filtered query over that part of the log.
+//! The reverting changes, the `undone_by` marks, the stack entries' removal and the undo's own
+//! row go in one transaction (see the crate docs).
 
 use crate::DynamoStore;
-use crate::audit::{BY_USER, CONVERSATION, REVERTS, UNDONE_BY, audit_entry, refused_items};
+use crate::audit::{
+    ACTION_ID, BY_USER, CONVERSATION, Head, REVERTS, SEQ, SEQS, UNDONE_BY, audit_entry,
+    refused_items,
+};
 use crate::error::unavailable;
-use crate::item::s;
-use crate::keys::{ACT, PK, SK, audit_pk, audit_sk};
+use crate::item::{Item, corrupt, get_n, get_s, s};
+use crate::keys::{ACT, PK, SK, action_sk, audit_pk, audit_sk, stack_prefix};
 use crate::records::TRIES;
 use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
 use store::{
@@ -14,12 +22,23 @@ use store::{
 };
 use transcript::UserId;
 
+/// Log items read by the first request while looking for the top of the stack anywhere;
+/// each further request reads twice as many, up to `LOG_PAGE_MAX`. DynamoDB bills every item
+/// a page reads, matched or not, and the top is usually within the first few.
+const LOG_PAGE: i32 = 4;
+const LOG_PAGE_MAX: i32 = 128;
+
+/// The filter that keeps a user's undo stack: theirs, not undone, not an undo.
+const ON_STACK: &str = "#by_user = :yes AND attribute_not_exists(#undone_by) \
+                        AND attribute_not_exists(#reverts)";
+
 impl DynamoStore {
     pub(crate) async fn undo(&self, undo: &UndoRequest) -> Result<UndoOutcome, StoreError> {
         let user = &undo.user;
         for _ in 0..TRIES {
-            let prev = self.audit_head(user).await?;
-            let rows = self.undo_stack(user, &undo.scope).await?;
+            let head = self.audit_head(user).await?;
+            let prev = head.seq;
+            let rows = self.undo_stack(user, &undo.scope, head).await?;
             let Some(action_id) = rows.first().map(|r| r.action_id.clone()) else {
                 return Ok(UndoOutcome::NothingToUndo);
             };
@@ -44,6 +63,10 @@ impl DynamoStore {
             let receipt_at = writes.len();
             if let Some(receipt) = &undo.receipt {
                 writes.push(self.receipt_put(&receipt.receipt)?);
+            }
+            // Unconditional, so never the item a cancellation names.
+            for row in &rows {
+                writes.push(self.stack_delete(row)?);
             }
             let sent = self
                 .client
@@ -79,20 +102,57 @@ impl DynamoStore {
         ))
     }
 
-    /// The rows the next undo in `scope` reverts, oldest first. The query's filter keeps only
-    /// the user's undo stack (in the conversation, for a conversation's undo), so undone rows,
-    /// undos and other parties' rows never leave the table.
+    /// The rows the next undo in `scope` reverts, oldest first: the top of the stack in scope,
+    /// then its action's rows from the action's index, through the one rule `rows_to_undo`.
     pub(crate) async fn undo_stack(
         &self,
         user: &UserId,
         scope: &UndoScope,
+        head: Head,
     ) -> Result<Vec<AuditEntry>, StoreError> {
-        let mut filter = "#by_user = :yes AND attribute_not_exists(#undone_by) \
-                          AND attribute_not_exists(#reverts)"
-            .to_owned();
-        let mut query = self
+        let top = match scope {
+            UndoScope::Conversation(conversation) => {
+                let newest = self
+                    .query()
+                    .key_condition_expression("#pk = :pk AND begins_with(#sk, :stack)")
+                    .expression_attribute_names("#pk", PK)
+                    .expression_attribute_names("#sk", SK)
+                    .expression_attribute_values(":pk", s(audit_pk(user)))
+                    .expression_attribute_values(":stack", s(stack_prefix(Some(conversation))))
+                    .scan_index_forward(false)
+                    .consistent_read(true);
+                self.query_first(newest).await?
+            }
+            UndoScope::Anywhere => self.newest_on_stack(user).await?,
+        };
+        let top = match top {
+            Some(item) => {
+                let what = format!("undo stack of {user}");
+                let seq: u64 = get_n(&item, SEQ, &what)?;
+                Some((get_s(&item, ACTION_ID, &what)?.to_owned(), seq))
+            }
+            None => None,
+        };
+        let rows = match top {
+            Some((action, seq)) if seq >= head.stack_from => {
+                self.rows_of_action(user, &action).await?
+            }
+            None if head.stack_from <= 1 => return Ok(Vec::new()),
+            // The top is older than the entries, or this scope has none: the rows from before
+            // them, read as they used to be.
+            _ => self.stack_before(user, scope, head.stack_from).await?,
+        };
+        // The one rule for what an undo takes (scope included) stays `rows_to_undo`.
+        Ok(rows_to_undo(&rows, scope))
+    }
+
+    /// The newest row on the user's stack, wherever it was taken: the log newest first, in
+    /// growing pages, until one is on the stack.
+    async fn newest_on_stack(&self, user: &UserId) -> Result<Option<Item>, StoreError> {
+        let query = self
             .query()
             .key_condition_expression("#pk = :pk AND begins_with(#sk, :act)")
+            .filter_expression(ON_STACK)
             .expression_attribute_names("#pk", PK)
             .expression_attribute_names("#sk", SK)
             .expression_attribute_names("#by_user", BY_USER)
@@ -103,6 +163,94 @@ impl DynamoStore {
             .expression_attribute_values(":yes", AttributeValue::Bool(true))
             .scan_index_forward(false)
             .consistent_read(true);
+        let mut start = None;
+        let mut limit = LOG_PAGE;
+        loop {
+            let page = query
+                .clone()
+                .limit(limit)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(unavailable)?;
+            if let Some(item) = page.items.and_then(|items| items.into_iter().next()) {
+                return Ok(Some(item));
+            }
+            match page.last_evaluated_key {
+                Some(key) if !key.is_empty() => start = Some(key),
+                _ => return Ok(None),
+            }
+            limit = (limit * 2).min(LOG_PAGE_MAX);
+        }
+    }
+
+    /// Every row of `action` from its index, newest first (undone ones too: `rows_to_undo`
+    /// keeps those on the stack and in scope).
+    async fn rows_of_action(
+        &self,
+        user: &UserId,
+        action: &str,
+    ) -> Result<Vec<AuditEntry>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key(PK, s(audit_pk(user)))
+            .key(SK, s(action_sk(action)))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(unavailable)?;
+        let what = format!("index of action {action} of {user}");
+        let seqs = match out.item.as_ref().and_then(|item| item.get(SEQS)) {
+            Some(AttributeValue::Ns(seqs)) => seqs
+                .iter()
+                .map(|q| q.parse::<u64>().map_err(|e| corrupt(&what, e)))
+                .collect::<Result<Vec<_>, _>>()?,
+            _ => return Err(corrupt(&what, "missing, though a stack entry names it")),
+        };
+        let keys = seqs
+            .iter()
+            .map(|&seq| {
+                Item::from([
+                    (PK.into(), s(audit_pk(user))),
+                    (SK.into(), s(audit_sk(seq))),
+                ])
+            })
+            .collect();
+        let mut rows = self
+            .get_consistent(keys, &what)
+            .await?
+            .iter()
+            .map(|item| audit_entry(item, user))
+            .collect::<Result<Vec<_>, _>>()?;
+        rows.sort_by_key(|r| std::cmp::Reverse(r.seq));
+        Ok(rows)
+    }
+
+    /// The stack's rows from before the entries existed (seq below `stack_from`), newest
+    /// first, by a filtered query over that part of the log. It no longer grows.
+    async fn stack_before(
+        &self,
+        user: &UserId,
+        scope: &UndoScope,
+        stack_from: u64,
+    ) -> Result<Vec<AuditEntry>, StoreError> {
+        let mut filter = ON_STACK.to_owned();
+        let mut query = self
+            .query()
+            .key_condition_expression("#pk = :pk AND #sk BETWEEN :first AND :last")
+            .expression_attribute_names("#pk", PK)
+            .expression_attribute_names("#sk", SK)
+            .expression_attribute_names("#by_user", BY_USER)
+            .expression_attribute_names("#undone_by", UNDONE_BY)
+            .expression_attribute_names("#reverts", REVERTS)
+            .expression_attribute_values(":pk", s(audit_pk(user)))
+            .expression_attribute_values(":first", s(audit_sk(0)))
+            .expression_attribute_values(":last", s(audit_sk(stack_from.saturating_sub(1))))
+            .expression_attribute_values(":yes", AttributeValue::Bool(true))
+            .scan_index_forward(false)
+            .consistent_read(true);
         if let UndoScope::Conversation(conversation) = scope {
             filter.push_str(" AND #conversation = :conversation");
             query = query
@@ -110,12 +258,7 @@ impl DynamoStore {
                 .expression_attribute_values(":conversation", s(&conversation.0));
         }
         let items = self.query_all(query.filter_expression(filter)).await?;
-        let rows = items
-            .iter()
-            .map(|item| audit_entry(item, user))
-            .collect::<Result<Vec<_>, _>>()?;
-        // The one rule for what an undo takes (scope included) stays `rows_to_undo`.
-        Ok(rows_to_undo(&rows, scope))
+        items.iter().map(|item| audit_entry(item, user)).collect()
     }
 
     /// Mark an audit row undone, only if nothing undid it first.
