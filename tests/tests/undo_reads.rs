@@ -204,6 +204,15 @@ async fn reads_with(history: usize) -> (u64, u64, u64) {
         Some(2),
         "another conversation's row stays"
     );
+    assert!(
+        c.keys("STACK#4:here#").await.is_empty(),
+        "the undone rows' entries went with the undo"
+    );
+    assert_eq!(
+        c.keys("STACK#4:busy#").await.len(),
+        history - history.div_ceil(3) + 1
+    );
+    c.take();
     assert!(c.store.next_undo(&alice(), &here).await.unwrap().is_empty());
 
     c.take();
@@ -309,4 +318,112 @@ async fn rows_from_before_the_stack_entries_are_still_undone_in_order() {
         "{anywhere:?}"
     );
     assert_eq!(note(&c.store, "l2").await, None);
+}
+
+impl Counted {
+    /// The sort keys of alice's audit partition that start with `prefix`.
+    async fn keys(&self, prefix: &str) -> Vec<String> {
+        let items = self
+            .raw
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("pk = :pk AND begins_with(sk, :p)")
+            .expression_attribute_values(":pk", AttributeValue::S("AUDIT#alice".into()))
+            .expression_attribute_values(":p", AttributeValue::S(prefix.into()))
+            .send()
+            .await
+            .unwrap()
+            .items
+            .unwrap_or_default();
+        items
+            .iter()
+            .filter_map(|i| match i.get("sk") {
+                Some(AttributeValue::S(sk)) => Some(sk.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+#[tokio::test]
+async fn an_action_too_big_for_one_transaction_with_its_entries_a_stale_entry_and_a_lost_index_still_undo_right()
+ {
+    let c = Counted::new().await;
+    let here = UndoScope::Conversation(conv("here"));
+    set(&c.store, "first", "here", "first", 1).await;
+    // One turn that changed one note 60 times: 2 + 60 + 2 items to undo, and 60 entries more
+    // would take it past 100. They are removed right after it instead.
+    for i in 0..60 {
+        set(&c.store, "busy-turn", "here", "busy", 100 + i).await;
+    }
+    assert_eq!(c.keys("STACK#").await.len(), 61);
+    let undone = c
+        .store
+        .undo_last(&undo(here.clone(), "undo-busy"))
+        .await
+        .unwrap();
+    assert!(
+        matches!(&undone, UndoOutcome::Undone { action_id, changes } if action_id == "busy-turn" && changes.len() == 1),
+        "{undone:?}"
+    );
+    assert_eq!(note(&c.store, "busy").await, None);
+    assert_eq!(
+        c.keys("STACK#").await.len(),
+        1,
+        "only the first action's entry is left"
+    );
+
+    // A stale entry (as a crash right after such an undo leaves): skipped for the next.
+    let stale = "STACK#4:here#00000000000000000030";
+    c.raw
+        .put_item()
+        .table_name(&c.table)
+        .item("pk", AttributeValue::S("AUDIT#alice".into()))
+        .item("sk", AttributeValue::S(stale.into()))
+        .item("action_id", AttributeValue::S("busy-turn".into()))
+        .item("seq", AttributeValue::N("30".into()))
+        .send()
+        .await
+        .unwrap();
+    let next = c.store.next_undo(&alice(), &here).await.unwrap();
+    assert_eq!(
+        next.iter()
+            .map(|r| r.action_id.as_str())
+            .collect::<Vec<_>>(),
+        ["first"]
+    );
+
+    // An action without its index (written by an older version after the entries began): the
+    // stack is read from the whole log instead.
+    set(&c.store, "second", "here", "second", 2).await;
+    c.raw
+        .delete_item()
+        .table_name(&c.table)
+        .key("pk", AttributeValue::S("AUDIT#alice".into()))
+        .key("sk", AttributeValue::S("AIDX#second".into()))
+        .send()
+        .await
+        .unwrap();
+    for expected in ["second", "first"] {
+        let undone = c
+            .store
+            .undo_last(&undo(here.clone(), &format!("undo-{expected}")))
+            .await
+            .unwrap();
+        assert!(
+            matches!(&undone, UndoOutcome::Undone { action_id, .. } if action_id == expected),
+            "{undone:?}"
+        );
+    }
+    assert_eq!(
+        c.store.undo_last(&undo(here, "undo-none")).await.unwrap(),
+        UndoOutcome::NothingToUndo
+    );
+    assert_eq!(
+        (
+            note(&c.store, "first").await,
+            note(&c.store, "second").await
+        ),
+        (None, None)
+    );
 }

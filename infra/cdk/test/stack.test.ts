@@ -328,8 +328,8 @@ test('the web role: the table, the model as the worker, its secret by name patte
   assert.ok(st.every((s) => s.Effect === 'Allow' && actions(s).every((a) => !a.includes('*'))), 'no wildcard action');
   assert.deepEqual(st.flatMap(actions).sort(), [
     'bedrock:InvokeModelWithResponseStream',
-    'dynamodb:ConditionCheckItem', 'dynamodb:DeleteItem', 'dynamodb:GetItem', 'dynamodb:PutItem',
-    'dynamodb:Query', 'dynamodb:UpdateItem',
+    'dynamodb:BatchGetItem', 'dynamodb:ConditionCheckItem', 'dynamodb:DeleteItem', 'dynamodb:GetItem',
+    'dynamodb:PutItem', 'dynamodb:Query', 'dynamodb:UpdateItem',
     'logs:CreateLogStream', 'logs:PutLogEvents', 'secretsmanager:GetSecretValue',
   ]);
   const worker = statements('WorkerRole');

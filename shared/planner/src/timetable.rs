@@ -218,13 +218,20 @@ fn pin_session(
 }
 
 async fn planned(program: &Program, previous: Option<&Timetable>) -> Result<Plan, PlannerError> {
-    off_the_async_threads(program, previous)
-        .await
-        .map_err(|why| {
-            PlannerError::Rule(format!(
-                "No timetable fits this program, so nothing changed. {why}"
-            ))
+    off_the_async_threads(program, previous).await.map_err(|why| {
+        let too_large = why
+            .reasons
+            .iter()
+            .any(|r| r.kind == schedule::ReasonKind::TooLarge);
+        PlannerError::Rule(if too_large {
+            // Not that none exists: the search stopped before it found one.
+            format!(
+                "No timetable was found within the work one plan may take, so nothing changed. {why}"
+            )
+        } else {
+            format!("No timetable fits this program, so nothing changed. {why}")
         })
+    })
 }
 
 /// `schedule::plan` on a blocking thread. Its work is bounded (`schedule::WORK_LIMIT`: a few

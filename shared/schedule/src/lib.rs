@@ -27,7 +27,7 @@
 //! then 45 + 45 + 45) rather than leaving a short talk alone in a long stretch, and a second
 //! local search also counts the sessions that end last as progress.
 //!
-//! Bounded: every slot probed and every busy time read counts as work, and past
+//! Bounded: slots probed, busy times merged and places checked count as work, and past
 //! [`WORK_LIMIT`] the search stops with the best timetable found so far, or with none, a
 //! [`ReasonKind::TooLarge`] reason in numbers. Counted rather than timed, so the same input
 //! still gives the same output. A session's people (their sessions, unavailable times and the

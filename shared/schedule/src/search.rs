@@ -46,8 +46,9 @@ pub struct Stats {
     pub track_gaps: u32,
     /// Construction passes run.
     pub passes: u32,
-    /// Units of work the search did (slots probed, busy times read); at most [`WORK_LIMIT`]
-    /// and a little over.
+    /// Units of work the plan took (slots probed, busy times merged, places checked), a
+    /// re-plan's comparison with a fresh plan included when that succeeded; at most
+    /// [`WORK_LIMIT`] and a little over.
     pub work: u64,
 }
 
@@ -84,7 +85,14 @@ pub fn plan_within(
     Ok(if rank(&fresh) < rank(&kept) {
         fresh
     } else {
-        kept
+        // Both searches' work (the fresh one's total counts the kept one's).
+        Plan {
+            stats: Stats {
+                work: fresh.stats.work,
+                ..kept.stats
+            },
+            ..kept
+        }
     })
 }
 
@@ -143,11 +151,10 @@ fn search(
                 priority: &priority,
                 spare,
             };
-            let attempted = attempt(&pr, &input, prev_keep);
-            if pr.exhausted() {
-                break;
-            }
-            match attempted {
+            // A pass that ends past the limit still counts when it placed everything: it
+            // stopped probing only after its last placement (a session cut short is stuck,
+            // and left-justifying leaves a session where it was).
+            match attempt(&pr, &input, prev_keep) {
                 Ok((score, st)) => {
                     if best.as_ref().is_none_or(|(b, _)| score < *b) {
                         best = Some((score, st));
@@ -170,6 +177,9 @@ fn search(
                         stuck = Some(s);
                     }
                 }
+            }
+            if pr.exhausted() {
+                break;
             }
         }
         if best.is_some() || keep == none || pr.exhausted() {
@@ -316,13 +326,12 @@ fn release(pr: &Problem, keep: &mut [Option<At>], s: usize) {
 /// units of [`Stats::work`]. The search keeps the best timetable found when it gets there, and
 /// with none, says the program is too large. Without it, a program built to be hard (20
 /// speakers on every session from a pool of 40, over 31 days and 50 rooms) kept a core busy
-/// for minutes, on a thread no timeout can stop.
+/// for 420 s, where no timeout can stop it.
 pub const WORK_LIMIT: u64 = 200_000_000;
 
 /// The most break placements a fresh plan tries (each a full pass), shared out among the
 /// breaks. Without a bound their number is the breaks times the quarter hours of their spans:
-/// a hundred all-day breaks would be over three thousand passes, run on the caller's thread
-/// where no timeout can stop them.
+/// a hundred all-day breaks would be over three thousand passes.
 const MAX_BREAK_TRIALS: u32 = 400;
 
 /// Passes per search: more for small programs, fewer for large ones, always the same number

@@ -76,19 +76,25 @@
 //! the head alone and is tried again (a few times) with the new number. A cancellation on a
 //! record's condition is `Conflict`. A row on the user's undo stack (theirs, not an undo) also
 //! writes, in the same transaction, its stack entry (by conversation) and its seq into its
-//! action's index. Undo finds the top of the stack in scope (a conversation's newest entry, one
-//! item; anywhere, the log newest first in growing pages until a row on the stack), reads the
-//! top action's rows through its index (a `GetItem` and a consistent `BatchGetItem`), picks
-//! the rows to revert (`store::rows_to_undo`) and writes, in one transaction, the reverting
-//! changes (each conditioned on the record still holding what the action left), `undone_by`
-//! on each row (conditioned on it being unset), the removal of their stack entries and the
-//! undo's own row (its actor and conversation). So an undo reads a handful of items however
-//! long the log (`tests/tests/undo_reads.rs`: a conversation's undo reads 5 items with 3 or
-//! with 150 earlier actions, where the filtered query over the whole partition read 8 and 204). Rows from before the entries
-//! existed (below the head's `stack_from`) are undone from a filtered query over that part of
-//! the log, which no longer grows; an action whose rows straddle `stack_from` is undone for
-//! its newer rows only. A transaction holds at most 100 items and each change writes two (the
-//! record and its listing entry), so one action changes at most about 48 records.
+//! action's index. Undo finds the top of the stack in scope (a conversation's newest entry;
+//! anywhere, the log newest first in growing pages until a row on the stack), reads the top
+//! action's rows through its index (a `GetItem` and a consistent `BatchGetItem`), picks the rows
+//! to revert (`store::rows_to_undo`) and writes, in one transaction, the reverting changes (each
+//! conditioned on the record still holding what the action left), `undone_by` on each row
+//! (conditioned on it being unset), the removal of their stack entries and the undo's own row
+//! (its actor and conversation). So a conversation's undo reads a handful of items however long
+//! the log (`tests/tests/undo_reads.rs`: 5 with 3 or with 150 earlier actions, where the filtered
+//! query over the whole partition read 8 and 204); an undo anywhere reads the log down to the
+//! newest row still on the stack (after k undos in a row, about 2k rows). Rows from before the
+//! entries existed (below the head's `stack_from`) are undone from a filtered query over that
+//! part of the log, which no longer grows; an action whose rows straddle `stack_from` is undone
+//! for its newer rows first. A transaction holds at most 100 items: a commit writes two per
+//! change (the record and its listing entry) and four more (head, row, entry, index), so one
+//! commit changes at most 47 records with a receipt; an undo writes two per record it reverts
+//! and one per row, and its rows' entries when they fit, else right after it (a crash in
+//! between leaves stale entries, which the next undo skips). While an older version still runs
+//! beside this one, its rows have no entry: a conversation's undo does not see them, and an undo
+//! anywhere that meets one reads the whole log as before.
 //!
 //! A user's records are listed from the base table: every change also writes the record's
 //! entry in its owner's listing (`OWNER#<owner>#<kind>` / `REC#<id>`, a copy of the record's

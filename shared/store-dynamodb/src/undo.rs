@@ -17,10 +17,14 @@ use crate::item::{Item, corrupt, get_n, get_s, s};
 use crate::keys::{ACT, PK, SK, action_sk, audit_pk, audit_sk, stack_prefix};
 use crate::records::TRIES;
 use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
+use std::collections::BTreeSet;
 use store::{
     AuditEntry, StoreError, UndoOutcome, UndoRequest, UndoScope, reverting_changes, rows_to_undo,
 };
 use transcript::UserId;
+
+/// The most items DynamoDB takes in one `TransactWriteItems`.
+const MAX_TRANSACTION_ITEMS: usize = 100;
 
 /// Log items read by the first request while looking for the top of the stack anywhere;
 /// each further request reads twice as many, up to `LOG_PAGE_MAX`. DynamoDB bills every item
@@ -64,9 +68,17 @@ impl DynamoStore {
             if let Some(receipt) = &undo.receipt {
                 writes.push(self.receipt_put(&receipt.receipt)?);
             }
-            // Unconditional, so never the item a cancellation names.
-            for row in &rows {
-                writes.push(self.stack_delete(row)?);
+            // The undone rows' stack entries go too (rows from before the entries have none):
+            // unconditional, so never the item a cancellation names. When they would take the
+            // transaction past DynamoDB's 100 items, they go right after it, and a crash in
+            // between leaves stale entries that `undo_stack` skips.
+            let mut entries = rows
+                .iter()
+                .filter(|row| row.seq >= head.stack_from)
+                .map(|row| self.stack_delete(row))
+                .collect::<Result<Vec<_>, _>>()?;
+            if writes.len() + entries.len() <= MAX_TRANSACTION_ITEMS {
+                writes.append(&mut entries);
             }
             let sent = self
                 .client
@@ -75,6 +87,7 @@ impl DynamoStore {
                 .send()
                 .await;
             let Err(err) = sent else {
+                self.remove_entries(user, entries).await;
                 return Ok(UndoOutcome::Undone { action_id, changes });
             };
             let Some(refused) = refused_items(&err) else {
@@ -102,6 +115,24 @@ impl DynamoStore {
         ))
     }
 
+    /// Stack entries an undo could not remove in its transaction, one by one; one that fails
+    /// is logged and left (stale, skipped by `undo_stack`).
+    async fn remove_entries(&self, user: &UserId, entries: Vec<TransactWriteItem>) {
+        for entry in entries {
+            let Some(delete) = entry.delete else { continue };
+            let removed = self
+                .client
+                .delete_item()
+                .table_name(&self.table)
+                .set_key(Some(delete.key))
+                .send()
+                .await;
+            if let Err(err) = removed {
+                tracing::warn!(%user, error = %unavailable(err), "an undone row's stack entry was left");
+            }
+        }
+    }
+
     /// The rows the next undo in `scope` reverts, oldest first: the top of the stack in scope,
     /// then its action's rows from the action's index, through the one rule `rows_to_undo`.
     pub(crate) async fn undo_stack(
@@ -110,39 +141,65 @@ impl DynamoStore {
         scope: &UndoScope,
         head: Head,
     ) -> Result<Vec<AuditEntry>, StoreError> {
-        let top = match scope {
-            UndoScope::Conversation(conversation) => {
-                let newest = self
-                    .query()
-                    .key_condition_expression("#pk = :pk AND begins_with(#sk, :stack)")
-                    .expression_attribute_names("#pk", PK)
-                    .expression_attribute_names("#sk", SK)
-                    .expression_attribute_values(":pk", s(audit_pk(user)))
-                    .expression_attribute_values(":stack", s(stack_prefix(Some(conversation))))
-                    .scan_index_forward(false)
-                    .consistent_read(true);
-                self.query_first(newest).await?
-            }
-            UndoScope::Anywhere => self.newest_on_stack(user).await?,
+        let UndoScope::Conversation(conversation) = scope else {
+            let Some(item) = self.newest_on_stack(user).await? else {
+                // The whole log was read: nothing is on the stack.
+                return Ok(Vec::new());
+            };
+            let (action, seq) = top_of(&item, user)?;
+            let rows = if seq >= head.stack_from {
+                self.rows_of_action(user, &action, scope).await?
+            } else {
+                self.stack_before(user, scope, head.stack_from).await?
+            };
+            return Ok(rows_to_undo(&rows, scope));
         };
-        let top = match top {
-            Some(item) => {
-                let what = format!("undo stack of {user}");
-                let seq: u64 = get_n(&item, SEQ, &what)?;
-                Some((get_s(&item, ACTION_ID, &what)?.to_owned(), seq))
+        // The conversation's entries, newest first, in growing pages. An entry whose action has
+        // nothing left to undo here is stale (an undo too large for one transaction removes its
+        // entries after it, and a crash in between leaves them): the next one is read.
+        let query = self
+            .query()
+            .key_condition_expression("#pk = :pk AND begins_with(#sk, :stack)")
+            .expression_attribute_names("#pk", PK)
+            .expression_attribute_names("#sk", SK)
+            .expression_attribute_values(":pk", s(audit_pk(user)))
+            .expression_attribute_values(":stack", s(stack_prefix(Some(conversation))))
+            .scan_index_forward(false)
+            .consistent_read(true);
+        let mut tried = BTreeSet::new();
+        let mut start = None;
+        let mut limit = 1;
+        loop {
+            let page = query
+                .clone()
+                .limit(limit)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(unavailable)?;
+            for item in page.items.unwrap_or_default() {
+                let (action, _) = top_of(&item, user)?;
+                if !tried.insert(action.clone()) {
+                    continue;
+                }
+                let rows = rows_to_undo(&self.rows_of_action(user, &action, scope).await?, scope);
+                if !rows.is_empty() {
+                    return Ok(rows);
+                }
+                tracing::warn!(%user, action, "stale undo stack entry skipped");
             }
-            None => None,
-        };
-        let rows = match top {
-            Some((action, seq)) if seq >= head.stack_from => {
-                self.rows_of_action(user, &action).await?
+            match page.last_evaluated_key {
+                Some(key) if !key.is_empty() => start = Some(key),
+                _ => break,
             }
-            None if head.stack_from <= 1 => return Ok(Vec::new()),
-            // The top is older than the entries, or this scope has none: the rows from before
-            // them, read as they used to be.
-            _ => self.stack_before(user, scope, head.stack_from).await?,
-        };
-        // The one rule for what an undo takes (scope included) stays `rows_to_undo`.
+            limit = (limit * 2).min(LOG_PAGE_MAX);
+        }
+        if head.stack_from <= 1 {
+            return Ok(Vec::new());
+        }
+        // No entry in this conversation: the rows from before the entries, read as they used
+        // to be.
+        let rows = self.stack_before(user, scope, head.stack_from).await?;
         Ok(rows_to_undo(&rows, scope))
     }
 
@@ -185,11 +242,14 @@ impl DynamoStore {
     }
 
     /// Every row of `action` from its index, newest first (undone ones too: `rows_to_undo`
-    /// keeps those on the stack and in scope).
+    /// keeps those on the stack and in scope). Without an index (a row written by an older
+    /// version after this one started the entries), the stack in scope read from the whole
+    /// log, as it used to be.
     async fn rows_of_action(
         &self,
         user: &UserId,
         action: &str,
+        scope: &UndoScope,
     ) -> Result<Vec<AuditEntry>, StoreError> {
         let out = self
             .client
@@ -202,22 +262,21 @@ impl DynamoStore {
             .await
             .map_err(unavailable)?;
         let what = format!("index of action {action} of {user}");
-        let seqs = match out.item.as_ref().and_then(|item| item.get(SEQS)) {
-            Some(AttributeValue::Ns(seqs)) => seqs
-                .iter()
-                .map(|q| q.parse::<u64>().map_err(|e| corrupt(&what, e)))
-                .collect::<Result<Vec<_>, _>>()?,
-            _ => return Err(corrupt(&what, "missing, though a stack entry names it")),
+        let Some(AttributeValue::Ns(seqs)) = out.item.as_ref().and_then(|item| item.get(SEQS))
+        else {
+            tracing::warn!(%user, action, "no index for an action on the undo stack: the whole log is read");
+            return self.stack_before(user, scope, u64::MAX).await;
         };
         let keys = seqs
             .iter()
-            .map(|&seq| {
-                Item::from([
+            .map(|q| {
+                let seq: u64 = q.parse().map_err(|e| corrupt(&what, e))?;
+                Ok(Item::from([
                     (PK.into(), s(audit_pk(user))),
                     (SK.into(), s(audit_sk(seq))),
-                ])
+                ]))
             })
-            .collect();
+            .collect::<Result<Vec<_>, StoreError>>()?;
         let mut rows = self
             .get_consistent(keys, &what)
             .await?
@@ -228,8 +287,9 @@ impl DynamoStore {
         Ok(rows)
     }
 
-    /// The stack's rows from before the entries existed (seq below `stack_from`), newest
-    /// first, by a filtered query over that part of the log. It no longer grows.
+    /// The stack's rows in scope below `stack_from`, newest first, by a filtered query over
+    /// that part of the log: the rows from before the entries existed (a part that no longer
+    /// grows), or with `u64::MAX` the whole log.
     async fn stack_before(
         &self,
         user: &UserId,
@@ -280,4 +340,11 @@ impl DynamoStore {
             .map_err(unavailable)?;
         Ok(TransactWriteItem::builder().update(update).build())
     }
+}
+
+/// The action and seq a stack entry or an audit row names.
+fn top_of(item: &Item, user: &UserId) -> Result<(String, u64), StoreError> {
+    let what = format!("undo stack of {user}");
+    let seq: u64 = get_n(item, SEQ, &what)?;
+    Ok((get_s(item, ACTION_ID, &what)?.to_owned(), seq))
 }
