@@ -78,6 +78,9 @@ fn start() -> Server {
         .env("BRIDLE_CAP_USER_TOKENS_PER_HOUR", "1000000000000")
         .env("BRIDLE_CAP_USER_USD_30D", "1000000000")
         .env("BRIDLE_CAP_GLOBAL_USD_30D", "1000000000")
+        // The local server's one user stands in for 64 people here: past the default of 8
+        // streams per user, the 64-way phase would be refused (429) rather than measured.
+        .env("BRIDLE_STREAMS_PER_USER", "64")
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()

@@ -65,6 +65,8 @@ pub struct ServeConfig {
     /// `BRIDLE_WEB_WRITES_PER_MINUTE`: each signed-in user's changes per minute through the
     /// web app.
     pub web_write_rate: budget::RequestRate,
+    /// `BRIDLE_STREAMS_PER_USER`: reply streams one user may hold open at once (default 8).
+    pub streams_per_user: usize,
     /// Sign-in with OpenID Connect (`BRIDLE_OIDC_*`); `None`: one local user, loopback only.
     pub sign_in: Option<SignInConfig>,
 }
@@ -167,6 +169,10 @@ impl ServeConfig {
             },
         };
         let max_message_chars = number("BRIDLE_MAX_MESSAGE_CHARS", 8_000);
+        let streams_per_user = number(
+            "BRIDLE_STREAMS_PER_USER",
+            crate::server::streams::DEFAULT_PER_USER,
+        );
         let max_concurrent_turns = number(
             "BRIDLE_MAX_CONCURRENT_TURNS",
             crate::DEFAULT_MAX_CONCURRENT_TURNS,
@@ -297,6 +303,7 @@ impl ServeConfig {
                 confirmation,
                 mcp_rate,
                 web_write_rate,
+                streams_per_user,
                 model,
             })
         } else {
@@ -432,27 +439,33 @@ mod tests {
     }
 
     #[test]
-    fn the_request_rates_and_the_write_stall_are_settings_and_bad_ones_stop_the_start() {
+    fn the_request_rates_the_write_stall_and_the_streams_are_settings_and_bad_ones_stop_the_start()
+    {
         let c = parse(&[
             ("BRIDLE_WEB_WRITES_PER_MINUTE", "20"),
             ("BRIDLE_MCP_REQUESTS_PER_MINUTE", "40"),
             ("BRIDLE_HTTP_WRITE_STALL_S", "5"),
+            ("BRIDLE_STREAMS_PER_USER", "64"),
         ])
         .unwrap();
+        assert_eq!(c.streams_per_user, 64);
         assert_eq!(c.web_write_rate.per_minute, 20);
         assert_eq!(c.mcp_rate.per_minute, 40);
         assert_eq!(c.http.write_stall, std::time::Duration::from_secs(5));
         let d = parse(&[]).unwrap();
+        assert_eq!(d.streams_per_user, 8);
         assert_eq!(d.web_write_rate.per_minute, 60);
         assert_eq!(d.http.write_stall, std::time::Duration::from_secs(30));
         let err = parse(&[
             ("BRIDLE_WEB_WRITES_PER_MINUTE", "0"),
             ("BRIDLE_HTTP_WRITE_STALL_S", "never"),
+            ("BRIDLE_STREAMS_PER_USER", "0"),
         ])
         .unwrap_err();
         for var in [
             "BRIDLE_WEB_WRITES_PER_MINUTE=\"0\"",
             "BRIDLE_HTTP_WRITE_STALL_S",
+            "BRIDLE_STREAMS_PER_USER",
         ] {
             assert!(
                 err.0.iter().any(|p| p.starts_with(var)),

@@ -399,7 +399,7 @@ pub async fn post_message(
             StatusCode::TOO_MANY_REQUESTS,
             format!(
                 "{} replies are streaming to you already; send this once one has finished.",
-                super::streams::MAX_PER_USER
+                app.streams.cap()
             ),
         ));
     };
