@@ -7,7 +7,7 @@ transactions, which IAM authorises as the item actions), and checks that every r
 same statements). moto checks no IAM, so without this an operation the roles lack passes every
 test and fails on AWS: the worker's BatchGetItem did, from 98db9d6 until this check.
 
-Run: python -m unittest infra/test_iam_covers_code.py (infra/check runs it)."""
+Run from infra/: python -m unittest test_iam_covers_code.py (infra/check runs it)."""
 
 import copy
 import os
@@ -32,6 +32,14 @@ CALLS = {
     "batch_get_item": "dynamodb:BatchGetItem",
     "batch_write_item": "dynamodb:BatchWriteItem",
     "transact_get_items": "dynamodb:GetItem",
+    "describe_table": "dynamodb:DescribeTable",
+    "update_table": "dynamodb:UpdateTable",
+    "update_time_to_live": "dynamodb:UpdateTimeToLive",
+    "create_table": "dynamodb:CreateTable",
+    "delete_table": "dynamodb:DeleteTable",
+    "execute_statement": "dynamodb:PartiQLSelect",
+    "batch_execute_statement": "dynamodb:PartiQLSelect",
+    "execute_transaction": "dynamodb:PartiQLSelect",
     # TransactWriteItems needs the actions of its pieces, found below.
     "transact_write_items": None,
 }

@@ -346,7 +346,7 @@ impl Counted {
 }
 
 #[tokio::test]
-async fn an_action_too_big_for_one_transaction_with_its_entries_a_stale_entry_and_a_lost_index_still_undo_right()
+async fn an_action_too_big_for_one_transaction_with_its_entries_a_stale_entry_a_lost_index_and_an_older_versions_row_still_undo_right()
  {
     let c = Counted::new().await;
     let here = UndoScope::Conversation(conv("here"));
@@ -416,7 +416,10 @@ async fn an_action_too_big_for_one_transaction_with_its_entries_a_stale_entry_an
         );
     }
     assert_eq!(
-        c.store.undo_last(&undo(here, "undo-none")).await.unwrap(),
+        c.store
+            .undo_last(&undo(here.clone(), "undo-none"))
+            .await
+            .unwrap(),
         UndoOutcome::NothingToUndo
     );
     assert_eq!(
@@ -425,5 +428,54 @@ async fn an_action_too_big_for_one_transaction_with_its_entries_a_stale_entry_an
             note(&c.store, "second").await
         ),
         (None, None)
+    );
+
+    // An older version, running beside this one, wrote a row of an action this one indexes
+    // later (a turn resumed on the new version): an undo anywhere that meets the row the index
+    // does not hold reads the whole log for it, rather than finding nothing forever.
+    set(&c.store, "third", "here", "third", 3).await;
+    set(&c.store, "mixed", "here", "m1", 4).await;
+    let old_row = c.keys("STACK#4:here#").await.pop().unwrap();
+    for sk in [old_row, "AIDX#mixed".to_owned()] {
+        c.raw
+            .delete_item()
+            .table_name(&c.table)
+            .key("pk", AttributeValue::S("AUDIT#alice".into()))
+            .key("sk", AttributeValue::S(sk))
+            .send()
+            .await
+            .unwrap();
+    }
+    set(&c.store, "mixed", "here", "m2", 5).await;
+    let here_undone = c
+        .store
+        .undo_last(&undo(here.clone(), "undo-mixed-here"))
+        .await
+        .unwrap();
+    assert!(
+        matches!(&here_undone, UndoOutcome::Undone { action_id, changes } if action_id == "mixed" && changes.len() == 1),
+        "the indexed row: {here_undone:?}"
+    );
+    for expected in ["mixed", "third"] {
+        let undone = c
+            .store
+            .undo_last(&undo(
+                UndoScope::Anywhere,
+                &format!("undo-anywhere-{expected}"),
+            ))
+            .await
+            .unwrap();
+        assert!(
+            matches!(&undone, UndoOutcome::Undone { action_id, .. } if action_id == expected),
+            "{undone:?}"
+        );
+    }
+    assert_eq!(
+        (
+            note(&c.store, "m1").await,
+            note(&c.store, "m2").await,
+            note(&c.store, "third").await
+        ),
+        (None, None, None)
     );
 }

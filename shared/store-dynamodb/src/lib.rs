@@ -90,11 +90,13 @@
 //! part of the log, which no longer grows; an action whose rows straddle `stack_from` is undone
 //! for its newer rows first. A transaction holds at most 100 items: a commit writes two per
 //! change (the record and its listing entry) and four more (head, row, entry, index), so one
-//! commit changes at most 47 records with a receipt; an undo writes two per record it reverts
-//! and one per row, and its rows' entries when they fit, else right after it (a crash in
-//! between leaves stale entries, which the next undo skips). While an older version still runs
-//! beside this one, its rows have no entry: a conversation's undo does not see them, and an undo
-//! anywhere that meets one reads the whole log as before.
+//! commit changes at most 47 records with a receipt; an undo writes two per record it reverts,
+//! one per row and three more, so an action of many commits (34 to as many records) is too big
+//! to undo (DynamoDB refuses it, read as unavailable), as before the entries; its rows' entries
+//! go in when they fit, else right after it (a crash in between leaves stale entries, which the
+//! next undo skips). Rows an older version writes after `stack_from` was set (both running
+//! during a deploy) have no entry: a conversation's undo never sees them, and an undo anywhere
+//! that meets one reads the whole log for it.
 //!
 //! A user's records are listed from the base table: every change also writes the record's
 //! entry in its owner's listing (`OWNER#<owner>#<kind>` / `REC#<id>`, a copy of the record's

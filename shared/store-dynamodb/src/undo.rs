@@ -1,11 +1,13 @@
 //! Undo: the rows to revert come from the user's undo stack. The top of a conversation's stack
-//! is its newest stack entry (`keys::STACK`), one small item; the top anywhere is the newest
-//! row on the stack, read down the log a page at a time; either way, the rows of the top's
-//! action come from the action's index (`keys::ACTION`), so an undo reads what it reverts and
-//! not the user's whole log. Rows written before the entries existed (below the head's
-//! `stack_from`) are read as they used to be, by a filtered query over that part of the log.
-//! The reverting changes, the `undone_by` marks, the stack entries' removal and the undo's own
-//! row go in one transaction (see the crate docs).
+//! is its newest stack entry (`keys::STACK`) whose action still has rows to undo there; the
+//! top anywhere is the newest row on the stack, read down the log in growing pages; either
+//! way, the rows of the top's action come from the action's index (`keys::ACTION`), so an undo
+//! reads what it reverts and not the user's whole log. Rows written before the entries existed
+//! (below the head's `stack_from`) are read as they used to be, by a filtered query over that
+//! part of the log, and an index that does not hold the row found (a row an older version
+//! wrote) sends an undo anywhere to the whole log. The reverting changes, the `undone_by`
+//! marks and the undo's own row go in one transaction, with the stack entries' removal when it
+//! fits (see the crate docs).
 
 use crate::DynamoStore;
 use crate::audit::{
@@ -147,11 +149,17 @@ impl DynamoStore {
                 return Ok(Vec::new());
             };
             let (action, seq) = top_of(&item, user)?;
-            let rows = if seq >= head.stack_from {
+            let mut rows = if seq >= head.stack_from {
                 self.rows_of_action(user, &action, scope).await?
             } else {
                 self.stack_before(user, scope, head.stack_from).await?
             };
+            if !rows.iter().any(|r| r.seq == seq) {
+                // The index does not know the row found: an older version wrote it under an
+                // action this one indexed later. The stack as it used to be read.
+                tracing::warn!(%user, action, seq, "an action's index lacks a row on the stack: the whole log is read");
+                rows = self.stack_before(user, scope, u64::MAX).await?;
+            }
             return Ok(rows_to_undo(&rows, scope));
         };
         // The conversation's entries, newest first, in growing pages. An entry whose action has

@@ -279,7 +279,8 @@ pub trait Records: Send + Sync {
     async fn undo_last(&self, undo: &UndoRequest) -> Result<UndoOutcome, StoreError>;
 
     /// The rows the next [`Records::undo_last`] in `scope` would revert, oldest first (empty:
-    /// nothing to undo). Reads only the user's undo stack, not the whole log.
+    /// nothing to undo). Reads the user's undo stack, not the whole log (an adapter may fall
+    /// back to the log for rows written before it kept a stack).
     async fn next_undo(
         &self,
         user: &UserId,
