@@ -351,22 +351,23 @@ async fn an_action_too_big_for_one_transaction_with_its_entries_a_stale_entry_a_
     let c = Counted::new().await;
     let here = UndoScope::Conversation(conv("here"));
     set(&c.store, "first", "here", "first", 1).await;
-    // One turn that changed one note 60 times: 2 + 60 + 2 items to undo, and 60 entries more
-    // would take it past 100. They are removed right after it instead.
-    for i in 0..60 {
-        set(&c.store, "busy-turn", "here", "busy", 100 + i).await;
+    // One turn as heavy as an action may be (32 commits, each a new note): 2 × 32 + 32 + 2
+    // items to undo, and its 32 entries more would take it past 100. They are removed right
+    // after it instead.
+    for i in 0..32 {
+        set(&c.store, "busy-turn", "here", &format!("busy-{i}"), 100 + i).await;
     }
-    assert_eq!(c.keys("STACK#").await.len(), 61);
+    assert_eq!(c.keys("STACK#").await.len(), 33);
     let undone = c
         .store
         .undo_last(&undo(here.clone(), "undo-busy"))
         .await
         .unwrap();
     assert!(
-        matches!(&undone, UndoOutcome::Undone { action_id, changes } if action_id == "busy-turn" && changes.len() == 1),
+        matches!(&undone, UndoOutcome::Undone { action_id, changes } if action_id == "busy-turn" && changes.len() == 32),
         "{undone:?}"
     );
-    assert_eq!(note(&c.store, "busy").await, None);
+    assert_eq!(note(&c.store, "busy-0").await, None);
     assert_eq!(
         c.keys("STACK#").await.len(),
         1,

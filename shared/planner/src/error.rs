@@ -28,6 +28,11 @@ impl From<StoreError> for PlannerError {
     fn from(err: StoreError) -> Self {
         match err {
             StoreError::Conflict { .. } => PlannerError::Changed,
+            StoreError::TooLarge { .. } => PlannerError::Rule(
+                "This message has already changed as much as one undo can take back, so this \
+                 change was not made. Ask for the rest in a new message."
+                    .into(),
+            ),
             other => PlannerError::Store(other),
         }
     }

@@ -598,3 +598,54 @@ async fn a_program_holds_at_most_so_many_sessions_and_the_schemas_cap_names_and_
         json!({"event_id": event, "days": [{"start": "09:00", "end": "17:00"}], "rooms": rooms});
     assert!(refused("set_rooms", set).is_some(), "51 rooms");
 }
+
+#[tokio::test]
+async fn one_message_changes_at_most_what_one_undo_can_take_back() {
+    let w = world().await;
+    let event = spring_with_rooms(&w).await;
+    // A model chaining calls in one message (one action): 32 edits of the program weigh 96.
+    for n in 0..store::MAX_ACTION_WEIGHT / 3 {
+        let added = w
+            .planner
+            .add_session(
+                &caller("alice", "one-message"),
+                &event,
+                talk(&format!("Talk {n}"), 5, 1, &[]),
+            )
+            .await;
+        assert!(added.is_ok(), "{n}: {added:?}");
+    }
+    let past = w
+        .planner
+        .add_session(
+            &caller("alice", "one-message"),
+            &event,
+            talk("One too many", 5, 1, &[]),
+        )
+        .await;
+    assert!(
+        matches!(&past, Err(PlannerError::Rule(why)) if why.contains("as much as one undo can take back")),
+        "{past:?}"
+    );
+    // The next message goes on; one undo takes it back, the next the whole first message.
+    add(&w, &event, "next-message", talk("Next", 5, 1, &[])).await;
+    for expected in ["next-message", "one-message"] {
+        let undone = w
+            .store
+            .undo_last(&store::UndoRequest {
+                user: UserId::from("alice"),
+                scope: here("alice"),
+                action_id: format!("undo-{expected}"),
+                actor: store::ActorKind::User,
+                conversation: None,
+                at_ms: 9_000,
+                receipt: None,
+            })
+            .await
+            .unwrap();
+        assert!(
+            matches!(&undone, store::UndoOutcome::Undone { action_id, .. } if action_id == expected),
+            "{undone:?}"
+        );
+    }
+}

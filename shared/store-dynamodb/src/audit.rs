@@ -11,7 +11,7 @@ use crate::keys::{
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
-use store::{ActorKind, AuditEntry, Change, StoreError, canonical_json};
+use store::{ActorKind, AuditEntry, Change, MAX_ACTION_WEIGHT, StoreError, canonical_json};
 use transcript::UserId;
 
 pub(crate) const KIND: &str = "kind";
@@ -22,6 +22,8 @@ pub(crate) const SEQ: &str = "seq";
 pub(crate) const ACTION_ID: &str = "action_id";
 /// An action's index item: the seqs of its rows (a number set).
 pub(crate) const SEQS: &str = "seqs";
+/// An action's index item: what its rows weigh (see `store::MAX_ACTION_WEIGHT`).
+const WEIGHT: &str = "weight";
 const ACTOR: &str = "actor";
 pub(crate) const BY_USER: &str = "by_user";
 const AT_MS: &str = "at_ms";
@@ -72,7 +74,9 @@ impl DynamoStore {
     }
 
     /// A row on the undo stack gets its stack entry and its seq in its action's index, in the
-    /// transaction that writes it (nothing for a row that is not on the stack).
+    /// transaction that writes it (nothing for a row that is not on the stack). The index also
+    /// adds up the action's weight, and refuses a row that would take it past
+    /// `store::MAX_ACTION_WEIGHT`: it is the last item, so a cancellation that names it is that.
     pub(crate) fn stack_writes(
         &self,
         row: &AuditEntry,
@@ -81,6 +85,7 @@ impl DynamoStore {
             return Ok(Vec::new());
         }
         let pk = audit_pk(&row.user);
+        let weight = 2 * row.changes.len() + 1;
         let entry = Put::builder()
             .table_name(&self.table)
             .item(PK, s(&pk))
@@ -93,9 +98,13 @@ impl DynamoStore {
             .table_name(&self.table)
             .key(PK, s(pk))
             .key(SK, s(action_sk(&row.action_id)))
-            .update_expression("ADD #seqs :seq")
+            .update_expression("ADD #seqs :seq, #weight :weight")
+            .condition_expression("attribute_not_exists(#weight) OR #weight <= :room")
             .expression_attribute_names("#seqs", SEQS)
+            .expression_attribute_names("#weight", WEIGHT)
             .expression_attribute_values(":seq", AttributeValue::Ns(vec![row.seq.to_string()]))
+            .expression_attribute_values(":weight", n(weight))
+            .expression_attribute_values(":room", n(MAX_ACTION_WEIGHT.saturating_sub(weight)))
             .build()
             .map_err(unavailable)?;
         Ok(vec![

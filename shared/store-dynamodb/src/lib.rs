@@ -91,10 +91,12 @@
 //! for its newer rows first. A transaction holds at most 100 items: a commit writes two per
 //! change (the record and its listing entry) and four more (head, row, entry, index), so one
 //! commit changes at most 47 records with a receipt; an undo writes two per record it reverts,
-//! one per row and three more, so an action of many commits (34 to as many records) is too big
-//! to undo (DynamoDB refuses it, read as unavailable), as before the entries; its rows' entries
-//! go in when they fit, else right after it (a crash in between leaves stale entries, which the
-//! next undo skips). Rows an older version writes after `stack_from` was set (both running
+//! one per row and three more, so the index also adds up its action's weight and refuses a
+//! commit past `store::MAX_ACTION_WEIGHT` (`TooLarge`, nothing written): however a model chains
+//! its calls, its turn stays small enough to undo in one transaction (before, 34 commits to as
+//! many records made a turn that no undo could take back, and that blocked every undo behind
+//! it). The undone rows' entries go in when they fit, else right after it (a crash in between
+//! leaves stale entries, which the next undo skips). Rows an older version writes after `stack_from` was set (both running
 //! during a deploy) have no entry: a conversation's undo never sees them, and an undo anywhere
 //! that meets one reads the whole log for it.
 //!

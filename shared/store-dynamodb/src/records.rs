@@ -45,6 +45,8 @@ impl Records for DynamoStore {
 
     async fn commit(&self, commit: &ActionCommit) -> Result<(), StoreError> {
         commit.validate()?;
+        // Alone past the limit; with the action's earlier rows, the index's condition decides.
+        commit.check_weight(0)?;
         for _ in 0..TRIES {
             let prev = self.audit_head(&commit.user).await?.seq;
             let row = AuditEntry {
@@ -74,8 +76,9 @@ impl Records for DynamoStore {
             if let Some(receipt) = &commit.receipt {
                 writes.push(self.receipt_put(receipt)?);
             }
-            // Unconditional, so never the item a cancellation names.
+            // Last: the index's condition is the action's weight (see `stack_writes`).
             writes.extend(self.stack_writes(&row)?);
+            let index_at = (commit.weight() > 0).then(|| writes.len() - 1);
             let sent = self
                 .client
                 .transact_write_items()
@@ -98,6 +101,14 @@ impl Records for DynamoStore {
                     what: format!(
                         "the effect of call {} is already recorded",
                         receipt_call(commit)
+                    ),
+                });
+            }
+            if index_at.is_some_and(|i| refused.get(i) == Some(&true)) {
+                return Err(StoreError::TooLarge {
+                    what: format!(
+                        "action {} would change more than one undo can take back",
+                        commit.action_id
                     ),
                 });
             }

@@ -47,6 +47,9 @@ impl Records for SqliteStore {
             .write(move |conn| {
                 commit.validate()?;
                 let tx = conn;
+                if commit.weight() > 0 {
+                    commit.check_weight(action_weight(tx, &commit.user, &commit.action_id)?)?;
+                }
                 if let Some(stale) = first_stale(tx, &commit.changes)? {
                     return Err(StoreError::Conflict {
                         what: format!("{}/{} changed since it was read", stale.kind, stale.id),
@@ -342,4 +345,18 @@ fn audit_rows(
         });
     }
     Ok(out)
+}
+
+/// What the action's rows on the user's stack (undone ones too) already weigh: two per change
+/// and one per row (see `store::MAX_ACTION_WEIGHT`).
+fn action_weight(tx: &Connection, user: &UserId, action_id: &str) -> Result<usize, StoreError> {
+    let weight: i64 = tx
+        .prepare_cached(
+            "SELECT COALESCE(SUM(2 * json_array_length(changes) + 1), 0) FROM audit
+             WHERE user_id = ?1 AND action_id = ?2 AND by_user = 1 AND reverts IS NULL",
+        )
+        .map_err(unavailable)?
+        .query_row(params![user.0, action_id], |r| r.get(0))
+        .map_err(unavailable)?;
+    Ok(usize::try_from(weight).unwrap_or(usize::MAX))
 }

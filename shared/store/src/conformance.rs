@@ -121,6 +121,7 @@ macro_rules! conformance_tests {
             undo_is_lifo_per_user => check_undo_lifo,
             undo_conflict_and_other_parties => check_undo_conflict_and_other_parties,
             undo_scoped_to_a_conversation => check_undo_scope,
+            an_action_stays_small_enough_to_undo => check_action_weight,
             pending_confirmations => check_pending_confirmations,
             accounts => check_accounts,
             create_account_refuses_taken_id_or_email => check_create_account,

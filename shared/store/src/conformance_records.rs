@@ -653,6 +653,83 @@ pub async fn check_undo_conflict_and_other_parties(store: &dyn Store) {
     );
 }
 
+/// An action's commits weigh at most `MAX_ACTION_WEIGHT` together (two per change, one per
+/// commit), so one undo can always take all of it back: a commit past it is `TooLarge` and
+/// writes nothing, wherever the model chains its calls; another action starts afresh; a commit
+/// too heavy on its own is refused too; other parties' commits are not counted. Then the whole
+/// action undoes in one go.
+pub async fn check_action_weight(store: &dyn Store) {
+    let one = |action: &str, id: String, at: i64| {
+        commit(
+            action,
+            "alice",
+            at,
+            vec![change("note", &id, "alice", None, Some(json!({"at": at})))],
+        )
+    };
+    // Each commit of one new record weighs 3: 32 of them make 96.
+    let full = crate::MAX_ACTION_WEIGHT / 3;
+    for i in 0..full {
+        store
+            .commit(&one("chain", format!("n{i}"), i as i64))
+            .await
+            .unwrap();
+    }
+    let before = store.audit_log(&user("alice")).await.unwrap().len();
+    let past = store.commit(&one("chain", "past".into(), 100)).await;
+    assert!(matches!(past, Err(StoreError::TooLarge { .. })), "{past:?}");
+    assert!(store.record("note", "past").await.unwrap().is_none());
+    assert_eq!(store.audit_log(&user("alice")).await.unwrap().len(), before);
+    // A party that is not the user is not on the stack, and not counted.
+    store
+        .commit(&public(
+            "chain",
+            "alice",
+            101,
+            vec![change("note", "form", "alice", None, Some(json!({})))],
+        ))
+        .await
+        .unwrap();
+    // Another action starts afresh.
+    store
+        .commit(&one("next", "next".into(), 102))
+        .await
+        .unwrap();
+    // One commit too heavy on its own: 49 changes weigh 99.
+    let heavy = commit(
+        "heavy",
+        "alice",
+        103,
+        (0..49)
+            .map(|i| change("note", &format!("h{i}"), "alice", None, Some(json!({}))))
+            .collect(),
+    );
+    let refused = store.commit(&heavy).await;
+    assert!(
+        matches!(refused, Err(StoreError::TooLarge { .. })),
+        "{refused:?}"
+    );
+    assert!(store.record("note", "h0").await.unwrap().is_none());
+    // The chain undoes whole: "next" first, then all 32 of its rows at once.
+    for (k, expected) in ["next", "chain"].into_iter().enumerate() {
+        let outcome = store
+            .undo_last(&undo(&user("alice"), &format!("undo-{k}"), 200 + k as i64))
+            .await
+            .unwrap();
+        match outcome {
+            UndoOutcome::Undone { action_id, changes } => {
+                assert_eq!(action_id, expected);
+                if expected == "chain" {
+                    assert_eq!(changes.len(), full);
+                }
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(store.record("note", "n0").await.unwrap().is_none());
+    assert!(store.record("note", "form").await.unwrap().is_some());
+}
+
 /// Concurrent commits on one record from the same `before`: exactly one wins. Concurrent
 /// commits of one user on different records all land, numbered without gaps.
 pub async fn check_concurrent_commits(store: &dyn Store) {

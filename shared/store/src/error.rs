@@ -10,6 +10,10 @@ pub enum StoreError {
     /// The request cannot be stored as given (a caller bug): fix the call, do not retry it.
     #[error("invalid: {what}")]
     Invalid { what: String },
+    /// The request would take something past a limit the store keeps (an action more than one
+    /// undo can take back, see `MAX_ACTION_WEIGHT`): nothing was written; do not retry it.
+    #[error("too large: {what}")]
+    TooLarge { what: String },
     /// A stored row could not be decoded: data corruption or a schema mismatch.
     #[error("corrupt record {what}")]
     Corrupt {

@@ -45,8 +45,8 @@ pub use error::StoreError;
 pub use identities::{Binding, Identities};
 pub use leases::{Lease, Leases};
 pub use records::{
-    ActionCommit, ActorKind, AuditEntry, Change, Receipt, Record, Records, UndoOutcome,
-    UndoReceipt, UndoRequest, UndoScope, reverting_changes, rows_to_undo,
+    ActionCommit, ActorKind, AuditEntry, Change, MAX_ACTION_WEIGHT, Receipt, Record, Records,
+    UndoOutcome, UndoReceipt, UndoRequest, UndoScope, reverting_changes, rows_to_undo,
 };
 pub use retention::Retention;
 pub use sessions::{Session, Sessions};

@@ -75,6 +75,15 @@ impl ActorKind {
     }
 }
 
+/// The most the commits of one action on the user's undo stack may weigh together: two per
+/// change and one per commit ([`ActionCommit::weight`]). One undo reverts a whole action in one
+/// atomic write, and DynamoDB takes at most 100 items in one: two per record reverted, one per
+/// row and three more (the head, the undo's row, a receipt). Past it a commit is
+/// [`StoreError::TooLarge`] and writes nothing, so a turn (however a model chains its calls)
+/// can never make itself too big to undo, or block the undos behind it. The next action starts
+/// afresh. Commits of other parties (not on the stack) are not counted.
+pub const MAX_ACTION_WEIGHT: usize = 96;
+
 /// One atomic write: the changes and the audit row that records them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ActionCommit {
@@ -109,6 +118,32 @@ pub struct Receipt {
 }
 
 impl ActionCommit {
+    /// What this commit adds to its action's weight (see [`MAX_ACTION_WEIGHT`]): two per change
+    /// and one for its row; nothing for a commit not on the user's undo stack.
+    pub fn weight(&self) -> usize {
+        if self.by_user {
+            2 * self.changes.len() + 1
+        } else {
+            0
+        }
+    }
+
+    /// [`StoreError::TooLarge`] when this commit would take its action, which already weighs
+    /// `earlier`, past [`MAX_ACTION_WEIGHT`].
+    pub fn check_weight(&self, earlier: usize) -> Result<(), StoreError> {
+        if self.weight() == 0 || earlier + self.weight() <= MAX_ACTION_WEIGHT {
+            return Ok(());
+        }
+        Err(StoreError::TooLarge {
+            what: format!(
+                "action {} would change more than one undo can take back ({} + {} > {MAX_ACTION_WEIGHT})",
+                self.action_id,
+                earlier,
+                self.weight()
+            ),
+        })
+    }
+
     /// What every adapter refuses before touching storage: no change, a change from nothing to
     /// nothing, or two changes of one record.
     pub fn validate(&self) -> Result<(), StoreError> {
