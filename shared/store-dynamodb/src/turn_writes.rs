@@ -20,16 +20,12 @@ use crate::item::{Item, get_s, is_expired, now_s, s};
 use crate::keys::{ACCOUNT, META, PK, SK, account_pk, conversation_pk};
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
-use aws_sdk_dynamodb::types::KeysAndAttributes;
 use aws_sdk_dynamodb::types::TransactWriteItem;
 use store::{
     Adjustment, Charge, ClaimWithLease, ClaimedWithLease, StartRead, StoreError, TurnFinish,
     TurnWrites, VisibleEntry,
 };
 use transcript::{Conversation, ConversationId, Message, Part, UserId};
-
-/// How often keys DynamoDB left unprocessed (throttling) are asked for again.
-const BATCH_TRIES: usize = 3;
 
 #[async_trait::async_trait]
 impl TurnWrites for DynamoStore {
@@ -139,43 +135,12 @@ impl TurnWrites for DynamoStore {
         user: &UserId,
     ) -> Result<StartRead, StoreError> {
         let key = |pk: String, sk: &str| Item::from([(PK.into(), s(pk)), (SK.into(), s(sk))]);
-        let mut keys = vec![
+        let keys = vec![
             key(conversation_pk(id), META),
             key(account_pk(user), ACCOUNT),
         ];
-        let mut items = Vec::new();
-        for _ in 0..BATCH_TRIES {
-            let ask = KeysAndAttributes::builder()
-                .set_keys(Some(std::mem::take(&mut keys)))
-                .consistent_read(true)
-                .build()
-                .map_err(unavailable)?;
-            let out = self
-                .client
-                .batch_get_item()
-                .request_items(&self.table, ask)
-                .send()
-                .await
-                .map_err(unavailable)?;
-            items.extend(
-                out.responses
-                    .and_then(|mut r| r.remove(&self.table))
-                    .unwrap_or_default(),
-            );
-            keys = out
-                .unprocessed_keys
-                .and_then(|mut u| u.remove(&self.table))
-                .map(|k| k.keys)
-                .unwrap_or_default();
-            if keys.is_empty() {
-                break;
-            }
-        }
-        if !keys.is_empty() {
-            return Err(StoreError::Unavailable(
-                format!("conversation {id} and account {user}: still unprocessed after {BATCH_TRIES} tries").into(),
-            ));
-        }
+        let what = format!("conversation {id} and account {user}");
+        let items = self.get_consistent(keys, &what).await?;
         let mut read = StartRead {
             conversation: None,
             account: None,
