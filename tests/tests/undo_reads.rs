@@ -268,14 +268,7 @@ async fn rows_from_before_the_stack_entries_are_still_undone_in_order() {
             continue;
         };
         if sk.starts_with("STACK#") || sk.starts_with("AIDX#") {
-            c.raw
-                .delete_item()
-                .table_name(&c.table)
-                .key("pk", AttributeValue::S(pk.into()))
-                .key("sk", AttributeValue::S(sk.clone()))
-                .send()
-                .await
-                .unwrap();
+            c.remove(sk).await;
             stripped += 1;
         }
     }
@@ -321,6 +314,18 @@ async fn rows_from_before_the_stack_entries_are_still_undone_in_order() {
 }
 
 impl Counted {
+    /// Deletes the item `sk` of alice's audit partition, as no port would.
+    async fn remove(&self, sk: &str) {
+        self.raw
+            .delete_item()
+            .table_name(&self.table)
+            .key("pk", AttributeValue::S("AUDIT#alice".into()))
+            .key("sk", AttributeValue::S(sk.into()))
+            .send()
+            .await
+            .unwrap();
+    }
+
     /// The sort keys of alice's audit partition that start with `prefix`.
     async fn keys(&self, prefix: &str) -> Vec<String> {
         let items = self
@@ -397,14 +402,7 @@ async fn an_action_too_big_for_one_transaction_with_its_entries_a_stale_entry_a_
     // An action without its index (written by an older version after the entries began): the
     // stack is read from the whole log instead.
     set(&c.store, "second", "here", "second", 2).await;
-    c.raw
-        .delete_item()
-        .table_name(&c.table)
-        .key("pk", AttributeValue::S("AUDIT#alice".into()))
-        .key("sk", AttributeValue::S("AIDX#second".into()))
-        .send()
-        .await
-        .unwrap();
+    c.remove("AIDX#second").await;
     for expected in ["second", "first"] {
         let undone = c
             .store
@@ -437,15 +435,8 @@ async fn an_action_too_big_for_one_transaction_with_its_entries_a_stale_entry_a_
     set(&c.store, "third", "here", "third", 3).await;
     set(&c.store, "mixed", "here", "m1", 4).await;
     let old_row = c.keys("STACK#4:here#").await.pop().unwrap();
-    for sk in [old_row, "AIDX#mixed".to_owned()] {
-        c.raw
-            .delete_item()
-            .table_name(&c.table)
-            .key("pk", AttributeValue::S("AUDIT#alice".into()))
-            .key("sk", AttributeValue::S(sk))
-            .send()
-            .await
-            .unwrap();
+    for sk in [old_row.as_str(), "AIDX#mixed"] {
+        c.remove(sk).await;
     }
     set(&c.store, "mixed", "here", "m2", 5).await;
     let here_undone = c

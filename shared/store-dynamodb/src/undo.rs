@@ -18,6 +18,7 @@ use crate::error::unavailable;
 use crate::item::{Item, corrupt, get_n, get_s, s};
 use crate::keys::{ACT, PK, SK, action_sk, audit_pk, audit_sk, stack_prefix};
 use crate::records::TRIES;
+use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
 use std::collections::BTreeSet;
 use store::{
@@ -34,9 +35,19 @@ const MAX_TRANSACTION_ITEMS: usize = 100;
 const LOG_PAGE: i32 = 4;
 const LOG_PAGE_MAX: i32 = 128;
 
-/// The filter that keeps a user's undo stack: theirs, not undone, not an undo.
+/// The filter that keeps a user's undo stack: theirs, not undone, not an undo. Its names and
+/// value come with [`on_stack_names`].
 const ON_STACK: &str = "#by_user = :yes AND attribute_not_exists(#undone_by) \
                         AND attribute_not_exists(#reverts)";
+
+/// The names and value [`ON_STACK`] uses, on `query`.
+fn on_stack_names(query: QueryFluentBuilder) -> QueryFluentBuilder {
+    query
+        .expression_attribute_names("#by_user", BY_USER)
+        .expression_attribute_names("#undone_by", UNDONE_BY)
+        .expression_attribute_names("#reverts", REVERTS)
+        .expression_attribute_values(":yes", AttributeValue::Bool(true))
+}
 
 impl DynamoStore {
     pub(crate) async fn undo(&self, undo: &UndoRequest) -> Result<UndoOutcome, StoreError> {
@@ -220,14 +231,11 @@ impl DynamoStore {
             .filter_expression(ON_STACK)
             .expression_attribute_names("#pk", PK)
             .expression_attribute_names("#sk", SK)
-            .expression_attribute_names("#by_user", BY_USER)
-            .expression_attribute_names("#undone_by", UNDONE_BY)
-            .expression_attribute_names("#reverts", REVERTS)
             .expression_attribute_values(":pk", s(audit_pk(user)))
             .expression_attribute_values(":act", s(ACT))
-            .expression_attribute_values(":yes", AttributeValue::Bool(true))
             .scan_index_forward(false)
             .consistent_read(true);
+        let query = on_stack_names(query);
         let mut start = None;
         let mut limit = LOG_PAGE;
         loop {
@@ -310,15 +318,12 @@ impl DynamoStore {
             .key_condition_expression("#pk = :pk AND #sk BETWEEN :first AND :last")
             .expression_attribute_names("#pk", PK)
             .expression_attribute_names("#sk", SK)
-            .expression_attribute_names("#by_user", BY_USER)
-            .expression_attribute_names("#undone_by", UNDONE_BY)
-            .expression_attribute_names("#reverts", REVERTS)
             .expression_attribute_values(":pk", s(audit_pk(user)))
             .expression_attribute_values(":first", s(audit_sk(0)))
             .expression_attribute_values(":last", s(audit_sk(stack_from.saturating_sub(1))))
-            .expression_attribute_values(":yes", AttributeValue::Bool(true))
             .scan_index_forward(false)
             .consistent_read(true);
+        query = on_stack_names(query);
         if let UndoScope::Conversation(conversation) = scope {
             filter.push_str(" AND #conversation = :conversation");
             query = query
