@@ -16,7 +16,7 @@ mod refusal;
 pub use refusal::Refusal;
 
 use channels::{Channel, Inbound, InboundMessage, RawRequest};
-use queue::{Enqueued, JobMedia, JobQueue, TurnJob};
+use queue::{Enqueued, JobMedia, JobQueue, QueueError, TurnJob};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -227,7 +227,7 @@ impl Webhook {
                 }))
             }
             Inbound::Messages(messages) => {
-                let mut queued = 0;
+                let (mut queued, mut refused) = (0, 0);
                 for message in messages {
                     let mut job = turn_job(message, req.now_s);
                     let span = tracing::info_span!(
@@ -242,12 +242,27 @@ impl Webhook {
                         Ok(Enqueued::Duplicate) => {
                             tracing::info!(job = %job.dedupe_key(), "duplicate delivery dropped")
                         }
+                        // The queue will never take this message (SQS: too large): a 500
+                        // would have the platform send it again for days, and Telegram hold
+                        // back every later update meanwhile. The operator hears of it.
+                        Err(QueueError::Rejected { reason }) => {
+                            tracing::error!(
+                                channel = channel.name(),
+                                job = %job.dedupe_key(),
+                                text_bytes = job.text.len(),
+                                reason,
+                                "message dropped: the queue refuses it, and would on every retry"
+                            );
+                            self.metrics.webhook_rejected("queue_refused");
+                            refused += 1;
+                        }
                         Err(e) => return Err(Refusal::QueueFailed(e)),
                     }
                 }
                 self.metrics.webhook_accepted(channel.name(), queued);
-                Ok(acknowledge(channel.as_ref(), || {
-                    format!(r#"{{"count":{queued},"status":"queued"}}"#)
+                Ok(acknowledge(channel.as_ref(), || match refused {
+                    0 => format!(r#"{{"count":{queued},"status":"queued"}}"#),
+                    _ => format!(r#"{{"count":{queued},"refused":{refused},"status":"refused"}}"#),
                 }))
             }
         }

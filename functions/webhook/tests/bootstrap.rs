@@ -152,6 +152,81 @@ async fn the_bootstrap_serves_deliveries_through_the_runtime_api_onto_the_queue(
     assert!(!logs.contains(SECRET), "a secret reached the log: {logs}");
 }
 
+/// A message the queue will never take (here longer than the queue's largest message) is
+/// answered 200 and dropped with an error in the log: a 500 would have the platform send it
+/// again for days. The next delivery is queued as usual.
+#[tokio::test]
+async fn a_message_the_queue_refuses_is_answered_200_and_logged() {
+    let sqs = sqs_client().await;
+    let name = format!("refusing-{}-{}.fifo", std::process::id(), now_s());
+    let queue_url = sqs
+        .create_queue()
+        .queue_name(&name)
+        .attributes(aws_sdk_sqs::types::QueueAttributeName::FifoQueue, "true")
+        .attributes(
+            aws_sdk_sqs::types::QueueAttributeName::MaximumMessageSize,
+            "1024",
+        )
+        .send()
+        .await
+        .unwrap()
+        .queue_url
+        .unwrap();
+    let long = json!({"type": "message", "id": "m-long", "user": "u-9", "conversation": "c-boot",
+        "text": "x".repeat(2000)})
+    .to_string();
+    let short = r#"{"type": "message", "id": "m-short", "user": "u-9", "conversation": "c-boot", "text": "short"}"#;
+    let mut api = RuntimeApi::start([
+        ("req-1".into(), delivery(&long, SECRET)),
+        ("req-2".into(), delivery(short, SECRET)),
+    ])
+    .await
+    .unwrap();
+    let running = Bootstrap::spawn(bootstrap(&api, &queue_url, Some(SECRET))).unwrap();
+    let (refused, accepted) = (
+        api.next_posted(Duration::from_secs(60)).await,
+        api.next_posted(Duration::from_secs(60)).await,
+    );
+    let logs = running.stop().logs;
+
+    let body = |posted: &fake_lambda::Posted| -> (Value, Value) {
+        (
+            posted.body["statusCode"].clone(),
+            serde_json::from_str(posted.body["body"].as_str().unwrap()).unwrap(),
+        )
+    };
+    assert_eq!(
+        body(&refused),
+        (
+            json!(200),
+            json!({"status": "refused", "count": 0, "refused": 1})
+        )
+    );
+    assert_eq!(
+        body(&accepted),
+        (json!(200), json!({"status": "queued", "count": 1}))
+    );
+    assert!(
+        logs.contains("message dropped: the queue refuses it") && logs.contains("generic#m-long"),
+        "{logs}"
+    );
+    assert!(!logs.contains(&"x".repeat(100)), "the text reached the log");
+    let got = sqs
+        .receive_message()
+        .queue_url(&queue_url)
+        .max_number_of_messages(10)
+        .wait_time_seconds(1)
+        .send()
+        .await
+        .unwrap();
+    let ids: Vec<_> = got
+        .messages()
+        .iter()
+        .map(|m| queue_sqs::decode_job(m.body().unwrap()).unwrap().message_id)
+        .collect();
+    assert_eq!(ids, ["m-short"]);
+}
+
 #[tokio::test]
 async fn the_template_environment_starts_the_webhook_and_it_queues_a_delivery() {
     let sqs = sqs_client().await;

@@ -43,14 +43,29 @@ struct Version {
 /// The message body of `job`: `{"v":1,"job":{...}}`. Written by sonic-rs, the serde JSON
 /// serialiser that escapes strings with SIMD: the body is as long as the user's text and this
 /// runs once per webhook request (serde_json's byte-at-a-time escaping was a quarter of the
-/// handler's time on a 4 KB text). The bytes are serde_json's (a test pins it).
+/// handler's time on a 4 KB text). The bytes are serde_json's (a test pins it), except that
+/// U+FFFE and U+FFFF are written as `\ufffe` and `\uffff`: SQS refuses a body holding either
+/// (it takes only tab, LF, CR, U+0020–U+D7FF, U+E000–U+FFFD and U+10000–U+10FFFF; JSON already
+/// escapes the control characters), so a sender who typed one would have had the webhook
+/// answer 500 for a message that can never be queued, and the platform retry it for days
+/// (Telegram holds back the bot's later updates meanwhile). Both can only stand inside a JSON
+/// string, where the escape reads back as the same character.
 pub fn encode_job(job: &TurnJob) -> Result<String, serde_json::Error> {
-    sonic_rs::to_string(&Envelope {
+    let body = sonic_rs::to_string(&Envelope {
         v: ENVELOPE_VERSION,
         job,
     })
-    .map_err(serde::ser::Error::custom)
+    .map_err(serde::ser::Error::custom)?;
+    Ok(if body.contains(SQS_REFUSES) {
+        body.replace('\u{fffe}', "\\ufffe")
+            .replace('\u{ffff}', "\\uffff")
+    } else {
+        body
+    })
 }
+
+/// The characters a Rust string can hold, JSON does not escape, and SQS refuses in a body.
+const SQS_REFUSES: [char; 2] = ['\u{fffe}', '\u{ffff}'];
 
 /// The job in a message body written by [`encode_job`]; any other version is rejected.
 pub fn decode_job(body: &str) -> Result<TurnJob, DecodeError> {
@@ -137,6 +152,49 @@ mod tests {
             })
             .unwrap();
             assert_eq!(encode_job(&job).unwrap(), serde);
+        }
+    }
+
+    /// What SQS takes in a message body (its `SendMessage` reference).
+    fn sqs_takes(c: char) -> bool {
+        matches!(c, '\t' | '\n' | '\r' | '\u{20}'..='\u{d7ff}' | '\u{e000}'..='\u{fffd}' | '\u{10000}'..)
+    }
+
+    #[test]
+    fn a_body_holds_only_characters_sqs_takes_and_reads_back_the_same() {
+        let refused: String = ('\u{0}'..'\u{20}')
+            .chain(['\u{7f}', '\u{fffe}', '\u{ffff}', '\u{fffd}', '\u{10ffff}'])
+            .collect();
+        let mut strange = job();
+        strange.text = format!("a{refused}b\u{ffff}\u{ffff}c\\uffff");
+        strange.conversation_key = refused.clone();
+        strange.external_user_id = "\u{fffe}".into();
+        strange.message_id = format!("m{refused}");
+        strange.media[0].reference = refused.clone();
+        let body = encode_job(&strange).unwrap();
+        let bad: Vec<char> = body.chars().filter(|&c| !sqs_takes(c)).collect();
+        assert!(bad.is_empty(), "SQS would refuse {bad:?} in {body:?}");
+        assert!(body.contains(r"b\uffff\uffffc\\uffff"), "{body}");
+        assert_eq!(decode_job(&body).unwrap(), strange);
+    }
+
+    proptest::proptest! {
+        /// Any text, however strange, is queued as a body SQS takes and read back unchanged.
+        #[test]
+        fn any_text_makes_a_body_sqs_takes(
+            chars in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::prelude::any::<char>(),
+                    proptest::sample::select(vec!['\u{0}', '\u{1f}', '\u{fffe}', '\u{ffff}', '"', '\\']),
+                ],
+                0..64,
+            )
+        ) {
+            let mut any = job();
+            any.text = chars.into_iter().collect();
+            let body = encode_job(&any).unwrap();
+            proptest::prop_assert!(body.chars().all(sqs_takes), "{:?}", body);
+            proptest::prop_assert_eq!(decode_job(&body).unwrap(), any);
         }
     }
 
