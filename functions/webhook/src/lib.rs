@@ -227,6 +227,15 @@ impl Webhook {
                 }))
             }
             Inbound::Messages(messages) => {
+                if let Some(name) = messages.iter().find_map(InboundMessage::oversized_id) {
+                    return Err(Refusal::Malformed {
+                        channel: channel.name(),
+                        source: channels::ChannelError::Malformed(format!(
+                            "`{name}` is longer than {} bytes",
+                            channels::MAX_ID_BYTES
+                        )),
+                    });
+                }
                 let (mut queued, mut refused) = (0, 0);
                 for message in messages {
                     let mut job = turn_job(message, req.now_s);

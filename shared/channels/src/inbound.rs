@@ -38,6 +38,26 @@ pub struct InboundMessage {
     pub media: Vec<InboundMedia>,
 }
 
+/// The longest id (sender, conversation, message) a delivery may carry, in bytes. Every platform's
+/// ids are far shorter; the generic channel's are its integrator's, and they end up in store keys
+/// (DynamoDB refuses a sort key over 1,024 bytes, and the ids are escaped and combined there),
+/// so a longer one is refused at the door rather than failing every try of its job.
+pub const MAX_ID_BYTES: usize = 256;
+
+impl InboundMessage {
+    /// The name of the first of its ids longer than [`MAX_ID_BYTES`], if any.
+    pub fn oversized_id(&self) -> Option<&'static str> {
+        [
+            ("user", &self.external_user_id),
+            ("conversation", &self.conversation_key),
+            ("id", &self.message_id),
+        ]
+        .into_iter()
+        .find(|(_, id)| id.len() > MAX_ID_BYTES)
+        .map(|(name, _)| name)
+    }
+}
+
 /// An attachment as the platform names it; the bytes are fetched later, with size caps.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InboundMedia {

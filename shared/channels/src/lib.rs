@@ -27,5 +27,7 @@ pub mod telegram;
 pub mod twilio;
 pub mod whatsapp;
 
-pub use inbound::{Channel, ChannelError, Inbound, InboundMedia, InboundMessage, RawRequest};
+pub use inbound::{
+    Channel, ChannelError, Inbound, InboundMedia, InboundMessage, MAX_ID_BYTES, RawRequest,
+};
 pub use outbound::{Button, Delivered, Outgoing, SendError, Sender};
