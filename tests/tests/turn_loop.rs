@@ -101,6 +101,69 @@ async fn several_calls_in_one_response_run_in_order_and_return_together() {
     assert_eq!(ids, ["a", "b", "c"]);
 }
 
+/// Call ids are the model's to give but not to misuse: an empty one, one too long for a store
+/// key, one with characters Bedrock refuses and one given twice in an answer each get a name of
+/// their own, every call runs once and every result goes back under its call's id.
+#[tokio::test]
+async fn call_ids_a_model_misuses_are_renamed_and_every_call_runs_once() {
+    let long = "x".repeat(2000);
+    let h = Harness::new([
+        Reply::new()
+            .call(
+                "a",
+                "create_event",
+                json!({"title": "Gala", "date": "2026-12-24"}),
+            )
+            .call(
+                "a",
+                "create_event",
+                json!({"title": "Brunch", "date": "2026-12-25"}),
+            )
+            .call("", "list_events", json!({}))
+            .call(&long, "list_events", json!({}))
+            .call("a b#c", "list_events", json!({}))
+            .call("call_2", "list_events", json!({}))
+            .stop(StopReason::ToolUse),
+        Reply::text("Done."),
+    ])
+    .await;
+    let t = h.turn("make two events").await;
+    assert_eq!(t.outcome.end, TurnEnd::Answered);
+    let ran: Vec<String> = h.calls.list().into_iter().map(|(n, _)| n).collect();
+    assert_eq!(ran.len(), 6, "{ran:?}");
+    let rows = h.transcript().await;
+    let asked: Vec<String> = rows
+        .iter()
+        .flat_map(|m| &m.parts)
+        .filter_map(|p| match p {
+            Part::ToolUse { id, .. } => Some(id.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        asked,
+        ["a", "call_1", "call_2", "call_3", "call_4", "call_5"]
+    );
+    let answered: Vec<String> = tool_results(&rows).into_iter().map(|r| r.0).collect();
+    assert_eq!(answered, asked);
+    let events: Vec<&str> = t
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            TurnEvent::ToolUse { id, .. } => Some(id.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(events, asked, "the client is shown the kept ids");
+    let second = &h.model.requests()[1];
+    assert_eq!(
+        second.messages.len(),
+        3,
+        "the request carries the kept ids both ways"
+    );
+    assert_eq!(rows.len(), 4);
+}
+
 #[tokio::test]
 async fn the_cycle_ceiling_ends_with_a_recorded_bail_out_line() {
     let replies = (0..12).map(|i| Reply::tool_call(&format!("t{i}"), "list_events", json!({})));

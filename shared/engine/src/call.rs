@@ -8,6 +8,9 @@ use std::time::Duration;
 use tokio::time::{Instant, timeout_at};
 use transcript::{Part, Reasoning, StopReason, Usage};
 
+/// The longest tool call id kept as the model gave it.
+const MAX_CALL_ID_CHARS: usize = 64;
+
 /// What a call streamed so far, in arrival order.
 #[derive(Debug, Default)]
 pub(crate) struct Streamed {
@@ -56,6 +59,36 @@ impl Streamed {
                 .parts
                 .push(Part::Reasoning(Reasoning::Redacted { data })),
         }
+    }
+
+    /// The id a tool call is kept under: the model's own when it is 1 to 64 letters, digits,
+    /// `_` or `-` (what Bedrock gives and takes) and no other call of this answer has it, else
+    /// `call_<n>` for the n-th call of the answer (the first such name no call has). The id is
+    /// in store keys (a call's result, its receipt) and pairs each result with its call, so a
+    /// model or server that sends none, a huge one or the same one twice must not decide them.
+    /// The request built from the transcript carries the kept id both ways.
+    fn call_id(&self, id: String) -> String {
+        let taken = |id: &str| {
+            self.parts
+                .iter()
+                .any(|p| matches!(p, Part::ToolUse { id: other, .. } if other == id))
+        };
+        let fits = (1..=MAX_CALL_ID_CHARS).contains(&id.len())
+            && id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        if fits && !taken(&id) {
+            return id;
+        }
+        let n = self
+            .parts
+            .iter()
+            .filter(|p| matches!(p, Part::ToolUse { .. }))
+            .count();
+        (n..)
+            .map(|n| format!("call_{n}"))
+            .find(|id| !taken(id))
+            .expect("some call_<n> is free")
     }
 
     /// The text parts only: what the user saw of a call that failed midway.
@@ -239,6 +272,7 @@ async fn stream_events(
                 acc.push_reasoning(delta);
             }
             Some(Ok(ModelEvent::ToolUse { id, name, input })) => {
+                let id = acc.call_id(id);
                 if listening {
                     sink.emit(TurnEvent::ToolUse {
                         id: id.clone(),
