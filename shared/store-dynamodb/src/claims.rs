@@ -1,5 +1,6 @@
 //! `JobClaims`: one item per turn job (`JOB#<key>` / `CLAIM`). Claiming is one conditional
-//! `UpdateItem` that admits only a missing, expired-running, expired-done or past-`ttl` record;
+//! `UpdateItem` that admits only a missing, expired-running, expired-done or past-`ttl` record
+//! (a running claim's `ttl` is `KEEP_ABANDONED_MS` past its expiry, a done one's its keep);
 //! a refusal is explained from the old item the failed condition returns.
 
 use crate::DynamoStore;
@@ -12,7 +13,7 @@ use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
     ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
 };
-use store::{Claim, JobClaims, ReplySent, StoreError};
+use store::{Claim, JobClaims, KEEP_ABANDONED_MS, ReplySent, StoreError};
 
 const STATUS: &str = "status";
 const EXPIRES_AT_MS: &str = "expires_at_ms";
@@ -178,8 +179,8 @@ impl DynamoStore {
             .key(PK, s(job_pk(job_key)))
             .key(SK, s(CLAIM))
             .update_expression(
-                "SET #status = :running, #expires = :expires, #attempt = :one \
-                 REMOVE #keep, #ttl, #sent",
+                "SET #status = :running, #expires = :expires, #attempt = :one, #ttl = :ttl \
+                 REMOVE #keep, #sent",
             )
             .expression_attribute_names("#sent", REPLY_SENT)
             .condition_expression(
@@ -193,6 +194,7 @@ impl DynamoStore {
             .expression_attribute_values(":running", s(RUNNING))
             .expression_attribute_values(":done", s(DONE))
             .expression_attribute_values(":expires", n(expires_at_ms))
+            .expression_attribute_values(":ttl", n(abandoned_ttl(expires_at_ms)))
             .expression_attribute_values(":now", n(now_ms))
             .expression_attribute_values(":now_s", n(now_ms.div_euclid(1000)))
             .expression_attribute_values(":one", n(1))
@@ -261,8 +263,8 @@ impl DynamoStore {
             .key(PK, s(job_pk(job_key)))
             .key(SK, s(CLAIM))
             .update_expression(
-                "SET #status = :running, #expires = :expires, \
-                 #attempt = if_not_exists(#attempt, :zero) + :one REMOVE #keep, #ttl",
+                "SET #status = :running, #expires = :expires, #ttl = :ttl, \
+                 #attempt = if_not_exists(#attempt, :zero) + :one REMOVE #keep",
             )
             .condition_expression(
                 "attribute_not_exists(pk) OR #ttl < :now_s \
@@ -277,6 +279,7 @@ impl DynamoStore {
             .expression_attribute_values(":running", s(RUNNING))
             .expression_attribute_values(":done", s(DONE))
             .expression_attribute_values(":expires", n(expires_at_ms))
+            .expression_attribute_values(":ttl", n(abandoned_ttl(expires_at_ms)))
             .expression_attribute_values(":now", n(now_ms))
             .expression_attribute_values(":now_s", n(now_ms.div_euclid(1000)))
             .expression_attribute_values(":zero", n(0))
@@ -302,6 +305,12 @@ impl DynamoStore {
             .map_err(unavailable)?;
         Ok(out.item)
     }
+}
+
+/// A running claim's `ttl`: [`KEEP_ABANDONED_MS`] past its expiry (a release moves the expiry
+/// back, not the `ttl`: it goes a little later than it must).
+fn abandoned_ttl(expires_at_ms: i64) -> i64 {
+    ttl_for(expires_at_ms.saturating_add(KEEP_ABANDONED_MS))
 }
 
 /// What a successful claim means: attempt 1 is fresh, later ones take over.

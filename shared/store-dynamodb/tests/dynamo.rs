@@ -127,7 +127,7 @@ async fn an_owners_listing_is_kept_in_the_records_transaction() {
 }
 
 #[tokio::test]
-async fn a_done_claim_carries_a_ttl_and_no_attempt() {
+async fn a_claim_carries_a_ttl_running_or_done_and_no_attempt_once_done() {
     let store = fresh_store().await;
     let t0 = 1_800_000_000_000;
     assert_eq!(
@@ -138,10 +138,35 @@ async fn a_done_claim_carries_a_ttl_and_no_attempt() {
     assert_eq!(running["status"], s("running"));
     assert_eq!(running["attempt"], n("1"));
     assert_eq!(running["expires_at_ms"], n(&(t0 + 60_000).to_string()));
-    assert!(
-        !running.contains_key("ttl"),
-        "a running claim never expires by TTL"
+    // A claim nobody finishes (its job dead-lettered) goes 30 days past its expiry.
+    let abandoned_s = (t0 + 60_000 + store::KEEP_ABANDONED_MS).div_euclid(1000);
+    assert_eq!(running["ttl"], n(&abandoned_s.to_string()));
+    // A takeover moves it with the new expiry.
+    let t1 = t0 + 120_000;
+    assert_eq!(
+        store.claim_job("wa#1", t1, t1 + 60_000).await.unwrap(),
+        Claim::TakenOver { attempt: 2 }
     );
+    let taken = get(&store, "JOB#wa#1", "CLAIM").await.expect("claim item");
+    assert_eq!(taken["ttl"], n(&(abandoned_s + 120).to_string()));
+    // The claim a web job takes with its conversation's lease carries it too.
+    let conversation = transcript::ConversationId("c-claim".into());
+    let both = store::TurnWrites::claim_with_lease(
+        &store,
+        &store::ClaimWithLease {
+            job_key: "web#1",
+            now_ms: t0,
+            claim_until_ms: t0 + 60_000,
+            conversation: &conversation,
+            holder: "web#1",
+            lease_until_ms: t0 + 30_000,
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(both, store::ClaimedWithLease::Both);
+    let leased = get(&store, "JOB#web#1", "CLAIM").await.expect("claim item");
+    assert_eq!(leased["ttl"], n(&abandoned_s.to_string()));
 
     store.finish_job("wa#1", t0 + 86_400_001).await.unwrap();
     let done = get(&store, "JOB#wa#1", "CLAIM").await.expect("claim item");
@@ -235,9 +260,11 @@ async fn items_past_their_ttl_count_as_absent() {
         Claim::Fresh
     );
     let claimed = get(&store, "JOB#tg#1", "CLAIM").await.unwrap();
-    assert!(
-        !claimed.contains_key("ttl"),
-        "the new claim drops the old ttl"
+    let own_ttl = (now_ms + 60_000 + store::KEEP_ABANDONED_MS + 999).div_euclid(1000);
+    assert_eq!(
+        claimed["ttl"],
+        n(&own_ttl.to_string()),
+        "the new claim's ttl is its own, not the old one"
     );
 
     // A conversation item past its TTL reads as missing, alone and in its user's list.

@@ -1,7 +1,8 @@
 //! `Retention`: a conversation's date in `conversation_expiry`; past it, one transaction deletes
 //! the conversation's row, messages, visible entries, tool results, pending confirmations and
 //! active records, and the date itself. A refresh that finds the date passed deletes first, so
-//! old words are never kept past their date by a late refresh.
+//! old words are never kept past their date by a late refresh. The sweep also forgets job
+//! claims that no delivery can need again (`CLAIM_FORGET_AT`), at most `CLAIMS_PER_SWEEP` a time.
 
 use crate::SqliteStore;
 use crate::error::unavailable;
@@ -20,6 +21,14 @@ const CONVERSATION_TABLES: &[(&str, &str)] = &[
     ("conversation_expiry", "conversation_id"),
     ("conversations", "id"),
 ];
+
+/// When a job's claim may be forgotten: a done one past its keep (`keep_until_ms` is set only
+/// on done claims), a running one [`store::KEEP_ABANDONED_MS`] past its expiry. Written as the
+/// index `job_claims_forget_at` is (schema migration 18), so the sweep reads only what goes.
+const CLAIM_FORGET_AT: &str = "coalesce(keep_until_ms, expires_at_ms + 2592000000)";
+
+/// The most claims one sweep deletes (it holds the writer meanwhile; the next sweep goes on).
+const CLAIMS_PER_SWEEP: i64 = 10_000;
 
 fn delete_conversation(tx: &Connection, id: &str) -> Result<(), StoreError> {
     for (table, column) in CONVERSATION_TABLES {
@@ -82,8 +91,88 @@ impl Retention for SqliteStore {
                 for id in &expired {
                     delete_conversation(tx, id)?;
                 }
+                tx.prepare_cached(&format!(
+                    "DELETE FROM job_claims WHERE job_key IN
+                     (SELECT job_key FROM job_claims WHERE {CLAIM_FORGET_AT} < ?1 LIMIT ?2)"
+                ))
+                .map_err(unavailable)?
+                .execute(params![now_ms, CLAIMS_PER_SWEEP])
+                .map_err(unavailable)?;
                 Ok(expired.len() as u64)
             })
             .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::SqliteStore;
+    use store::{Claim, JobClaims, KEEP_ABANDONED_MS};
+
+    #[test]
+    fn the_forget_time_is_the_one_the_store_promises_and_its_index_serves_it() {
+        assert!(
+            CLAIM_FORGET_AT.contains(&format!("expires_at_ms + {KEEP_ABANDONED_MS})")),
+            "{CLAIM_FORGET_AT}"
+        );
+        let conn = Connection::open_in_memory().unwrap();
+        let mut conn = conn;
+        crate::schema::migrate(&mut conn, crate::schema::MIGRATIONS).unwrap();
+        let plan: String = conn
+            .query_row(
+                &format!(
+                    "EXPLAIN QUERY PLAN SELECT job_key FROM job_claims WHERE {CLAIM_FORGET_AT} < 1"
+                ),
+                [],
+                |r| r.get(3),
+            )
+            .unwrap();
+        assert!(plan.contains("job_claims_forget_at"), "{plan}");
+    }
+
+    /// Claims no delivery can need again are deleted by the sweep, and only those: a done one
+    /// past its keep, a running one (its job dead-lettered, say) 30 days past its expiry.
+    #[tokio::test]
+    async fn the_sweep_forgets_claims_past_their_time_and_keeps_the_rest() {
+        let store = SqliteStore::open_in_memory().unwrap();
+        let t0 = 1_000_000;
+        for key in ["done-old", "done-kept", "abandoned", "running"] {
+            assert_eq!(
+                store.claim_job(key, t0, t0 + 60_000).await.unwrap(),
+                Claim::Fresh
+            );
+        }
+        let now = t0 + 60_000 + KEEP_ABANDONED_MS + 1;
+        store.finish_job("done-old", now - 1).await.unwrap();
+        store.finish_job("done-kept", now + 1).await.unwrap();
+        // Taken over a day before the sweep: its new expiry is recent.
+        let day = 24 * 3_600_000;
+        assert_eq!(
+            store
+                .claim_job("running", now - day, now - day + 60_000)
+                .await
+                .unwrap(),
+            Claim::TakenOver { attempt: 2 }
+        );
+        store.sweep_expired(now).await.unwrap();
+        let left: Vec<String> = store
+            .db
+            .read(|conn| {
+                conn.prepare("SELECT job_key FROM job_claims ORDER BY job_key")
+                    .map_err(unavailable)?
+                    .query_map([], |r| r.get(0))
+                    .map_err(unavailable)?
+                    .collect::<Result<_, _>>()
+                    .map_err(unavailable)
+            })
+            .await
+            .unwrap();
+        assert_eq!(left, ["done-kept", "running"]);
+        // What went is claimed afresh.
+        assert_eq!(
+            store.claim_job("abandoned", now, now + 1).await.unwrap(),
+            Claim::Fresh
+        );
     }
 }

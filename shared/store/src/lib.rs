@@ -39,7 +39,7 @@ pub use accounts::{
 pub use active::ActiveRecords;
 pub use budget::{Adjustment, BucketKey, BucketUsage, BudgetLedger, Charge, Reserve};
 pub use canonical::canonical_json;
-pub use claims::{Claim, JobClaims, ReplySent};
+pub use claims::{Claim, JobClaims, KEEP_ABANDONED_MS, ReplySent};
 pub use confirmations::{Confirmations, Pending};
 pub use error::StoreError;
 pub use identities::{Binding, Identities};
