@@ -778,6 +778,55 @@ async fn a_users_changes_are_limited_per_minute_across_sessions(store: Option<Ar
     assert!(said.text().await.unwrap().contains("event: done"));
 }
 
+/// Reads are counted apart from changes, per minute across a user's sessions: past the rate a
+/// read gets 429 with `Retry-After` and a sentence, while changes (counted on their own) and
+/// another user's reads go on, and the next minute starts again.
+async fn a_users_reads_are_limited_per_minute_across_sessions(store: Option<Arc<dyn Store>>) {
+    let s = site_with(Signup::Open, store, |o| AppOptions {
+        web_read_rate: budget::RequestRate { per_minute: 6 },
+        ..o
+    })
+    .await;
+    let minute = now_ms() - now_ms().rem_euclid(60_000);
+    s.clock.store(minute + 1_000, Ordering::SeqCst);
+    let (a1, a2) = (
+        s.sign_in(alice()).await.unwrap(),
+        s.sign_in(alice()).await.unwrap(),
+    );
+    let b = s.sign_in(bob()).await.unwrap();
+    // Each sign-in read its session (`GET /api/session`): alice has 4 reads left this minute.
+    let mut statuses = Vec::new();
+    for who in [&a1, &a2, &a1, &a2, &a1, &a2] {
+        statuses.push(s.get(who, "/api/conversations").await.status().as_u16());
+    }
+    assert_eq!(statuses, [200, 200, 200, 200, 429, 429]);
+    let refused = s.get(&a1, "/").await;
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(refused.headers()["retry-after"], "59");
+    let said: Value = refused.json().await.unwrap();
+    assert_eq!(
+        said["error"],
+        "That is more than 6 requests to read in a minute. Try again in 59 seconds."
+    );
+    // Changes have their own count; bob his own reads.
+    assert_eq!(s.post(&a1, "/api/conversations", None).await.status(), 201);
+    assert_eq!(s.get(&b, "/api/conversations").await.status(), 200);
+    // The next minute starts again.
+    s.clock.store(minute + 60_000, Ordering::SeqCst);
+    let listed: Value = s.get(&a2, "/api/conversations").await.json().await.unwrap();
+    assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
+}
+
+#[tokio::test]
+async fn sqlite_a_users_reads_are_limited_per_minute_across_sessions() {
+    a_users_reads_are_limited_per_minute_across_sessions(None).await;
+}
+
+#[tokio::test]
+async fn dynamodb_a_users_reads_are_limited_per_minute_across_sessions() {
+    a_users_reads_are_limited_per_minute_across_sessions(Some(dynamo().await)).await;
+}
+
 #[tokio::test]
 async fn sqlite_a_users_changes_are_limited_per_minute_across_sessions() {
     a_users_changes_are_limited_per_minute_across_sessions(None).await;

@@ -65,6 +65,9 @@ pub struct ServeConfig {
     /// `BRIDLE_WEB_WRITES_PER_MINUTE`: each signed-in user's changes per minute through the
     /// web app.
     pub web_write_rate: budget::RequestRate,
+    /// `BRIDLE_WEB_READS_PER_MINUTE`: each signed-in user's reads per minute through the web
+    /// app.
+    pub web_read_rate: budget::RequestRate,
     /// `BRIDLE_STREAMS_PER_USER`: reply streams one user may hold open at once (default 8).
     pub streams_per_user: usize,
     /// Sign-in with OpenID Connect (`BRIDLE_OIDC_*`); `None`: one local user, loopback only.
@@ -284,6 +287,10 @@ impl ServeConfig {
             problems.push(problem);
             crate::server::write_rate::default_rate()
         });
+        let web_read_rate = crate::server::read_rate::from_vars(var).unwrap_or_else(|problem| {
+            problems.push(problem);
+            crate::server::read_rate::default_rate()
+        });
 
         let sign_in = sign_in_from(&var, &addr, &mut problems);
 
@@ -303,6 +310,7 @@ impl ServeConfig {
                 confirmation,
                 mcp_rate,
                 web_write_rate,
+                web_read_rate,
                 streams_per_user,
                 model,
             })
@@ -443,6 +451,7 @@ mod tests {
     {
         let c = parse(&[
             ("BRIDLE_WEB_WRITES_PER_MINUTE", "20"),
+            ("BRIDLE_WEB_READS_PER_MINUTE", "90"),
             ("BRIDLE_MCP_REQUESTS_PER_MINUTE", "40"),
             ("BRIDLE_HTTP_WRITE_STALL_S", "5"),
             ("BRIDLE_STREAMS_PER_USER", "64"),
@@ -450,20 +459,24 @@ mod tests {
         .unwrap();
         assert_eq!(c.streams_per_user, 64);
         assert_eq!(c.web_write_rate.per_minute, 20);
+        assert_eq!(c.web_read_rate.per_minute, 90);
         assert_eq!(c.mcp_rate.per_minute, 40);
         assert_eq!(c.http.write_stall, std::time::Duration::from_secs(5));
         let d = parse(&[]).unwrap();
         assert_eq!(d.streams_per_user, 8);
         assert_eq!(d.web_write_rate.per_minute, 60);
+        assert_eq!(d.web_read_rate.per_minute, 300);
         assert_eq!(d.http.write_stall, std::time::Duration::from_secs(30));
         let err = parse(&[
             ("BRIDLE_WEB_WRITES_PER_MINUTE", "0"),
+            ("BRIDLE_WEB_READS_PER_MINUTE", "lots"),
             ("BRIDLE_HTTP_WRITE_STALL_S", "never"),
             ("BRIDLE_STREAMS_PER_USER", "0"),
         ])
         .unwrap_err();
         for var in [
             "BRIDLE_WEB_WRITES_PER_MINUTE=\"0\"",
+            "BRIDLE_WEB_READS_PER_MINUTE=\"lots\"",
             "BRIDLE_HTTP_WRITE_STALL_S",
             "BRIDLE_STREAMS_PER_USER",
         ] {

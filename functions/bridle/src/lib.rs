@@ -79,6 +79,8 @@ pub struct AppOptions {
     pub mcp_rate: mcp::RateLimit,
     /// Changes per minute each signed-in user may make through the web app.
     pub web_write_rate: budget::RequestRate,
+    /// Reads per minute each signed-in user may make through the web app.
+    pub web_read_rate: budget::RequestRate,
     /// Reply streams one user may hold open at once (see `server::streams`).
     pub streams_per_user: usize,
 }
@@ -93,6 +95,7 @@ impl std::fmt::Debug for AppOptions {
             .field("sign_in", &self.sign_in)
             .field("mcp_rate", &self.mcp_rate)
             .field("web_write_rate", &self.web_write_rate)
+            .field("web_read_rate", &self.web_read_rate)
             .field("streams_per_user", &self.streams_per_user)
             .finish_non_exhaustive()
     }
@@ -141,6 +144,7 @@ impl Default for AppOptions {
             tokens: None,
             mcp_rate: mcp::RateLimit::default(),
             web_write_rate: server::write_rate::default_rate(),
+            web_read_rate: server::read_rate::default_rate(),
             streams_per_user: server::streams::DEFAULT_PER_USER,
         }
     }
@@ -249,6 +253,7 @@ pub fn build_app(
         mcp,
         tokens: mcp_tokens,
         write_rate: options.web_write_rate,
+        read_rate: options.web_read_rate,
         streams: Arc::new(server::streams::OpenStreams::with_cap(
             options.streams_per_user,
         )),

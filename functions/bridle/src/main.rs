@@ -506,6 +506,7 @@ async fn serve() -> ExitCode {
         admin_token: config.admin_token.clone(),
         mcp_rate: config.mcp_rate,
         web_write_rate: config.web_write_rate,
+        web_read_rate: config.web_read_rate,
         streams_per_user: config.streams_per_user,
         sign_in,
         engine: config.model.applied_to(engine::EngineOptions {

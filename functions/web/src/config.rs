@@ -34,6 +34,9 @@ pub struct WebConfig {
     /// `BRIDLE_WEB_WRITES_PER_MINUTE`: each signed-in user's changes per minute through the
     /// web app.
     pub web_write_rate: budget::RequestRate,
+    /// `BRIDLE_WEB_READS_PER_MINUTE`: each signed-in user's reads per minute through the web
+    /// app.
+    pub web_read_rate: budget::RequestRate,
     /// `WHATSAPP_DISPLAY_NUMBER`, `TELEGRAM_BOT_USERNAME`: the link code's "open the chat" links.
     pub open_chat: OpenChat,
     /// `BRIDLE_LINKABLE_CHANNELS`: the channels people can link from the web app.
@@ -124,6 +127,10 @@ impl WebConfig {
             problems.push(problem);
             bridle::server::write_rate::default_rate()
         });
+        let web_read_rate = bridle::server::read_rate::from_vars(var).unwrap_or_else(|problem| {
+            problems.push(problem);
+            bridle::server::read_rate::default_rate()
+        });
         let open_chat = OpenChat::from_vars(&var).unwrap_or_else(|p| {
             problems.extend(p);
             OpenChat::default()
@@ -154,6 +161,7 @@ impl WebConfig {
             confirmation,
             mcp_rate,
             web_write_rate,
+            web_read_rate,
             open_chat,
             linkable,
         })

@@ -98,6 +98,7 @@ async fn init() -> Result<server::App, InitError> {
         tokens: Some(store),
         mcp_rate: config.mcp_rate,
         web_write_rate: config.web_write_rate,
+        web_read_rate: config.web_read_rate,
         model_id: config.model_id.clone(),
         channels,
         guards: GuardOptions {

@@ -10,6 +10,7 @@ mod inspect_view;
 mod limits;
 mod link;
 pub mod owners;
+pub mod read_rate;
 pub mod streams;
 pub mod sweep;
 mod timetable;
@@ -100,6 +101,8 @@ pub struct App {
     pub tokens: Arc<dyn store::Tokens>,
     /// Changes each signed-in user may make a minute ([`write_rate`]).
     pub write_rate: budget::RequestRate,
+    /// Reads each signed-in user may make a minute ([`read_rate`]).
+    pub read_rate: budget::RequestRate,
 }
 
 impl std::fmt::Debug for App {

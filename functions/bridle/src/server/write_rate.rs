@@ -4,7 +4,7 @@
 //! a message starts a turn, so a session script could otherwise cost us writes (and on AWS,
 //! invocations) at the speed of HTTP; the model's own caps only bound the model calls. All of a
 //! user's sessions share the count, which is kept in the budget ledger so every instance does.
-//! Reading, and signing out, are never counted. Without sign-in (the one local user, loopback
+//! Reading is counted apart ([`super::read_rate`]); signing out is never counted. Without sign-in (the one local user, loopback
 //! only) nothing is counted.
 
 use super::errors::ApiError;
@@ -47,22 +47,35 @@ pub async fn refusal(
     user: &UserId,
     now_ms: i64,
 ) -> Option<Response> {
+    counted(rate, ledger, user, now_ms, WINDOW, |per_minute, wait_s| {
+        format!(
+            "That is more than {per_minute} changes in a minute (messages, presses, new \
+             conversations). Nothing was sent or changed; try again in {wait_s} seconds."
+        )
+    })
+    .await
+}
+
+/// Count one request of `user` in `window` at `now_ms` (see [`refusal`]); past the rate, the
+/// 429's sentence is `over(per_minute, wait_s)`.
+pub(super) async fn counted(
+    rate: RequestRate,
+    ledger: &dyn BudgetLedger,
+    user: &UserId,
+    now_ms: i64,
+    window: &str,
+    over: impl FnOnce(u64, i64) -> String,
+) -> Option<Response> {
     match rate
-        .count(ledger, format!("web_user:{user}"), WINDOW, now_ms)
+        .count(ledger, format!("web_user:{user}"), window, now_ms)
         .await
     {
         RequestCount::Allowed => None,
         RequestCount::Over { wait_s } => {
-            tracing::warn!(%user, per_minute = rate.per_minute, "web writes over the rate; refused");
-            let mut response = ApiError::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                format!(
-                    "That is more than {} changes in a minute (messages, presses, new \
-                     conversations). Nothing was sent or changed; try again in {wait_s} seconds.",
-                    rate.per_minute
-                ),
-            )
-            .into_response();
+            tracing::warn!(%user, window, per_minute = rate.per_minute, "web requests over the rate; refused");
+            let mut response =
+                ApiError::new(StatusCode::TOO_MANY_REQUESTS, over(rate.per_minute, wait_s))
+                    .into_response();
             response
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(wait_s));
