@@ -31,6 +31,12 @@ pub struct Notes {
 
 const MAX_NOTE_CHARS: usize = 500;
 
+/// The most notes one user may keep. Every `list_notes` call, and the web app's notes list,
+/// reads them all; without a limit an MCP client or a manipulated model could add notes at its
+/// request rate for as long as it liked (170,000 a day at MCP's 120 a minute), each list then
+/// costing more. Counted in the add's own write, so two adds at once cannot both take the last.
+pub const MAX_NOTES_PER_USER: i64 = 1_000;
+
 impl Notes {
     /// The notes table on `db`, created if missing.
     pub fn on(db: Arc<Db>) -> rusqlite::Result<Self> {
@@ -109,6 +115,20 @@ impl Notes {
         // an MCP client hears of it at once.
         self.db
             .write_durable(move |tx| {
+                let kept: i64 = tx
+                    .prepare_cached("SELECT count(*) FROM demo_notes WHERE user_id = ?1")
+                    .and_then(|mut count| count.query_row([&user], |r| r.get(0)))
+                    .map_err(internal)?;
+                if kept >= MAX_NOTES_PER_USER {
+                    return Err(ToolError::domain(
+                        "too_many",
+                        format!(
+                            "The user has {kept} notes, the most one person may keep \
+                             ({MAX_NOTES_PER_USER}). Nothing was saved: ask which notes to \
+                             delete first."
+                        ),
+                    ));
+                }
                 tx.prepare_cached(
                     "INSERT INTO demo_notes (user_id, text, created_at_ms) VALUES (?1, ?2, ?3)",
                 )
@@ -294,4 +314,50 @@ pub fn register(registry: &mut Registry, notes: Arc<Notes>) -> Result<(), Regist
         }),
     )?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A user keeps at most `MAX_NOTES_PER_USER` notes: with one place left, of five adds at
+    /// once exactly one is saved and four are told why, in words the model can pass on;
+    /// another user is not affected, and a delete makes room again.
+    #[tokio::test]
+    async fn a_user_keeps_at_most_the_most_notes_even_when_adds_race() {
+        let notes = Arc::new(Notes::on(Arc::new(Db::open_in_memory().unwrap())).unwrap());
+        for i in 1..MAX_NOTES_PER_USER {
+            notes
+                .add("ann", &format!("note {i}"), i, None)
+                .await
+                .unwrap();
+        }
+        let adds = (0..5).map(|i| {
+            let notes = notes.clone();
+            tokio::spawn(async move { notes.add("ann", &format!("racing {i}"), 0, None).await })
+        });
+        let mut refused = Vec::new();
+        for add in futures::future::join_all(adds).await {
+            if let Err(e) = add.unwrap() {
+                refused.push(e.to_string());
+            }
+        }
+        assert_eq!(refused.len(), 4, "{refused:?}");
+        assert_eq!(
+            refused[0],
+            "The user has 1000 notes, the most one person may keep (1000). Nothing was saved: \
+             ask which notes to delete first."
+        );
+        let kept = notes.list("ann").await.unwrap();
+        assert_eq!(kept.len() as i64, MAX_NOTES_PER_USER);
+        assert!(notes.add("bob", "mine", 0, None).await.is_ok());
+        assert!(
+            notes
+                .delete("ann", kept[0].id, None)
+                .await
+                .unwrap()
+                .is_some()
+        );
+        assert!(notes.add("ann", "room again", 0, None).await.is_ok());
+    }
 }

@@ -7,6 +7,13 @@ use store::{
     Receipt, StoreError, UndoOutcome, UndoReceipt, UndoRequest, UndoScope, reverting_changes,
 };
 
+/// The most events one account may hold. Listing them (`list_events`, the timetable page) reads
+/// them all, so without a limit an MCP client or a manipulated model could create events at its
+/// request rate for as long as it liked and make every later read cost more. Checked by reading
+/// the list before the write, so requests racing at the limit can pass it by at most as many
+/// as run at once; every later one is refused.
+pub const MAX_EVENTS_PER_USER: usize = 1_000;
+
 /// The fields an update may change; `None` keeps the stored value.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EventChanges {
@@ -49,6 +56,13 @@ impl Planner {
         // the previous event. A focus on an event that was never created (a crash, or a
         // refused write, in between) reads as no focus.
         self.check_may_write(caller).await?;
+        let held = self.store.records_of(&caller.user, EVENT).await?.len();
+        if held >= MAX_EVENTS_PER_USER {
+            return Err(PlannerError::Rule(format!(
+                "This account holds {held} events, the most one account may hold \
+                 ({MAX_EVENTS_PER_USER}; cancelled ones count too). Nothing was created."
+            )));
+        }
         self.set_focus(caller, &event.id).await?;
         let c = change(EVENT, &event.id, &caller.user, None, Some(&event));
         self.write(Access::Owner(caller), vec![c], &event).await?;

@@ -4,6 +4,11 @@ use crate::{EVENT, Event, Planner, PlannerError};
 use serde::Serialize;
 use transcript::{ConversationId, UserId};
 
+/// The most events the context block lists (the latest by date; the active one is described in
+/// full whatever its date). The block goes with every model call of every turn, so it must not
+/// grow with the user's history: 50 lines are about 1,500 tokens.
+pub const SNAPSHOT_EVENTS: usize = 50;
+
 /// One event in a line.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct EventLine {
@@ -62,7 +67,14 @@ impl Planner {
         if events.is_empty() {
             text.push_str(" none");
         }
-        for e in &events {
+        let shown = events.len().saturating_sub(SNAPSHOT_EVENTS);
+        if shown > 0 {
+            text.push_str(&format!(
+                " {} in all; the {SNAPSHOT_EVENTS} latest by date here (list_events has them all)",
+                events.len()
+            ));
+        }
+        for e in &events[shown..] {
             text.push_str(&format!(
                 "\n- {} | {} | {} | {}",
                 e.id, e.title, e.date, e.status

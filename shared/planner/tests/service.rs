@@ -437,6 +437,103 @@ async fn risk_is_described_from_stored_state() {
     );
 }
 
+/// An account holds at most `MAX_EVENTS_PER_USER` events (cancelled ones count): past it a
+/// create is refused with a sentence and writes nothing, another account is not affected, and
+/// the context block lists only the latest 50 by date, saying how many there are in all.
+#[tokio::test]
+async fn an_account_holds_at_most_the_most_events_and_the_context_lists_the_latest() {
+    let w = world().await;
+    let max = planner::MAX_EVENTS_PER_USER;
+    // Seeded in commits of 40 (no one action may change more), dated one day apart.
+    for batch in 0..max / 40 {
+        let changes = (0..40)
+            .map(|i| {
+                let n = batch * 40 + i;
+                let day = chrono_free_date(n);
+                store::Change {
+                    kind: "event".into(),
+                    id: format!("ev-seed-{n:04}"),
+                    owner: UserId::from("alice"),
+                    before: None,
+                    after: Some(
+                        json!({"id": format!("ev-seed-{n:04}"), "title": format!("Seed {n}"),
+                        "starts_at": format!("{day}T10:00"), "venue": "Hall", "capacity": 10,
+                        "status": "draft", "registered": 0}),
+                    ),
+                }
+            })
+            .collect();
+        w.store
+            .commit(&store::ActionCommit {
+                action_id: format!("seed-{batch}"),
+                actor: ActorKind::User,
+                user: UserId::from("alice"),
+                by_user: false,
+                at_ms: 0,
+                changes,
+                receipt: None,
+                conversation: None,
+            })
+            .await
+            .unwrap();
+    }
+    let alice = caller("alice", "a-full");
+    let refused = w.planner.create_event(&alice, spring()).await.unwrap_err();
+    assert_eq!(
+        refused.to_string(),
+        format!(
+            "This account holds {max} events, the most one account may hold ({max}; cancelled \
+             ones count too). Nothing was created."
+        )
+    );
+    assert_eq!(
+        w.store
+            .records_of(&alice.user, "event")
+            .await
+            .unwrap()
+            .len(),
+        max
+    );
+    assert!(
+        w.planner
+            .create_event(&caller("bob", "b1"), spring())
+            .await
+            .is_ok()
+    );
+
+    let snap = w
+        .planner
+        .snapshot(&alice.user, &"conv-alice".into())
+        .await
+        .unwrap();
+    let lines: Vec<&str> = snap.text.lines().collect();
+    assert_eq!(
+        lines[0],
+        format!("Events: {max} in all; the 50 latest by date here (list_events has them all)")
+    );
+    assert_eq!(lines.len(), 51, "{}", snap.text);
+    assert!(
+        lines[1].contains(&format!("ev-seed-{:04}", max - 50)),
+        "{}",
+        lines[1]
+    );
+    assert!(
+        lines[50].contains(&format!("ev-seed-{:04}", max - 1)),
+        "{}",
+        lines[50]
+    );
+}
+
+/// Day `n` after 2020-01-01 as `YYYY-MM-DD`, in 28-day months (enough for an order).
+fn chrono_free_date(n: usize) -> String {
+    format!(
+        "{:04}-{:02}-{:02}",
+        2020 + n / 336,
+        1 + n % 336 / 28,
+        1 + n % 28
+    )
+}
+
 #[tokio::test]
 async fn the_snapshot_shows_events_and_the_active_one() {
     let w = world().await;
