@@ -256,6 +256,12 @@ async fn a_web_job_for_a_conversation_not_its_users_runs_no_turn(store: Arc<dyn 
     let not_owned = JobOutcome::Skipped("not the user's conversation");
     let foreign = web_job(CONV, "mallory", "m-foreign", "show me alice's week");
     assert_eq!(jobs.run(&foreign, BUDGET).await, not_owned);
+    // Skipped is done: its claim is not left running for nobody to finish, and a delivery
+    // again is skipped as done.
+    assert_eq!(
+        jobs.run(&foreign, BUDGET).await,
+        JobOutcome::Skipped("already done")
+    );
     let gone = web_job("web-never-made", "mallory", "m-gone", "hello?");
     assert_eq!(jobs.run(&gone, BUDGET).await, not_owned);
     assert!(s.model.requests().is_empty(), "no model call");

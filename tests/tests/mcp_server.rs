@@ -595,6 +595,67 @@ async fn a_users_tokens_share_one_requests_per_minute_and_another_user_has_their
     mcp.server.stop().await;
 }
 
+/// Requests that are neither calls nor lists (`ping`, `initialize`, notifications) are counted
+/// too, at four times the calls' rate: past it the door answers 429 with `Retry-After` before
+/// anything else runs, and another user has their own count.
+#[tokio::test]
+async fn every_request_is_counted_whatever_its_method() {
+    let mcp = start(AppOptions {
+        mcp_rate: mcp::RateLimit { per_minute: 2 },
+        ..AppOptions::default()
+    })
+    .await;
+    let alices = mcp.token("alice", TokenScope::Read).await;
+    let bobs = mcp.token("bob", TokenScope::Read).await;
+    let mut statuses = Vec::new();
+    for method in [
+        "initialize",
+        "ping",
+        "ping",
+        "ping",
+        "ping",
+        "ping",
+        "ping",
+        "ping",
+        "ping",
+    ] {
+        let params = if method == "initialize" {
+            initialize()
+        } else {
+            json!({})
+        };
+        statuses.push(mcp.rpc(Some(&alices), method, params).await.0);
+    }
+    assert_eq!(statuses, [200, 200, 200, 200, 200, 200, 200, 200, 429]);
+    let refused = mcp
+        .server
+        .client
+        .post(mcp.server.url("/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .bearer_auth(&alices)
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 429);
+    let wait: u64 = refused.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=60).contains(&wait), "{wait}");
+    let body: Value = refused.json().await.unwrap();
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("at most 8 a minute of any kind"),
+        "{body}"
+    );
+    assert_eq!(mcp.rpc(Some(&bobs), "ping", json!({})).await.0, 200);
+    mcp.server.stop().await;
+}
+
 #[tokio::test]
 async fn an_unknown_method_gets_a_json_rpc_error() {
     let mcp = start(AppOptions::default()).await;

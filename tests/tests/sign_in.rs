@@ -808,6 +808,10 @@ async fn a_users_reads_are_limited_per_minute_across_sessions(store: Option<Arc<
         said["error"],
         "That is more than 6 requests to read in a minute. Try again in 59 seconds."
     );
+    // The pages' static assets are the same for everyone and not counted.
+    for asset in ["/app.js", "/timetable.js", "/connect.js"] {
+        assert_eq!(s.get(&a1, asset).await.status(), 200, "{asset}");
+    }
     // Changes have their own count; bob his own reads.
     assert_eq!(s.post(&a1, "/api/conversations", None).await.status(), 201);
     assert_eq!(s.get(&b, "/api/conversations").await.status(), 200);

@@ -811,6 +811,8 @@ export class BridleStack extends Stack {
     alarm('WebThrottlesAlarm', 'The web function was throttled.', 'AWS/Lambda', 'Throttles', fnDims(web), 'Sum', 300, 1, 0);
     alarm('Api5xxAlarm', 'The webhook API answered 5xx (platforms will retry, then give up).', 'AWS/ApiGateway',
       '5xx', [{ name: 'ApiId', value: api.apiId }], 'Sum', 300, 1, 0);
+    alarm('QueueRefusedAlarm', 'The queue refused a message for good (too large for SQS); the webhook answered 200 and dropped it.',
+      'Bridle', 'WebhookRejects', [{ name: 'Reason', value: 'queue_refused' }], 'Sum', 300, 1, 0);
     alarm('BedrockThrottlesAlarm', 'Bedrock throttled model calls (raise the quota or lower concurrency).',
       'AWS/Bedrock', 'InvocationThrottles',
       [{ name: 'ModelId', value: Fn.conditionIf(useProfile.logicalId, profileId.valueAsString, modelId.valueAsString).toString() }],

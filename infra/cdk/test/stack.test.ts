@@ -240,6 +240,8 @@ test('every alarm the runbook names exists and notifies the topic', () => {
   }
   assert.equal(has('AWS/ApiGateway', '5xx').length, 1);
   assert.equal(has('AWS/Bedrock', 'InvocationThrottles').length, 1);
+  assert.deepEqual(has('Bridle', 'WebhookRejects').map((a) => a.Dimensions),
+    [[{ Name: 'Reason', Value: 'queue_refused' }]], 'a message the queue refused for good');
   for (const a of alarms) assert.deepEqual(a.AlarmActions, [{ Ref: 'AlarmTopic' }]);
   template.resourceCountIs('AWS::Budgets::Budget', 1);
   template.resourceCountIs('AWS::CloudWatch::Dashboard', 1);

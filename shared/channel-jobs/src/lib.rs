@@ -296,7 +296,14 @@ impl ChannelJobs {
         };
         // The reply is recorded: a client that reloads on `done` finds it.
         held.release();
-        if !finished && matches!(outcome, JobOutcome::Done | JobOutcome::Answered(_)) {
+        // A skipped job is done too: its claim then goes after `keep_done` rather than staying
+        // a running claim nobody finishes (an unknown sender's every message left one).
+        if !finished
+            && matches!(
+                outcome,
+                JobOutcome::Done | JobOutcome::Answered(_) | JobOutcome::Skipped(_)
+            )
+        {
             let keep_until = (o.clock)() + o.keep_done.as_millis() as i64;
             if let Err(e) = self.store.finish_job(&key, keep_until).await {
                 // Crash story: the reply is recorded, so the retry's turn resumes as finished

@@ -31,6 +31,9 @@ pub struct Door {
     pub tokens: Arc<dyn Tokens>,
     /// Whose account is closed: their tokens open nothing.
     pub accounts: Arc<dyn Accounts>,
+    /// Where every request of a token's user is counted ([`RateLimit::every_request`]).
+    pub ledger: Arc<dyn BudgetLedger>,
+    pub every_request: budget::RequestRate,
     pub clock: Clock,
 }
 
@@ -86,6 +89,42 @@ pub async fn authenticate(State(door): State<Door>, mut request: Request, next: 
             return sentence(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "Bridle could not check the access token just now. Try again in a moment.",
+            );
+        }
+    }
+    // Every request, whatever its method (`initialize`, `ping`, notifications, …), has a place
+    // in the user's count of all requests; tool calls and lists are also counted, more
+    // tightly and in words a model reads, by the handler.
+    match door
+        .every_request
+        .count(
+            door.ledger.as_ref(),
+            format!("mcp_user:{}", token.user),
+            EVERY_REQUEST_WINDOW,
+            now,
+        )
+        .await
+    {
+        RequestCount::Allowed => {}
+        RequestCount::Over { wait_s } => {
+            tracing::warn!(user = %token.user, per_minute = door.every_request.per_minute, "MCP requests over the rate; refused");
+            let mut refused = sentence(
+                StatusCode::TOO_MANY_REQUESTS,
+                &format!(
+                    "Too many requests with your access tokens: at most {} a minute of any \
+                     kind. Nothing was done; try again in {wait_s} seconds.",
+                    door.every_request.per_minute
+                ),
+            );
+            refused
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(wait_s));
+            return refused;
+        }
+        RequestCount::Unchecked => {
+            return sentence(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Bridle could not check your request limit just now. Try again in a moment.",
             );
         }
     }
@@ -151,6 +190,9 @@ impl Default for RateLimit {
 /// The budget-ledger window the per-user counts are kept in.
 pub const RATE_WINDOW: &str = "mcp_requests_1m";
 
+/// The window of the count of every request, whatever its method.
+pub const EVERY_REQUEST_WINDOW: &str = "mcp_all_1m";
+
 /// What counting one request said.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Counted {
@@ -160,6 +202,15 @@ pub enum Counted {
 }
 
 impl RateLimit {
+    /// The rate of requests of any kind (four times the tool calls' and lists'): a client
+    /// makes a few besides its calls (`initialize`, `notifications/initialized`, `ping`), and
+    /// each reads the token and its account, so none may go uncounted.
+    pub fn every_request(&self) -> budget::RequestRate {
+        budget::RequestRate {
+            per_minute: self.per_minute.saturating_mul(4),
+        }
+    }
+
     /// Count one request of `user` (through any of their tokens) at `now_ms` in this minute's
     /// bucket; refused, and not counted, past the limit. A ledger that cannot be read refuses
     /// too (fail closed).

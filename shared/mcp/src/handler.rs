@@ -96,6 +96,8 @@ pub fn router(parts: McpParts) -> Router {
     let door = Door {
         tokens: parts.tokens,
         accounts: parts.accounts,
+        ledger: parts.ledger.clone(),
+        every_request: parts.options.rate.every_request(),
         clock: parts.clock.clone(),
     };
     let loopback_only = parts.options.loopback_only;

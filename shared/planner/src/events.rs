@@ -7,12 +7,17 @@ use store::{
     Receipt, StoreError, UndoOutcome, UndoReceipt, UndoRequest, UndoScope, reverting_changes,
 };
 
-/// The most events one account may hold. Listing them (`list_events`, the timetable page) reads
-/// them all, so without a limit an MCP client or a manipulated model could create events at its
-/// request rate for as long as it liked and make every later read cost more. Checked by reading
-/// the list before the write, so requests racing at the limit can pass it by at most as many
-/// as run at once; every later one is refused.
-pub const MAX_EVENTS_PER_USER: usize = 1_000;
+/// The most events one account may hold, whatever their status. Listing them (`list_events`,
+/// the timetable page, every turn's context block, this check) reads them all, so without a
+/// limit an MCP client or a manipulated model could create events at its request rate for as
+/// long as it liked and make every later read cost more (2,000 events are about 600 KB, 150
+/// strongly consistent read units on DynamoDB). Checked by reading the list before the write, so requests racing at a limit can
+/// pass it by at most as many as run at once; every later one is refused.
+pub const MAX_EVENTS_PER_USER: usize = 2_000;
+
+/// The most upcoming events (not cancelled, dated from yesterday on) one account may have: the
+/// limit a person meets first, with a way out (cancel some, or wait for them to pass).
+pub const MAX_UPCOMING_EVENTS: usize = 1_000;
 
 /// The fields an update may change; `None` keeps the stored value.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -56,13 +61,7 @@ impl Planner {
         // the previous event. A focus on an event that was never created (a crash, or a
         // refused write, in between) reads as no focus.
         self.check_may_write(caller).await?;
-        let held = self.store.records_of(&caller.user, EVENT).await?.len();
-        if held >= MAX_EVENTS_PER_USER {
-            return Err(PlannerError::Rule(format!(
-                "This account holds {held} events, the most one account may hold \
-                 ({MAX_EVENTS_PER_USER}; cancelled ones count too). Nothing was created."
-            )));
-        }
+        self.check_room_for_an_event(caller).await?;
         self.set_focus(caller, &event.id).await?;
         let c = change(EVENT, &event.id, &caller.user, None, Some(&event));
         self.write(Access::Owner(caller), vec![c], &event).await?;
@@ -152,9 +151,21 @@ impl Planner {
 
     /// The caller's events, soonest first.
     pub async fn list_events(&self, caller: &Caller) -> Result<Vec<Event>, PlannerError> {
-        Ok(sorted_events(
-            self.store.records_of(&caller.user, EVENT).await?,
-        ))
+        self.list_events_from(caller, None).await
+    }
+
+    /// The caller's events on or after the date `from` (`YYYY-MM-DD`; `None`: all), soonest
+    /// first.
+    pub async fn list_events_from(
+        &self,
+        caller: &Caller,
+        from: Option<&str>,
+    ) -> Result<Vec<Event>, PlannerError> {
+        let mut events = sorted_events(self.store.records_of(&caller.user, EVENT).await?);
+        if let Some(from) = from {
+            events.retain(|e| e.starts_at.as_str() >= from);
+        }
+        Ok(events)
     }
 
     /// Make `event_id` the conversation's active event (only the caller's own).
@@ -270,6 +281,44 @@ fn undo_answer(outcome: &UndoOutcome, here: bool) -> String {
 }
 
 /// The events among `records` (a record that is not one is left out), by start and id.
+impl Planner {
+    /// [`PlannerError::Rule`] when the caller's account has no room for another event
+    /// ([`MAX_UPCOMING_EVENTS`], [`MAX_EVENTS_PER_USER`]).
+    async fn check_room_for_an_event(&self, caller: &Caller) -> Result<(), PlannerError> {
+        let events = sorted_events(self.store.records_of(&caller.user, EVENT).await?);
+        if events.len() >= MAX_EVENTS_PER_USER {
+            return Err(PlannerError::Rule(format!(
+                "This account holds {} events, the most one account may hold \
+                 ({MAX_EVENTS_PER_USER}, cancelled and past ones too). Nothing was created.",
+                events.len()
+            )));
+        }
+        let from = recent_date(self.now());
+        let upcoming = events
+            .iter()
+            .filter(|e| e.status != EventStatus::Cancelled && e.starts_at.as_str() >= from.as_str())
+            .count();
+        if upcoming >= MAX_UPCOMING_EVENTS {
+            return Err(PlannerError::Rule(format!(
+                "This account has {upcoming} upcoming events that are not cancelled, the most \
+                 one account may have ({MAX_UPCOMING_EVENTS}). Nothing was created: cancel \
+                 some first, or create it once some have passed."
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Yesterday's date in UTC, `YYYY-MM-DD`, at `now_ms`: an event dated from it on has not
+/// passed in any time zone (events carry their owner's local date).
+pub(crate) fn recent_date(now_ms: i64) -> String {
+    let now = jiff::Timestamp::from_millisecond(now_ms).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
+    let yesterday = now
+        .checked_sub(jiff::SignedDuration::from_hours(24))
+        .unwrap_or(now);
+    yesterday.strftime("%Y-%m-%d").to_string()
+}
+
 pub(crate) fn sorted_events(records: Vec<store::Record>) -> Vec<Event> {
     let mut events: Vec<Event> = records
         .into_iter()

@@ -37,7 +37,7 @@ mod timetable;
 mod tools_def;
 
 pub use error::PlannerError;
-pub use events::{EventChanges, MAX_EVENTS_PER_USER, NewEvent};
+pub use events::{EventChanges, MAX_EVENTS_PER_USER, MAX_UPCOMING_EVENTS, NewEvent};
 pub use grid::{DayGrid, EventGrid, GridBreak, GridSession, REFRESH};
 pub use model::{ATTENDEE, Attendee, EVENT, Event, EventStatus};
 pub use program::{

@@ -4,9 +4,10 @@ use crate::{EVENT, Event, Planner, PlannerError};
 use serde::Serialize;
 use transcript::{ConversationId, UserId};
 
-/// The most events the context block lists (the latest by date; the active one is described in
-/// full whatever its date). The block goes with every model call of every turn, so it must not
-/// grow with the user's history: 50 lines are about 1,500 tokens.
+/// The most events the context block lists: the next ones from yesterday on (UTC), filled up with
+/// the latest before them; the active one is described in full whatever its date. The block goes
+/// with every model call of every turn, so it must not grow with the user's history: 50 lines
+/// are about 1,500 tokens.
 pub const SNAPSHOT_EVENTS: usize = 50;
 
 /// One event in a line.
@@ -67,14 +68,20 @@ impl Planner {
         if events.is_empty() {
             text.push_str(" none");
         }
-        let shown = events.len().saturating_sub(SNAPSHOT_EVENTS);
-        if shown > 0 {
+        // The next ones from yesterday on (UTC), filled up with the latest before them.
+        let from = crate::events::recent_date(self.now());
+        let upcoming = events.partition_point(|e| e.date.as_str() < from.as_str());
+        let first = upcoming.min(events.len().saturating_sub(SNAPSHOT_EVENTS));
+        let shown = &events[first..events.len().min(first + SNAPSHOT_EVENTS)];
+        if shown.len() < events.len() {
             text.push_str(&format!(
-                " {} in all; the {SNAPSHOT_EVENTS} latest by date here (list_events has them all)",
-                events.len()
+                " {} in all; these {} are the next ones (and the latest before them); \
+                 list_events with a `from` date lists others",
+                events.len(),
+                shown.len()
             ));
         }
-        for e in &events[shown..] {
+        for e in shown {
             text.push_str(&format!(
                 "\n- {} | {} | {} | {}",
                 e.id, e.title, e.date, e.status

@@ -76,8 +76,19 @@ pub fn register(
         (
             ToolDef::new(
                 "list_events",
-                "List the user's events, soonest first.",
-                object(json!({}), &[]),
+                "List the user's events, soonest first; with `from`, only those on or after that \
+                 date (the context block shows the next few; a long list is cut, so ask from a \
+                 date to see further).",
+                object(
+                    json!({
+                        "from": {
+                            "type": "string",
+                            "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$",
+                            "description": "A date, YYYY-MM-DD: list only events on or after it"
+                        }
+                    }),
+                    &[],
+                ),
             )
             .read_only(),
             Op::ListEvents,
@@ -215,7 +226,9 @@ impl Op {
             }
             Op::Publish => json_of(planner.publish_event(&caller, &required("event_id"))).await,
             Op::Cancel => json_of(planner.cancel_event(&caller, &required("event_id"))).await,
-            Op::ListEvents => json_of(planner.list_events(&caller)).await,
+            Op::ListEvents => {
+                json_of(planner.list_events_from(&caller, text("from").as_deref())).await
+            }
             Op::Register => {
                 json_of(planner.register_attendee(
                     &caller,

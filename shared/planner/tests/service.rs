@@ -437,35 +437,38 @@ async fn risk_is_described_from_stored_state() {
     );
 }
 
-/// An account holds at most `MAX_EVENTS_PER_USER` events (cancelled ones count): past it a
-/// create is refused with a sentence and writes nothing, another account is not affected, and
-/// the context block lists only the latest 50 by date, saying how many there are in all.
-#[tokio::test]
-async fn an_account_holds_at_most_the_most_events_and_the_context_lists_the_latest() {
-    let w = world().await;
-    let max = planner::MAX_EVENTS_PER_USER;
-    // Seeded in commits of 40 (no one action may change more), dated one day apart.
-    for batch in 0..max / 40 {
-        let changes = (0..40)
-            .map(|i| {
-                let n = batch * 40 + i;
-                let day = chrono_free_date(n);
+/// Seed `count` events of alice's from `first` on, dated one a day from `day0` (days since
+/// 2000-01-01, in 28-day months: enough for an order), in commits of 40 (no one action may
+/// change more).
+async fn seed_events(store: &SqliteStore, first: usize, count: usize, day0: usize) {
+    let ids: Vec<usize> = (first..first + count).collect();
+    for (batch, chunk) in ids.chunks(40).enumerate() {
+        let changes = chunk
+            .iter()
+            .map(|&n| {
+                let day = day0 + n - first;
+                let date = format!(
+                    "{:04}-{:02}-{:02}",
+                    2000 + day / 336,
+                    1 + day % 336 / 28,
+                    1 + day % 28
+                );
                 store::Change {
                     kind: "event".into(),
-                    id: format!("ev-seed-{n:04}"),
+                    id: format!("ev-seed-{n:05}"),
                     owner: UserId::from("alice"),
                     before: None,
                     after: Some(
-                        json!({"id": format!("ev-seed-{n:04}"), "title": format!("Seed {n}"),
-                        "starts_at": format!("{day}T10:00"), "venue": "Hall", "capacity": 10,
+                        json!({"id": format!("ev-seed-{n:05}"), "title": format!("Seed {n}"),
+                        "starts_at": format!("{date}T10:00"), "venue": "Hall", "capacity": 10,
                         "status": "draft", "registered": 0}),
                     ),
                 }
             })
             .collect();
-        w.store
+        store
             .commit(&store::ActionCommit {
-                action_id: format!("seed-{batch}"),
+                action_id: format!("seed-{first}-{batch}"),
                 actor: ActorKind::User,
                 user: UserId::from("alice"),
                 by_user: false,
@@ -477,61 +480,105 @@ async fn an_account_holds_at_most_the_most_events_and_the_context_lists_the_late
             .await
             .unwrap();
     }
-    let alice = caller("alice", "a-full");
-    let refused = w.planner.create_event(&alice, spring()).await.unwrap_err();
+}
+
+/// An account has at most `MAX_UPCOMING_EVENTS` upcoming events that are not cancelled
+/// (cancelling one makes room) and holds at most `MAX_EVENTS_PER_USER` in all: past either a
+/// create is refused with a sentence and writes nothing, and another account is not affected.
+/// The context block lists the next 50 from yesterday on, not all of them.
+#[tokio::test]
+async fn an_account_has_at_most_the_most_events_and_the_context_lists_the_next() {
+    let w = world().await;
+    // 2030-01-01T00:00Z; the seeds' day 10,752 is 2032-01-01 in their calendar.
+    let planner =
+        Planner::new(w.store.clone() as Arc<dyn Store>).with_clock(Arc::new(|| 1_893_456_000_000));
+    let (upcoming, all) = (planner::MAX_UPCOMING_EVENTS, planner::MAX_EVENTS_PER_USER);
+    seed_events(&w.store, 0, upcoming, 10_752).await;
+    let refused = planner
+        .create_event(&caller("alice", "a-full"), spring_in_2033())
+        .await
+        .unwrap_err();
     assert_eq!(
         refused.to_string(),
         format!(
-            "This account holds {max} events, the most one account may hold ({max}; cancelled \
-             ones count too). Nothing was created."
+            "This account has {upcoming} upcoming events that are not cancelled, the most one \
+             account may have ({upcoming}). Nothing was created: cancel some first, or create \
+             it once some have passed."
         )
     );
     assert_eq!(
         w.store
-            .records_of(&alice.user, "event")
+            .records_of(&"alice".into(), "event")
             .await
             .unwrap()
             .len(),
-        max
+        upcoming
     );
     assert!(
-        w.planner
-            .create_event(&caller("bob", "b1"), spring())
+        planner
+            .create_event(&caller("bob", "b1"), spring_in_2033())
+            .await
+            .is_ok()
+    );
+    planner
+        .cancel_event(&caller("alice", "a-cancel"), "ev-seed-00000")
+        .await
+        .unwrap();
+    assert!(
+        planner
+            .create_event(&caller("alice", "a-room"), spring_in_2033())
             .await
             .is_ok()
     );
 
-    let snap = w
-        .planner
-        .snapshot(&alice.user, &"conv-alice".into())
+    // The context block: the next 50 from yesterday on, in date order.
+    let snap = planner
+        .snapshot(&"alice".into(), &"conv-alice".into())
         .await
         .unwrap();
     let lines: Vec<&str> = snap.text.lines().collect();
     assert_eq!(
         lines[0],
-        format!("Events: {max} in all; the 50 latest by date here (list_events has them all)")
+        format!(
+            "Events: {} in all; these 50 are the next ones (and the latest before them); \
+             list_events with a `from` date lists others",
+            upcoming + 1
+        )
     );
-    assert_eq!(lines.len(), 51, "{}", snap.text);
     assert!(
-        lines[1].contains(&format!("ev-seed-{:04}", max - 50)),
+        lines[1].contains("ev-seed-00000 | Seed 0 | 2032-01-01 | cancelled"),
         "{}",
         lines[1]
     );
-    assert!(
-        lines[50].contains(&format!("ev-seed-{:04}", max - 1)),
-        "{}",
-        lines[50]
+    assert!(lines[50].contains("ev-seed-00049"), "{}", lines[50]);
+    // And the list from a date starts there.
+    let later = planner
+        .list_events_from(&caller("alice", "a-list"), Some("2034-01-01"))
+        .await
+        .unwrap();
+    assert!(later.iter().all(|e| e.starts_at.as_str() >= "2034-01-01"));
+    assert_eq!(later.len(), 1_000 - 672, "days 672 on of the seeds' 1,000");
+
+    // Past events count only toward the whole: at it, nothing more is created.
+    seed_events(&w.store, upcoming, all - upcoming - 1, 0).await;
+    let refused = planner
+        .create_event(&caller("alice", "a-all"), spring_in_2033())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refused.to_string(),
+        format!(
+            "This account holds {all} events, the most one account may hold ({all}, cancelled \
+             and past ones too). Nothing was created."
+        )
     );
 }
 
-/// Day `n` after 2020-01-01 as `YYYY-MM-DD`, in 28-day months (enough for an order).
-fn chrono_free_date(n: usize) -> String {
-    format!(
-        "{:04}-{:02}-{:02}",
-        2020 + n / 336,
-        1 + n % 336 / 28,
-        1 + n % 28
-    )
+fn spring_in_2033() -> NewEvent {
+    NewEvent {
+        starts_at: "2033-04-12T10:00".into(),
+        ..spring()
+    }
 }
 
 #[tokio::test]

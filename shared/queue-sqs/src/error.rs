@@ -14,9 +14,15 @@ const STALE_RECEIPT_CODES: [&str; 3] = [
     "AWS.SimpleQueueService.MessageNotInflight",
 ];
 
-/// The codes SQS answers `SendMessage` with when it refuses this message (too large,
-/// characters it does not allow); sending it again cannot help.
-const REJECTED_CODES: [&str; 2] = ["InvalidParameterValue", "InvalidMessageContents"];
+/// Whether SQS refused this message itself (characters it does not allow; longer than the
+/// queue's largest), so that sending it again cannot help. SQS also answers
+/// `InvalidParameterValue` for a queue set up wrong (a deduplication id on a standard queue,
+/// say): that one is not the message's fault, and stays an outage the platform retries (and
+/// the 5xx alarm reports).
+fn refuses_the_message(code: &str, message: &str) -> bool {
+    code == "InvalidMessageContents"
+        || (code == "InvalidParameterValue" && message.contains("Message must be shorter"))
+}
 
 /// Anything else: connection, timeout, throttling, a missing queue. The caller may retry.
 pub(crate) fn unavailable(err: impl std::error::Error + Send + Sync + 'static) -> QueueError {
@@ -41,12 +47,14 @@ where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
 {
     match err.code() {
-        Some(code) if REJECTED_CODES.contains(&code) => QueueError::Rejected {
-            reason: format!(
-                "SQS refused the message ({code}): {}",
-                err.message().unwrap_or("no message")
-            ),
-        },
+        Some(code) if refuses_the_message(code, err.message().unwrap_or_default()) => {
+            QueueError::Rejected {
+                reason: format!(
+                    "SQS refused the message ({code}): {}",
+                    err.message().unwrap_or("no message")
+                ),
+            }
+        }
         _ => unavailable(err),
     }
 }
@@ -102,6 +110,27 @@ mod tests {
             }
             other => panic!("expected Rejected, got {other:?}"),
         }
+        // Too long, in SQS's words: the message's fault.
+        let too_long = ErrorMetadata::builder()
+            .code("InvalidParameterValue")
+            .message(
+                "One or more parameters are invalid. Reason: Message must be shorter than \
+                 262144 bytes.",
+            )
+            .build();
+        assert!(matches!(
+            send(SendMessageError::generic(too_long)),
+            QueueError::Rejected { .. }
+        ));
+        // The same code for a queue set up wrong is not the message's fault: an outage.
+        let misconfigured = ErrorMetadata::builder()
+            .code("InvalidParameterValue")
+            .message("The request include parameter that is not valid for this queue type.")
+            .build();
+        assert!(matches!(
+            send(SendMessageError::generic(misconfigured)),
+            QueueError::Unavailable(_)
+        ));
         let err = send(SendMessageError::generic(meta("RequestThrottled")));
         let QueueError::Unavailable(source) = err else {
             panic!("expected Unavailable, got {err:?}");

@@ -121,7 +121,7 @@
 //! # Time to live
 //!
 //! Job claims carry a `ttl`: a finished one its `keep_until_ms`, rounded up to seconds, a
-//! running one `store::KEEP_ABANDONED_MS` past its expiry (a job dead-lettered or skipped
+//! running one `store::KEEP_ABANDONED_MS` past its expiry (a job dead-lettered or given up
 //! leaves one that nobody finishes; before, it stayed forever). So do
 //! link codes (their `expires_at_ms`, rounded up). DynamoDB deletes expired items late (and
 //! moto never), so every read treats an item whose `ttl` has passed as absent, the claim's

@@ -1,8 +1,8 @@
 //! `Retention`: a conversation's date in `conversation_expiry`; past it, one transaction deletes
 //! the conversation's row, messages, visible entries, tool results, pending confirmations and
 //! active records, and the date itself. A refresh that finds the date passed deletes first, so
-//! old words are never kept past their date by a late refresh. The sweep also forgets job
-//! claims that no delivery can need again (`CLAIM_FORGET_AT`), at most `CLAIMS_PER_SWEEP` a time.
+//! old words are never kept past their date by a late refresh. The sweep also deletes done job
+//! claims past their keep (`CLAIMS_GONE`), at most `CLAIMS_PER_SWEEP` a time.
 
 use crate::SqliteStore;
 use crate::error::unavailable;
@@ -22,10 +22,10 @@ const CONVERSATION_TABLES: &[(&str, &str)] = &[
     ("conversations", "id"),
 ];
 
-/// When a job's claim may be forgotten: a done one past its keep (`keep_until_ms` is set only
-/// on done claims), a running one [`store::KEEP_ABANDONED_MS`] past its expiry. Written as the
-/// index `job_claims_forget_at` is (schema migration 18), so the sweep reads only what goes.
-const CLAIM_FORGET_AT: &str = "coalesce(keep_until_ms, expires_at_ms + 2592000000)";
+/// The claims the sweep deletes: done ones past their keep (a delivery then claims afresh,
+/// as it would have anyway), over the partial index `job_claims_done_until` (migration 18).
+/// Running claims stay: the local queue keeps a dead letter until it is retried, whenever.
+const CLAIMS_GONE: &str = "status = 'done' AND keep_until_ms < ?1";
 
 /// The most claims one sweep deletes (it holds the writer meanwhile; the next sweep goes on).
 const CLAIMS_PER_SWEEP: i64 = 10_000;
@@ -93,7 +93,7 @@ impl Retention for SqliteStore {
                 }
                 tx.prepare_cached(&format!(
                     "DELETE FROM job_claims WHERE job_key IN
-                     (SELECT job_key FROM job_claims WHERE {CLAIM_FORGET_AT} < ?1 LIMIT ?2)"
+                     (SELECT job_key FROM job_claims WHERE {CLAIMS_GONE} LIMIT ?2)"
                 ))
                 .map_err(unavailable)?
                 .execute(params![now_ms, CLAIMS_PER_SWEEP])
@@ -108,53 +108,38 @@ impl Retention for SqliteStore {
 mod tests {
     use super::*;
     use crate::SqliteStore;
-    use store::{Claim, JobClaims, KEEP_ABANDONED_MS};
+    use store::{Claim, JobClaims};
 
     #[test]
-    fn the_forget_time_is_the_one_the_store_promises_and_its_index_serves_it() {
-        assert!(
-            CLAIM_FORGET_AT.contains(&format!("expires_at_ms + {KEEP_ABANDONED_MS})")),
-            "{CLAIM_FORGET_AT}"
-        );
-        let conn = Connection::open_in_memory().unwrap();
-        let mut conn = conn;
+    fn the_sweep_reads_done_claims_by_their_index() {
+        let mut conn = Connection::open_in_memory().unwrap();
         crate::schema::migrate(&mut conn, crate::schema::MIGRATIONS).unwrap();
         let plan: String = conn
             .query_row(
-                &format!(
-                    "EXPLAIN QUERY PLAN SELECT job_key FROM job_claims WHERE {CLAIM_FORGET_AT} < 1"
-                ),
-                [],
+                &format!("EXPLAIN QUERY PLAN SELECT job_key FROM job_claims WHERE {CLAIMS_GONE}"),
+                [1],
                 |r| r.get(3),
             )
             .unwrap();
-        assert!(plan.contains("job_claims_forget_at"), "{plan}");
+        assert!(plan.contains("job_claims_done_until"), "{plan}");
     }
 
-    /// Claims no delivery can need again are deleted by the sweep, and only those: a done one
-    /// past its keep, a running one (its job dead-lettered, say) 30 days past its expiry.
+    /// Done claims past their keep are deleted by the sweep, and only those: one still kept
+    /// stays, and so does a running one however old (its job may be a dead letter someone
+    /// retries later, which must resume as a retry).
     #[tokio::test]
-    async fn the_sweep_forgets_claims_past_their_time_and_keeps_the_rest() {
+    async fn the_sweep_deletes_done_claims_past_their_keep_and_nothing_else() {
         let store = SqliteStore::open_in_memory().unwrap();
         let t0 = 1_000_000;
-        for key in ["done-old", "done-kept", "abandoned", "running"] {
+        for key in ["done-old", "done-kept", "abandoned"] {
             assert_eq!(
                 store.claim_job(key, t0, t0 + 60_000).await.unwrap(),
                 Claim::Fresh
             );
         }
-        let now = t0 + 60_000 + KEEP_ABANDONED_MS + 1;
+        let now = t0 + 365 * 24 * 3_600_000;
         store.finish_job("done-old", now - 1).await.unwrap();
         store.finish_job("done-kept", now + 1).await.unwrap();
-        // Taken over a day before the sweep: its new expiry is recent.
-        let day = 24 * 3_600_000;
-        assert_eq!(
-            store
-                .claim_job("running", now - day, now - day + 60_000)
-                .await
-                .unwrap(),
-            Claim::TakenOver { attempt: 2 }
-        );
         store.sweep_expired(now).await.unwrap();
         let left: Vec<String> = store
             .db
@@ -168,10 +153,13 @@ mod tests {
             })
             .await
             .unwrap();
-        assert_eq!(left, ["done-kept", "running"]);
-        // What went is claimed afresh.
+        assert_eq!(left, ["abandoned", "done-kept"]);
         assert_eq!(
             store.claim_job("abandoned", now, now + 1).await.unwrap(),
+            Claim::TakenOver { attempt: 2 }
+        );
+        assert_eq!(
+            store.claim_job("done-old", now, now + 1).await.unwrap(),
             Claim::Fresh
         );
     }

@@ -204,10 +204,8 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     // 17: what an attempt that ended without finishing had sent of its reply (JSON of
     // `store::ReplySent`), for a retry after a restart.
     "ALTER TABLE job_claims ADD COLUMN reply_sent TEXT;",
-    // 18: when the sweep forgets a claim (`retention::CLAIM_FORGET_AT`, which must match): a
-    // done one past its keep, a running one `store::KEEP_ABANDONED_MS` past its expiry.
-    "CREATE INDEX job_claims_forget_at ON job_claims
-        (coalesce(keep_until_ms, expires_at_ms + 2592000000));",
+    // 18: done claims by their keep, for the sweep that deletes them once past it.
+    "CREATE INDEX job_claims_done_until ON job_claims (keep_until_ms) WHERE status = 'done';",
 ];
 
 /// The schema version this build writes and understands.

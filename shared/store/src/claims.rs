@@ -35,18 +35,20 @@ pub struct ReplySent {
     pub whole: bool,
 }
 
-/// How long a running claim nobody finished is kept past its expiry, in milliseconds: 30 days.
-/// A job that was skipped, dead-lettered or given up, or whose worker died for good, leaves
-/// one; before, it stayed forever (an unknown sender's every message left an item). Past this,
-/// a delivery of the job claims it afresh — none can come: the queue keeps a message 4 days
-/// and its dead-letter queue 14. DynamoDB deletes it by its `ttl`; SQLite's sweep does.
+/// How long a running claim nobody finished is kept past its expiry on DynamoDB, in
+/// milliseconds: 30 days. A job that was dead-lettered or given up, or whose worker died for
+/// good, leaves one; before, it stayed forever. Past it DynamoDB deletes the claim by its `ttl`
+/// (a delivery then claims afresh, as attempt 1 on the lease path and the next attempt on the
+/// other: none can come on SQS, which keeps a message 4 days, its dead-letter queue 14, and a
+/// redriven one 4 more). SQLite keeps running claims (the local queue keeps a dead letter until
+/// `bridle jobs retry`, whenever that is); its sweep deletes done claims past their keep.
 pub const KEEP_ABANDONED_MS: i64 = 30 * 24 * 3_600_000;
 
 /// Claim records for turn jobs: at most one worker runs a job at a time, and a finished job is
 /// never run again. Adapters implement `claim_job` as one conditional write (no read-then-write
 /// race): the claim succeeds only if no record exists or the existing one is in progress and
-/// expired. A record is kept until its job's `keep_until_ms` once done, and
-/// [`KEEP_ABANDONED_MS`] past its expiry while running; then it counts as absent.
+/// expired. A done record is kept until its job's `keep_until_ms`, then counts as absent; a
+/// running one on DynamoDB goes [`KEEP_ABANDONED_MS`] past its expiry.
 #[async_trait]
 pub trait JobClaims: Send + Sync {
     /// Try to claim `job_key` for a run that must end before `expires_at_ms`.

@@ -60,11 +60,22 @@ impl<S: Send + Sync> FromRequestParts<S> for CurrentUser {
 }
 
 /// Routes anyone may call: the platforms' webhooks (signed by the platform), sign-in itself,
-/// the health check and the page's static assets.
+/// the health check and the pages' static assets (the same code for everyone: nothing of a
+/// user's, and not worth a place in their reads per minute; the admin inspector's are not
+/// among them: to anyone but an admin it does not exist), and the icon a browser asks for by
+/// itself (a 404).
 fn is_public(path: &str) -> bool {
     matches!(
         path,
-        "/healthz" | "/app.js" | "/app.css" | "/auth/login" | "/auth/callback" | "/auth/signed-out"
+        "/healthz"
+            | "/app.js"
+            | "/app.css"
+            | "/timetable.js"
+            | "/connect.js"
+            | "/favicon.ico"
+            | "/auth/login"
+            | "/auth/callback"
+            | "/auth/signed-out"
     ) || path.starts_with("/webhooks/")
 }
 

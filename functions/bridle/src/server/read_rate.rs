@@ -1,9 +1,12 @@
 //! How many reads a signed-in user may make through the web app each minute
-//! (`BRIDLE_WEB_READS_PER_MINUTE`, default 300): pages, the conversation list, history, the
-//! reply stream, notes, the timetable, the admin pages. Each reads the session and the account
-//! and then what it shows — up to 200 conversations or 500 entries of history a request — and
-//! on AWS each is an invocation, so a session script could otherwise cost us reads at the speed
-//! of HTTP. The page itself makes a few a minute (it polls every 2 s only while a retry runs).
+//! (`BRIDLE_WEB_READS_PER_MINUTE`, default 300): pages, the conversation list, history, notes,
+//! the timetable, the admin pages (a message's reply streams in the answer to its POST, a
+//! change). Each reads the session and the account and then what it shows — up to 200
+//! conversations or 500 entries of history a request — and on AWS each is an invocation, so a
+//! session script could otherwise cost us reads at the speed of HTTP. The page makes 6–8 when
+//! it loads and about 30 a minute while a retry runs (it polls every 2 s then); static assets
+//! are public and not counted. Each count is one write to the ledger (on DynamoDB a conditional
+//! update, about the cost of a GET's own session and account reads).
 //! Counted in the budget ledger beside the changes ([`super::write_rate`]), all of a user's
 //! sessions together; without sign-in (the one local user, loopback only) nothing is counted.
 

@@ -84,8 +84,8 @@ pub(super) async fn counted(
         RequestCount::Unchecked => Some(
             ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
-                "Bridle could not check your request limit just now. Nothing was sent or \
-                 changed; try again in a moment.",
+                "Bridle could not check your request limit just now. Nothing was done; try \
+                 again in a moment.",
             )
             .into_response(),
         ),
