@@ -24,10 +24,18 @@ pub struct Prepared {
     pub notes: Vec<String>,
 }
 
-/// Fetch and store every attachment of `job`, in order. `None`: attachments are not set up.
+/// The most attachments read from one message (Twilio's MMS carries at most 10, Slack's file
+/// share 10; WhatsApp and Telegram one). Each is a download of up to 10 MB, kept in the media
+/// store, and fetched before the turn's guards run, so a message must not ask for more; the
+/// rest are named in one note.
+pub const MAX_ATTACHMENTS: usize = 10;
+
+/// Fetch and store the attachments of `job`, in order, at most [`MAX_ATTACHMENTS`]. `None`:
+/// attachments are not set up.
 pub async fn prepare(attachments: Option<&Attachments>, job: &TurnJob) -> Prepared {
     let mut prepared = Prepared::default();
-    for (n, m) in job.media.iter().enumerate() {
+    let left_out = job.media.len().saturating_sub(MAX_ATTACHMENTS);
+    for (n, m) in job.media.iter().enumerate().take(MAX_ATTACHMENTS) {
         let inbound = InboundMedia {
             reference: m.reference.clone(),
             mime_type: m.mime_type.clone(),
@@ -63,6 +71,13 @@ pub async fn prepare(attachments: Option<&Attachments>, job: &TurnJob) -> Prepar
                 prepared.notes.push(note(&m.mime_type, &e));
             }
         }
+    }
+    if left_out > 0 {
+        tracing::warn!(job = %job.dedupe_key(), left_out, "attachments past the limit not read");
+        prepared.notes.push(format!(
+            "[The user sent {left_out} more attachments that were not read: at most \
+             {MAX_ATTACHMENTS} are read from one message.]"
+        ));
     }
     prepared
 }
@@ -140,6 +155,41 @@ mod tests {
         assert_eq!(
             p.notes,
             ["[The user sent an image that could not be read: attachments cannot be read here.]"]
+        );
+    }
+
+    /// Past `MAX_ATTACHMENTS`, the rest are neither fetched nor used (here all twelve are
+    /// stored already, so only the limit keeps the last two out) and one note names them.
+    #[tokio::test]
+    async fn at_most_ten_attachments_are_read_from_one_message() {
+        let mut job = job_with_an_image();
+        job.media = vec![job.media[0].clone(); 12];
+        let store = Arc::new(channels::media::InMemory::default());
+        let mut stored = Vec::new();
+        for n in 0..12 {
+            let key = media_key(&job.channel, &job.conversation_key, &job.message_id, n);
+            stored.push(
+                store
+                    .put(&key, "image/jpeg", b"jpeg".to_vec())
+                    .await
+                    .unwrap(),
+            );
+        }
+        let attachments = Attachments {
+            fetcher: channels::media::MediaFetcher::new(
+                channels::media::PlatformMedia::default(),
+                Default::default(),
+            ),
+            store,
+        };
+        let p = prepare(Some(&attachments), &job).await;
+        assert_eq!(p.refs, stored[..MAX_ATTACHMENTS]);
+        assert_eq!(
+            p.notes,
+            [
+                "[The user sent 2 more attachments that were not read: at most 10 are read from \
+              one message.]"
+            ]
         );
     }
 
