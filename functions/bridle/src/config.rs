@@ -283,14 +283,18 @@ impl ServeConfig {
             problems.push(problem);
             mcp::RateLimit::default()
         });
-        let web_write_rate = crate::server::write_rate::from_vars(var).unwrap_or_else(|problem| {
-            problems.push(problem);
-            crate::server::write_rate::default_rate()
-        });
-        let web_read_rate = crate::server::read_rate::from_vars(var).unwrap_or_else(|problem| {
-            problems.push(problem);
-            crate::server::read_rate::default_rate()
-        });
+        let web_write_rate = crate::server::web_rates::WRITES
+            .from_vars(var)
+            .unwrap_or_else(|problem| {
+                problems.push(problem);
+                crate::server::web_rates::WRITES.default_rate()
+            });
+        let web_read_rate = crate::server::web_rates::READS
+            .from_vars(var)
+            .unwrap_or_else(|problem| {
+                problems.push(problem);
+                crate::server::web_rates::READS.default_rate()
+            });
 
         let sign_in = sign_in_from(&var, &addr, &mut problems);
 

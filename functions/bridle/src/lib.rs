@@ -143,8 +143,8 @@ impl Default for AppOptions {
             store: None,
             tokens: None,
             mcp_rate: mcp::RateLimit::default(),
-            web_write_rate: server::write_rate::default_rate(),
-            web_read_rate: server::read_rate::default_rate(),
+            web_write_rate: server::web_rates::WRITES.default_rate(),
+            web_read_rate: server::web_rates::READS.default_rate(),
             streams_per_user: server::streams::DEFAULT_PER_USER,
         }
     }

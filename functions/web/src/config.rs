@@ -123,14 +123,18 @@ impl WebConfig {
             problems.push(problem);
             mcp::RateLimit::default()
         });
-        let web_write_rate = bridle::server::write_rate::from_vars(var).unwrap_or_else(|problem| {
-            problems.push(problem);
-            bridle::server::write_rate::default_rate()
-        });
-        let web_read_rate = bridle::server::read_rate::from_vars(var).unwrap_or_else(|problem| {
-            problems.push(problem);
-            bridle::server::read_rate::default_rate()
-        });
+        let web_write_rate = bridle::server::web_rates::WRITES
+            .from_vars(var)
+            .unwrap_or_else(|problem| {
+                problems.push(problem);
+                bridle::server::web_rates::WRITES.default_rate()
+            });
+        let web_read_rate = bridle::server::web_rates::READS
+            .from_vars(var)
+            .unwrap_or_else(|problem| {
+                problems.push(problem);
+                bridle::server::web_rates::READS.default_rate()
+            });
         let open_chat = OpenChat::from_vars(&var).unwrap_or_else(|p| {
             problems.extend(p);
             OpenChat::default()

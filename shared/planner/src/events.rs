@@ -11,8 +11,9 @@ use store::{
 /// the timetable page, every turn's context block, this check) reads them all, so without a
 /// limit an MCP client or a manipulated model could create events at its request rate for as
 /// long as it liked and make every later read cost more (2,000 events are about 600 KB, 150
-/// strongly consistent read units on DynamoDB). Checked by reading the list before the write, so requests racing at a limit can
-/// pass it by at most as many as run at once; every later one is refused.
+/// strongly consistent read units on DynamoDB). Checked by reading the list before the write,
+/// so requests racing at a limit can pass it by at most as many as run at once; every later
+/// one is refused.
 pub const MAX_EVENTS_PER_USER: usize = 2_000;
 
 /// The most upcoming events (not cancelled, dated from yesterday on) one account may have: the
@@ -280,7 +281,6 @@ fn undo_answer(outcome: &UndoOutcome, here: bool) -> String {
     }
 }
 
-/// The events among `records` (a record that is not one is left out), by start and id.
 impl Planner {
     /// [`PlannerError::Rule`] when the caller's account has no room for another event
     /// ([`MAX_UPCOMING_EVENTS`], [`MAX_EVENTS_PER_USER`]).
@@ -319,6 +319,7 @@ pub(crate) fn recent_date(now_ms: i64) -> String {
     yesterday.strftime("%Y-%m-%d").to_string()
 }
 
+/// The events among `records` (a record that is not one is left out), by start and id.
 pub(crate) fn sorted_events(records: Vec<store::Record>) -> Vec<Event> {
     let mut events: Vec<Event> = records
         .into_iter()

@@ -1,13 +1,13 @@
 //! The gate in front of every route but the public ones: who is asking (the session's user, or
 //! the local user when no sign-in is configured), and, for a state-changing request of a
 //! signed-in user, the session's CSRF token in `X-CSRF-Token` and a place in the user's
-//! changes per minute ([`write_rate`]); for any other request of a signed-in user, a place in
-//! the user's reads per minute ([`read_rate`]). A request without a session gets
+//! changes per minute ([`web_rates::WRITES`]); for any other request of a signed-in user, a
+//! place in the user's reads per minute ([`web_rates::READS`]). A request without a session gets
 //! 401 (JSON) — `GET /` is sent to sign in instead.
 
 use super::{SESSION_COOKIE, SignIn, hash_secret};
 use crate::server::errors::ApiError;
-use crate::server::{App, LOCAL_USER, read_rate, write_rate};
+use crate::server::{App, LOCAL_USER, web_rates};
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
@@ -156,13 +156,14 @@ pub async fn gate(State(app): State<App>, mut request: Request, next: Next) -> R
         Err(err) => return ApiError::internal(err).into_response(),
     };
     if request.method().is_safe()
-        && let Some(refused) = read_rate::refusal(
-            app.read_rate,
-            app.store.as_ref(),
-            &current.user,
-            (app.clock)(),
-        )
-        .await
+        && let Some(refused) = web_rates::READS
+            .refusal(
+                app.read_rate,
+                app.store.as_ref(),
+                &current.user,
+                (app.clock)(),
+            )
+            .await
     {
         return refused;
     }
@@ -181,13 +182,14 @@ pub async fn gate(State(app): State<App>, mut request: Request, next: Next) -> R
             .into_response();
         }
         if path != "/auth/logout"
-            && let Some(refused) = write_rate::refusal(
-                app.write_rate,
-                app.store.as_ref(),
-                &current.user,
-                (app.clock)(),
-            )
-            .await
+            && let Some(refused) = web_rates::WRITES
+                .refusal(
+                    app.write_rate,
+                    app.store.as_ref(),
+                    &current.user,
+                    (app.clock)(),
+                )
+                .await
         {
             return refused;
         }

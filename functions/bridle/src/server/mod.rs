@@ -10,13 +10,12 @@ mod inspect_view;
 mod limits;
 mod link;
 pub mod owners;
-pub mod read_rate;
 pub mod streams;
 pub mod sweep;
 mod timetable;
 mod tokens;
+pub mod web_rates;
 mod webhooks;
-pub mod write_rate;
 
 pub use limits::HttpLimits;
 pub use webhooks::Channels;
@@ -99,9 +98,9 @@ pub struct App {
     pub mcp: Router,
     /// The users' MCP access tokens ("Connect an AI client").
     pub tokens: Arc<dyn store::Tokens>,
-    /// Changes each signed-in user may make a minute ([`write_rate`]).
+    /// Changes each signed-in user may make a minute ([`web_rates::WRITES`]).
     pub write_rate: budget::RequestRate,
-    /// Reads each signed-in user may make a minute ([`read_rate`]).
+    /// Reads each signed-in user may make a minute ([`web_rates::READS`]).
     pub read_rate: budget::RequestRate,
 }
 
