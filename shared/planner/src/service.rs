@@ -182,6 +182,9 @@ impl Planner {
                 id: foreign.id.clone(),
             });
         }
+        if let Some(why) = changes.iter().find_map(too_big) {
+            return Err(PlannerError::Rule(why));
+        }
         let commit = ActionCommit {
             action_id: action_id.to_owned(),
             actor,
@@ -198,6 +201,22 @@ impl Planner {
     pub(crate) fn now(&self) -> i64 {
         (self.clock)()
     }
+}
+
+/// Why `c` may not be written, when it would make its record bigger than the store keeps
+/// ([`store::MAX_RECORD_BYTES`]; the store refuses it too, in words for the model here).
+fn too_big(c: &Change) -> Option<String> {
+    let bytes = store::canonical_json(c.after.as_ref()?).len();
+    (bytes > store::MAX_RECORD_BYTES).then(|| {
+        format!(
+            "That would make this {} {} KB, and one holds at most {} KB, so nothing was changed. \
+             Make room first: fewer or shorter entries (for a program, shorter titles, speaker \
+             lists or session ids).",
+            c.kind,
+            bytes.div_ceil(1_000),
+            store::MAX_RECORD_BYTES / 1_000
+        )
+    })
 }
 
 /// A change from `before` (as stored) to `after`.

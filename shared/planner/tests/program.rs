@@ -649,3 +649,102 @@ async fn one_message_changes_at_most_what_one_undo_can_take_back() {
         );
     }
 }
+
+/// The program's size in the store, as one record.
+async fn program_bytes(w: &World, event: &str) -> usize {
+    let record = w
+        .store
+        .record(planner::PROGRAM, event)
+        .await
+        .unwrap()
+        .unwrap();
+    store::canonical_json(&record.value).len()
+}
+
+#[tokio::test]
+async fn a_program_past_what_one_record_holds_is_refused_in_words_and_kept_as_it_was() {
+    let w = world().await;
+    // An ordinary conference at the session limit fits with room to spare.
+    let ordinary = spring_with_rooms(&w).await;
+    for n in 0..planner::MAX_SESSIONS {
+        let session = NewSession {
+            title: format!("Session {n:03}: what we learned running the spring league"),
+            duration: 30,
+            track: Some("Coaching".into()),
+            speakers: vec![format!("Speaker {n} Lastname"), "Dana Lee".into()],
+            audience: 20,
+            ..NewSession::default()
+        };
+        add(&w, &ordinary, &format!("o{n}"), session).await;
+    }
+    let bytes = program_bytes(&w, &ordinary).await;
+    println!(
+        "a program of {} ordinary sessions: {bytes} bytes",
+        planner::MAX_SESSIONS
+    );
+    assert!(bytes < store::MAX_RECORD_BYTES, "{bytes}");
+
+    // A model filling every field to its schema's length reaches the limit long before.
+    let stuffed = spring_with_rooms(&w).await;
+    let heavy = |n: usize| NewSession {
+        title: format!("{n:03}{}", "t".repeat(150)),
+        duration: 5,
+        track: Some("k".repeat(80)),
+        speakers: (0..20)
+            .map(|s| format!("{n:03}{s:02}{}", "s".repeat(115)))
+            .collect(),
+        audience: 1,
+        ..NewSession::default()
+    };
+    let mut added = 0;
+    let refusal = loop {
+        match w
+            .planner
+            .add_session(
+                &caller("alice", &format!("h{added}")),
+                &stuffed,
+                heavy(added),
+            )
+            .await
+        {
+            Ok(_) => added += 1,
+            Err(e) => break e,
+        }
+        assert!(added < planner::MAX_SESSIONS, "never refused");
+    };
+    assert!(
+        matches!(&refusal, PlannerError::Rule(why) if why.contains("at most 100 KB") && why.contains("program")),
+        "{refusal:?}"
+    );
+    let kept = program_bytes(&w, &stuffed).await;
+    assert!(kept <= store::MAX_RECORD_BYTES, "{kept}");
+    let first = w
+        .store
+        .record(planner::PROGRAM, &stuffed)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        first.value["program"]["sessions"].as_array().unwrap().len(),
+        added,
+        "the refused session is not in the program"
+    );
+    // Smaller edits still go through: the program is not stuck at its limit.
+    let first_id = first.value["program"]["sessions"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    w.planner
+        .edit_session(
+            &caller("alice", "shorter"),
+            &stuffed,
+            &first_id,
+            planner::SessionChanges {
+                speakers: Some(vec!["Dana Lee".into()]),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert!(program_bytes(&w, &stuffed).await < kept);
+}

@@ -6,12 +6,12 @@ use crate::DynamoStore;
 use crate::error::unavailable;
 use crate::item::{Item, corrupt, get_n, get_s, n, s};
 use crate::keys::{
-    HEAD, PK, REC, SK, action_sk, audit_pk, audit_sk, listing_sk, owner_pk, record_pk, stack_sk,
+    HEAD, PK, REC, SK, audit_pk, audit_sk, listing_sk, owner_pk, record_pk, stack_sk,
 };
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
-use store::{ActorKind, AuditEntry, Change, MAX_ACTION_WEIGHT, StoreError, canonical_json};
+use store::{ActorKind, AuditEntry, Change, StoreError, canonical_json};
 use transcript::UserId;
 
 pub(crate) const KIND: &str = "kind";
@@ -22,8 +22,6 @@ pub(crate) const SEQ: &str = "seq";
 pub(crate) const ACTION_ID: &str = "action_id";
 /// An action's index item: the seqs of its rows (a number set).
 pub(crate) const SEQS: &str = "seqs";
-/// An action's index item: what its rows weigh (see `store::MAX_ACTION_WEIGHT`).
-const WEIGHT: &str = "weight";
 const ACTOR: &str = "actor";
 pub(crate) const BY_USER: &str = "by_user";
 const AT_MS: &str = "at_ms";
@@ -46,6 +44,23 @@ pub(crate) struct Head {
     pub stack_from: u64,
 }
 
+/// The head as read (`None`: no row yet).
+pub(crate) fn head_of(item: Option<&Item>, user: &UserId) -> Result<Head, StoreError> {
+    let Some(item) = item else {
+        return Ok(Head {
+            seq: 0,
+            stack_from: 1,
+        });
+    };
+    let what = format!("audit head of {user}");
+    let seq = get_n(item, SEQ, &what)?;
+    let stack_from = match item.get(STACK_FROM) {
+        Some(_) => get_n(item, STACK_FROM, &what)?,
+        None => seq + 1,
+    };
+    Ok(Head { seq, stack_from })
+}
+
 impl DynamoStore {
     pub(crate) async fn audit_head(&self, user: &UserId) -> Result<Head, StoreError> {
         let out = self
@@ -58,59 +73,28 @@ impl DynamoStore {
             .send()
             .await
             .map_err(unavailable)?;
-        let Some(item) = out.item else {
-            return Ok(Head {
-                seq: 0,
-                stack_from: 1,
-            });
-        };
-        let what = format!("audit head of {user}");
-        let seq = get_n(&item, SEQ, &what)?;
-        let stack_from = match item.get(STACK_FROM) {
-            Some(_) => get_n(&item, STACK_FROM, &what)?,
-            None => seq + 1,
-        };
-        Ok(Head { seq, stack_from })
+        head_of(out.item.as_ref(), user)
     }
 
-    /// A row on the undo stack gets its stack entry and its seq in its action's index, in the
-    /// transaction that writes it (nothing for a row that is not on the stack). The index also
-    /// adds up the action's weight, and refuses a row that would take it past
-    /// `store::MAX_ACTION_WEIGHT`: it is the last item, so a cancellation that names it is that.
-    pub(crate) fn stack_writes(
+    /// A row on the undo stack gets its stack entry, in the transaction that writes it (none
+    /// for a row that is not on the stack). Its seq goes into its action's index there too
+    /// (`DynamoStore::index_write`).
+    pub(crate) fn stack_entry(
         &self,
         row: &AuditEntry,
-    ) -> Result<Vec<TransactWriteItem>, StoreError> {
+    ) -> Result<Option<TransactWriteItem>, StoreError> {
         if !row.on_undo_stack() {
-            return Ok(Vec::new());
+            return Ok(None);
         }
-        let pk = audit_pk(&row.user);
-        let weight = 2 * row.changes.len() + 1;
         let entry = Put::builder()
             .table_name(&self.table)
-            .item(PK, s(&pk))
+            .item(PK, s(audit_pk(&row.user)))
             .item(SK, s(stack_sk(row.conversation.as_ref(), row.seq)))
             .item(ACTION_ID, s(&row.action_id))
             .item(SEQ, n(row.seq))
             .build()
             .map_err(unavailable)?;
-        let index = Update::builder()
-            .table_name(&self.table)
-            .key(PK, s(pk))
-            .key(SK, s(action_sk(&row.action_id)))
-            .update_expression("ADD #seqs :seq, #weight :weight")
-            .condition_expression("attribute_not_exists(#weight) OR #weight <= :room")
-            .expression_attribute_names("#seqs", SEQS)
-            .expression_attribute_names("#weight", WEIGHT)
-            .expression_attribute_values(":seq", AttributeValue::Ns(vec![row.seq.to_string()]))
-            .expression_attribute_values(":weight", n(weight))
-            .expression_attribute_values(":room", n(MAX_ACTION_WEIGHT.saturating_sub(weight)))
-            .build()
-            .map_err(unavailable)?;
-        Ok(vec![
-            TransactWriteItem::builder().put(entry).build(),
-            TransactWriteItem::builder().update(index).build(),
-        ])
+        Ok(Some(TransactWriteItem::builder().put(entry).build()))
     }
 
     /// An undone row leaves the stack: its entry goes (none for a row from before entries).

@@ -91,11 +91,16 @@
 //! for its newer rows first. A transaction holds at most 100 items: a commit writes two per
 //! change (the record and its listing entry) and four more (head, row, entry, index), so one
 //! commit changes at most 47 records with a receipt; an undo writes two per record it reverts,
-//! one per row and three more, so the index also adds up its action's weight and refuses a
-//! commit past `store::MAX_ACTION_WEIGHT` (`TooLarge`, nothing written): however a model chains
-//! its calls, its turn stays small enough to undo in one transaction (before, 34 commits to as
-//! many records made a turn that no undo could take back, and that blocked every undo behind
-//! it). The undone rows' entries go in when they fit, else right after it (a crash in between
+//! one per row and four more, so the index also adds up its action's weight, and what its undo
+//! would hold in bytes with the records it touched (`store`'s `undo_bytes`: an undo's row is
+//! one item, at most 400 KB). A commit on the stack reads the index with the audit head (one
+//! consistent `BatchGetItem`), refuses itself past `store::MAX_ACTION_WEIGHT` or
+//! `store::MAX_ROW_BYTES` (`TooLarge`, nothing written) and writes the index back on the
+//! condition that it still holds what was read (`action_index.rs`); an undo adds what it
+//! restores to the bytes. However a model chains its calls, its turn stays small enough to undo
+//! in one transaction (before, 34 commits to as many records made a turn that no undo could
+//! take back, and that blocked every undo behind it; and an action's records past about 195 KB
+//! made an undo row DynamoDB refuses). The undone rows' entries go in when they fit, else right after it (a crash in between
 //! leaves stale entries, which the next undo skips). Rows an older version writes after `stack_from` was set (both running
 //! during a deploy) have no entry: a conversation's undo never sees them, and an undo anywhere
 //! that meets one reads the whole log for it.
@@ -146,6 +151,7 @@
 //! under concurrent requests, which DynamoDB does and the suite's races check.
 
 mod accounts;
+mod action_index;
 mod audit;
 mod body;
 mod budget;

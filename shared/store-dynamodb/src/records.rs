@@ -1,6 +1,7 @@
 //! `Records` reads and commits (see the crate docs for the transaction). Undo is `undo.rs`.
 
 use crate::DynamoStore;
+use crate::action_index::ActionIndex;
 use crate::audit::{BODY, OWNER, RID, audit_entry, refused_items};
 use crate::error::unavailable;
 use crate::item::{Item, corrupt, get_s, s};
@@ -45,10 +46,25 @@ impl Records for DynamoStore {
 
     async fn commit(&self, commit: &ActionCommit) -> Result<(), StoreError> {
         commit.validate()?;
-        // Alone past the limit; with the action's earlier rows, the index's condition decides.
+        // Alone past the limit; with the action's earlier rows, what its index holds decides.
         commit.check_weight(0)?;
         for _ in 0..TRIES {
-            let prev = self.audit_head(&commit.user).await?.seq;
+            // On the undo stack: the action's index with the head, in one request, to decide
+            // the action's limits from.
+            let (head, index) = if commit.weight() > 0 {
+                self.head_and_index(&commit.user, &commit.action_id).await?
+            } else {
+                (self.audit_head(&commit.user).await?, ActionIndex::default())
+            };
+            let prev = head.seq;
+            let undo_bytes = if commit.weight() > 0 {
+                commit.check_weight(index.weight())?;
+                let total = index.undo_bytes_after(commit);
+                commit.check_undo_bytes(total)?;
+                total
+            } else {
+                0
+            };
             let row = AuditEntry {
                 seq: prev + 1,
                 action_id: commit.action_id.clone(),
@@ -76,9 +92,10 @@ impl Records for DynamoStore {
             if let Some(receipt) = &commit.receipt {
                 writes.push(self.receipt_put(receipt)?);
             }
-            // Last: the index's condition is the action's weight (see `stack_writes`).
-            writes.extend(self.stack_writes(&row)?);
-            let index_at = (commit.weight() > 0).then(|| writes.len() - 1);
+            if let Some(entry) = self.stack_entry(&row)? {
+                writes.push(entry);
+                writes.push(self.index_write(&commit.user, commit, row.seq, &index, undo_bytes)?);
+            }
             let sent = self
                 .client
                 .transact_write_items()
@@ -104,18 +121,11 @@ impl Records for DynamoStore {
                     ),
                 });
             }
-            if index_at.is_some_and(|i| refused.get(i) == Some(&true)) {
-                return Err(StoreError::TooLarge {
-                    what: format!(
-                        "action {} would change more than one undo can take back",
-                        commit.action_id
-                    ),
-                });
-            }
             if !refused.iter().any(|r| *r) {
                 return Err(unavailable(err));
             }
-            // Only the audit head moved: another commit of this user got in first.
+            // Only the audit head or the action's index moved: another commit or an undo of
+            // this user got in first. Read them again.
         }
         Err(StoreError::Unavailable(
             format!("audit log of {}: too many concurrent writers", commit.user).into(),

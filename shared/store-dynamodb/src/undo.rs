@@ -72,6 +72,12 @@ impl DynamoStore {
             }
             writes.push(self.head_bump(user, prev)?);
             writes.push(self.audit_put(&undo.audit_row(prev + 1, &action_id, changes.clone()))?);
+            // What the action's undo would hold moves with what this one restores (rows from
+            // before the entries have no index).
+            if rows.iter().all(|row| row.seq >= head.stack_from) {
+                let delta = store::undone_bytes(&changes);
+                writes.push(self.index_undone(user, &action_id, delta)?);
+            }
             // Last, so the refused items' positions above still name the changes.
             for change in &changes {
                 writes.push(self.listing_write(change)?);

@@ -17,6 +17,7 @@
 //! backend or the engine.
 
 mod accounts;
+mod action_bytes;
 mod budget;
 mod claims;
 mod confirmations;

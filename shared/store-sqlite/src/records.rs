@@ -55,6 +55,10 @@ impl Records for SqliteStore {
                         what: format!("{}/{} changed since it was read", stale.kind, stale.id),
                     });
                 }
+                if commit.weight() > 0 {
+                    // After every `before` is checked: the running total counts on them.
+                    crate::action_bytes::count(tx, &commit)?;
+                }
                 apply(tx, &commit.changes)?;
                 append_audit(tx, &audit_row(&commit, None))?;
                 if let Some(receipt) = &commit.receipt {
@@ -86,6 +90,8 @@ impl Records for SqliteStore {
                     });
                 }
                 apply(tx, &changes)?;
+                let delta = store::undone_bytes(&changes);
+                crate::action_bytes::undone(tx, &undo.user, &action_id, delta)?;
                 for row in &rows {
                     tx.prepare_cached(
                         "UPDATE audit SET undone_by = ?3 WHERE user_id = ?1 AND seq = ?2",

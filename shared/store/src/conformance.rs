@@ -37,6 +37,7 @@ mod receipts;
 mod sessions;
 mod tool_results;
 mod turn_writes;
+mod undo_bytes;
 mod undo_scope;
 
 pub use accounts::{
@@ -55,6 +56,7 @@ pub use turn_writes::{
     check_append_with_tool_result_reserving, check_conversation_and_account, check_finish_turn,
     check_start_turn_reserving,
 };
+pub use undo_bytes::check_action_bytes;
 pub use undo_scope::check_undo_scope;
 
 pub use budget::{
@@ -122,6 +124,7 @@ macro_rules! conformance_tests {
             undo_conflict_and_other_parties => check_undo_conflict_and_other_parties,
             undo_scoped_to_a_conversation => check_undo_scope,
             an_action_stays_small_enough_to_undo => check_action_weight,
+            an_action_writes_no_more_bytes_than_one_undo_takes => check_action_bytes,
             pending_confirmations => check_pending_confirmations,
             accounts => check_accounts,
             create_account_refuses_taken_id_or_email => check_create_account,

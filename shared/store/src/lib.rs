@@ -30,6 +30,7 @@ mod sessions;
 mod tokens;
 mod tool_results;
 mod turn_writes;
+mod undo_bytes;
 mod visible;
 
 pub use accounts::{
@@ -53,6 +54,7 @@ pub use sessions::{Session, Sessions};
 pub use tokens::{McpToken, TokenScope, Tokens};
 pub use tool_results::ToolResults;
 pub use turn_writes::{ClaimWithLease, ClaimedWithLease, StartRead, TurnFinish, TurnWrites};
+pub use undo_bytes::{MAX_RECORD_BYTES, MAX_ROW_BYTES, change_bytes, touched_key, undone_bytes};
 pub use visible::{Button, VisibleEntry, VisibleRole};
 
 use async_trait::async_trait;

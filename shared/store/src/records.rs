@@ -78,7 +78,9 @@ impl ActorKind {
 /// The most the commits of one action on the user's undo stack may weigh together: two per
 /// change and one per commit ([`ActionCommit::weight`]). One undo reverts a whole action in one
 /// atomic write, and DynamoDB takes at most 100 items in one: two per record reverted, one per
-/// row and three more (the head, the undo's row, a receipt). Past it a commit is
+/// row and four more (the head, the undo's row, the action's index, a receipt). What the action
+/// writes is limited in bytes too (`undo_bytes.rs`: [`MAX_RECORD_BYTES`](crate::MAX_RECORD_BYTES),
+/// [`MAX_ROW_BYTES`](crate::MAX_ROW_BYTES)). Past it a commit is
 /// [`StoreError::TooLarge`] and writes nothing, so a turn (however a model chains its calls)
 /// can never make itself too big to undo, or block the undos behind it. The next action starts
 /// afresh. Commits of other parties (not on the stack) are not counted.
@@ -145,7 +147,8 @@ impl ActionCommit {
     }
 
     /// What every adapter refuses before touching storage: no change, a change from nothing to
-    /// nothing, or two changes of one record.
+    /// nothing, or two changes of one record ([`StoreError::Invalid`]); a record or a row past
+    /// its size ([`ActionCommit::check_bytes`], [`StoreError::TooLarge`]).
     pub fn validate(&self) -> Result<(), StoreError> {
         let invalid = |what: String| Err(StoreError::Invalid { what });
         if self.changes.is_empty() {
@@ -163,7 +166,7 @@ impl ActionCommit {
                 ));
             }
         }
-        Ok(())
+        self.check_bytes()
     }
 }
 
