@@ -1,0 +1,102 @@
+//! The byte limits (`store`'s `undo_bytes`) against DynamoDB's own: the emulator refuses an
+//! item past 400 KB in a transaction as DynamoDB does, and the largest action the limits let
+//! through is undone in one go, its undo's row one item.
+
+mod support;
+
+use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
+use serde_json::json;
+use store::{
+    ActionCommit, ActorKind, Change, MAX_ROW_BYTES, Records, StoreError, UndoOutcome, UndoRequest,
+    UndoScope,
+};
+use support::fresh_store;
+use transcript::UserId;
+
+#[tokio::test]
+async fn a_transaction_refuses_an_item_past_400_kb() {
+    let store = fresh_store().await;
+    let put = |bytes: usize| {
+        let put = Put::builder()
+            .table_name(store.table())
+            .item("pk", AttributeValue::S("AUDIT#x".into()))
+            .item("sk", AttributeValue::S(format!("ACT#{bytes}")))
+            .item("changes", AttributeValue::S("z".repeat(bytes)))
+            .build()
+            .unwrap();
+        TransactWriteItem::builder().put(put).build()
+    };
+    let client = support::client();
+    let send = |bytes| {
+        client
+            .transact_write_items()
+            .transact_items(put(bytes))
+            .send()
+    };
+    assert!(
+        send(400 * 1024).await.is_err(),
+        "a 400 KB item must not fit"
+    );
+    send(MAX_ROW_BYTES + 1_000)
+        .await
+        .expect("a row at the limit fits");
+}
+
+#[tokio::test]
+async fn the_largest_action_the_limits_let_through_undoes_in_one_go() {
+    let store = fresh_store().await;
+    let user = UserId::from("u-max");
+    let create = |id: &str, bytes: usize| ActionCommit {
+        action_id: "max".into(),
+        actor: ActorKind::Agent,
+        user: user.clone(),
+        by_user: true,
+        at_ms: 1,
+        changes: vec![Change {
+            kind: "program".into(),
+            id: id.into(),
+            owner: user.clone(),
+            before: None,
+            after: Some(json!({ "text": "x".repeat(bytes) })),
+        }],
+        receipt: None,
+        conversation: None,
+    };
+    // 3 × 99.5 KB + 45 KB: about 344 KB, just inside MAX_ROW_BYTES; 10 KB more is not.
+    for (id, bytes) in [
+        ("p1", 99_500),
+        ("p2", 99_500),
+        ("p3", 99_500),
+        ("p4", 45_000),
+    ] {
+        store.commit(&create(id, bytes)).await.unwrap();
+    }
+    let past = store.commit(&create("p5", 10_000)).await;
+    assert!(matches!(past, Err(StoreError::TooLarge { .. })), "{past:?}");
+    let undone = store
+        .undo_last(&UndoRequest {
+            user: user.clone(),
+            scope: UndoScope::Anywhere,
+            action_id: "undo-max".into(),
+            actor: ActorKind::User,
+            conversation: None,
+            at_ms: 2,
+            receipt: None,
+        })
+        .await
+        .unwrap();
+    assert!(
+        matches!(&undone, UndoOutcome::Undone { action_id, changes } if action_id == "max" && changes.len() == 4),
+        "{undone:?}"
+    );
+    for id in ["p1", "p2", "p3", "p4", "p5"] {
+        assert!(store.record("program", id).await.unwrap().is_none(), "{id}");
+    }
+    let log = store.audit_log(&user).await.unwrap();
+    let row = serde_json::to_string(&log[0].changes).unwrap().len();
+    assert_eq!(log[0].reverts.as_deref(), Some("max"));
+    assert!(
+        row > 340_000 && row <= MAX_ROW_BYTES,
+        "the undo's row: {row} bytes"
+    );
+}
