@@ -29,8 +29,9 @@ impl From<StoreError> for PlannerError {
         match err {
             StoreError::Conflict { .. } => PlannerError::Changed,
             StoreError::TooLarge { .. } => PlannerError::Rule(
-                "This message has already changed as much as one undo can take back, so this \
-                 change was not made. Ask for the rest in a new message."
+                "This message has already changed as much as one undo can take back (or this \
+                 change alone is more), so this change was not made. Ask for the rest in a new \
+                 message; if it is refused again, make the program smaller first."
                     .into(),
             ),
             other => PlannerError::Store(other),

@@ -713,7 +713,7 @@ async fn a_program_past_what_one_record_holds_is_refused_in_words_and_kept_as_it
         assert!(added < planner::MAX_SESSIONS, "never refused");
     };
     assert!(
-        matches!(&refusal, PlannerError::Rule(why) if why.contains("at most 100 KB") && why.contains("program")),
+        matches!(&refusal, PlannerError::Rule(why) if why.contains(&format!("at most {} KB", store::MAX_RECORD_BYTES / 1_000)) && why.contains("program")),
         "{refusal:?}"
     );
     let kept = program_bytes(&w, &stuffed).await;

@@ -1,8 +1,13 @@
-//! An action's index item (`AUDIT#<user>` / `ACTION#<action id>`): the seqs of its rows, what
-//! they weigh (`store::MAX_ACTION_WEIGHT`), what its undo would hold in bytes and the records
-//! it touched (`store`'s `undo_bytes`). A commit on the undo stack reads it with the audit head
-//! in one request, decides both limits from what it read, and writes it back in its transaction
-//! on the condition that it still holds what was read; an undo moves its bytes.
+//! An action's index item (`AUDIT#<user>` / `AIDX#<action id>`): the seqs of its rows, what
+//! they weigh (`store::MAX_ACTION_WEIGHT`) and what its undo would hold (`store::UndoSize`:
+//! `undo_bytes`; `touched`, a map from each record the action touched to the bytes of the
+//! value it last wrote; `row_bytes`). A commit on the undo stack reads it with the audit head in one
+//! `BatchGetItem`, decides both limits from what it read, and writes it back in its transaction
+//! on the condition that it still holds the weight and bytes that were read. The two reads are
+//! not one snapshot; the conditions make them safe: every writer of an index (a commit, which
+//! adds at least 3 to its weight, or an undo) also moves the head, so a commit that read either
+//! before another's write is refused and reads them again. An undo removes the count, and the
+//! action's next commit counts afresh from its rows (as for an index an older version wrote).
 
 use crate::DynamoStore;
 use crate::audit::{Head, SEQS, head_of};
@@ -10,24 +15,26 @@ use crate::error::unavailable;
 use crate::item::{Item, corrupt, n, s};
 use crate::keys::{HEAD, PK, SK, action_sk, audit_pk};
 use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
-use std::collections::BTreeSet;
-use store::{ActionCommit, StoreError};
+use std::collections::HashMap;
+use store::{ActionCommit, StoreError, UndoScope, UndoSize};
 use transcript::UserId;
 
 /// What the action's rows weigh.
-pub(crate) const WEIGHT: &str = "weight";
+const WEIGHT: &str = "weight";
 /// What the action's undo would hold, in bytes.
 const UNDO_BYTES: &str = "undo_bytes";
-/// The records the action touched (`store::touched_key`), a string set.
+/// The records the action touched, each with the bytes of the value it last wrote.
 const TOUCHED: &str = "touched";
+/// What the action's rows hold together.
+const ROW_BYTES: &str = "row_bytes";
 
-/// An action's index as a commit read it; `None` where an attribute was absent (no item yet,
-/// or one an older version wrote).
+/// An action's index as a commit read it: the weight and bytes as stored (`None` where absent:
+/// no item yet, an older version's, or one an undo took the count from), and the count.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct ActionIndex {
     weight: Option<String>,
     undo_bytes: Option<String>,
-    touched: BTreeSet<String>,
+    size: Option<UndoSize>,
 }
 
 impl ActionIndex {
@@ -37,13 +44,36 @@ impl ActionIndex {
             Some(AttributeValue::N(v)) => Ok(Some(v.clone())),
             Some(other) => Err(corrupt(what, format!("attribute {name}: {other:?}"))),
         };
+        let (weight, undo_bytes) = (number(WEIGHT)?, number(UNDO_BYTES)?);
+        let size = match (&undo_bytes, item.get(TOUCHED)) {
+            (None, _) => None,
+            (Some(bytes), Some(AttributeValue::M(touched))) => Some(UndoSize {
+                bytes: bytes.parse().map_err(|e| corrupt(what, e))?,
+                rows: number(ROW_BYTES)?
+                    .ok_or_else(|| corrupt(what, format!("no {ROW_BYTES}")))?
+                    .parse()
+                    .map_err(|e| corrupt(what, e))?,
+                last: touched
+                    .iter()
+                    .map(|(key, v)| match v {
+                        AttributeValue::N(b) => {
+                            Ok((key.clone(), b.parse().map_err(|e| corrupt(what, e))?))
+                        }
+                        other => Err(corrupt(
+                            what,
+                            format!("attribute {TOUCHED}.{key}: {other:?}"),
+                        )),
+                    })
+                    .collect::<Result<_, StoreError>>()?,
+            }),
+            (Some(_), other) => {
+                return Err(corrupt(what, format!("attribute {TOUCHED}: {other:?}")));
+            }
+        };
         Ok(ActionIndex {
-            weight: number(WEIGHT)?,
-            undo_bytes: number(UNDO_BYTES)?,
-            touched: match item.get(TOUCHED) {
-                Some(AttributeValue::Ss(keys)) => keys.iter().cloned().collect(),
-                _ => BTreeSet::new(),
-            },
+            weight,
+            undo_bytes,
+            size,
         })
     }
 
@@ -53,19 +83,6 @@ impl ActionIndex {
             .as_deref()
             .and_then(|w| w.parse().ok())
             .unwrap_or(0)
-    }
-
-    /// What the action's undo would hold once `commit` is in.
-    pub(crate) fn undo_bytes_after(&self, commit: &ActionCommit) -> usize {
-        // An undo can leave a negative total on an index an older version wrote: none.
-        let earlier = self
-            .undo_bytes
-            .as_deref()
-            .and_then(|b| b.parse().ok())
-            .unwrap_or(0);
-        commit.undo_bytes_after(earlier, |c| {
-            self.touched.contains(&store::touched_key(&c.kind, &c.id))
-        })
     }
 }
 
@@ -94,32 +111,58 @@ impl DynamoStore {
         Ok((head, index))
     }
 
-    /// The action's index after `seq`'s row: its weight and bytes set to what the commit
-    /// decided, `seq` and the touched records added, on the condition that the index still
-    /// holds what the commit read (a refusal means another commit or an undo moved it).
+    /// What the action's undo holds before `commit`: as its index read, or counted afresh from
+    /// its rows when the index has rows but no count.
+    pub(crate) async fn undo_size(
+        &self,
+        commit: &ActionCommit,
+        index: &ActionIndex,
+    ) -> Result<UndoSize, StoreError> {
+        match (&index.size, &index.weight) {
+            (Some(size), _) => Ok(size.clone()),
+            (None, None) => Ok(UndoSize::default()),
+            (None, Some(_)) => {
+                let rows = self
+                    .rows_of_action(&commit.user, &commit.action_id, &UndoScope::Anywhere)
+                    .await?;
+                Ok(UndoSize::of_rows(&commit.action_id, &rows))
+            }
+        }
+    }
+
+    /// The action's index after `seq`'s row: its weight and count set to what the commit
+    /// decided and `seq` added, on the condition that the index still holds the weight and
+    /// bytes the commit read (a refusal means another commit or an undo moved it).
     pub(crate) fn index_write(
         &self,
-        user: &UserId,
         commit: &ActionCommit,
         seq: u64,
         read: &ActionIndex,
-        undo_bytes: usize,
+        size: &UndoSize,
     ) -> Result<TransactWriteItem, StoreError> {
+        let touched: HashMap<String, AttributeValue> = size
+            .last
+            .iter()
+            .map(|(key, bytes)| (key.clone(), n(bytes)))
+            .collect();
         let mut update = Update::builder()
             .table_name(&self.table)
-            .key(PK, s(audit_pk(user)))
+            .key(PK, s(audit_pk(&commit.user)))
             .key(SK, s(action_sk(&commit.action_id)))
             .update_expression(
-                "SET #weight = :weight, #bytes = :bytes ADD #seqs :seq, #touched :keys",
+                "SET #weight = :weight, #bytes = :bytes, #touched = :touched, #rows = :rows \
+                 ADD #seqs :seq",
             )
+            .expression_attribute_names("#rows", ROW_BYTES)
+            .expression_attribute_values(":rows", n(size.rows))
             .expression_attribute_names("#seqs", SEQS)
             .expression_attribute_names("#weight", WEIGHT)
             .expression_attribute_names("#bytes", UNDO_BYTES)
             .expression_attribute_names("#touched", TOUCHED)
             .expression_attribute_values(":seq", AttributeValue::Ns(vec![seq.to_string()]))
             .expression_attribute_values(":weight", n(read.weight() + commit.weight()))
-            .expression_attribute_values(":bytes", n(undo_bytes))
-            .expression_attribute_values(":keys", AttributeValue::Ss(commit.touched_keys()));
+            .expression_attribute_values(":bytes", n(size.bytes))
+            .expression_attribute_values(":touched", AttributeValue::M(touched));
         let mut holds = Vec::new();
         for (name, seen, value) in [
             ("#weight", &read.weight, ":seen_weight"),
@@ -141,21 +184,21 @@ impl DynamoStore {
         Ok(TransactWriteItem::builder().update(update).build())
     }
 
-    /// An undo of `action_id` moves what its undo would hold by `delta` bytes
-    /// (`store::undone_bytes`). Unconditional: the head's condition orders it.
-    pub(crate) fn index_undone(
+    /// An undo of `action_id` takes its count away (see the module docs). Unconditional: the
+    /// head's condition orders it.
+    pub(crate) fn index_uncounted(
         &self,
         user: &UserId,
         action_id: &str,
-        delta: i64,
     ) -> Result<TransactWriteItem, StoreError> {
         let update = Update::builder()
             .table_name(&self.table)
             .key(PK, s(audit_pk(user)))
             .key(SK, s(action_sk(action_id)))
-            .update_expression("ADD #bytes :delta")
+            .update_expression("REMOVE #bytes, #touched, #rows")
             .expression_attribute_names("#bytes", UNDO_BYTES)
-            .expression_attribute_values(":delta", AttributeValue::N(delta.to_string()))
+            .expression_attribute_names("#touched", TOUCHED)
+            .expression_attribute_names("#rows", ROW_BYTES)
             .build()
             .map_err(unavailable)?;
         Ok(TransactWriteItem::builder().update(update).build())
@@ -167,14 +210,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_index_an_older_version_wrote_reads_as_weight_only() {
+    fn an_index_without_a_count_reads_as_weight_only_and_a_wrong_count_as_corrupt() {
         let item = Item::from([
             (WEIGHT.into(), n(9)),
             (SEQS.into(), AttributeValue::Ns(vec!["3".into()])),
         ]);
         let index = ActionIndex::of(&item, "test").unwrap();
         assert_eq!(index.weight(), 9);
-        assert_eq!(index.undo_bytes, None);
-        assert!(index.touched.is_empty());
+        assert!(index.size.is_none());
+        let wrong = Item::from([
+            (UNDO_BYTES.into(), n(9)),
+            (TOUCHED.into(), AttributeValue::Ss(vec!["event#e1".into()])),
+        ]);
+        assert!(matches!(
+            ActionIndex::of(&wrong, "test"),
+            Err(StoreError::Corrupt { .. })
+        ));
     }
 }

@@ -81,8 +81,8 @@
 //! action's rows through its index (a `GetItem` and a consistent `BatchGetItem`), picks the rows
 //! to revert (`store::rows_to_undo`) and writes, in one transaction, the reverting changes (each
 //! conditioned on the record still holding what the action left), `undone_by` on each row
-//! (conditioned on it being unset), the removal of their stack entries and the undo's own row
-//! (its actor and conversation). So a conversation's undo reads a handful of items however long
+//! (conditioned on it being unset), the removal of their stack entries, the undo's own row
+//! (its actor and conversation) and the removal of the action's byte count from its index. So a conversation's undo reads a handful of items however long
 //! the log (`tests/tests/undo_reads.rs`: 5 with 3 or with 150 earlier actions, where the filtered
 //! query over the whole partition read 8 and 204); an undo anywhere reads the log down to the
 //! newest row still on the stack (after k undos in a row, about 2k rows). Rows from before the
@@ -91,19 +91,20 @@
 //! for its newer rows first. A transaction holds at most 100 items: a commit writes two per
 //! change (the record and its listing entry) and four more (head, row, entry, index), so one
 //! commit changes at most 47 records with a receipt; an undo writes two per record it reverts,
-//! one per row and four more, so the index also adds up its action's weight, and what its undo
-//! would hold in bytes with the records it touched (`store`'s `undo_bytes`: an undo's row is
-//! one item, at most 400 KB). A commit on the stack reads the index with the audit head (one
-//! consistent `BatchGetItem`), refuses itself past `store::MAX_ACTION_WEIGHT` or
-//! `store::MAX_ROW_BYTES` (`TooLarge`, nothing written) and writes the index back on the
-//! condition that it still holds what was read (`action_index.rs`); an undo adds what it
-//! restores to the bytes. However a model chains its calls, its turn stays small enough to undo
+//! one per row and four more, so the index also adds up its action's weight, and keeps what its
+//! undo would hold in bytes (`store::UndoSize`: an undo's row is one item, at most 400 KB). A
+//! commit on the stack reads the index with the audit head (a `BatchGetItem`; the index's
+//! conditions, not the read, make the two agree), refuses itself past
+//! `store::MAX_ACTION_WEIGHT` or `store::MAX_ROW_BYTES` (`TooLarge`, nothing written) and
+//! writes the index back on the condition that it still holds the weight and bytes it read
+//! (`action_index.rs`). However a model chains its calls, its turn stays small enough to undo
 //! in one transaction (before, 34 commits to as many records made a turn that no undo could
-//! take back, and that blocked every undo behind it; and an action's records past about 195 KB
-//! made an undo row DynamoDB refuses). The undone rows' entries go in when they fit, else right after it (a crash in between
-//! leaves stale entries, which the next undo skips). Rows an older version writes after `stack_from` was set (both running
-//! during a deploy) have no entry: a conversation's undo never sees them, and an undo anywhere
-//! that meets one reads the whole log for it.
+//! take back, and that blocked every undo behind it; and an action's records past about
+//! 195 KB made an undo row DynamoDB refuses). The undone rows' entries go in when they fit,
+//! else right after it (a crash in between leaves stale entries, which the next undo skips).
+//! Rows an older version writes after `stack_from` was set (both running during a deploy) have
+//! no entry: a conversation's undo never sees them, and an undo anywhere that meets one reads
+//! the whole log for it.
 //!
 //! A user's records are listed from the base table: every change also writes the record's
 //! entry in its owner's listing (`OWNER#<owner>#<kind>` / `REC#<id>`, a copy of the record's

@@ -57,13 +57,11 @@ impl Records for DynamoStore {
                 (self.audit_head(&commit.user).await?, ActionIndex::default())
             };
             let prev = head.seq;
-            let undo_bytes = if commit.weight() > 0 {
+            let size = if commit.weight() > 0 {
                 commit.check_weight(index.weight())?;
-                let total = index.undo_bytes_after(commit);
-                commit.check_undo_bytes(total)?;
-                total
+                Some(commit.undo_size(&self.undo_size(commit, &index).await?)?)
             } else {
-                0
+                None
             };
             let row = AuditEntry {
                 seq: prev + 1,
@@ -92,9 +90,9 @@ impl Records for DynamoStore {
             if let Some(receipt) = &commit.receipt {
                 writes.push(self.receipt_put(receipt)?);
             }
-            if let Some(entry) = self.stack_entry(&row)? {
+            if let (Some(entry), Some(size)) = (self.stack_entry(&row)?, &size) {
                 writes.push(entry);
-                writes.push(self.index_write(&commit.user, commit, row.seq, &index, undo_bytes)?);
+                writes.push(self.index_write(commit, row.seq, &index, size)?);
             }
             let sent = self
                 .client

@@ -72,11 +72,10 @@ impl DynamoStore {
             }
             writes.push(self.head_bump(user, prev)?);
             writes.push(self.audit_put(&undo.audit_row(prev + 1, &action_id, changes.clone()))?);
-            // What the action's undo would hold moves with what this one restores (rows from
-            // before the entries have no index).
+            // The action's count goes; its next commit counts its rows left (rows from before
+            // the entries have no index).
             if rows.iter().all(|row| row.seq >= head.stack_from) {
-                let delta = store::undone_bytes(&changes);
-                writes.push(self.index_undone(user, &action_id, delta)?);
+                writes.push(self.index_uncounted(user, &action_id)?);
             }
             // Last, so the refused items' positions above still name the changes.
             for change in &changes {
@@ -267,7 +266,7 @@ impl DynamoStore {
     /// keeps those on the stack and in scope). Without an index (a row written by an older
     /// version after this one started the entries), the stack in scope read from the whole
     /// log, as it used to be.
-    async fn rows_of_action(
+    pub(crate) async fn rows_of_action(
         &self,
         user: &UserId,
         action: &str,

@@ -100,3 +100,71 @@ async fn the_largest_action_the_limits_let_through_undoes_in_one_go() {
         "the undo's row: {row} bytes"
     );
 }
+
+#[tokio::test]
+async fn the_heaviest_undo_of_edits_restores_big_records_in_one_go() {
+    let store = fresh_store().await;
+    let user = UserId::from("u-edits");
+    let value = |bytes: usize, tag: u32| json!({ "tag": tag, "text": "x".repeat(bytes) });
+    let commit = |action: &str, id: &str, before, after| ActionCommit {
+        action_id: action.into(),
+        actor: ActorKind::Agent,
+        user: user.clone(),
+        by_user: true,
+        at_ms: 1,
+        changes: vec![Change {
+            kind: "program".into(),
+            id: id.into(),
+            owner: user.clone(),
+            before,
+            after,
+        }],
+        receipt: None,
+        conversation: None,
+    };
+    for (id, bytes) in [("p1", 99_500), ("p2", 75_000)] {
+        store
+            .commit(&commit("seed", id, None, Some(value(bytes, 0))))
+            .await
+            .unwrap();
+    }
+    // Each edit's undo holds the record twice: 199 KB and 150 KB, about 349 KB together.
+    store
+        .commit(&commit(
+            "edit",
+            "p1",
+            Some(value(99_500, 0)),
+            Some(value(99_500, 1)),
+        ))
+        .await
+        .unwrap();
+    store
+        .commit(&commit(
+            "edit",
+            "p2",
+            Some(value(75_000, 0)),
+            Some(value(75_000, 1)),
+        ))
+        .await
+        .unwrap();
+    let undone = store
+        .undo_last(&UndoRequest {
+            user: user.clone(),
+            scope: UndoScope::Anywhere,
+            action_id: "undo-edit".into(),
+            actor: ActorKind::User,
+            conversation: None,
+            at_ms: 2,
+            receipt: None,
+        })
+        .await
+        .unwrap();
+    assert!(
+        matches!(&undone, UndoOutcome::Undone { action_id, changes } if action_id == "edit" && changes.len() == 2),
+        "{undone:?}"
+    );
+    for (id, bytes) in [("p1", 99_500), ("p2", 75_000)] {
+        let record = store.record("program", id).await.unwrap().unwrap();
+        assert_eq!(record.value, value(bytes, 0), "{id} restored");
+    }
+}

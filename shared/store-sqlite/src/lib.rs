@@ -17,7 +17,7 @@
 //! backend or the engine.
 
 mod accounts;
-mod action_bytes;
+mod action_sizes;
 mod budget;
 mod claims;
 mod confirmations;

@@ -47,17 +47,22 @@ impl Records for SqliteStore {
             .write(move |conn| {
                 commit.validate()?;
                 let tx = conn;
-                if commit.weight() > 0 {
+                // The action's limits first, as on DynamoDB, then every `before`.
+                let size = if commit.weight() > 0 {
                     commit.check_weight(action_weight(tx, &commit.user, &commit.action_id)?)?;
-                }
+                    Some(crate::action_sizes::with(tx, &commit, || {
+                        action_rows(tx, &commit.user, &commit.action_id)
+                    })?)
+                } else {
+                    None
+                };
                 if let Some(stale) = first_stale(tx, &commit.changes)? {
                     return Err(StoreError::Conflict {
                         what: format!("{}/{} changed since it was read", stale.kind, stale.id),
                     });
                 }
-                if commit.weight() > 0 {
-                    // After every `before` is checked: the running total counts on them.
-                    crate::action_bytes::count(tx, &commit)?;
+                if let Some(size) = &size {
+                    crate::action_sizes::write(tx, &commit.user, &commit.action_id, size)?;
                 }
                 apply(tx, &commit.changes)?;
                 append_audit(tx, &audit_row(&commit, None))?;
@@ -90,8 +95,6 @@ impl Records for SqliteStore {
                     });
                 }
                 apply(tx, &changes)?;
-                let delta = store::undone_bytes(&changes);
-                crate::action_bytes::undone(tx, &undo.user, &action_id, delta)?;
                 for row in &rows {
                     tx.prepare_cached(
                         "UPDATE audit SET undone_by = ?3 WHERE user_id = ?1 AND seq = ?2",
@@ -104,6 +107,7 @@ impl Records for SqliteStore {
                     ])
                     .map_err(unavailable)?;
                 }
+                crate::action_sizes::forget(tx, &undo.user, &action_id)?;
                 append_audit(tx, &undo.audit_row(0, &action_id, changes.clone()))?;
                 if let Some(receipt) = &undo.receipt {
                     crate::tool_results::put_receipt(tx, &receipt.receipt)?;
@@ -267,6 +271,25 @@ fn audit_log(tx: &Connection, user: &UserId) -> Result<Vec<AuditEntry>, StoreErr
     )
 }
 
+/// The rows of a user's undo stack.
+const STACK: &str = "user_id = ?1 AND by_user = 1 AND undone_by IS NULL AND reverts IS NULL";
+
+/// The action's rows still on the user's undo stack, newest first.
+fn action_rows(
+    tx: &Connection,
+    user: &UserId,
+    action_id: &str,
+) -> Result<Vec<AuditEntry>, StoreError> {
+    audit_rows(
+        tx,
+        user,
+        &format!(
+            "SELECT {AUDIT_COLUMNS} FROM audit WHERE {STACK} AND action_id = ?2 ORDER BY seq DESC"
+        ),
+        params![user.0, action_id],
+    )
+}
+
 /// The rows the next undo in `scope` reverts, oldest first: the newest stacked row in scope
 /// (one indexed lookup), then the stacked rows of its action. Only the undo stack is read.
 fn next_undo(
@@ -274,7 +297,6 @@ fn next_undo(
     user: &UserId,
     scope: &UndoScope,
 ) -> Result<Vec<AuditEntry>, StoreError> {
-    const STACK: &str = "user_id = ?1 AND by_user = 1 AND undone_by IS NULL AND reverts IS NULL";
     let top: Option<String> = match scope {
         UndoScope::Anywhere => tx
             .prepare_cached(&format!(
@@ -295,14 +317,7 @@ fn next_undo(
     let Some(action_id) = top else {
         return Ok(Vec::new());
     };
-    let rows = audit_rows(
-        tx,
-        user,
-        &format!(
-            "SELECT {AUDIT_COLUMNS} FROM audit WHERE {STACK} AND action_id = ?2 ORDER BY seq DESC"
-        ),
-        params![user.0, action_id],
-    )?;
+    let rows = action_rows(tx, user, &action_id)?;
     // The one rule for what an undo takes (scope included) stays `rows_to_undo`.
     Ok(rows_to_undo(&rows, scope))
 }

@@ -11,7 +11,8 @@ pub enum StoreError {
     #[error("invalid: {what}")]
     Invalid { what: String },
     /// The request would take something past a limit the store keeps (an action more than one
-    /// undo can take back, see `MAX_ACTION_WEIGHT`): nothing was written; do not retry it.
+    /// undo can take back, see `MAX_ACTION_WEIGHT`, `MAX_ROW_BYTES`; a record past
+    /// `MAX_RECORD_BYTES`): nothing was written; do not retry it.
     #[error("too large: {what}")]
     TooLarge { what: String },
     /// A stored row could not be decoded: data corruption or a schema mismatch.

@@ -308,7 +308,8 @@ pub trait Records: Send + Sync {
 
     /// Apply every change and append the audit row, atomically. [`StoreError::Conflict`] when a
     /// `before` does not match the stored record (or its owner), [`StoreError::Invalid`] when
-    /// the commit breaks [`ActionCommit::validate`]; in both cases nothing is written.
+    /// the commit breaks [`ActionCommit::validate`], [`StoreError::TooLarge`] past a limit
+    /// (checked first: [`MAX_ACTION_WEIGHT`], `undo_bytes.rs`); in each case nothing is written.
     async fn commit(&self, commit: &ActionCommit) -> Result<(), StoreError>;
 
     /// Revert the newest action on the user's undo stack within the request's scope (see the

@@ -1,41 +1,53 @@
 //! How many bytes of record values an action may write: the limits on one record, one audit
-//! row and what one undo would hold, and the running total both adapters keep per action.
+//! row and what one undo would hold, and the running count both adapters keep per action.
 //!
 //! One undo reverts a whole action in one atomic write, and writes its own audit row holding,
 //! for every record the action changed, the value it leaves and the value it restores
-//! ([`reverting_changes`](crate::reverting_changes)). DynamoDB keeps an item to 400 KB and a
-//! transaction to 4 MB, so without a limit a model chaining calls (or one call writing a big
-//! record) could make an action that no undo can take back, and on DynamoDB every such write
-//! failed as "unavailable". So, on both stores alike:
+//! ([`reverting_changes`]). DynamoDB keeps an item to 400 KB and a transaction to 4 MB, so
+//! without a limit a model chaining calls (or one call writing a big record) could make an
+//! action that no undo can take back, and on DynamoDB every such write failed as
+//! "unavailable". So, on both stores alike:
 //!
 //! - a record's value is at most [`MAX_RECORD_BYTES`] (its canonical JSON);
 //! - one commit's own audit row holds at most [`MAX_ROW_BYTES`];
 //! - what the undo of the commit's action would hold stays within [`MAX_ROW_BYTES`] too. The
-//!   adapter keeps it per action as a running total, [`ActionCommit::undo_bytes_after`]: a
-//!   record first touched adds its value before and after, a record touched again only its
-//!   growth (its value before is what the action's earlier change left, which the undo no
-//!   longer holds). So editing one record many times in a message costs its size once, not
-//!   once an edit. An undo moves the total of the action it reverts by what it restores
-//!   ([`undone_bytes`]), never below what a later undo of that action could hold.
+//!   adapter keeps it per action as an [`UndoSize`]: for each record the action touched, its
+//!   value before the action (counted once, at the first touch) and the value the action last
+//!   wrote (replaced at each touch). So editing one record many times in a message costs its
+//!   size once, not once an edit, and an edit by someone else in between changes nothing (an
+//!   undo then finds the record changed, and reverts nothing). An undo drops the count of the
+//!   action it reverts, and the action's next commit counts afresh from its rows still on the
+//!   stack ([`UndoSize::of_rows`]), as for an action an older version began;
+//! - the rows of one action hold at most [`MAX_ACTION_ROWS_BYTES`] together: an undo marks
+//!   each of them undone in its one write, and DynamoDB counts an updated item whole towards
+//!   the transaction's 4 MB (and its write units).
 //!
-//! Past any of them a commit is [`StoreError::TooLarge`] and writes nothing. With a row's
-//! values within 350,000 bytes, an undo's write is at most about three times that, far inside
-//! 4 MB.
+//! The limits are decided from what a commit says it changes, before its `before`s are
+//! checked. Past any of them a commit is [`StoreError::TooLarge`] and writes nothing.
 
-use crate::{ActionCommit, Change, StoreError, canonical_json};
+use crate::{ActionCommit, AuditEntry, Change, StoreError, canonical_json, reverting_changes};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::collections::BTreeMap;
 
 /// The most bytes one record's value may take (its canonical JSON). The largest record is an
-/// event's program: 300 sessions of ordinary titles and speakers take about 70 KB.
-pub const MAX_RECORD_BYTES: usize = 100_000;
+/// event's program: 300 sessions of ordinary titles and speakers take about 70 KB, with 20
+/// speakers each about 100 KB.
+pub const MAX_RECORD_BYTES: usize = 150_000;
 
 /// The most bytes of changes one audit row may hold: a commit's own, or the one its action's
 /// undo would write (each change its values and its kind, id and owner, as the row stores
 /// them). Below DynamoDB's 400 KB item limit with room for the row's other attributes.
 pub const MAX_ROW_BYTES: usize = 350_000;
 
-/// A record's key in an action's set of touched records: kinds never contain `#`.
-pub fn touched_key(kind: &str, id: &str) -> String {
+/// The most bytes the rows of one action may hold together (each commit's own row, as
+/// [`MAX_ROW_BYTES`] measures it). With what one undo restores and its own row, its write stays
+/// inside DynamoDB's 4 MB. A program at the record limit can be edited six times in a message,
+/// an ordinary 300-session one fourteen times.
+pub const MAX_ACTION_ROWS_BYTES: usize = 2_000_000;
+
+/// A record's key in an [`UndoSize`]: kinds never contain `#`.
+fn touched_key(kind: &str, id: &str) -> String {
     format!("{kind}#{id}")
 }
 
@@ -54,8 +66,57 @@ fn key_bytes(c: &Change) -> usize {
 }
 
 /// The bytes one change takes in a row.
-pub fn change_bytes(c: &Change) -> usize {
+fn change_bytes(c: &Change) -> usize {
     key_bytes(c) + value_bytes(c.before.as_ref()) + value_bytes(c.after.as_ref())
+}
+
+/// What the undo of one action would hold: `bytes` in all, and for each record the action
+/// touched (`kind#id`), the bytes of the value it last wrote (an upper bound, never less than
+/// the undo's row would be); and `rows`, what the action's rows hold together. Stored by each
+/// adapter beside the action (see the module docs).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UndoSize {
+    pub bytes: usize,
+    pub last: BTreeMap<String, usize>,
+    pub rows: usize,
+}
+
+impl UndoSize {
+    /// Counted afresh from the action's rows (for an action whose count an older version did
+    /// not keep): those still on the undo stack, as their undo would revert them.
+    pub fn of_rows(action_id: &str, rows: &[AuditEntry]) -> Self {
+        let mut rows: Vec<AuditEntry> = rows
+            .iter()
+            .filter(|r| r.action_id == action_id && r.on_undo_stack())
+            .cloned()
+            .collect();
+        rows.sort_by_key(|r| r.seq);
+        let reverting = reverting_changes(&rows);
+        UndoSize {
+            rows: rows.iter().flat_map(|r| &r.changes).map(change_bytes).sum(),
+            bytes: reverting.iter().map(change_bytes).sum(),
+            last: reverting
+                .iter()
+                .map(|c| (touched_key(&c.kind, &c.id), value_bytes(c.before.as_ref())))
+                .collect(),
+        }
+    }
+
+    /// The count once `commit` is in: a record first touched adds its change (kind, id and
+    /// owner, the value before and after); one touched again only replaces the value it last
+    /// wrote with the new one.
+    pub fn after(&self, commit: &ActionCommit) -> Self {
+        let mut next = self.clone();
+        for c in &commit.changes {
+            next.rows += change_bytes(c);
+            let after = value_bytes(c.after.as_ref());
+            match next.last.insert(touched_key(&c.kind, &c.id), after) {
+                Some(last) => next.bytes = (next.bytes + after).saturating_sub(last),
+                None => next.bytes += change_bytes(c),
+            }
+        }
+        next
+    }
 }
 
 impl ActionCommit {
@@ -85,58 +146,28 @@ impl ActionCommit {
         Ok(())
     }
 
-    /// What the undo of this commit's action would hold once this commit is in, given what it
-    /// held before (`earlier`) and which records the action had touched already (see the
-    /// module docs). An upper bound, never less than the undo's row would be.
-    pub fn undo_bytes_after(&self, earlier: usize, touched: impl Fn(&Change) -> bool) -> usize {
-        self.changes.iter().fold(earlier, |total, c| {
-            if touched(c) {
-                // The undo holds the record's first value and its last: the last moves.
-                (total + value_bytes(c.after.as_ref()))
-                    .saturating_sub(value_bytes(c.before.as_ref()))
-            } else {
-                total + change_bytes(c)
-            }
-        })
-    }
-
-    /// [`StoreError::TooLarge`] when the undo of this commit's action would hold more than
-    /// [`MAX_ROW_BYTES`] (`total`, from [`ActionCommit::undo_bytes_after`]).
-    pub fn check_undo_bytes(&self, total: usize) -> Result<(), StoreError> {
-        if total <= MAX_ROW_BYTES {
-            return Ok(());
+    /// The action's count with this commit in (`earlier` without it), or
+    /// [`StoreError::TooLarge`] when its undo would then hold more than [`MAX_ROW_BYTES`] or
+    /// its rows more than [`MAX_ACTION_ROWS_BYTES`].
+    pub fn undo_size(&self, earlier: &UndoSize) -> Result<UndoSize, StoreError> {
+        let next = earlier.after(self);
+        if next.bytes <= MAX_ROW_BYTES && next.rows <= MAX_ACTION_ROWS_BYTES {
+            return Ok(next);
         }
         Err(StoreError::TooLarge {
             what: format!(
-                "action {} would change more than one undo can take back ({total} bytes, more than {MAX_ROW_BYTES})",
-                self.action_id
+                "action {} would change more than one undo can take back ({} bytes to restore, \
+                 at most {MAX_ROW_BYTES}; {} in its rows, at most {MAX_ACTION_ROWS_BYTES})",
+                self.action_id, next.bytes, next.rows
             ),
         })
     }
-
-    /// The keys of the records this commit touches, for its action's set.
-    pub fn touched_keys(&self) -> Vec<String> {
-        self.changes
-            .iter()
-            .map(|c| touched_key(&c.kind, &c.id))
-            .collect()
-    }
-}
-
-/// How an undo writing the reverting `changes` moves its action's running total: each record
-/// goes from the value it holds (a change's `before`) back to the one it had (its `after`).
-/// Negative when the undo restores smaller values.
-pub fn undone_bytes(changes: &[Change]) -> i64 {
-    changes
-        .iter()
-        .map(|c| value_bytes(c.after.as_ref()) as i64 - value_bytes(c.before.as_ref()) as i64)
-        .sum()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{ActorKind, AuditEntry, reverting_changes};
+    use crate::ActorKind;
     use serde_json::json;
 
     fn change(id: &str, before: Option<Value>, after: Option<Value>) -> Change {
@@ -166,9 +197,8 @@ mod tests {
         json!({ "t": "x".repeat(n) })
     }
 
-    /// The row an undo of these commits would write, measured as the DynamoDB adapter stores it.
-    fn undo_row_bytes(commits: &[ActionCommit]) -> usize {
-        let rows: Vec<AuditEntry> = commits
+    fn rows(commits: &[ActionCommit]) -> Vec<AuditEntry> {
+        commits
             .iter()
             .enumerate()
             .map(|(i, c)| AuditEntry {
@@ -183,8 +213,12 @@ mod tests {
                 undone_by: None,
                 conversation: None,
             })
-            .collect();
-        serde_json::to_string(&reverting_changes(&rows))
+            .collect()
+    }
+
+    /// The row an undo of these commits would write, measured as the DynamoDB adapter stores it.
+    fn undo_row_bytes(commits: &[ActionCommit]) -> usize {
+        serde_json::to_string(&reverting_changes(&rows(commits)))
             .unwrap()
             .len()
     }
@@ -198,29 +232,47 @@ mod tests {
         ] {
             let stored = serde_json::to_string(&vec![c.clone()]).unwrap().len();
             // A list's comma and brackets are counted for each change: one over for one alone.
-            assert!(
-                change_bytes(&c) == stored + 1,
-                "{} against {stored}",
-                change_bytes(&c)
-            );
+            assert_eq!(change_bytes(&c), stored + 1);
         }
     }
 
     #[test]
     fn editing_one_record_many_times_costs_its_size_once() {
-        let mut total = 0;
+        let mut size = UndoSize::default();
         let mut commits = Vec::new();
         let mut value: Option<Value> = None;
         for n in 0..40 {
             let next = text(5_000 + n * 10);
             let c = commit(vec![change("p-1", value.clone(), Some(next.clone()))]);
-            total = c.undo_bytes_after(total, |_| n > 0);
+            size = c.undo_size(&size).unwrap();
             commits.push(c);
             value = Some(next);
-            assert!(total >= undo_row_bytes(&commits), "{n}: an upper bound");
+            assert!(
+                size.bytes >= undo_row_bytes(&commits),
+                "{n}: an upper bound"
+            );
         }
-        // 40 edits of a 5 KB record: the undo holds it once (nothing before, the last after).
-        assert!(total < 6_000, "{total}");
+        // 40 edits of a 5 KB record: the undo holds it once (nothing before, the last after);
+        // the rows hold every edit.
+        assert!(size.bytes < 6_000, "{size:?}");
+        assert!(size.rows > 40 * 2 * 5_000, "{size:?}");
+        assert_eq!(
+            size,
+            UndoSize::of_rows("a-1", &rows(&commits)),
+            "counted afresh alike"
+        );
+    }
+
+    #[test]
+    fn an_edit_by_someone_else_in_between_changes_nothing() {
+        // The action makes p-1 small; someone else grows it to 90 KB; the action edits it again.
+        let first = commit(vec![change("p-1", None, Some(text(10)))]);
+        let size = first.undo_size(&UndoSize::default()).unwrap();
+        let again = commit(vec![change("p-1", Some(text(90_000)), Some(text(90_000)))]);
+        let size = again.undo_size(&size).unwrap();
+        // Its undo holds nothing before and the 90 KB after: what the count says, not less.
+        assert!(size.bytes >= undo_row_bytes(&[first, again]), "{size:?}");
+        assert!(size.bytes > 90_000);
     }
 
     #[test]
@@ -229,24 +281,34 @@ mod tests {
             change("p-1", Some(text(100)), Some(text(200))),
             change("p-2", None, Some(text(50))),
         ]);
-        let after_first = first.undo_bytes_after(0, |_| false);
+        let after_first = first.undo_size(&UndoSize::default()).unwrap();
         assert_eq!(
-            after_first,
+            after_first.bytes,
             first.changes.iter().map(change_bytes).sum::<usize>()
         );
         let second = commit(vec![change("p-1", Some(text(200)), Some(text(50)))]);
-        let after_second = second.undo_bytes_after(after_first, |c| c.id == "p-1");
-        assert_eq!(after_second, after_first - 150, "p-1 shrank by 150 bytes");
-        assert!(after_second >= undo_row_bytes(&[first, second]));
+        let after_second = second.undo_size(&after_first).unwrap();
+        assert_eq!(
+            after_second.bytes,
+            after_first.bytes - 150,
+            "p-1 shrank by 150 bytes"
+        );
+        assert!(after_second.bytes >= undo_row_bytes(&[first, second]));
     }
 
     #[test]
-    fn an_undo_moves_the_total_by_what_it_restores() {
-        let c = commit(vec![change("p-1", Some(text(10)), Some(text(500)))]);
-        let reverting = vec![change("p-1", Some(text(500)), Some(text(10)))];
-        assert_eq!(undone_bytes(&reverting), -490);
-        assert_eq!(undone_bytes(&[change("p-2", Some(text(1)), None)]), 4 - 9);
-        assert!(c.undo_bytes_after(0, |_| false) as i64 + undone_bytes(&reverting) > 0);
+    fn counted_afresh_only_the_rows_still_on_the_stack_count() {
+        let c1 = commit(vec![change("p-1", None, Some(text(500)))]);
+        let c2 = commit(vec![change("p-2", None, Some(text(700)))]);
+        let mut rows = rows(&[c1.clone(), c2]);
+        rows[1].undone_by = Some("u-1".into());
+        rows.push(AuditEntry {
+            action_id: "other".into(),
+            seq: 9,
+            ..rows[0].clone()
+        });
+        let size = UndoSize::of_rows("a-1", &rows);
+        assert_eq!(size, c1.undo_size(&UndoSize::default()).unwrap());
     }
 
     #[test]
@@ -272,7 +334,22 @@ mod tests {
         assert!(
             matches!(wide.check_bytes(), Err(StoreError::TooLarge { what }) if what.contains("row"))
         );
-        assert!(wide.check_undo_bytes(MAX_ROW_BYTES + 1).is_err());
-        wide.check_undo_bytes(MAX_ROW_BYTES).unwrap();
+        let full = UndoSize {
+            bytes: MAX_ROW_BYTES - 10,
+            ..UndoSize::default()
+        };
+        assert!(fits.undo_size(&full).is_err());
+        let many_rows = UndoSize {
+            rows: MAX_ACTION_ROWS_BYTES - 10,
+            ..UndoSize::default()
+        };
+        assert!(fits.undo_size(&many_rows).is_err());
+        let small = commit(vec![change("p-9", None, Some(json!({})))]);
+        small
+            .undo_size(&UndoSize {
+                rows: MAX_ACTION_ROWS_BYTES - 1_000,
+                ..UndoSize::default()
+            })
+            .unwrap();
     }
 }

@@ -91,9 +91,10 @@ pub async fn check_action_bytes(store: &dyn Store) {
     too_large(store.commit(&commit("wide", wide)).await, "row");
     assert_eq!(value(store, "w0").await, None);
 
-    // One 90 KB record made and edited 20 times in one action: counted once, all let through.
+    // One 90 KB record made and edited 8 times in one action: counted once, all let through
+    // (each edit's row holds it twice: 9 rows of 180 KB, within MAX_ACTION_ROWS_BYTES).
     let mut current = None;
-    for tag in 0..21 {
+    for tag in 0..9 {
         let next = sized(90, tag);
         store
             .commit(&commit(
@@ -131,8 +132,9 @@ pub async fn check_action_bytes(store: &dyn Store) {
     }
 
     // An undo inside an action: the action shrinks a 90 KB record, undoes that (the record is
-    // 90 KB again), then edits it and adds records. The count follows the record back up: its
-    // undo holds 90 KB before and 90 KB after, so two more 90 KB records are one too many.
+    // 90 KB again), then edits it and adds records. The count starts afresh from the record as
+    // it is: its undo holds 90 KB before and 90 KB after, so two more 90 KB records are one too
+    // many.
     let big = sized(90, 1);
     store
         .commit(&commit("seed", vec![("b", None, Some(big.clone()))]))
@@ -176,6 +178,64 @@ pub async fn check_action_bytes(store: &dyn Store) {
     );
     assert_eq!(value(store, "b").await, Some(big));
     assert_eq!(value(store, "c").await, None);
+
+    // The rows of one action hold at most MAX_ACTION_ROWS_BYTES: a 40 KB record edited over and
+    // over (its undo holding it once) is refused once its rows would pass 2 MB.
+    let mut current = None;
+    let mut edits = 0;
+    let refused = loop {
+        let next = sized(40, edits);
+        let done = store
+            .commit(&commit(
+                "often",
+                vec![("o-1", current.clone(), Some(next.clone()))],
+            ))
+            .await;
+        if done.is_err() {
+            break done;
+        }
+        current = Some(next);
+        edits += 1;
+        assert!(edits < 100, "never refused");
+    };
+    too_large(refused, "in its rows");
+    assert!((20..=25).contains(&edits), "{edits} edits of 80 KB rows");
+    assert_eq!(value(store, "o-1").await, current);
+
+    // Someone else grows the action's records between its commits (another conversation, an
+    // MCP client, a form): the action's edits of them count what its undo would then hold.
+    for id in ["t1", "t2", "t3", "t4"] {
+        store
+            .commit(&commit("thin", vec![(id, None, Some(json!({})))]))
+            .await
+            .unwrap();
+        store
+            .commit(&commit(
+                &format!("grow-{id}"),
+                vec![(id, Some(json!({})), Some(sized(90, 0)))],
+            ))
+            .await
+            .unwrap();
+    }
+    for id in ["t1", "t2", "t3"] {
+        store
+            .commit(&commit(
+                "thin",
+                vec![(id, Some(sized(90, 0)), Some(sized(90, 1)))],
+            ))
+            .await
+            .unwrap();
+    }
+    too_large(
+        store
+            .commit(&commit(
+                "thin",
+                vec![("t4", Some(sized(90, 0)), Some(sized(90, 1)))],
+            ))
+            .await,
+        "one undo can take back",
+    );
+    assert_eq!(value(store, "t4").await, Some(sized(90, 0)));
 
     // Two commits racing for the action's last room: one gets it.
     for id in ["r1", "r2"] {
