@@ -83,6 +83,9 @@ pub struct AppOptions {
     pub web_read_rate: budget::RequestRate,
     /// Reply streams one user may hold open at once (see `server::streams`).
     pub streams_per_user: usize,
+    /// Count each user's reply streams in the store as well, each held at most this long: for
+    /// processes that serve one request at a time (the web Lambda; `server::streams`).
+    pub shared_streams: Option<std::time::Duration>,
 }
 
 impl std::fmt::Debug for AppOptions {
@@ -97,6 +100,7 @@ impl std::fmt::Debug for AppOptions {
             .field("web_write_rate", &self.web_write_rate)
             .field("web_read_rate", &self.web_read_rate)
             .field("streams_per_user", &self.streams_per_user)
+            .field("shared_streams", &self.shared_streams)
             .finish_non_exhaustive()
     }
 }
@@ -146,6 +150,7 @@ impl Default for AppOptions {
             web_write_rate: server::web_rates::WRITES.default_rate(),
             web_read_rate: server::web_rates::READS.default_rate(),
             streams_per_user: server::streams::DEFAULT_PER_USER,
+            shared_streams: None,
         }
     }
 }
@@ -230,6 +235,17 @@ pub fn build_app(
             clock: options.guards.clock.clone(),
         })
     });
+    let streams = match options.shared_streams {
+        None => server::streams::OpenStreams::with_cap(options.streams_per_user),
+        Some(hold) => server::streams::OpenStreams::shared(
+            options.streams_per_user,
+            server::streams::Shared {
+                leases: store.clone(),
+                hold,
+                clock: options.guards.clock.clone(),
+            },
+        ),
+    };
     Ok(server::App {
         store,
         db,
@@ -254,9 +270,7 @@ pub fn build_app(
         tokens: mcp_tokens,
         write_rate: options.web_write_rate,
         read_rate: options.web_read_rate,
-        streams: Arc::new(server::streams::OpenStreams::with_cap(
-            options.streams_per_user,
-        )),
+        streams: Arc::new(streams),
     })
 }
 

@@ -56,6 +56,8 @@ pub const CLOSING_MARGIN: Duration = Duration::from_secs(30);
 pub fn in_one_invocation(options: bridle::AppOptions) -> bridle::AppOptions {
     bridle::AppOptions {
         job_budget: JOB_BUDGET,
+        // One request per environment: a user's open streams are counted in the store.
+        shared_streams: Some(JOB_BUDGET + CLOSING_MARGIN),
         queue: queue::QueueSettings {
             max_receives: 1,
             ..options.queue
@@ -97,6 +99,11 @@ mod tests {
         assert_eq!(
             options.queue.max_receives, 1,
             "no retry runs in a frozen environment"
+        );
+        assert_eq!(
+            options.shared_streams,
+            Some(JOB_BUDGET + CLOSING_MARGIN),
+            "streams counted across environments, each slot held no longer than the function runs"
         );
     }
 }

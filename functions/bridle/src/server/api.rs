@@ -394,7 +394,12 @@ pub async fn post_message(
         media: Vec::new(),
         received_at_ms: now_ms(),
     };
-    let Some(slot) = app.streams.open(&current.user) else {
+    let slot = app
+        .streams
+        .take(&current.user)
+        .await
+        .map_err(ApiError::internal)?;
+    let Some(slot) = slot else {
         return Err(ApiError::new(
             StatusCode::TOO_MANY_REQUESTS,
             format!(
@@ -437,11 +442,10 @@ pub async fn post_message(
             .data(serde_json::to_string(&event).unwrap_or_default());
         Some((Ok(sse), (!done).then_some(rx)))
     });
-    // The slot is held as long as the stream: until its turn is done or the client goes.
-    let events = first.chain(rest).map(move |event| {
-        let _held = &slot;
-        event
-    });
+    // The slot is held as long as the stream: until its turn is done (given back as the
+    // stream's last step) or the client goes (given back as the stream drops).
+    let release = futures::stream::once(slot.release()).filter_map(|()| async { None });
+    let events = first.chain(rest).chain(release);
     Ok(Sse::new(events).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
 }
 

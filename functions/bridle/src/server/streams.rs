@@ -4,11 +4,24 @@
 //! would pile up open streams (connection slots, memory) until nobody else could connect. Past
 //! the cap ([`DEFAULT_PER_USER`], or `BRIDLE_STREAMS_PER_USER` on the local server) a message
 //! is refused before it is queued — 429, nothing kept — and the client may send it again once a
-//! stream has ended. Counted per process: the one local server, or one web Lambda environment.
+//! stream has ended.
+//!
+//! Counted in this process, which on the local server is all of them. The web Lambda serves one
+//! request per environment, so there each stream also holds one of the user's [`cap`] slots in
+//! the store ([`Shared`]): slot `k` is a lease (`store::Leases`) on the name
+//! `streams:<user>#<k>`, taken for at most as long as the function may run, and given back as
+//! the stream ends. Before, every post there waiting behind a slow turn held an invocation for
+//! up to 270 s, so one user posting within the write rate could hold hundreds at once. A
+//! stream whose client went away gives its slot back as its response is dropped, or, if the
+//! environment froze first, when its lease lapses.
+//!
+//! [`cap`]: OpenStreams::cap
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use transcript::UserId;
+use std::time::Duration;
+use store::{Lease, Leases, StoreError};
+use transcript::{ConversationId, UserId};
 
 /// Streams one user may hold open at once, unless configured otherwise.
 pub const DEFAULT_PER_USER: usize = 8;
@@ -18,6 +31,7 @@ pub const DEFAULT_PER_USER: usize = 8;
 pub struct OpenStreams {
     cap: usize,
     open: Mutex<HashMap<UserId, usize>>,
+    shared: Option<Shared>,
 }
 
 impl Default for OpenStreams {
@@ -26,11 +40,64 @@ impl Default for OpenStreams {
     }
 }
 
+/// The user's slots in the store, for processes that serve one request at a time.
+#[derive(Clone)]
+pub struct Shared {
+    pub leases: Arc<dyn Leases>,
+    /// The longest a stream may live: its slot's lease lapses after it.
+    pub hold: Duration,
+    pub clock: budget::Clock,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("hold", &self.hold)
+            .finish_non_exhaustive()
+    }
+}
+
 /// One open stream of a user; dropped with the stream (its turn done, or the client gone).
 #[derive(Debug)]
 pub struct Slot {
     streams: Arc<OpenStreams>,
     user: UserId,
+    /// Its slot in the store, while held.
+    held: Option<Held>,
+}
+
+/// A slot in the store: the lease's name and holder.
+#[derive(Debug)]
+struct Held {
+    name: ConversationId,
+    holder: String,
+}
+
+impl Shared {
+    /// The name of `user`'s slot `k`. Not a conversation: no channel is called `streams`.
+    fn name(user: &UserId, k: usize) -> ConversationId {
+        ConversationId(format!("streams:{user}#{k}"))
+    }
+
+    /// One of `user`'s `cap` slots, looked for from a random one; `None` when all are held.
+    async fn take(&self, user: &UserId, cap: usize) -> Result<Option<Held>, StoreError> {
+        let holder = uuid::Uuid::new_v4().to_string();
+        let first = holder.as_bytes()[0] as usize;
+        let now = (self.clock)();
+        let until = now + self.hold.as_millis() as i64;
+        for i in 0..cap {
+            let name = Self::name(user, (first + i) % cap);
+            if matches!(
+                self.leases
+                    .acquire_lease(&name, &holder, now, until)
+                    .await?,
+                Lease::Held
+            ) {
+                return Ok(Some(Held { name, holder }));
+            }
+        }
+        Ok(None)
+    }
 }
 
 impl OpenStreams {
@@ -39,7 +106,32 @@ impl OpenStreams {
         OpenStreams {
             cap: cap.max(1),
             open: Mutex::default(),
+            shared: None,
         }
+    }
+
+    /// As [`OpenStreams::with_cap`], each stream also holding one of the user's slots in the
+    /// store (see the module docs).
+    pub fn shared(cap: usize, shared: Shared) -> Self {
+        OpenStreams {
+            shared: Some(shared),
+            ..Self::with_cap(cap)
+        }
+    }
+
+    /// A slot for one more of `user`'s streams, in this process and (when shared) in the
+    /// store; `None` when they hold the cap.
+    pub async fn take(self: &Arc<Self>, user: &UserId) -> Result<Option<Slot>, StoreError> {
+        let Some(mut slot) = self.open(user) else {
+            return Ok(None);
+        };
+        if let Some(shared) = &self.shared {
+            match shared.take(user, self.cap).await? {
+                Some(held) => slot.held = Some(held),
+                None => return Ok(None),
+            }
+        }
+        Ok(Some(slot))
     }
 
     /// How many streams one user may hold open at once.
@@ -58,6 +150,7 @@ impl OpenStreams {
         Some(Slot {
             streams: self.clone(),
             user: user.clone(),
+            held: None,
         })
     }
 
@@ -68,8 +161,32 @@ impl OpenStreams {
     }
 }
 
+impl Slot {
+    /// Give the slot back: in the store now (the stream's last step, so a Lambda invocation
+    /// does not end before it), in this process as it drops.
+    pub async fn release(mut self) {
+        if let (Some(held), Some(shared)) = (self.held.take(), &self.streams.shared) {
+            release(shared, &held).await;
+        }
+    }
+}
+
+async fn release(shared: &Shared, held: &Held) {
+    if let Err(e) = shared.leases.release_lease(&held.name, &held.holder).await {
+        tracing::warn!(error = %e, slot = %held.name, "could not give a stream's slot back; it lapses");
+    }
+}
+
 impl Drop for Slot {
     fn drop(&mut self) {
+        // Dropped unreleased (the client went away): give the store's slot back on the side.
+        if let (Some(held), Some(shared), Ok(runtime)) = (
+            self.held.take(),
+            self.streams.shared.clone(),
+            tokio::runtime::Handle::try_current(),
+        ) {
+            runtime.spawn(async move { release(&shared, &held).await });
+        }
         let mut open = self.streams.open.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(n) = open.get_mut(&self.user) {
             *n = n.saturating_sub(1);
