@@ -240,3 +240,49 @@ async fn an_image_over_the_cap_becomes_a_note_and_the_user_still_gets_a_reply() 
         .unwrap();
     assert_eq!(visible[0].text, "Look!", "the note is for the model only");
 }
+
+/// A paused account's turn runs no model call, so its attachments are not fetched either: a
+/// script sending images to a paused (or closed) account costs no downloads and no storage.
+/// (Its conversation's first message is the exception: the account is not read with it.)
+#[tokio::test]
+async fn a_paused_accounts_image_is_not_fetched() {
+    let s = setup(vec![
+        Reply::text("A cat."),
+        Reply::text("never said: the account is paused"),
+    ])
+    .await;
+    s.graph_media("111", 3000, vec![1; 3000]);
+    assert_eq!(s.send_image("wamid.a1", "111", "And this?").await, 200);
+    s.replies(1).await;
+    s.server
+        .app
+        .store
+        .set_account_status(&"local".into(), store::AccountStatus::Paused)
+        .await
+        .unwrap();
+    s.graph_media("555", 3000, vec![7; 3000]);
+    assert_eq!(s.send_image("wamid.p1", "555", "Look at this").await, 200);
+    let replies = s.replies(2).await;
+    assert!(
+        !replies[1].contains("never said"),
+        "the paused account's sentence: {replies:?}"
+    );
+    let gets: Vec<String> = s
+        .api
+        .calls()
+        .into_iter()
+        .filter(|c| c.method == "GET")
+        .map(|c| c.path)
+        .collect();
+    assert_eq!(
+        gets,
+        ["/v21.0/111", "/cdn/111"],
+        "the second image not fetched"
+    );
+    assert_eq!(s.media.keys(), ["media/whatsapp/16315551181/wamid.a1/0"]);
+    assert_eq!(
+        s.model.requests().len(),
+        1,
+        "no model call for the paused turn"
+    );
+}

@@ -26,9 +26,24 @@ pub struct Prepared {
 
 /// The most attachments read from one message (Twilio's MMS carries at most 10, Slack's file
 /// share 10; WhatsApp and Telegram one). Each is a download of up to 10 MB, kept in the media
-/// store, and fetched before the turn's guards run, so a message must not ask for more; the
-/// rest are named in one note.
+/// store, and fetched before the budget's guard runs (not for a turn that will not run at all,
+/// [`turn_refused`]), so a message must not ask for more; the rest are named in one note.
 pub const MAX_ATTACHMENTS: usize = 10;
+
+/// Why a turn starting from `row` will not run, when it will not: its conversation is not
+/// active (an operator took it over: the engine answers nothing) or its account, as read with
+/// it, is paused or closed (the account guard's source in every deployment, `StoreAccounts`,
+/// answers from that account: every model call is refused). Its attachments are not fetched.
+pub fn turn_refused(row: &engine::TurnRead) -> Option<&'static str> {
+    if row.conversation.status != transcript::ConversationStatus::Active {
+        return Some("conversation_not_active");
+    }
+    match row.account.as_ref()?.as_ref()?.status {
+        store::AccountStatus::Active => None,
+        store::AccountStatus::Paused => Some("account_paused"),
+        store::AccountStatus::Closed => Some("account_closed"),
+    }
+}
 
 /// Fetch and store the attachments of `job`, in order, at most [`MAX_ATTACHMENTS`]. `None`:
 /// attachments are not set up.
@@ -128,6 +143,47 @@ mod tests {
             !note("video/mp4", &raw).contains("10.0.0.1"),
             "no raw error"
         );
+    }
+
+    #[test]
+    fn a_turn_that_will_not_run_is_told_apart() {
+        let conversation = transcript::Conversation::new("whatsapp:1", "ann", "whatsapp", "chat");
+        let row = |status, account: Option<Option<store::AccountStatus>>| engine::TurnRead {
+            conversation: transcript::Conversation {
+                status,
+                ..conversation.clone()
+            },
+            account: account.map(|a| {
+                a.map(|status| store::Account {
+                    status,
+                    ..store::Account::new("ann", "Ann")
+                })
+            }),
+            next_visible: None,
+            messages: None,
+            facts: None,
+        };
+        use store::AccountStatus as A;
+        use transcript::ConversationStatus as C;
+        for (status, account, refused) in [
+            (C::Active, Some(Some(A::Active)), None),
+            (C::Active, None, None),
+            (C::Active, Some(None), None),
+            (C::Paused, None, Some("conversation_not_active")),
+            (
+                C::Closed,
+                Some(Some(A::Active)),
+                Some("conversation_not_active"),
+            ),
+            (C::Active, Some(Some(A::Paused)), Some("account_paused")),
+            (C::Active, Some(Some(A::Closed)), Some("account_closed")),
+        ] {
+            assert_eq!(
+                turn_refused(&row(status, account)),
+                refused,
+                "{status:?} {account:?}"
+            );
+        }
     }
 
     fn job_with_an_image() -> TurnJob {

@@ -522,7 +522,15 @@ impl ChannelJobs {
         sender: &dyn Sender,
     ) -> Result<(TurnOutcome, Option<VisibleEntry>), JobError> {
         let said = self.said(job, conversation).await;
-        let prepared = attachments::prepare(self.options.media.as_ref(), job).await;
+        // A turn that will not run fetches nothing: each attachment is a download of up to
+        // 10 MB, kept in the media store.
+        let prepared = match row.as_ref().and_then(attachments::turn_refused) {
+            Some(why) => {
+                tracing::info!(job = %job.dedupe_key(), why, attachments = job.media.len(), "the turn will not run; its attachments are not fetched");
+                attachments::Prepared::default()
+            }
+            None => attachments::prepare(self.options.media.as_ref(), job).await,
+        };
         let input = TurnInput {
             conversation_id: conversation.clone(),
             text: said.text,
