@@ -14,7 +14,9 @@
 //! What it runs on:
 //! - **DynamoDB** (`TABLE_NAME`) for everything that outlives a request: accounts, sessions and
 //!   verified sign-ins, conversations and transcripts, the job claims and the per-conversation
-//!   lease that keeps a web turn and a channel turn of one conversation from interleaving.
+//!   lease that keeps a web turn and a channel turn of one conversation from interleaving, and
+//!   each user's reply-stream slots (one environment serves one request, so a user's open
+//!   streams are counted there: [`in_one_invocation`], `bridle::server::streams`).
 //! - **In memory** for the job queue and the demo notes: a posted message is queued and run by
 //!   the worker [`bridle::server::spawn_worker`] starts at init, *within the invocation that
 //!   posted it* (the response streams until the turn's `done`). The in-memory queue only ever

@@ -28,10 +28,21 @@ async fn two_environments(store: Arc<dyn Store>) -> (TestServer, TestServer) {
 }
 
 async fn post(server: &TestServer, conversation: &str, text: &str) -> reqwest::Response {
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    post_as(server, conversation, text, &id).await
+}
+
+/// A post with the client's own message id (the same id again is the same message).
+async fn post_as(
+    server: &TestServer,
+    conversation: &str,
+    text: &str,
+    client_message_id: &str,
+) -> reqwest::Response {
     server
         .client
         .post(server.url(&format!("/api/conversations/{conversation}/messages")))
-        .json(&serde_json::json!({ "text": text }))
+        .json(&serde_json::json!({ "text": text, "client_message_id": client_message_id }))
         .send()
         .await
         .unwrap()
@@ -39,13 +50,13 @@ async fn post(server: &TestServer, conversation: &str, text: &str) -> reqwest::R
 
 async fn held_to_one_cap_across_environments(store: Arc<dyn Store>) {
     let (a, b) = two_environments(store).await;
-    // Two conversations, so that no turn waits for another's lease.
+    // Three conversations, so that no turn waits for another's lease.
     let (one, two, three) = (
         a.new_conversation().await,
         b.new_conversation().await,
         a.new_conversation().await,
     );
-    let first = post(&a, &one, "first").await;
+    let first = post_as(&a, &one, "first", "m-first").await;
     assert_eq!(first.status(), 200);
     let second = post(&b, &two, "second").await;
     assert_eq!(second.status(), 200);
@@ -65,6 +76,11 @@ async fn held_to_one_cap_across_environments(store: Arc<dyn Store>) {
     // A stream that ends gives its slot back as its last step: the next post goes through.
     let text = first.text().await.unwrap();
     assert!(text.contains("event: done"), "{text}");
+    // A message answered already is refused, and gives back the slot it took at once.
+    for _ in 0..3 {
+        let again = post_as(&a, &one, "first", "m-first").await;
+        assert_eq!(again.status(), 409);
+    }
     let third = post(&b, &three, "third").await;
     assert_eq!(third.status(), 200);
     // A client that goes away: its stream's slot comes back once its response is dropped.

@@ -19,7 +19,7 @@
 //! | body continuation | as its head | head's `sk` + `#PART#<n>` | `chunk = n`, `body`, (`lsi1sk` + `#PART#<n>`) |
 //! | job claim | `JOB#<job key>` | `CLAIM` | `status`, `expires_at_ms`, `attempt`, `keep_until_ms`, `ttl`, `reply_sent` (what a released attempt sent) |
 //! | a tool call's result | `CONV#<id>` | `TOOL#<asked-at position, 20 digits>#<call id>` | `call_id`, `body` (the result part as JSON) |
-//! | conversation lease | `CONV#<id>` | `LEASE` | `holder`, `expires_at_ms`, `ttl` |
+//! | conversation lease | `CONV#<id>` | `LEASE` | `holder`, `expires_at_ms`, `ttl`; also a web user's reply-stream slot (`CONV#streams:<user>#<k>`) |
 //! | web session | `SESSION#<sha-256 of its secret>` | `SESSION` | `user_id`, `csrf`, `created_at_ms`, `expires_at_ms`, `ttl` |
 //! | verified sign-in | `LOGIN#<state>` | `LOGIN` | `keep_until_ms`, `ttl` |
 //! | link code | `LINK#<code>` | `LINK` | `user_id`, `expires_at_ms`, `ttl`, `used_at_ms` once redeemed |
@@ -29,7 +29,7 @@
 //! | audit head | `AUDIT#<user>` | `HEAD` | `seq` (the last row's number), `stack_from` (the first row written with a stack entry) |
 //! | audit row | `AUDIT#<user>` | `ACT#<seq>` | `action_id`, `actor`, `by_user`, `at_ms`, `changes` (JSON), `reverts`, `undone_by`, `conversation` |
 //! | undo stack entry | `AUDIT#<user>` | `STACK#<length>:<conversation>#<seq>` (`STACK#-#<seq>` outside any) | `action_id`, `seq`; one per row on the stack, deleted when undone |
-//! | action index | `AUDIT#<user>` | `AIDX#<action id>` | `seqs` (number set: the action's rows) |
+//! | action index | `AUDIT#<user>` | `AIDX#<action id>` | `seqs` (number set: the action's rows not undone), `weight`, `undo_bytes`, `last` (map: record → bytes of its last value), `row_bytes` |
 //! | pending confirmation | `CONV#<id>` | `PENDING#<hash>` | `created_on_action`, `description`, `expires_at_ms`, `ttl` |
 //! | active record | `CONV#<id>` | `ACTIVE#<kind>` | `rid` |
 //! | account | `USER#<user>` | `ACCOUNT` | `user_id`, `status`, `display_name`, `time_zone`, `email`, `roles`, `created_at_ms`; `gsi1pk = ACCOUNTS`, `gsi1sk = <created>#<user>` |
@@ -95,8 +95,8 @@
 //! undo would hold in bytes (`store::UndoSize`: an undo's row is one item, at most 400 KB). A
 //! commit on the stack reads the index with the audit head (a `BatchGetItem`; the index's
 //! conditions, not the read, make the two agree), refuses itself past
-//! `store::MAX_ACTION_WEIGHT` or `store::MAX_ROW_BYTES` (`TooLarge`, nothing written) and
-//! writes the index back on the condition that it still holds the weight and bytes it read
+//! `store::MAX_ACTION_WEIGHT`, `store::MAX_ROW_BYTES` or `store::MAX_UNDO_WRITE_BYTES`
+//! (`TooLarge`, nothing written) and writes the index back on the condition that it still holds the weight and bytes it read
 //! (`action_index.rs`). However a model chains its calls, its turn stays small enough to undo
 //! in one transaction (before, 34 commits to as many records made a turn that no undo could
 //! take back, and that blocked every undo behind it; and an action's records past about

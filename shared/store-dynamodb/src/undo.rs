@@ -10,6 +10,7 @@
 //! fits (see the crate docs).
 
 use crate::DynamoStore;
+use crate::action_index::WEIGHT;
 use crate::audit::{
     ACTION_ID, BY_USER, CONVERSATION, Head, REVERTS, SEQ, SEQS, UNDONE_BY, audit_entry,
     refused_items,
@@ -72,10 +73,15 @@ impl DynamoStore {
             }
             writes.push(self.head_bump(user, prev)?);
             writes.push(self.audit_put(&undo.audit_row(prev + 1, &action_id, changes.clone()))?);
-            // The action's count goes; its next commit counts its rows left (rows from before
-            // the entries have no index).
-            if rows.iter().all(|row| row.seq >= head.stack_from) {
-                writes.push(self.index_uncounted(user, &action_id)?);
+            // The action's count goes, and the seqs of the rows undone: its next commit counts
+            // the rows left (rows from before the entries have no index).
+            let indexed: Vec<u64> = rows
+                .iter()
+                .filter(|row| row.seq >= head.stack_from)
+                .map(|row| row.seq)
+                .collect();
+            if !indexed.is_empty() {
+                writes.push(self.index_undone(user, &action_id, &indexed)?);
             }
             // Last, so the refused items' positions above still name the changes.
             for change in &changes {
@@ -266,7 +272,7 @@ impl DynamoStore {
     /// keeps those on the stack and in scope). Without an index (a row written by an older
     /// version after this one started the entries), the stack in scope read from the whole
     /// log, as it used to be.
-    pub(crate) async fn rows_of_action(
+    async fn rows_of_action(
         &self,
         user: &UserId,
         action: &str,
@@ -283,6 +289,14 @@ impl DynamoStore {
             .await
             .map_err(unavailable)?;
         let what = format!("index of action {action} of {user}");
+        if out
+            .item
+            .as_ref()
+            .is_some_and(|item| item.contains_key(WEIGHT) && !item.contains_key(SEQS))
+        {
+            // Every row of it undone: an undo takes the seqs of what it marks out of the index.
+            return Ok(Vec::new());
+        }
         let Some(AttributeValue::Ns(seqs)) = out.item.as_ref().and_then(|item| item.get(SEQS))
         else {
             tracing::warn!(%user, action, "no index for an action on the undo stack: the whole log is read");

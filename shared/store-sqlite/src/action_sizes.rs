@@ -1,4 +1,4 @@
-//! What the undo of each action would hold (`action_sizes`, migration 19): the action's
+//! What the undo of each action would hold (`action_sizes`, migration 20): the action's
 //! `store::UndoSize`, read and written inside the commit's (or the undo's) transaction. See
 //! `store`'s `undo_bytes`.
 

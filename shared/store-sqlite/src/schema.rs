@@ -206,9 +206,19 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     "ALTER TABLE job_claims ADD COLUMN reply_sent TEXT;",
     // 18: done claims by their keep, for the sweep that deletes them once past it.
     "CREATE INDEX job_claims_done_until ON job_claims (keep_until_ms) WHERE status = 'done';",
-    // 19: what the undo of each action would hold (JSON of `store::UndoSize`); an undo deletes
-    // its action's row.
+    // 19: what the undo of each action would hold, first kept as a total and the records
+    // touched (replaced by 20).
     "CREATE TABLE action_sizes (
+        user_id    TEXT    NOT NULL,
+        action_id  TEXT    NOT NULL,
+        undo_bytes INTEGER NOT NULL,
+        touched    TEXT    NOT NULL,
+        PRIMARY KEY (user_id, action_id)
+    ) STRICT, WITHOUT ROWID;",
+    // 20: what the undo of each action would hold (JSON of `store::UndoSize`); an undo deletes
+    // its action's row. A count dropped here is counted again from the action's rows.
+    "DROP TABLE action_sizes;
+    CREATE TABLE action_sizes (
         user_id   TEXT NOT NULL,
         action_id TEXT NOT NULL,
         size      TEXT NOT NULL,

@@ -54,7 +54,7 @@ pub use sessions::{Session, Sessions};
 pub use tokens::{McpToken, TokenScope, Tokens};
 pub use tool_results::ToolResults;
 pub use turn_writes::{ClaimWithLease, ClaimedWithLease, StartRead, TurnFinish, TurnWrites};
-pub use undo_bytes::{MAX_ACTION_ROWS_BYTES, MAX_RECORD_BYTES, MAX_ROW_BYTES, UndoSize};
+pub use undo_bytes::{MAX_RECORD_BYTES, MAX_ROW_BYTES, MAX_UNDO_WRITE_BYTES, UndoSize};
 pub use visible::{Button, VisibleEntry, VisibleRole};
 
 use async_trait::async_trait;

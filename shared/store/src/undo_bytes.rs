@@ -18,9 +18,10 @@
 //!   undo then finds the record changed, and reverts nothing). An undo drops the count of the
 //!   action it reverts, and the action's next commit counts afresh from its rows still on the
 //!   stack ([`UndoSize::of_rows`]), as for an action an older version began;
-//! - the rows of one action hold at most [`MAX_ACTION_ROWS_BYTES`] together: an undo marks
-//!   each of them undone in its one write, and DynamoDB counts an updated item whole towards
-//!   the transaction's 4 MB (and its write units).
+//! - one undo's write stays within [`MAX_UNDO_WRITE_BYTES`]: it marks each of the action's
+//!   rows undone, and restores and records about three times what its row holds. Whether
+//!   DynamoDB counts an updated item whole towards a transaction's 4 MB is not documented (its
+//!   write units are counted whole), so it is assumed.
 //!
 //! The limits are decided from what a commit says it changes, before its `before`s are
 //! checked. Past any of them a commit is [`StoreError::TooLarge`] and writes nothing.
@@ -32,7 +33,9 @@ use std::collections::BTreeMap;
 
 /// The most bytes one record's value may take (its canonical JSON). The largest record is an
 /// event's program: 300 sessions of ordinary titles and speakers take about 70 KB, with 20
-/// speakers each about 100 KB.
+/// short speaker names each over 125 KB. A move writes the program with its timetable in one
+/// row, both before and after: past [`MAX_ROW_BYTES`] together (a program near this limit
+/// with a timetable over 25 KB), it is refused.
 pub const MAX_RECORD_BYTES: usize = 150_000;
 
 /// The most bytes of changes one audit row may hold: a commit's own, or the one its action's
@@ -40,11 +43,12 @@ pub const MAX_RECORD_BYTES: usize = 150_000;
 /// them). Below DynamoDB's 400 KB item limit with room for the row's other attributes.
 pub const MAX_ROW_BYTES: usize = 350_000;
 
-/// The most bytes the rows of one action may hold together (each commit's own row, as
-/// [`MAX_ROW_BYTES`] measures it). With what one undo restores and its own row, its write stays
-/// inside DynamoDB's 4 MB. A program at the record limit can be edited six times in a message,
-/// an ordinary 300-session one fourteen times.
-pub const MAX_ACTION_ROWS_BYTES: usize = 2_000_000;
+/// The most one undo's write may carry: the action's rows, which it marks undone (each commit's
+/// own row, as [`MAX_ROW_BYTES`] measures it), and three times what its row holds (the records
+/// put back, their listing copies and the conditions on what they hold now, besides the row).
+/// Inside DynamoDB's 4 MB a transaction. An ordinary 300-session program (70 KB) can be added
+/// to 24 times in one message; one at the record limit 9 times.
+pub const MAX_UNDO_WRITE_BYTES: usize = 3_800_000;
 
 /// A record's key in an [`UndoSize`]: kinds never contain `#`.
 fn touched_key(kind: &str, id: &str) -> String {
@@ -72,13 +76,20 @@ fn change_bytes(c: &Change) -> usize {
 
 /// What the undo of one action would hold: `bytes` in all, and for each record the action
 /// touched (`kind#id`), the bytes of the value it last wrote (an upper bound, never less than
-/// the undo's row would be); and `rows`, what the action's rows hold together. Stored by each
-/// adapter beside the action (see the module docs).
+/// the undo's row would be); and `row_bytes`, what the action's rows hold together. Stored by
+/// each adapter beside the action (see the module docs).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UndoSize {
     pub bytes: usize,
     pub last: BTreeMap<String, usize>,
-    pub rows: usize,
+    pub row_bytes: usize,
+}
+
+impl UndoSize {
+    /// What the undo's write would carry (see [`MAX_UNDO_WRITE_BYTES`]).
+    pub fn undo_write(&self) -> usize {
+        self.row_bytes + 3 * self.bytes
+    }
 }
 
 impl UndoSize {
@@ -93,7 +104,7 @@ impl UndoSize {
         rows.sort_by_key(|r| r.seq);
         let reverting = reverting_changes(&rows);
         UndoSize {
-            rows: rows.iter().flat_map(|r| &r.changes).map(change_bytes).sum(),
+            row_bytes: rows.iter().flat_map(|r| &r.changes).map(change_bytes).sum(),
             bytes: reverting.iter().map(change_bytes).sum(),
             last: reverting
                 .iter()
@@ -108,7 +119,7 @@ impl UndoSize {
     pub fn after(&self, commit: &ActionCommit) -> Self {
         let mut next = self.clone();
         for c in &commit.changes {
-            next.rows += change_bytes(c);
+            next.row_bytes += change_bytes(c);
             let after = value_bytes(c.after.as_ref());
             match next.last.insert(touched_key(&c.kind, &c.id), after) {
                 Some(last) => next.bytes = (next.bytes + after).saturating_sub(last),
@@ -147,18 +158,20 @@ impl ActionCommit {
     }
 
     /// The action's count with this commit in (`earlier` without it), or
-    /// [`StoreError::TooLarge`] when its undo would then hold more than [`MAX_ROW_BYTES`] or
-    /// its rows more than [`MAX_ACTION_ROWS_BYTES`].
+    /// [`StoreError::TooLarge`] when its undo's row would then hold more than [`MAX_ROW_BYTES`]
+    /// or its write carry more than [`MAX_UNDO_WRITE_BYTES`].
     pub fn undo_size(&self, earlier: &UndoSize) -> Result<UndoSize, StoreError> {
         let next = earlier.after(self);
-        if next.bytes <= MAX_ROW_BYTES && next.rows <= MAX_ACTION_ROWS_BYTES {
+        if next.bytes <= MAX_ROW_BYTES && next.undo_write() <= MAX_UNDO_WRITE_BYTES {
             return Ok(next);
         }
         Err(StoreError::TooLarge {
             what: format!(
-                "action {} would change more than one undo can take back ({} bytes to restore, \
-                 at most {MAX_ROW_BYTES}; {} in its rows, at most {MAX_ACTION_ROWS_BYTES})",
-                self.action_id, next.bytes, next.rows
+                "action {} would change more than one undo can take back (a row of {} bytes, \
+                 at most {MAX_ROW_BYTES}; a write of {}, at most {MAX_UNDO_WRITE_BYTES})",
+                self.action_id,
+                next.bytes,
+                next.undo_write()
             ),
         })
     }
@@ -255,7 +268,7 @@ mod tests {
         // 40 edits of a 5 KB record: the undo holds it once (nothing before, the last after);
         // the rows hold every edit.
         assert!(size.bytes < 6_000, "{size:?}");
-        assert!(size.rows > 40 * 2 * 5_000, "{size:?}");
+        assert!(size.row_bytes > 40 * 2 * 5_000, "{size:?}");
         assert_eq!(
             size,
             UndoSize::of_rows("a-1", &rows(&commits)),
@@ -340,14 +353,14 @@ mod tests {
         };
         assert!(fits.undo_size(&full).is_err());
         let many_rows = UndoSize {
-            rows: MAX_ACTION_ROWS_BYTES - 10,
+            row_bytes: MAX_UNDO_WRITE_BYTES - 10,
             ..UndoSize::default()
         };
         assert!(fits.undo_size(&many_rows).is_err());
         let small = commit(vec![change("p-9", None, Some(json!({})))]);
         small
             .undo_size(&UndoSize {
-                rows: MAX_ACTION_ROWS_BYTES - 1_000,
+                row_bytes: MAX_UNDO_WRITE_BYTES - 1_000,
                 ..UndoSize::default()
             })
             .unwrap();

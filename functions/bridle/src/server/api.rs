@@ -394,20 +394,6 @@ pub async fn post_message(
         media: Vec::new(),
         received_at_ms: now_ms(),
     };
-    let slot = app
-        .streams
-        .take(&current.user)
-        .await
-        .map_err(ApiError::internal)?;
-    let Some(slot) = slot else {
-        return Err(ApiError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            format!(
-                "{} replies are streaming to you already; send this once one has finished.",
-                app.streams.cap()
-            ),
-        ));
-    };
     let key = job.dedupe_key();
     let duplicate = || {
         ApiError::new(
@@ -418,16 +404,31 @@ pub async fn post_message(
     let Some(rx) = app.hub.subscribe(&key) else {
         return Err(duplicate());
     };
-    match app.queue.enqueue(&job).await {
-        Ok(Enqueued::Accepted) => {}
-        Ok(Enqueued::Duplicate) => {
+    let slot = match app.streams.take(&current.user).await {
+        Ok(Some(slot)) => slot,
+        taken => {
             app.hub.forget(&key);
-            return Err(duplicate());
+            return Err(match taken {
+                Err(err) => ApiError::internal(err),
+                _ => ApiError::new(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    format!(
+                        "{} replies are streaming to you already; send this once one has finished.",
+                        app.streams.cap()
+                    ),
+                ),
+            });
         }
-        Err(err) => {
-            app.hub.forget(&key);
-            return Err(ApiError::internal(err));
-        }
+    };
+    let refused = match app.queue.enqueue(&job).await {
+        Ok(Enqueued::Accepted) => None,
+        Ok(Enqueued::Duplicate) => Some(duplicate()),
+        Err(err) => Some(ApiError::internal(err)),
+    };
+    if let Some(refused) = refused {
+        app.hub.forget(&key);
+        slot.release().await;
+        return Err(refused);
     }
     let queued = Event::default()
         .event("queued")

@@ -8,12 +8,13 @@
 //!
 //! Counted in this process, which on the local server is all of them. The web Lambda serves one
 //! request per environment, so there each stream also holds one of the user's [`cap`] slots in
-//! the store ([`Shared`]): slot `k` is a lease (`store::Leases`) on the name
-//! `streams:<user>#<k>`, taken for at most as long as the function may run, and given back as
-//! the stream ends. Before, every post there waiting behind a slow turn held an invocation for
-//! up to 270 s, so one user posting within the write rate could hold hundreds at once. A
-//! stream whose client went away gives its slot back as its response is dropped, or, if the
-//! environment froze first, when its lease lapses.
+//! the store ([`Shared`]), so that one user cannot hold more than [`cap`] invocations, each
+//! waiting up to 270 s behind a slow turn. Slot `k` is a lease (`store::Leases`) on the name
+//! `streams:<user>#<k>` (no channel is called `streams`, so no conversation has such an id),
+//! taken for at most as long as the function may run: one conditional write for a free slot,
+//! up to [`cap`] when all are held. It is given back as the stream's last step (one delete),
+//! before an answer that opens no stream, or, for a stream whose client went away, on the side
+//! as its response is dropped; if the environment froze first, its lease lapses.
 //!
 //! [`cap`]: OpenStreams::cap
 
@@ -79,10 +80,11 @@ impl Shared {
         ConversationId(format!("streams:{user}#{k}"))
     }
 
-    /// One of `user`'s `cap` slots, looked for from a random one; `None` when all are held.
-    async fn take(&self, user: &UserId, cap: usize) -> Result<Option<Held>, StoreError> {
-        let holder = uuid::Uuid::new_v4().to_string();
-        let first = holder.as_bytes()[0] as usize;
+    /// One of `user`'s `cap` slots, looked for from a random one (a conditional write each);
+    /// `None` when all are held.
+    async fn hold(&self, user: &UserId, cap: usize) -> Result<Option<Held>, StoreError> {
+        let id = uuid::Uuid::new_v4();
+        let (holder, first) = (id.to_string(), (id.as_u128() % cap as u128) as usize);
         let now = (self.clock)();
         let until = now + self.hold.as_millis() as i64;
         for i in 0..cap {
@@ -126,7 +128,7 @@ impl OpenStreams {
             return Ok(None);
         };
         if let Some(shared) = &self.shared {
-            match shared.take(user, self.cap).await? {
+            match shared.hold(user, self.cap).await? {
                 Some(held) => slot.held = Some(held),
                 None => return Ok(None),
             }
@@ -162,16 +164,18 @@ impl OpenStreams {
 }
 
 impl Slot {
-    /// Give the slot back: in the store now (the stream's last step, so a Lambda invocation
-    /// does not end before it), in this process as it drops.
+    /// Give the slot back: in the store now (the stream's last step, or before an answer that
+    /// opens no stream, so a Lambda invocation does not end first), in this process as it
+    /// drops. Cut short, the drop gives it back on the side.
     pub async fn release(mut self) {
-        if let (Some(held), Some(shared)) = (self.held.take(), &self.streams.shared) {
-            release(shared, &held).await;
+        if let (Some(held), Some(shared)) = (&self.held, &self.streams.shared) {
+            give_back(shared, held).await;
+            self.held = None;
         }
     }
 }
 
-async fn release(shared: &Shared, held: &Held) {
+async fn give_back(shared: &Shared, held: &Held) {
     if let Err(e) = shared.leases.release_lease(&held.name, &held.holder).await {
         tracing::warn!(error = %e, slot = %held.name, "could not give a stream's slot back; it lapses");
     }
@@ -180,12 +184,13 @@ async fn release(shared: &Shared, held: &Held) {
 impl Drop for Slot {
     fn drop(&mut self) {
         // Dropped unreleased (the client went away): give the store's slot back on the side.
+        // Best effort: an environment frozen first leaves it to lapse.
         if let (Some(held), Some(shared), Ok(runtime)) = (
             self.held.take(),
             self.streams.shared.clone(),
             tokio::runtime::Handle::try_current(),
         ) {
-            runtime.spawn(async move { release(&shared, &held).await });
+            runtime.spawn(async move { give_back(&shared, &held).await });
         }
         let mut open = self.streams.open.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(n) = open.get_mut(&self.user) {
@@ -216,6 +221,17 @@ mod tests {
         assert!(streams.open(&ana).is_some());
         held.clear();
         assert_eq!(streams.of(&ana), 0);
+    }
+
+    #[test]
+    fn no_channel_names_a_slot() {
+        let slot = Shared::name(&UserId::from("ana"), 3);
+        assert!(slot.0.starts_with("streams:"));
+        assert!(
+            !crate::channel_setup::CHANNEL_NAMES.contains(&"streams")
+                && channel_jobs::web::WEB_CHANNEL != "streams",
+            "a slot's lease must never be a conversation's"
+        );
     }
 
     #[test]

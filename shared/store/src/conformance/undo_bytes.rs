@@ -92,7 +92,7 @@ pub async fn check_action_bytes(store: &dyn Store) {
     assert_eq!(value(store, "w0").await, None);
 
     // One 90 KB record made and edited 8 times in one action: counted once, all let through
-    // (each edit's row holds it twice: 9 rows of 180 KB, within MAX_ACTION_ROWS_BYTES).
+    // (each edit's row holds it twice: 9 rows of 180 KB, within MAX_UNDO_WRITE_BYTES).
     let mut current = None;
     for tag in 0..9 {
         let next = sized(90, tag);
@@ -179,12 +179,13 @@ pub async fn check_action_bytes(store: &dyn Store) {
     assert_eq!(value(store, "b").await, Some(big));
     assert_eq!(value(store, "c").await, None);
 
-    // The rows of one action hold at most MAX_ACTION_ROWS_BYTES: a 40 KB record edited over and
-    // over (its undo holding it once) is refused once its rows would pass 2 MB.
+    // One undo's write carries at most MAX_UNDO_WRITE_BYTES: a 90 KB record edited over and
+    // over (its undo's row holding it once) is refused once the rows its undo would mark, with
+    // what it restores, would pass 3.8 MB.
     let mut current = None;
     let mut edits = 0;
     let refused = loop {
-        let next = sized(40, edits);
+        let next = sized(90, edits);
         let done = store
             .commit(&commit(
                 "often",
@@ -198,8 +199,8 @@ pub async fn check_action_bytes(store: &dyn Store) {
         edits += 1;
         assert!(edits < 100, "never refused");
     };
-    too_large(refused, "in its rows");
-    assert!((20..=25).contains(&edits), "{edits} edits of 80 KB rows");
+    too_large(refused, "a write of");
+    assert!((18..=21).contains(&edits), "{edits} commits of 180 KB rows");
     assert_eq!(value(store, "o-1").await, current);
 
     // Someone else grows the action's records between its commits (another conversation, an
