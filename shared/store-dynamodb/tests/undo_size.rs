@@ -10,8 +10,35 @@ use store::{
     ActionCommit, ActorKind, Change, MAX_ROW_BYTES, Records, StoreError, UndoOutcome, UndoRequest,
     UndoScope,
 };
+use store_dynamodb::DynamoStore;
 use support::fresh_store;
 use transcript::UserId;
+
+/// The user's undo of their newest action, which must be `reverted` with `changes` records.
+async fn undo_all(
+    store: &DynamoStore,
+    user: &UserId,
+    action: &str,
+    reverted: &str,
+    changes: usize,
+) {
+    let undone = store
+        .undo_last(&UndoRequest {
+            user: user.clone(),
+            scope: UndoScope::Anywhere,
+            action_id: action.into(),
+            actor: ActorKind::User,
+            conversation: None,
+            at_ms: 2,
+            receipt: None,
+        })
+        .await
+        .unwrap();
+    assert!(
+        matches!(&undone, UndoOutcome::Undone { action_id, changes: c } if action_id == reverted && c.len() == changes),
+        "{undone:?}"
+    );
+}
 
 #[tokio::test]
 async fn a_transaction_refuses_an_item_past_400_kb() {
@@ -73,22 +100,7 @@ async fn the_largest_action_the_limits_let_through_undoes_in_one_go() {
     }
     let past = store.commit(&create("p5", 10_000)).await;
     assert!(matches!(past, Err(StoreError::TooLarge { .. })), "{past:?}");
-    let undone = store
-        .undo_last(&UndoRequest {
-            user: user.clone(),
-            scope: UndoScope::Anywhere,
-            action_id: "undo-max".into(),
-            actor: ActorKind::User,
-            conversation: None,
-            at_ms: 2,
-            receipt: None,
-        })
-        .await
-        .unwrap();
-    assert!(
-        matches!(&undone, UndoOutcome::Undone { action_id, changes } if action_id == "max" && changes.len() == 4),
-        "{undone:?}"
-    );
+    undo_all(&store, &user, "undo-max", "max", 4).await;
     for id in ["p1", "p2", "p3", "p4", "p5"] {
         assert!(store.record("program", id).await.unwrap().is_none(), "{id}");
     }
@@ -147,22 +159,7 @@ async fn the_heaviest_undo_of_edits_restores_big_records_in_one_go() {
         ))
         .await
         .unwrap();
-    let undone = store
-        .undo_last(&UndoRequest {
-            user: user.clone(),
-            scope: UndoScope::Anywhere,
-            action_id: "undo-edit".into(),
-            actor: ActorKind::User,
-            conversation: None,
-            at_ms: 2,
-            receipt: None,
-        })
-        .await
-        .unwrap();
-    assert!(
-        matches!(&undone, UndoOutcome::Undone { action_id, changes } if action_id == "edit" && changes.len() == 2),
-        "{undone:?}"
-    );
+    undo_all(&store, &user, "undo-edit", "edit", 2).await;
     for (id, bytes) in [("p1", 99_500), ("p2", 75_000)] {
         let record = store.record("program", id).await.unwrap().unwrap();
         assert_eq!(record.value, value(bytes, 0), "{id} restored");
