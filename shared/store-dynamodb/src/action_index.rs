@@ -1,7 +1,9 @@
 //! An action's index item (`AUDIT#<user>` / `AIDX#<action id>`): the seqs of its rows, what
 //! they weigh (`store::MAX_ACTION_WEIGHT`) and what its undo would hold (`store::UndoSize`:
 //! `undo_bytes`, `last` — a map from each record the action touched to the bytes of the
-//! value it last wrote — and `row_bytes`). A commit on the undo stack reads it with the audit
+//! value it last wrote — `row_bytes`, and `counted_weight`, the weight it was kept at: an
+//! older version's commit during a deploy moves the weight without counting, and the count is
+//! then made again). A commit on the undo stack reads it with the audit
 //! head in one `BatchGetItem`, decides both limits from what it read, and writes it back in
 //! its transaction on the condition that it still holds the weight and bytes that were read.
 //! The two reads are not one snapshot; the conditions make them safe: every writer of an index
@@ -28,6 +30,9 @@ const UNDO_BYTES: &str = "undo_bytes";
 const LAST: &str = "last";
 /// What the action's rows hold together.
 const ROW_BYTES: &str = "row_bytes";
+/// The weight the count was kept at: an index whose weight moved since (an older version's
+/// commit, during a deploy, adds its row without counting it) is counted again.
+const COUNTED_WEIGHT: &str = "counted_weight";
 
 /// An action's index as a commit read it: whether there is one, its seqs, the weight and bytes
 /// as stored (`None` where absent: no item yet, an older version's, or one an undo took the
@@ -56,10 +61,12 @@ impl ActionIndex {
             _ => Vec::new(),
         };
         let (weight, undo_bytes) = (number(WEIGHT)?, number(UNDO_BYTES)?);
+        let whole = weight.is_some() && number(COUNTED_WEIGHT)? == weight;
         Ok(ActionIndex {
             exists: true,
             seqs,
-            size: count(item, undo_bytes.as_deref(), number(ROW_BYTES)?.as_deref()),
+            size: count(item, undo_bytes.as_deref(), number(ROW_BYTES)?.as_deref())
+                .filter(|_| whole),
             weight,
             undo_bytes,
         })
@@ -175,9 +182,10 @@ impl DynamoStore {
             .key(PK, s(audit_pk(&commit.user)))
             .key(SK, s(action_sk(&commit.action_id)))
             .update_expression(
-                "SET #weight = :weight, #bytes = :bytes, #last = :last, #rows = :rows \
-                 ADD #seqs :seq",
+                "SET #weight = :weight, #counted = :weight, #bytes = :bytes, #last = :last, \
+                 #rows = :rows ADD #seqs :seq",
             )
+            .expression_attribute_names("#counted", COUNTED_WEIGHT)
             .expression_attribute_names("#rows", ROW_BYTES)
             .expression_attribute_values(":rows", n(size.row_bytes))
             .expression_attribute_names("#seqs", SEQS)
@@ -221,7 +229,8 @@ impl DynamoStore {
             .table_name(&self.table)
             .key(PK, s(audit_pk(user)))
             .key(SK, s(action_sk(action_id)))
-            .update_expression("REMOVE #bytes, #last, #rows DELETE #seqs :undone")
+            .update_expression("REMOVE #bytes, #last, #rows, #counted DELETE #seqs :undone")
+            .expression_attribute_names("#counted", COUNTED_WEIGHT)
             .expression_attribute_names("#bytes", UNDO_BYTES)
             .expression_attribute_names("#last", LAST)
             .expression_attribute_names("#rows", ROW_BYTES)
@@ -262,6 +271,8 @@ mod tests {
         ]);
         assert!(ActionIndex::of(&earlier, "test").unwrap().size.is_none());
         let whole = Item::from([
+            (WEIGHT.into(), n(6)),
+            (COUNTED_WEIGHT.into(), n(6)),
             (UNDO_BYTES.into(), n(90)),
             (ROW_BYTES.into(), n(120)),
             (
@@ -274,6 +285,10 @@ mod tests {
             (size.bytes, size.row_bytes, size.last["event#e1"]),
             (90, 120, 40)
         );
+        // An older version's commit moved the weight without counting: counted again.
+        let mut moved = whole.clone();
+        moved.insert(WEIGHT.into(), n(9));
+        assert!(ActionIndex::of(&moved, "test").unwrap().size.is_none());
         let wrong = Item::from([(WEIGHT.into(), s("nine"))]);
         assert!(matches!(
             ActionIndex::of(&wrong, "test"),

@@ -29,7 +29,7 @@
 //! | audit head | `AUDIT#<user>` | `HEAD` | `seq` (the last row's number), `stack_from` (the first row written with a stack entry) |
 //! | audit row | `AUDIT#<user>` | `ACT#<seq>` | `action_id`, `actor`, `by_user`, `at_ms`, `changes` (JSON), `reverts`, `undone_by`, `conversation` |
 //! | undo stack entry | `AUDIT#<user>` | `STACK#<length>:<conversation>#<seq>` (`STACK#-#<seq>` outside any) | `action_id`, `seq`; one per row on the stack, deleted when undone |
-//! | action index | `AUDIT#<user>` | `AIDX#<action id>` | `seqs` (number set: the action's rows not undone), `weight`, `undo_bytes`, `last` (map: record → bytes of its last value), `row_bytes` |
+//! | action index | `AUDIT#<user>` | `AIDX#<action id>` | `seqs` (number set: the action's rows; an undo takes out those it marks, so a `weight` with no `seqs` is an action undone whole), `weight`, `undo_bytes`, `last` (map: record → bytes of its last value), `row_bytes`, `counted_weight` (the weight the count was kept at) |
 //! | pending confirmation | `CONV#<id>` | `PENDING#<hash>` | `created_on_action`, `description`, `expires_at_ms`, `ttl` |
 //! | active record | `CONV#<id>` | `ACTIVE#<kind>` | `rid` |
 //! | account | `USER#<user>` | `ACCOUNT` | `user_id`, `status`, `display_name`, `time_zone`, `email`, `roles`, `created_at_ms`; `gsi1pk = ACCOUNTS`, `gsi1sk = <created>#<user>` |

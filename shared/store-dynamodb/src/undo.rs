@@ -268,10 +268,11 @@ impl DynamoStore {
         }
     }
 
-    /// Every row of `action` from its index, newest first (undone ones too: `rows_to_undo`
-    /// keeps those on the stack and in scope). Without an index (a row written by an older
-    /// version after this one started the entries), the stack in scope read from the whole
-    /// log, as it used to be.
+    /// Every row of `action` its index names, newest first (an undo takes the seqs of the rows
+    /// it marks out of the index; an index an older version kept names undone ones too, which
+    /// `rows_to_undo` leaves out). An index with a weight and no seqs is an action undone whole:
+    /// no rows. Without an index (a row written by an older version after this one started the
+    /// entries), the stack in scope read from the whole log, as it used to be.
     async fn rows_of_action(
         &self,
         user: &UserId,

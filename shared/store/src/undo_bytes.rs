@@ -44,8 +44,9 @@ pub const MAX_RECORD_BYTES: usize = 150_000;
 pub const MAX_ROW_BYTES: usize = 350_000;
 
 /// The most one undo's write may carry: the action's rows, which it marks undone (each commit's
-/// own row, as [`MAX_ROW_BYTES`] measures it), and three times what its row holds (the records
-/// put back, their listing copies and the conditions on what they hold now, besides the row).
+/// own row, as [`MAX_ROW_BYTES`] measures it), and three times what its row holds (its own
+/// row once; the records put back with their listing copies and the conditions on what they
+/// hold now, together at most twice).
 /// Inside DynamoDB's 4 MB a transaction. An ordinary 300-session program (70 KB) can be added
 /// to 24 times in one message; one at the record limit 9 times.
 pub const MAX_UNDO_WRITE_BYTES: usize = 3_800_000;
@@ -162,16 +163,18 @@ impl ActionCommit {
     /// or its write carry more than [`MAX_UNDO_WRITE_BYTES`].
     pub fn undo_size(&self, earlier: &UndoSize) -> Result<UndoSize, StoreError> {
         let next = earlier.after(self);
-        if next.bytes <= MAX_ROW_BYTES && next.undo_write() <= MAX_UNDO_WRITE_BYTES {
+        let past = if next.bytes > MAX_ROW_BYTES {
+            format!("a row of {} bytes, at most {MAX_ROW_BYTES}", next.bytes)
+        } else if next.undo_write() > MAX_UNDO_WRITE_BYTES {
+            let write = next.undo_write();
+            format!("a write of {write} bytes, at most {MAX_UNDO_WRITE_BYTES}")
+        } else {
             return Ok(next);
-        }
+        };
         Err(StoreError::TooLarge {
             what: format!(
-                "action {} would change more than one undo can take back (a row of {} bytes, \
-                 at most {MAX_ROW_BYTES}; a write of {}, at most {MAX_UNDO_WRITE_BYTES})",
-                self.action_id,
-                next.bytes,
-                next.undo_write()
+                "action {} would change more than one undo can take back ({past})",
+                self.action_id
             ),
         })
     }
