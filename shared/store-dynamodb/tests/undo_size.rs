@@ -141,24 +141,13 @@ async fn the_heaviest_undo_of_edits_restores_big_records_in_one_go() {
             .unwrap();
     }
     // Each edit's undo holds the record twice: 199 KB and 150 KB, about 349 KB together.
-    store
-        .commit(&commit(
-            "edit",
-            "p1",
-            Some(value(99_500, 0)),
-            Some(value(99_500, 1)),
-        ))
-        .await
-        .unwrap();
-    store
-        .commit(&commit(
-            "edit",
-            "p2",
-            Some(value(75_000, 0)),
-            Some(value(75_000, 1)),
-        ))
-        .await
-        .unwrap();
+    for (id, bytes) in [("p1", 99_500), ("p2", 75_000)] {
+        let (before, after) = (value(bytes, 0), value(bytes, 1));
+        store
+            .commit(&commit("edit", id, Some(before), Some(after)))
+            .await
+            .unwrap();
+    }
     undo_all(&store, &user, "undo-edit", "edit", 2).await;
     for (id, bytes) in [("p1", 99_500), ("p2", 75_000)] {
         let record = store.record("program", id).await.unwrap().unwrap();

@@ -91,9 +91,7 @@ impl UndoSize {
     pub fn undo_write(&self) -> usize {
         self.row_bytes + 3 * self.bytes
     }
-}
 
-impl UndoSize {
     /// Counted afresh from the action's rows (for an action whose count an older version did
     /// not keep): those still on the undo stack, as their undo would revert them.
     pub fn of_rows(action_id: &str, rows: &[AuditEntry]) -> Self {
