@@ -3,10 +3,10 @@
 
 use backend::{Reply, ScriptedModel};
 use bridle::{AppOptions, Db, build_app};
-use queue::TurnJob;
+use queue::{Delivery, Enqueued, JobQueue, QueueError, TurnJob};
 use serde_json::{Value, json};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tests::EchoModel;
 use tests::server::{TestServer, parse_sse, tokens};
@@ -235,6 +235,84 @@ async fn the_same_client_message_id_is_answered_once() {
         .unwrap();
     assert_eq!(res.status(), 200);
     assert_eq!(tokens(&parse_sse(&res.text().await.unwrap())), "Twice?");
+    server.stop().await;
+}
+
+/// The real queue, whose next enqueue never finishes once `stall` is set (it says so on
+/// `stalled`): a post waiting on it is cut short when its client hangs up.
+struct StallingQueue {
+    inner: Arc<dyn JobQueue>,
+    stall: AtomicBool,
+    stalled: tokio::sync::Notify,
+}
+
+#[async_trait::async_trait]
+impl JobQueue for StallingQueue {
+    async fn enqueue(&self, job: &TurnJob) -> Result<Enqueued, QueueError> {
+        if self.stall.swap(false, Ordering::SeqCst) {
+            self.stalled.notify_one();
+            std::future::pending::<()>().await;
+        }
+        self.inner.enqueue(job).await
+    }
+    async fn receive(&self, max: usize, wait: Duration) -> Result<Vec<Delivery>, QueueError> {
+        self.inner.receive(max, wait).await
+    }
+    async fn ack(&self, receipt: &str) -> Result<(), QueueError> {
+        self.inner.ack(receipt).await
+    }
+    async fn release_after(&self, receipt: &str, delay: Duration) -> Result<(), QueueError> {
+        self.inner.release_after(receipt, delay).await
+    }
+    async fn put_back(&self, receipt: &str) -> Result<(), QueueError> {
+        self.inner.put_back(receipt).await
+    }
+}
+
+#[tokio::test]
+async fn a_send_cut_short_before_it_was_queued_can_be_sent_again() {
+    let model = Arc::new(ScriptedModel::new([Reply::text("Answered once.")]));
+    let mut app = build_app(model.clone(), AppOptions::default()).unwrap();
+    let queue = Arc::new(StallingQueue {
+        inner: app.queue.clone(),
+        stall: AtomicBool::new(true),
+        stalled: tokio::sync::Notify::new(),
+    });
+    app.queue = queue.clone();
+    let server = TestServer::serve(app).await;
+    let id = server.new_conversation().await;
+    let url = server.url(&format!("/api/conversations/{id}/messages"));
+    let body = json!({"text": "hi", "client_message_id": "m-1"});
+    let first = tokio::spawn({
+        let (client, url, body) = (server.client.clone(), url.clone(), body.clone());
+        async move { client.post(url).json(&body).send().await }
+    });
+    // The post is waiting on the queue; its client hangs up, and the server drops the post.
+    queue.stalled.notified().await;
+    first.abort();
+    let _ = first.await;
+    // The same message sent again is received, queued and answered: the post cut short left
+    // nothing behind that takes it for a duplicate.
+    let mut again = None;
+    for _ in 0..100 {
+        let res = server.client.post(&url).json(&body).send().await.unwrap();
+        if res.status() != 409 {
+            again = Some(res);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let again = again.expect("the message is taken again once its first post is gone");
+    assert_eq!(again.status(), 200);
+    assert_eq!(
+        tokens(&parse_sse(&again.text().await.unwrap())),
+        "Answered once."
+    );
+    assert_eq!(model.requests().len(), 1);
+    assert_eq!(server.history(&id).await.len(), 2);
+    // And it is a duplicate now that it was queued.
+    let res = server.client.post(&url).json(&body).send().await.unwrap();
+    assert_eq!(res.status(), 409);
     server.stop().await;
 }
 

@@ -38,6 +38,18 @@ impl Hub {
         self.subscribers.lock().unwrap().remove(key);
     }
 
+    /// Forgets the subscription under `key` when dropped, unless [`Unqueued::queued`] was
+    /// called first: a post that stops before its job is queued (refused, or cut short because
+    /// its client went away while the queue was asked) must not leave its key behind, or every
+    /// later send of the same message would be refused as a duplicate of one never received.
+    pub fn until_queued<'a>(&'a self, key: &'a str) -> Unqueued<'a> {
+        Unqueued {
+            hub: self,
+            key,
+            queued: false,
+        }
+    }
+
     /// The server is stopping: tell every request still waiting that its message will be
     /// answered after the restart, and end its stream. Returns how many were waiting.
     pub fn interrupt_all(&self) -> usize {
@@ -54,6 +66,29 @@ impl Hub {
     }
 }
 
+/// A subscription whose job is not queued yet (see [`Hub::until_queued`]).
+#[derive(Debug)]
+pub struct Unqueued<'a> {
+    hub: &'a Hub,
+    key: &'a str,
+    queued: bool,
+}
+
+impl Unqueued<'_> {
+    /// The job is queued: the subscription stays until the worker has run it.
+    pub fn queued(mut self) {
+        self.queued = true;
+    }
+}
+
+impl Drop for Unqueued<'_> {
+    fn drop(&mut self) {
+        if !self.queued {
+            self.hub.forget(self.key);
+        }
+    }
+}
+
 /// Sends to the subscriber, if any; never blocks, never fails the turn.
 #[derive(Debug)]
 pub struct HubSink(Option<UnboundedSender<TurnEvent>>);
@@ -63,5 +98,25 @@ impl EventSink for HubSink {
         if let Some(tx) = &self.0 {
             let _ = tx.send(event);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_subscription_is_kept_only_once_its_job_is_queued() {
+        let hub = Hub::default();
+        let _rx = hub.subscribe("web:c.m1").expect("the first send listens");
+        drop(hub.until_queued("web:c.m1"));
+        let _rx = hub
+            .subscribe("web:c.m1")
+            .expect("a send never queued leaves no subscription behind");
+        hub.until_queued("web:c.m1").queued();
+        assert!(
+            hub.subscribe("web:c.m1").is_none(),
+            "a queued job keeps its subscription: the same message again is a duplicate"
+        );
     }
 }

@@ -404,10 +404,12 @@ pub async fn post_message(
     let Some(rx) = app.hub.subscribe(&key) else {
         return Err(duplicate());
     };
+    // Until the job is queued, any way out of here (an error below, or this request dropped
+    // because its client went away) forgets the subscription again.
+    let unqueued = app.hub.until_queued(&key);
     let slot = match app.streams.take(&current.user).await {
         Ok(Some(slot)) => slot,
         taken => {
-            app.hub.forget(&key);
             return Err(match taken {
                 Err(err) => ApiError::internal(err),
                 _ => ApiError::new(
@@ -426,10 +428,11 @@ pub async fn post_message(
         Err(err) => Some(ApiError::internal(err)),
     };
     if let Some(refused) = refused {
-        app.hub.forget(&key);
+        drop(unqueued);
         slot.release().await;
         return Err(refused);
     }
+    unqueued.queued();
     let queued = Event::default()
         .event("queued")
         .data(json!({ "message_id": message_id }).to_string());
