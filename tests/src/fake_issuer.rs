@@ -86,6 +86,7 @@ struct Inner {
     /// A careless provider: a code may be exchanged more than once.
     codes_reusable: bool,
     jwks_fetches: usize,
+    token_requests: usize,
 }
 
 /// The running issuer.
@@ -118,6 +119,7 @@ impl FakeIssuer {
             codes: HashMap::new(),
             codes_reusable: false,
             jwks_fetches: 0,
+            token_requests: 0,
         }));
         let app = Router::new()
             .route("/.well-known/openid-configuration", get(discovery))
@@ -153,6 +155,11 @@ impl FakeIssuer {
 
     pub fn jwks_fetches(&self) -> usize {
         self.inner.lock().unwrap().jwks_fetches
+    }
+
+    /// Requests to the token endpoint (code exchanges), good or bad.
+    pub fn token_requests(&self) -> usize {
+        self.inner.lock().unwrap().token_requests
     }
 
     /// An ID token for `person` with `nonce`, as the token endpoint would hand it out now.
@@ -298,6 +305,7 @@ async fn token(
     Form(form): Form<HashMap<String, String>>,
 ) -> Response {
     let mut inner = inner.lock().unwrap();
+    inner.token_requests += 1;
     let code = form.get("code").cloned().unwrap_or_default();
     let found = if inner.codes_reusable {
         inner.codes.get(&code).cloned()

@@ -126,8 +126,17 @@ impl Site {
 
     /// The whole code flow as a browser follows it; `Err` is the callback's refusal.
     async fn sign_in(&self, person: Person) -> Result<Browser, reqwest::Response> {
+        self.sign_in_from(&self.http, person).await
+    }
+
+    /// [`Site::sign_in`] from the browser `http` (say, on another address).
+    async fn sign_in_from(
+        &self,
+        http: &reqwest::Client,
+        person: Person,
+    ) -> Result<Browser, reqwest::Response> {
         self.issuer.sign_in_as(person);
-        let login = self.http.get(self.url("/auth/login")).send().await.unwrap();
+        let login = http.get(self.url("/auth/login")).send().await.unwrap();
         assert_eq!(login.status(), StatusCode::SEE_OTHER);
         let (state, line) = set_cookie(&login, "bridle_login").expect("the login cookie");
         assert!(
@@ -143,14 +152,13 @@ impl Site {
             at_provider.contains("code_challenge_method=S256"),
             "{at_provider}"
         );
-        let back = self.http.get(&at_provider).send().await.unwrap();
+        let back = http.get(&at_provider).send().await.unwrap();
         let callback = location(&back);
         assert!(
             callback.starts_with(&self.url("/auth/callback")),
             "{callback}"
         );
-        let done = self
-            .http
+        let done = http
             .get(&callback)
             .header(COOKIE, format!("bridle_login={state}"))
             .send()
@@ -444,7 +452,8 @@ async fn a_replay_signs_nobody_in_even_where_the_provider_takes_a_code_twice() {
 }
 
 /// Starting sign-ins is free for whoever floods `GET /auth/login`: the sign-in in progress is
-/// the browser's cookie, and only a sign-in the provider verified is written (once).
+/// the browser's cookie, and only a sign-in the provider verified is written (once); a callback
+/// that reaches the provider writes its count per address first.
 async fn starting_sign_ins_writes_nothing_and_a_sign_in_writes_its_state_once(
     inner: Arc<dyn Store>,
 ) {
@@ -463,13 +472,18 @@ async fn starting_sign_ins_writes_nothing_and_a_sign_in_writes_its_state_once(
         assert_eq!(login.status(), StatusCode::SEE_OTHER);
     }
     assert_eq!(writes(), Vec::<&str>::new(), "starting sign-ins wrote");
-    // Made-up callbacks with a cookie of their own: refused by the provider, nothing written.
+    // A made-up callback with a cookie of its own: refused by the provider; all it wrote is its
+    // place in its address's sign-ins a minute (one count, bounded per address).
     s.issuer.sign_in_as(alice());
     let (state, callback) = start_sign_in(&s, "/auth/login").await;
     let made_up = callback.replace("code=", "code=made-up-");
     let res = callback_with(&s, &made_up, &state).await;
     refused_with(res, StatusCode::UNAUTHORIZED, "could not be verified").await;
-    assert_eq!(writes(), Vec::<&str>::new(), "a refused callback wrote");
+    assert_eq!(
+        writes(),
+        ["reserve"],
+        "a refused callback wrote more than its count"
+    );
     s.sign_in(alice()).await.unwrap();
     let log = writes();
     assert_eq!(
@@ -839,4 +853,84 @@ async fn sqlite_a_users_changes_are_limited_per_minute_across_sessions() {
 #[tokio::test]
 async fn dynamodb_a_users_changes_are_limited_per_minute_across_sessions() {
     a_users_changes_are_limited_per_minute_across_sessions(Some(dynamo().await)).await;
+}
+
+/// A callback whose state matches its cookie makes Bridle call the provider, and the cookie is
+/// the sender's own: so such callbacks are counted per client address before the provider is
+/// called. Past the rate a made-up callback gets 429 with `Retry-After` and a page, and the
+/// provider hears nothing; callbacks refused before that point are not counted; another
+/// address signs in as usual, and the next minute starts again.
+async fn sign_ins_from_one_address_are_limited_before_the_provider_is_called(
+    store: Option<Arc<dyn Store>>,
+) {
+    let s = site_with(Signup::Open, store, |o| AppOptions {
+        sign_in_rate: budget::RequestRate { per_minute: 3 },
+        ..o
+    })
+    .await;
+    let minute = now_ms() - now_ms().rem_euclid(60_000);
+    s.clock.store(minute + 1_000, Ordering::SeqCst);
+    s.issuer.sign_in_as(alice());
+    let (state, callback) = start_sign_in(&s, "/auth/login").await;
+    let made_up = |i: usize| {
+        let (path, query) = callback.split_once('?').unwrap();
+        let query: Vec<String> = query
+            .split('&')
+            .map(|kv| match kv.strip_prefix("code=") {
+                Some(_) => format!("code=made-up-{i}"),
+                None => kv.to_owned(),
+            })
+            .collect();
+        format!("{path}?{}", query.join("&"))
+    };
+    // Refused before the provider would be called: not counted.
+    for _ in 0..5 {
+        let res = s.http.get(made_up(0)).send().await.unwrap();
+        refused_with(res, StatusCode::BAD_REQUEST, "started in another browser").await;
+    }
+    assert_eq!(s.issuer.token_requests(), 0);
+    for i in 1..=3 {
+        let res = callback_with(&s, &made_up(i), &state).await;
+        refused_with(res, StatusCode::UNAUTHORIZED, "could not be verified").await;
+    }
+    assert_eq!(s.issuer.token_requests(), 3);
+    // The fourth of the minute from this address, even with the real code: refused, the
+    // provider not asked.
+    let over = callback_with(&s, &callback, &state).await;
+    assert_eq!(over.headers()["retry-after"], "59");
+    refused_with(
+        over,
+        StatusCode::TOO_MANY_REQUESTS,
+        "More than 3 sign-ins came from your network in the last minute. Please try again in \
+         59 seconds.",
+    )
+    .await;
+    assert_eq!(s.issuer.token_requests(), 3);
+
+    // Another address (a browser bound to 127.0.0.2, which loopback also reaches) has its own
+    // count and signs in.
+    let elsewhere = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .local_address("127.0.0.2".parse::<std::net::IpAddr>().unwrap())
+        .build()
+        .unwrap();
+    let bob = s.sign_in_from(&elsewhere, bob()).await.unwrap();
+    assert_eq!(s.get(&bob, "/api/session").await.status(), StatusCode::OK);
+    assert_eq!(s.issuer.token_requests(), 4);
+
+    // The next minute, the first address signs in again: the login it started is still good.
+    s.clock.store(minute + 60_000, Ordering::SeqCst);
+    let done = callback_with(&s, &callback, &state).await;
+    assert_eq!(done.status(), StatusCode::SEE_OTHER);
+    assert!(set_cookie(&done, "bridle_session").is_some());
+}
+
+#[tokio::test]
+async fn sqlite_sign_ins_from_one_address_are_limited_before_the_provider_is_called() {
+    sign_ins_from_one_address_are_limited_before_the_provider_is_called(None).await;
+}
+
+#[tokio::test]
+async fn dynamodb_sign_ins_from_one_address_are_limited_before_the_provider_is_called() {
+    sign_ins_from_one_address_are_limited_before_the_provider_is_called(Some(dynamo().await)).await;
 }

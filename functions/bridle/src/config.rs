@@ -68,6 +68,9 @@ pub struct ServeConfig {
     /// `BRIDLE_WEB_READS_PER_MINUTE`: each signed-in user's reads per minute through the web
     /// app.
     pub web_read_rate: budget::RequestRate,
+    /// `BRIDLE_SIGN_INS_PER_MINUTE`: sign-ins that may come back from the identity provider to
+    /// one client address a minute.
+    pub sign_in_rate: budget::RequestRate,
     /// `BRIDLE_STREAMS_PER_USER`: reply streams one user may hold open at once (default 8).
     pub streams_per_user: usize,
     /// Sign-in with OpenID Connect (`BRIDLE_OIDC_*`); `None`: one local user, loopback only.
@@ -283,18 +286,9 @@ impl ServeConfig {
             problems.push(problem);
             mcp::RateLimit::default()
         });
-        let web_write_rate = crate::server::web_rates::WRITES
-            .from_vars(var)
-            .unwrap_or_else(|problem| {
-                problems.push(problem);
-                crate::server::web_rates::WRITES.default_rate()
-            });
-        let web_read_rate = crate::server::web_rates::READS
-            .from_vars(var)
-            .unwrap_or_else(|problem| {
-                problems.push(problem);
-                crate::server::web_rates::READS.default_rate()
-            });
+        let web_write_rate = crate::server::web_rates::WRITES.read(var, &mut problems);
+        let web_read_rate = crate::server::web_rates::READS.read(var, &mut problems);
+        let sign_in_rate = crate::server::web_rates::SIGN_INS.read(var, &mut problems);
 
         let sign_in = sign_in_from(&var, &addr, &mut problems);
 
@@ -315,6 +309,7 @@ impl ServeConfig {
                 mcp_rate,
                 web_write_rate,
                 web_read_rate,
+                sign_in_rate,
                 streams_per_user,
                 model,
             })
@@ -459,17 +454,20 @@ mod tests {
             ("BRIDLE_MCP_REQUESTS_PER_MINUTE", "40"),
             ("BRIDLE_HTTP_WRITE_STALL_S", "5"),
             ("BRIDLE_STREAMS_PER_USER", "64"),
+            ("BRIDLE_SIGN_INS_PER_MINUTE", "5"),
         ])
         .unwrap();
         assert_eq!(c.streams_per_user, 64);
         assert_eq!(c.web_write_rate.per_minute, 20);
         assert_eq!(c.web_read_rate.per_minute, 90);
+        assert_eq!(c.sign_in_rate.per_minute, 5);
         assert_eq!(c.mcp_rate.per_minute, 40);
         assert_eq!(c.http.write_stall, std::time::Duration::from_secs(5));
         let d = parse(&[]).unwrap();
         assert_eq!(d.streams_per_user, 8);
         assert_eq!(d.web_write_rate.per_minute, 60);
         assert_eq!(d.web_read_rate.per_minute, 300);
+        assert_eq!(d.sign_in_rate.per_minute, 20);
         assert_eq!(d.http.write_stall, std::time::Duration::from_secs(30));
         let err = parse(&[
             ("BRIDLE_WEB_WRITES_PER_MINUTE", "0"),

@@ -81,6 +81,8 @@ pub struct AppOptions {
     pub web_write_rate: budget::RequestRate,
     /// Reads per minute each signed-in user may make through the web app.
     pub web_read_rate: budget::RequestRate,
+    /// Sign-ins that may come back from the identity provider to one client address a minute.
+    pub sign_in_rate: budget::RequestRate,
     /// Reply streams one user may hold open at once (see `server::streams`).
     pub streams_per_user: usize,
     /// Count each user's reply streams in the store as well, each held at most this long: for
@@ -99,6 +101,7 @@ impl std::fmt::Debug for AppOptions {
             .field("mcp_rate", &self.mcp_rate)
             .field("web_write_rate", &self.web_write_rate)
             .field("web_read_rate", &self.web_read_rate)
+            .field("sign_in_rate", &self.sign_in_rate)
             .field("streams_per_user", &self.streams_per_user)
             .field("shared_streams", &self.shared_streams)
             .finish_non_exhaustive()
@@ -149,6 +152,7 @@ impl Default for AppOptions {
             mcp_rate: mcp::RateLimit::default(),
             web_write_rate: server::web_rates::WRITES.default_rate(),
             web_read_rate: server::web_rates::READS.default_rate(),
+            sign_in_rate: server::web_rates::SIGN_INS.default_rate(),
             streams_per_user: server::streams::DEFAULT_PER_USER,
             shared_streams: None,
         }
@@ -233,6 +237,7 @@ pub fn build_app(
             signup: o.signup,
             session_ttl: o.session_ttl,
             clock: options.guards.clock.clone(),
+            rate: options.sign_in_rate,
         })
     });
     let streams = match options.shared_streams {

@@ -507,6 +507,7 @@ async fn serve() -> ExitCode {
         mcp_rate: config.mcp_rate,
         web_write_rate: config.web_write_rate,
         web_read_rate: config.web_read_rate,
+        sign_in_rate: config.sign_in_rate,
         streams_per_user: config.streams_per_user,
         sign_in,
         engine: config.model.applied_to(engine::EngineOptions {

@@ -37,6 +37,9 @@ pub struct WebConfig {
     /// `BRIDLE_WEB_READS_PER_MINUTE`: each signed-in user's reads per minute through the web
     /// app.
     pub web_read_rate: budget::RequestRate,
+    /// `BRIDLE_SIGN_INS_PER_MINUTE`: sign-ins that may come back from the identity provider to
+    /// one client address a minute.
+    pub sign_in_rate: budget::RequestRate,
     /// `WHATSAPP_DISPLAY_NUMBER`, `TELEGRAM_BOT_USERNAME`: the link code's "open the chat" links.
     pub open_chat: OpenChat,
     /// `BRIDLE_LINKABLE_CHANNELS`: the channels people can link from the web app.
@@ -123,18 +126,9 @@ impl WebConfig {
             problems.push(problem);
             mcp::RateLimit::default()
         });
-        let web_write_rate = bridle::server::web_rates::WRITES
-            .from_vars(var)
-            .unwrap_or_else(|problem| {
-                problems.push(problem);
-                bridle::server::web_rates::WRITES.default_rate()
-            });
-        let web_read_rate = bridle::server::web_rates::READS
-            .from_vars(var)
-            .unwrap_or_else(|problem| {
-                problems.push(problem);
-                bridle::server::web_rates::READS.default_rate()
-            });
+        let web_write_rate = bridle::server::web_rates::WRITES.read(var, &mut problems);
+        let web_read_rate = bridle::server::web_rates::READS.read(var, &mut problems);
+        let sign_in_rate = bridle::server::web_rates::SIGN_INS.read(var, &mut problems);
         let open_chat = OpenChat::from_vars(&var).unwrap_or_else(|p| {
             problems.extend(p);
             OpenChat::default()
@@ -166,6 +160,7 @@ impl WebConfig {
             mcp_rate,
             web_write_rate,
             web_read_rate,
+            sign_in_rate,
             open_chat,
             linkable,
         })

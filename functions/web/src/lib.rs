@@ -39,6 +39,9 @@
 
 pub mod config;
 
+use axum::extract::{ConnectInfo, Request};
+use lambda_http::request::RequestContext;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 /// How long a web turn's attempt may run here: under the function's `Timeout` (300 s in
@@ -68,9 +71,62 @@ pub fn in_one_invocation(options: bridle::AppOptions) -> bridle::AppOptions {
     }
 }
 
+/// `bridle serve`'s router, each request carrying the address the Function URL saw it come from
+/// (`requestContext.http.sourceIp`, set by the connection, not by any header the client writes)
+/// as its [`ConnectInfo`], as the local server's requests carry their peer's: what is counted per
+/// client address (`bridle::auth::from_address`) is counted the same way here.
+pub fn router(app: bridle::server::App) -> axum::Router {
+    bridle::server::router(app).layer(axum::middleware::map_request(with_source_ip))
+}
+
+async fn with_source_ip(mut request: Request) -> Request {
+    if let Some(ip) = source_ip(request.extensions()) {
+        request
+            .extensions_mut()
+            .insert(ConnectInfo(SocketAddr::new(ip, 0)));
+    }
+    request
+}
+
+/// The client's address in the Lambda event's request context, if it has one.
+fn source_ip(extensions: &axum::http::Extensions) -> Option<IpAddr> {
+    match extensions.get::<RequestContext>()? {
+        RequestContext::ApiGatewayV2(context) => context.http.source_ip.as_deref()?.parse().ok(),
+        #[allow(unreachable_patterns)]
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A Function URL event as Lambda delivers it, read by `lambda_http` as the bootstrap reads
+    /// it: the request carries the event's `sourceIp`, which the router's requests then carry.
+    #[test]
+    fn the_function_urls_source_ip_is_the_requests_client_address() {
+        let event = |ip: &str| {
+            fake_lambda::function_url::event(
+                "GET",
+                &"/auth/callback?code=c&state=s".parse().unwrap(),
+                &axum::http::HeaderMap::new(),
+                b"",
+                ip.parse().unwrap(),
+                "req-1",
+            )
+        };
+        for ip in ["203.0.113.7", "2001:db8::1"] {
+            let request = lambda_http::request::from_str(&event(ip).to_string()).unwrap();
+            assert_eq!(source_ip(request.extensions()), Some(ip.parse().unwrap()));
+        }
+        let mut without = event("203.0.113.7");
+        without["requestContext"]["http"]
+            .as_object_mut()
+            .unwrap()
+            .remove("sourceIp");
+        let request = lambda_http::request::from_str(&without.to_string()).unwrap();
+        assert_eq!(source_ip(request.extensions()), None);
+    }
 
     /// The web function's `Timeout` in the template, in seconds.
     fn template_timeout() -> u64 {

@@ -39,7 +39,7 @@ async fn main() -> ExitCode {
     // it lives as long as the execution environment (Lambda freezes it between invocations).
     let (_stop, stop) = watch::channel(false);
     let _worker = server::spawn_worker(&app, stop);
-    let ran = lambda_http::run_with_streaming_response(server::router(app)).await;
+    let ran = lambda_http::run_with_streaming_response(web::router(app)).await;
     match ran {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -99,6 +99,7 @@ async fn init() -> Result<server::App, InitError> {
         mcp_rate: config.mcp_rate,
         web_write_rate: config.web_write_rate,
         web_read_rate: config.web_read_rate,
+        sign_in_rate: config.sign_in_rate,
         model_id: config.model_id.clone(),
         channels,
         guards: GuardOptions {

@@ -20,7 +20,7 @@ use fake_lambda::{
 };
 use futures::StreamExt;
 use reqwest::StatusCode;
-use reqwest::header::{COOKIE, LOCATION, SET_COOKIE};
+use reqwest::header::{COOKIE, LOCATION, RETRY_AFTER, SET_COOKIE};
 use serde_json::{Value, json};
 use std::process::Command;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -440,6 +440,112 @@ async fn the_template_environment_starts_the_web_function_behind_its_url() {
         !logs.contains(CLIENT_SECRET),
         "the client secret reached the log: {logs}"
     );
+}
+
+/// Sign-ins that would reach the provider are counted per client address here too, the
+/// address being the Function URL's `sourceIp` (the fake front sets it from the connection, as
+/// Lambda does): past `BRIDLE_SIGN_INS_PER_MINUTE` a callback from the address gets 429 and the
+/// provider hears nothing, while a browser on another address signs in.
+#[tokio::test]
+async fn sign_ins_are_counted_by_the_function_urls_source_ip() {
+    let table = table().await;
+    let issuer = FakeIssuer::start(CLIENT).await;
+    let api = RuntimeApi::start([]).await.unwrap();
+    let base = api.function_url().await.unwrap();
+    let secret = moto_secret(
+        &unique("web-secret"),
+        &json!({
+            "BRIDLE_OIDC_ISSUER": issuer.issuer,
+            "BRIDLE_OIDC_CLIENT_ID": CLIENT,
+            "BRIDLE_OIDC_CLIENT_SECRET": CLIENT_SECRET,
+            "BRIDLE_PUBLIC_URL": format!("{base}/"),
+        }),
+    )
+    .await;
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_web"));
+    cmd.env_clear()
+        .envs(api.lambda_env("web"))
+        .env("AWS_ENDPOINT_URL", moto())
+        .envs(template_env("WebFunction", &[("Table", &table)]))
+        .env("BRIDLE_SECRETS_ARN", &secret)
+        .env("BRIDLE_SIGNUP", "open")
+        .env("BRIDLE_SIGN_INS_PER_MINUTE", "2");
+    let running = Bootstrap::spawn(cmd).unwrap();
+    // The count is per minute of the clock: start well inside one.
+    let into_minute = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis()
+        % 60_000;
+    if into_minute > 45_000 {
+        tokio::time::sleep(Duration::from_millis(60_100 - into_minute as u64)).await;
+    }
+    let browser = |from: &str| {
+        reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .local_address(from.parse::<std::net::IpAddr>().unwrap())
+            .build()
+            .unwrap()
+    };
+    let here = browser("127.0.0.1");
+    issuer.sign_in_as(Person::new("sub-ada", "ada@example.com"));
+    let login = here.get(format!("{base}/auth/login")).send().await.unwrap();
+    let state = set_cookie(&login, "bridle_login").expect("the login cookie");
+    let back = here.get(header(&login, LOCATION)).send().await.unwrap();
+    let callback = header(&back, LOCATION);
+    let mut statuses = Vec::new();
+    for code in ["made-up-1", "made-up-2"] {
+        let (path, query) = callback.split_once('?').unwrap();
+        let query: Vec<String> = query
+            .split('&')
+            .map(|kv| match kv.strip_prefix("code=") {
+                Some(_) => format!("code={code}"),
+                None => kv.to_owned(),
+            })
+            .collect();
+        let made_up = format!("{path}?{}", query.join("&"));
+        let res = here
+            .get(made_up)
+            .header(COOKIE, format!("bridle_login={state}"))
+            .send()
+            .await
+            .unwrap();
+        statuses.push(res.status());
+    }
+    let over = here
+        .get(&callback)
+        .header(COOKIE, format!("bridle_login={state}"))
+        .send()
+        .await
+        .unwrap();
+    let (over_status, retry_after) = (over.status(), header(&over, RETRY_AFTER));
+    let over_page = over.text().await.unwrap();
+    let asked_before_elsewhere = issuer.token_requests();
+    let elsewhere = Browser::sign_in(browser("127.0.0.2"), &base, &issuer).await;
+    let session = elsewhere.get("/api/session").send().await.unwrap().status();
+    let logs = running.stop().logs;
+    assert_eq!(
+        statuses,
+        [StatusCode::UNAUTHORIZED, StatusCode::UNAUTHORIZED],
+        "{logs}"
+    );
+    assert_eq!(over_status, StatusCode::TOO_MANY_REQUESTS, "{logs}");
+    assert!(
+        retry_after
+            .parse::<u64>()
+            .is_ok_and(|s| (1..=60).contains(&s))
+    );
+    assert!(
+        over_page.contains("More than 2 sign-ins came from your network"),
+        "{over_page}"
+    );
+    assert_eq!(
+        asked_before_elsewhere, 2,
+        "the refused callback asked the provider"
+    );
+    assert_eq!(session, StatusCode::OK);
+    assert_eq!(issuer.token_requests(), 3);
+    assert!(logs.contains("from=127.0.0.1"), "{logs}");
 }
 
 /// `application/x-www-form-urlencoded`, as the authorization URL's query is written.

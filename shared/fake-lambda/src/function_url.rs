@@ -3,7 +3,9 @@
 //! Each HTTP request to the front becomes a Function URL event (the API Gateway HTTP API
 //! payload 2.0 shape: `rawPath`, `rawQueryString`, `headers` with lower-case names and repeated
 //! values joined by commas, `cookies` instead of a `Cookie` header, `body` — base64 with
-//! `isBase64Encoded` when it is not UTF-8 text —, `requestContext.http`, stage `$default`),
+//! `isBase64Encoded` when it is not UTF-8 text —, `requestContext.http` with the client's
+//! address as `sourceIp` (a test client bound to another loopback address, say `127.0.0.2`, is
+//! another client), stage `$default`),
 //! queued for the bootstrap's `next`. The invocation's response goes back to the HTTP client:
 //!
 //! - **streamed** (`Lambda-Runtime-Function-Response-Mode: streaming`, what a function with
@@ -22,13 +24,14 @@
 use crate::runtime_api::{INVOCATION_TIMEOUT, Posted, PostedKind, Shared, record};
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::{Path, Request, State};
+use axum::extract::{ConnectInfo, Path, Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use futures::StreamExt;
 use serde_json::{Map, Value, json};
 use std::convert::Infallible;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 use tokio::sync::{mpsc, oneshot};
@@ -45,13 +48,18 @@ pub(crate) async fn serve(shared: Shared) -> std::io::Result<String> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}", listener.local_addr()?);
     tokio::spawn(async move {
+        let app = app.into_make_service_with_connect_info::<SocketAddr>();
         let _ = axum::serve(listener, app).await;
     });
     Ok(url)
 }
 
 /// One HTTP request: an invocation, answered with its response.
-async fn front(State(shared): State<Shared>, request: Request) -> Response {
+async fn front(
+    State(shared): State<Shared>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    request: Request,
+) -> Response {
     static INVOCATIONS: AtomicU64 = AtomicU64::new(0);
     let (parts, body) = request.into_parts();
     let Ok(body) = axum::body::to_bytes(body, MAX_REQUEST_BYTES).await else {
@@ -67,6 +75,7 @@ async fn front(State(shared): State<Shared>, request: Request) -> Response {
         &parts.uri,
         &parts.headers,
         &body,
+        client.ip(),
         &id,
     );
     let (tx, rx) = oneshot::channel();
@@ -87,6 +96,7 @@ pub fn event(
     uri: &axum::http::Uri,
     headers: &HeaderMap,
     body: &[u8],
+    source_ip: IpAddr,
     request_id: &str,
 ) -> Value {
     let mut names = Map::new();
@@ -115,7 +125,7 @@ pub fn event(
         .or_insert_with(|| json!("http"));
     names
         .entry("x-forwarded-for")
-        .or_insert_with(|| json!("127.0.0.1"));
+        .or_insert_with(|| json!(source_ip.to_string()));
     let host = headers
         .get(axum::http::header::HOST)
         .and_then(|h| h.to_str().ok())
@@ -138,7 +148,7 @@ pub fn event(
                 "method": method,
                 "path": uri.path(),
                 "protocol": "HTTP/1.1",
-                "sourceIp": "127.0.0.1",
+                "sourceIp": source_ip.to_string(),
                 "userAgent": headers
                     .get(axum::http::header::USER_AGENT)
                     .and_then(|v| v.to_str().ok())

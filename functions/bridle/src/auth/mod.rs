@@ -10,6 +10,7 @@
 //! first sign-in finds a pre-created account by its verified e-mail, or creates one when
 //! sign-up is open.
 
+pub mod from_address;
 pub mod gate;
 pub mod oidc;
 pub mod pending;
@@ -55,6 +56,8 @@ pub struct SignIn {
     pub signup: Signup,
     pub session_ttl: Duration,
     pub clock: budget::Clock,
+    /// Sign-ins that may come back to one client address a minute ([`from_address`]).
+    pub rate: budget::RequestRate,
 }
 
 impl std::fmt::Debug for SignIn {

@@ -1,16 +1,18 @@
 //! `GET /auth/login`, `GET /auth/callback`, `POST /auth/logout` and `GET /api/session`.
 
+use super::from_address;
 use super::gate::{CurrentUser, cookie, same_secret};
 use super::pending::PendingLogin;
 use super::{LOGIN_COOKIE, LOGIN_TTL, Refused, SESSION_COOKIE, SignIn, USED_LOGIN_KEPT};
 use crate::server::App;
 use crate::server::errors::ApiError;
-use axum::Json;
-use axum::extract::{Query, State};
+use axum::extract::{ConnectInfo, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::{Extension, Json};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use std::net::SocketAddr;
 
 /// A `Set-Cookie` value with the attributes every Bridle cookie has.
 fn set_cookie(sign_in: &SignIn, name: &str, value: &str, path: &str, max_age_s: u64) -> String {
@@ -32,7 +34,7 @@ fn with_cookies(mut response: Response, cookies: &[String]) -> Response {
 }
 
 /// A short page for a sign-in that did not work, with a way to try again.
-fn problem(status: StatusCode, sentence: &str) -> Response {
+pub(super) fn problem(status: StatusCode, sentence: &str) -> Response {
     let page = format!(
         "<!doctype html><meta charset=utf-8><title>Sign-in</title>\
          <body style=\"font-family:sans-serif;max-width:32rem;margin:4rem auto\">\
@@ -95,6 +97,7 @@ pub struct CallbackQuery {
 
 pub async fn callback(
     State(app): State<App>,
+    client: Option<Extension<ConnectInfo<SocketAddr>>>,
     headers: HeaderMap,
     Query(q): Query<CallbackQuery>,
 ) -> Response {
@@ -130,6 +133,10 @@ pub async fn callback(
             "This sign-in took too long. Please start again.",
         );
     }
+    // The provider is called next: counted per client address first (see the module).
+    if let Some(refused) = from_address::refusal(sign_in, client.as_deref(), now_ms).await {
+        return refused;
+    }
     let who = match sign_in
         .oidc
         .finish(code, &pending.pkce_verifier, &pending.nonce)
@@ -144,7 +151,8 @@ pub async fn callback(
             );
         }
     };
-    // Recorded only once verified, so a flood of made-up callbacks writes nothing; a provider
+    // Recorded only once verified, so a flood of made-up callbacks writes nothing but their
+    // counts per address (refused past the rate, above); a provider
     // that let a code be used twice still signs nobody in twice.
     let kept_until = now_ms + USED_LOGIN_KEPT.as_millis() as i64;
     match sign_in

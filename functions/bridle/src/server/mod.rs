@@ -26,7 +26,7 @@ use crate::hub::Hub;
 use crate::notes::Notes;
 use crate::worker::Worker;
 use axum::Router;
-use axum::extract::DefaultBodyLimit;
+use axum::extract::{ConnectInfo, DefaultBodyLimit};
 use axum::middleware;
 use axum::routing::{any, delete, get, post};
 use engine::Engine;
@@ -278,9 +278,9 @@ async fn accept(
             p = permits.clone().acquire_owned() => p.expect("the semaphore is never closed"),
             _ = stopped(&mut stop) => return graceful,
         };
-        let tcp = tokio::select! {
+        let (tcp, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((tcp, _)) => tcp,
+                Ok(accepted) => accepted,
                 Err(err) => {
                     // Out of file descriptors and the like: wait, do not spin.
                     tracing::warn!(%err, "accept failed");
@@ -298,7 +298,14 @@ async fn accept(
         // A write that makes no progress for the stall limit fails, and the connection ends.
         let mut io = tokio_io_timeout::TimeoutStream::new(tcp);
         io.set_write_timeout(Some(limits.write_stall));
-        let service = TowerToHyperService::new(service.clone());
+        // The peer's address, for what is counted per client (`auth::from_address`).
+        let service = TowerToHyperService::new(tower::util::MapRequest::new(
+            service.clone(),
+            move |mut request: axum::http::Request<_>| {
+                request.extensions_mut().insert(ConnectInfo(peer));
+                request
+            },
+        ));
         let builder = builder.clone();
         let connection = graceful.watch(
             builder

@@ -1,5 +1,7 @@
 //! How many requests a signed-in user may make through the web app each minute, in two counts
-//! kept in the budget ledger (so every instance shares them), all of a user's sessions together:
+//! kept in the budget ledger (so every instance shares them), all of a user's sessions together
+//! (and, before anyone is signed in, [`SIGN_INS`]: callbacks from the identity provider per
+//! client address, `crate::auth::from_address`):
 //!
 //! - [`WRITES`] (`BRIDLE_WEB_WRITES_PER_MINUTE`, default 60): messages and button presses, new
 //!   conversations, link codes, access tokens, the assistant's grant. Every one writes to the
@@ -34,7 +36,7 @@ pub struct WebRate {
     /// What is counted, for the variable's error.
     what: &'static str,
     /// The 429's sentence, from the rate and the seconds to wait.
-    over: fn(u64, i64) -> String,
+    pub over: fn(u64, i64) -> String,
 }
 
 /// The changes each signed-in user may make a minute.
@@ -65,10 +67,38 @@ pub const READS: WebRate = WebRate {
     },
 };
 
+/// The sign-ins that may come back from the identity provider to one client address a minute
+/// (`crate::auth::from_address`).
+pub const SIGN_INS: WebRate = WebRate {
+    var: "BRIDLE_SIGN_INS_PER_MINUTE",
+    default_per_minute: 20,
+    window: "sign_ins_1m",
+    what: "sign-ins that may come back from the identity provider to one client address",
+    over: |per_minute, wait_s| {
+        format!(
+            "More than {per_minute} sign-ins came from your network in the last minute. \
+             Please try again in {wait_s} seconds."
+        )
+    },
+};
+
 impl WebRate {
     /// The rate from a variable lookup; `Err` is one sentence naming the variable.
     pub fn from_vars(&self, var: impl Fn(&str) -> Option<String>) -> Result<RequestRate, String> {
         RequestRate::from_var(var, self.var, self.what, self.default_per_minute)
+    }
+
+    /// [`WebRate::from_vars`], a problem noted in `problems` (the default kept meanwhile), so
+    /// that a start-up reports every bad setting at once.
+    pub fn read(
+        &self,
+        var: impl Fn(&str) -> Option<String>,
+        problems: &mut Vec<String>,
+    ) -> RequestRate {
+        self.from_vars(var).unwrap_or_else(|problem| {
+            problems.push(problem);
+            self.default_rate()
+        })
     }
 
     /// [`WebRate::from_vars`]'s default.
