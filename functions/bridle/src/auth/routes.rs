@@ -152,8 +152,8 @@ pub async fn callback(
         }
     };
     // Recorded only once verified, so a flood of made-up callbacks writes nothing but their
-    // counts per address (refused past the rate, above); a provider
-    // that let a code be used twice still signs nobody in twice.
+    // counts per address (refused past the rate, above); a provider that let a code be used
+    // twice still signs nobody in twice.
     let kept_until = now_ms + USED_LOGIN_KEPT.as_millis() as i64;
     match sign_in
         .store
