@@ -285,4 +285,28 @@ async fn a_paused_accounts_image_is_not_fetched() {
         1,
         "no model call for the paused turn"
     );
+    // The transcript still says an image came with the words (for an operator, and the model
+    // once the account is answered again).
+    let messages = s
+        .server
+        .app
+        .store
+        .messages(&"whatsapp:16315551181@local".into(), 0)
+        .await
+        .unwrap();
+    let last_user = messages
+        .iter()
+        .rev()
+        .find(|m| m.role == Role::User)
+        .expect("the paused message is kept");
+    let [Part::Text { text }] = &last_user.parts[..] else {
+        panic!("one text part and no image: {:?}", last_user.parts);
+    };
+    assert!(
+        text.contains(
+            "Look at this\n\n[The user sent an image that was not kept: it came while the \
+             assistant was not answering here.]"
+        ),
+        "{text}"
+    );
 }

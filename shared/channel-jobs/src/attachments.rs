@@ -97,23 +97,57 @@ pub async fn prepare(attachments: Option<&Attachments>, job: &TurnJob) -> Prepar
     prepared
 }
 
+/// What a message whose turn will not run ([`turn_refused`]) keeps of its attachments: none
+/// is fetched, and a note per attachment says it came and was not kept, so the transcript —
+/// what an operator who took the conversation over reads, and what the model sees once it
+/// answers here again — still shows that something was sent.
+pub fn not_kept(job: &TurnJob) -> Prepared {
+    let mut notes: Vec<String> = job
+        .media
+        .iter()
+        .take(MAX_ATTACHMENTS)
+        .map(|m| {
+            format!(
+                "[The user sent {} that was not kept: it came while the assistant was not \
+                 answering here.]",
+                kind(&m.mime_type)
+            )
+        })
+        .collect();
+    let left_out = job.media.len().saturating_sub(MAX_ATTACHMENTS);
+    if left_out > 0 {
+        notes.push(format!(
+            "[The user sent {left_out} more attachments that were not kept.]"
+        ));
+    }
+    Prepared {
+        refs: Vec::new(),
+        notes,
+    }
+}
+
 /// `[The user sent an image that could not be read: it is larger than 10 MB.]`
 pub fn note(mime_type: &str, error: &MediaError) -> String {
+    format!(
+        "[The user sent {} that could not be read: {}.]",
+        kind(mime_type),
+        error.reason()
+    )
+}
+
+/// An attachment's kind in words, from its MIME type: "an image", "a file", ….
+fn kind(mime_type: &str) -> &'static str {
     let top = mime_type
         .split('/')
         .next()
         .unwrap_or("")
         .to_ascii_lowercase();
-    let what = match top.as_str() {
+    match top.as_str() {
         "image" => "an image",
         "audio" => "an audio message",
         "video" => "a video",
         _ => "a file",
-    };
-    format!(
-        "[The user sent {what} that could not be read: {}.]",
-        error.reason()
-    )
+    }
 }
 
 #[cfg(test)]
@@ -201,6 +235,47 @@ mod tests {
                 size_bytes: None,
             }],
             received_at_ms: 0,
+        }
+    }
+
+    #[test]
+    fn a_turn_that_will_not_run_notes_each_attachment_and_keeps_none() {
+        let mut job = job_with_an_image();
+        let p = not_kept(&job);
+        assert!(p.refs.is_empty());
+        assert_eq!(
+            p.notes,
+            [
+                "[The user sent an image that was not kept: it came while the assistant was not \
+              answering here.]"
+            ]
+        );
+        let one = job.media[0].clone();
+        job.media = (0..12)
+            .map(|i| queue::JobMedia {
+                mime_type: if i % 2 == 0 {
+                    "application/pdf"
+                } else {
+                    "image/png"
+                }
+                .into(),
+                ..one.clone()
+            })
+            .collect();
+        let p = not_kept(&job);
+        assert_eq!(p.notes.len(), MAX_ATTACHMENTS + 1);
+        assert!(p.notes[0].starts_with("[The user sent a file that was not kept"));
+        assert_eq!(
+            p.notes[MAX_ATTACHMENTS],
+            "[The user sent 2 more attachments that were not kept.]"
+        );
+        assert!(not_kept(&job_without_media()).notes.is_empty());
+    }
+
+    fn job_without_media() -> TurnJob {
+        TurnJob {
+            media: Vec::new(),
+            ..job_with_an_image()
         }
     }
 

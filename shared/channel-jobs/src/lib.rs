@@ -523,11 +523,11 @@ impl ChannelJobs {
     ) -> Result<(TurnOutcome, Option<VisibleEntry>), JobError> {
         let said = self.said(job, conversation).await;
         // A turn that will not run fetches nothing: each attachment is a download of up to
-        // 10 MB, kept in the media store.
+        // 10 MB, kept in the media store. Its transcript notes what was sent.
         let prepared = match row.as_ref().and_then(attachments::turn_refused) {
             Some(why) => {
                 tracing::info!(job = %job.dedupe_key(), why, attachments = job.media.len(), "the turn will not run; its attachments are not fetched");
-                attachments::Prepared::default()
+                attachments::not_kept(job)
             }
             None => attachments::prepare(self.options.media.as_ref(), job).await,
         };
