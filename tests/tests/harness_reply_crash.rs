@@ -100,6 +100,10 @@ impl World {
     }
 }
 
+/// What the reply calls alice: her account is made on this first contact, named after the
+/// chat.
+const ALICE: &str = "4915550001111";
+
 #[tokio::test]
 async fn a_link_confirmation_recorded_before_a_crash_is_not_sent_again() {
     let clean = World::new().await;
@@ -109,7 +113,7 @@ async fn a_link_confirmation_recorded_before_a_crash_is_not_sent_again() {
         matches!(outcome, JobOutcome::Answered(Resolved::Linked(_))),
         "{outcome:?}"
     );
-    assert_eq!(clean.sent(), [lines::linked()]);
+    assert_eq!(clean.sent(), [lines::linked(ALICE)]);
     let points = counted.log();
     let recorded = points
         .iter()
@@ -137,10 +141,10 @@ async fn a_link_confirmation_recorded_before_a_crash_is_not_sent_again() {
             matches!(retry, JobOutcome::Answered(_) | JobOutcome::Skipped(_)),
             "{at:?}: {retry:?}"
         );
-        assert_eq!(w.sent(), [lines::linked()], "{at:?}: sent once");
+        assert_eq!(w.sent(), [lines::linked(ALICE)], "{at:?}: sent once");
         assert_eq!(
             w.recorded().await,
-            ["K7PQ-2345", lines::linked().as_str()],
+            ["K7PQ-2345", lines::linked(ALICE).as_str()],
             "{at:?}: recorded once"
         );
         assert_eq!(
@@ -163,10 +167,14 @@ async fn a_link_confirmation_recorded_before_a_crash_is_not_sent_again() {
         assert!(matches!(first, JobOutcome::Failed(_)), "{at:?}: {first:?}");
         w.now.fetch_add(120_000, Ordering::SeqCst);
         w.attempt(Crash::never()).await;
-        assert_eq!(w.sent(), [lines::linked(), lines::linked()], "{at:?}");
+        assert_eq!(
+            w.sent(),
+            [lines::linked(ALICE), lines::linked(ALICE)],
+            "{at:?}"
+        );
         assert_eq!(
             w.recorded().await,
-            ["K7PQ-2345", lines::linked().as_str()],
+            ["K7PQ-2345", lines::linked(ALICE).as_str()],
             "{at:?}"
         );
     }

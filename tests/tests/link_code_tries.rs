@@ -1,7 +1,8 @@
 //! Hostile senders on the job path, on SQLite and on DynamoDB (moto): a sender may try five
 //! link codes an hour that do not work; after that no code is looked up (the real one does not
-//! link either) and "too many codes" is said once; the hour after, the real code links. And a
-//! stranger who writes fifty times is answered once.
+//! link either) and "too many codes" is said once; the hour after, the real code links. A
+//! stranger who writes fifty times is answered once. And a code someone else sends a linked
+//! person (one tap on a deep link) does not move their chat to the sender's account.
 
 use backend::ScriptedModel;
 use channel_jobs::identity::Resolved;
@@ -190,10 +191,15 @@ async fn a_code_that_links_is_not_counted(store: Arc<dyn Store>) {
             .create_link_code(&code, &(*user).into(), START_MS, START_MS + HOUR_MS)
             .await
             .unwrap();
-        // Six codes that link, one after another, from one sender: none is refused.
+        // Six codes that link, one after another, from one sender: none is refused (the chat
+        // linked already moves with MOVE).
+        let text = match n {
+            0 => code.clone(),
+            _ => format!("MOVE {code}"),
+        };
         let outcome = s
             .jobs
-            .run(&job(&format!("l-{n}"), "sam", &code), MINUTE)
+            .run(&job(&format!("l-{n}"), "sam", &text), MINUTE)
             .await;
         assert_eq!(
             outcome,
@@ -230,17 +236,29 @@ async fn a_code_sent_again_is_answered_once_an_hour(store: Arc<dyn Store>) {
             .run(&job(&format!("l-{n}"), "sam", "K7PQ2345"), MINUTE)
             .await;
     }
-    assert_eq!(s.platform.sent(), vec![lines::linked(), lines::linked()]);
+    assert_eq!(
+        s.platform.sent(),
+        vec![lines::linked(SAM), lines::linked(SAM)]
+    );
     assert_eq!(
         s.store.identity("whatsapp", "sam").await.unwrap(),
         Some("alice".into())
     );
-    // Its tries are not spent: a fresh code still links.
+    // Its tries are not spent: a fresh code of another account still moves the chat, once
+    // asked for with MOVE.
     s.store
         .create_link_code("HJ2K3M4N", &"ben".into(), START_MS, START_MS + HOUR_MS)
         .await
         .unwrap();
     let outcome = s.jobs.run(&job("l-ben", "sam", "HJ2K3M4N"), MINUTE).await;
+    assert!(
+        matches!(outcome, JobOutcome::Answered(Resolved::MoveAsked { .. })),
+        "{outcome:?}"
+    );
+    let outcome = s
+        .jobs
+        .run(&job("l-ben-move", "sam", "move HJ2K-3M4N"), MINUTE)
+        .await;
     assert_eq!(
         outcome,
         JobOutcome::Answered(Resolved::Linked("ben".into()))
@@ -254,6 +272,99 @@ async fn a_code_sent_again_is_answered_once_an_hour(store: Arc<dyn Store>) {
         ),
         "{outcome:?}"
     );
+}
+
+/// What a reply calls an account these tests make none for: the one made on its first contact,
+/// named after the chat.
+const SAM: &str = "sam";
+
+/// Mallory makes a link code and sends Sam, whose WhatsApp is linked to Alice's account, the
+/// deep link (`wa.me/…?text=CODE` or `t.me/…?start=CODE`). Sam's tap sends the code: the chat
+/// stays Alice's and Sam is told whose account the code is for, once an hour however often it
+/// comes; only `MOVE <code>` moves it, and the reply says whose account it is then.
+async fn a_code_from_someone_else_does_not_move_a_linked_chat(store: Arc<dyn Store>) {
+    let s = setup(store);
+    for (user, name, email) in [
+        ("alice", "Alice Liddell", "alice@example.org"),
+        ("mallory", "Mallory", "mallory@evil.example"),
+    ] {
+        s.store
+            .create_account(&store::Account {
+                email: Some(store::Email::parse(email).unwrap()),
+                ..store::Account::new(user, name)
+            })
+            .await
+            .unwrap();
+    }
+    let (alice, mallory) = (
+        "Alice Liddell (a•••@example.org)",
+        "Mallory (m•••@evil.example)",
+    );
+    s.store
+        .create_link_code(REAL_CODE, &"alice".into(), START_MS, START_MS + HOUR_MS)
+        .await
+        .unwrap();
+    let outcome = s.jobs.run(&job("a-0", "sam", REAL_CODE), MINUTE).await;
+    assert_eq!(
+        outcome,
+        JobOutcome::Answered(Resolved::Linked("alice".into()))
+    );
+
+    s.store
+        .create_link_code("HJ2K3M4N", &"mallory".into(), START_MS, START_MS + HOUR_MS)
+        .await
+        .unwrap();
+    for n in 0..3 {
+        let outcome = s
+            .jobs
+            .run(&job(&format!("m-{n}"), "sam", "/start HJ2K3M4N"), MINUTE)
+            .await;
+        if n == 0 {
+            assert_eq!(
+                outcome,
+                JobOutcome::Answered(Resolved::MoveAsked {
+                    bound: "alice".into(),
+                    to: "mallory".into(),
+                    code: "HJ2K3M4N".into(),
+                })
+            );
+        }
+        assert_eq!(
+            s.store.identity("whatsapp", "sam").await.unwrap(),
+            Some("alice".into()),
+            "a code alone never moves a linked chat"
+        );
+    }
+    // The code's text with other words is not a move either.
+    s.jobs
+        .run(&job("m-3", "sam", "what is HJ2K-3M4N?"), MINUTE)
+        .await;
+    assert_eq!(
+        s.store.identity("whatsapp", "sam").await.unwrap(),
+        Some("alice".into())
+    );
+    assert_eq!(
+        s.platform.sent(),
+        vec![
+            lines::linked(alice),
+            lines::move_asked(alice, mallory, "HJ2K-3M4N"),
+        ],
+        "asked once this hour"
+    );
+
+    let outcome = s
+        .jobs
+        .run(&job("m-move", "sam", "MOVE HJ2K-3M4N"), MINUTE)
+        .await;
+    assert_eq!(
+        outcome,
+        JobOutcome::Answered(Resolved::Linked("mallory".into()))
+    );
+    assert_eq!(
+        s.store.identity("whatsapp", "sam").await.unwrap(),
+        Some("mallory".into())
+    );
+    assert_eq!(s.platform.sent().last(), Some(&lines::linked(mallory)));
 }
 
 fn sqlite() -> Arc<dyn Store> {
@@ -298,4 +409,14 @@ async fn sqlite_a_code_sent_again_is_answered_once_an_hour() {
 #[tokio::test]
 async fn dynamodb_a_code_sent_again_is_answered_once_an_hour() {
     a_code_sent_again_is_answered_once_an_hour(dynamo_store("codes-again").await).await;
+}
+
+#[tokio::test]
+async fn sqlite_a_code_from_someone_else_does_not_move_a_linked_chat() {
+    a_code_from_someone_else_does_not_move_a_linked_chat(sqlite()).await;
+}
+
+#[tokio::test]
+async fn dynamodb_a_code_from_someone_else_does_not_move_a_linked_chat() {
+    a_code_from_someone_else_does_not_move_a_linked_chat(dynamo_store("codes-move").await).await;
 }

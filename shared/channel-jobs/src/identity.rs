@@ -3,6 +3,12 @@
 //! write) and binds the account; otherwise the bound user is looked up. Codes are tried
 //! sparingly: two per message ([`MAX_CODES_PER_MESSAGE`]) and five per sender and hour that do
 //! not link ([`code_attempts`]).
+//!
+//! A chat linked to one account is not moved to another by a code alone: a code travels in a
+//! deep link (`https://t.me/<bot>?start=CODE`, a WhatsApp link with the text filled in), so
+//! anyone could send a linked person one tap that would make everything they write from then
+//! on land in the sender's account. Such a chat is told whose account the code is for, and
+//! moves only on `MOVE <code>` ([`Resolved::MoveAsked`]).
 
 use crate::code_attempts::{self, Try};
 use channels::link_code;
@@ -20,6 +26,14 @@ pub enum Resolved {
     Bound(UserId),
     /// The message carried a live link code: the account is now bound to this user.
     Linked(UserId),
+    /// The message carried a live code for another account than the one this chat is linked
+    /// to (`bound`), without [`link_code::MOVE_WORD`]: nothing changed; the chat is told whose
+    /// account `to` is and how to move to it.
+    MoveAsked {
+        bound: UserId,
+        to: UserId,
+        code: String,
+    },
     /// The message carried a live code that this account had redeemed already (sent again, or
     /// the linking message's job run again): it stays bound to this user, and is told so at
     /// most once an hour (a code stays live for its half hour, and each message would cost a
@@ -39,21 +53,36 @@ impl Resolved {
     /// The user whose conversation the answer belongs to, if the account is bound.
     pub fn user(&self) -> Option<&UserId> {
         match self {
-            Resolved::Bound(u) | Resolved::Linked(u) | Resolved::LinkedAgain(u) => Some(u),
+            Resolved::Bound(u)
+            | Resolved::Linked(u)
+            | Resolved::LinkedAgain(u)
+            | Resolved::MoveAsked { bound: u, .. } => Some(u),
             Resolved::StaleCode { bound } | Resolved::TooManyCodes { bound } => bound.as_ref(),
             Resolved::Unknown => None,
+        }
+    }
+
+    /// The accounts the harness's reply names ([`crate::lines::account_label`]).
+    pub fn named(&self) -> Vec<&UserId> {
+        match self {
+            Resolved::Linked(u) | Resolved::LinkedAgain(u) => vec![u],
+            Resolved::MoveAsked { bound, to, .. } => vec![bound, to],
+            _ => Vec::new(),
         }
     }
 
     /// For a harness reply that is sent at most once an hour per sender, the name of its limit
     /// (a sender cannot make us send, and pay for, such a reply per message): onboarding and
     /// "that code did not work" to a sender who is not linked, "too many codes" to anyone, and
-    /// "linked" again for a code the sender had redeemed already.
+    /// "linked" again for a code the sender had redeemed already, and the question whether to
+    /// move a linked chat to another account (a live code could otherwise be sent again and
+    /// again for a reply each time).
     /// `None`: answered every time.
     pub fn hourly_reply(&self) -> Option<&'static str> {
         match self {
             Resolved::Unknown => Some("stranger"),
             Resolved::LinkedAgain(_) => Some("linked-again"),
+            Resolved::MoveAsked { .. } => Some("move-asked"),
             Resolved::StaleCode { bound: None } => Some("stale-code"),
             Resolved::TooManyCodes { .. } => Some("too-many-codes"),
             Resolved::Bound(_) | Resolved::Linked(_) | Resolved::StaleCode { bound: Some(_) } => {
@@ -102,6 +131,12 @@ pub async fn resolve(
         .collect();
     // Channel names never hold `#`, so this names one account.
     let redeemer = format!("{}#{}", job.channel, job.external_user_id);
+    // Read once, before any code is tried, when there is one.
+    let bound = if codes.is_empty() {
+        None
+    } else {
+        store.identity(&job.channel, &job.external_user_id).await?
+    };
     let mut spent = false;
     for code in &codes {
         if code_attempts::take(store, job, now_ms).await? == Try::Spent {
@@ -111,11 +146,21 @@ pub async fn resolve(
         if let Some(user) = store.consume_link_code(code, &redeemer, now_ms).await? {
             code_attempts::give_back(store, job, now_ms).await;
             // A live code redeems again for the account that redeemed it (so a linking job
-            // run again links): bound to that user already, nothing is written.
-            let bound = store.identity(&job.channel, &job.external_user_id).await?;
+            // run again links, and a chat told whose code it is can send MOVE with it): bound
+            // to that user already, nothing is written.
             if bound.as_ref() == Some(&user) {
                 tracing::info!(channel = %job.channel, "a link code sent again by the account it linked");
                 return Ok(Resolved::LinkedAgain(user));
+            }
+            if let Some(current) = &bound
+                && !link_code::is_move(&job.text)
+            {
+                tracing::info!(channel = %job.channel, "a code for another account from a linked chat; asked before moving it");
+                return Ok(Resolved::MoveAsked {
+                    bound: current.clone(),
+                    to: user,
+                    code: code.clone(),
+                });
             }
             store
                 .bind_identity(&job.channel, &job.external_user_id, &user, now_ms)
@@ -127,8 +172,16 @@ pub async fn resolve(
     if spent {
         tracing::warn!(channel = %job.channel, "too many link codes that did not work from one sender this hour; codes not tried");
     }
-    let bound = store.identity(&job.channel, &job.external_user_id).await?;
-    if !codes.is_empty() && (bound.is_none() || link_code::is_only_a_code(&job.text)) {
+    let bound = if codes.is_empty() {
+        store.identity(&job.channel, &job.external_user_id).await?
+    } else {
+        bound
+    };
+    if !codes.is_empty()
+        && (bound.is_none()
+            || link_code::is_only_a_code(&job.text)
+            || link_code::is_move(&job.text))
+    {
         return Ok(if spent {
             Resolved::TooManyCodes { bound }
         } else {

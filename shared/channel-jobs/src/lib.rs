@@ -431,13 +431,22 @@ impl ChannelJobs {
                         },
                         None => None,
                     };
-                    let text = lines::harness_reply(other, &self.options.signup_url);
                     let in_lobby = other.user().is_none();
                     let conversation = match other.user() {
                         Some(user) => user_conversation(self, job, user).await,
                         None => lobby_conversation(self, job).await,
                     }
                     .map_err(JobError::from)?;
+                    // Read once the conversation (and with it a first contact's account) is
+                    // made, so that a retry words the reply as the attempt before it did.
+                    let mut labels = std::collections::HashMap::new();
+                    for user in other.named() {
+                        let account = self.store.account(user).await.map_err(JobError::from)?;
+                        labels.insert(user.clone(), lines::account_label(account.as_ref()));
+                    }
+                    let text = lines::harness_reply(other, &self.options.signup_url, &|u| {
+                        labels.get(u).cloned().unwrap_or_default()
+                    });
                     let delivered = self
                         .leased(job, &conversation, LeaseNow::ToTake, async {
                             self.deliver_harness_reply(job, &conversation, &text, sender, retry)

@@ -3,11 +3,22 @@
 //! Short, useful, and never a model call.
 
 use crate::identity::Resolved;
+use transcript::UserId;
 
 /// The reply for a sender the harness answers by itself (anything but [`Resolved::Bound`]).
-pub fn harness_reply(resolved: &Resolved, signup_url: &str) -> String {
+/// `named` says whose an account the reply names is ([`account_label`]).
+pub fn harness_reply(
+    resolved: &Resolved,
+    signup_url: &str,
+    named: &dyn Fn(&UserId) -> String,
+) -> String {
     match resolved {
-        Resolved::Linked(_) | Resolved::LinkedAgain(_) => linked(),
+        Resolved::Linked(user) | Resolved::LinkedAgain(user) => linked(&named(user)),
+        Resolved::MoveAsked { bound, to, code } => move_asked(
+            &named(bound),
+            &named(to),
+            &channels::link_code::display(code),
+        ),
         Resolved::StaleCode { bound: Some(_) } => stale_code_bound(),
         Resolved::StaleCode { bound: None } => stale_code(signup_url),
         Resolved::TooManyCodes { bound: Some(_) } => too_many_codes_bound(),
@@ -27,9 +38,37 @@ pub fn onboarding(signup_url: &str) -> String {
     )
 }
 
-/// After a code bound the account.
-pub fn linked() -> String {
-    "Linked! This chat is now connected to your account. What can I do for you?".to_owned()
+/// An account as a reply names it: the display name and the e-mail address with all but its
+/// first character hidden (`Ada Lovelace (a•••@example.org)`), so that whoever is linking sees
+/// whose account it is without a code revealing anyone's address.
+pub fn account_label(account: Option<&store::Account>) -> String {
+    let name = account.map_or("", |a| a.display_name.trim());
+    let email = account.and_then(|a| a.email.as_ref()).map(|e| {
+        let (local, domain) = e.as_str().split_once('@').unwrap_or(("", e.as_str()));
+        let first: String = local.chars().take(1).collect();
+        format!("{first}•••@{domain}")
+    });
+    match (name.is_empty(), email) {
+        (false, Some(email)) => format!("{name} ({email})"),
+        (false, None) => name.to_owned(),
+        (true, Some(email)) => email,
+        (true, None) => "an account without a name".to_owned(),
+    }
+}
+
+/// After a code bound the account: whose account it is now.
+pub fn linked(whose: &str) -> String {
+    format!("Linked! This chat is now connected to the account of {whose}. What can I do for you?")
+}
+
+/// A code for another account from a chat linked already: nothing changed, and how to move.
+pub fn move_asked(current: &str, other: &str, code: &str) -> String {
+    format!(
+        "This chat is connected to the account of {current}. The code you sent is for another \
+         account: {other}. Nothing has changed. To move this chat to that account, send:\n\n\
+         {} {code}\n\nIf you did not ask for this, ignore this message.",
+        channels::link_code::MOVE_WORD
+    )
 }
 
 /// A code that is unknown, expired or used, from an account that is not linked.
@@ -44,8 +83,8 @@ pub fn stale_code(signup_url: &str) -> String {
 /// A code that did not redeem, from an account that is linked already.
 pub fn stale_code_bound() -> String {
     "That code has expired or was already used, but this chat is already linked to your \
-     account, so just write your message. (To link it to another account, get a new code in \
-     the web app.)"
+     account, so just write your message. (To move it to another account, get a new code in \
+     the web app and send MOVE and the code.)"
         .to_owned()
 }
 
@@ -61,7 +100,7 @@ pub fn too_many_codes(signup_url: &str) -> String {
 /// Too many codes that did not work from an account that is linked already, this hour.
 pub fn too_many_codes_bound() -> String {
     "Too many codes from this chat didn't work, so I'm not trying more for now. This chat is \
-     already linked to your account, so just write your message. (To link it to another \
-     account, wait an hour and send a new code from the web app.)"
+     already linked to your account, so just write your message. (To move it to another \
+     account, wait an hour, then send MOVE and a new code from the web app.)"
         .to_owned()
 }

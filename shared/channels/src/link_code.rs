@@ -91,9 +91,41 @@ pub fn is_only_a_code(text: &str) -> bool {
     canonical(rest).is_some()
 }
 
+/// The word that asks to move a chat linked to one account to the account a code is for:
+/// `MOVE ABCD-2345` (see [`is_move`]).
+pub const MOVE_WORD: &str = "MOVE";
+
+/// Whether the message is [`MOVE_WORD`] and a code, nothing else (any case): a chat linked
+/// to one account asking, once told whose the code is, to move to that account. A code alone
+/// (what a deep link sends) never moves a linked chat.
+pub fn is_move(text: &str) -> bool {
+    text.trim()
+        .split_once(char::is_whitespace)
+        .is_some_and(|(word, rest)| word.eq_ignore_ascii_case(MOVE_WORD) && is_only_a_code(rest))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_move_is_the_word_and_a_code_alone() {
+        for text in ["MOVE ABCD-2345", "move abcd2345", "  Move   ABCD-2345. "] {
+            assert!(is_move(text), "{text}");
+            assert_eq!(find(text), ["ABCD2345"]);
+        }
+        for text in [
+            "ABCD-2345",
+            "/start ABCD2345",
+            "MOVE",
+            "MOVE it ABCD-2345",
+            "please move ABCD-2345",
+            "REMOVE ABCD-2345",
+            "MOVE ABCD-2345 now",
+        ] {
+            assert!(!is_move(text), "{text}");
+        }
+    }
 
     #[test]
     fn generated_codes_are_found_in_any_form() {
