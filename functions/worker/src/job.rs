@@ -8,6 +8,32 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 impl Worker {
+    /// A record that did not run (`why`: no time was left, or an earlier record of its
+    /// conversation held it back) on its last receive: SQS dead-letters it next, so it is given
+    /// up as a job that failed every attempt is — the user told, its turn closed — within the
+    /// time the function has.
+    pub(crate) async fn give_up_unrun(
+        &self,
+        record: &SqsMessage,
+        why: &JobError,
+        deadline: Instant,
+    ) {
+        let Ok(job) = queue_sqs::decode_job(record.body.as_deref().unwrap_or_default()) else {
+            return;
+        };
+        tracing::error!(job = %job.dedupe_key(), conversation = %job.conversation_key, channel = %job.channel, cause = %why, "job did not run by its last receive: SQS moves it to the dead-letter queue");
+        self.jobs.options.metrics.job_given_up(&job.channel);
+        match tokio::time::timeout_at(deadline, self.jobs.give_up_for_good(&job)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => {
+                tracing::error!(job = %job.dedupe_key(), error = %e, "could not close the given-up turn");
+            }
+            Err(_) => {
+                tracing::error!(job = %job.dedupe_key(), "no time left to tell the user their message was given up");
+            }
+        }
+    }
+
     /// The record's outcome, and how long until a claim still held on its job lapses (see
     /// [`channel_jobs::Ran::claim_held_until`]).
     pub(crate) async fn run_record(

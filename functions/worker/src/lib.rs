@@ -15,6 +15,10 @@
 //!   until the claim lapses, so it does not spend its receives on finding the job busy.
 //! - **Bounded**: each turn gets a deadline below the function's remaining time; a turn that
 //!   runs out is reported failed and its claim expires, so the redelivery resumes it.
+//! - **Nobody left unanswered**: on its last receive (`maxReceiveCount`) a record goes to the
+//!   dead letters next if it fails, so it is given up first — the user told, its turn closed —
+//!   whether it ran and failed or did not run at all (no time left, or held behind an earlier
+//!   record). A record given up does not hold its conversation's later records back: they run.
 //!
 //! [`Worker::handle_batch`] takes its dependencies as arguments (ports), so tests run it on
 //! SQLite and the scripted model, and end to end on moto and the fake Bedrock.
@@ -81,6 +85,7 @@ impl Worker {
                 .unwrap_or_default();
             // A failed conversation's later records did not run: visible again at once, SQS
             // keeps them behind the failed one, which is in flight for its backoff.
+            let last = retry::receive_count(&record) >= self.options.max_receives;
             let (outcome, delay) = if failed_groups.contains(&group) {
                 (
                     JobOutcome::Failed(channel_jobs::JobError::EarlierFailed),
@@ -93,8 +98,20 @@ impl Worker {
             match &outcome {
                 JobOutcome::Failed(why) => {
                     tracing::warn!(message_id = %id, %group, reason = %why, ?delay, "job failed; SQS will redeliver it");
+                    if last
+                        && matches!(
+                            why,
+                            channel_jobs::JobError::EarlierFailed | channel_jobs::JobError::NoTime
+                        )
+                    {
+                        self.give_up_unrun(&record, why, deadline).await;
+                    }
                     self.redeliver_after(&record, delay).await;
-                    failed_groups.insert(group);
+                    // Given up on its last receive, it goes to the dead letters: nothing of
+                    // its conversation need wait behind it.
+                    if !last {
+                        failed_groups.insert(group);
+                    }
                     let mut failure = BatchItemFailure::default();
                     failure.item_identifier = id;
                     failures.push(failure);

@@ -414,3 +414,79 @@ async fn on_the_last_receive_a_failing_job_tells_the_user_and_closes_its_turn() 
     );
     assert_eq!(s.model.requests().len(), 1, "no second model call");
 }
+
+/// Every record of the batch on its last receive.
+fn last_receive(mut event: SqsEvent) -> SqsEvent {
+    for record in &mut event.records {
+        record
+            .attributes
+            .insert("ApproximateReceiveCount".into(), "5".into());
+    }
+    event
+}
+
+#[tokio::test]
+async fn on_the_last_receive_a_conversations_later_records_run_behind_the_one_given_up() {
+    let s = setup(
+        ["POISON A one", "B one", "A two", "B two"]
+            .map(Reply::text)
+            .to_vec(),
+    )
+    .await;
+    *s.platform.refuse_text.lock().unwrap() = Some("POISON".into());
+    let resp = s
+        .worker
+        .handle_batch(last_receive(batch()), in_a_minute())
+        .await;
+    // A's first is given up (the user told; SQS dead-letters it), and A's second is answered
+    // now rather than held behind it into the dead letters unanswered.
+    assert_eq!(failed(&resp), [ID[0]]);
+    assert_eq!(
+        s.platform.sent(),
+        [
+            ("m-1".to_owned(), engine::lines::GAVE_UP.to_owned()),
+            ("m-2".to_owned(), "B one".to_owned()),
+            ("m-3".to_owned(), "A two".to_owned()),
+            ("m-4".to_owned(), "B two".to_owned()),
+        ]
+    );
+    let shown: Vec<String> = s
+        .store
+        .visible(&"generic:c-a@alice".into())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.text)
+        .collect();
+    assert_eq!(shown.last().map(String::as_str), Some("A two"), "{shown:?}");
+    assert!(
+        shown.iter().any(|t| t == engine::lines::GAVE_UP),
+        "{shown:?}"
+    );
+}
+
+#[tokio::test]
+async fn on_the_last_receive_a_record_with_no_time_left_tells_the_user() {
+    let s = setup(vec![Reply::text("never said")]).await;
+    // Two seconds left: under the worker's safety margin, so no turn may start, but time
+    // enough to tell each user.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let resp = s.worker.handle_batch(last_receive(batch()), deadline).await;
+    assert_eq!(failed(&resp), ID, "none ran: SQS dead-letters them");
+    let sent = s.platform.sent();
+    assert_eq!(
+        sent,
+        ["m-1", "m-2", "m-3", "m-4"].map(|m| (m.to_owned(), engine::lines::GAVE_UP.to_owned())),
+        "each user is told, once"
+    );
+    assert!(s.model.requests().is_empty());
+
+    // Before their last receive they are only put back, and nobody is told.
+    let s = setup(vec![Reply::text("never said")]).await;
+    let resp = s
+        .worker
+        .handle_batch(batch(), Instant::now() + Duration::from_secs(2))
+        .await;
+    assert_eq!(failed(&resp), ID);
+    assert!(s.platform.sent().is_empty());
+}
