@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use store::{Claim, Identities, JobClaims, MessageStore, VisibleStore};
+use store::{Claim, ConversationStore, Identities, JobClaims, MessageStore, VisibleStore};
 use store_sqlite::SqliteStore;
 use tokio::time::Instant;
 use tools::Registry;
@@ -489,4 +489,82 @@ async fn on_the_last_receive_a_record_with_no_time_left_tells_the_user() {
         .await;
     assert_eq!(failed(&resp), ID);
     assert!(s.platform.sent().is_empty());
+}
+
+/// The first record's job, as the worker decodes it.
+fn first_job() -> queue::TurnJob {
+    queue_sqs::decode_job(batch().records[0].body.as_deref().unwrap()).unwrap()
+}
+
+fn shown(visible: Vec<store::VisibleEntry>) -> Vec<String> {
+    visible.into_iter().map(|e| e.text).collect()
+}
+
+/// An attempt that fails after its answer went out (marking the job done failed, say) on its
+/// last receive is given up: the user, who has the answer, is told nothing more.
+#[tokio::test]
+async fn a_job_given_up_after_its_answer_was_recorded_says_nothing_more() {
+    let s = setup(vec![Reply::text("A one")]).await;
+    let mut event = batch();
+    event.records.truncate(1);
+    let resp = s.worker.handle_batch(event, in_a_minute()).await;
+    assert!(failed(&resp).is_empty());
+    let closed = s.worker.jobs.give_up_for_good(&first_job()).await.unwrap();
+    assert!(!closed);
+    assert_eq!(s.platform.sent(), [("m-1".to_owned(), "A one".to_owned())]);
+    let visible = s.store.visible(&"generic:c-a@alice".into()).await.unwrap();
+    assert_eq!(shown(visible), ["first in A", "A one"]);
+}
+
+/// An attempt elsewhere sent the answer whole and kept that with the job's claim, but its
+/// record never got written; given up now, the answer is recorded as what the user saw and
+/// nothing more is sent.
+#[tokio::test]
+async fn a_job_given_up_after_its_answer_was_sent_unrecorded_records_it() {
+    let s = setup(vec![Reply::text("A one")]).await;
+    *s.platform.refuse_text.lock().unwrap() = Some("A one".into());
+    let mut event = batch();
+    event.records.truncate(1);
+    let resp = s.worker.handle_batch(event, in_a_minute()).await;
+    assert_eq!(failed(&resp), [ID[0]], "this attempt could not send it");
+    let job = first_job();
+    let key = job.dedupe_key();
+    let now = s.clock.load(Ordering::SeqCst);
+    let Claim::TakenOver { attempt } = s.store.claim_job(&key, now, now + 60_000).await.unwrap()
+    else {
+        panic!("the released claim is taken over");
+    };
+    let conv = s
+        .store
+        .conversation(&"generic:c-a@alice".into())
+        .await
+        .unwrap()
+        .unwrap();
+    let sent = store::ReplySent {
+        turn: conv.turn,
+        text: "A one".into(),
+        pieces: vec!["A one".into()],
+        reacted: false,
+        whole: true,
+    };
+    s.store
+        .release_job(&key, attempt, now, Some(&sent))
+        .await
+        .unwrap();
+    s.worker.jobs.give_up_for_good(&job).await.unwrap();
+    assert!(s.platform.sent().is_empty(), "nothing more is sent");
+    let visible = s.store.visible(&"generic:c-a@alice".into()).await.unwrap();
+    assert_eq!(shown(visible), ["first in A", "A one"]);
+
+    // Without a reply that went out, the user is told it was given up.
+    let s = setup(vec![Reply::text("A one")]).await;
+    *s.platform.refuse_text.lock().unwrap() = Some("A one".into());
+    let mut event = batch();
+    event.records.truncate(1);
+    s.worker.handle_batch(event, in_a_minute()).await;
+    s.worker.jobs.give_up_for_good(&first_job()).await.unwrap();
+    assert_eq!(
+        s.platform.sent(),
+        [("m-1".to_owned(), engine::lines::GAVE_UP.to_owned())]
+    );
 }

@@ -347,6 +347,11 @@ impl ChannelJobs {
     /// transcript so the next one is coherent, tell the user in one calm sentence (best effort
     /// on a messaging channel; the web chat's stream gets it from the worker), and record what
     /// they saw. Returns whether a turn was closed.
+    ///
+    /// A turn that had ended with its answer (the attempt failed after it, marking the job
+    /// done, say) tells the user nothing more when its reply went out: recorded already, or
+    /// remembered as sent whole (in this process, or kept with the job's claim), when it is
+    /// recorded now as what they saw.
     pub async fn give_up_for_good(&self, job: &TurnJob) -> Result<bool, JobError> {
         let conversation = if job.channel == crate::web::WEB_CHANNEL {
             crate::web::owned_conversation(self.store.as_ref(), job)
@@ -369,14 +374,21 @@ impl ChannelJobs {
                 None => None,
             }
         };
-        let closed = match &conversation {
+        let abandoned = match &conversation {
             Some(id) => self
                 .engine
                 .close_abandoned_turn(id, &tools::ActionId(job.dedupe_key()), lines::GAVE_UP)
                 .await
                 .map_err(JobError::from)?,
-            None => false,
+            None => engine::Abandoned::NotStored,
         };
+        let closed = abandoned == engine::Abandoned::Closed;
+        if abandoned == engine::Abandoned::Finished
+            && let Some(id) = &conversation
+            && self.answer_went_out(job, id).await?
+        {
+            return Ok(false);
+        }
         let mut shown = lines::GAVE_UP.to_owned();
         if job.channel != crate::web::WEB_CHANNEL
             && let Some(sender) = self.senders.get(&job.channel)
@@ -417,6 +429,55 @@ impl ChannelJobs {
                 .map_err(JobError::from)?;
         }
         Ok(closed)
+    }
+}
+
+impl ChannelJobs {
+    /// Whether the reply of `job`'s finished turn (the conversation's latest) reached the user:
+    /// recorded as its last visible entry, or remembered as sent whole and recorded now.
+    async fn answer_went_out(&self, job: &TurnJob, id: &ConversationId) -> Result<bool, JobError> {
+        let Some(conv) = self.store.conversation(id).await.map_err(JobError::from)? else {
+            return Ok(false);
+        };
+        let last = self.store.last_visible(id).await.map_err(JobError::from)?;
+        if last
+            .as_ref()
+            .is_some_and(|e| e.turn == conv.turn && e.role == VisibleRole::Assistant)
+        {
+            tracing::info!(job = %job.dedupe_key(), "given up after its answer was sent and recorded: nothing more is said");
+            return Ok(true);
+        }
+        let Some(key) = SentReplies::key(job, conv.turn) else {
+            return Ok(false);
+        };
+        let kept = match self.store.reply_sent(&job.dedupe_key()).await {
+            Ok(kept) => kept.map(Sent::from),
+            Err(_) => None,
+        };
+        let this_turn = |s: &Sent| s.turn == conv.turn && s.whole;
+        let Some(sent) = crate::sent::further(
+            self.options.sent.get(&key).filter(this_turn),
+            kept.filter(this_turn),
+        ) else {
+            return Ok(false);
+        };
+        tracing::info!(job = %job.dedupe_key(), "given up after its answer was sent, unrecorded: recording it, nothing more is said");
+        let entry = VisibleEntry {
+            conversation_id: id.clone(),
+            position: last.map_or(0, |e| e.position + 1),
+            role: VisibleRole::Assistant,
+            text: sent.delivered.pieces.join("\n\n"),
+            buttons: Vec::new(),
+            reaction: None,
+            turn: conv.turn,
+            created_at_ms: (self.options.clock)(),
+        };
+        self.store
+            .append_visible(&entry)
+            .await
+            .map_err(JobError::from)?;
+        self.options.sent.forget(&key);
+        Ok(true)
     }
 }
 

@@ -9,23 +9,33 @@ use serde_json::json;
 use tools::ActionId;
 use transcript::{ConversationId, Message, Part, Role};
 
+/// What [`Engine::close_abandoned_turn`] found of the turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Abandoned {
+    /// The user's message was never stored: there is no turn to close.
+    NotStored,
+    /// The turn had ended with its answer: nothing was written.
+    Finished,
+    /// The turn was open and is closed now.
+    Closed,
+}
+
 impl Engine {
     /// Close the turn written by `action_id` in `conversation` with `line`, unless it already
-    /// ended. Returns whether anything was written.
+    /// ended, and say which it was.
     pub async fn close_abandoned_turn(
         &self,
         conversation: &ConversationId,
         action_id: &ActionId,
         line: &str,
-    ) -> Result<bool, EngineError> {
+    ) -> Result<Abandoned, EngineError> {
         let store = &self.store;
         let Some(conv) = store.conversation(conversation).await? else {
-            return Ok(false);
+            return Ok(Abandoned::NotStored);
         };
         let history = store.messages(conversation, conv.segment).await?;
         let Some(found) = resume::find(&history, &action_id.0) else {
-            // The user's message was never stored: there is no turn to close.
-            return Ok(false);
+            return Ok(Abandoned::NotStored);
         };
         let mut position = store.next_position(conversation).await?;
         let mut append = |role: Role, parts: Vec<Part>| {
@@ -44,7 +54,7 @@ impl Engine {
         };
         let mut rows = Vec::new();
         match found.next {
-            Next::Finished => return Ok(false),
+            Next::Finished => return Ok(Abandoned::Finished),
             Next::Tools { calls, .. } => {
                 let results = calls
                     .iter()
@@ -63,6 +73,6 @@ impl Engine {
             store.append_message(row).await?;
         }
         tracing::warn!(conversation = %conversation, action_id = %action_id, "turn given up and closed");
-        Ok(true)
+        Ok(Abandoned::Closed)
     }
 }

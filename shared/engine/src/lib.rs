@@ -11,6 +11,7 @@
 //! or Lambda. No storage transaction spans a model call.
 
 mod abandon;
+pub use abandon::Abandoned;
 mod call;
 mod compact;
 mod confirm;
