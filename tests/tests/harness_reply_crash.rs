@@ -8,7 +8,7 @@
 
 use backend::ScriptedModel;
 use channel_jobs::identity::Resolved;
-use channel_jobs::{ChannelJobs, JobOptions, JobOutcome, lines};
+use channel_jobs::{ChannelJobs, JobOptions, JobOutcome, Ran, lines};
 use channels::Sender;
 use engine::{Engine, EngineOptions};
 use queue::TurnJob;
@@ -47,6 +47,12 @@ impl World {
 
     /// One attempt at the linking message, on a store that crashes as `crash` says.
     async fn attempt(&self, crash: Arc<Crash>) -> JobOutcome {
+        self.attempt_settling(crash, Duration::ZERO).await.outcome
+    }
+
+    /// [`World::attempt`], each step after the reply tried again for `settle_retry_for` while
+    /// the store is unavailable (as deployments do), and all it says.
+    async fn attempt_settling(&self, crash: Arc<Crash>, settle_retry_for: Duration) -> Ran {
         let store: Arc<dyn Store> = Arc::new(CrashStore::new(self.inner.clone(), crash));
         let engine = Engine::new(
             Arc::new(ScriptedModel::new(vec![])),
@@ -67,6 +73,7 @@ impl World {
             options: JobOptions {
                 metrics: metrics::Metrics::off(),
                 clock: Arc::new(move || clock.load(Ordering::SeqCst)),
+                settle_retry_for,
                 ..JobOptions::default()
             },
         };
@@ -81,7 +88,8 @@ impl World {
             media: Vec::new(),
             received_at_ms: START_MS,
         };
-        jobs.run(&job, Duration::from_secs(10)).await
+        jobs.run_streamed(&job, Duration::from_secs(10), &engine::NullSink)
+            .await
     }
 
     fn sent(&self) -> Vec<String> {
@@ -178,4 +186,57 @@ async fn a_link_confirmation_recorded_before_a_crash_is_not_sent_again() {
             "{at:?}"
         );
     }
+}
+
+/// The store refuses the job's done mark for a moment: it is tried again and the job ends
+/// done. Refused for good, the attempt fails saying its claim is still held until it lapses,
+/// so the worker keeps the job back until then rather than finding it busy.
+#[tokio::test]
+async fn a_done_mark_refused_is_tried_again_or_its_claim_said_held() {
+    let w = World::new().await;
+    let ran = w
+        .attempt_settling(
+            Crash::at(CrashAt::Blip("finish_job")),
+            Duration::from_secs(5),
+        )
+        .await;
+    assert!(
+        matches!(ran.outcome, JobOutcome::Answered(_)),
+        "{:?}",
+        ran.outcome
+    );
+    assert_eq!(ran.claim_held_until, None);
+    assert_eq!(w.sent(), [lines::linked(ALICE)]);
+
+    // Never writable again from the done mark on: the attempt fails, its claim said held.
+    let w = World::new().await;
+    let counted = Crash::never();
+    w.attempt(counted.clone()).await;
+    let mark = counted
+        .log()
+        .iter()
+        .position(|p| *p == "finish_job")
+        .expect("the job is marked done")
+        + 1;
+    let w = World::new().await;
+    let ran = w
+        .attempt_settling(
+            Crash::at(CrashAt::Before(mark as u64)),
+            Duration::from_millis(300),
+        )
+        .await;
+    assert!(
+        matches!(
+            ran.outcome,
+            JobOutcome::Failed(channel_jobs::JobError::NotMarkedDone(_))
+        ),
+        "{:?}",
+        ran.outcome
+    );
+    assert!(
+        ran.claim_held_until
+            .is_some_and(|until| until > w.now.load(Ordering::SeqCst)),
+        "{:?}",
+        ran.claim_held_until
+    );
 }

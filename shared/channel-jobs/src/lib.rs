@@ -304,11 +304,27 @@ impl ChannelJobs {
                 JobOutcome::Done | JobOutcome::Answered(_) | JobOutcome::Skipped(_)
             )
         {
-            let keep_until = (o.clock)() + o.keep_done.as_millis() as i64;
-            if let Err(e) = self.store.finish_job(&key, keep_until).await {
+            // Tried again while the store is unavailable, as the claim's release is.
+            let marked = settle::retried(
+                "the job's done mark",
+                o.settle_retry_for,
+                settle::store_transient,
+                || {
+                    let keep_until = (o.clock)() + o.keep_done.as_millis() as i64;
+                    self.store.finish_job(&key, keep_until)
+                },
+            )
+            .await;
+            if let Err(e) = marked {
                 // Crash story: the reply is recorded, so the retry's turn resumes as finished
-                // and delivery finds the reply already there (nothing is sent twice).
-                return failed(JobError::NotMarkedDone(e.to_string()));
+                // and delivery finds the reply already there (nothing is sent twice). The
+                // claim is still this attempt's until it lapses: said so, the retry waits for
+                // that instead of finding the job busy and spending a delivery on it.
+                return Ran {
+                    outcome: JobOutcome::Failed(JobError::NotMarkedDone(e.to_string())),
+                    turn: None,
+                    claim_held_until: Some(expires),
+                };
             }
         }
         Ran {
