@@ -13,6 +13,8 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+mod support;
+
 const TOKEN: &str = "xoxb-0000-test-token";
 
 /// One recorded Web API call.
@@ -403,4 +405,21 @@ async fn a_reply_cut_off_part_way_is_sent_on_from_the_piece_that_failed() {
     let calls = fake.calls();
     assert_eq!(calls[3].body["text"], "Shall I go ahead?");
     assert!(calls[3].body["blocks"].is_array(), "buttons on the last");
+}
+
+/// Slack took the message (2xx) but its answer was cut off on the way back: the reply is taken
+/// as sent, not sent again. Cut off after another status, it is a failure to retry.
+#[tokio::test]
+async fn an_answer_cut_off_after_a_2xx_is_a_message_sent_once() {
+    let (base, calls) = support::answer_cut_off(200).await;
+    let slack = SlackSender::new(reqwest::Client::new(), format!("{base}/api/"), TOKEN);
+    let delivered = slack.send(&reply("Saved.")).await.unwrap();
+    assert_eq!(delivered.pieces, ["Saved."]);
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 1);
+
+    let (base, calls) = support::answer_cut_off(503).await;
+    let slack = SlackSender::new(reqwest::Client::new(), format!("{base}/api/"), TOKEN);
+    let err = slack.send(&reply("Saved.")).await.unwrap_err();
+    assert!(err.is_retryable(), "{err:?}");
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 1);
 }

@@ -13,6 +13,8 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+mod support;
+
 const TOKEN: &str = "123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw";
 
 /// One recorded call: the path (token included), the headers, the JSON body.
@@ -473,4 +475,19 @@ async fn a_reply_cut_off_part_way_is_sent_on_from_the_piece_that_failed() {
         "buttons on the last"
     );
     assert!(calls[1].body.get("reply_markup").is_none());
+}
+
+/// Telegram took the message (2xx) but its answer was cut off on the way back: the reply is
+/// taken as sent, not sent again. Cut off after a refusal's status, it is a failure to retry.
+#[tokio::test]
+async fn an_answer_cut_off_after_a_2xx_is_a_message_sent_once() {
+    let (base, calls) = support::answer_cut_off(200).await;
+    let delivered = sender(&base).send(&reply("Saved.")).await.unwrap();
+    assert_eq!(delivered.pieces, ["Saved."]);
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 1);
+
+    let (base, calls) = support::answer_cut_off(502).await;
+    let err = sender(&base).send(&reply("Saved.")).await.unwrap_err();
+    assert!(err.is_retryable(), "{err:?}");
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 1);
 }

@@ -72,10 +72,18 @@ impl SlackSender {
             .get("retry-after")
             .and_then(|v| v.to_str().ok()?.trim().parse().ok())
             .map(Duration::from_secs);
-        let bytes = res
-            .bytes()
-            .await
-            .map_err(|e| Failure::Other(SendError::Transport(e)))?;
+        let bytes = match res.bytes().await {
+            Ok(bytes) => bytes,
+            // A 2xx whose body was lost on the way back: Slack took the request, and its own
+            // refusals at 200 (`"ok": false`) are ones a second try gets again (a channel not
+            // found, a bad token); rate limits and outages come with other statuses. Taken as
+            // done: sent again, the reply would be said twice.
+            Err(e) if (200..300).contains(&status) => {
+                tracing::warn!(method, status, error = %e, "Slack took a call but its answer could not be read; taken as done");
+                return Ok(());
+            }
+            Err(e) => return Err(Failure::Other(SendError::Transport(e))),
+        };
         api_error::classify(status, retry_after, &bytes)
     }
 

@@ -87,10 +87,16 @@ impl TelegramSender {
             .headers()
             .get("retry-after")
             .and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok());
-        let bytes = res
-            .bytes()
-            .await
-            .map_err(|e| SendError::Transport(e.without_url()))?;
+        let bytes = match res.bytes().await {
+            Ok(bytes) => bytes,
+            // Telegram answers a refusal with a 4xx or 5xx status; a 2xx says it took the call,
+            // and only its answer was lost on the way back. Sent again, it would be said twice.
+            Err(e) if (200..300).contains(&status) => {
+                tracing::warn!(method, status, error = %e.without_url(), "Telegram took a call but its answer could not be read; taken as done");
+                return Ok(());
+            }
+            Err(e) => return Err(SendError::Transport(e.without_url())),
+        };
         let reply: ApiReply = serde_json::from_slice(&bytes).unwrap_or_default();
         let result = classify(status, retry_after_header, &reply, &self.token);
         if let Err(e) = &result {
