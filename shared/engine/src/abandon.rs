@@ -1,7 +1,10 @@
 //! Giving up on a turn for good (its job failed on every attempt): the transcript is closed so
 //! the next turn is coherent — calls left unanswered get a "not executed" result, and the
 //! assistant says the message could not be processed — and nothing that was stored is changed
-//! (append-only). The visible entry is the job path's, which also tells the user.
+//! (append-only). A call that did run keeps what it did: its recorded result, or its answer
+//! from the receipt its effect was committed with, so the model is never told that a change
+//! it made was not made (and makes it again). The visible entry is the job path's, which also
+//! tells the user.
 
 use crate::resume::{self, Next};
 use crate::{Engine, EngineError};
@@ -55,15 +58,24 @@ impl Engine {
         let mut rows = Vec::new();
         match found.next {
             Next::Finished => return Ok(Abandoned::Finished),
-            Next::Tools { calls, .. } => {
-                let results = calls
-                    .iter()
-                    .map(|c| Part::ToolResult {
-                        tool_use_id: c.id.clone(),
-                        content: json!({ "error": "NOT EXECUTED: processing this message failed and was given up." }),
-                        is_error: true,
-                    })
-                    .collect();
+            Next::Tools { calls, asked_at } => {
+                let mut recorded = store.tool_results(conversation, asked_at).await?;
+                let mut results = Vec::with_capacity(calls.len());
+                for call in &calls {
+                    let key = crate::turn::call_key(conversation, asked_at, &call.id);
+                    let part = match recorded.remove(&call.id) {
+                        Some(part) => part,
+                        None => match store.receipt(&key).await? {
+                            Some(output) => self.tools.answer(call, output).part,
+                            None => Part::ToolResult {
+                                tool_use_id: call.id.clone(),
+                                content: json!({ "error": "NOT EXECUTED: processing this message failed and was given up." }),
+                                is_error: true,
+                            },
+                        },
+                    };
+                    results.push(part);
+                }
                 rows.push(append(Role::Tool, results));
                 rows.push(append(Role::Assistant, vec![Part::text(line)]));
             }

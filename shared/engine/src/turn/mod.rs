@@ -6,6 +6,7 @@ mod model;
 mod press;
 mod record;
 mod tools;
+pub(crate) use tools::call_key;
 
 pub use tools::MAX_CALLS_PER_ANSWER;
 

@@ -60,7 +60,7 @@ impl Turn<'_> {
             };
             // The user's own press runs it, not the model.
             let ctx = Ctx {
-                call_key: Some(format!("{}#{}#{}", self.conv.id, at, call.id)),
+                call_key: Some(super::call_key(&self.conv.id, at, &call.id)),
                 actor: Actor::User,
                 ..self.ctx.clone()
             };

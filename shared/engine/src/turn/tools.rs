@@ -13,6 +13,16 @@ use transcript::{Part, Role};
 /// turn's cycle ceiling.
 pub const MAX_CALLS_PER_ANSWER: usize = 16;
 
+/// The key of call `call_id` asked for by the message at `asked_at` in `conversation`: its
+/// receipt's, and its idempotency key for an outside system.
+pub(crate) fn call_key(
+    conversation: &transcript::ConversationId,
+    asked_at: u64,
+    call_id: &str,
+) -> String {
+    format!("{conversation}#{asked_at}#{call_id}")
+}
+
 /// The result of a call past [`MAX_CALLS_PER_ANSWER`]: nothing ran.
 fn not_run(call: &ToolCall) -> ::tools::ToolOutcome {
     ::tools::ToolOutcome {
@@ -71,7 +81,7 @@ impl Turn<'_> {
                 continue;
             }
             // The turn's context, with this call's key while it runs (no copy per call).
-            self.ctx.call_key = Some(format!("{}#{}#{}", self.conv.id, asked.at, call.id));
+            self.ctx.call_key = Some(call_key(&self.conv.id, asked.at, &call.id));
             let ctx = &self.ctx;
             let key = ctx.call_key.as_deref().unwrap_or_default();
             // Its effect was committed with its receipt before the interruption: answer the
