@@ -123,7 +123,11 @@ impl Worker {
             return;
         }
         let last_attempt = delivery.receive_count >= self.max_receives;
-        if let (JobOutcome::Failed(why), true) = (&outcome, last_attempt) {
+        // A job another attempt holds (`Busy`) is that attempt's to finish: giving it up here
+        // would close its turn while it runs.
+        if let (JobOutcome::Failed(why), true) = (&outcome, last_attempt)
+            && why != &JobError::Busy
+        {
             tracing::error!(job = %key, conversation = %delivery.job.conversation_key, channel = %delivery.job.channel, cause = %why, receive_count = delivery.receive_count, "job failed on its last attempt: it goes to the dead letters (bridle jobs dead; bridle jobs retry)");
             self.jobs
                 .options
@@ -134,12 +138,12 @@ impl Worker {
             }
         }
         if let Some(sink) = &web {
-            if matches!(outcome, JobOutcome::Failed(_)) {
+            if let JobOutcome::Failed(why) = &outcome {
                 // The browser gets a calm sentence now. Before the last attempt a retry resumes
                 // and records the turn by itself, so the user is not asked to send it again
                 // (a second copy would be answered twice); `retrying` tells the page to look
                 // for the recorded answer.
-                let (message, end) = if last_attempt {
+                let (message, end) = if last_attempt && why != &JobError::Busy {
                     (lines::GAVE_UP, TurnEnd::BackendFailed)
                 } else {
                     (lines::RETRYING, TurnEnd::Retrying)

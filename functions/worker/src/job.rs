@@ -59,7 +59,11 @@ impl Worker {
         let ran = self.jobs.run_streamed(&job, budget, &NullSink).await;
         let claim_lapses_in = ran.claim_lapses_in((self.jobs.options.clock)());
         let outcome = ran.outcome;
-        if let JobOutcome::Failed(why) = &outcome {
+        // A job another attempt holds (`Busy`) is that attempt's to finish: giving it up here
+        // would close its turn while it runs.
+        if let JobOutcome::Failed(why) = &outcome
+            && why != &JobError::Busy
+        {
             let receives = crate::retry::receive_count(record);
             if receives >= self.options.max_receives {
                 tracing::error!(job = %job.dedupe_key(), conversation = %job.conversation_key, channel = %job.channel, cause = %why, receives, "job failed on its last attempt: SQS moves it to the dead-letter queue");

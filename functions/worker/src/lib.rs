@@ -108,8 +108,10 @@ impl Worker {
                     }
                     self.redeliver_after(&record, delay).await;
                     // Given up on its last receive, it goes to the dead letters: nothing of
-                    // its conversation need wait behind it.
-                    if !last {
+                    // its conversation need wait behind it. (One another attempt holds is
+                    // not given up: it is still running.)
+                    let given_up = last && why != &channel_jobs::JobError::Busy;
+                    if !given_up {
                         failed_groups.insert(group);
                     }
                     let mut failure = BatchItemFailure::default();

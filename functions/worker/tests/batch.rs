@@ -568,3 +568,30 @@ async fn a_job_given_up_after_its_answer_was_sent_unrecorded_records_it() {
         [("m-1".to_owned(), engine::lines::GAVE_UP.to_owned())]
     );
 }
+
+/// On its last receive, a job another worker still holds is not given up here (that would
+/// close its turn while it runs, and tell its user it failed): the rest of its conversation
+/// still waits behind it, and the one held back on its own last receive is given up.
+#[tokio::test]
+async fn on_the_last_receive_a_job_another_worker_holds_is_not_given_up() {
+    let s = setup(["B one", "B two"].map(Reply::text).to_vec()).await;
+    let now = s.clock.load(Ordering::SeqCst);
+    s.store
+        .claim_job("generic#m-1", now, now + 600_000)
+        .await
+        .unwrap();
+    let resp = s
+        .worker
+        .handle_batch(last_receive(batch()), in_a_minute())
+        .await;
+    assert_eq!(failed(&resp), [ID[0], ID[2]]);
+    assert_eq!(
+        s.platform.sent(),
+        [
+            ("m-2".to_owned(), "B one".to_owned()),
+            ("m-3".to_owned(), engine::lines::GAVE_UP.to_owned()),
+            ("m-4".to_owned(), "B two".to_owned())
+        ],
+        "no 'gave up' for the held job"
+    );
+}
