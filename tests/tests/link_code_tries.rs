@@ -191,22 +191,36 @@ async fn a_code_that_links_is_not_counted(store: Arc<dyn Store>) {
             .create_link_code(&code, &(*user).into(), START_MS, START_MS + HOUR_MS)
             .await
             .unwrap();
-        // Six codes that link, one after another, from one sender: none is refused (the chat
-        // linked already moves with MOVE).
-        let text = match n {
-            0 => code.clone(),
-            _ => format!("MOVE {code}"),
-        };
+        // Six live codes, one after another, from one sender: none is refused. The first
+        // links; the others are other accounts', so each asks before moving the chat (said
+        // once an hour).
         let outcome = s
             .jobs
-            .run(&job(&format!("l-{n}"), "sam", &text), MINUTE)
+            .run(&job(&format!("l-{n}"), "sam", &code), MINUTE)
             .await;
-        assert_eq!(
-            outcome,
-            JobOutcome::Answered(Resolved::Linked((*user).into())),
-            "code {n}"
-        );
+        match n {
+            0 => assert_eq!(
+                outcome,
+                JobOutcome::Answered(Resolved::Linked((*user).into()))
+            ),
+            1 => assert_eq!(
+                outcome,
+                JobOutcome::Answered(Resolved::MoveAsked {
+                    bound: "ana".into(),
+                    to: (*user).into()
+                })
+            ),
+            _ => assert!(matches!(outcome, JobOutcome::Skipped(_)), "{outcome:?}"),
+        }
     }
+    // None of them spent a try: a made-up code is still looked up (and does not work).
+    let outcome = s.jobs.run(&job("l-guess", "sam", "AB23CD45"), MINUTE).await;
+    assert_eq!(
+        outcome,
+        JobOutcome::Answered(Resolved::StaleCode {
+            bound: Some("ana".into())
+        })
+    );
 }
 
 async fn a_stranger_writing_fifty_times_is_answered_once(store: Arc<dyn Store>) {
@@ -255,9 +269,13 @@ async fn a_code_sent_again_is_answered_once_an_hour(store: Arc<dyn Store>) {
         matches!(outcome, JobOutcome::Answered(Resolved::MoveAsked { .. })),
         "{outcome:?}"
     );
+    let move_code = move_code_in(&s.platform.sent().last().cloned().unwrap());
     let outcome = s
         .jobs
-        .run(&job("l-ben-move", "sam", "move HJ2K-3M4N"), MINUTE)
+        .run(
+            &job("l-ben-move", "sam", &format!("move {move_code}")),
+            MINUTE,
+        )
         .await;
     assert_eq!(
         outcome,
@@ -311,50 +329,97 @@ async fn a_code_from_someone_else_does_not_move_a_linked_chat(store: Arc<dyn Sto
     );
 
     s.store
-        .create_link_code("HJ2K3M4N", &"mallory".into(), START_MS, START_MS + HOUR_MS)
+        .create_link_code(
+            "HJ2K3M4N",
+            &"mallory".into(),
+            START_MS,
+            START_MS + 3 * HOUR_MS,
+        )
         .await
         .unwrap();
-    for n in 0..3 {
-        let outcome = s
-            .jobs
-            .run(&job(&format!("m-{n}"), "sam", "/start HJ2K3M4N"), MINUTE)
+    // The tap on Mallory's link: the chat stays Alice's, and Sam is told whose the code is,
+    // with a move code made for this chat alone.
+    let outcome = s
+        .jobs
+        .run(&job("m-0", "sam", "/start HJ2K3M4N"), MINUTE)
+        .await;
+    assert_eq!(
+        outcome,
+        JobOutcome::Answered(Resolved::MoveAsked {
+            bound: "alice".into(),
+            to: "mallory".into(),
+        })
+    );
+    let asked = s.platform.sent().last().cloned().unwrap();
+    let move_code = move_code_in(&asked);
+    assert_ne!(
+        channels::link_code::canonical(&move_code).unwrap(),
+        "HJ2K3M4N"
+    );
+    assert_eq!(asked, lines::move_asked(alice, mallory, &move_code));
+    // What Mallory can put in a link moves nothing: her code again, alone or after MOVE (a
+    // WhatsApp or SMS link fills in any text), a fresh code of hers with MOVE, or her code
+    // among other words. Sam is asked once this hour.
+    s.store
+        .create_link_code("JK3M4N5P", &"mallory".into(), START_MS, START_MS + HOUR_MS)
+        .await
+        .unwrap();
+    for (n, text) in [
+        "/start HJ2K3M4N",
+        "MOVE HJ2K-3M4N",
+        "MOVE JK3M-4N5P",
+        "what is HJ2K-3M4N?",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        s.jobs
+            .run(&job(&format!("m-{}", n + 1), "sam", text), MINUTE)
             .await;
-        if n == 0 {
-            assert_eq!(
-                outcome,
-                JobOutcome::Answered(Resolved::MoveAsked {
-                    bound: "alice".into(),
-                    to: "mallory".into(),
-                    code: "HJ2K3M4N".into(),
-                })
-            );
-        }
         assert_eq!(
             s.store.identity("whatsapp", "sam").await.unwrap(),
             Some("alice".into()),
-            "a code alone never moves a linked chat"
+            "{text:?} moved the chat"
         );
     }
-    // The code's text with other words is not a move either.
-    s.jobs
-        .run(&job("m-3", "sam", "what is HJ2K-3M4N?"), MINUTE)
-        .await;
+    assert_eq!(
+        s.platform.sent(),
+        vec![lines::linked(alice), asked.clone()],
+        "asked once this hour"
+    );
+    // Sam's move code from another chat moves nothing, and is used up (a move code seen
+    // elsewhere has leaked: nobody moves with it).
+    for (id, sender) in [("v-0", "victor"), ("v-1", "sam")] {
+        let outcome = s
+            .jobs
+            .run(&job(id, sender, &format!("MOVE {move_code}")), MINUTE)
+            .await;
+        assert!(
+            matches!(outcome, JobOutcome::Answered(Resolved::StaleCode { .. })),
+            "{sender}: {outcome:?}"
+        );
+    }
+    assert_eq!(s.store.identity("whatsapp", "victor").await.unwrap(), None);
     assert_eq!(
         s.store.identity("whatsapp", "sam").await.unwrap(),
         Some("alice".into())
     );
-    assert_eq!(
-        s.platform.sent(),
-        vec![
-            lines::linked(alice),
-            lines::move_asked(alice, mallory, "HJ2K-3M4N"),
-        ],
-        "asked once this hour"
-    );
 
+    // An hour later Sam asks again with Mallory's code, and sends the new move code: the chat
+    // moves, and the reply says to whose account.
+    s.now.fetch_add(HOUR_MS + 60_000, Ordering::SeqCst);
     let outcome = s
         .jobs
-        .run(&job("m-move", "sam", "MOVE HJ2K-3M4N"), MINUTE)
+        .run(&job("m-again", "sam", "HJ2K-3M4N"), MINUTE)
+        .await;
+    assert!(
+        matches!(outcome, JobOutcome::Answered(Resolved::MoveAsked { .. })),
+        "{outcome:?}"
+    );
+    let move_code = move_code_in(&s.platform.sent().last().cloned().unwrap());
+    let outcome = s
+        .jobs
+        .run(&job("m-move", "sam", &format!("MOVE {move_code}")), MINUTE)
         .await;
     assert_eq!(
         outcome,
@@ -365,6 +430,14 @@ async fn a_code_from_someone_else_does_not_move_a_linked_chat(store: Arc<dyn Sto
         Some("mallory".into())
     );
     assert_eq!(s.platform.sent().last(), Some(&lines::linked(mallory)));
+}
+
+/// The move code a "move asked" reply gives (after `MOVE `).
+fn move_code_in(reply: &str) -> String {
+    let (_, after) = reply
+        .split_once("MOVE ")
+        .expect("the reply gives a move code");
+    after.split_whitespace().next().unwrap().to_owned()
 }
 
 fn sqlite() -> Arc<dyn Store> {

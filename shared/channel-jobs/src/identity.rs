@@ -4,11 +4,13 @@
 //! sparingly: two per message ([`MAX_CODES_PER_MESSAGE`]) and five per sender and hour that do
 //! not link ([`code_attempts`]).
 //!
-//! A chat linked to one account is not moved to another by a code alone: a code travels in a
-//! deep link (`https://t.me/<bot>?start=CODE`, a WhatsApp link with the text filled in), so
-//! anyone could send a linked person one tap that would make everything they write from then
-//! on land in the sender's account. Such a chat is told whose account the code is for, and
-//! moves only on `MOVE <code>` ([`Resolved::MoveAsked`]).
+//! A chat linked to one account is never moved to another by a code it was sent: a code travels
+//! in a deep link (`https://t.me/<bot>?start=CODE`, `https://wa.me/<n>?text=…` with any text
+//! filled in), so anyone could send a linked person one tap that would make everything they
+//! write from then on land in the sender's account. Such a chat is told whose account the code
+//! is for, and given a move code of its own ([`MoveCode`], made only when that reply goes out):
+//! only that code, sent from that chat, moves it. Nobody else has seen it, so nobody could have
+//! put it in a link ([`Resolved::MoveAsked`]).
 
 use crate::code_attempts::{self, Try};
 use channels::link_code;
@@ -27,13 +29,9 @@ pub enum Resolved {
     /// The message carried a live link code: the account is now bound to this user.
     Linked(UserId),
     /// The message carried a live code for another account than the one this chat is linked
-    /// to (`bound`), without [`link_code::MOVE_WORD`]: nothing changed; the chat is told whose
-    /// account `to` is and how to move to it.
-    MoveAsked {
-        bound: UserId,
-        to: UserId,
-        code: String,
-    },
+    /// to (`bound`): nothing changed; the chat is told whose account `to` is, and given a
+    /// [`MoveCode`] to move to it with.
+    MoveAsked { bound: UserId, to: UserId },
     /// The message carried a live code that this account had redeemed already (sent again, or
     /// the linking message's job run again): it stays bound to this user, and is told so at
     /// most once an hour (a code stays live for its half hour, and each message would cost a
@@ -66,7 +64,7 @@ impl Resolved {
     pub fn named(&self) -> Vec<&UserId> {
         match self {
             Resolved::Linked(u) | Resolved::LinkedAgain(u) => vec![u],
-            Resolved::MoveAsked { bound, to, .. } => vec![bound, to],
+            Resolved::MoveAsked { bound, to } => vec![bound, to],
             _ => Vec::new(),
         }
     }
@@ -110,6 +108,64 @@ pub async fn resolve_by_reading(
     ))
 }
 
+/// A code that moves one chat, linked already, to another account: made when the chat is told
+/// whose account a code it sent is for, shown only in that reply. Kept as a link code (one
+/// use, 30 minutes) whose user names both the account and the chat
+/// (`move:<account>><channel>#<external id>`); no account's id starts with `move:`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MoveCode {
+    pub to: UserId,
+    /// The chat it moves: `{channel}#{external id}`.
+    pub chat: String,
+}
+
+/// How long a move code lives.
+pub const MOVE_CODE_TTL_MS: i64 = 30 * 60 * 1000;
+
+impl MoveCode {
+    const PREFIX: &'static str = "move:";
+
+    /// What a redeemed code's user says, if it is a move code.
+    pub fn read(user: &UserId) -> Option<MoveCode> {
+        let (to, chat) = user.0.strip_prefix(Self::PREFIX)?.split_once('>')?;
+        Some(MoveCode {
+            to: UserId::from(to),
+            chat: chat.to_owned(),
+        })
+    }
+
+    /// The user a move code is stored under.
+    fn as_user(&self) -> UserId {
+        UserId(format!("{}{}>{}", Self::PREFIX, self.to.0, self.chat))
+    }
+
+    /// Make a move code for `job`'s chat to `to`, live for [`MOVE_CODE_TTL_MS`]; its text in
+    /// canonical form.
+    pub async fn make(
+        store: &dyn Store,
+        job: &TurnJob,
+        to: &UserId,
+        now_ms: i64,
+    ) -> Result<String, StoreError> {
+        let moving = MoveCode {
+            to: to.clone(),
+            chat: format!("{}#{}", job.channel, job.external_user_id),
+        };
+        loop {
+            let code = link_code::generate().map_err(|e| StoreError::Unavailable(Box::new(e)))?;
+            match store
+                .create_link_code(&code, &moving.as_user(), now_ms, now_ms + MOVE_CODE_TTL_MS)
+                .await
+            {
+                Ok(()) => return Ok(code),
+                // Taken by a live code (one chance in 31^8): another.
+                Err(StoreError::Conflict { .. }) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
 /// Redeem a link code in the text, or look the account up.
 ///
 /// The first [`MAX_CODES_PER_MESSAGE`] code-shaped tokens are tried (the first live one wins),
@@ -143,23 +199,31 @@ pub async fn resolve(
             spent = true;
             break;
         }
-        if let Some(user) = store.consume_link_code(code, &redeemer, now_ms).await? {
+        if let Some(redeemed) = store.consume_link_code(code, &redeemer, now_ms).await? {
             code_attempts::give_back(store, job, now_ms).await;
+            let moving = MoveCode::read(&redeemed);
+            let user = match moving {
+                // A move code moves the chat it was made for, and only that one.
+                Some(ref m) if m.chat == redeemer => m.to.clone(),
+                Some(_) => {
+                    tracing::warn!(channel = %job.channel, "a move code sent from another chat than the one it was made for");
+                    return Ok(Resolved::StaleCode { bound });
+                }
+                None => redeemed,
+            };
             // A live code redeems again for the account that redeemed it (so a linking job
-            // run again links, and a chat told whose code it is can send MOVE with it): bound
-            // to that user already, nothing is written.
+            // run again links): bound to that user already, nothing is written.
             if bound.as_ref() == Some(&user) {
                 tracing::info!(channel = %job.channel, "a link code sent again by the account it linked");
                 return Ok(Resolved::LinkedAgain(user));
             }
             if let Some(current) = &bound
-                && !link_code::is_move(&job.text)
+                && moving.is_none()
             {
                 tracing::info!(channel = %job.channel, "a code for another account from a linked chat; asked before moving it");
                 return Ok(Resolved::MoveAsked {
                     bound: current.clone(),
                     to: user,
-                    code: code.clone(),
                 });
             }
             store

@@ -460,9 +460,26 @@ impl ChannelJobs {
                         let account = self.store.account(user).await.map_err(JobError::from)?;
                         labels.insert(user.clone(), lines::account_label(account.as_ref()));
                     }
-                    let text = lines::harness_reply(other, &self.options.signup_url, &|u| {
-                        labels.get(u).cloned().unwrap_or_default()
-                    });
+                    // A move code is made only for a reply that goes out (once an hour).
+                    let move_code = match other {
+                        Resolved::MoveAsked { to, .. } => Some(
+                            identity::MoveCode::make(
+                                self.store.as_ref(),
+                                job,
+                                to,
+                                (self.options.clock)(),
+                            )
+                            .await
+                            .map_err(JobError::from)?,
+                        ),
+                        _ => None,
+                    };
+                    let text = lines::harness_reply(
+                        other,
+                        &self.options.signup_url,
+                        &|u| labels.get(u).cloned().unwrap_or_default(),
+                        move_code.as_deref(),
+                    );
                     let delivered = self
                         .leased(job, &conversation, LeaseNow::ToTake, async {
                             self.deliver_harness_reply(job, &conversation, &text, sender, retry)

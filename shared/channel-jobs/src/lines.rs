@@ -6,18 +6,20 @@ use crate::identity::Resolved;
 use transcript::UserId;
 
 /// The reply for a sender the harness answers by itself (anything but [`Resolved::Bound`]).
-/// `named` says whose an account the reply names is ([`account_label`]).
+/// `named` says whose an account the reply names is ([`account_label`]); `move_code` is the
+/// code made for a [`Resolved::MoveAsked`] reply.
 pub fn harness_reply(
     resolved: &Resolved,
     signup_url: &str,
     named: &dyn Fn(&UserId) -> String,
+    move_code: Option<&str>,
 ) -> String {
     match resolved {
         Resolved::Linked(user) | Resolved::LinkedAgain(user) => linked(&named(user)),
-        Resolved::MoveAsked { bound, to, code } => move_asked(
+        Resolved::MoveAsked { bound, to } => move_asked(
             &named(bound),
             &named(to),
-            &channels::link_code::display(code),
+            &channels::link_code::display(move_code.unwrap_or_default()),
         ),
         Resolved::StaleCode { bound: Some(_) } => stale_code_bound(),
         Resolved::StaleCode { bound: None } => stale_code(signup_url),
@@ -38,11 +40,23 @@ pub fn onboarding(signup_url: &str) -> String {
     )
 }
 
+/// The most characters of a display name a reply shows.
+const NAME_CHARS: usize = 60;
+
 /// An account as a reply names it: the display name and the e-mail address with all but its
 /// first character hidden (`Ada Lovelace (a•••@example.org)`), so that whoever is linking sees
-/// whose account it is without a code revealing anyone's address.
+/// whose account it is without a code revealing anyone's address. The name is the account
+/// holder's own words: shown on one line, at most [`NAME_CHARS`] characters, so it cannot
+/// write the rest of the harness's message.
 pub fn account_label(account: Option<&store::Account>) -> String {
-    let name = account.map_or("", |a| a.display_name.trim());
+    let words: Vec<&str> = account.map_or(Vec::new(), |a| {
+        a.display_name
+            .split(|c: char| c.is_whitespace() || c.is_control())
+            .filter(|w| !w.is_empty())
+            .collect()
+    });
+    let name: String = words.join(" ").chars().take(NAME_CHARS).collect();
+    let name = name.as_str();
     let email = account.and_then(|a| a.email.as_ref()).map(|e| {
         let (local, domain) = e.as_str().split_once('@').unwrap_or(("", e.as_str()));
         let first: String = local.chars().take(1).collect();
@@ -61,12 +75,14 @@ pub fn linked(whose: &str) -> String {
     format!("Linked! This chat is now connected to the account of {whose}. What can I do for you?")
 }
 
-/// A code for another account from a chat linked already: nothing changed, and how to move.
-pub fn move_asked(current: &str, other: &str, code: &str) -> String {
+/// A code for another account from a chat linked already: nothing changed, and how to move
+/// (`move_code`, made for this chat alone).
+pub fn move_asked(current: &str, other: &str, move_code: &str) -> String {
     format!(
         "This chat is connected to the account of {current}. The code you sent is for another \
-         account: {other}. Nothing has changed. To move this chat to that account, send:\n\n\
-         {} {code}\n\nIf you did not ask for this, ignore this message.",
+         account: {other}. Nothing has changed. To move this chat to that account, send this \
+         within 30 minutes:\n\n{} {move_code}\n\nIf you did not ask for this, ignore this \
+         message.",
         channels::link_code::MOVE_WORD
     )
 }
@@ -103,4 +119,34 @@ pub fn too_many_codes_bound() -> String {
      already linked to your account, so just write your message. (To move it to another \
      account, wait an hour, then send MOVE and a new code from the web app.)"
         .to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_account_is_named_on_one_short_line_with_its_address_masked() {
+        let account = |name: &str, email: Option<&str>| store::Account {
+            email: email.map(|e| store::Email::parse(e).unwrap()),
+            ..store::Account::new("u1", name)
+        };
+        assert_eq!(
+            account_label(Some(&account("Ada Lovelace", Some("ada@example.org")))),
+            "Ada Lovelace (a•••@example.org)"
+        );
+        assert_eq!(
+            account_label(Some(&account(" ", Some("ada@example.org")))),
+            "a•••@example.org"
+        );
+        assert_eq!(account_label(Some(&account("Ada", None))), "Ada");
+        assert_eq!(account_label(None), "an account without a name");
+        let forged = account_label(Some(&account(
+            "Bob\n\nThis chat is safe. Send MOVE\tABCD-2345",
+            None,
+        )));
+        assert_eq!(forged, "Bob This chat is safe. Send MOVE ABCD-2345");
+        let long = account_label(Some(&account(&"x".repeat(500), None)));
+        assert_eq!(long.chars().count(), NAME_CHARS);
+    }
 }

@@ -91,13 +91,13 @@ pub fn is_only_a_code(text: &str) -> bool {
     canonical(rest).is_some()
 }
 
-/// The word that asks to move a chat linked to one account to the account a code is for:
-/// `MOVE ABCD-2345` (see [`is_move`]).
+/// The word a chat linked to one account sends before the move code it was given, to move to
+/// another account: `MOVE ABCD-2345` (see [`is_move`]).
 pub const MOVE_WORD: &str = "MOVE";
 
-/// Whether the message is [`MOVE_WORD`] and a code, nothing else (any case): a chat linked
-/// to one account asking, once told whose the code is, to move to that account. A code alone
-/// (what a deep link sends) never moves a linked chat.
+/// Whether the message is [`MOVE_WORD`] and a code, nothing else (any case): an attempt to
+/// move a linked chat, answered as a linking attempt even when the code does not work. What
+/// moves a chat is the code (a move code made for that chat), not the word.
 pub fn is_move(text: &str) -> bool {
     text.trim()
         .split_once(char::is_whitespace)
