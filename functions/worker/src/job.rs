@@ -7,24 +7,55 @@ use engine::NullSink;
 use std::time::Duration;
 use tokio::time::Instant;
 
+/// Kept back from the function's deadline by a give-up of a record that did not run: the batch
+/// must still be answered (and each failed record's visibility set) before Lambda stops the
+/// function, or every record of it waits out the queue's whole visibility timeout.
+pub(crate) const GIVE_UP_RESERVE: Duration = Duration::from_secs(2);
+
 impl Worker {
     /// A record that did not run (`why`: no time was left, or an earlier record of its
     /// conversation held it back) on its last receive: SQS dead-letters it next, so it is given
     /// up as a job that failed every attempt is — the user told, its turn closed — within the
-    /// time the function has.
+    /// time the function has, less [`GIVE_UP_RESERVE`] for answering the batch.
     pub(crate) async fn give_up_unrun(
         &self,
         record: &SqsMessage,
         why: &JobError,
         deadline: Instant,
     ) {
+        let by = deadline.checked_sub(GIVE_UP_RESERVE).unwrap_or(deadline);
         let Ok(job) = queue_sqs::decode_job(record.body.as_deref().unwrap_or_default()) else {
             return;
         };
         tracing::error!(job = %job.dedupe_key(), conversation = %job.conversation_key, channel = %job.channel, cause = %why, "job did not run by its last receive: SQS moves it to the dead-letter queue");
         self.jobs.options.metrics.job_given_up(&job.channel);
-        match tokio::time::timeout_at(deadline, self.jobs.give_up_for_good(&job)).await {
-            Ok(Ok(_)) => {}
+        if by <= Instant::now() {
+            tracing::error!(job = %job.dedupe_key(), "no time left to tell the user their message was given up");
+            return;
+        }
+        let given_up = async {
+            // Its claim first, as a run would: a copy of the job another attempt is running
+            // (or has answered) is not given up under it. Released after, not marked done, so
+            // that the dead letter can still be sent again (`bridle jobs retry`).
+            let key = job.dedupe_key();
+            let now = (self.jobs.options.clock)();
+            let attempt = match self.jobs.store.claim_job(&key, now, now + 60_000).await? {
+                store::Claim::Fresh => 1,
+                store::Claim::TakenOver { attempt } => attempt,
+                store::Claim::Busy { .. } | store::Claim::Done => {
+                    tracing::info!(job = %key, "held or answered by another attempt: not given up here");
+                    return Ok(());
+                }
+            };
+            let told = self.jobs.give_up_for_good(&job).await;
+            let now = (self.jobs.options.clock)();
+            if let Err(e) = self.jobs.store.release_job(&key, attempt, now, None).await {
+                tracing::warn!(job = %key, error = %e, "could not release the given-up job's claim; it lapses");
+            }
+            told.map(|_| ())
+        };
+        match tokio::time::timeout_at(by, given_up).await {
+            Ok(Ok(())) => {}
             Ok(Err(e)) => {
                 tracing::error!(job = %job.dedupe_key(), error = %e, "could not close the given-up turn");
             }

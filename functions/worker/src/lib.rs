@@ -2,7 +2,8 @@
 //!
 //! - **In order**: records are handled one after another, as delivered. Once a record of a
 //!   conversation fails, the later records of that conversation in the batch are reported failed
-//!   too (without running), so SQS redelivers them in order; other conversations carry on.
+//!   too (without running), so SQS redelivers them in order; other conversations carry on. (A
+//!   record given up on its last receive holds nothing back: see below.)
 //! - **Idempotent per job**: a claim record (one conditional write) guards each job. A job whose
 //!   claim is done is skipped; a live claim means another worker has it; an expired claim (the
 //!   Lambda died) is taken over, and the engine resumes from the stored transcript.
@@ -18,7 +19,10 @@
 //! - **Nobody left unanswered**: on its last receive (`maxReceiveCount`) a record goes to the
 //!   dead letters next if it fails, so it is given up first — the user told, its turn closed —
 //!   whether it ran and failed or did not run at all (no time left, or held behind an earlier
-//!   record). A record given up does not hold its conversation's later records back: they run.
+//!   record; then under its claim, so not while another attempt runs it, and within the time
+//!   left less a reserve for answering the batch). A record given up does not hold its
+//!   conversation's later records back: they run. A job another attempt holds is never given
+//!   up.
 //!
 //! [`Worker::handle_batch`] takes its dependencies as arguments (ports), so tests run it on
 //! SQLite and the scripted model, and end to end on moto and the fake Bedrock.

@@ -468,9 +468,9 @@ async fn on_the_last_receive_a_conversations_later_records_run_behind_the_one_gi
 #[tokio::test]
 async fn on_the_last_receive_a_record_with_no_time_left_tells_the_user() {
     let s = setup(vec![Reply::text("never said")]).await;
-    // Two seconds left: under the worker's safety margin, so no turn may start, but time
-    // enough to tell each user.
-    let deadline = Instant::now() + Duration::from_secs(2);
+    // Four seconds left: under the worker's five-second safety margin, so no turn may start,
+    // but time enough to tell each user and still answer the batch two seconds early.
+    let deadline = Instant::now() + Duration::from_secs(4);
     let resp = s.worker.handle_batch(last_receive(batch()), deadline).await;
     assert_eq!(failed(&resp), ID, "none ran: SQS dead-letters them");
     let sent = s.platform.sent();
@@ -480,6 +480,17 @@ async fn on_the_last_receive_a_record_with_no_time_left_tells_the_user() {
         "each user is told, once"
     );
     assert!(s.model.requests().is_empty());
+
+    // With less than the reserve left, nobody is told: the batch is answered first.
+    let s = setup(vec![Reply::text("never said")]).await;
+    let started = Instant::now();
+    let resp = s
+        .worker
+        .handle_batch(last_receive(batch()), started + Duration::from_secs(1))
+        .await;
+    assert_eq!(failed(&resp), ID);
+    assert!(s.platform.sent().is_empty());
+    assert!(started.elapsed() < Duration::from_millis(500));
 
     // Before their last receive they are only put back, and nobody is told.
     let s = setup(vec![Reply::text("never said")]).await;
@@ -594,4 +605,35 @@ async fn on_the_last_receive_a_job_another_worker_holds_is_not_given_up() {
         ],
         "no 'gave up' for the held job"
     );
+}
+
+/// A record held back on its last receive whose job another attempt is running (a copy of it)
+/// is not given up under that attempt: nobody is told it failed.
+#[tokio::test]
+async fn on_the_last_receive_a_held_back_job_running_elsewhere_is_not_given_up() {
+    let s = setup(["B one", "B two"].map(Reply::text).to_vec()).await;
+    let now = s.clock.load(Ordering::SeqCst);
+    for key in ["generic#m-1", "generic#m-3"] {
+        s.store.claim_job(key, now, now + 600_000).await.unwrap();
+    }
+    let resp = s
+        .worker
+        .handle_batch(last_receive(batch()), in_a_minute())
+        .await;
+    assert_eq!(failed(&resp), [ID[0], ID[2]]);
+    assert_eq!(
+        s.platform.sent(),
+        [
+            ("m-2".to_owned(), "B one".to_owned()),
+            ("m-4".to_owned(), "B two".to_owned())
+        ]
+    );
+    // Its claim is left as the other attempt holds it.
+    assert!(matches!(
+        s.store
+            .claim_job("generic#m-3", now, now + 1)
+            .await
+            .unwrap(),
+        Claim::Busy { .. }
+    ));
 }
