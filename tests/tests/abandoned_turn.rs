@@ -134,6 +134,15 @@ async fn a_given_up_turn_keeps_what_its_calls_did() {
         .close_abandoned_turn(&id, &ActionId(ACTION.into()), "Sorry, that failed.")
         .await
         .unwrap();
-    assert_eq!(again, Abandoned::Finished);
+    assert_eq!(again, Abandoned::Finished { latest: true });
     assert_eq!(store.messages(&id, 0).await.unwrap().len(), 4);
+    // Once a later message has begun its turn, the closed one is no longer the latest.
+    let mut later = row(&id, 4, Role::User, vec![Part::text("and a fourth")]);
+    later.action_id = Some("web:c1.m2".into());
+    store.append_message(&later).await.unwrap();
+    let after = engine
+        .close_abandoned_turn(&id, &ActionId(ACTION.into()), "Sorry, that failed.")
+        .await
+        .unwrap();
+    assert_eq!(after, Abandoned::Finished { latest: false });
 }

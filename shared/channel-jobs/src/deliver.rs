@@ -383,7 +383,9 @@ impl ChannelJobs {
             None => engine::Abandoned::NotStored,
         };
         let closed = abandoned == engine::Abandoned::Closed;
-        if abandoned == engine::Abandoned::Finished
+        // Only the latest turn's reply is the conversation's last entry (a later message may
+        // have been answered since: a dead letter sent again).
+        if abandoned == (engine::Abandoned::Finished { latest: true })
             && let Some(id) = &conversation
             && self.answer_went_out(job, id).await?
         {

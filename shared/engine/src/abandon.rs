@@ -17,8 +17,9 @@ use transcript::{ConversationId, Message, Part, Role};
 pub enum Abandoned {
     /// The user's message was never stored: there is no turn to close.
     NotStored,
-    /// The turn had ended with its answer: nothing was written.
-    Finished,
+    /// The turn had ended with its answer: nothing was written. `latest`: no later turn has
+    /// begun since (so the conversation's latest entries are this turn's).
+    Finished { latest: bool },
     /// The turn was open and is closed now.
     Closed,
 }
@@ -57,7 +58,14 @@ impl Engine {
         };
         let mut rows = Vec::new();
         match found.next {
-            Next::Finished => return Ok(Abandoned::Finished),
+            Next::Finished => {
+                let user_row = |m: &Message| m.role == Role::User && m.call.is_none();
+                let mine = history.iter().rposition(|m| {
+                    user_row(m) && m.action_id.as_deref() == Some(action_id.0.as_str())
+                });
+                let latest = mine == history.iter().rposition(user_row);
+                return Ok(Abandoned::Finished { latest });
+            }
             Next::Tools { calls, asked_at } => {
                 let mut recorded = store.tool_results(conversation, asked_at).await?;
                 let mut results = Vec::with_capacity(calls.len());
