@@ -74,10 +74,11 @@ impl SlackSender {
             .map(Duration::from_secs);
         let bytes = match res.bytes().await {
             Ok(bytes) => bytes,
-            // A 2xx whose body was lost on the way back: Slack took the request, and its own
-            // refusals at 200 (`"ok": false`) are ones a second try gets again (a channel not
-            // found, a bad token); rate limits and outages come with other statuses. Taken as
-            // done: sent again, the reply would be said twice.
+            // A 2xx whose body was lost on the way back. Slack refuses at 200 too (`"ok":
+            // false`), now and then for a moment (`internal_error`, `ratelimited`), so this is
+            // a bet: a lost answer is far more often a post that went through, and sent again
+            // it would be said twice. Taken as done, the rare refusal is a reply lost, and
+            // logged. (An answer read whole but not understood is refused the same way.)
             Err(e) if (200..300).contains(&status) => {
                 tracing::warn!(method, status, error = %e, "Slack took a call but its answer could not be read; taken as done");
                 return Ok(());
