@@ -894,9 +894,16 @@ async fn sign_ins_from_one_address_are_limited_before_the_provider_is_called(
         refused_with(res, StatusCode::UNAUTHORIZED, "could not be verified").await;
     }
     assert_eq!(s.issuer.token_requests(), 3);
-    // The fourth of the minute from this address, even with the real code: refused, the
-    // provider not asked.
-    let over = callback_with(&s, &callback, &state).await;
+    // The fourth of the minute from this address, even with the real code and a forwarded
+    // address of its own making: refused, the provider not asked.
+    let over = s
+        .http
+        .get(&callback)
+        .header(COOKIE, format!("bridle_login={state}"))
+        .header("x-forwarded-for", "203.0.113.50")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(over.headers()["retry-after"], "59");
     refused_with(
         over,
@@ -933,4 +940,39 @@ async fn sqlite_sign_ins_from_one_address_are_limited_before_the_provider_is_cal
 #[tokio::test]
 async fn dynamodb_sign_ins_from_one_address_are_limited_before_the_provider_is_called() {
     sign_ins_from_one_address_are_limited_before_the_provider_is_called(Some(dynamo().await)).await;
+}
+
+/// Behind a reverse proxy named in `BRIDLE_TRUSTED_PROXIES`, each client is counted by the
+/// address the proxy puts last in `X-Forwarded-For`: one client past the rate does not keep
+/// another, behind the same proxy, from signing in.
+#[tokio::test]
+async fn behind_a_trusted_proxy_sign_ins_are_counted_per_forwarded_client() {
+    let s = site_with(Signup::Open, None, |o| AppOptions {
+        sign_in_rate: budget::RequestRate { per_minute: 2 },
+        trusted_proxies: vec!["127.0.0.1".parse().unwrap()],
+        ..o
+    })
+    .await;
+    let minute = now_ms() - now_ms().rem_euclid(60_000);
+    s.clock.store(minute + 1_000, Ordering::SeqCst);
+    s.issuer.sign_in_as(alice());
+    let (state, callback) = start_sign_in(&s, "/auth/login").await;
+    let made_up = callback.replace("code=", "code=made-up-");
+    let from = |client: &'static str, url: &str| {
+        s.http
+            .get(url)
+            .header(COOKIE, format!("bridle_login={state}"))
+            // What the client wrote, then what the proxy saw.
+            .header("x-forwarded-for", format!("192.0.2.1, {client}"))
+    };
+    for _ in 0..2 {
+        let res = from("203.0.113.1", &made_up).send().await.unwrap();
+        assert_eq!(res.status(), StatusCode::UNAUTHORIZED);
+    }
+    let over = from("203.0.113.1", &made_up).send().await.unwrap();
+    assert_eq!(over.status(), StatusCode::TOO_MANY_REQUESTS);
+    // Another client behind the same proxy signs in.
+    let done = from("203.0.113.2", &callback).send().await.unwrap();
+    assert_eq!(done.status(), StatusCode::SEE_OTHER);
+    assert_eq!(s.issuer.token_requests(), 3);
 }

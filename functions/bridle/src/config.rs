@@ -71,6 +71,9 @@ pub struct ServeConfig {
     /// `BRIDLE_SIGN_INS_PER_MINUTE`: sign-ins that may come back from the identity provider to
     /// one client address a minute.
     pub sign_in_rate: budget::RequestRate,
+    /// `BRIDLE_TRUSTED_PROXIES`: comma-separated addresses of reverse proxies in front of the
+    /// server, whose `X-Forwarded-For` names the client for what is counted per address.
+    pub trusted_proxies: Vec<std::net::IpAddr>,
     /// `BRIDLE_STREAMS_PER_USER`: reply streams one user may hold open at once (default 8).
     pub streams_per_user: usize,
     /// Sign-in with OpenID Connect (`BRIDLE_OIDC_*`); `None`: one local user, loopback only.
@@ -289,6 +292,22 @@ impl ServeConfig {
         let web_write_rate = crate::server::web_rates::WRITES.read(var, &mut problems);
         let web_read_rate = crate::server::web_rates::READS.read(var, &mut problems);
         let sign_in_rate = crate::server::web_rates::SIGN_INS.read(var, &mut problems);
+        let trusted_proxies = var("BRIDLE_TRUSTED_PROXIES")
+            .unwrap_or_default()
+            .split(',')
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+            .filter_map(|a| match a.parse() {
+                Ok(ip) => Some(ip),
+                Err(_) => {
+                    problems.push(format!(
+                        "BRIDLE_TRUSTED_PROXIES holds {a:?}, which is not an IP address (list the \
+                         proxies' addresses, comma-separated)"
+                    ));
+                    None
+                }
+            })
+            .collect();
 
         let sign_in = sign_in_from(&var, &addr, &mut problems);
 
@@ -310,6 +329,7 @@ impl ServeConfig {
                 web_write_rate,
                 web_read_rate,
                 sign_in_rate,
+                trusted_proxies,
                 streams_per_user,
                 model,
             })
@@ -455,12 +475,20 @@ mod tests {
             ("BRIDLE_HTTP_WRITE_STALL_S", "5"),
             ("BRIDLE_STREAMS_PER_USER", "64"),
             ("BRIDLE_SIGN_INS_PER_MINUTE", "5"),
+            ("BRIDLE_TRUSTED_PROXIES", "10.0.0.2, ::1"),
         ])
         .unwrap();
         assert_eq!(c.streams_per_user, 64);
         assert_eq!(c.web_write_rate.per_minute, 20);
         assert_eq!(c.web_read_rate.per_minute, 90);
         assert_eq!(c.sign_in_rate.per_minute, 5);
+        assert_eq!(
+            c.trusted_proxies,
+            [
+                "10.0.0.2".parse::<std::net::IpAddr>().unwrap(),
+                "::1".parse().unwrap()
+            ]
+        );
         assert_eq!(c.mcp_rate.per_minute, 40);
         assert_eq!(c.http.write_stall, std::time::Duration::from_secs(5));
         let d = parse(&[]).unwrap();
@@ -474,6 +502,7 @@ mod tests {
             ("BRIDLE_WEB_READS_PER_MINUTE", "lots"),
             ("BRIDLE_HTTP_WRITE_STALL_S", "never"),
             ("BRIDLE_STREAMS_PER_USER", "0"),
+            ("BRIDLE_TRUSTED_PROXIES", "10.0.0.2, proxy.internal"),
         ])
         .unwrap_err();
         for var in [
@@ -481,6 +510,7 @@ mod tests {
             "BRIDLE_WEB_READS_PER_MINUTE=\"lots\"",
             "BRIDLE_HTTP_WRITE_STALL_S",
             "BRIDLE_STREAMS_PER_USER",
+            "BRIDLE_TRUSTED_PROXIES holds \"proxy.internal\"",
         ] {
             assert!(
                 err.0.iter().any(|p| p.starts_with(var)),

@@ -83,6 +83,9 @@ pub struct AppOptions {
     pub web_read_rate: budget::RequestRate,
     /// Sign-ins that may come back from the identity provider to one client address a minute.
     pub sign_in_rate: budget::RequestRate,
+    /// `BRIDLE_TRUSTED_PROXIES`: reverse proxies in front of the server, whose
+    /// `X-Forwarded-For` names the client (`auth::from_address`).
+    pub trusted_proxies: Vec<std::net::IpAddr>,
     /// Reply streams one user may hold open at once (see `server::streams`).
     pub streams_per_user: usize,
     /// Count each user's reply streams in the store as well, each held at most this long: for
@@ -153,6 +156,7 @@ impl Default for AppOptions {
             web_write_rate: server::web_rates::WRITES.default_rate(),
             web_read_rate: server::web_rates::READS.default_rate(),
             sign_in_rate: server::web_rates::SIGN_INS.default_rate(),
+            trusted_proxies: Vec::new(),
             streams_per_user: server::streams::DEFAULT_PER_USER,
             shared_streams: None,
         }
@@ -238,6 +242,7 @@ pub fn build_app(
             session_ttl: o.session_ttl,
             clock: options.guards.clock.clone(),
             rate: options.sign_in_rate,
+            trusted_proxies: options.trusted_proxies.clone(),
         })
     });
     let streams = match options.shared_streams {

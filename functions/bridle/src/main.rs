@@ -508,6 +508,7 @@ async fn serve() -> ExitCode {
         web_write_rate: config.web_write_rate,
         web_read_rate: config.web_read_rate,
         sign_in_rate: config.sign_in_rate,
+        trusted_proxies: config.trusted_proxies.clone(),
         streams_per_user: config.streams_per_user,
         sign_in,
         engine: config.model.applied_to(engine::EngineOptions {

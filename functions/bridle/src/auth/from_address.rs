@@ -11,13 +11,16 @@
 //! Lambda (both set by the connection, never by a header the client writes), in the request's
 //! [`ConnectInfo`]. An IPv4 address is counted alone; an IPv6 address by its /64, as one host
 //! usually holds a whole /64. A request with no address (neither front set one) is counted
-//! under one shared name, so it is limited too. The local server behind a reverse proxy sees
-//! the proxy's address for everyone: the count is then the whole site's.
+//! under one shared name, so it is limited too. Behind a reverse proxy the peer is the proxy,
+//! for everyone: name it in `BRIDLE_TRUSTED_PROXIES` and a request from it is counted by the
+//! address its `X-Forwarded-For` puts last that is not itself a trusted proxy (the one the
+//! proxy saw; what a client wrote in the header before it is not trusted). Without that, the
+//! count is the whole site's, and one script could keep everyone from signing in.
 
 use super::SignIn;
 use crate::server::web_rates::SIGN_INS;
 use axum::extract::ConnectInfo;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use budget::RequestCount;
 use std::net::{IpAddr, SocketAddr};
@@ -37,15 +40,40 @@ pub fn network(ip: IpAddr) -> String {
     }
 }
 
-/// Count one callback about to call the provider, from `client` at `now_ms`: `None` lets it
-/// through; `Some` is the page that turns it away, the provider not called — 429 with
-/// `Retry-After` past the rate, 503 when the count cannot be kept (fail closed).
+/// The client's address: the peer's, or for a peer in `trusted` (a reverse proxy), the last
+/// address of `X-Forwarded-For` that is not itself a trusted proxy.
+pub fn client_ip(peer: IpAddr, headers: &HeaderMap, trusted: &[IpAddr]) -> IpAddr {
+    if !trusted.contains(&peer) {
+        return peer;
+    }
+    let forwarded: Vec<IpAddr> = headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map_while(|a| a.trim().parse().ok())
+        .collect();
+    forwarded
+        .into_iter()
+        .rev()
+        .find(|a| !trusted.contains(a))
+        .unwrap_or(peer)
+}
+
+/// Count one callback about to call the provider, from `client` (behind `headers`) at
+/// `now_ms`: `None` lets it through; `Some` is the page that turns it away, the provider not
+/// called — 429 with `Retry-After` past the rate, 503 when the count cannot be kept (fail
+/// closed).
 pub async fn refusal(
     sign_in: &SignIn,
     client: Option<&ConnectInfo<SocketAddr>>,
+    headers: &HeaderMap,
     now_ms: i64,
 ) -> Option<Response> {
-    let from = client.map_or_else(|| "unknown".to_owned(), |c| network(c.0.ip()));
+    let from = client.map_or_else(
+        || "unknown".to_owned(),
+        |c| network(client_ip(c.0.ip(), headers, &sign_in.trusted_proxies)),
+    );
     let counted = sign_in
         .rate
         .count(
@@ -75,6 +103,47 @@ pub async fn refusal(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn behind_a_trusted_proxy_the_client_is_the_last_address_it_did_not_add_itself() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let headers = |xff: &[&str]| {
+            let mut h = HeaderMap::new();
+            for v in xff {
+                h.append("x-forwarded-for", v.parse().unwrap());
+            }
+            h
+        };
+        let proxy = [ip("10.0.0.2"), ip("10.0.0.3")];
+        // Not behind a trusted proxy: the header is the client's own words.
+        assert_eq!(
+            client_ip(ip("198.51.100.7"), &headers(&["203.0.113.9"]), &proxy),
+            ip("198.51.100.7")
+        );
+        // Behind one: what the proxy saw, not what the client wrote before it.
+        assert_eq!(
+            client_ip(ip("10.0.0.2"), &headers(&["6.6.6.6, 203.0.113.9"]), &proxy),
+            ip("203.0.113.9")
+        );
+        // Through two trusted proxies, in two header lines.
+        assert_eq!(
+            client_ip(
+                ip("10.0.0.2"),
+                &headers(&["6.6.6.6, 203.0.113.9", "10.0.0.3"]),
+                &proxy
+            ),
+            ip("203.0.113.9")
+        );
+        // Nothing usable: the proxy itself.
+        assert_eq!(
+            client_ip(ip("10.0.0.2"), &headers(&["not an address"]), &proxy),
+            ip("10.0.0.2")
+        );
+        assert_eq!(
+            client_ip(ip("10.0.0.2"), &HeaderMap::new(), &proxy),
+            ip("10.0.0.2")
+        );
+    }
 
     #[test]
     fn an_ipv4_address_counts_alone_and_an_ipv6_one_by_its_64() {

@@ -58,6 +58,8 @@ pub struct SignIn {
     pub clock: budget::Clock,
     /// Sign-ins that may come back to one client address a minute ([`from_address`]).
     pub rate: budget::RequestRate,
+    /// Reverse proxies whose `X-Forwarded-For` names the client ([`from_address`]).
+    pub trusted_proxies: Vec<std::net::IpAddr>,
 }
 
 impl std::fmt::Debug for SignIn {

@@ -134,7 +134,8 @@ pub async fn callback(
         );
     }
     // The provider is called next: counted per client address first (see the module).
-    if let Some(refused) = from_address::refusal(sign_in, client.as_deref(), now_ms).await {
+    if let Some(refused) = from_address::refusal(sign_in, client.as_deref(), &headers, now_ms).await
+    {
         return refused;
     }
     let who = match sign_in
