@@ -39,7 +39,10 @@ impl Worker {
             // that the dead letter can still be sent again (`bridle jobs retry`).
             let key = job.dedupe_key();
             let now = (self.jobs.options.clock)();
-            let attempt = match self.jobs.store.claim_job(&key, now, now + 60_000).await? {
+            // Held as long as the give-up may take, and a little more.
+            let hold = by.saturating_duration_since(Instant::now()) + Duration::from_secs(30);
+            let until = now + hold.as_millis() as i64;
+            let attempt = match self.jobs.store.claim_job(&key, now, until).await? {
                 store::Claim::Fresh => 1,
                 store::Claim::TakenOver { attempt } => attempt,
                 store::Claim::Busy { .. } | store::Claim::Done => {

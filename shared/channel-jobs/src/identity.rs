@@ -9,8 +9,10 @@
 //! filled in), so anyone could send a linked person one tap that would make everything they
 //! write from then on land in the sender's account. Such a chat is told whose account the code
 //! is for, and given a move code of its own ([`MoveCode`], made only when that reply goes out):
-//! only that code, sent from that chat, moves it. Nobody else has seen it, so nobody could have
-//! put it in a link ([`Resolved::MoveAsked`]).
+//! only `MOVE <that code>`, from that sender in that chat, moves it. In a one-to-one chat nobody
+//! else has seen the code, so nobody could have put it in a link; where others see the reply (a
+//! group), the word is what a link cannot carry (a Telegram start link holds no space), and the
+//! code works only in that chat ([`Resolved::MoveAsked`]).
 
 use crate::code_attempts::{self, Try};
 use channels::link_code;
@@ -109,13 +111,14 @@ pub async fn resolve_by_reading(
 }
 
 /// A code that moves one chat, linked already, to another account: made when the chat is told
-/// whose account a code it sent is for, shown only in that reply. Kept as a link code (one
-/// use, 30 minutes) whose user names both the account and the chat
-/// (`move:<account>><channel>#<external id>`); no account's id starts with `move:`.
+/// whose account a code it sent is for, shown only in that reply, and taken only as
+/// `MOVE <code>` from that sender in that chat. Kept as a link code (one use, 30 minutes) whose
+/// user names both the account and the chat (`move:<account>><chat>`, [`MoveCode::chat_of`]);
+/// no account's id starts with `move:` (they are UUIDs, `u-…` and `local`) or holds `>`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MoveCode {
     pub to: UserId,
-    /// The chat it moves: `{channel}#{external id}`.
+    /// The sender and chat it moves ([`MoveCode::chat_of`]).
     pub chat: String,
 }
 
@@ -134,6 +137,14 @@ impl MoveCode {
         })
     }
 
+    /// The sender and chat of `job`: `{channel}#{external id}@{conversation key}`.
+    pub fn chat_of(job: &TurnJob) -> String {
+        format!(
+            "{}#{}@{}",
+            job.channel, job.external_user_id, job.conversation_key
+        )
+    }
+
     /// The user a move code is stored under.
     fn as_user(&self) -> UserId {
         UserId(format!("{}{}>{}", Self::PREFIX, self.to.0, self.chat))
@@ -149,7 +160,7 @@ impl MoveCode {
     ) -> Result<String, StoreError> {
         let moving = MoveCode {
             to: to.clone(),
-            chat: format!("{}#{}", job.channel, job.external_user_id),
+            chat: Self::chat_of(job),
         };
         loop {
             let code = link_code::generate().map_err(|e| StoreError::Unavailable(Box::new(e)))?;
@@ -203,10 +214,14 @@ pub async fn resolve(
             code_attempts::give_back(store, job, now_ms).await;
             let moving = MoveCode::read(&redeemed);
             let user = match moving {
-                // A move code moves the chat it was made for, and only that one.
-                Some(ref m) if m.chat == redeemer => m.to.clone(),
+                // A move code moves the chat it was made for, and only as `MOVE <code>`.
+                Some(ref m)
+                    if m.chat == MoveCode::chat_of(job) && link_code::is_move(&job.text) =>
+                {
+                    m.to.clone()
+                }
                 Some(_) => {
-                    tracing::warn!(channel = %job.channel, "a move code sent from another chat than the one it was made for");
+                    tracing::warn!(channel = %job.channel, "a move code not sent as MOVE <code> by the chat it was made for");
                     return Ok(Resolved::StaleCode { bound });
                 }
                 None => redeemed,

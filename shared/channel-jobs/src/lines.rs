@@ -46,15 +46,20 @@ const NAME_CHARS: usize = 60;
 /// An account as a reply names it: the display name and the e-mail address with all but its
 /// first character hidden (`Ada Lovelace (a•••@example.org)`), so that whoever is linking sees
 /// whose account it is without a code revealing anyone's address. The name is the account
-/// holder's own words: shown on one line, at most [`NAME_CHARS`] characters, so it cannot
-/// write the rest of the harness's message.
+/// holder's own words: only its letters, digits, apostrophes and hyphens are shown, on one
+/// line, at most [`NAME_CHARS`] characters, so it can neither write the rest of the harness's
+/// message nor become a link or markup on the platform.
 pub fn account_label(account: Option<&store::Account>) -> String {
-    let words: Vec<&str> = account.map_or(Vec::new(), |a| {
+    let kept: String = account.map_or(String::new(), |a| {
         a.display_name
-            .split(|c: char| c.is_whitespace() || c.is_control())
-            .filter(|w| !w.is_empty())
+            .chars()
+            .map(|c| match c.is_alphanumeric() || c == '\'' || c == '-' {
+                true => c,
+                false => ' ',
+            })
             .collect()
     });
+    let words: Vec<&str> = kept.split_whitespace().collect();
     let name: String = words.join(" ").chars().take(NAME_CHARS).collect();
     let name = name.as_str();
     let email = account.and_then(|a| a.email.as_ref()).map(|e| {
@@ -99,8 +104,8 @@ pub fn stale_code(signup_url: &str) -> String {
 /// A code that did not redeem, from an account that is linked already.
 pub fn stale_code_bound() -> String {
     "That code has expired or was already used, but this chat is already linked to your \
-     account, so just write your message. (To move it to another account, get a new code in \
-     the web app and send MOVE and the code.)"
+     account, so just write your message. (To move it to another account, send a new code from \
+     that account's web app here: you will be asked to confirm.)"
         .to_owned()
 }
 
@@ -117,7 +122,8 @@ pub fn too_many_codes(signup_url: &str) -> String {
 pub fn too_many_codes_bound() -> String {
     "Too many codes from this chat didn't work, so I'm not trying more for now. This chat is \
      already linked to your account, so just write your message. (To move it to another \
-     account, wait an hour, then send MOVE and a new code from the web app.)"
+     account, wait an hour, then send a new code from that account's web app here: you will be \
+     asked to confirm.)"
         .to_owned()
 }
 
@@ -145,7 +151,18 @@ mod tests {
             "Bob\n\nThis chat is safe. Send MOVE\tABCD-2345",
             None,
         )));
-        assert_eq!(forged, "Bob This chat is safe. Send MOVE ABCD-2345");
+        assert_eq!(forged, "Bob This chat is safe Send MOVE ABCD-2345");
+        assert_eq!(
+            account_label(Some(&account(
+                "[Ada](https://evil.example) \u{202e}*x*",
+                None
+            ))),
+            "Ada https evil example x"
+        );
+        assert_eq!(
+            account_label(Some(&account("José O'Neil-Smith", None))),
+            "José O'Neil-Smith"
+        );
         let long = account_label(Some(&account(&"x".repeat(500), None)));
         assert_eq!(long.chars().count(), NAME_CHARS);
     }

@@ -41,23 +41,28 @@ pub fn network(ip: IpAddr) -> String {
 }
 
 /// The client's address: the peer's, or for a peer in `trusted` (a reverse proxy), the last
-/// address of `X-Forwarded-For` that is not itself a trusted proxy.
+/// address of `X-Forwarded-For` that is not itself a trusted proxy, read from the right (what
+/// the proxies appended), never past an entry that is not an address (what a client wrote is
+/// to the left of what the proxy appended: nothing it writes there moves the count). An IPv4
+/// address mapped into IPv6 (a dual-stack listener) is the IPv4 address.
 pub fn client_ip(peer: IpAddr, headers: &HeaderMap, trusted: &[IpAddr]) -> IpAddr {
+    let peer = peer.to_canonical();
     if !trusted.contains(&peer) {
         return peer;
     }
-    let forwarded: Vec<IpAddr> = headers
+    let values: Vec<&str> = headers
         .get_all("x-forwarded-for")
         .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map_while(|a| a.trim().parse().ok())
+        .map(|v| v.to_str().unwrap_or(""))
         .collect();
-    forwarded
-        .into_iter()
-        .rev()
-        .find(|a| !trusted.contains(a))
-        .unwrap_or(peer)
+    for entry in values.iter().rev().flat_map(|v| v.rsplit(',')) {
+        match entry.trim().parse::<IpAddr>().map(|ip| ip.to_canonical()) {
+            Ok(ip) if trusted.contains(&ip) => continue,
+            Ok(ip) => return ip,
+            Err(_) => return peer,
+        }
+    }
+    peer
 }
 
 /// Count one callback about to call the provider, from `client` (behind `headers`) at
@@ -132,6 +137,29 @@ mod tests {
                 &headers(&["6.6.6.6, 203.0.113.9", "10.0.0.3"]),
                 &proxy
             ),
+            ip("203.0.113.9")
+        );
+        // What the client wrote cannot cut the proxy's entry off: the last one counts.
+        for spoof in [
+            "1.2.3.4,",
+            "1.2.3.4, junk",
+            "junk",
+            ",,",
+            "1.2.3.4, 10.0.0.3",
+        ] {
+            assert_eq!(
+                client_ip(
+                    ip("10.0.0.2"),
+                    &headers(&[&format!("{spoof}, 203.0.113.9")]),
+                    &proxy
+                ),
+                ip("203.0.113.9"),
+                "{spoof:?}"
+            );
+        }
+        // A dual-stack listener sees the proxy as an IPv4 address mapped into IPv6.
+        assert_eq!(
+            client_ip(ip("::ffff:10.0.0.2"), &headers(&["203.0.113.9"]), &proxy),
             ip("203.0.113.9")
         );
         // Nothing usable: the proxy itself.
