@@ -77,6 +77,20 @@ fn set_cookie(res: &reqwest::Response, name: &str) -> Option<String> {
     })
 }
 
+/// The web secret as the stack writes it, for `issuer` and the Function URL at `base`.
+async fn web_secret(issuer: &FakeIssuer, base: &str) -> String {
+    moto_secret(
+        &unique("web-secret"),
+        &json!({
+            "BRIDLE_OIDC_ISSUER": issuer.issuer,
+            "BRIDLE_OIDC_CLIENT_ID": CLIENT,
+            "BRIDLE_OIDC_CLIENT_SECRET": CLIENT_SECRET,
+            "BRIDLE_PUBLIC_URL": format!("{base}/"),
+        }),
+    )
+    .await
+}
+
 /// A browser on the Function URL: no redirects followed (the test follows them by hand).
 struct Browser {
     http: reqwest::Client,
@@ -192,16 +206,7 @@ async fn signed_in_through_the_function_url_a_web_turn_streams_its_tokens_before
     let api = RuntimeApi::start([]).await.unwrap();
     let base = api.function_url().await.unwrap();
     // The web secret as the stack writes it.
-    let secret = moto_secret(
-        &unique("web-secret"),
-        &json!({
-            "BRIDLE_OIDC_ISSUER": issuer.issuer,
-            "BRIDLE_OIDC_CLIENT_ID": CLIENT,
-            "BRIDLE_OIDC_CLIENT_SECRET": CLIENT_SECRET,
-            "BRIDLE_PUBLIC_URL": format!("{base}/"),
-        }),
-    )
-    .await;
+    let secret = web_secret(&issuer, &base).await;
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_web"));
     cmd.env_clear()
         .envs(api.lambda_env("web"))
@@ -452,16 +457,7 @@ async fn sign_ins_are_counted_by_the_function_urls_source_ip() {
     let issuer = FakeIssuer::start(CLIENT).await;
     let api = RuntimeApi::start([]).await.unwrap();
     let base = api.function_url().await.unwrap();
-    let secret = moto_secret(
-        &unique("web-secret"),
-        &json!({
-            "BRIDLE_OIDC_ISSUER": issuer.issuer,
-            "BRIDLE_OIDC_CLIENT_ID": CLIENT,
-            "BRIDLE_OIDC_CLIENT_SECRET": CLIENT_SECRET,
-            "BRIDLE_PUBLIC_URL": format!("{base}/"),
-        }),
-    )
-    .await;
+    let secret = web_secret(&issuer, &base).await;
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_web"));
     cmd.env_clear()
         .envs(api.lambda_env("web"))

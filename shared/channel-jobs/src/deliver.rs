@@ -415,22 +415,34 @@ impl ChannelJobs {
                 .as_ref()
                 .is_some_and(|e| e.turn == conv.turn && e.role == VisibleRole::Assistant)
         {
-            let entry = VisibleEntry {
-                conversation_id: id.clone(),
-                position: last.map_or(0, |e| e.position + 1),
-                role: VisibleRole::Assistant,
-                text: shown,
-                buttons: Vec::new(),
-                reaction: None,
-                turn: conv.turn,
-                created_at_ms: (self.options.clock)(),
-            };
-            self.store
-                .append_visible(&entry)
-                .await
-                .map_err(JobError::from)?;
+            self.record_said(id, last.as_ref(), conv.turn, shown)
+                .await?;
         }
         Ok(closed)
+    }
+
+    /// Record `text` as what the user saw last of turn `turn`, after `last`.
+    async fn record_said(
+        &self,
+        id: &ConversationId,
+        last: Option<&VisibleEntry>,
+        turn: u64,
+        text: String,
+    ) -> Result<(), JobError> {
+        let entry = VisibleEntry {
+            conversation_id: id.clone(),
+            position: last.map_or(0, |e| e.position + 1),
+            role: VisibleRole::Assistant,
+            text,
+            buttons: Vec::new(),
+            reaction: None,
+            turn,
+            created_at_ms: (self.options.clock)(),
+        };
+        self.store
+            .append_visible(&entry)
+            .await
+            .map_err(JobError::from)
     }
 }
 
@@ -464,20 +476,8 @@ impl ChannelJobs {
             return Ok(false);
         };
         tracing::info!(job = %job.dedupe_key(), "given up after its answer was sent, unrecorded: recording it, nothing more is said");
-        let entry = VisibleEntry {
-            conversation_id: id.clone(),
-            position: last.map_or(0, |e| e.position + 1),
-            role: VisibleRole::Assistant,
-            text: sent.delivered.pieces.join("\n\n"),
-            buttons: Vec::new(),
-            reaction: None,
-            turn: conv.turn,
-            created_at_ms: (self.options.clock)(),
-        };
-        self.store
-            .append_visible(&entry)
-            .await
-            .map_err(JobError::from)?;
+        let said = sent.delivered.pieces.join("\n\n");
+        self.record_said(id, last.as_ref(), conv.turn, said).await?;
         self.options.sent.forget(&key);
         Ok(true)
     }
