@@ -116,6 +116,16 @@ impl Setup {
             .serve(&format!("/cdn/{media_id}"), 200, "image/jpeg", bytes);
     }
 
+    /// The paths the fake platform was asked for (GETs), in order.
+    fn gets(&self) -> Vec<String> {
+        self.api
+            .calls()
+            .into_iter()
+            .filter(|c| c.method == "GET")
+            .map(|c| c.path)
+            .collect()
+    }
+
     /// The reply texts the fake platform received (POSTs to the messages endpoint).
     async fn replies(&self, n: usize) -> Vec<String> {
         for _ in 0..500 {
@@ -183,13 +193,7 @@ async fn a_whatsapp_image_reaches_the_model_by_reference() {
         })]
     );
     // The two hops, in order.
-    let gets: Vec<String> = s
-        .api
-        .calls()
-        .into_iter()
-        .filter(|c| c.method == "GET")
-        .map(|c| c.path)
-        .collect();
+    let gets = s.gets();
     assert_eq!(gets, ["/v21.0/1234567890", "/cdn/1234567890"]);
     // The visible transcript keeps the user's words only.
     let visible = s
@@ -223,13 +227,7 @@ async fn an_image_over_the_cap_becomes_a_note_and_the_user_still_gets_a_reply() 
         "{text}"
     );
     assert!(s.media.keys().is_empty(), "nothing stored");
-    let gets: Vec<String> = s
-        .api
-        .calls()
-        .into_iter()
-        .filter(|c| c.method == "GET")
-        .map(|c| c.path)
-        .collect();
+    let gets = s.gets();
     assert_eq!(gets, ["/v21.0/999"], "the download was never requested");
     let visible = s
         .server
@@ -267,13 +265,7 @@ async fn a_paused_accounts_image_is_not_fetched() {
         !replies[1].contains("never said"),
         "the paused account's sentence: {replies:?}"
     );
-    let gets: Vec<String> = s
-        .api
-        .calls()
-        .into_iter()
-        .filter(|c| c.method == "GET")
-        .map(|c| c.path)
-        .collect();
+    let gets = s.gets();
     assert_eq!(
         gets,
         ["/v21.0/111", "/cdn/111"],

@@ -120,6 +120,14 @@ struct Browser {
 }
 
 impl Site {
+    /// Set the clock a second into the current minute (so a test's requests stay in one
+    /// minute's counts) and answer the minute's start.
+    fn a_second_into_a_minute(&self) -> i64 {
+        let minute = now_ms() - now_ms().rem_euclid(60_000);
+        self.clock.store(minute + 1_000, Ordering::SeqCst);
+        minute
+    }
+
     fn url(&self, path: &str) -> String {
         self.server.url(path)
     }
@@ -742,8 +750,7 @@ async fn a_users_changes_are_limited_per_minute_across_sessions(store: Option<Ar
         ..o
     })
     .await;
-    let minute = now_ms() - now_ms().rem_euclid(60_000);
-    s.clock.store(minute + 1_000, Ordering::SeqCst);
+    let minute = s.a_second_into_a_minute();
     let (a1, a2) = (
         s.sign_in(alice()).await.unwrap(),
         s.sign_in(alice()).await.unwrap(),
@@ -801,8 +808,7 @@ async fn a_users_reads_are_limited_per_minute_across_sessions(store: Option<Arc<
         ..o
     })
     .await;
-    let minute = now_ms() - now_ms().rem_euclid(60_000);
-    s.clock.store(minute + 1_000, Ordering::SeqCst);
+    let minute = s.a_second_into_a_minute();
     let (a1, a2) = (
         s.sign_in(alice()).await.unwrap(),
         s.sign_in(alice()).await.unwrap(),
@@ -868,21 +874,10 @@ async fn sign_ins_from_one_address_are_limited_before_the_provider_is_called(
         ..o
     })
     .await;
-    let minute = now_ms() - now_ms().rem_euclid(60_000);
-    s.clock.store(minute + 1_000, Ordering::SeqCst);
+    let minute = s.a_second_into_a_minute();
     s.issuer.sign_in_as(alice());
     let (state, callback) = start_sign_in(&s, "/auth/login").await;
-    let made_up = |i: usize| {
-        let (path, query) = callback.split_once('?').unwrap();
-        let query: Vec<String> = query
-            .split('&')
-            .map(|kv| match kv.strip_prefix("code=") {
-                Some(_) => format!("code=made-up-{i}"),
-                None => kv.to_owned(),
-            })
-            .collect();
-        format!("{path}?{}", query.join("&"))
-    };
+    let made_up = |i: usize| callback.replace("code=", &format!("code=made-up-{i}-"));
     // Refused before the provider would be called: not counted.
     for _ in 0..5 {
         let res = s.http.get(made_up(0)).send().await.unwrap();
@@ -953,8 +948,7 @@ async fn behind_a_trusted_proxy_sign_ins_are_counted_per_forwarded_client() {
         ..o
     })
     .await;
-    let minute = now_ms() - now_ms().rem_euclid(60_000);
-    s.clock.store(minute + 1_000, Ordering::SeqCst);
+    s.a_second_into_a_minute();
     s.issuer.sign_in_as(alice());
     let (state, callback) = start_sign_in(&s, "/auth/login").await;
     let made_up = callback.replace("code=", "code=made-up-");

@@ -580,22 +580,28 @@ async fn a_job_given_up_after_its_answer_was_sent_unrecorded_records_it() {
     );
 }
 
+/// The sample batch on its last receive, run while another worker holds the claims of the jobs
+/// `held`: the setup, and the records reported failed.
+async fn last_receive_with_jobs_held_elsewhere(held: &[&str]) -> (Setup, Vec<String>) {
+    let s = setup(["B one", "B two"].map(Reply::text).to_vec()).await;
+    let now = s.clock.load(Ordering::SeqCst);
+    for key in held {
+        s.store.claim_job(key, now, now + 600_000).await.unwrap();
+    }
+    let resp = s
+        .worker
+        .handle_batch(last_receive(batch()), in_a_minute())
+        .await;
+    (s, failed(&resp))
+}
+
 /// On its last receive, a job another worker still holds is not given up here (that would
 /// close its turn while it runs, and tell its user it failed): the rest of its conversation
 /// still waits behind it, and the one held back on its own last receive is given up.
 #[tokio::test]
 async fn on_the_last_receive_a_job_another_worker_holds_is_not_given_up() {
-    let s = setup(["B one", "B two"].map(Reply::text).to_vec()).await;
-    let now = s.clock.load(Ordering::SeqCst);
-    s.store
-        .claim_job("generic#m-1", now, now + 600_000)
-        .await
-        .unwrap();
-    let resp = s
-        .worker
-        .handle_batch(last_receive(batch()), in_a_minute())
-        .await;
-    assert_eq!(failed(&resp), [ID[0], ID[2]]);
+    let (s, failed) = last_receive_with_jobs_held_elsewhere(&["generic#m-1"]).await;
+    assert_eq!(failed, [ID[0], ID[2]]);
     assert_eq!(
         s.platform.sent(),
         [
@@ -611,16 +617,9 @@ async fn on_the_last_receive_a_job_another_worker_holds_is_not_given_up() {
 /// is not given up under that attempt: nobody is told it failed.
 #[tokio::test]
 async fn on_the_last_receive_a_held_back_job_running_elsewhere_is_not_given_up() {
-    let s = setup(["B one", "B two"].map(Reply::text).to_vec()).await;
+    let (s, failed) = last_receive_with_jobs_held_elsewhere(&["generic#m-1", "generic#m-3"]).await;
     let now = s.clock.load(Ordering::SeqCst);
-    for key in ["generic#m-1", "generic#m-3"] {
-        s.store.claim_job(key, now, now + 600_000).await.unwrap();
-    }
-    let resp = s
-        .worker
-        .handle_batch(last_receive(batch()), in_a_minute())
-        .await;
-    assert_eq!(failed(&resp), [ID[0], ID[2]]);
+    assert_eq!(failed, [ID[0], ID[2]]);
     assert_eq!(
         s.platform.sent(),
         [
