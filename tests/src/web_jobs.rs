@@ -29,6 +29,7 @@ pub fn web_jobs(engine: Arc<Engine>, store: Arc<dyn Store>, clock: Arc<AtomicI64
 /// A web chat message from `user` in `conversation`, as the web server enqueues it.
 pub fn web_job(conversation: &str, user: &str, message_id: &str, text: &str) -> TurnJob {
     TurnJob {
+        addressed_to: None,
         trace_context: Default::default(),
         channel: WEB_CHANNEL.into(),
         message_id: message_id.into(),

@@ -509,3 +509,49 @@ async fn a_wrong_signature_is_refused_and_nothing_runs() {
     assert!(s.api.calls().is_empty());
     s.server.stop().await;
 }
+
+/// A Meta app's every number posts to its one webhook: a message to another of its numbers is
+/// acknowledged and never answered here (no turn, no reply from this number, nothing stored),
+/// while the same sender's next message, to this deployment's number, is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_to_another_number_of_the_app_is_not_answered() {
+    let s = setup(vec![Reply::text("Answered from the right number.")]).await;
+    let now = now_s() * 1000;
+    let store = &s.server.app.store;
+    store
+        .bind_identity("whatsapp", "16315551181", &"local".into(), now)
+        .await
+        .unwrap();
+    let ours = Platform::WhatsApp.message("for this deployment");
+    let mut theirs = Platform::WhatsApp.message("for the other number");
+    theirs.body = theirs
+        .body
+        .replace("\"106540352242922\"", "\"555000999111222\"");
+    theirs.headers[0].1 = channels::whatsapp::sign(WA_SECRET.as_bytes(), theirs.body.as_bytes());
+    assert!(theirs.body.contains("555000999111222"));
+
+    // Sent first: the same sender's messages are one conversation's, taken in order.
+    assert_eq!(s.post(Platform::WhatsApp, &theirs).await, 200);
+    assert_eq!(s.post(Platform::WhatsApp, &ours).await, 200);
+    s.api.wait_for(1).await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let calls = s.api.calls();
+    assert_eq!(
+        calls.len(),
+        1,
+        "one reply, to our number's message: {calls:#?}"
+    );
+    assert!(Platform::WhatsApp.said(&calls[0]).contains("right number"));
+    assert_eq!(s.model.requests().len(), 1, "no turn for the other number");
+    let rows = store
+        .messages(&"whatsapp:16315551181@local".into(), 0)
+        .await
+        .unwrap();
+    let said: Vec<String> = rows.iter().map(|r| r.text()).collect();
+    assert!(
+        said.iter().any(|t| t.contains("for this deployment"))
+            && !said.iter().any(|t| t.contains("for the other number")),
+        "{said:#?}"
+    );
+    s.server.stop().await;
+}

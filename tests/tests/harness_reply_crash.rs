@@ -78,6 +78,7 @@ impl World {
             },
         };
         let job = TurnJob {
+            addressed_to: None,
             trace_context: Default::default(),
             channel: "whatsapp".into(),
             message_id: "wamid.1".into(),

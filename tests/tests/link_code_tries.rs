@@ -67,6 +67,7 @@ fn setup(store: Arc<dyn Store>) -> Setup {
 
 fn job(id: &str, sender: &str, text: &str) -> TurnJob {
     TurnJob {
+        addressed_to: None,
         trace_context: Default::default(),
         channel: "whatsapp".into(),
         message_id: id.into(),

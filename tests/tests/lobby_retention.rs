@@ -98,6 +98,7 @@ impl Setup {
 
     async fn message(&self, id: &str, sender: &str, text: &str) -> JobOutcome {
         let job = TurnJob {
+            addressed_to: None,
             trace_context: Default::default(),
             channel: "whatsapp".into(),
             message_id: id.into(),

@@ -141,6 +141,7 @@ fn in_another_process(jobs: &ChannelJobs) -> ChannelJobs {
 
 fn job() -> TurnJob {
     TurnJob {
+        addressed_to: None,
         trace_context: Default::default(),
         channel: "telegram".into(),
         message_id: format!("{CHAT}:17"),

@@ -432,6 +432,7 @@ async fn a_job_queued_before_a_restart_is_answered_after_it() {
         server.stop().await;
         let app = build_app(Arc::new(ScriptedModel::new([])), options()).unwrap();
         let job = TurnJob {
+            addressed_to: None,
             trace_context: Default::default(),
             channel: "web".into(),
             message_id: "m-1".into(),

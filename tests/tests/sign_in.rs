@@ -903,8 +903,8 @@ async fn sign_ins_from_one_address_are_limited_before_the_provider_is_called(
     refused_with(
         over,
         StatusCode::TOO_MANY_REQUESTS,
-        "More than 3 sign-ins came from your network in the last minute. Please try again in \
-         59 seconds.",
+        "More than 3 sign-ins from your network could not be verified in the last minute. \
+         Please try again in 59 seconds.",
     )
     .await;
     assert_eq!(s.issuer.token_requests(), 3);
@@ -935,6 +935,44 @@ async fn sqlite_sign_ins_from_one_address_are_limited_before_the_provider_is_cal
 #[tokio::test]
 async fn dynamodb_sign_ins_from_one_address_are_limited_before_the_provider_is_called() {
     sign_ins_from_one_address_are_limited_before_the_provider_is_called(Some(dynamo().await)).await;
+}
+
+/// People behind one address (an office, a carrier's NAT) do not use up each other's sign-ins:
+/// a sign-in the provider verifies is given back, so only failed exchanges fill the count, and
+/// made-up codes from the same address are still refused once it is full.
+async fn verified_sign_ins_from_one_address_do_not_fill_its_count(store: Option<Arc<dyn Store>>) {
+    let s = site_with(Signup::Open, store, |o| AppOptions {
+        sign_in_rate: budget::RequestRate { per_minute: 3 },
+        ..o
+    })
+    .await;
+    s.a_second_into_a_minute();
+    for i in 0..7 {
+        let person = if i % 2 == 0 { alice() } else { bob() };
+        let signed_in = s.sign_in(person).await;
+        assert!(signed_in.is_ok(), "sign-in {i} of the minute was refused");
+    }
+    assert_eq!(s.issuer.token_requests(), 7);
+    s.issuer.sign_in_as(alice());
+    let (state, callback) = start_sign_in(&s, "/auth/login").await;
+    for i in 1..=3 {
+        let made_up = callback.replace("code=", &format!("code=made-up-{i}-"));
+        let res = callback_with(&s, &made_up, &state).await;
+        refused_with(res, StatusCode::UNAUTHORIZED, "could not be verified").await;
+    }
+    let over = callback_with(&s, &callback, &state).await;
+    assert_eq!(over.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(s.issuer.token_requests(), 10, "the provider was not asked");
+}
+
+#[tokio::test]
+async fn sqlite_verified_sign_ins_from_one_address_do_not_fill_its_count() {
+    verified_sign_ins_from_one_address_do_not_fill_its_count(None).await;
+}
+
+#[tokio::test]
+async fn dynamodb_verified_sign_ins_from_one_address_do_not_fill_its_count() {
+    verified_sign_ins_from_one_address_do_not_fill_its_count(Some(dynamo().await)).await;
 }
 
 /// Behind a reverse proxy named in `BRIDLE_TRUSTED_PROXIES`, each client is counted by the

@@ -69,7 +69,7 @@ pub struct ServeConfig {
     /// app.
     pub web_read_rate: budget::RequestRate,
     /// `BRIDLE_SIGN_INS_PER_MINUTE`: sign-ins that may come back from the identity provider to
-    /// one client address a minute.
+    /// one client address a minute and not be verified by it.
     pub sign_in_rate: budget::RequestRate,
     /// `BRIDLE_TRUSTED_PROXIES`: comma-separated addresses of reverse proxies in front of the
     /// server, whose `X-Forwarded-For` names the client for what is counted per address.

@@ -33,6 +33,7 @@ async fn a_queue_with_a_dead_job(path: &Path) {
 /// A WhatsApp message that fails every time.
 fn poison() -> TurnJob {
     TurnJob {
+        addressed_to: None,
         trace_context: Default::default(),
         channel: "whatsapp".into(),
         message_id: "wamid.poison".into(),

@@ -524,7 +524,7 @@ async fn sign_ins_are_counted_by_the_function_urls_source_ip() {
             .is_ok_and(|s| (1..=60).contains(&s))
     );
     assert!(
-        over_page.contains("More than 2 sign-ins came from your network"),
+        over_page.contains("More than 2 sign-ins from your network could not be verified"),
         "{over_page}"
     );
     assert_eq!(

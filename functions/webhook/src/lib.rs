@@ -294,6 +294,7 @@ fn acknowledge(channel: &dyn Channel, body: impl FnOnce() -> String) -> HttpResp
 /// The job for one inbound message.
 pub fn turn_job(m: InboundMessage, now_s: i64) -> TurnJob {
     TurnJob {
+        addressed_to: m.addressed_to,
         trace_context: Default::default(),
         channel: m.channel,
         message_id: m.message_id,

@@ -106,6 +106,7 @@ fn record(message_id: &str, group: &str, body: &str) -> Value {
 
 fn job(message_id: &str, conversation: &str, text: &str) -> TurnJob {
     TurnJob {
+        addressed_to: None,
         trace_context: Default::default(),
         channel: "generic".into(),
         message_id: message_id.into(),

@@ -284,6 +284,7 @@ async fn setup_on(knobs: Knobs, replies: Vec<Reply>) -> Setup {
 
 fn job(message_id: &str, text: &str) -> TurnJob {
     TurnJob {
+        addressed_to: None,
         trace_context: Default::default(),
         channel: "generic".into(),
         message_id: message_id.into(),

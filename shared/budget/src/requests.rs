@@ -3,7 +3,7 @@
 //! request, so every instance (every Lambda environment) shares the count; an entrance says
 //! what a refusal means in its own words.
 
-use store::{BucketKey, BudgetLedger, Charge, Reserve};
+use store::{Adjustment, BucketKey, BudgetLedger, Charge, Reserve};
 
 /// At most `per_minute` requests of one scope (a user at an entrance) in each minute.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,6 +24,18 @@ pub enum RequestCount {
     Unchecked,
 }
 
+/// The count of `scope` in `window` for the minute (aligned to the epoch) holding `now_ms`, and
+/// when it may be swept: a minute past its own.
+fn minute(scope: String, window: &str, now_ms: i64) -> (BucketKey, i64) {
+    let start_ms = now_ms - now_ms.rem_euclid(60_000);
+    let bucket = BucketKey {
+        scope,
+        window: window.into(),
+        start_ms,
+    };
+    (bucket, start_ms + 120_000)
+}
+
 impl RequestRate {
     /// Count one request of `scope` (say `mcp_user:<id>`) in `window` (the ledger's name for
     /// the count) at `now_ms`, in the minute aligned to the epoch.
@@ -34,17 +46,13 @@ impl RequestRate {
         window: &str,
         now_ms: i64,
     ) -> RequestCount {
-        let start_ms = now_ms - now_ms.rem_euclid(60_000);
+        let (bucket, expires_at_ms) = minute(scope, window, now_ms);
+        let start_ms = bucket.start_ms;
         let charge = Charge {
-            bucket: BucketKey {
-                scope,
-                window: window.into(),
-                start_ms,
-            },
+            bucket,
             amount: 1,
             limit: Some(self.per_minute),
-            // Kept a minute past its own, then swept.
-            expires_at_ms: start_ms + 120_000,
+            expires_at_ms,
         };
         match ledger.reserve(&[charge]).await {
             Ok(Reserve::Reserved) => RequestCount::Allowed,
@@ -55,6 +63,27 @@ impl RequestRate {
                 tracing::error!(window, error = %err, "counting a request failed; refused");
                 RequestCount::Unchecked
             }
+        }
+    }
+
+    /// Take back one request [`count`](Self::count) let through with the same `scope`,
+    /// `window` and `now_ms` (the same minute's count), once it turned out not to be what the
+    /// rate is for. Best effort: a failure is logged and the request stays counted.
+    pub async fn give_back(
+        &self,
+        ledger: &dyn BudgetLedger,
+        scope: String,
+        window: &str,
+        now_ms: i64,
+    ) {
+        let (bucket, expires_at_ms) = minute(scope, window, now_ms);
+        let back = Adjustment {
+            bucket,
+            delta: -1,
+            expires_at_ms,
+        };
+        if let Err(err) = ledger.adjust(&[back]).await {
+            tracing::warn!(window, error = %err, "giving back a counted request failed; it stays counted");
         }
     }
 

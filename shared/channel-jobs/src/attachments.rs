@@ -222,6 +222,7 @@ mod tests {
 
     fn job_with_an_image() -> TurnJob {
         TurnJob {
+            addressed_to: None,
             trace_context: Default::default(),
             channel: "whatsapp".into(),
             message_id: "wamid.1".into(),

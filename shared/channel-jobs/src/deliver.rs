@@ -353,6 +353,10 @@ impl ChannelJobs {
     /// remembered as sent whole (in this process, or kept with the job's claim), when it is
     /// recorded now as what they saw.
     pub async fn give_up_for_good(&self, job: &TurnJob) -> Result<bool, JobError> {
+        if let Err(crate::NotAnswered::SentElsewhere) = self.sender_for(job) {
+            // Never run here, and not this deployment's to answer: nobody is told anything.
+            return Ok(false);
+        }
         let conversation = if job.channel == crate::web::WEB_CHANNEL {
             crate::web::owned_conversation(self.store.as_ref(), job)
                 .await

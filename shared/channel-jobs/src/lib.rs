@@ -3,6 +3,9 @@
 //! resolved and in their [`Sender`] (a platform's API, or the open browser stream,
 //! [`web::BrowserStream`]):
 //!
+//! 0. find the job's **sender**: a job whose channel has none here, or sent to another of the
+//!    platform account's addresses ([`Sender::answers_to`]: another number of the same
+//!    WhatsApp app), is skipped before anything is written;
 //! 1. **claim** the job (one conditional write), so a duplicate delivery never starts a second
 //!    turn and a job whose worker died is taken over — where the store offers it, together
 //!    with the conversation's lease of step 3 once the sender is known by one read ([`claim`]);
@@ -194,6 +197,24 @@ impl Ran {
     }
 }
 
+/// Why no sender here answers a job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NotAnswered {
+    /// Its channel has none configured.
+    NoSender,
+    /// It was sent to another of the platform account's addresses.
+    SentElsewhere,
+}
+
+impl NotAnswered {
+    fn why(self) -> &'static str {
+        match self {
+            Self::NoSender => "no sender for this channel",
+            Self::SentElsewhere => "sent to an address this deployment does not answer for",
+        }
+    }
+}
+
 /// Everything a job needs, built once.
 pub struct ChannelJobs {
     pub engine: Arc<Engine>,
@@ -243,6 +264,17 @@ impl ChannelJobs {
         if budget.is_zero() {
             return failed(JobError::NoTime);
         }
+        // Before the claim: a job no sender here answers costs no write (and takes no lease).
+        let sender = match self.sender_for(job) {
+            Ok(sender) => sender,
+            Err(not) => {
+                return Ran {
+                    outcome: JobOutcome::Skipped(not.why()),
+                    turn: None,
+                    claim_held_until: None,
+                };
+            }
+        };
         let o = &self.options;
         let key = job.dedupe_key();
         let now = (o.clock)();
@@ -285,7 +317,8 @@ impl ChannelJobs {
         };
         let held = web::HoldDone::new(sink);
         let retry = attempt > 1;
-        let answered = tokio::time::timeout(budget, self.answer(job, early, &held, retry)).await;
+        let answered =
+            tokio::time::timeout(budget, self.answer(job, sender, early, &held, retry)).await;
         let (outcome, turn, finished) = match answered {
             Ok(Ok(answered)) => answered,
             Ok(Err(why)) => return self.end_attempt(&key, attempt, expires, why).await,
@@ -377,25 +410,35 @@ impl ChannelJobs {
         ahead.then(|| mine.into())
     }
 
+    /// The sender that answers `job`, or why none here does: its channel has no sender
+    /// configured, or it was sent to another of the platform account's addresses (another
+    /// number of the same WhatsApp app). Either is said in the log and the job is skipped: a
+    /// retry would find the same.
+    pub(crate) fn sender_for(&self, job: &TurnJob) -> Result<&dyn Sender, NotAnswered> {
+        let Some(sender) = self.senders.get(&job.channel) else {
+            tracing::error!(channel = %job.channel, job = %job.dedupe_key(), "no sender configured for this channel");
+            return Err(NotAnswered::NoSender);
+        };
+        match job.addressed_to.as_deref() {
+            Some(address) if !sender.answers_to(address) => {
+                tracing::warn!(channel = %job.channel, job = %job.dedupe_key(), address, "sent to another of the platform account's addresses; not answered here");
+                Err(NotAnswered::SentElsewhere)
+            }
+            _ => Ok(sender.as_ref()),
+        }
+    }
+
     /// Resolve who is writing (unless the claim did), then answer: by the harness (no model
     /// call) or with a turn. The flag says whether the job's claim is already marked done (with
     /// the turn's reply).
     async fn answer(
         &self,
         job: &TurnJob,
+        sender: &dyn Sender,
         early: Early,
         sink: &dyn EventSink,
         retry: bool,
     ) -> Result<(JobOutcome, Option<TurnOutcome>, bool), JobError> {
-        let Some(sender) = self.senders.get(&job.channel) else {
-            tracing::error!(channel = %job.channel, "no sender configured for this channel");
-            return Ok((
-                JobOutcome::Skipped("no sender for this channel"),
-                None,
-                false,
-            ));
-        };
-        let sender = sender.as_ref();
         let not_owned = || {
             tracing::warn!(job = %job.dedupe_key(), "web job for a conversation its user does not own; dropped");
             Ok((

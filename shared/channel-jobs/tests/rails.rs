@@ -73,6 +73,7 @@ fn jobs(store: Arc<SqliteStore>, replies: Vec<Reply>) -> ChannelJobs {
 
 fn job(id: &str, user: &str, key: &str, text: &str) -> TurnJob {
     TurnJob {
+        addressed_to: None,
         trace_context: Default::default(),
         channel: "generic".into(),
         message_id: id.into(),
@@ -337,4 +338,62 @@ async fn a_harness_reply_refused_for_good_is_not_tried_again() {
     let again = jobs.run(&hello, MINUTE).await;
     assert!(matches!(again, JobOutcome::Skipped(_)), "{again:?}");
     assert_eq!(refusing.0.load(Ordering::SeqCst), 1, "not sent again");
+}
+
+/// A platform account with one address of several, `"ours"` (as a WhatsApp sender has one number
+/// of its Meta app).
+struct OneNumber(Platform);
+
+#[async_trait::async_trait]
+impl Sender for OneNumber {
+    fn max_chars(&self) -> usize {
+        self.0.max_chars()
+    }
+    fn has_reactions(&self) -> bool {
+        false
+    }
+    fn answers_to(&self, address: &str) -> bool {
+        address == "ours"
+    }
+    async fn send_from(&self, reply: &Outgoing, sent: &mut Delivered) -> Result<(), SendError> {
+        self.0.send_from(reply, sent).await
+    }
+}
+
+/// A message sent to another of the account's addresses runs nothing and writes nothing here,
+/// not even the job's claim: the same message id, were it ours, would still be answered. Given
+/// up for good (a dead letter sent again by hand), it tells nobody anything.
+#[tokio::test]
+async fn a_message_to_another_address_of_the_account_is_not_answered_or_given_up() {
+    let store = Arc::new(SqliteStore::open_in_memory().unwrap());
+    let platform = Arc::new(OneNumber(Platform::default()));
+    let mut jobs = jobs(store.clone(), vec![Reply::text("Hello Ana.")]);
+    jobs.senders.insert("generic".into(), platform.clone());
+    store
+        .bind_identity("generic", "ana", &"ana".into(), now_ms())
+        .await
+        .unwrap();
+    let theirs = TurnJob {
+        addressed_to: Some("theirs".into()),
+        ..job("m-1", "ana", "c-1", "hello")
+    };
+    let outcome = jobs.run(&theirs, MINUTE).await;
+    assert_eq!(
+        outcome,
+        JobOutcome::Skipped("sent to an address this deployment does not answer for")
+    );
+    assert!(!jobs.give_up_for_good(&theirs).await.unwrap());
+    assert!(platform.0.0.lock().unwrap().is_empty(), "nothing sent");
+    let conversation: transcript::ConversationId = "generic:c-1@ana".into();
+    assert_eq!(store.conversation(&conversation).await.unwrap(), None);
+
+    // No claim was left: the same id, addressed to us, is answered.
+    let ours = TurnJob {
+        addressed_to: Some("ours".into()),
+        ..theirs.clone()
+    };
+    assert_eq!(jobs.run(&ours, MINUTE).await, JobOutcome::Done);
+    let sent = platform.0.0.lock().unwrap().clone();
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].text, "Hello Ana.");
 }

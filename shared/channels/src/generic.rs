@@ -113,6 +113,7 @@ impl Channel for GenericChannel {
             ));
         }
         Ok(Inbound::Messages(vec![InboundMessage {
+            addressed_to: None,
             channel: "generic".into(),
             message_id: field(p.id, "id")?,
             external_user_id: field(p.user, "user")?,

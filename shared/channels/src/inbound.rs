@@ -36,6 +36,12 @@ pub struct InboundMessage {
     pub button_id: Option<String>,
     /// Attachments, by reference (a platform media id or file URL; fetched by the worker).
     pub media: Vec<InboundMedia>,
+    /// Which of the platform account's addresses it was sent to, where one webhook hears
+    /// several (WhatsApp's `metadata.phone_number_id`: a Meta app's every number posts to the
+    /// same webhook); `None` where the channel has one. Only the sender configured for that
+    /// address answers it ([`Sender::answers_to`](crate::Sender::answers_to)).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub addressed_to: Option<String>,
 }
 
 /// The longest id (sender, conversation, message) a delivery may carry, in bytes. Every platform's

@@ -94,6 +94,15 @@ pub trait Sender: Send + Sync {
     /// Whether the platform has reactions.
     fn has_reactions(&self) -> bool;
 
+    /// Whether a message sent to `address` (one of the platform account's addresses, where one
+    /// webhook hears several: [`InboundMessage::addressed_to`](crate::InboundMessage)) is this
+    /// sender's to answer. Only where a channel's webhook hears more than its sender speaks for
+    /// does this say no; by default every message is.
+    fn answers_to(&self, address: &str) -> bool {
+        let _ = address;
+        true
+    }
+
     /// Send the reply: the reaction (if any) first, then the text pieces in order, buttons on
     /// the last. `sent` holds what an earlier attempt at this same reply sent (empty for a
     /// first attempt): that is not sent again — no reaction once anything went out, and the

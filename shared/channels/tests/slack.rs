@@ -220,6 +220,7 @@ fn a_direct_message_is_a_user_message() {
     assert_eq!(
         one_message(&fixture("message_im.json")),
         InboundMessage {
+            addressed_to: None,
             channel: "slack".into(),
             external_user_id: "U0G9QF9C6".into(),
             conversation_key: "D0PNCRP9N".into(),
@@ -278,6 +279,7 @@ fn a_button_press_is_a_message_with_its_button_id() {
     assert_eq!(
         one_message(&fixture("block_actions.txt")),
         InboundMessage {
+            addressed_to: None,
             channel: "slack".into(),
             external_user_id: "U0G9QF9C6".into(),
             conversation_key: "C0LAN2Q65:1515449438.000011".into(),

@@ -181,6 +181,7 @@ fn a_text_message() {
     assert_eq!(
         message("text_message"),
         InboundMessage {
+            addressed_to: None,
             channel: "telegram".into(),
             external_user_id: "111222333".into(),
             conversation_key: "111222333".into(),
@@ -206,6 +207,7 @@ fn a_button_press() {
     assert_eq!(
         message("callback_query"),
         InboundMessage {
+            addressed_to: None,
             channel: "telegram".into(),
             external_user_id: "111222333".into(),
             conversation_key: "111222333".into(),

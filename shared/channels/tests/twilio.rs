@@ -313,6 +313,7 @@ const BUSINESS: &str = "+15557654321";
 
 fn sms(id: &str, text: &str, media: Vec<InboundMedia>) -> Inbound {
     Inbound::Messages(vec![InboundMessage {
+        addressed_to: None,
         channel: "twilio".into(),
         external_user_id: USER.into(),
         conversation_key: format!("{USER}:{BUSINESS}"),

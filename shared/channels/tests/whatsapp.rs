@@ -213,6 +213,8 @@ fn parsed(name: &str) -> Inbound {
 
 fn message(id: &str, text: &str) -> InboundMessage {
     InboundMessage {
+        // Every fixture's `metadata.phone_number_id`.
+        addressed_to: Some("106540352242922".into()),
         channel: "whatsapp".into(),
         external_user_id: USER.into(),
         conversation_key: USER.into(),

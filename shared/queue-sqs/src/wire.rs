@@ -102,6 +102,7 @@ mod tests {
 
     fn job() -> TurnJob {
         TurnJob {
+            addressed_to: None,
             trace_context: Default::default(),
             channel: "telegram".into(),
             message_id: "4711".into(),
@@ -201,6 +202,23 @@ mod tests {
     #[test]
     fn a_job_round_trips_exactly() {
         assert_eq!(decode_job(&encode_job(&job()).unwrap()).unwrap(), job());
+        let addressed = TurnJob {
+            addressed_to: Some("106540352242922".into()),
+            ..job()
+        };
+        assert_eq!(
+            decode_job(&encode_job(&addressed).unwrap()).unwrap(),
+            addressed
+        );
+    }
+
+    /// A job queued before jobs named the address they were sent to reads as sent to no address
+    /// in particular (answered, as it was then), and such a job is still written that way.
+    #[test]
+    fn a_job_without_an_address_reads_as_before() {
+        let body = encode_job(&job()).unwrap();
+        assert!(!body.contains("addressed_to"), "{body}");
+        assert_eq!(decode_job(&body).unwrap().addressed_to, None);
     }
 
     #[test]

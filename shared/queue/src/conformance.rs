@@ -595,6 +595,7 @@ pub async fn check_unknown_receipt(q: &dyn JobQueue, _: &QueueSettings, fidelity
 /// Every field of a job comes back exactly: media, button id, unusual text, extreme numbers.
 pub async fn check_round_trip(q: &dyn JobQueue, _: &QueueSettings, _: &Fidelity) {
     let full = TurnJob {
+        addressed_to: None,
         trace_context: [
             (
                 "traceparent".to_string(),
@@ -627,6 +628,7 @@ pub async fn check_round_trip(q: &dyn JobQueue, _: &QueueSettings, _: &Fidelity)
         received_at_ms: i64::MIN,
     };
     let bare = TurnJob {
+        addressed_to: None,
         trace_context: Default::default(),
         channel: "web".into(),
         message_id: "m".into(),
@@ -653,6 +655,7 @@ pub async fn check_round_trip(q: &dyn JobQueue, _: &QueueSettings, _: &Fidelity)
 
 fn job(group: &str, message_id: &str) -> TurnJob {
     TurnJob {
+        addressed_to: None,
         trace_context: Default::default(),
         channel: "web".into(),
         message_id: message_id.into(),

@@ -33,6 +33,11 @@ pub struct TurnJob {
     /// absent from jobs written before it existed.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub trace_context: BTreeMap<String, String>,
+    /// Which of the platform account's addresses the message was sent to, where one webhook
+    /// hears several (WhatsApp's phone number id); absent where the channel has one, and from
+    /// jobs written before it existed. The worker answers only its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub addressed_to: Option<String>,
 }
 
 impl TurnJob {

@@ -6,6 +6,9 @@
 //! budget ledger (every instance shares it): past [`SIGN_INS`] (`BRIDLE_SIGN_INS_PER_MINUTE`,
 //! default 20 a minute) it gets 429 with `Retry-After` and the provider is not called. Only
 //! callbacks that would reach the provider are counted; refusing the others costs nothing.
+//! One the provider verifies is given back ([`Counted::give_back`]): a made-up code never
+//! verifies, so the count holds failed exchanges and those under way, and people signing in
+//! from one address (an office, a carrier's NAT) do not use it up for each other.
 //!
 //! The address is the peer's on the local server and the Function URL's `sourceIp` on the web
 //! Lambda (both set by the connection, never by a header the client writes), in the request's
@@ -65,44 +68,72 @@ pub fn client_ip(peer: IpAddr, headers: &HeaderMap, trusted: &[IpAddr]) -> IpAdd
     peer
 }
 
+/// One callback counted against its client address, let through to the provider.
+#[derive(Debug)]
+#[must_use = "a sign-in the provider verified is given back"]
+pub struct Counted {
+    scope: String,
+    now_ms: i64,
+}
+
+impl Counted {
+    /// The provider verified the code: this sign-in is a person's, not a made-up callback, and
+    /// stops counting (so people behind one address, an office or a carrier's NAT, are not
+    /// kept out by each other's sign-ins; only failed exchanges, and those under way, fill
+    /// the count).
+    pub async fn give_back(self, sign_in: &SignIn) {
+        sign_in
+            .rate
+            .give_back(
+                sign_in.store.as_ref(),
+                self.scope,
+                SIGN_INS.window,
+                self.now_ms,
+            )
+            .await;
+    }
+}
+
 /// Count one callback about to call the provider, from `client` (behind `headers`) at
-/// `now_ms`: `None` lets it through; `Some` is the page that turns it away, the provider not
-/// called — 429 with `Retry-After` past the rate, 503 when the count cannot be kept (fail
-/// closed).
-pub async fn refusal(
+/// `now_ms`: `Ok` lets it through (to be given back once the provider verifies it); `Err` is
+/// the page that turns it away, the provider not called — 429 with `Retry-After` past the
+/// rate, 503 when the count cannot be kept (fail closed).
+pub async fn count(
     sign_in: &SignIn,
     client: Option<&ConnectInfo<SocketAddr>>,
     headers: &HeaderMap,
     now_ms: i64,
-) -> Option<Response> {
+) -> Result<Counted, Response> {
     let from = client.map_or_else(
         || "unknown".to_owned(),
         |c| network(client_ip(c.0.ip(), headers, &sign_in.trusted_proxies)),
     );
+    let scope = format!("sign_in_from:{from}");
     let counted = sign_in
         .rate
         .count(
             sign_in.store.as_ref(),
-            format!("sign_in_from:{from}"),
+            scope.clone(),
             SIGN_INS.window,
             now_ms,
         )
         .await;
-    match counted {
-        RequestCount::Allowed => None,
+    let refused = match counted {
+        RequestCount::Allowed => return Ok(Counted { scope, now_ms }),
         RequestCount::Over { wait_s } => {
             tracing::warn!(%from, per_minute = sign_in.rate.per_minute, "sign-ins from one address over the rate; refused");
             let sentence = (SIGN_INS.over)(sign_in.rate.per_minute, wait_s);
             let mut page = super::routes::problem(StatusCode::TOO_MANY_REQUESTS, &sentence);
             page.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(wait_s));
-            Some(page)
+            page
         }
-        RequestCount::Unchecked => Some(super::routes::problem(
+        RequestCount::Unchecked => super::routes::problem(
             StatusCode::SERVICE_UNAVAILABLE,
             "Bridle could not finish signing you in just now. Please try again in a moment.",
-        )),
-    }
+        ),
+    };
+    Err(refused)
 }
 
 #[cfg(test)]

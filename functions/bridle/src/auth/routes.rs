@@ -134,17 +134,21 @@ pub async fn callback(
         );
     }
     // The provider is called next: counted per client address first (see the module).
-    if let Some(refused) = from_address::refusal(sign_in, client.as_deref(), &headers, now_ms).await
-    {
-        return refused;
-    }
+    let counted = match from_address::count(sign_in, client.as_deref(), &headers, now_ms).await {
+        Ok(counted) => counted,
+        Err(refused) => return refused,
+    };
     let who = match sign_in
         .oidc
         .finish(code, &pending.pkce_verifier, &pending.nonce)
         .await
     {
-        Ok(who) => who,
+        Ok(who) => {
+            counted.give_back(sign_in).await;
+            who
+        }
         Err(err) => {
+            // Stays counted against its address: this is what the count is for.
             tracing::warn!(error = %err, "sign-in failed");
             return problem(
                 StatusCode::UNAUTHORIZED,

@@ -383,6 +383,7 @@ pub async fn post_message(
         None => uuid::Uuid::new_v4().to_string(),
     };
     let job = TurnJob {
+        addressed_to: None,
         trace_context: Default::default(),
         channel: WEB_CHANNEL.into(),
         // Per conversation: the same client id in another conversation is another message.

@@ -68,16 +68,17 @@ pub const READS: WebRate = WebRate {
 };
 
 /// The sign-ins that may come back from the identity provider to one client address a minute
-/// (`crate::auth::from_address`).
+/// and not be verified by it, or still be under way (`crate::auth::from_address`: a verified
+/// one is given back).
 pub const SIGN_INS: WebRate = WebRate {
     var: "BRIDLE_SIGN_INS_PER_MINUTE",
     default_per_minute: 20,
     window: "sign_ins_1m",
-    what: "sign-ins that may come back from the identity provider to one client address",
+    what: "sign-ins from one client address that the identity provider does not verify",
     over: |per_minute, wait_s| {
         format!(
-            "More than {per_minute} sign-ins came from your network in the last minute. \
-             Please try again in {wait_s} seconds."
+            "More than {per_minute} sign-ins from your network could not be verified in the \
+             last minute. Please try again in {wait_s} seconds."
         )
     },
 };

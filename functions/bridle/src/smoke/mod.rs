@@ -122,6 +122,7 @@ pub async fn run(
             (Said::PressesYes(words) | Said::Types(words), _) => (words.to_owned(), None),
         };
         let job = TurnJob {
+            addressed_to: None,
             trace_context: Default::default(),
             channel: WEB_CHANNEL.into(),
             message_id: format!("smoke.{}", n + 1),

@@ -151,6 +151,7 @@ fn event_callback(event: Value, bots: &[String]) -> Result<Inbound, ChannelError
     }
     let thread = event.thread_ts.filter(|t| !t.is_empty());
     Ok(Inbound::Messages(vec![InboundMessage {
+        addressed_to: None,
         channel: NAME.into(),
         external_user_id: user,
         conversation_key: super::conversation_key(&channel, thread.as_deref()),
@@ -290,6 +291,7 @@ fn interactivity(body: &[u8]) -> Result<Inbound, ChannelError> {
         .unwrap_or_default();
     let thread = nonempty(container.thread_ts).or(nonempty(message.thread_ts));
     Ok(Inbound::Messages(vec![InboundMessage {
+        addressed_to: None,
         channel: NAME.into(),
         external_user_id: user,
         conversation_key: super::conversation_key(&channel, thread.as_deref()),

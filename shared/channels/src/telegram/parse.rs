@@ -226,6 +226,7 @@ fn parse_message(raw: &Value, bot_username: Option<&str>) -> Result<Inbound, Cha
         });
     };
     Ok(Inbound::Messages(vec![InboundMessage {
+        addressed_to: None,
         channel: NAME.into(),
         external_user_id: from.id.to_string(),
         conversation_key: m.chat.id.to_string(),
@@ -289,6 +290,7 @@ fn parse_callback(raw: &Value) -> Result<Inbound, ChannelError> {
         .and_then(|markup| button_label(markup, &data))
         .unwrap_or_else(|| data.clone());
     Ok(Inbound::Messages(vec![InboundMessage {
+        addressed_to: None,
         channel: NAME.into(),
         external_user_id: q.from.id.to_string(),
         conversation_key: message.chat.id.to_string(),

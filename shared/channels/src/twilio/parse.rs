@@ -107,6 +107,7 @@ fn message(p: &Params, text: String, num_media: usize) -> Result<Inbound, Channe
         });
     }
     Ok(Inbound::Messages(vec![InboundMessage {
+        addressed_to: None,
         channel: super::NAME.into(),
         conversation_key: super::conversation_key(&from, &to),
         external_user_id: from,

@@ -14,6 +14,9 @@
 //! every `entry[].changes[].value.messages[]` becomes one [`InboundMessage`](crate::InboundMessage)
 //! (several per delivery are possible). The sender's `wa_id` (`messages[].from`) is both the
 //! external user id and the conversation key; `messages[].id` (a `wamid.…`) is the dedupe key.
+//! Every number of a Meta app posts to the app's one webhook: each message carries its
+//! `value.metadata.phone_number_id` as [`addressed_to`](crate::InboundMessage), and only the
+//! [`WhatsAppSender`] of that number answers it ([`Sender::answers_to`](crate::Sender)).
 //! Text, reply-button and list presses (`interactive.button_reply` / `list_reply`, and the
 //! legacy template `button`) and media (`image`, `document`, `audio`, `video`, by media id, the
 //! caption as text) are kept. Ignored, with a 200: delivery statuses (`value.statuses`: sent,

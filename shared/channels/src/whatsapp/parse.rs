@@ -37,6 +37,8 @@ struct Value {
 struct Metadata {
     #[serde(default)]
     display_phone_number: Option<String>,
+    #[serde(default)]
+    phone_number_id: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -110,14 +112,21 @@ pub(super) fn parse(body: &[u8]) -> Result<Inbound, ChannelError> {
         if !value.statuses.is_empty() {
             ignored.get_or_insert("delivery status update");
         }
-        let business = value
-            .metadata
-            .and_then(|m| m.display_phone_number)
-            .map(|n| digits(&n))
-            .filter(|n| !n.is_empty());
+        let (business, to) = match value.metadata {
+            Some(m) => (
+                m.display_phone_number
+                    .map(|n| digits(&n))
+                    .filter(|n| !n.is_empty()),
+                m.phone_number_id.filter(|id| !id.trim().is_empty()),
+            ),
+            None => (None, None),
+        };
         for message in value.messages {
             match message_of(message, business.as_deref())? {
-                Kept::Message(m) => messages.push(m),
+                Kept::Message(mut m) => {
+                    m.addressed_to.clone_from(&to);
+                    messages.push(m)
+                }
                 Kept::Ignored(reason) => {
                     ignored.get_or_insert(reason);
                 }
@@ -200,6 +209,7 @@ fn message_of(m: Message, business: Option<&str>) -> Result<Kept, ChannelError> 
         _ => return Ok(Kept::Ignored("message type not handled")),
     };
     Ok(Kept::Message(InboundMessage {
+        addressed_to: None,
         channel: NAME.into(),
         external_user_id: from.clone(),
         conversation_key: from,
@@ -318,6 +328,30 @@ mod tests {
             Inbound::Ignored {
                 reason: "message type not handled"
             }
+        );
+    }
+
+    #[test]
+    fn each_message_carries_the_number_it_was_sent_to() {
+        // One app, two numbers: Meta puts each number's messages in its own `value`.
+        let value = |number_id: &str, id: &str| {
+            format!(
+                r#"{{"field":"messages","value":{{"metadata":{{"display_phone_number":"15550000000","phone_number_id":"{number_id}"}},"messages":[{{"from":"1","id":"{id}","type":"text","text":{{"body":"hi"}}}}]}}}}"#
+            )
+        };
+        let body = format!(
+            r#"{{"object":"whatsapp_business_account","entry":[{{"changes":[{},{}]}},{{"changes":[{{"value":{{"messages":[{{"from":"1","id":"c","type":"text","text":{{"body":"hi"}}}}]}}}}]}}]}}"#,
+            value("111", "a"),
+            value("222", "b"),
+        );
+        let Inbound::Messages(m) = parse(body.as_bytes()).unwrap() else {
+            panic!("expected messages")
+        };
+        let to: Vec<_> = m.iter().map(|m| m.addressed_to.as_deref()).collect();
+        assert_eq!(
+            to,
+            [Some("111"), Some("222"), None],
+            "no metadata, no address"
         );
     }
 }

@@ -240,6 +240,14 @@ impl Sender for WhatsAppSender {
         true
     }
 
+    /// Every number of a Meta app posts to the app's one webhook: only messages to this
+    /// sender's number (`WHATSAPP_PHONE_NUMBER_ID`) are its to answer. A reply to a message
+    /// sent to another number would come from this one, and its turn run on this deployment's
+    /// model and budget.
+    fn answers_to(&self, address: &str) -> bool {
+        address == self.phone_number_id
+    }
+
     async fn send_from(&self, reply: &Outgoing, sent: &mut Delivered) -> Result<(), SendError> {
         self.check_window(reply.user_last_message_ms)?;
         let to = if reply.external_user_id.is_empty() {

@@ -84,6 +84,7 @@ impl Deref for TestQueue {
 /// A web message `message_id` in conversation `group`.
 pub fn job(group: &str, message_id: &str) -> TurnJob {
     TurnJob {
+        addressed_to: None,
         trace_context: Default::default(),
         channel: "web".into(),
         message_id: message_id.into(),
