@@ -351,7 +351,8 @@ impl ChannelJobs {
     /// A turn that had ended with its answer (the attempt failed after it, marking the job
     /// done, say) tells the user nothing more when its reply went out: recorded already, or
     /// remembered as sent whole (in this process, or kept with the job's claim), when it is
-    /// recorded now as what they saw.
+    /// recorded now as what they saw; nor when later turns have run since (a dead letter sent
+    /// again, whose user was told when it was first given up).
     pub async fn give_up_for_good(&self, job: &TurnJob) -> Result<bool, JobError> {
         if let Err(crate::NotAnswered::SentElsewhere) = self.sender_for(job) {
             // Never run here, and not this deployment's to answer: nobody is told anything.
@@ -387,8 +388,14 @@ impl ChannelJobs {
             None => engine::Abandoned::NotStored,
         };
         let closed = abandoned == engine::Abandoned::Closed;
-        // Only the latest turn's reply is the conversation's last entry (a later message may
-        // have been answered since: a dead letter sent again).
+        if abandoned == (engine::Abandoned::Finished { latest: false }) {
+            // A dead letter sent again after later turns of its conversation ran: its user was
+            // told when it was first given up (or had its reply), and a sentence now would be
+            // about a message long past, after answers to newer ones.
+            tracing::info!(job = %job.dedupe_key(), "given up again after later turns; the user is not told again");
+            return Ok(false);
+        }
+        // Its reply, when recorded, is the conversation's last entry: the turn is the latest.
         if abandoned == (engine::Abandoned::Finished { latest: true })
             && let Some(id) = &conversation
             && self.answer_went_out(job, id).await?

@@ -397,3 +397,44 @@ async fn a_message_to_another_address_of_the_account_is_not_answered_or_given_up
     assert_eq!(sent.len(), 1);
     assert_eq!(sent[0].text, "Hello Ana.");
 }
+
+/// A dead letter sent again by hand after later messages were answered, and given up once more,
+/// does not tell its user a second time: they were told when it was first given up, and newer
+/// messages have had their answers since.
+#[tokio::test]
+async fn a_dead_letter_given_up_again_after_later_turns_tells_nobody_twice() {
+    let store = Arc::new(SqliteStore::open_in_memory().unwrap());
+    let platform = Arc::new(Platform::default());
+    let mut jobs = jobs(
+        store.clone(),
+        vec![Reply::text("First answer."), Reply::text("Second answer.")],
+    );
+    jobs.senders.insert("generic".into(), platform.clone());
+    store
+        .bind_identity("generic", "ana", &"ana".into(), now_ms())
+        .await
+        .unwrap();
+    let first = job("m-1", "ana", "c-1", "first");
+    // Its reply is refused on its last attempt: given up, the user told.
+    platform.1.store(1, Ordering::SeqCst);
+    assert!(matches!(
+        jobs.run(&first, MINUTE).await,
+        JobOutcome::Failed(_)
+    ));
+    jobs.give_up_for_good(&first).await.unwrap();
+    let texts = |p: &Platform| -> Vec<String> {
+        p.0.lock().unwrap().iter().map(|o| o.text.clone()).collect()
+    };
+    assert_eq!(texts(&platform), [engine::lines::GAVE_UP]);
+    // The conversation goes on.
+    let second = job("m-2", "ana", "c-1", "second");
+    assert_eq!(jobs.run(&second, MINUTE).await, JobOutcome::Done);
+    // The dead letter, sent again, is not run on its last receive (no time left, say) and is
+    // given up: nothing more reaches the user.
+    assert!(matches!(
+        jobs.run(&first, Duration::ZERO).await,
+        JobOutcome::Failed(_)
+    ));
+    assert!(!jobs.give_up_for_good(&first).await.unwrap());
+    assert_eq!(texts(&platform), [engine::lines::GAVE_UP, "Second answer."]);
+}
