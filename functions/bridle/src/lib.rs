@@ -300,6 +300,7 @@ fn mcp_for(
         accounts: store.clone(),
         ledger,
         pending: store.clone(),
+        leases: store.clone(),
         clock: options.guards.clock.clone(),
         options: mcp::McpOptions {
             rate: options.mcp_rate,

@@ -346,8 +346,10 @@ async fn admin_deps(
     channels: ChannelSetup,
 ) -> Result<Deps, CliError> {
     let source = StoreSource::choose(args, &|k| std::env::var(k).ok());
+    let (store, tokens) = admin_cli::open_store_with_tokens(&source, create).await?;
     Ok(Deps {
-        store: admin_cli::open_store(&source, create).await?,
+        store,
+        tokens,
         format: if args.json {
             admin_cli::Format::Json
         } else {

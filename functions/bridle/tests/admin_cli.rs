@@ -231,7 +231,11 @@ async fn every_subcommand(target: Target, store: Arc<dyn Store>, env: &[(&str, &
     run(&["users", "show", "nobody@example.org"]).refused("No account has the e-mail address");
     run(&["users", "show", "bad@"]).refused("is not an e-mail address");
 
-    // users pause | resume | close
+    // users pause | resume | close; closing revokes the account's access tokens for good
+    for scope in ["read", "write"] {
+        let made = run(&["tokens", "create", "bob@example.org", "--scope", scope]);
+        assert_eq!(made.code, 0, "{made:?}");
+    }
     for (verb, status) in [
         ("pause", "paused"),
         ("resume", "active"),
@@ -246,6 +250,22 @@ async fn every_subcommand(target: Target, store: Arc<dyn Store>, env: &[(&str, &
         .unwrap()
         .unwrap();
     assert_eq!(bob.status, AccountStatus::Closed, "the change is stored");
+    let resumed = run(&["users", "resume", "bob@example.org", "--json"]).json();
+    assert_eq!(resumed["status"], "active");
+    let listed = run(&["tokens", "list", "bob@example.org", "--json"]).json();
+    let states: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["status"].as_str().unwrap_or("?"))
+        .collect();
+    assert_eq!(states, ["revoked", "revoked"], "{listed}");
+    let closed_again = run(&["users", "close", "bob@example.org"]);
+    assert_eq!(
+        closed_again.stdout,
+        format!("{} (bob@example.org) is now closed.\n", bob.user),
+        "no working token was left to revoke"
+    );
     let paused = run(&["users", "pause", &ada_id]);
     assert_eq!(paused.code, 0);
     assert_eq!(
@@ -439,8 +459,9 @@ fn the_store_is_chosen_flags_first_then_table_name_then_bridle_db() {
 }
 
 /// The commands called directly, on an in-memory store, with a writer.
-fn deps(store: Arc<dyn Store>, format: Format, channels: ChannelSetup) -> Deps {
+fn deps(store: Arc<SqliteStore>, format: Format, channels: ChannelSetup) -> Deps {
     Deps {
+        tokens: store.clone(),
         store,
         format,
         channels,
@@ -460,7 +481,7 @@ fn who(text: &str) -> admin_cli::args::Who {
 
 #[tokio::test]
 async fn direct_calls_print_tables_and_refuse_with_exit_code_one() {
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open_in_memory().unwrap());
+    let sqlite = Arc::new(SqliteStore::open_in_memory().unwrap());
     let whatsapp = [
         ("WHATSAPP_APP_SECRET", "w"),
         ("WHATSAPP_VERIFY_TOKEN", "v"),
@@ -476,7 +497,7 @@ async fn direct_calls_print_tables_and_refuse_with_exit_code_one() {
             .map(|(_, v)| (*v).to_owned())
     };
     let channels = ChannelSetup::from_vars(&var, &reqwest::Client::new()).unwrap();
-    let table = deps(store.clone(), Format::Table, channels);
+    let table = deps(sqlite, Format::Table, channels);
 
     let (empty, text) = users(&table, UsersCommand::List).await;
     empty.unwrap();

@@ -75,7 +75,8 @@ pub async fn authenticate(State(door): State<Door>, mut request: Request, next: 
         );
     };
     // A closed account reads nothing more through its tokens (a paused one may, as on the
-    // web; its writes are refused where every write is checked).
+    // web; its writes are refused where every write is checked). No account at all is the
+    // local server's user without sign-in (`local`), whose writes need none.
     match door.accounts.account(&token.user).await {
         Ok(Some(account)) if account.status == AccountStatus::Closed => {
             return unauthorized(

@@ -5,6 +5,7 @@ use crate::MCP_PURPOSE;
 use crate::auth::{Counted, Door, McpCaller, RateLimit, authenticate};
 use crate::catalog::mcp_tool;
 use crate::confirm::{Decision, Round, can_ask, decide};
+use crate::one_at_a_time::{self, NoTurn};
 use crate::result::{mcp_result, refusal};
 use axum::Router;
 use axum::http::request::Parts;
@@ -20,13 +21,14 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use store::{Accounts, BudgetLedger, Confirmations, TokenScope, Tokens};
+use store::{Accounts, BudgetLedger, Confirmations, Leases, TokenScope, Tokens};
 use tools::{ActionId, Actor, Ctx, Registry, ToolCall};
 
 /// The MCP server's settings.
 #[derive(Debug, Clone, Default)]
 pub struct McpOptions {
-    /// Requests per minute per token.
+    /// Tool calls and lists per minute per user, all their tokens together (a limit per token
+    /// would be one a user multiplies at will).
     pub rate: RateLimit,
     /// Answer only loopback `Host` names (a server without sign-in: DNS rebinding).
     pub loopback_only: bool,
@@ -43,10 +45,12 @@ pub struct McpParts {
     pub tokens: Arc<dyn Tokens>,
     /// The token owners' accounts (a closed one's tokens open nothing).
     pub accounts: Arc<dyn Accounts>,
-    /// Where the per-token request counts are kept.
+    /// Where the per-user request counts are kept.
     pub ledger: Arc<dyn BudgetLedger>,
     /// Where a question put to the human waits for its answer.
     pub pending: Arc<dyn Confirmations>,
+    /// Where a token's changing calls take turns ([`one_at_a_time`]).
+    pub leases: Arc<dyn Leases>,
     pub clock: Clock,
     pub options: McpOptions,
 }
@@ -65,6 +69,7 @@ struct Shared {
     policy: Arc<dyn RiskPolicy>,
     ledger: Arc<dyn BudgetLedger>,
     pending: Arc<dyn Confirmations>,
+    leases: Arc<dyn Leases>,
     clock: Clock,
     options: McpOptions,
 }
@@ -107,6 +112,7 @@ pub fn router(parts: McpParts) -> Router {
             policy: parts.policy,
             ledger: parts.ledger,
             pending: parts.pending,
+            leases: parts.leases,
             clock: parts.clock,
             options: parts.options,
         }),
@@ -199,6 +205,37 @@ impl BridleMcp {
                 TokenScope::Risky => tools::Grant::Risky,
             },
         };
+        // A changing call waits for the token's earlier ones: judged and run in its turn.
+        let turn = if read_only {
+            None
+        } else {
+            let taken = one_at_a_time::take(
+                self.shared.leases.clone(),
+                ctx.conversation_id.clone(),
+                ctx.action_id.0.clone(),
+                &*self.shared.clock,
+            )
+            .await;
+            match taken {
+                Ok(turn) => Some(turn),
+                Err(NoTurn::Busy) => {
+                    tracing::warn!(tool = %call.name, token_id = %caller.token_id, "an MCP call waited too long for the token's earlier calls");
+                    return refusal(
+                        "This access token's earlier changes were still being made, so nothing \
+                         was done. Try again in a moment.",
+                    )
+                    .into();
+                }
+                Err(NoTurn::Store(e)) => {
+                    tracing::error!(tool = %call.name, error = %e, "could not take an MCP token's turn");
+                    return refusal(
+                        "Bridle could not make this change just now, so nothing was done. Try \
+                         again in a moment.",
+                    )
+                    .into();
+                }
+            }
+        };
         if !read_only
             && let Some(description) = self
                 .shared
@@ -240,6 +277,9 @@ impl BridleMcp {
         }
         tracing::info!(tool = %call.name, action_id = %ctx.action_id, token_id = %caller.token_id, "MCP tool call");
         let outcome = registry.run(&ctx, MCP_PURPOSE, &call).await;
+        if let Some(turn) = turn {
+            turn.give_back().await;
+        }
         mcp_result(&outcome).into()
     }
 }

@@ -8,13 +8,15 @@
 //!   and domain errors, generic internal errors with the raw error in the log. The handler
 //!   builds the `Ctx` from the token (actor `mcp`, a fresh action id per call, the
 //!   conversation `mcp:<token id>`) and checks the token's scope.
+//! - [`one_at_a_time`]: a token's changing calls take turns (by its conversation's lease), so
+//!   none is judged by the confirmation policy against a state another is about to change.
 //! - [`confirm`]: a call the confirmation policy calls risky (with a token of the risky scope)
 //!   asks the human through the client — an elicitation in an input-required round, the
 //!   question kept in the store — and runs only on an explicit accept; a client that cannot be
 //!   asked is refused with a sentence.
 //! - [`auth`]: the bearer-token check in front of `/mcp` (401 with `WWW-Authenticate`), which
-//!   puts the token's user and scope in the request's extensions, and the per-token limit of
-//!   requests per minute, counted in the store's budget ledger so every instance agrees.
+//!   puts the token's user and scope in the request's extensions, and the per-user limit of
+//!   requests per minute (all the user's tokens together), counted in the store's budget ledger so every instance agrees.
 //! - [`token`]: minting (`brd_` + 32 random bytes, base64url) and hashing (SHA-256).
 //!
 //! Stateless: no session lives in memory between requests, so any instance of the web Lambda
@@ -25,6 +27,7 @@ pub mod auth;
 pub mod catalog;
 pub mod confirm;
 pub mod handler;
+pub mod one_at_a_time;
 pub mod result;
 pub mod token;
 

@@ -81,6 +81,8 @@ pub enum Format {
 #[derive(Clone)]
 pub struct Deps {
     pub store: Arc<dyn Store>,
+    /// The same store's MCP access tokens (closing an account revokes them).
+    pub tokens: Arc<dyn store::Tokens>,
     pub format: Format,
     /// Which messaging apps are on, and their open-chat links (for `users link-code`).
     pub channels: ChannelSetup,
@@ -124,6 +126,14 @@ impl StoreSource {
 /// before the first `bridle serve`); otherwise it is a [`CliError::Refused`]. DynamoDB calls get
 /// deadlines (connect 2 s, attempt 5 s, operation 15 s).
 pub async fn open_store(source: &StoreSource, create: bool) -> Result<Arc<dyn Store>, CliError> {
+    Ok(open_store_with_tokens(source, create).await?.0)
+}
+
+/// [`open_store`], with the same store's MCP access tokens.
+pub async fn open_store_with_tokens(
+    source: &StoreSource,
+    create: bool,
+) -> Result<(Arc<dyn Store>, Arc<dyn store::Tokens>), CliError> {
     Ok(match source {
         StoreSource::Sqlite(path) => {
             if !create && !path.exists() {
@@ -132,16 +142,18 @@ pub async fn open_store(source: &StoreSource, create: bool) -> Result<Arc<dyn St
                     path.display()
                 )));
             }
-            let store = store_sqlite::SqliteStore::open(path).map_err(CliError::store(format!(
-                "cannot open the database {}",
-                path.display()
-            )))?;
-            Arc::new(store)
+            let store = Arc::new(store_sqlite::SqliteStore::open(path).map_err(
+                CliError::store(format!("cannot open the database {}", path.display())),
+            )?);
+            (store.clone(), store)
         }
-        StoreSource::DynamoDb { table } => Arc::new(store_dynamodb::DynamoStore::new(
-            dynamodb_client().await,
-            table.clone(),
-        )),
+        StoreSource::DynamoDb { table } => {
+            let store = Arc::new(store_dynamodb::DynamoStore::new(
+                dynamodb_client().await,
+                table.clone(),
+            ));
+            (store.clone(), store)
+        }
     })
 }
 

@@ -204,22 +204,54 @@ async fn set_status(
         .set_account_status(&account.user, status)
         .await
         .map_err(CliError::store("cannot change the account's status"))?;
+    // Closed for good as far as its tokens go: resuming the account later (say, once the
+    // leak it was closed for is dealt with) must not bring them back. Its web sessions end
+    // at their next request.
+    let revoked = if status == AccountStatus::Closed {
+        revoke_tokens(deps, &account.user).await?
+    } else {
+        0
+    };
     let account = Account { status, ..account };
     match deps.format {
         Format::Json => writeln!(out, "{}", render::account_json(&account))?,
         Format::Table => writeln!(
             out,
-            "{}{} is now {}.",
+            "{}{} is now {}{}.",
             account.user,
             account
                 .email
                 .as_ref()
                 .map(|e| format!(" ({e})"))
                 .unwrap_or_default(),
-            status.as_str()
+            status.as_str(),
+            match revoked {
+                0 => String::new(),
+                1 => "; its access token is revoked".to_owned(),
+                n => format!("; its {n} access tokens are revoked"),
+            }
         )?,
     }
     Ok(())
+}
+
+/// Revoke every working MCP access token of `user`; how many there were.
+async fn revoke_tokens(deps: &Deps, user: &UserId) -> Result<usize, CliError> {
+    let now = (deps.clock)();
+    let tokens = deps
+        .tokens
+        .tokens_of(user)
+        .await
+        .map_err(CliError::store("cannot list the account's access tokens"))?;
+    let mut revoked = 0;
+    for token in tokens.iter().filter(|t| t.is_live(now)) {
+        deps.tokens
+            .revoke_token(&token.id, now)
+            .await
+            .map_err(CliError::store("cannot revoke the account's access tokens"))?;
+        revoked += 1;
+    }
+    Ok(revoked)
 }
 
 fn print_account(

@@ -1,0 +1,117 @@
+//! A token's changing calls take turns. The confirmation policy judges a call against the
+//! records as they are when it reads them, and `undo` reverts whatever tops the token's stack
+//! when it writes: two changing calls racing through one token could each be judged against a
+//! state the other is about to change (ten `undo`s at once, each judged against the harmless
+//! top action, would revert the actions under it too, unpublishing an event with no one's yes).
+//! A chat's turns take turns by their conversation's lease; a token's calls do too, by the
+//! lease of the token's conversation (`mcp:<token id>`, the conversation its calls are recorded
+//! in and the only one its `undo` reaches), held from the policy's judgement until the call has
+//! run. Reads do not wait.
+//!
+//! A call waits its turn for up to [`WAIT`] (an AI client may send several calls at once), trying
+//! the lease again at growing intervals; then it is refused with a sentence, nothing done. The
+//! lease lasts [`HOLD`]: a call cut short (its client gone) gives it back from a task, and a
+//! process that died leaves it to lapse.
+
+use std::sync::Arc;
+use std::time::Duration;
+use store::{Lease, Leases, StoreError};
+use transcript::ConversationId;
+
+/// How long a changing call waits for the token's earlier ones.
+pub const WAIT: Duration = Duration::from_secs(10);
+/// How long a turn is held at most (a tool call takes a fraction of this).
+pub const HOLD: Duration = Duration::from_secs(30);
+
+/// The token's turn, held: [`Turn::give_back`] when the call has run; dropped unused (a call
+/// cut short), given back from a task.
+pub struct Turn {
+    leases: Arc<dyn Leases>,
+    conversation: ConversationId,
+    holder: String,
+    given_back: bool,
+}
+
+impl std::fmt::Debug for Turn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Turn")
+            .field("conversation", &self.conversation)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why no turn was had.
+#[derive(Debug)]
+pub enum NoTurn {
+    /// The token's earlier calls were still running after [`WAIT`].
+    Busy,
+    /// The store could not say.
+    Store(StoreError),
+}
+
+/// Take `conversation`'s turn for `holder` (a call's own id), waiting up to [`WAIT`]; `now` reads
+/// the clock in Unix milliseconds.
+pub async fn take(
+    leases: Arc<dyn Leases>,
+    conversation: ConversationId,
+    holder: String,
+    now: &(dyn Fn() -> i64 + Send + Sync),
+) -> Result<Turn, NoTurn> {
+    let started = tokio::time::Instant::now();
+    let mut pause = Duration::from_millis(20);
+    loop {
+        let at = now();
+        let until = at + HOLD.as_millis() as i64;
+        match leases
+            .acquire_lease(&conversation, &holder, at, until)
+            .await
+            .map_err(NoTurn::Store)?
+        {
+            Lease::Held => {
+                return Ok(Turn {
+                    leases,
+                    conversation,
+                    holder,
+                    given_back: false,
+                });
+            }
+            Lease::Busy { .. } if started.elapsed() + pause <= WAIT => {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(1));
+            }
+            Lease::Busy { .. } => return Err(NoTurn::Busy),
+        }
+    }
+}
+
+impl Turn {
+    /// The call has run: the token's next call may go.
+    pub async fn give_back(mut self) {
+        self.given_back = true;
+        release(self.leases.as_ref(), &self.conversation, &self.holder).await;
+    }
+}
+
+async fn release(leases: &dyn Leases, conversation: &ConversationId, holder: &str) {
+    if let Err(e) = leases.release_lease(conversation, holder).await {
+        tracing::warn!(%conversation, error = %e, "could not give back an MCP token's turn; it lapses");
+    }
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        if self.given_back {
+            return;
+        }
+        let leases = self.leases.clone();
+        let conversation = std::mem::replace(&mut self.conversation, ConversationId(String::new()));
+        let holder = std::mem::take(&mut self.holder);
+        let give_back = async move { release(leases.as_ref(), &conversation, &holder).await };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(give_back);
+            }
+            Err(_) => tracing::warn!("no runtime to give back an MCP token's turn; it lapses"),
+        }
+    }
+}

@@ -1,0 +1,205 @@
+//! A token's changing calls take turns: a second change through the same token is not judged
+//! by the confirmation policy (nor run) until the first has run, so neither is judged against a
+//! state the other is about to change. Reads do not wait, and a call that waits too long is
+//! refused with nothing done.
+
+use axum::body::Body;
+use axum::http::Request;
+use mcp::handler::{McpOptions, McpParts, router};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+use store::{Account, Accounts, Lease, Leases, McpToken, TokenScope, Tokens};
+use store_sqlite::SqliteStore;
+use tokio::sync::Notify;
+use tools::{Ctx, Registry, ToolDef, handler_fn};
+use tower::ServiceExt;
+
+const TOKEN: &str = "brd_one-at-a-time-test-token";
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// Counts what it judged; judges nothing risky.
+#[derive(Default)]
+struct Judging(AtomicUsize);
+
+#[async_trait::async_trait]
+impl engine::RiskPolicy for Judging {
+    async fn assess(&self, _: &Ctx, _: &str, _: &Value) -> Option<String> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        None
+    }
+}
+
+/// What `change` saw: the first call waits inside for `go`.
+struct Gate {
+    inside: Notify,
+    go: Notify,
+    ran: AtomicUsize,
+}
+
+impl Gate {
+    fn new(ran: usize) -> Arc<Self> {
+        Arc::new(Self {
+            inside: Notify::new(),
+            go: Notify::new(),
+            ran: AtomicUsize::new(ran),
+        })
+    }
+}
+
+/// `change` (a change) and `look` (read-only).
+fn registry(gate: Arc<Gate>) -> Registry {
+    let mut r = Registry::default();
+    let schema = json!({"type": "object"});
+    r.register(
+        ToolDef::new("change", "Change.", schema.clone()).purposes(&[mcp::MCP_PURPOSE]),
+        handler_fn(move |_ctx: Ctx, _args: Value| {
+            let gate = gate.clone();
+            async move {
+                if gate.ran.fetch_add(1, Ordering::SeqCst) == 0 {
+                    gate.inside.notify_one();
+                    gate.go.notified().await;
+                }
+                Ok(json!({"ok": true}))
+            }
+        }),
+    )
+    .unwrap();
+    r.register(
+        ToolDef::new("look", "Look.", schema)
+            .purposes(&[mcp::MCP_PURPOSE])
+            .read_only(),
+        handler_fn(|_ctx: Ctx, _args: Value| async { Ok(json!({"seen": true})) }),
+    )
+    .unwrap();
+    r
+}
+
+/// `/mcp` on an in-memory store holding Ana's write token.
+async fn setup(gate: Arc<Gate>, judging: Arc<Judging>) -> (axum::Router, Arc<SqliteStore>) {
+    let store = Arc::new(SqliteStore::open_in_memory().unwrap());
+    store
+        .put_account(&Account::new("ana", "Ana"))
+        .await
+        .unwrap();
+    store
+        .create_token(&McpToken {
+            id: "tok_ana".into(),
+            hash: mcp::hash_token(TOKEN),
+            user: "ana".into(),
+            name: "test".into(),
+            scope: TokenScope::Write,
+            created_at_ms: 0,
+            expires_at_ms: None,
+            last_used_ms: None,
+            revoked_at_ms: None,
+        })
+        .await
+        .unwrap();
+    let app = router(McpParts {
+        registry: Arc::new(registry(gate)),
+        policy: judging,
+        tokens: store.clone(),
+        accounts: store.clone(),
+        ledger: store.clone(),
+        pending: store.clone(),
+        leases: store.clone(),
+        clock: Arc::new(now_ms),
+        options: McpOptions::default(),
+    });
+    (app, store)
+}
+
+/// `tools/call` of `tool`; the result object.
+async fn call(app: axum::Router, tool: &str) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": tool, "arguments": {}}});
+    let request = Request::post("/mcp")
+        .header("host", "localhost")
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .header("mcp-protocol-version", "2025-06-18")
+        .body(Body::from(body.to_string()))
+        .unwrap();
+    let response = app.oneshot(request).await.unwrap();
+    assert_eq!(response.status(), 200);
+    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    let value: Value = serde_json::from_slice(&bytes).unwrap();
+    value["result"].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tokens_second_change_is_judged_only_after_the_first_has_run() {
+    let gate = Gate::new(0);
+    let judging = Arc::new(Judging::default());
+    let (app, _store) = setup(gate.clone(), judging.clone()).await;
+
+    let first = tokio::spawn(call(app.clone(), "change"));
+    gate.inside.notified().await;
+    assert_eq!(judging.0.load(Ordering::SeqCst), 1);
+    let second = tokio::spawn(call(app.clone(), "change"));
+    // A read is not held up by the change under way.
+    let look = call(app.clone(), "look").await;
+    assert_eq!(look["isError"], false, "{look}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        judging.0.load(Ordering::SeqCst),
+        1,
+        "the second change is not judged while the first runs"
+    );
+    assert!(!second.is_finished());
+
+    gate.go.notify_one();
+    let first = first.await.unwrap();
+    let second = second.await.unwrap();
+    assert_eq!(first["isError"], false, "{first}");
+    assert_eq!(second["isError"], false, "{second}");
+    assert_eq!(judging.0.load(Ordering::SeqCst), 2);
+    assert_eq!(gate.ran.load(Ordering::SeqCst), 2);
+}
+
+/// A change that cannot have its turn within the wait is refused, neither judged nor run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_that_waits_too_long_is_refused_with_nothing_done() {
+    // Past its first call: `change` does not stop inside.
+    let gate = Gate::new(1);
+    let judging = Arc::new(Judging::default());
+    let (app, store) = setup(gate.clone(), judging.clone()).await;
+    // Another call of the token holds its turn past the wait (as a process that died holding
+    // it would, until it lapses).
+    let now = now_ms();
+    let held = store
+        .acquire_lease(&"mcp:tok_ana".into(), "mcp:another", now, now + 60_000)
+        .await
+        .unwrap();
+    assert_eq!(held, Lease::Held);
+    let started = std::time::Instant::now();
+    let refused = call(app.clone(), "change").await;
+    assert!(started.elapsed() >= mcp::one_at_a_time::WAIT - Duration::from_secs(1));
+    assert_eq!(refused["isError"], true, "{refused}");
+    let text = refused["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("earlier changes were still being made"),
+        "{text}"
+    );
+    assert_eq!(judging.0.load(Ordering::SeqCst), 0, "not judged");
+    assert_eq!(gate.ran.load(Ordering::SeqCst), 1, "not run");
+    // Once the other call gives its turn back, the token's changes go again.
+    store
+        .release_lease(&"mcp:tok_ana".into(), "mcp:another")
+        .await
+        .unwrap();
+    let done = call(app, "change").await;
+    assert_eq!(done["isError"], false, "{done}");
+    assert_eq!(gate.ran.load(Ordering::SeqCst), 2);
+}
