@@ -380,10 +380,12 @@ impl BudgetGuard {
                 report.usage.input_tokens
             },
             // Never past the allowance the call was sent with: that is all it could produce.
-            // A call that failed after it started and showed nothing (a tool call's input
-            // held back until complete, cut by a deadline) may have produced all of it.
+            // A call that failed after it started may have produced all of it, whatever it
+            // showed: a tool call's input is held back until complete, so "OK" and then a
+            // long tool input cut by the deadline shows two bytes (and a sender can ask for
+            // exactly that, every message).
             output_tokens: report.usage.output_tokens.max(
-                match report.failed && report.streamed && report.streamed_bytes == 0 {
+                match report.failed && report.streamed {
                     true => r.output,
                     false => crate::estimate_output_tokens(report.streamed_bytes).min(r.output),
                 },
