@@ -53,6 +53,7 @@ pub async fn conversations(store: &dyn Store, n: usize) {
 /// The message of conversation `i`'s turn.
 pub fn turn_input(i: usize) -> TurnInput {
     TurnInput {
+        sent_at_ms: None,
         conversation_id: format!("c{i:02}").into(),
         text: "plan my week".into(),
         action_id: ActionId(format!("a{i:02}")),

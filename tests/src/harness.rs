@@ -7,6 +7,7 @@ use tools::Registry;
 use transcript::{Conversation, ConversationId, Message};
 
 use crate::{Calls, sample_tools, web_job, web_jobs};
+use queue::TurnJob;
 
 /// The real engine on an in-memory SQLite store, driven by a scripted model.
 #[allow(missing_debug_implementations)]
@@ -114,6 +115,11 @@ impl Harness {
     /// (tokens and error lines) is exactly the reply, and exactly what the visible transcript
     /// recorded.
     pub async fn turn(&self, text: &str) -> Turned {
+        self.turn_sent_at(text, 0).await
+    }
+
+    /// [`Harness::turn`], the message received at `sent_at_ms` (0: not said).
+    pub async fn turn_sent_at(&self, text: &str, sent_at_ms: i64) -> Turned {
         let n = self.turns.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
         let sink = CollectSink::default();
         let conv = self
@@ -123,12 +129,15 @@ impl Harness {
             .unwrap()
             .expect("the harness's conversation exists");
         let jobs = web_jobs(self.engine.clone(), self.store.clone(), Arc::default());
-        let job = web_job(
-            &self.conversation.0,
-            &conv.user_id.0,
-            &format!("act-{n}"),
-            text,
-        );
+        let job = TurnJob {
+            received_at_ms: sent_at_ms,
+            ..web_job(
+                &self.conversation.0,
+                &conv.user_id.0,
+                &format!("act-{n}"),
+                text,
+            )
+        };
         let ran = jobs
             .run_streamed(&job, std::time::Duration::from_secs(600), &sink)
             .await;

@@ -62,6 +62,7 @@ impl Rig {
     async fn turn(&self, text: &str) -> engine::TurnOutcome {
         self.turns.set(self.turns.get() + 1);
         let input = TurnInput {
+            sent_at_ms: None,
             conversation_id: "c1".into(),
             text: text.into(),
             action_id: ActionId(format!("a{}", self.turns.get())),

@@ -189,6 +189,52 @@ async fn a_risky_call_runs_only_when_repeated_on_a_later_turn() {
     assert_eq!(s.attendees(&event).await, 0);
 }
 
+/// A yes typed before the question reached the user ("how's it doing?", then "please" a
+/// second later, held behind the first message's turn, in which the model held the call)
+/// confirms nothing, however the model takes it; the same word sent after the question does.
+#[tokio::test]
+async fn a_yes_sent_before_the_question_was_asked_confirms_nothing() {
+    let (s, event, dana) = setup().await;
+    let args = json!({"attendee_id": dana});
+    s.h.model
+        .push(Reply::tool_call("c1", "withdraw_attendee", args.clone()));
+    s.h.model
+        .push(Reply::text("Shall I withdraw Dana Lee from Spring Open?"));
+    s.h.turn("how is dana's registration doing?").await;
+    let asked_at =
+        s.h.transcript()
+            .await
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::Assistant)
+            .unwrap()
+            .created_at_ms;
+
+    // Sent while the first turn ran: the model repeats the call, and it is held again.
+    s.h.model
+        .push(Reply::tool_call("c2", "withdraw_attendee", args.clone()));
+    s.h.model.push(Reply::text("ok"));
+    s.h.turn_sent_at("please", asked_at - 1_000).await;
+    assert!(refused(&s.last_result().await).is_some());
+    assert_eq!(s.attendees(&event).await, 1, "Dana is still registered");
+
+    // Asked again on that turn; the yes sent after it confirms.
+    let asked_again =
+        s.h.transcript()
+            .await
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::Assistant)
+            .unwrap()
+            .created_at_ms;
+    s.h.model
+        .push(Reply::tool_call("c3", "withdraw_attendee", args.clone()));
+    s.h.model.push(Reply::text("Done."));
+    s.h.turn_sent_at("please", asked_again + 1_000).await;
+    assert_eq!(s.last_result().await["name"], json!("Dana Lee"));
+    assert_eq!(s.attendees(&event).await, 0);
+}
+
 #[tokio::test]
 async fn different_arguments_are_not_confirmed() {
     let (s, event, _) = setup().await;

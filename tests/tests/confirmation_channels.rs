@@ -450,6 +450,62 @@ async fn yes_and_no_on(platform: Platform) {
     s.server.stop().await;
 }
 
+/// On SMS a typed "yes" counts as the Yes button only when it came after the question was
+/// recorded: one sent while the question's turn still ran (the user could not have seen it)
+/// is words, and confirms nothing either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_sms_yes_sent_before_the_question_arrived_confirms_nothing() {
+    let platform = Platform::Twilio;
+    let s = setup(platform).await;
+    let dana = s
+        .planner
+        .register_attendee(&owner(), &s.event, "Dana Lee", "x@example.com")
+        .await
+        .unwrap();
+    let withdraw = json!({"attendee_id": dana.id});
+    s.model.push(Reply::tool_call(
+        "c1",
+        "withdraw_attendee",
+        withdraw.clone(),
+    ));
+    // The question is written 800 ms into its turn.
+    s.model.push(
+        Reply::new()
+            .then_wait(std::time::Duration::from_millis(800))
+            .say("Withdraw Dana Lee from Spring Open?"),
+    );
+    // The model takes the early "yes" as one and repeats the call: it is held again.
+    s.model
+        .push(Reply::tool_call("c2", "withdraw_attendee", withdraw));
+    s.model.push(Reply::text("Shall I withdraw Dana Lee?"));
+    s.post(platform, &platform.message("how is Dana doing?"))
+        .await;
+    tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+    s.post(platform, &platform.message("yes")).await;
+    s.api.wait_for(2).await;
+    tests::browser::eventually("the second reply recorded", || async {
+        let visible = s
+            .server
+            .app
+            .store
+            .visible(&platform.conversation())
+            .await
+            .ok()?;
+        (visible.len() >= 4).then_some(())
+    })
+    .await;
+    assert_eq!(
+        s.model.requests().len(),
+        4,
+        "the yes went to the model as words"
+    );
+    assert!(
+        s.names().await.contains(&"Dana Lee".to_owned()),
+        "the early yes ran nothing"
+    );
+    s.server.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn whatsapp_reply_buttons_decide() {
     yes_and_no_on(Platform::WhatsApp).await;

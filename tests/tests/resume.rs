@@ -274,6 +274,7 @@ async fn a_finished_turn_run_again_changes_nothing() {
         .engine
         .run_turn(
             TurnInput {
+                sent_at_ms: None,
                 conversation_id: "c1".into(),
                 text: "what's on?".into(),
                 action_id: ActionId("web#job-1".into()),

@@ -80,7 +80,7 @@ async fn deliver(webhook: &webhook::Webhook, id: &str, text: &str) -> u16 {
             query: None,
             headers: &headers,
             body: body.as_bytes(),
-            now_s: now,
+            now_ms: now * 1000,
         })
         .await;
     response.status

@@ -112,7 +112,7 @@ fn bench(c: &mut Criterion) {
                     query: None,
                     headers: &headers,
                     body: black_box(&body),
-                    now_s: NOW,
+                    now_ms: NOW * 1000,
                 }));
                 assert_eq!(response.status, 200);
                 black_box(response)

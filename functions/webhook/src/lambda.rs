@@ -5,7 +5,7 @@ use lambda_http::{Body, Request, Response};
 
 /// Answer one API Gateway request. The body is taken exactly as delivered (lambda_http has
 /// already undone API Gateway's base64 for binary bodies), so signatures check the raw bytes.
-pub async fn handle(webhook: &Webhook, req: Request, now_s: i64) -> Response<Body> {
+pub async fn handle(webhook: &Webhook, req: Request, now_ms: i64) -> Response<Body> {
     let headers: Vec<(String, String)> = req
         .headers()
         .iter()
@@ -24,7 +24,7 @@ pub async fn handle(webhook: &Webhook, req: Request, now_s: i64) -> Response<Bod
             query: req.uri().query(),
             headers: &headers,
             body,
-            now_s,
+            now_ms,
         })
         .await;
     Response::builder()

@@ -100,8 +100,9 @@ pub struct Incoming<'a> {
     pub query: Option<&'a str>,
     pub headers: &'a [(String, String)],
     pub body: &'a [u8],
-    /// Unix seconds, for timestamp checks.
-    pub now_s: i64,
+    /// Unix milliseconds: when the request came (the job's `received_at_ms`; timestamp checks
+    /// read its seconds).
+    pub now_ms: i64,
 }
 
 impl Webhook {
@@ -190,13 +191,13 @@ impl Webhook {
             body: req.body,
         };
         channel
-            .verify(&raw, req.now_s)
+            .verify(&raw, req.now_ms.div_euclid(1000))
             .map_err(|e| Refusal::Unverified {
                 channel: channel.name(),
                 source: e,
             })?;
         if let Some(sent_s) = channel.sent_at_s(&raw) {
-            let age_s = req.now_s.saturating_sub(sent_s);
+            let age_s = req.now_ms.div_euclid(1000).saturating_sub(sent_s);
             if age_s > self.max_age.as_secs() as i64 {
                 tracing::warn!(
                     channel = channel.name(),
@@ -238,7 +239,7 @@ impl Webhook {
                 }
                 let (mut queued, mut refused) = (0, 0);
                 for message in messages {
-                    let mut job = turn_job(message, req.now_s);
+                    let mut job = turn_job(message, req.now_ms);
                     let span = tracing::info_span!(
                         "enqueue",
                         otel.kind = "producer",
@@ -292,7 +293,7 @@ fn acknowledge(channel: &dyn Channel, body: impl FnOnce() -> String) -> HttpResp
 }
 
 /// The job for one inbound message.
-pub fn turn_job(m: InboundMessage, now_s: i64) -> TurnJob {
+pub fn turn_job(m: InboundMessage, now_ms: i64) -> TurnJob {
     TurnJob {
         addressed_to: m.addressed_to,
         trace_context: Default::default(),
@@ -311,6 +312,6 @@ pub fn turn_job(m: InboundMessage, now_s: i64) -> TurnJob {
                 size_bytes: m.size_bytes,
             })
             .collect(),
-        received_at_ms: now_s * 1000,
+        received_at_ms: now_ms,
     }
 }

@@ -29,11 +29,11 @@ async fn main() -> ExitCode {
     tracing::info!(channels = ?webhook.channel_names(), "webhook ready");
     let webhook = &webhook;
     let ran = lambda_http::run(service_fn(move |req: Request| async move {
-        let now_s = std::time::SystemTime::now()
+        let now_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs() as i64)
+            .map(|d| d.as_millis() as i64)
             .unwrap_or(0);
-        let response = webhook::lambda::handle(webhook, req, now_s).await;
+        let response = webhook::lambda::handle(webhook, req, now_ms).await;
         // Lambda may freeze the environment once this returns: export the request's spans now.
         traces.flush(TRACE_FLUSH_WAIT);
         Ok::<_, Error>(response)

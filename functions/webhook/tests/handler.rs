@@ -24,7 +24,7 @@ fn webhook(queue: Arc<dyn JobQueue>, max_body: usize) -> Webhook {
 
 async fn call(webhook: &Webhook, event_json: &str, now_s: i64) -> (u16, Value) {
     let req = lambda_http::request::from_str(event_json).expect("a valid API Gateway event");
-    let res = webhook::lambda::handle(webhook, req, now_s).await;
+    let res = webhook::lambda::handle(webhook, req, now_s * 1000).await;
     let status = res.status().as_u16();
     let body = match res.body() {
         Body::Text(t) => serde_json::from_str(t).unwrap(),

@@ -26,11 +26,21 @@ async fn accepted_and_rejected_deliveries_are_counted() {
     .with_metrics(metrics);
     let message = event("apigw-generic-message");
     let req = lambda_http::request::from_str(&message).unwrap();
-    assert_eq!(webhook::lambda::handle(&hook, req, NOW).await.status(), 200);
+    assert_eq!(
+        webhook::lambda::handle(&hook, req, NOW * 1000)
+            .await
+            .status(),
+        200
+    );
     let mut tampered: Value = serde_json::from_str(&message).unwrap();
     tampered["body"] = Value::String("{\"tampered\":true}".into());
     let req = lambda_http::request::from_str(&tampered.to_string()).unwrap();
-    assert_eq!(webhook::lambda::handle(&hook, req, NOW).await.status(), 401);
+    assert_eq!(
+        webhook::lambda::handle(&hook, req, NOW * 1000)
+            .await
+            .status(),
+        401
+    );
 
     let lines: Vec<Value> = lines
         .lock()

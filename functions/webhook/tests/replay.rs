@@ -90,7 +90,7 @@ async fn post(
             query: None,
             headers: &delivery.0,
             body: delivery.1.as_bytes(),
-            now_s: NOW,
+            now_ms: NOW * 1000,
         })
         .await;
     (res.status, serde_json::from_str(&res.body).unwrap())

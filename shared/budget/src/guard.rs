@@ -384,12 +384,13 @@ impl BudgetGuard {
             // showed: a tool call's input is held back until complete, so "OK" and then a
             // long tool input cut by the deadline shows two bytes (and a sender can ask for
             // exactly that, every message).
-            output_tokens: report.usage.output_tokens.max(
-                match report.failed && report.streamed {
+            output_tokens: report
+                .usage
+                .output_tokens
+                .max(match report.failed && report.streamed {
                     true => r.output,
                     false => crate::estimate_output_tokens(report.streamed_bytes).min(r.output),
-                },
-            ),
+                }),
             ..report.usage
         };
         tracing::info!(

@@ -617,6 +617,8 @@ impl ChannelJobs {
             None => attachments::prepare(self.options.media.as_ref(), job).await,
         };
         let input = TurnInput {
+            // 0: a job that does not say (written by hand, or by a test).
+            sent_at_ms: Some(job.received_at_ms).filter(|ms| *ms > 0),
             conversation_id: conversation.clone(),
             text: said.text,
             action_id: ActionId(job.dedupe_key()),

@@ -53,7 +53,8 @@ impl ChannelJobs {
         let button_id = match &job.button_id {
             Some(id) => Some(id.clone()),
             None if job.channel == channels::twilio::NAME => {
-                self.typed_press(conversation, &job.text).await
+                self.typed_press(conversation, &job.text, job.received_at_ms)
+                    .await
             }
             None => None,
         };
@@ -66,8 +67,16 @@ impl ChannelJobs {
         Said { text, button_id }
     }
 
-    /// The confirmation button a typed SMS reply chooses, if the last reply offered them.
-    async fn typed_press(&self, conversation: &ConversationId, text: &str) -> Option<String> {
+    /// The confirmation button a typed SMS reply chooses, if the last reply offered them and
+    /// the reply was received (`received_at_ms`; 0: not said) after that reply was recorded: a
+    /// "yes" sent before the question reached the phone answers nothing (it is read as words,
+    /// which confirm nothing either).
+    async fn typed_press(
+        &self,
+        conversation: &ConversationId,
+        text: &str,
+        received_at_ms: i64,
+    ) -> Option<String> {
         let last = match self.last_reply(conversation).await {
             Ok(last) => last?,
             Err(e) => {
@@ -75,6 +84,14 @@ impl ChannelJobs {
                 return None;
             }
         };
+        if received_at_ms > 0 && received_at_ms < last.created_at_ms {
+            tracing::info!(
+                received_at_ms,
+                asked_at_ms = last.created_at_ms,
+                "an SMS reply sent before the question was recorded is no press"
+            );
+            return None;
+        }
         if last.buttons.is_empty()
             || !last
                 .buttons

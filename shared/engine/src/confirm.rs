@@ -249,6 +249,37 @@ impl Answer {
         }
     }
 
+    /// A typed message sent (`sent_at_ms`, as Bridle received it) before the reply that asked
+    /// the question was written confirms nothing: the user could not have seen the question
+    /// ("how's Spring Open doing?" then, a second later, "please" — held behind the first
+    /// message's turn, in which the model held a cancellation). A press is left alone: its
+    /// buttons came with the question.
+    pub fn unless_sent_before_asked(
+        mut self,
+        sent_at_ms: Option<i64>,
+        history: &[Message],
+    ) -> Self {
+        let Some(sent) = sent_at_ms else {
+            return self;
+        };
+        let asked_at = self.previous_action.as_deref().and_then(|action| {
+            history
+                .iter()
+                .rev()
+                .find(|m| m.role == Role::Assistant && m.action_id.as_deref() == Some(action))
+                .map(|m| m.created_at_ms)
+        });
+        if self.press.is_none() && !self.declined && asked_at.is_some_and(|asked| sent < asked) {
+            tracing::info!(
+                sent_at_ms = sent,
+                asked_at_ms = asked_at,
+                "a yes sent before the question was asked confirms nothing"
+            );
+            self.declined = true;
+        }
+        self
+    }
+
     /// Read the user's message of this turn: its words, the button it pressed (if any), and
     /// the calls `history` shows held on the user's previous message in `conversation`.
     pub fn read(

@@ -49,6 +49,10 @@ pub struct TurnInput {
     /// The button the user pressed, when the message is a press (its title is `text`). A
     /// press of the server's confirmation buttons decides a held call without the model.
     pub button_id: Option<String>,
+    /// When Bridle received the message (Unix ms), where known: a typed yes received before
+    /// the reply asking the question was written confirms nothing
+    /// ([`Answer::unless_sent_before_asked`](crate::Answer::unless_sent_before_asked)).
+    pub sent_at_ms: Option<i64>,
 }
 
 /// How a turn ended.

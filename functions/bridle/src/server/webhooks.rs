@@ -30,10 +30,10 @@ impl std::fmt::Debug for Channels {
     }
 }
 
-fn now_s() -> i64 {
+fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
+        .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
 }
 
@@ -58,7 +58,7 @@ pub async fn receive(
             query: uri.query(),
             headers: &headers,
             body: &body,
-            now_s: now_s(),
+            now_ms: now_ms(),
         })
         .await;
     let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
