@@ -12,6 +12,7 @@ use store::{Account, Accounts, Records, Store};
 use store_sqlite::SqliteStore;
 use tests::{FlakyStore, Harness};
 use tools::{ActionId, Actor, Ctx, Registry};
+use transcript::StopReason;
 use transcript::{ConversationId, Part, Role, UserId};
 
 const HOUR_MS: i64 = 3_600_000;
@@ -233,6 +234,33 @@ async fn a_yes_sent_before_the_question_was_asked_confirms_nothing() {
     s.h.turn_sent_at("please", asked_again + 1_000).await;
     assert_eq!(s.last_result().await["name"], json!("Dana Lee"));
     assert_eq!(s.attendees(&event).await, 0);
+}
+
+/// Two held calls described alike (two attendees both called Dana Lee) are two lines of what a
+/// yes does: a yes runs every held call, so the reply must show every one.
+#[tokio::test]
+async fn calls_described_alike_are_listed_once_each() {
+    let (s, event, dana) = setup().await;
+    let twin = s
+        .planner
+        .register_attendee(&setup_caller(), &event, "Dana Lee", "dana.two@example.com")
+        .await
+        .unwrap();
+    s.h.model.push(
+        Reply::new()
+            .call("c1", "withdraw_attendee", json!({"attendee_id": dana}))
+            .call("c2", "withdraw_attendee", json!({"attendee_id": twin.id}))
+            .stop(StopReason::ToolUse),
+    );
+    s.h.model.push(Reply::text("Shall I remove the duplicate?"));
+    s.h.turn("remove the duplicate Dana").await;
+    let shown = s.h.visible().await.last().unwrap().text.clone();
+    let lines = shown
+        .lines()
+        .filter(|l| *l == "- Withdraw Dana Lee from Spring Open")
+        .count();
+    assert_eq!(lines, 2, "{shown}");
+    assert_eq!(s.attendees(&event).await, 2);
 }
 
 #[tokio::test]

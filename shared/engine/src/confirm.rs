@@ -296,7 +296,7 @@ impl Answer {
         let Some(pressed) = button_id.and_then(parse_press) else {
             // A yes may name what it does, in the words the question described it with.
             let described = match (&previous_action, held.is_empty()) {
-                (Some(a), false) => held_descriptions(history, a),
+                (Some(a), false) => HeldLine::descriptions(&held_descriptions(history, a)),
                 _ => Vec::new(),
             };
             return Self {
@@ -560,22 +560,62 @@ pub(crate) fn held_description(outcome: &ToolOutcome) -> Option<String> {
     }
 }
 
-/// The descriptions of the calls held on `action` in `history`, each once, in order.
-pub(crate) fn held_descriptions(history: &[Message], action: &str) -> Vec<String> {
-    let mut found: Vec<String> = Vec::new();
-    let results = history
+/// The calls held on `action` in `history` as the reply lists them: each call (tool and
+/// arguments, as [`held_calls`] counts them) once, in order, by its description — two calls
+/// described alike (two attendees both called Dana Lee) are two lines, as a yes runs both.
+pub(crate) fn held_descriptions(history: &[Message], action: &str) -> Vec<HeldLine> {
+    let rows: Vec<&Message> = history
         .iter()
         .filter(|m| m.action_id.as_deref() == Some(action))
-        .flat_map(|m| &m.parts);
-    for part in results {
-        if let Part::ToolResult { content, .. } = part
+        .collect();
+    let calls: Vec<(&str, String)> = rows
+        .iter()
+        .filter(|m| m.role == Role::Assistant)
+        .flat_map(|m| &m.parts)
+        .filter_map(|p| match p {
+            Part::ToolUse { id, name, input } => Some((id.as_str(), call_hash(name, input))),
+            _ => None,
+        })
+        .collect();
+    let mut found: Vec<HeldLine> = Vec::new();
+    for part in rows.iter().flat_map(|m| &m.parts) {
+        if let Part::ToolResult {
+            tool_use_id,
+            content,
+            ..
+        } = part
             && let Some(description) = quoted_description(content)
-            && !found.contains(&description)
         {
-            found.push(description);
+            // A result whose call is not in the rows (never, as written) counts by its words.
+            let call = calls
+                .iter()
+                .find(|(id, _)| *id == tool_use_id.as_str())
+                .map_or_else(|| description.clone(), |(_, hash)| hash.clone());
+            HeldLine::add(&mut found, call, description);
         }
     }
     found
+}
+
+/// One line of what a yes does: a held call (its [`call_hash`]) and its description.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct HeldLine {
+    pub(crate) call: String,
+    pub(crate) description: String,
+}
+
+impl HeldLine {
+    /// Add the line of `call` to `lines` unless that call is listed already.
+    pub(crate) fn add(lines: &mut Vec<HeldLine>, call: String, description: String) {
+        if !lines.iter().any(|l| l.call == call) {
+            lines.push(HeldLine { call, description });
+        }
+    }
+
+    /// The descriptions, in order.
+    pub(crate) fn descriptions(lines: &[HeldLine]) -> Vec<String> {
+        lines.iter().map(|l| l.description.clone()).collect()
+    }
 }
 
 /// The description a [`needs_confirmation`] result quotes (one JSON string after the prefix).

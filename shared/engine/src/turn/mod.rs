@@ -49,7 +49,7 @@ pub(crate) struct Turn<'a> {
     tool_errors: u32,
     /// What the calls held for confirmation in this turn do, as the policy describes them: the
     /// reply shows them with the server's buttons.
-    held_now: Vec<String>,
+    held_now: Vec<crate::confirm::HeldLine>,
     /// This run wrote the user's visible entry (a new turn).
     wrote_user_entry: bool,
     /// `next_visible` came from a hint that may lag the transcript.

@@ -178,7 +178,8 @@ impl Turn<'_> {
         if !self.held_now.is_empty() {
             shaped.buttons = crate::confirm_buttons(&self.conv.id, &self.action_id);
             shaped.silent = false;
-            shaped.text = crate::confirm::with_what_yes_does(&shaped.text, &self.held_now);
+            let lines = crate::confirm::HeldLine::descriptions(&self.held_now);
+            shaped.text = crate::confirm::with_what_yes_does(&shaped.text, &lines);
         }
         shaped
     }

@@ -115,10 +115,9 @@ impl Turn<'_> {
             }
             .instrument(span.clone())
             .await?;
-            if let Some(description) = &held
-                && !self.held_now.contains(description)
-            {
-                self.held_now.push(description.clone());
+            if let Some(description) = held.clone() {
+                let call_hash = crate::confirm::call_hash(&call.name, &call.input);
+                crate::confirm::HeldLine::add(&mut self.held_now, call_hash, description);
             }
             let mut outcome = outcome;
             // Past the answer's share nothing ran, and a resumed turn says the same again: no
