@@ -1,8 +1,8 @@
 //! The reservation size of a call: its input estimated from the request, plus an output
 //! allowance.
 
-use backend::ChatRequest;
-use transcript::json_bytes;
+use backend::{ChatMessage, ChatRequest};
+use transcript::{MediaRef, Part, json_bytes};
 
 /// UTF-8 bytes per token used by the estimate. English prose runs at about four characters a
 /// token, one byte each; JSON and code at fewer, which the output allowance and the settle
@@ -13,11 +13,47 @@ use transcript::json_bytes;
 pub const BYTES_PER_TOKEN: usize = 4;
 
 /// Input tokens a request will probably cost: the UTF-8 bytes of the system prompt, the
-/// messages (as their JSON) and the tool catalogue, divided by [`BYTES_PER_TOKEN`], rounded
-/// up. Cache reads are not guessed: they are counted as input, which only over-reserves.
+/// messages (as their JSON, and their attachments by [`media_bytes`]) and the tool catalogue,
+/// divided by [`BYTES_PER_TOKEN`], rounded up. Cache reads are not guessed: they are counted
+/// as input, which only over-reserves.
 pub fn estimate_input_tokens(request: &ChatRequest) -> u64 {
-    let bytes = request.system.len() + json_bytes(&request.messages) + json_bytes(&*request.tools);
+    let media: usize = request.messages.iter().map(media_bytes).sum();
+    let bytes =
+        request.system.len() + json_bytes(&request.messages) + media + json_bytes(&*request.tools);
     bytes.div_ceil(BYTES_PER_TOKEN) as u64
+}
+
+/// Input tokens one image costs at most, as Bedrock's Claude models bill it: (width × height)
+/// / 750, an image being scaled to about 1.15 megapixels first.
+pub const IMAGE_TOKENS: usize = 1_600;
+
+/// What a message's attachments cost beyond their reference (the message's JSON holds only
+/// the blob key), in bytes at [`BYTES_PER_TOKEN`]: the provider reads the blob itself, on every
+/// call that sends the message. An image: [`IMAGE_TOKENS`]. A text document (`text/*`, JSON,
+/// XML): its bytes, read as text. Any other document (PDF, Word, a spreadsheet): half its
+/// bytes — its text is what is billed, and compression, fonts and pictures make its file larger
+/// than that text; a document that is mostly pictures is over-reserved, which settling gives
+/// back.
+pub fn media_bytes(message: &ChatMessage) -> usize {
+    message
+        .parts
+        .iter()
+        .map(|part| match part {
+            Part::Image(_) => IMAGE_TOKENS * BYTES_PER_TOKEN,
+            Part::Document(media) if is_text(media) => size(media),
+            Part::Document(media) => size(media) / 2,
+            _ => 0,
+        })
+        .sum()
+}
+
+fn size(media: &MediaRef) -> usize {
+    usize::try_from(media.size_bytes).unwrap_or(usize::MAX)
+}
+
+fn is_text(media: &MediaRef) -> bool {
+    let mime = media.mime_type.to_ascii_lowercase();
+    mime.starts_with("text/") || mime.ends_with("json") || mime.ends_with("xml")
 }
 
 /// Output tokens `bytes` of streamed output probably cost ([`BYTES_PER_TOKEN`]).
@@ -47,6 +83,37 @@ mod tests {
         });
         let with_history = estimate_input_tokens(&request);
         assert!((1_100..1_150).contains(&with_history), "{with_history}");
+    }
+
+    /// An attachment is billed by what the provider reads from the blob, not by its reference:
+    /// a 700 KB CSV is about 175,000 tokens, an image up to 1,600, a PDF half its bytes.
+    #[test]
+    fn attachments_are_estimated_by_their_size_not_their_reference() {
+        let media = |mime: &str, size_bytes| transcript::MediaRef {
+            key: "media/k".into(),
+            mime_type: mime.into(),
+            size_bytes,
+        };
+        let request = |parts: Vec<Part>| ChatRequest {
+            model: "m".into(),
+            system: String::new(),
+            messages: vec![ChatMessage {
+                role: Role::User,
+                parts: parts.into(),
+            }],
+            tools: Default::default(),
+            settings: Default::default(),
+        };
+        let words = estimate_input_tokens(&request(vec![Part::text("see attached")]));
+        let with = |part: Part| {
+            estimate_input_tokens(&request(vec![Part::text("see attached"), part])) - words
+        };
+        let csv = with(Part::Document(media("text/csv", 700_000)));
+        assert!((175_000..175_100).contains(&csv), "{csv}");
+        let pdf = with(Part::Document(media("application/pdf", 700_000)));
+        assert!((87_500..87_600).contains(&pdf), "{pdf}");
+        let image = with(Part::Image(media("image/png", 3_000_000)));
+        assert!((1_600..1_700).contains(&image), "{image}");
     }
 
     #[test]

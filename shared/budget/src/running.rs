@@ -11,7 +11,7 @@
 //! position, everything up to it is counted already. Anything else (compaction, a merged
 //! message, another turn's history) is measured from scratch.
 
-use crate::estimate::BYTES_PER_TOKEN;
+use crate::estimate::{BYTES_PER_TOKEN, media_bytes};
 use backend::{ChatMessage, ChatRequest, ToolSpec};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -27,7 +27,7 @@ struct Measured {
     last: Arc<[Part]>,
     /// How many messages were measured (the last one is `messages[count - 1]`).
     count: usize,
-    /// Σ of the measured messages' JSON bytes.
+    /// Σ of the measured messages' JSON bytes and their attachments' ([`media_bytes`]).
     bytes: usize,
     tools: Arc<[ToolSpec]>,
     tools_bytes: usize,
@@ -52,7 +52,10 @@ impl RunningEstimate {
             Some(m) if Arc::ptr_eq(&m.tools, &request.tools) => m.tools_bytes,
             _ => json_bytes(&*request.tools),
         };
-        bytes += messages[from..].iter().map(json_bytes).sum::<usize>();
+        bytes += messages[from..]
+            .iter()
+            .map(|m| json_bytes(m) + media_bytes(m))
+            .sum::<usize>();
         if let (Some(first), Some(last)) = (messages.first(), messages.last()) {
             if memory.len() >= REMEMBERED && !memory.contains_key(conversation) {
                 memory.clear();
@@ -136,6 +139,33 @@ mod tests {
                 estimate_input_tokens(&r),
                 "call {i}"
             );
+        }
+    }
+
+    #[test]
+    fn attachments_count_the_same_as_in_the_full_walk() {
+        let running = RunningEstimate::default();
+        let conv = ConversationId("c".into());
+        let tools: Arc<[ToolSpec]> = Vec::new().into();
+        let mut history = Vec::new();
+        for i in 0..40u64 {
+            let media = transcript::MediaRef {
+                key: format!("media/{i}"),
+                mime_type: if i % 2 == 0 { "text/csv" } else { "image/png" }.into(),
+                size_bytes: 10_000 * (i + 1),
+            };
+            let attachment = match i % 2 {
+                0 => Part::Document(media),
+                _ => Part::Image(media),
+            };
+            history.push(ChatMessage {
+                role: Role::User,
+                parts: vec![Part::text(format!("file {i}")), attachment].into(),
+            });
+            let r = request(history.clone(), &tools);
+            let full = estimate_input_tokens(&r);
+            assert_eq!(running.input_tokens(&conv, &r), full, "call {i}");
+            assert!(full > 1_600 * (i / 2), "call {i}: {full}");
         }
     }
 

@@ -9,7 +9,8 @@ use tools::Ctx;
 impl Planner {
     /// `Some(description)` for a risky call: cancelling a published event or one with
     /// attendees, withdrawing an attendee, moving a published event to another date or venue
-    /// or lowering its capacity to what is registered (registration shuts),
+    /// or lowering its capacity at all (to what is registered, registration shuts; above it,
+    /// a registration or two more would shut it, and registering is no risky call),
     /// re-planning the saved timetable of a published event, or changing what it shows (its
     /// days, rooms and breaks; a session's length), and an undo that would do any of these.
     /// The description names
@@ -99,17 +100,27 @@ impl Planner {
                         moves.join(" and ")
                     ));
                 }
-                // A capacity lowered to what is registered shuts registration to everyone else.
+                // A capacity lowered to what is registered shuts registration to everyone else;
+                // lowered at all, it leaves fewer places, which a registration (no risky call)
+                // can then fill: so any lowering waits for a yes.
                 if let Some(to) = args.get("capacity").and_then(Value::as_u64)
                     && to < u64::from(event.capacity)
-                    && to <= u64::from(event.registered)
                 {
-                    changes.push(format!(
-                        "Close registration for {} (published): capacity from {} to {to}, with {} registered",
-                        one_line(&event.title),
-                        event.capacity,
-                        event.registered
-                    ));
+                    changes.push(if to <= u64::from(event.registered) {
+                        format!(
+                            "Close registration for {} (published): capacity from {} to {to}, with {} registered",
+                            one_line(&event.title),
+                            event.capacity,
+                            event.registered
+                        )
+                    } else {
+                        format!(
+                            "Lower the capacity of {} (published, {} registered) from {} to {to}",
+                            one_line(&event.title),
+                            event.registered,
+                            event.capacity
+                        )
+                    });
                 }
                 (!changes.is_empty()).then(|| changes.join("; "))
             }
@@ -332,12 +343,21 @@ fn undo_effect(change: &store::Change) -> Option<String> {
             if before.status != EventStatus::Published {
                 return Some(format!("unpublish {}", one_line(&now.title)));
             }
-            (before.starts_at != now.starts_at || before.venue != now.venue).then(|| {
-                format!(
+            if before.starts_at != now.starts_at || before.venue != now.venue {
+                return Some(format!(
                     "move the published event {} back to {} at {}",
                     one_line(&now.title),
                     before.starts_at,
                     one_line(&before.venue)
+                ));
+            }
+            // Its capacity going back down leaves fewer places (or none), as lowering it does.
+            (before.capacity < now.capacity).then(|| {
+                format!(
+                    "lower the capacity of the published event {} back to {} ({} registered)",
+                    one_line(&now.title),
+                    before.capacity,
+                    now.registered
                 )
             })
         }

@@ -417,6 +417,39 @@ async fn risk_is_described_from_stored_state() {
             "{capacity}"
         );
     }
+    // Lowered at all, even above what is registered: a registration or two (no risky call)
+    // could then shut it.
+    w.planner
+        .update_event(
+            &caller("alice", "a5"),
+            &event.id,
+            planner::EventChanges {
+                capacity: Some(50),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let lower = json!({"event_id": event.id, "capacity": 2});
+    assert_eq!(
+        w.planner
+            .assess_risk(&alice, "update_event", &lower)
+            .await
+            .as_deref(),
+        Some("Lower the capacity of Spring Open (published, 1 registered) from 50 to 2")
+    );
+    // And so does undoing the raise: the capacity goes back down.
+    let undo = w
+        .planner
+        .assess_risk(&alice, "undo", &json!({}))
+        .await
+        .unwrap_or_default();
+    assert!(
+        undo.ends_with(
+            "lower the capacity of the published event Spring Open back to 2 (1 registered)"
+        ),
+        "{undo}"
+    );
     let renamed = json!({"event_id": event.id, "title": "Spring Open 2025", "venue": "Court 1"});
     assert_eq!(
         w.planner

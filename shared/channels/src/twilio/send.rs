@@ -16,6 +16,13 @@ pub const MAX_CHARS: usize = 1_600;
 
 /// At most this many numbered options are offered.
 pub const MAX_BUTTONS: usize = 3;
+/// Text messages one reply sends at most (each up to [`MAX_CHARS`], which Twilio bills as up to
+/// 11 segments, or 24 with characters outside GSM-7). Every segment is paid for, and a sender
+/// can ask for a long answer (in emoji, even) every message: a reply longer than this is cut
+/// short, with [`CUT_SHORT`] at its end.
+pub const MAX_PIECES: usize = 3;
+/// What ends a reply cut short at [`MAX_PIECES`] messages.
+pub const CUT_SHORT: &str = "(This answer was too long for text messages and was cut short. Ask for the rest, or for a shorter answer.)";
 
 /// An option's title is cut to this many characters.
 pub const MAX_BUTTON_TITLE: usize = 20;
@@ -73,10 +80,21 @@ impl TwilioSender {
 }
 
 /// The SMS bodies for a reply, in order: `text` formatted as plain text and split on paragraph
-/// boundaries, then the buttons as numbered options (`1. Yes`, one per line) appended to the last
-/// piece, or sent as a last piece of their own when they do not fit.
+/// boundaries — at most [`MAX_PIECES`], the last ending with [`CUT_SHORT`] when there was more —
+/// then the buttons as numbered options (`1. Yes`, one per line) appended to the last piece, or
+/// sent as a last piece of their own when they do not fit.
 pub fn pieces(text: &str, buttons: &[Button]) -> Vec<String> {
     let mut pieces = crate::split::split(&format(text), MAX_CHARS);
+    if pieces.len() > MAX_PIECES {
+        pieces.truncate(MAX_PIECES);
+        let last = pieces.pop().unwrap_or_default();
+        let room = MAX_CHARS - 2 - CUT_SHORT.chars().count();
+        let kept = crate::split::split(&last, room)
+            .into_iter()
+            .next()
+            .unwrap_or_default();
+        pieces.push(format!("{kept}\n\n{CUT_SHORT}"));
+    }
     let Some(options) = numbered_options(buttons) else {
         return pieces;
     };
@@ -289,6 +307,28 @@ mod tests {
         let p = pieces(&text, &[button("y", "Yes")]);
         assert_eq!(p.len(), 1);
         assert_eq!(p[0].chars().count(), MAX_CHARS);
+    }
+
+    /// However long the answer (100,000 characters outside GSM-7 were 63 messages, about 1,500
+    /// billed segments), a reply is at most three messages, the last saying it was cut short;
+    /// a confirmation's options still come after it.
+    #[test]
+    fn a_long_answer_is_cut_short_at_three_messages() {
+        let p = pieces(&"é ".repeat(50_000), &[]);
+        assert_eq!(p.len(), MAX_PIECES);
+        assert!(p.iter().all(|piece| piece.chars().count() <= MAX_CHARS));
+        assert!(p[2].ends_with(CUT_SHORT), "{}", p[2]);
+        assert!(!p[1].contains(CUT_SHORT));
+        let asked = pieces(
+            &"word ".repeat(20_000),
+            &[button("y", "Yes"), button("n", "No")],
+        );
+        assert_eq!(asked.len(), MAX_PIECES + 1);
+        assert!(asked[2].ends_with(CUT_SHORT));
+        assert_eq!(asked[3], "1. Yes\n2. No");
+        // Three messages' worth is sent whole.
+        let three = "x".repeat(MAX_CHARS * 3);
+        assert_eq!(pieces(&three, &[]).concat(), three);
     }
 
     #[test]
