@@ -213,7 +213,7 @@ fn message_event_saying(id: &str, text: &str) -> String {
 impl Aws {
     async fn post(&self, event_json: &str) -> u16 {
         let req = lambda_http::request::from_str(event_json).unwrap();
-        webhook::lambda::handle(&self.webhook, req, NOW_S)
+        webhook::lambda::handle(&self.webhook, req, NOW_S * 1000)
             .await
             .status()
             .as_u16()

@@ -315,11 +315,21 @@ async fn full_journey(platform: Platform) {
     assert!(pieces.len() >= 2, "{platform:?}: {pieces:#?}");
     let pieces: Vec<String> = pieces.iter().map(|p| platform.said(p)).collect();
     assert!(pieces[0].contains("First paragraph"), "{platform:?}");
-    let second = pieces
-        .iter()
-        .position(|p| p.contains("Second paragraph"))
-        .unwrap();
-    assert!(second > 0, "{platform:?}: in order");
+    if platform == Platform::Twilio {
+        // Past three text messages an SMS reply is cut short, saying so; its last paragraph
+        // (the question the buttons answer) still comes.
+        assert_eq!(pieces.len(), channels::twilio::MAX_PIECES, "{pieces:#?}");
+        assert!(
+            pieces[2].contains(channels::twilio::CUT_SHORT) && pieces[2].contains("Which one?"),
+            "{pieces:#?}"
+        );
+    } else {
+        let second = pieces
+            .iter()
+            .position(|p| p.contains("Second paragraph"))
+            .unwrap();
+        assert!(second > 0, "{platform:?}: in order");
+    }
     let last = pieces.last().unwrap();
     assert!(
         last.contains("Spring Open") && last.contains("Summer Cup"),

@@ -584,6 +584,11 @@ async fn a_users_tokens_share_one_requests_per_minute_and_another_user_has_their
             .contains("Too many requests"),
         "{body}"
     );
+    assert_eq!(
+        body["error"]["code"],
+        mcp::handler::RATE_LIMITED.0,
+        "not an internal error: {body}"
+    );
     let another = mcp.call(&second, "list_events", json!({})).await;
     assert_eq!(another["isError"], true, "a second token shares the count");
     assert!(text(&another).contains("at most 3 a minute"), "{another}");

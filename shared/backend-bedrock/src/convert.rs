@@ -375,6 +375,26 @@ mod tests {
     use crate::document::from_document;
     use backend::{ChatMessage, InferenceSettings};
 
+    /// The documents a budget estimates by size are the ones sent as documents, and nothing
+    /// else is (a voice note goes as a line naming it).
+    #[test]
+    fn the_documents_sent_are_the_ones_the_budget_counts() {
+        let documents = backend::documents::TEXT_DOCUMENTS
+            .iter()
+            .chain(backend::documents::FILE_DOCUMENTS);
+        for mime in documents {
+            assert!(document_format(mime).is_some(), "{mime}");
+        }
+        for mime in [
+            "audio/ogg",
+            "video/mp4",
+            "application/json",
+            "application/zip",
+        ] {
+            assert!(document_format(mime).is_none(), "{mime}");
+        }
+    }
+
     fn request(messages: Vec<ChatMessage>) -> ChatRequest {
         ChatRequest {
             model: String::new(),

@@ -6,6 +6,7 @@
 //!
 //! Depends on `transcript` only (plus async plumbing). Never on AWS, Lambda, stores or the engine.
 
+pub mod documents;
 mod error;
 mod event;
 mod request;

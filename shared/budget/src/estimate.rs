@@ -27,21 +27,28 @@ pub fn estimate_input_tokens(request: &ChatRequest) -> u64 {
 /// / 750, an image being scaled to about 1.15 megapixels first.
 pub const IMAGE_TOKENS: usize = 1_600;
 
+/// Input tokens at most one PDF, Word or Excel file is estimated at (about 50 pages of text).
+pub const FILE_DOCUMENT_TOKENS: usize = 25_000;
+
 /// What a message's attachments cost beyond their reference (the message's JSON holds only
 /// the blob key), in bytes at [`BYTES_PER_TOKEN`]: the provider reads the blob itself, on every
-/// call that sends the message. An image: [`IMAGE_TOKENS`]. A text document (`text/*`, JSON,
-/// XML): its bytes, read as text. Any other document (PDF, Word, a spreadsheet): half its
-/// bytes — its text is what is billed, and compression, fonts and pictures make its file larger
-/// than that text; a document that is mostly pictures is over-reserved, which settling gives
-/// back.
+/// call that sends the message. An image: [`IMAGE_TOKENS`]. A text document
+/// ([`TEXT_DOCUMENTS`](backend::documents::TEXT_DOCUMENTS)): its bytes, read as text. A PDF,
+/// Word or Excel file ([`FILE_DOCUMENTS`](backend::documents::FILE_DOCUMENTS)): half its bytes
+/// (its text is what is billed, and compression, fonts and pictures make the file larger than
+/// that text), at most [`FILE_DOCUMENT_TOKENS`], so that one large file cannot keep every call
+/// of its conversation above a per-minute cap. Anything else (a voice note, a video) goes to
+/// the model as a line naming it: nothing more.
 pub fn media_bytes(message: &ChatMessage) -> usize {
     message
         .parts
         .iter()
         .map(|part| match part {
             Part::Image(_) => IMAGE_TOKENS * BYTES_PER_TOKEN,
-            Part::Document(media) if is_text(media) => size(media),
-            Part::Document(media) => size(media) / 2,
+            Part::Document(media) if is(media, backend::documents::TEXT_DOCUMENTS) => size(media),
+            Part::Document(media) if is(media, backend::documents::FILE_DOCUMENTS) => {
+                (size(media) / 2).min(FILE_DOCUMENT_TOKENS * BYTES_PER_TOKEN)
+            }
             _ => 0,
         })
         .sum()
@@ -51,9 +58,8 @@ fn size(media: &MediaRef) -> usize {
     usize::try_from(media.size_bytes).unwrap_or(usize::MAX)
 }
 
-fn is_text(media: &MediaRef) -> bool {
-    let mime = media.mime_type.to_ascii_lowercase();
-    mime.starts_with("text/") || mime.ends_with("json") || mime.ends_with("xml")
+fn is(media: &MediaRef, kinds: &[&str]) -> bool {
+    kinds.contains(&media.mime_type.to_ascii_lowercase().as_str())
 }
 
 /// Output tokens `bytes` of streamed output probably cost ([`BYTES_PER_TOKEN`]).
@@ -86,7 +92,8 @@ mod tests {
     }
 
     /// An attachment is billed by what the provider reads from the blob, not by its reference:
-    /// a 700 KB CSV is about 175,000 tokens, an image up to 1,600, a PDF half its bytes.
+    /// a 700 KB CSV is about 175,000 tokens, an image up to 1,600, a PDF half its bytes up to
+    /// 25,000 tokens; a voice note, sent as a line naming it, nothing.
     #[test]
     fn attachments_are_estimated_by_their_size_not_their_reference() {
         let media = |mime: &str, size_bytes| transcript::MediaRef {
@@ -110,10 +117,14 @@ mod tests {
         };
         let csv = with(Part::Document(media("text/csv", 700_000)));
         assert!((175_000..175_100).contains(&csv), "{csv}");
-        let pdf = with(Part::Document(media("application/pdf", 700_000)));
-        assert!((87_500..87_600).contains(&pdf), "{pdf}");
+        let pdf = with(Part::Document(media("application/pdf", 100_000)));
+        assert!((12_500..12_600).contains(&pdf), "{pdf}");
         let image = with(Part::Image(media("image/png", 3_000_000)));
         assert!((1_600..1_700).contains(&image), "{image}");
+        let book = with(Part::Document(media("application/pdf", 4_000_000)));
+        assert!((25_000..25_100).contains(&book), "{book}");
+        let voice = with(Part::Document(media("audio/ogg", 1_000_000)));
+        assert!(voice <= 25, "only its reference: {voice}");
     }
 
     #[test]

@@ -335,11 +335,11 @@ impl Guard for BudgetGuard {
 
     /// A call's reported usage settles it. Without one (the provider said nothing, or the call
     /// failed), an estimate does, never zero for what was used: the request's estimated input
-    /// once anything came back (the provider read it all), and the streamed bytes / 4 as
-    /// output, at most the call's output allowance; the whole allowance for a call that
-    /// failed after it started without showing anything (its output was being held back, as
-    /// a tool call's input is until complete). A call that failed before anything came back
-    /// is released.
+    /// once anything came back (the provider read it all), and as output the streamed bytes
+    /// / 4, at most the call's output allowance, for a call that finished; the whole allowance
+    /// for one that failed after it started, whatever it showed (its output may have been held
+    /// back, as a tool call's input is until complete). A call that failed before anything
+    /// came back is released.
     async fn settle(&self, _conversation: &Conversation, permit: Permit, report: &CallReport) {
         if let Some(settlement) = self.settlement(permit, report) {
             settlement.apply().await;

@@ -86,6 +86,11 @@ impl std::fmt::Debug for BridleMcp {
     }
 }
 
+/// The JSON-RPC error code of a `tools/list` over the user's rate (one of the codes JSON-RPC
+/// leaves to the server, -32000 to -32099; a `tools/call` over it gets a tool error the model
+/// reads instead).
+pub const RATE_LIMITED: rmcp::model::ErrorCode = rmcp::model::ErrorCode(-32029);
+
 /// The largest JSON-RPC request body `/mcp` reads; a longer one gets 413 before it is parsed.
 /// A tool call's arguments are a few ids and short texts (the schemas cap them), so this is
 /// generous; rmcp's own default is 4 MiB.
@@ -236,11 +241,33 @@ impl BridleMcp {
                 }
             }
         };
+        let response = self
+            .judged_and_run(&caller, &ctx, &call, &request, meta, read_only)
+            .await;
+        // Given back on every way out: a refusal or a question too, so the human's answer (a
+        // new request, perhaps on another instance) finds the turn free.
+        if let Some(turn) = turn {
+            turn.give_back().await;
+        }
+        response
+    }
+
+    /// The confirmation policy's judgement of a changing call (asking the human through the
+    /// client when it can), then the call through the runner as the token's user.
+    async fn judged_and_run(
+        &self,
+        caller: &McpCaller,
+        ctx: &Ctx,
+        call: &ToolCall,
+        request: &CallToolRequestParams,
+        meta: &RequestMetaObject,
+        read_only: bool,
+    ) -> CallToolResponse {
         if !read_only
             && let Some(description) = self
                 .shared
                 .policy
-                .assess(&ctx, &call.name, &call.input)
+                .assess(ctx, &call.name, &call.input)
                 .await
         {
             if caller.scope < TokenScope::Risky {
@@ -260,8 +287,8 @@ impl BridleMcp {
             let now = (self.shared.clock)();
             match decide(
                 self.shared.pending.as_ref(),
-                &ctx,
-                &call,
+                ctx,
+                call,
                 &description,
                 round,
                 now,
@@ -276,10 +303,7 @@ impl BridleMcp {
             }
         }
         tracing::info!(tool = %call.name, action_id = %ctx.action_id, token_id = %caller.token_id, "MCP tool call");
-        let outcome = registry.run(&ctx, MCP_PURPOSE, &call).await;
-        if let Some(turn) = turn {
-            turn.give_back().await;
-        }
+        let outcome = self.shared.registry.run(ctx, MCP_PURPOSE, call).await;
         mcp_result(&outcome).into()
     }
 }
@@ -301,7 +325,9 @@ impl ServerHandler for BridleMcp {
     ) -> Result<ListToolsResult, ErrorData> {
         let caller = caller(&context)?;
         if let Counted::Refused(text) = self.count(&caller).await {
-            return Err(ErrorData::internal_error(text, None));
+            // Not an internal error (-32603, which a client may take for a fault and retry at
+            // once): the sentence says when to come back.
+            return Err(ErrorData::new(RATE_LIMITED, text, None));
         }
         let risky = &self.shared.options.may_be_risky;
         let tools = self

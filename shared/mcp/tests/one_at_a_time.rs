@@ -25,15 +25,15 @@ fn now_ms() -> i64 {
         .as_millis() as i64
 }
 
-/// Counts what it judged; judges nothing risky.
+/// Counts what it judged; judges only `risky_change` risky.
 #[derive(Default)]
 struct Judging(AtomicUsize);
 
 #[async_trait::async_trait]
 impl engine::RiskPolicy for Judging {
-    async fn assess(&self, _: &Ctx, _: &str, _: &Value) -> Option<String> {
+    async fn assess(&self, _: &Ctx, tool: &str, _: &Value) -> Option<String> {
         self.0.fetch_add(1, Ordering::SeqCst);
-        None
+        (tool == "risky_change").then(|| "Do the risky thing".to_owned())
     }
 }
 
@@ -54,7 +54,7 @@ impl Gate {
     }
 }
 
-/// `change` (a change) and `look` (read-only).
+/// `change` and `risky_change` (changes) and `look` (read-only).
 fn registry(gate: Arc<Gate>) -> Registry {
     let mut r = Registry::default();
     let schema = json!({"type": "object"});
@@ -70,6 +70,11 @@ fn registry(gate: Arc<Gate>) -> Registry {
                 Ok(json!({"ok": true}))
             }
         }),
+    )
+    .unwrap();
+    r.register(
+        ToolDef::new("risky_change", "Risky change.", schema.clone()).purposes(&[mcp::MCP_PURPOSE]),
+        handler_fn(|_ctx: Ctx, _args: Value| async { Ok(json!({"done": true})) }),
     )
     .unwrap();
     r.register(
@@ -202,4 +207,23 @@ async fn a_change_that_waits_too_long_is_refused_with_nothing_done() {
     let done = call(app, "change").await;
     assert_eq!(done["isError"], false, "{done}");
     assert_eq!(gate.ran.load(Ordering::SeqCst), 2);
+}
+
+/// A call refused after its judgement (here: risky, and the token may only write) gives its
+/// turn back before it answers, as a question to the human does: the next request, which may
+/// come to another instance, finds it free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_refused_after_its_judgement_gives_its_turn_back_before_it_answers() {
+    let gate = Gate::new(1);
+    let judging = Arc::new(Judging::default());
+    let (app, store) = setup(gate.clone(), judging.clone()).await;
+    let refused = call(app, "risky_change").await;
+    assert_eq!(refused["isError"], true, "{refused}");
+    assert_eq!(judging.0.load(Ordering::SeqCst), 1);
+    let now = now_ms();
+    let free = store
+        .acquire_lease(&"mcp:tok_ana".into(), "mcp:next", now, now + 1_000)
+        .await
+        .unwrap();
+    assert_eq!(free, Lease::Held, "the turn was given back");
 }

@@ -595,7 +595,7 @@ pub async fn check_unknown_receipt(q: &dyn JobQueue, _: &QueueSettings, fidelity
 /// Every field of a job comes back exactly: media, button id, unusual text, extreme numbers.
 pub async fn check_round_trip(q: &dyn JobQueue, _: &QueueSettings, _: &Fidelity) {
     let full = TurnJob {
-        addressed_to: None,
+        addressed_to: Some("106540352242922".into()),
         trace_context: [
             (
                 "traceparent".to_string(),

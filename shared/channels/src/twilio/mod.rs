@@ -53,8 +53,8 @@ pub mod verify;
 pub use format::format;
 pub use parse::{MAX_MEDIA, STATUS_CALLBACK_STATUSES};
 pub use send::{
-    DEFAULT_API_BASE, MAX_BUTTON_TITLE, MAX_BUTTONS, MAX_CHARS, REQUEST_TIMEOUT, TwilioCredentials,
-    TwilioSender, pieces,
+    CUT_SHORT, DEFAULT_API_BASE, MAX_BUTTON_TITLE, MAX_BUTTONS, MAX_CHARS, MAX_PIECES,
+    REQUEST_TIMEOUT, TwilioCredentials, TwilioSender, pieces,
 };
 pub use verify::{FORM_CONTENT_TYPE, SIGNATURE_HEADER, request_url, sign, signed_string};
 

@@ -21,7 +21,7 @@ pub const MAX_BUTTONS: usize = 3;
 /// can ask for a long answer (in emoji, even) every message: a reply longer than this is cut
 /// short, with [`CUT_SHORT`] at its end.
 pub const MAX_PIECES: usize = 3;
-/// What ends a reply cut short at [`MAX_PIECES`] messages.
+/// What a reply cut short at [`MAX_PIECES`] messages says where it was cut.
 pub const CUT_SHORT: &str = "(This answer was too long for text messages and was cut short. Ask for the rest, or for a shorter answer.)";
 
 /// An option's title is cut to this many characters.
@@ -80,20 +80,14 @@ impl TwilioSender {
 }
 
 /// The SMS bodies for a reply, in order: `text` formatted as plain text and split on paragraph
-/// boundaries — at most [`MAX_PIECES`], the last ending with [`CUT_SHORT`] when there was more —
-/// then the buttons as numbered options (`1. Yes`, one per line) appended to the last piece, or
-/// sent as a last piece of their own when they do not fit.
+/// boundaries — at most [`MAX_PIECES`], cut short when there was more ([`cut_short`]) — then
+/// the buttons as numbered options (`1. Yes`, one per line) appended to the last piece, or sent
+/// as a last piece of their own when they do not fit.
 pub fn pieces(text: &str, buttons: &[Button]) -> Vec<String> {
-    let mut pieces = crate::split::split(&format(text), MAX_CHARS);
+    let formatted = format(text);
+    let mut pieces = crate::split::split(&formatted, MAX_CHARS);
     if pieces.len() > MAX_PIECES {
-        pieces.truncate(MAX_PIECES);
-        let last = pieces.pop().unwrap_or_default();
-        let room = MAX_CHARS - 2 - CUT_SHORT.chars().count();
-        let kept = crate::split::split(&last, room)
-            .into_iter()
-            .next()
-            .unwrap_or_default();
-        pieces.push(format!("{kept}\n\n{CUT_SHORT}"));
+        pieces = cut_short(&formatted);
     }
     let Some(options) = numbered_options(buttons) else {
         return pieces;
@@ -105,6 +99,39 @@ pub fn pieces(text: &str, buttons: &[Button]) -> Vec<String> {
         }
         _ => pieces.push(options),
     }
+    pieces
+}
+
+/// `text` (longer than [`MAX_PIECES`] messages) in [`MAX_PIECES`] messages: its beginning, then
+/// [`CUT_SHORT`], then its last paragraph whole when that fits in one message with the note. A
+/// confirmation's last paragraph is what a yes does ("If you say yes: …", written under the
+/// model's words): a reply cut short must never show "1. Yes" without it.
+fn cut_short(text: &str) -> Vec<String> {
+    let note_chars = CUT_SHORT.chars().count();
+    let (body, ending) = match text.trim_end().rsplit_once("\n\n") {
+        Some((body, last)) if last.chars().count() + 2 + note_chars <= MAX_CHARS => {
+            (body, format!("{CUT_SHORT}\n\n{last}"))
+        }
+        _ => (text, CUT_SHORT.to_owned()),
+    };
+    let mut pieces: Vec<String> = crate::split::split(body, MAX_CHARS)
+        .into_iter()
+        .take(MAX_PIECES)
+        .collect();
+    let last = pieces.pop().unwrap_or_default();
+    let room = MAX_CHARS - ending.chars().count();
+    let kept = match room.checked_sub(2) {
+        Some(room) if room > 0 => crate::split::split(&last, room)
+            .into_iter()
+            .next()
+            .unwrap_or_default(),
+        _ => String::new(),
+    };
+    pieces.push(if kept.is_empty() {
+        ending
+    } else {
+        format!("{kept}\n\n{ending}")
+    });
     pieces
 }
 
@@ -310,8 +337,9 @@ mod tests {
     }
 
     /// However long the answer (100,000 characters outside GSM-7 were 63 messages, about 1,500
-    /// billed segments), a reply is at most three messages, the last saying it was cut short;
-    /// a confirmation's options still come after it.
+    /// billed segments), a reply is at most three messages, the last saying it was cut short.
+    /// A confirmation's last paragraph, what a yes does, is kept whole after the cut, and its
+    /// options still follow.
     #[test]
     fn a_long_answer_is_cut_short_at_three_messages() {
         let p = pieces(&"é ".repeat(50_000), &[]);
@@ -319,13 +347,17 @@ mod tests {
         assert!(p.iter().all(|piece| piece.chars().count() <= MAX_CHARS));
         assert!(p[2].ends_with(CUT_SHORT), "{}", p[2]);
         assert!(!p[1].contains(CUT_SHORT));
-        let asked = pieces(
-            &"word ".repeat(20_000),
-            &[button("y", "Yes"), button("n", "No")],
+        let held = "If you say yes:\n- Withdraw Dana Lee from Spring Open\n- Cancel Spring Open";
+        let question = format!("{}\n\n{held}", "word ".repeat(20_000));
+        let asked = pieces(&question, &[button("y", "Yes"), button("n", "No")]);
+        assert!(asked.iter().all(|piece| piece.chars().count() <= MAX_CHARS));
+        assert!(asked.len() <= MAX_PIECES + 1, "{}", asked.len());
+        let shown = asked.join("\n\n");
+        assert!(
+            shown.contains(&format!("{CUT_SHORT}\n\n{held}")),
+            "what a yes does is shown whole: {shown}"
         );
-        assert_eq!(asked.len(), MAX_PIECES + 1);
-        assert!(asked[2].ends_with(CUT_SHORT));
-        assert_eq!(asked[3], "1. Yes\n2. No");
+        assert!(shown.ends_with("1. Yes\n2. No"), "{shown}");
         // Three messages' worth is sent whole.
         let three = "x".repeat(MAX_CHARS * 3);
         assert_eq!(pieces(&three, &[]).concat(), three);
