@@ -20,8 +20,10 @@ use transcript::ConversationId;
 
 /// How long a changing call waits for the token's earlier ones.
 pub const WAIT: Duration = Duration::from_secs(10);
-/// How long a turn is held at most (a tool call takes a fraction of this).
-pub const HOLD: Duration = Duration::from_secs(30);
+/// How long a turn is held at most: past the runner's time limit for a tool call (30 s by
+/// default, `tools::RunnerOptions`) and the judgement's few reads, so a slow call still holds
+/// its turn until it has run.
+pub const HOLD: Duration = Duration::from_secs(45);
 
 /// The token's turn, held: [`Turn::give_back`] when the call has run; dropped unused (a call
 /// cut short), given back from a task.
