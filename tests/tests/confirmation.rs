@@ -109,6 +109,13 @@ impl Setup {
         self.last_result().await
     }
 
+    /// When the last reply (the one that asked) was written.
+    async fn asked_at(&self) -> i64 {
+        let transcript = self.h.transcript().await;
+        let reply = transcript.iter().rev().find(|m| m.role == Role::Assistant);
+        reply.expect("a reply").created_at_ms
+    }
+
     async fn last_result(&self) -> Value {
         let transcript = self.h.transcript().await;
         let tool_message = transcript
@@ -202,14 +209,7 @@ async fn a_yes_sent_before_the_question_was_asked_confirms_nothing() {
     s.h.model
         .push(Reply::text("Shall I withdraw Dana Lee from Spring Open?"));
     s.h.turn("how is dana's registration doing?").await;
-    let asked_at =
-        s.h.transcript()
-            .await
-            .iter()
-            .rev()
-            .find(|m| m.role == Role::Assistant)
-            .unwrap()
-            .created_at_ms;
+    let asked_at = s.asked_at().await;
 
     // Sent while the first turn ran: the model repeats the call, and it is held again.
     s.h.model
@@ -220,14 +220,7 @@ async fn a_yes_sent_before_the_question_was_asked_confirms_nothing() {
     assert_eq!(s.attendees(&event).await, 1, "Dana is still registered");
 
     // Asked again on that turn; the yes sent after it confirms.
-    let asked_again =
-        s.h.transcript()
-            .await
-            .iter()
-            .rev()
-            .find(|m| m.role == Role::Assistant)
-            .unwrap()
-            .created_at_ms;
+    let asked_again = s.asked_at().await;
     s.h.model
         .push(Reply::tool_call("c3", "withdraw_attendee", args.clone()));
     s.h.model.push(Reply::text("Done."));

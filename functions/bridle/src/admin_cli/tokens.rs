@@ -99,28 +99,16 @@ impl std::fmt::Debug for TokenDeps {
 pub async fn open_token_store(
     source: &StoreSource,
 ) -> Result<(Arc<dyn Store>, Arc<dyn Tokens>), CliError> {
-    Ok(match source {
-        StoreSource::Sqlite(path) => {
-            if !path.exists() {
-                return Err(CliError::refused(format!(
-                    "There is no Bridle database at {}: pass --db FILE, set BRIDLE_DB, or run \
-                     `bridle serve` first.",
-                    path.display()
-                )));
-            }
-            let store = Arc::new(store_sqlite::SqliteStore::open(path).map_err(
-                CliError::store(format!("cannot open the database {}", path.display())),
-            )?);
-            (store.clone(), store)
-        }
-        StoreSource::DynamoDb { table } => {
-            let store = Arc::new(store_dynamodb::DynamoStore::new(
-                super::dynamodb_client().await,
-                table.clone(),
-            ));
-            (store.clone(), store)
-        }
-    })
+    if let StoreSource::Sqlite(path) = source
+        && !path.exists()
+    {
+        return Err(CliError::refused(format!(
+            "There is no Bridle database at {}: pass --db FILE, set BRIDLE_DB, or run \
+             `bridle serve` first.",
+            path.display()
+        )));
+    }
+    super::open_store_with_tokens(source, false).await
 }
 
 /// A new token for `user`: stored as its hash, returned once. A clash of ids or hashes (never
