@@ -19,6 +19,8 @@ pub struct FlakyStore {
     results_left: AtomicI64,
     /// Domain record reads fail while set (storage gone for reads).
     records_unreadable: AtomicBool,
+    /// The next undo finds another undo of its user landed just before it.
+    undo_elsewhere_first: AtomicBool,
 }
 
 impl FlakyStore {
@@ -28,7 +30,15 @@ impl FlakyStore {
             appends_left: AtomicI64::new(-1),
             results_left: AtomicI64::new(-1),
             records_unreadable: AtomicBool::new(false),
+            undo_elsewhere_first: AtomicBool::new(false),
         }
+    }
+
+    /// Just before the next undo, another undo of the same user (the user's own, reaching any
+    /// conversation) lands first: two undoers of one stack, which a conversation's lease keeps
+    /// apart unless it lapsed.
+    pub fn undo_elsewhere_first(&self) {
+        self.undo_elsewhere_first.store(true, Ordering::SeqCst);
     }
 
     /// Fail every domain record read (`record`, `next_undo`) until [`FlakyStore::heal`].
@@ -312,6 +322,17 @@ impl store::Records for FlakyStore {
         self.inner.commit(commit).await
     }
     async fn undo_last(&self, undo: &store::UndoRequest) -> Result<store::UndoOutcome, StoreError> {
+        if self.undo_elsewhere_first.swap(false, Ordering::SeqCst) {
+            let elsewhere = store::UndoRequest {
+                scope: store::UndoScope::Anywhere,
+                action_id: format!("{}-elsewhere", undo.action_id),
+                actor: store::ActorKind::User,
+                conversation: None,
+                receipt: None,
+                ..undo.clone()
+            };
+            self.inner.undo_last(&elsewhere).await?;
+        }
         self.inner.undo_last(undo).await
     }
     async fn next_undo(

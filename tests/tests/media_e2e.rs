@@ -7,6 +7,9 @@
 use backend::{Reply, ScriptedModel};
 use bridle::AppOptions;
 use bridle::channel_setup::ChannelSetup;
+use bridle::guards::GuardOptions;
+use budget::BudgetConfig;
+use budget::{Cap, Source};
 use channels::media::{InMemory, MediaStore, StoredMedia};
 use serde_json::json;
 use std::collections::HashMap;
@@ -29,6 +32,10 @@ struct Setup {
 }
 
 async fn setup(replies: Vec<Reply>) -> Setup {
+    setup_with(replies, BudgetConfig::default()).await
+}
+
+async fn setup_with(replies: Vec<Reply>, budget: BudgetConfig) -> Setup {
     let api = PlatformApi::start().await;
     let vars: HashMap<&str, String> = [
         ("PUBLIC_BASE_URL", "https://bridle.example".to_owned()),
@@ -50,6 +57,10 @@ async fn setup(replies: Vec<Reply>) -> Setup {
         model.clone(),
         AppOptions {
             channels,
+            guards: GuardOptions {
+                budget: Arc::new(budget),
+                ..GuardOptions::default()
+            },
             ..AppOptions::default()
         },
     )
@@ -237,6 +248,65 @@ async fn an_image_over_the_cap_becomes_a_note_and_the_user_still_gets_a_reply() 
         .await
         .unwrap();
     assert_eq!(visible[0].text, "Look!", "the note is for the model only");
+}
+
+/// A conversation already at its messages-per-hour cap gets the busy sentence, and its
+/// attachments are not fetched: a sender over the rate (or a budget window) costs no download
+/// and no storage per message. The transcript notes that an image came.
+#[tokio::test]
+async fn an_image_sent_over_the_rate_is_not_fetched() {
+    let budget = BudgetConfig {
+        conversation_messages_per_hour: Cap {
+            limit: Some(1),
+            source: Source::Default,
+        },
+        ..BudgetConfig::default()
+    };
+    let s = setup_with(
+        vec![
+            Reply::text("A cat."),
+            Reply::text("never said: over the rate"),
+        ],
+        budget,
+    )
+    .await;
+    s.graph_media("111", 3000, vec![1; 3000]);
+    assert_eq!(s.send_image("wamid.r1", "111", "And this?").await, 200);
+    s.replies(1).await;
+    s.graph_media("555", 3000, vec![7; 3000]);
+    assert_eq!(s.send_image("wamid.r2", "555", "And this one?").await, 200);
+    let replies = s.replies(2).await;
+    let busy: serde_json::Value = serde_json::from_str(&replies[1]).unwrap();
+    assert_eq!(busy["text"]["body"], budget::lines::CONVERSATION_BUSY);
+    assert_eq!(
+        s.gets(),
+        ["/v21.0/111", "/cdn/111"],
+        "the second image not fetched"
+    );
+    assert_eq!(s.media.keys(), ["media/whatsapp/16315551181/wamid.r1/0"]);
+    assert_eq!(s.model.requests().len(), 1, "no model call over the rate");
+    let messages = s
+        .server
+        .app
+        .store
+        .messages(&"whatsapp:16315551181@local".into(), 0)
+        .await
+        .unwrap();
+    let last_user = messages
+        .iter()
+        .rev()
+        .find(|m| m.role == Role::User)
+        .expect("the message over the rate is kept");
+    let [Part::Text { text }] = &last_user.parts[..] else {
+        panic!("one text part and no image: {:?}", last_user.parts);
+    };
+    assert!(
+        text.contains(
+            "And this one?\n\n[The user sent an image that was not kept: it came while a usage \
+             limit was reached.]"
+        ),
+        "{text}"
+    );
 }
 
 /// A paused account's turn runs no model call, so its attachments are not fetched either: a

@@ -189,6 +189,64 @@ async fn undo_stays_in_its_conversation_on_dynamodb() {
     undo_stays_in_its_conversation(dynamo_store("undo-scope").await).await;
 }
 
+/// A model's undo reverts the action it read, or nothing. When another undo takes that action
+/// first (two undoers of one stack: a lapsed lease), the model's undo does not go on to the
+/// action beneath, which nobody judged: here the publishing of an event, whose undo would need
+/// a person's yes.
+#[tokio::test]
+async fn an_undo_that_lost_its_action_reverts_nothing_beneath_it() {
+    let flaky = Arc::new(tests::FlakyStore::new(Arc::new(
+        SqliteStore::open_in_memory().unwrap(),
+    )));
+    let w = world(flaky.clone()).await;
+    let here = |action: &str| ctx("conv-1", action, Actor::Agent);
+    let made = w
+        .call(
+            &here("a1"),
+            "create_event",
+            json!({"title": "Spring Open", "starts_at": "2025-04-12T10:00", "venue": "Court 1", "capacity": 10}),
+        )
+        .await;
+    let spring = made["id"].as_str().unwrap().to_owned();
+    w.call(&here("a2"), "publish_event", json!({"event_id": spring}))
+        .await;
+    // The newest action is harmless to undo: a draft made, then taken away.
+    let draft = w
+        .call(
+            &here("a3"),
+            "create_event",
+            json!({"title": "Autumn Cup", "starts_at": "2025-10-01T10:00", "venue": "Hall", "capacity": 5}),
+        )
+        .await;
+    let autumn = draft["id"].as_str().unwrap().to_owned();
+
+    flaky.undo_elsewhere_first();
+    let undo = Ctx {
+        call_key: Some("conv-1:7:undo-1".into()),
+        ..here("a4")
+    };
+    let answer = w.call(&undo, "undo", json!({})).await;
+    assert_eq!(
+        answer["error"], "That changed in the meantime; look again and retry.",
+        "{answer}"
+    );
+    assert_eq!(
+        w.title(&autumn).await,
+        None,
+        "the other undo took the draft"
+    );
+    let status = w
+        .store
+        .record(planner::EVENT, &spring)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        status.value["status"], "published",
+        "the event beneath stays published: its undo was never judged"
+    );
+}
+
 /// The harness (user-1 in conv-1) with the planner behind the confirmation gate.
 async fn gated() -> (Harness, Arc<Planner>) {
     let store = Arc::new(SqliteStore::open_in_memory().unwrap());

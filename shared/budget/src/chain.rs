@@ -71,6 +71,16 @@ impl Guard for Guards {
         left
     }
 
+    /// The first guard's outright refusal, asking them in order.
+    async fn refuses_outright(&self, call: &GuardCall<'_>) -> Option<Denied> {
+        for guard in &self.0 {
+            if let Some(denied) = guard.refuses_outright(call).await {
+                return Some(denied);
+            }
+        }
+        None
+    }
+
     /// The last guard's prepared reservation, behind the others' permits: only when every
     /// earlier guard lets the call through with a permit that carries nothing (so one left
     /// unused costs nothing). Otherwise `None`, and the engine asks

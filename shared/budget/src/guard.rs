@@ -53,11 +53,13 @@ const ATTEMPTS: usize = 8;
 /// UTF-8 bytes / 4 (`BYTES_PER_TOKEN` in `estimate.rs`): about right for English prose and
 /// for scripts of two- and three-byte characters; JSON and code run nearer 3 characters a
 /// token (a third more tokens than estimated), and the
-/// provider's own framing (a tool-use preamble, per-message tokens) and attachments (counted by
-/// their reference, not their pixels) come on top. Since the in-flight reservations together
+/// provider's own framing (a tool-use preamble, per-message tokens) and attachments (estimated
+/// by their kind and size, a PDF or Office file at most 25,000 tokens: `media_bytes` in
+/// `estimate.rs`) come on top. Since the in-flight reservations together
 /// fit in the cap, for text the overshoot stays below about a third of the input share of the
 /// cap that was in flight. Sequential calls (one conversation's turn) have one call in flight;
-/// a settle that cannot be written leaves the reservation, which only over-counts.
+/// a settle that cannot be written leaves the reservation: it over-counts a call that used
+/// less, and misses the input under-estimate of one that used more.
 ///
 /// A call that fails keeps its reservation until settled from an estimate (the provider may
 /// have charged). A ledger that cannot be reached denies the call (fails closed): invariant 9
@@ -181,22 +183,10 @@ impl BudgetGuard {
         price: &Price,
         input: u64,
     ) -> Result<(Option<u64>, Bucket), StoreError> {
-        let capped: Vec<(Bucket, &Charge, u64)> = plan
-            .buckets
-            .iter()
-            .zip(&plan.charges)
-            .filter_map(|(&b, c)| c.limit.map(|limit| (b, c, limit)))
-            .collect();
+        let capped = capped(plan);
         let keys: Vec<BucketKey> = capped.iter().map(|(_, c, _)| c.bucket.clone()).collect();
         let used = self.ledger.bucket_usage(&keys).await?;
-        let mut tightest = (Some(u64::MAX), Bucket::GlobalUsd30d);
-        for ((b, _, limit), used) in capped.iter().zip(used) {
-            let room = output_room(b.unit(), limit.saturating_sub(used), input, price);
-            if room < tightest.0 {
-                tightest = (room, *b);
-            }
-        }
-        Ok(tightest)
+        Ok(tightest(&capped, used, price, input))
     }
 
     /// The refusal for `bucket`, logged with what was asked.
@@ -213,6 +203,34 @@ impl BudgetGuard {
             user_message: lines::tripped(bucket).to_owned(),
         }
     }
+}
+
+/// The buckets of `plan` that have a cap, each with its charge and the cap.
+fn capped(plan: &Plan) -> Vec<(Bucket, &Charge, u64)> {
+    plan.buckets
+        .iter()
+        .zip(&plan.charges)
+        .filter_map(|(&b, c)| c.limit.map(|limit| (b, c, limit)))
+        .collect()
+}
+
+/// The most output every bucket of `capped` has room for, each holding `used` (in order), with
+/// `input` estimated input tokens (`None`: not even the input fits), and the bucket that
+/// leaves the least.
+fn tightest(
+    capped: &[(Bucket, &Charge, u64)],
+    used: Vec<u64>,
+    price: &Price,
+    input: u64,
+) -> (Option<u64>, Bucket) {
+    let mut tightest = (Some(u64::MAX), Bucket::GlobalUsd30d);
+    for ((b, _, limit), used) in capped.iter().zip(used) {
+        let room = output_room(b.unit(), limit.saturating_sub(used), input, price);
+        if room < tightest.0 {
+            tightest = (room, *b);
+        }
+    }
+    tightest
 }
 
 /// The permit of a reserved `plan`: the reservation to settle, and the output allowance.
@@ -233,6 +251,15 @@ fn permit(request: &ChatRequest, input: u64, output: u64, plan: Plan) -> Permit 
     // `output` ≤ the request's `max_tokens`, a u32.
     let allowed = u32::try_from(output).unwrap_or(u32::MAX);
     Permit::carrying(reservation).with_max_output_tokens(allowed)
+}
+
+/// The refusal of a message over its conversation's hourly rate.
+fn busy(conversation: &transcript::ConversationId, used: u64, limit: u64) -> Denied {
+    tracing::warn!(%conversation, used, limit, "conversation rate reached; no model call");
+    Denied {
+        reason: format!("rate:{}", Bucket::ConversationMessagesHour.name()),
+        user_message: lines::CONVERSATION_BUSY.to_owned(),
+    }
 }
 
 fn unavailable(err: &StoreError) -> Denied {
@@ -278,12 +305,7 @@ impl Guard for BudgetGuard {
                     used,
                     limit,
                 }) if rate.as_ref().is_some_and(|r| r.bucket == bucket) => {
-                    let conv = &call.conversation.id;
-                    tracing::warn!(conversation = %conv, used, limit, "conversation rate reached; no model call");
-                    return Err(Denied {
-                        reason: format!("rate:{}", Bucket::ConversationMessagesHour.name()),
-                        user_message: lines::CONVERSATION_BUSY.to_owned(),
-                    });
+                    return Err(busy(&call.conversation.id, used, limit));
                 }
                 Ok(Reserve::Tripped { bucket, .. }) => bucket,
                 Err(err) => return Err(unavailable(&err)),
@@ -309,6 +331,54 @@ impl Guard for BudgetGuard {
             "budget reservations kept losing to concurrent calls"
         );
         Err(self.tripped(last, input, None, floor))
+    }
+
+    /// A window with no room for the turn's first call even before the conversation is in
+    /// it (`call` carries no messages) refuses the turn: a capped spend bucket left below the
+    /// call's least output, or (when the rate is counted here) the conversation's messages
+    /// this hour at their cap, each with the sentence the call would get. One read of those
+    /// buckets, nothing written: a message refused here is not counted, as one the
+    /// reservation refuses is not. The conversation only adds input, so the call itself would
+    /// be refused too. A ledger that cannot be read says nothing here: the call then fails
+    /// closed.
+    async fn refuses_outright(&self, call: &GuardCall<'_>) -> Option<Denied> {
+        let request = call.request;
+        let input = crate::estimate_input_tokens(request);
+        let price = self.config.prices.lookup(&request.model).1.price;
+        let wanted = u64::from(request.settings.max_tokens).min(self.config.output_allowance);
+        let floor = self.config.min_output_tokens.min(wanted);
+        let now = (self.clock)();
+        let rate = self
+            .rate_charge(call, now)
+            .and_then(|c| Some((c.limit?, c.bucket)));
+        let plan = self.plan(call.conversation, now, &price, input, wanted);
+        let capped = capped(&plan);
+        let keys: Vec<BucketKey> = rate
+            .iter()
+            .map(|(_, key)| key.clone())
+            .chain(capped.iter().map(|(_, c, _)| c.bucket.clone()))
+            .collect();
+        if keys.is_empty() {
+            return None;
+        }
+        let mut used = match self.ledger.bucket_usage(&keys).await {
+            Ok(used) => used,
+            Err(err) => {
+                tracing::warn!(error = %err, "budget ledger unreadable before the turn; its calls will tell");
+                return None;
+            }
+        };
+        if let Some((limit, _)) = rate {
+            let messages = used.remove(0);
+            if messages >= limit {
+                return Some(busy(&call.conversation.id, messages, limit));
+            }
+        }
+        let (room, bucket) = tightest(&capped, used, &price, input);
+        match room {
+            Some(room) if room >= floor => None,
+            _ => Some(self.tripped(bucket, input, room, floor)),
+        }
     }
 
     /// The reservation `before_model_call` tries first (the whole allowance), for the engine

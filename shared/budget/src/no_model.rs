@@ -11,9 +11,19 @@ pub struct NoModel(pub String);
 #[async_trait]
 impl Guard for NoModel {
     async fn before_model_call(&self, _: &GuardCall<'_>) -> Result<Permit, Denied> {
-        Err(Denied {
+        Err(self.denied())
+    }
+
+    async fn refuses_outright(&self, _: &GuardCall<'_>) -> Option<Denied> {
+        Some(self.denied())
+    }
+}
+
+impl NoModel {
+    fn denied(&self) -> Denied {
+        Denied {
             reason: "no_model".into(),
             user_message: self.0.clone(),
-        })
+        }
     }
 }

@@ -743,3 +743,70 @@ async fn the_conversation_rate_rides_in_the_first_reservation_all_or_nothing() {
     assert_eq!(denied.user_message, lines::CONVERSATION_BUSY);
     assert_eq!((messages(now).await, tokens(now).await), (2, 1_000));
 }
+
+async fn outright(guard: &dyn Guard, conv: &Conversation, input: u64) -> Option<Denied> {
+    let req = request(input);
+    guard
+        .refuses_outright(&GuardCall {
+            conversation: conv,
+            call_number: 1,
+            request: &req,
+            account: None,
+        })
+        .await
+}
+
+/// Before a turn fetches its attachments, the guard says whether its first call would be
+/// refused even with nothing of the conversation in it: only when a window has no room for
+/// that bare call (or the rate is full), with the sentence the call would get, writing
+/// nothing. A window with room for a bare call is no refusal here, though a call with the
+/// whole conversation may still be refused.
+#[tokio::test]
+async fn a_turn_is_refused_outright_only_when_even_a_bare_call_has_no_room() {
+    let s = setup(config(|c| c.user_tokens_per_minute = cap(Some(2_500))));
+    let ana = conv("ana", "c1");
+    call(&s.guard, &ana, 900).await.unwrap();
+    call(&s.guard, &ana, 900).await.unwrap();
+    assert_eq!(outright(&s.guard, &ana, 10).await, None, "500 left");
+    tripped(call(&s.guard, &ana, 900).await, Bucket::UserTokensMinute);
+    call(&s.guard, &ana, 300).await.unwrap();
+    let now = s.now.load(Ordering::SeqCst);
+    assert_eq!(
+        used(&s.ledger, Bucket::UserTokensMinute, &ana, now).await,
+        2_400
+    );
+    // 100 left: a bare call of 10 input tokens has room for 90 output, under its least (100).
+    let denied = outright(&s.guard, &ana, 10)
+        .await
+        .expect("no room for a bare call");
+    tripped(Err(denied), Bucket::UserTokensMinute);
+    assert_eq!(
+        used(&s.ledger, Bucket::UserTokensMinute, &ana, now).await,
+        2_400,
+        "nothing written"
+    );
+    assert_eq!(
+        outright(&s.guard, &conv("bo", "c2"), 10).await,
+        None,
+        "bo's own minute"
+    );
+
+    // The rate, counted with the budget: full after one message, refused with its sentence,
+    // and the refusal is not counted.
+    let clock_now = s.now.clone();
+    let rated = BudgetGuard::new(
+        s.ledger.clone(),
+        Arc::new(config(|c| c.conversation_messages_per_hour = cap(Some(1)))),
+        Arc::new(move || clock_now.load(Ordering::SeqCst)),
+    )
+    .with_conversation_rate();
+    let cy = conv("cy", "c3");
+    assert_eq!(outright(&rated, &cy, 10).await, None);
+    call(&rated, &cy, 10).await.unwrap();
+    let busy = outright(&rated, &cy, 10).await.expect("the rate is full");
+    assert_eq!(busy.user_message, lines::CONVERSATION_BUSY);
+    assert_eq!(
+        used(&s.ledger, Bucket::ConversationMessagesHour, &cy, now).await,
+        1
+    );
+}

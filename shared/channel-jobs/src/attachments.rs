@@ -27,7 +27,8 @@ pub struct Prepared {
 /// The most attachments read from one message (Twilio's MMS carries at most 10, Slack's file
 /// share 10; WhatsApp and Telegram one). Each is a download of up to 10 MB, kept in the media
 /// store, and fetched before the budget's guard runs (not for a turn that will not run at all,
-/// [`turn_refused`]), so a message must not ask for more; the rest are named in one note.
+/// [`turn_refused`], nor one whose budget or rate window is already full, [`NotKept`]), so a
+/// message must not ask for more; the rest are named in one note.
 pub const MAX_ATTACHMENTS: usize = 10;
 
 /// Why a turn starting from `row` will not run, when it will not: its conversation is not
@@ -97,19 +98,32 @@ pub async fn prepare(attachments: Option<&Attachments>, job: &TurnJob) -> Prepar
     prepared
 }
 
-/// What a message whose turn will not run ([`turn_refused`]) keeps of its attachments: none
-/// is fetched, and a note per attachment says it came and was not kept, so the transcript —
-/// what an operator who took the conversation over reads, and what the model sees once it
-/// answers here again — still shows that something was sent.
-pub fn not_kept(job: &TurnJob) -> Prepared {
+/// Why a message's attachments were not kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotKept {
+    /// The assistant does not answer here now ([`turn_refused`]).
+    NotAnswering,
+    /// A budget window or the conversation's hourly rate was already full
+    /// ([`engine::Engine::refuses_outright`]): the turn is only told so.
+    OverALimit,
+}
+
+/// What a message whose turn will not run keeps of its attachments: none is fetched, and a
+/// note per attachment says it came and was not kept, so the transcript — what an operator
+/// who took the conversation over reads, and what the model sees once it answers here again —
+/// still shows that something was sent.
+pub fn not_kept(job: &TurnJob, because: NotKept) -> Prepared {
+    let when = match because {
+        NotKept::NotAnswering => "the assistant was not answering here",
+        NotKept::OverALimit => "a usage limit was reached",
+    };
     let mut notes: Vec<String> = job
         .media
         .iter()
         .take(MAX_ATTACHMENTS)
         .map(|m| {
             format!(
-                "[The user sent {} that was not kept: it came while the assistant was not \
-                 answering here.]",
+                "[The user sent {} that was not kept: it came while {when}.]",
                 kind(&m.mime_type)
             )
         })
@@ -242,7 +256,7 @@ mod tests {
     #[test]
     fn a_turn_that_will_not_run_notes_each_attachment_and_keeps_none() {
         let mut job = job_with_an_image();
-        let p = not_kept(&job);
+        let p = not_kept(&job, NotKept::NotAnswering);
         assert!(p.refs.is_empty());
         assert_eq!(
             p.notes,
@@ -263,14 +277,24 @@ mod tests {
                 ..one.clone()
             })
             .collect();
-        let p = not_kept(&job);
+        let p = not_kept(&job, NotKept::NotAnswering);
         assert_eq!(p.notes.len(), MAX_ATTACHMENTS + 1);
         assert!(p.notes[0].starts_with("[The user sent a file that was not kept"));
         assert_eq!(
             p.notes[MAX_ATTACHMENTS],
             "[The user sent 2 more attachments that were not kept.]"
         );
-        assert!(not_kept(&job_without_media()).notes.is_empty());
+        assert!(
+            not_kept(&job_without_media(), NotKept::NotAnswering)
+                .notes
+                .is_empty()
+        );
+        assert_eq!(
+            not_kept(&job_with_an_image(), NotKept::OverALimit).notes,
+            [
+                "[The user sent an image that was not kept: it came while a usage limit was reached.]"
+            ]
+        );
     }
 
     fn job_without_media() -> TurnJob {

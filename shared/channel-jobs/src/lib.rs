@@ -48,6 +48,7 @@ pub use conversation::{
 };
 pub use error::JobError;
 
+use attachments::NotKept;
 use channels::Sender;
 use claim::{Early, LeaseNow};
 use engine::{Engine, EventSink, NullSink, TurnInput, TurnOutcome};
@@ -609,10 +610,22 @@ impl ChannelJobs {
         let said = self.said(job, conversation).await;
         // A turn that will not run fetches nothing: each attachment is a download of up to
         // 10 MB, kept in the media store. Its transcript notes what was sent.
-        let prepared = match row.as_ref().and_then(attachments::turn_refused) {
-            Some(why) => {
+        let refused = match (row.as_ref(), job.media.is_empty()) {
+            (_, true) | (None, _) => None,
+            (Some(row), false) => match attachments::turn_refused(row) {
+                Some(why) => Some((why, NotKept::NotAnswering)),
+                // A window already full: the turn will only be told so.
+                None => self
+                    .engine
+                    .refuses_outright(row)
+                    .await
+                    .map(|_| ("over_a_limit", NotKept::OverALimit)),
+            },
+        };
+        let prepared = match refused {
+            Some((why, because)) => {
                 tracing::info!(job = %job.dedupe_key(), why, attachments = job.media.len(), "the turn will not run; its attachments are not fetched");
-                attachments::not_kept(job)
+                attachments::not_kept(job, because)
             }
             None => attachments::prepare(self.options.media.as_ref(), job).await,
         };

@@ -226,6 +226,21 @@ impl Engine {
         self
     }
 
+    /// Whether this engine's guard would refuse the first model call of a turn starting from
+    /// `read` even before the conversation is in it ([`Guard::refuses_outright`]): a read only,
+    /// for a caller about to prepare a costly turn (fetching attachments). The turn, if run,
+    /// is guarded call by call as ever.
+    pub async fn refuses_outright(&self, read: &TurnRead) -> Option<crate::Denied> {
+        let request = self.request_for(Vec::new(), Arc::from([]));
+        let call = crate::GuardCall {
+            conversation: &read.conversation,
+            call_number: 1,
+            request: &request,
+            account: read.account.as_ref().and_then(Option::as_ref),
+        };
+        self.guard.refuses_outright(&call).await
+    }
+
     /// Answer one user message. Model and tool failures end in a reply; `Err` means storage
     /// failed (or the conversation is unknown) and the job should be retried. The user's words
     /// go into the visible transcript here; the reply's entry is written by whoever delivers it

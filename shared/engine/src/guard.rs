@@ -129,6 +129,18 @@ pub trait Guard: Send + Sync {
         let _ = call;
         None
     }
+
+    /// Whether the first model call of a turn would be refused now even with nothing of the
+    /// conversation in it: `call` is that call with no messages and no tools (no model
+    /// configured, an account paused, a window with no room left). Asked before a turn's
+    /// costly preparation (fetching its attachments), so a turn that cannot run costs no
+    /// download. A read only: nothing is reserved or counted, and the turn's own calls are
+    /// guarded as ever. `None` (the default) when the call may be allowed, or the guard cannot
+    /// tell.
+    async fn refuses_outright(&self, call: &GuardCall<'_>) -> Option<Denied> {
+        let _ = call;
+        None
+    }
 }
 
 /// A reservation a guard leaves for the engine to write ([`Guard::prepare`]): charges on
@@ -167,8 +179,9 @@ impl std::fmt::Debug for Settlement {
 }
 
 impl Settlement {
-    /// Write it on its own. A failure leaves the reservation in place: the ledger over-counts,
-    /// which errs on the safe side.
+    /// Write it on its own. A failure leaves the reservation in place: the ledger keeps what
+    /// was reserved, over-counting what the call did not use (the usual case) and missing
+    /// what it used past the reservation (an input under-estimate; the error log says so).
     pub async fn apply(&self) {
         if let Err(err) = self.ledger.adjust(&self.adjustments).await {
             tracing::error!(error = %err, "settling a budget reservation failed");

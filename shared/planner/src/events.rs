@@ -196,42 +196,40 @@ impl Planner {
     pub async fn undo(&self, caller: &Caller, scope: UndoScope) -> Result<String, PlannerError> {
         self.check_may_write(caller).await?;
         let here = matches!(scope, UndoScope::Conversation(_));
-        let mut tries = 0;
-        let outcome = loop {
-            let receipt = match &caller.call_key {
-                Some(key) => self.undo_receipt(caller, &scope, key, here).await?,
-                None => None,
-            };
-            let pinned = receipt.is_some();
-            let undone = self
-                .store
-                .undo_last(&UndoRequest {
-                    user: caller.user.clone(),
-                    scope: scope.clone(),
-                    action_id: caller.action_id.clone(),
-                    actor: caller.actor,
-                    conversation: caller.conversation.clone(),
-                    at_ms: self.now(),
-                    receipt,
-                })
-                .await;
-            match undone {
-                // The stack moved between reading it and undoing (nothing was written): word
-                // the answer again. Unless this call's undo is already recorded (a racing
-                // attempt): then that one stands and nothing more is undone.
-                Err(StoreError::Conflict { .. }) if pinned && tries < 3 => {
-                    let key = caller.call_key.as_deref().unwrap_or_default();
-                    if self.store.receipt(key).await?.is_some() {
-                        return Err(PlannerError::Store(StoreError::Conflict {
-                            what: format!("the undo of call {key} is already recorded"),
-                        }));
-                    }
-                    tries += 1;
-                }
-                other => break other?,
-            }
+        let receipt = match &caller.call_key {
+            Some(key) => self.undo_receipt(caller, &scope, key, here).await?,
+            None => None,
         };
-        Ok(undo_answer(&outcome, here))
+        let pinned = receipt.is_some();
+        let undone = self
+            .store
+            .undo_last(&UndoRequest {
+                user: caller.user.clone(),
+                scope: scope.clone(),
+                action_id: caller.action_id.clone(),
+                actor: caller.actor,
+                conversation: caller.conversation.clone(),
+                at_ms: self.now(),
+                receipt,
+            })
+            .await;
+        match undone {
+            // The stack moved between reading it and undoing (nothing was written). A racing
+            // attempt of this same call that recorded its undo stands. Otherwise the action on
+            // top is no longer the one this call (and the confirmation gate before it) read:
+            // nothing is undone here, and undoing the one beneath unasked could revert a change
+            // that needs a person's yes. The model may ask again; its new call is judged anew.
+            Err(StoreError::Conflict { .. }) if pinned => {
+                let key = caller.call_key.as_deref().unwrap_or_default();
+                if self.store.receipt(key).await?.is_some() {
+                    return Err(PlannerError::Store(StoreError::Conflict {
+                        what: format!("the undo of call {key} is already recorded"),
+                    }));
+                }
+                Err(PlannerError::Changed)
+            }
+            other => Ok(undo_answer(&other?, here)),
+        }
     }
 
     /// For a model's call: the receipt of the undo about to be made, worded for the rows it

@@ -122,7 +122,20 @@ impl Planner {
                         )
                     });
                 }
-                (!changes.is_empty()).then(|| changes.join("; "))
+                if changes.is_empty() {
+                    return Ok(None);
+                }
+                // What else the call changes rides on the same yes: the question names it too.
+                let mut riders = Vec::new();
+                if let Some(to) = arg("title").filter(|to| *to != event.title) {
+                    riders.push(format!("its title to \u{201c}{}\u{201d}", one_line(to)));
+                }
+                if let Some(to) = args.get("capacity").and_then(Value::as_u64)
+                    && to > u64::from(event.capacity)
+                {
+                    riders.push(format!("its capacity to {to} (from {})", event.capacity));
+                }
+                Some(format!("{}{}", changes.join("; "), also(&riders)))
             }
             // Undoing is a change like any other: what it would revert passes the same policy.
             // Only this conversation's actions are in reach, and only they are read.
@@ -209,10 +222,11 @@ impl Planner {
                     .filter(|session| u64::from(session.duration) != duration)
                     .map(|session| {
                         format!(
-                            "Change \u{201c}{}\u{201d} in the published timetable of \u{201c}{}\u{201d} from {} to {duration} minutes",
+                            "Change \u{201c}{}\u{201d} in the published timetable of \u{201c}{}\u{201d} from {} to {duration} minutes{}",
                             one_line(&session.title),
                             one_line(&event.title),
-                            session.duration
+                            session.duration,
+                            also(&session_riders(session, args))
                         )
                     })
             }
@@ -369,22 +383,83 @@ fn undo_effect(change: &store::Change) -> Option<String> {
     }
 }
 
-/// How many moving sessions a re-plan's question names; the rest are counted.
-const NAMED_MOVES: usize = 3;
+/// The other changes a held call makes, as its question ends: "" when there are none, else
+/// ", and also set its title to …, …". A yes is for the whole call, so the question names all
+/// of what it changes, not only what made it risky.
+fn also(riders: &[String]) -> String {
+    match riders {
+        [] => String::new(),
+        _ => format!(", and also set {}", riders.join(", ")),
+    }
+}
+
+/// What an `edit_session` call changes besides the session's length, from its arguments,
+/// compared with the stored session where the two are alike (a room is named in the call and
+/// stored by id, a fixed start given as a day and a time: those are named whenever given).
+fn session_riders(session: &schedule_types::Session, args: &Value) -> Vec<String> {
+    let text = |name: &str| args.get(name).and_then(Value::as_str);
+    let names = |name: &str| {
+        args.get(name).and_then(Value::as_array).map(|items| {
+            items
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+    };
+    let mut riders = Vec::new();
+    if let Some(to) = text("title").filter(|to| *to != session.title) {
+        riders.push(format!("its title to \u{201c}{}\u{201d}", one_line(to)));
+    }
+    if let Some(to) = text("track").filter(|to| Some(*to) != session.track.as_deref()) {
+        riders.push(format!("its track to \u{201c}{}\u{201d}", one_line(to)));
+    }
+    if let Some(to) = names("speakers").filter(|to| *to != session.speakers) {
+        riders.push(format!("its speakers to {}", quoted(&to)));
+    }
+    if let Some(to) = args
+        .get("audience")
+        .and_then(Value::as_u64)
+        .filter(|to| *to != u64::from(session.audience))
+    {
+        riders.push(format!("its expected audience to {to}"));
+    }
+    if let Some(at) = args.get("at") {
+        let day = at.get("day").and_then(Value::as_u64).unwrap_or_default();
+        let time = at.get("time").and_then(Value::as_str).unwrap_or_default();
+        riders.push(format!("its start to day {day} at {}", one_line(time)));
+    }
+    if let Some(room) = text("room") {
+        riders.push(format!("its room to \u{201c}{}\u{201d}", one_line(room)));
+    }
+    if let Some(after) = names("after").filter(|to| *to != session.after) {
+        riders.push(format!("the sessions it must follow ({})", after.len()));
+    }
+    riders
+}
+
+/// Names as a question lists them: the first [`NAMES_SHOWN`] quoted, then how many more;
+/// "none" for none.
+fn quoted(names: &[String]) -> String {
+    let named: Vec<String> = names
+        .iter()
+        .take(NAMES_SHOWN)
+        .map(|n| format!("\u{201c}{}\u{201d}", one_line(n)))
+        .collect();
+    match names.len().saturating_sub(NAMES_SHOWN) {
+        _ if names.is_empty() => "none".to_owned(),
+        0 => named.join(", "),
+        more => format!("{}, and {more} more", named.join(", ")),
+    }
+}
+
+/// How many names a question shows (moving sessions, speakers); the rest are counted.
+const NAMES_SHOWN: usize = 3;
 
 /// The sessions a re-plan moves, as its question says it: "no session moves", or how many and
-/// which (the first [`NAMED_MOVES`] by title, then how many more).
+/// which (the first [`NAMES_SHOWN`] by title, then how many more).
 fn what_moves(titles: &[String]) -> String {
-    let named: Vec<String> = titles
-        .iter()
-        .take(NAMED_MOVES)
-        .map(|t| format!("\u{201c}{}\u{201d}", one_line(t)))
-        .collect();
-    let more = titles.len().saturating_sub(NAMED_MOVES);
-    let which = match more {
-        0 => named.join(", "),
-        n => format!("{}, and {n} more", named.join(", ")),
-    };
+    let which = quoted(titles);
     match titles.len() {
         0 => "no session moves".to_owned(),
         1 => format!("1 session moves ({which})"),

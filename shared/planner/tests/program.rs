@@ -512,6 +512,15 @@ async fn changing_what_a_published_timetable_shows_needs_a_yes() {
             "Change \u{201c}Keynote\u{201d} in the published timetable of \u{201c}Spring Open\u{201d} from 60 to 720 minutes"
         )
     );
+    let longer_and_more = json!({"event_id": event, "session_id": keynote, "duration": 90,
+        "title": "Opening", "speakers": ["Ada", "Grace", "Edsger", "Barbara"], "room": "Hall"});
+    assert_eq!(
+        risk("edit_session", longer_and_more).await.as_deref(),
+        Some(
+            "Change \u{201c}Keynote\u{201d} in the published timetable of \u{201c}Spring Open\u{201d} from 60 to 90 minutes, and also set its title to \u{201c}Opening\u{201d}, its speakers to \u{201c}Ada\u{201d}, \u{201c}Grace\u{201d}, \u{201c}Edsger\u{201d}, and 1 more, its room to \u{201c}Hall\u{201d}"
+        ),
+        "a yes is for the whole call: what rides along with the new length is named too"
+    );
     assert_eq!(risk("edit_session", renamed).await, None);
     assert_eq!(risk("edit_session", same_length).await, None);
     assert_eq!(

@@ -381,7 +381,23 @@ async fn risk_is_described_from_stored_state() {
             .assess_risk(&alice, "update_event", &moved)
             .await
             .as_deref(),
-        Some("Move Spring Open (published, 1 registered) from Court 1 to Court 9")
+        Some(
+            "Move Spring Open (published, 1 registered) from Court 1 to Court 9, and also set \
+             its title to \u{201c}X\u{201d}"
+        ),
+        "a yes is for the whole call: what rides along with the move is named too"
+    );
+    let moved_and_raised =
+        json!({"event_id": event.id, "starts_at": "2025-04-13T10:00", "capacity": 9});
+    assert_eq!(
+        w.planner
+            .assess_risk(&alice, "update_event", &moved_and_raised)
+            .await
+            .as_deref(),
+        Some(
+            "Move Spring Open (published, 1 registered) from 2025-04-12T10:00 to \
+             2025-04-13T10:00, and also set its capacity to 9 (from 2)"
+        )
     );
     // What the model typed is shown on one line: it cannot write lines of the question.
     let sneaky =
