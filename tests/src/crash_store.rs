@@ -460,6 +460,21 @@ impl Identities for CrashStore {
         )
         .await
     }
+    async fn create_link_code_for(
+        &self,
+        code: &str,
+        user: &UserId,
+        redeemer: &str,
+        now: i64,
+        expires_at: i64,
+    ) -> Result<(), StoreError> {
+        self.write(
+            "create_link_code",
+            self.inner
+                .create_link_code_for(code, user, redeemer, now, expires_at),
+        )
+        .await
+    }
     async fn consume_link_code(
         &self,
         code: &str,

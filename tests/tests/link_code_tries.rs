@@ -388,6 +388,18 @@ async fn a_code_from_someone_else_does_not_move_a_linked_chat(store: Arc<dyn Sto
         vec![lines::linked(alice), asked.clone()],
         "asked once this hour"
     );
+    // Another member of a group chat sees the move code and sends it first: it was made for
+    // Sam alone, so it moves nothing and is not used up (Sam's MOVE below still moves).
+    let vera_in_the_chat = TurnJob {
+        external_user_id: "vera".into(),
+        ..job("vera-chat", "sam", &format!("MOVE {move_code}"))
+    };
+    let outcome = s.jobs.run(&vera_in_the_chat, MINUTE).await;
+    assert!(
+        matches!(outcome, JobOutcome::Answered(Resolved::StaleCode { .. })),
+        "{outcome:?}"
+    );
+    assert_eq!(s.store.identity("whatsapp", "vera").await.unwrap(), None);
     // The move code alone (what a Telegram start link could carry, were it seen) moves nothing.
     let outcome = s
         .jobs

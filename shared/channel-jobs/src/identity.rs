@@ -112,7 +112,8 @@ pub async fn resolve_by_reading(
 
 /// A code that moves one chat, linked already, to another account: made when the chat is told
 /// whose account a code it sent is for, shown only in that reply, and taken only as
-/// `MOVE <code>` from that sender in that chat. Kept as a link code (one use, 30 minutes) whose
+/// `MOVE <code>` from that sender in that chat. Kept as a link code (one use, 30 minutes, made
+/// for that sender alone: nobody else in a group chat can use it up) whose
 /// user names both the account and the chat (`move:<account>><chat>`, [`MoveCode::chat_of`]);
 /// no account's id starts with `move:` (they are UUIDs, `u-…` and `local`) or holds `>`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -165,7 +166,13 @@ impl MoveCode {
         loop {
             let code = link_code::generate().map_err(|e| StoreError::Unavailable(Box::new(e)))?;
             match store
-                .create_link_code(&code, &moving.as_user(), now_ms, now_ms + MOVE_CODE_TTL_MS)
+                .create_link_code_for(
+                    &code,
+                    &moving.as_user(),
+                    &redeemer(job),
+                    now_ms,
+                    now_ms + MOVE_CODE_TTL_MS,
+                )
                 .await
             {
                 Ok(()) => return Ok(code),
@@ -175,6 +182,12 @@ impl MoveCode {
             }
         }
     }
+}
+
+/// The channel account that sent `job`, as a link code names its redeemer. Channel names
+/// never hold `#`, so this names one account.
+fn redeemer(job: &TurnJob) -> String {
+    format!("{}#{}", job.channel, job.external_user_id)
 }
 
 /// Redeem a link code in the text, or look the account up.
@@ -196,8 +209,7 @@ pub async fn resolve(
         .into_iter()
         .take(MAX_CODES_PER_MESSAGE)
         .collect();
-    // Channel names never hold `#`, so this names one account.
-    let redeemer = format!("{}#{}", job.channel, job.external_user_id);
+    let redeemer = redeemer(job);
     // Read once, before any code is tried, when there is one.
     let bound = if codes.is_empty() {
         None

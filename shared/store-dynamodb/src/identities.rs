@@ -26,21 +26,15 @@ const BOUND_AT_MS: &str = "bound_at_ms";
 const CHANNEL: &str = "channel";
 const EXTERNAL_ID: &str = "external_id";
 
-#[async_trait]
-impl Identities for DynamoStore {
-    async fn create_link_code(
-        &self,
-        code: &str,
-        user: &UserId,
-        now_ms: i64,
-        expires_at_ms: i64,
-    ) -> Result<(), StoreError> {
-        // The put replaces the whole item, so a replaced code loses its `used_at_ms` and
-        // `used_by`.
+impl DynamoStore {
+    /// Put a new link code `item` (one made for one account carries its `used_by` already,
+    /// with no `used_at_ms`) unless a live code has the string. The put replaces the whole
+    /// item, so a replaced code loses its `used_at_ms` and `used_by`.
+    async fn new_link_code(&self, item: Item, code: &str, now_ms: i64) -> Result<(), StoreError> {
         self.client
             .put_item()
             .table_name(&self.table)
-            .set_item(Some(link_code_item(code, user, expires_at_ms)))
+            .set_item(Some(item))
             .condition_expression("attribute_not_exists(pk) OR #expires <= :now")
             .expression_attribute_names("#expires", EXPIRES_AT_MS)
             .expression_attribute_values(":now", n(now_ms))
@@ -52,6 +46,33 @@ impl Identities for DynamoStore {
                 })
             })?;
         Ok(())
+    }
+}
+
+#[async_trait]
+impl Identities for DynamoStore {
+    async fn create_link_code(
+        &self,
+        code: &str,
+        user: &UserId,
+        now_ms: i64,
+        expires_at_ms: i64,
+    ) -> Result<(), StoreError> {
+        self.new_link_code(link_code_item(code, user, expires_at_ms), code, now_ms)
+            .await
+    }
+
+    async fn create_link_code_for(
+        &self,
+        code: &str,
+        user: &UserId,
+        redeemer: &str,
+        now_ms: i64,
+        expires_at_ms: i64,
+    ) -> Result<(), StoreError> {
+        let mut item = link_code_item(code, user, expires_at_ms);
+        item.insert(USED_BY.into(), s(redeemer));
+        self.new_link_code(item, code, now_ms).await
     }
 
     async fn consume_link_code(
@@ -69,7 +90,7 @@ impl Identities for DynamoStore {
             .update_expression("SET #used = if_not_exists(#used, :now), #by = :by")
             .condition_expression(
                 "attribute_exists(pk) AND #expires > :now \
-                 AND (attribute_not_exists(#used) OR #by = :by)",
+                 AND (attribute_not_exists(#by) OR #by = :by)",
             )
             .expression_attribute_names("#used", USED_AT_MS)
             .expression_attribute_names("#by", USED_BY)

@@ -22,7 +22,7 @@
 //! | conversation lease | `CONV#<id>` | `LEASE` | `holder`, `expires_at_ms`, `ttl`; also a web user's reply-stream slot (`CONV#streams:<user>#<k>`) |
 //! | web session | `SESSION#<sha-256 of its secret>` | `SESSION` | `user_id`, `csrf`, `created_at_ms`, `expires_at_ms`, `ttl` |
 //! | verified sign-in | `LOGIN#<state>` | `LOGIN` | `keep_until_ms`, `ttl` |
-//! | link code | `LINK#<code>` | `LINK` | `user_id`, `expires_at_ms`, `ttl`, `used_at_ms` once redeemed |
+//! | link code | `LINK#<code>` | `LINK` | `user_id`, `expires_at_ms`, `ttl`, `used_at_ms` and `used_by` once redeemed (`used_by` from the start for a code made for one account) |
 //! | bound account | `IDENT#<channel>#<external id>` | `IDENT` | `user_id`, `bound_at_ms`, `channel`, `external_id`; `gsi1pk = IDENTS`, `gsi1sk = <user>#<channel>#<external id>` |
 //! | owned record | `REC#<kind>#<id>` | `REC` | `kind`, `rid`, `owner`, `body` (canonical JSON) |
 //! | owner's listing entry | `OWNER#<owner>#<kind>` | `REC#<id>` | the record's attributes, written in the record's transaction |

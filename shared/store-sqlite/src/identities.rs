@@ -1,5 +1,5 @@
 //! `Identities`: link codes in `link_codes` (redeeming stamps `used_at_ms` and the redeeming
-//! account, `used_by`; the row stays until a new code of the same string replaces it) and bound
+//! account, `used_by`, which a code made for one account has from the start; the row stays until a new code of the same string replaces it) and bound
 //! accounts in `identities`, one row per `(channel, external_id)` (listed by user through
 //! `identities_by_user`; unbinding deletes the row). Creating and redeeming are each one
 //! statement whose `WHERE` admits only what the port allows, so there is no read-then-write
@@ -12,6 +12,47 @@ use rusqlite::{OptionalExtension, params};
 use store::{Binding, Identities, StoreError};
 use transcript::UserId;
 
+impl SqliteStore {
+    /// A new link code, redeemable by anyone or (`for_redeemer`) by that account only: its
+    /// `used_by` is set from the start, unredeemed (`used_at_ms` NULL).
+    async fn new_link_code(
+        &self,
+        code: &str,
+        user: &UserId,
+        for_redeemer: Option<&str>,
+        now_ms: i64,
+        expires_at_ms: i64,
+    ) -> Result<(), StoreError> {
+        let code = code.to_owned();
+        let user = user.clone();
+        let for_redeemer = for_redeemer.map(str::to_owned);
+        self.db
+            .write(move |conn| {
+                let written = conn
+                    .prepare_cached(
+                        "INSERT INTO link_codes (code, user_id, expires_at_ms, used_at_ms, used_by)
+                 VALUES (?1, ?2, ?4, NULL, ?5)
+                 ON CONFLICT (code) DO UPDATE SET
+                     user_id = excluded.user_id,
+                     expires_at_ms = excluded.expires_at_ms,
+                     used_at_ms = NULL,
+                     used_by = excluded.used_by
+                 WHERE link_codes.expires_at_ms <= ?3",
+                    )
+                    .map_err(unavailable)?
+                    .execute(params![code, user.0, now_ms, expires_at_ms, for_redeemer])
+                    .map_err(unavailable)?;
+                if written == 0 {
+                    return Err(StoreError::Conflict {
+                        what: format!("link code {code}"),
+                    });
+                }
+                Ok(())
+            })
+            .await
+    }
+}
+
 #[async_trait]
 impl Identities for SqliteStore {
     async fn create_link_code(
@@ -21,31 +62,19 @@ impl Identities for SqliteStore {
         now_ms: i64,
         expires_at_ms: i64,
     ) -> Result<(), StoreError> {
-        let code = code.to_owned();
-        let user = user.clone();
-        self.db
-            .write(move |conn| {
-                let written = conn
-                    .prepare_cached(
-                        "INSERT INTO link_codes (code, user_id, expires_at_ms, used_at_ms)
-                 VALUES (?1, ?2, ?4, NULL)
-                 ON CONFLICT (code) DO UPDATE SET
-                     user_id = excluded.user_id,
-                     expires_at_ms = excluded.expires_at_ms,
-                     used_at_ms = NULL,
-                     used_by = NULL
-                 WHERE link_codes.expires_at_ms <= ?3",
-                    )
-                    .map_err(unavailable)?
-                    .execute(params![code, user.0, now_ms, expires_at_ms])
-                    .map_err(unavailable)?;
-                if written == 0 {
-                    return Err(StoreError::Conflict {
-                        what: format!("link code {code}"),
-                    });
-                }
-                Ok(())
-            })
+        self.new_link_code(code, user, None, now_ms, expires_at_ms)
+            .await
+    }
+
+    async fn create_link_code_for(
+        &self,
+        code: &str,
+        user: &UserId,
+        redeemer: &str,
+        now_ms: i64,
+        expires_at_ms: i64,
+    ) -> Result<(), StoreError> {
+        self.new_link_code(code, user, Some(redeemer), now_ms, expires_at_ms)
             .await
     }
 
@@ -63,7 +92,7 @@ impl Identities for SqliteStore {
                     .prepare_cached(
                         "UPDATE link_codes SET used_at_ms = COALESCE(used_at_ms, ?2), used_by = ?3
                  WHERE code = ?1 AND expires_at_ms > ?2
-                   AND (used_at_ms IS NULL OR used_by = ?3)
+                   AND (used_by IS NULL OR used_by = ?3)
                  RETURNING user_id",
                     )
                     .map_err(unavailable)?

@@ -111,6 +111,7 @@ macro_rules! conformance_tests {
             used_logins_recorded_once => check_used_logins,
             link_code_round_trip => check_link_code_round_trip,
             link_code_redeems_once => check_link_code_redeems_once,
+            link_code_made_for_one_account => check_link_code_made_for_one_account,
             expired_link_code_redeems_nothing => check_expired_link_code,
             unknown_link_code_redeems_nothing => check_unknown_link_code,
             live_link_code_conflicts_expired_is_replaced => check_create_link_code_conflicts,
@@ -1082,6 +1083,64 @@ pub async fn check_link_code_redeems_once(store: &dyn Store) {
             .unwrap(),
         None,
         "not even its redeemer redeems an expired code"
+    );
+}
+
+/// A code made for one account redeems for it alone: another's tries get `None` and leave
+/// it as it was (it still redeems for its account afterwards, again on a retry), until it
+/// expires; its string, once expired, makes a code for anyone again.
+pub async fn check_link_code_made_for_one_account(store: &dyn Store) {
+    let t0 = 1_800_000_000_000;
+    let expires = t0 + LINK_CODE_LIFETIME_MS;
+    let user = UserId::from("alice");
+    store
+        .create_link_code_for("M0-VEDX", &user, WA, t0, expires)
+        .await
+        .unwrap();
+    for now in [t0 + 1, t0 + 2] {
+        assert_eq!(
+            store.consume_link_code("M0-VEDX", TG, now).await.unwrap(),
+            None,
+            "a code made for another account"
+        );
+    }
+    for now in [t0 + 3, t0 + 4] {
+        assert_eq!(
+            store.consume_link_code("M0-VEDX", WA, now).await.unwrap(),
+            Some(user.clone()),
+            "its own account redeems it, however many others tried first"
+        );
+    }
+    assert_eq!(
+        store
+            .consume_link_code("M0-VEDX", TG, t0 + 5)
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        store
+            .consume_link_code("M0-VEDX", WA, expires)
+            .await
+            .unwrap(),
+        None,
+        "expired"
+    );
+    let result = store
+        .create_link_code_for("M0-VEDX", &user, TG, t0 + 6, t0 + 6 + LINK_CODE_LIFETIME_MS)
+        .await;
+    assert_conflict(result, "creating a code for one account over a live one");
+    store
+        .create_link_code("M0-VEDX", &user, expires, expires + LINK_CODE_LIFETIME_MS)
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .consume_link_code("M0-VEDX", TG, expires + 1)
+            .await
+            .unwrap(),
+        Some(user),
+        "replaced by a code for anyone"
     );
 }
 

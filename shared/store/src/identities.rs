@@ -43,9 +43,22 @@ pub trait Identities: Send + Sync {
         expires_at_ms: i64,
     ) -> Result<(), StoreError>;
 
+    /// [`Identities::create_link_code`] of a code only the channel account `redeemer` may
+    /// redeem (a move code, made for the one sender it was shown to): to any other account it
+    /// is as one redeemed already, and trying it changes nothing, so nobody else in a group
+    /// chat can use it up.
+    async fn create_link_code_for(
+        &self,
+        code: &str,
+        user: &UserId,
+        redeemer: &str,
+        now_ms: i64,
+        expires_at_ms: i64,
+    ) -> Result<(), StoreError>;
+
     /// Redeem a code for the channel account `redeemer` (`{channel}#{external_id}`): the user
     /// it was created for, or `None` when it is unknown, expired at `now_ms`, or already
-    /// redeemed by another account. One conditional write, so of any number of concurrent
+    /// redeemed by (or made for) another account. One conditional write, so of any number of concurrent
     /// redemptions by different accounts exactly one gets the user.
     ///
     /// Redeeming again for the same account while the code is live gets the user again: a job
