@@ -475,6 +475,10 @@ impl Identities for CrashStore {
         )
         .await
     }
+    async fn link_code_redeemed_at(&self, code: &str) -> Result<Option<i64>, StoreError> {
+        self.alive()?;
+        self.inner.link_code_redeemed_at(code).await
+    }
     async fn consume_link_code(
         &self,
         code: &str,

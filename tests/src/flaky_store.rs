@@ -277,6 +277,9 @@ impl Identities for FlakyStore {
             .create_link_code_for(code, user, redeemer, now, expires_at)
             .await
     }
+    async fn link_code_redeemed_at(&self, code: &str) -> Result<Option<i64>, StoreError> {
+        self.inner.link_code_redeemed_at(code).await
+    }
     async fn consume_link_code(
         &self,
         code: &str,

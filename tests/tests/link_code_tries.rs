@@ -455,6 +455,84 @@ fn sqlite() -> Arc<dyn Store> {
     Arc::new(SqliteStore::open_in_memory().unwrap())
 }
 
+/// An unlinked chat is not linked again by the code that linked it, sent again while the code
+/// is live (it is in the chat's history): the unlink stands. The linking job run again (it
+/// came before the code was first redeemed) still links, and a new code links.
+async fn an_unlinked_chat_is_not_linked_again_by_its_old_code(store: Arc<dyn Store>) {
+    let s = setup(store);
+    s.store
+        .create_link_code("HJ2K3M4N", &"ana".into(), START_MS, START_MS + HOUR_MS)
+        .await
+        .unwrap();
+    let linking = TurnJob {
+        received_at_ms: START_MS + 60_000,
+        ..job("u-1", "sam", "HJ2K3M4N")
+    };
+    let outcome = s.jobs.run(&linking, MINUTE).await;
+    assert_eq!(
+        outcome,
+        JobOutcome::Answered(Resolved::Linked("ana".into()))
+    );
+    assert_eq!(
+        s.store.unbind_identity("whatsapp", "sam").await.unwrap(),
+        Some("ana".into())
+    );
+    // Five minutes later, the old code again: not linked.
+    s.now.fetch_add(5 * 60_000, Ordering::SeqCst);
+    let again = TurnJob {
+        received_at_ms: START_MS + 6 * 60_000,
+        ..job("u-2", "sam", "HJ2K3M4N")
+    };
+    let outcome = s.jobs.run(&again, MINUTE).await;
+    assert_eq!(
+        outcome,
+        JobOutcome::Answered(Resolved::StaleCode { bound: None })
+    );
+    assert_eq!(s.store.identity("whatsapp", "sam").await.unwrap(), None);
+    // A message that came before the code was first redeemed still links (as the linking
+    // job does when run again after dying between redeeming and binding).
+    let outcome = s
+        .jobs
+        .run(
+            &TurnJob {
+                message_id: "u-1-again".into(),
+                ..linking.clone()
+            },
+            MINUTE,
+        )
+        .await;
+    assert_eq!(
+        outcome,
+        JobOutcome::Answered(Resolved::Linked("ana".into()))
+    );
+    s.store.unbind_identity("whatsapp", "sam").await.unwrap();
+    // A new code from the account links as ever.
+    s.store
+        .create_link_code("JK3M4N5P", &"ana".into(), START_MS, START_MS + HOUR_MS)
+        .await
+        .unwrap();
+    let fresh = TurnJob {
+        received_at_ms: START_MS + 7 * 60_000,
+        ..job("u-3", "sam", "JK3M4N5P")
+    };
+    let outcome = s.jobs.run(&fresh, MINUTE).await;
+    assert_eq!(
+        outcome,
+        JobOutcome::Answered(Resolved::Linked("ana".into()))
+    );
+}
+
+#[tokio::test]
+async fn sqlite_an_unlinked_chat_is_not_linked_again_by_its_old_code() {
+    an_unlinked_chat_is_not_linked_again_by_its_old_code(sqlite()).await;
+}
+
+#[tokio::test]
+async fn dynamodb_an_unlinked_chat_is_not_linked_again_by_its_old_code() {
+    an_unlinked_chat_is_not_linked_again_by_its_old_code(dynamo_store("codes-unlinked").await)
+        .await;
+}
+
 #[tokio::test]
 async fn sqlite_five_failed_tries_then_no_code_is_looked_up() {
     five_failed_tries_then_no_code_is_looked_up(sqlite()).await;

@@ -184,6 +184,10 @@ impl MoveCode {
     }
 }
 
+/// How far apart the webhook's and the worker's clocks may be when a link code's first
+/// redemption (the worker's) is compared with when a message came (the webhook's).
+const CLOCKS_APART_MS: i64 = 60_000;
+
 /// The channel account that sent `job`, as a link code names its redeemer. Channel names
 /// never hold `#`, so this names one account.
 fn redeemer(job: &TurnJob) -> String {
@@ -243,6 +247,22 @@ pub async fn resolve(
             if bound.as_ref() == Some(&user) {
                 tracing::info!(channel = %job.channel, "a link code sent again by the account it linked");
                 return Ok(Resolved::LinkedAgain(user));
+            }
+            // Bound to nobody now, by a code this account redeemed before this message came:
+            // it was unlinked since (an operator's `identities unlink`: a lost phone, a number
+            // that changed hands), and the code, live for its half hour and in the chat's
+            // history, does not undo that. A retried job came before its own first redemption;
+            // the margin keeps two machines' clocks (the webhook's, the worker's) from telling
+            // a first link apart from a repeat.
+            if bound.is_none()
+                && job.received_at_ms > 0
+                && store
+                    .link_code_redeemed_at(code)
+                    .await?
+                    .is_some_and(|first| first + CLOCKS_APART_MS < job.received_at_ms)
+            {
+                tracing::warn!(channel = %job.channel, "a link code redeemed before, sent again after its chat was unlinked; not linked again");
+                return Ok(Resolved::StaleCode { bound: None });
             }
             if let Some(current) = &bound
                 && moving.is_none()

@@ -117,6 +117,29 @@ impl Identities for DynamoStore {
         }
     }
 
+    async fn link_code_redeemed_at(&self, code: &str) -> Result<Option<i64>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key(PK, s(link_code_pk(code)))
+            .key(SK, s(LINK))
+            .projection_expression("#used")
+            .expression_attribute_names("#used", USED_AT_MS)
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(unavailable)?;
+        match out.item {
+            Some(item) if item.contains_key(USED_AT_MS) => Ok(Some(get_n(
+                &item,
+                USED_AT_MS,
+                &format!("link code {code}"),
+            )?)),
+            _ => Ok(None),
+        }
+    }
+
     async fn bind_identity(
         &self,
         channel: &str,

@@ -104,6 +104,21 @@ impl Identities for SqliteStore {
             .await
     }
 
+    async fn link_code_redeemed_at(&self, code: &str) -> Result<Option<i64>, StoreError> {
+        let code = code.to_owned();
+        self.db
+            .read(move |conn| {
+                let at: Option<Option<i64>> = conn
+                    .prepare_cached("SELECT used_at_ms FROM link_codes WHERE code = ?1")
+                    .map_err(unavailable)?
+                    .query_row(params![code], |r| r.get(0))
+                    .optional()
+                    .map_err(unavailable)?;
+                Ok(at.flatten())
+            })
+            .await
+    }
+
     async fn bind_identity(
         &self,
         channel: &str,

@@ -1046,12 +1046,18 @@ pub async fn check_link_code_redeems_once(store: &dyn Store) {
         .create_link_code("K7-PLUM", &user, t0, expires)
         .await
         .unwrap();
+    assert_eq!(store.link_code_redeemed_at("K7-PLUM").await.unwrap(), None);
+    assert_eq!(store.link_code_redeemed_at("NO-SUCH").await.unwrap(), None);
     assert_eq!(
         store
             .consume_link_code("K7-PLUM", WA, t0 + 1)
             .await
             .unwrap(),
         Some(user.clone())
+    );
+    assert_eq!(
+        store.link_code_redeemed_at("K7-PLUM").await.unwrap(),
+        Some(t0 + 1)
     );
     for now in [t0 + 1, t0 + 2, t0 + 60_000] {
         assert_eq!(
@@ -1067,6 +1073,11 @@ pub async fn check_link_code_redeems_once(store: &dyn Store) {
             .unwrap(),
         Some(user),
         "the account that redeemed a live code may redeem it again (a retry)"
+    );
+    assert_eq!(
+        store.link_code_redeemed_at("K7-PLUM").await.unwrap(),
+        Some(t0 + 1),
+        "when it was first redeemed"
     );
     assert_eq!(
         store

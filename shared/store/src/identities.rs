@@ -70,6 +70,11 @@ pub trait Identities: Send + Sync {
         now_ms: i64,
     ) -> Result<Option<UserId>, StoreError>;
 
+    /// When `code` was first redeemed (`now_ms` of its first [`consume_link_code`]
+    /// (Self::consume_link_code)), whether or not it is live; `None` when it is unknown or was
+    /// never redeemed.
+    async fn link_code_redeemed_at(&self, code: &str) -> Result<Option<i64>, StoreError>;
+
     /// Bind the account `external_id` on `channel` to `user`, recording `now_ms` as the time.
     ///
     /// An account belongs to one user at a time: binding an already bound account moves it to
