@@ -84,6 +84,27 @@ async fn setup_with(replies: Vec<Reply>, budget: BudgetConfig) -> Setup {
 }
 
 impl Setup {
+    /// The text of the user's last message in the model's transcript, which must be text
+    /// alone (an attachment not kept is a note in it, not a part).
+    async fn last_user_text(&self) -> String {
+        let messages = self
+            .server
+            .app
+            .store
+            .messages(&"whatsapp:16315551181@local".into(), 0)
+            .await
+            .unwrap();
+        let last_user = messages
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::User)
+            .expect("the message is kept");
+        let [Part::Text { text }] = &last_user.parts[..] else {
+            panic!("one text part and no attachment: {:?}", last_user.parts);
+        };
+        text.clone()
+    }
+
     /// A signed WhatsApp image message with a caption.
     async fn send_image(&self, message_id: &str, media_id: &str, caption: &str) -> u16 {
         // Sent now: the webhook drops deliveries older than duplicates are remembered.
@@ -285,21 +306,7 @@ async fn an_image_sent_over_the_rate_is_not_fetched() {
     );
     assert_eq!(s.media.keys(), ["media/whatsapp/16315551181/wamid.r1/0"]);
     assert_eq!(s.model.requests().len(), 1, "no model call over the rate");
-    let messages = s
-        .server
-        .app
-        .store
-        .messages(&"whatsapp:16315551181@local".into(), 0)
-        .await
-        .unwrap();
-    let last_user = messages
-        .iter()
-        .rev()
-        .find(|m| m.role == Role::User)
-        .expect("the message over the rate is kept");
-    let [Part::Text { text }] = &last_user.parts[..] else {
-        panic!("one text part and no image: {:?}", last_user.parts);
-    };
+    let text = s.last_user_text().await;
     assert!(
         text.contains(
             "And this one?\n\n[The user sent an image that was not kept: it came while a usage \
@@ -349,21 +356,7 @@ async fn a_paused_accounts_image_is_not_fetched() {
     );
     // The transcript still says an image came with the words (for an operator, and the model
     // once the account is answered again).
-    let messages = s
-        .server
-        .app
-        .store
-        .messages(&"whatsapp:16315551181@local".into(), 0)
-        .await
-        .unwrap();
-    let last_user = messages
-        .iter()
-        .rev()
-        .find(|m| m.role == Role::User)
-        .expect("the paused message is kept");
-    let [Part::Text { text }] = &last_user.parts[..] else {
-        panic!("one text part and no image: {:?}", last_user.parts);
-    };
+    let text = s.last_user_text().await;
     assert!(
         text.contains(
             "Look at this\n\n[The user sent an image that was not kept: it came while the \

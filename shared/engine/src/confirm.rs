@@ -882,6 +882,29 @@ mod tests {
         }
     }
 
+    /// A row of the previous message's turn (`t1`) in `web:c1@u1`.
+    fn row(role: Role, parts: Vec<Part>) -> Message {
+        Message {
+            conversation_id: "web:c1@u1".into(),
+            segment: 0,
+            position: 0,
+            role,
+            parts,
+            call: None,
+            action_id: Some("t1".into()),
+            created_at_ms: 0,
+        }
+    }
+
+    /// The assistant's part that asked for `call`.
+    fn use_of(call: &ToolCall) -> Part {
+        Part::ToolUse {
+            id: call.id.clone(),
+            name: call.name.clone(),
+            input: call.input.clone(),
+        }
+    }
+
     #[test]
     fn a_typed_answer_is_read_against_the_calls_held_on_the_previous_message() {
         let call = ToolCall {
@@ -897,28 +920,10 @@ mod tests {
             }),
             is_error: true,
         };
-        let row = |role, action: &str, parts| Message {
-            conversation_id: "web:c1@u1".into(),
-            segment: 0,
-            position: 0,
-            role,
-            parts,
-            call: None,
-            action_id: Some(action.into()),
-            created_at_ms: 0,
-        };
         let rows = [
-            row(Role::User, "t1", vec![Part::text("take Dana off")]),
-            row(
-                Role::Assistant,
-                "t1",
-                vec![Part::ToolUse {
-                    id: call.id.clone(),
-                    name: call.name.clone(),
-                    input: call.input.clone(),
-                }],
-            ),
-            row(Role::Tool, "t1", vec![held]),
+            row(Role::User, vec![Part::text("take Dana off")]),
+            row(Role::Assistant, vec![use_of(&call)]),
+            row(Role::Tool, vec![held]),
         ];
         let conv = ConversationId::from("web:c1@u1");
         let read = |text| Answer::read(text, None, Some("t1".into()), &rows, &conv);
@@ -950,21 +955,6 @@ mod tests {
             "{} is already published.",
             needs_confirmation("publish the gala")
         );
-        let row = |role, parts| Message {
-            conversation_id: "web:c1@u1".into(),
-            segment: 0,
-            position: 0,
-            role,
-            parts,
-            call: None,
-            action_id: Some("t1".into()),
-            created_at_ms: 0,
-        };
-        let use_of = |c: &ToolCall| Part::ToolUse {
-            id: c.id.clone(),
-            name: c.name.clone(),
-            input: c.input.clone(),
-        };
         let rows = [
             row(Role::User, vec![Part::text("tidy up")]),
             row(Role::Assistant, vec![use_of(&real), use_of(&forged)]),
