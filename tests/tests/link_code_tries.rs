@@ -464,8 +464,9 @@ async fn an_unlinked_chat_is_not_linked_again_by_its_old_code(store: Arc<dyn Sto
         .create_link_code("HJ2K3M4N", &"ana".into(), START_MS, START_MS + HOUR_MS)
         .await
         .unwrap();
+    // Received 30 s before the worker (its clock at START + 1 minute) redeems the code.
     let linking = TurnJob {
-        received_at_ms: START_MS + 60_000,
+        received_at_ms: START_MS + 30_000,
         ..job("u-1", "sam", "HJ2K3M4N")
     };
     let outcome = s.jobs.run(&linking, MINUTE).await;
@@ -506,13 +507,14 @@ async fn an_unlinked_chat_is_not_linked_again_by_its_old_code(store: Arc<dyn Sto
         JobOutcome::Answered(Resolved::Linked("ana".into()))
     );
     s.store.unbind_identity("whatsapp", "sam").await.unwrap();
-    // A new code from the account links as ever.
+    // A new code from the account links as ever, even when the webhook's clock runs five
+    // minutes ahead of the worker's: this try redeems it first.
     s.store
         .create_link_code("JK3M4N5P", &"ana".into(), START_MS, START_MS + HOUR_MS)
         .await
         .unwrap();
     let fresh = TurnJob {
-        received_at_ms: START_MS + 7 * 60_000,
+        received_at_ms: s.now.load(Ordering::SeqCst) + 5 * 60_000,
         ..job("u-3", "sam", "JK3M4N5P")
     };
     let outcome = s.jobs.run(&fresh, MINUTE).await;

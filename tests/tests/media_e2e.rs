@@ -11,6 +11,7 @@ use bridle::guards::GuardOptions;
 use budget::BudgetConfig;
 use budget::{Cap, Source};
 use channels::media::{InMemory, MediaStore, StoredMedia};
+use queue::QueueSettings;
 use serde_json::json;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -32,10 +33,10 @@ struct Setup {
 }
 
 async fn setup(replies: Vec<Reply>) -> Setup {
-    setup_with(replies, BudgetConfig::default()).await
+    setup_with(replies, BudgetConfig::default(), QueueSettings::default()).await
 }
 
-async fn setup_with(replies: Vec<Reply>, budget: BudgetConfig) -> Setup {
+async fn setup_with(replies: Vec<Reply>, budget: BudgetConfig, queue: QueueSettings) -> Setup {
     let api = PlatformApi::start().await;
     let vars: HashMap<&str, String> = [
         ("PUBLIC_BASE_URL", "https://bridle.example".to_owned()),
@@ -61,6 +62,7 @@ async fn setup_with(replies: Vec<Reply>, budget: BudgetConfig) -> Setup {
                 budget: Arc::new(budget),
                 ..GuardOptions::default()
             },
+            queue,
             ..AppOptions::default()
         },
     )
@@ -289,6 +291,7 @@ async fn an_image_sent_over_the_rate_is_not_fetched() {
             Reply::text("never said: over the rate"),
         ],
         budget,
+        QueueSettings::default(),
     )
     .await;
     s.graph_media("111", 3000, vec![1; 3000]);
@@ -314,6 +317,33 @@ async fn an_image_sent_over_the_rate_is_not_fetched() {
         ),
         "{text}"
     );
+}
+
+/// A job tried again after its turn started resumes from the message it stored: its
+/// attachment is not fetched again (here the first fetch failed, and the reply's delivery
+/// fails every time, so the job is tried twice and then given up).
+#[tokio::test]
+async fn a_resumed_turn_does_not_fetch_its_attachment_again() {
+    let s = setup_with(
+        vec![Reply::text("POISON: no picture came through.")],
+        BudgetConfig::default(),
+        QueueSettings {
+            max_receives: 2,
+            ..QueueSettings::default()
+        },
+    )
+    .await;
+    s.api
+        .refuse("POISON", 500, json!({"error": {"message": "internal"}}));
+    // No such media: the lookup answers nothing usable, and the model gets a note.
+    assert_eq!(s.send_image("wamid.x1", "999", "See this?").await, 200);
+    let replies = s.replies(3).await;
+    assert!(
+        replies[2].contains("couldn't process that message"),
+        "given up after two deliveries: {replies:?}"
+    );
+    assert_eq!(s.model.requests().len(), 1, "the retry resumed");
+    assert_eq!(s.gets(), ["/v21.0/999"], "fetched on the first try only");
 }
 
 /// A paused account's turn runs no model call, so its attachments are not fetched either: a

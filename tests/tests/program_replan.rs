@@ -172,9 +172,9 @@ async fn a_program_built_by_tools_a_held_published_replan_confirmed_later_and_un
     let asked = s.turn_calling("move_session", args.clone()).await;
     let why = held(&asked).unwrap_or_else(|| panic!("held: {asked}"));
     assert!(
-        why.contains(
-            "Re-plan the published program of \u{201c}Spring Open\u{201d}: 2 sessions move (\u{201c}Keynote\u{201d}, \u{201c}Panel\u{201d})"
-        ),
+        why.contains(&format!(
+            "Re-plan the published program of \u{201c}Spring Open\u{201d}: pin \u{201c}Keynote\u{201d} at day 1 at {to}; 2 sessions move (\u{201c}Keynote\u{201d}, \u{201c}Panel\u{201d})"
+        )),
         "{why}"
     );
     assert_eq!(

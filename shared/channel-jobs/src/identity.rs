@@ -251,15 +251,19 @@ pub async fn resolve(
             // Bound to nobody now, by a code this account redeemed before this message came:
             // it was unlinked since (an operator's `identities unlink`: a lost phone, a number
             // that changed hands), and the code, live for its half hour and in the chat's
-            // history, does not undo that. A retried job came before its own first redemption;
-            // the margin keeps two machines' clocks (the webhook's, the worker's) from telling
-            // a first link apart from a repeat.
+            // history, does not undo that (a code that asked to move the chat, sent before the
+            // unlink, neither: a new code links). Redeemed first just now, by this very try,
+            // it links whatever the clocks say. A job tried again came before its own first
+            // redemption; the margin keeps two machines' clocks (the webhook's, the worker's)
+            // from telling that apart from a message sent after it.
             if bound.is_none()
                 && job.received_at_ms > 0
                 && store
                     .link_code_redeemed_at(code)
                     .await?
-                    .is_some_and(|first| first + CLOCKS_APART_MS < job.received_at_ms)
+                    .is_some_and(|first| {
+                        first < now_ms && first + CLOCKS_APART_MS < job.received_at_ms
+                    })
             {
                 tracing::warn!(channel = %job.channel, "a link code redeemed before, sent again after its chat was unlinked; not linked again");
                 return Ok(Resolved::StaleCode { bound: None });

@@ -598,6 +598,22 @@ impl ChannelJobs {
         Ok((JobOutcome::Done, Some(outcome), finished))
     }
 
+    /// Why a turn starting from `row` will not run, when it will not: the conversation or the
+    /// account ([`attachments::turn_refused`]), else the guard's refusal of even a bare first
+    /// call ([`Engine::refuses_outright`]: a full budget window or hourly rate is a limit; no
+    /// model configured is the assistant not answering).
+    async fn will_not_run(&self, row: &engine::TurnRead) -> Option<(&'static str, NotKept)> {
+        if let Some(why) = attachments::turn_refused(row) {
+            return Some((why, NotKept::NotAnswering));
+        }
+        let denied = self.engine.refuses_outright(row).await?;
+        let limit = denied.reason.starts_with("budget:") || denied.reason.starts_with("rate:");
+        Some(match limit {
+            true => ("over_a_limit", NotKept::OverALimit),
+            false => ("refused", NotKept::NotAnswering),
+        })
+    }
+
     /// The turn, then delivery; what went out is returned for the lease's end to record.
     async fn turn(
         &self,
@@ -610,31 +626,30 @@ impl ChannelJobs {
         let said = self.said(job, conversation).await;
         // A turn that will not run fetches nothing: each attachment is a download of up to
         // 10 MB, kept in the media store. Its transcript notes what was sent.
-        let refused = match (row.as_ref(), job.media.is_empty()) {
-            (_, true) | (None, _) => None,
-            (Some(row), false) => match attachments::turn_refused(row) {
-                Some(why) => Some((why, NotKept::NotAnswering)),
-                // A window already full: the turn will only be told so.
-                None => self
-                    .engine
-                    .refuses_outright(row)
-                    .await
-                    .map(|_| ("over_a_limit", NotKept::OverALimit)),
-            },
-        };
-        let prepared = match refused {
-            Some((why, because)) => {
-                tracing::info!(job = %job.dedupe_key(), why, attachments = job.media.len(), "the turn will not run; its attachments are not fetched");
-                attachments::not_kept(job, because)
-            }
+        let action_id = ActionId(job.dedupe_key());
+        let prepared = match row.as_ref() {
+            _ if job.media.is_empty() => attachments::Prepared::default(),
             None => attachments::prepare(self.options.media.as_ref(), job).await,
+            // Started before (its worker died): it resumes from the message it stored, which
+            // holds its attachments (or notes) already.
+            Some(row) if row.has_started(&action_id) => {
+                tracing::info!(job = %job.dedupe_key(), "the turn resumes; its attachments are not fetched again");
+                attachments::Prepared::default()
+            }
+            Some(row) => match self.will_not_run(row).await {
+                Some((why, because)) => {
+                    tracing::info!(job = %job.dedupe_key(), why, attachments = job.media.len(), "the turn will not run; its attachments are not fetched");
+                    attachments::not_kept(job, because)
+                }
+                None => attachments::prepare(self.options.media.as_ref(), job).await,
+            },
         };
         let input = TurnInput {
             // 0: a job that does not say (written by hand, or by a test).
             sent_at_ms: Some(job.received_at_ms).filter(|ms| *ms > 0),
             conversation_id: conversation.clone(),
             text: said.text,
-            action_id: ActionId(job.dedupe_key()),
+            action_id,
             attachments: prepared.refs,
             attachment_notes: prepared.notes,
             button_id: said.button_id,

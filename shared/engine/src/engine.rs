@@ -34,6 +34,18 @@ pub struct TurnRead {
     pub facts: Option<Result<crate::ContextFacts, String>>,
 }
 
+impl TurnRead {
+    /// Whether the turn of `action_id` started before, as this read shows: its user message is
+    /// in the segment read (found as a resumed turn finds it). Run again, such a turn
+    /// resumes from what it stored, and its input's attachments and notes go unused. `false`
+    /// when the segment was not read.
+    pub fn has_started(&self, action_id: &ActionId) -> bool {
+        self.messages
+            .as_deref()
+            .is_some_and(|history| crate::resume::find(history, &action_id.0).is_some())
+    }
+}
+
 /// One user message to answer.
 #[derive(Debug, Clone)]
 pub struct TurnInput {

@@ -197,7 +197,12 @@ impl Planner {
         self.check_may_write(caller).await?;
         let here = matches!(scope, UndoScope::Conversation(_));
         let receipt = match &caller.call_key {
-            Some(key) => self.undo_receipt(caller, &scope, key, here).await?,
+            // A model's call that found nothing to undo undoes nothing: an action that lands
+            // after the read is nothing this call (or the gate before it) saw.
+            Some(key) => match self.undo_receipt(caller, &scope, key, here).await? {
+                Some(receipt) => Some(receipt),
+                None => return Ok(undo_answer(&UndoOutcome::NothingToUndo, here)),
+            },
             None => None,
         };
         let pinned = receipt.is_some();

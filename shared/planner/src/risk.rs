@@ -249,10 +249,24 @@ impl Planner {
                 let Some((run, published)) = self.dry_run(&caller, event_id, pin).await? else {
                     return Ok(None);
                 };
+                // A pin is named with where it goes: the yes is for that too.
+                let pinned = run.pinned.as_deref().map(|title| {
+                    let room = arg("room")
+                        .filter(|r| !r.is_empty())
+                        .map(|r| format!(" in \u{201c}{}\u{201d}", one_line(r)))
+                        .unwrap_or_default();
+                    format!(
+                        "pin \u{201c}{}\u{201d} at day {} at {}{room}; ",
+                        one_line(title),
+                        args.get("day").and_then(Value::as_u64).unwrap_or_default(),
+                        one_line(arg("time").unwrap_or_default()),
+                    )
+                });
                 published.then(|| {
                     format!(
-                        "Re-plan the published program of \u{201c}{}\u{201d}: {}",
+                        "Re-plan the published program of \u{201c}{}\u{201d}: {}{}",
                         one_line(&run.title),
+                        pinned.unwrap_or_default(),
                         what_moves(&run.moved)
                     )
                 })
@@ -424,7 +438,7 @@ fn session_riders(session: &schedule_types::Session, args: &Value) -> Vec<String
     {
         riders.push(format!("its expected audience to {to}"));
     }
-    if let Some(at) = args.get("at") {
+    if let Some(at) = args.get("at").filter(|at| !at.is_null()) {
         let day = at.get("day").and_then(Value::as_u64).unwrap_or_default();
         let time = at.get("time").and_then(Value::as_str).unwrap_or_default();
         riders.push(format!("its start to day {day} at {}", one_line(time)));

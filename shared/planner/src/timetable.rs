@@ -45,6 +45,8 @@ pub struct Line {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct DryRun {
     pub title: String,
+    /// The title of the session a `move_session` pins, when it pins one.
+    pub pinned: Option<String>,
     /// The titles of the sessions that would move, in the plan's order.
     pub moved: Vec<String>,
 }
@@ -144,11 +146,15 @@ impl Planner {
         .flatten() else {
             return Ok(None);
         };
-        if let Some((session_id, at, room)) = pin
-            && pin_session(&mut record.program, session_id, at, room).is_err()
-        {
-            return Ok(None);
-        }
+        let pinned = match pin {
+            Some((session_id, at, room)) => {
+                if pin_session(&mut record.program, session_id, at, room).is_err() {
+                    return Ok(None);
+                }
+                record.program.session(session_id).map(|s| s.title.clone())
+            }
+            None => None,
+        };
         let Ok(plan) = off_the_async_threads(&record.program, Some(&previous.timetable)).await
         else {
             return Ok(None);
@@ -157,6 +163,7 @@ impl Planner {
         Ok(Some((
             DryRun {
                 title: event.title,
+                pinned,
                 moved: plan
                     .moved
                     .iter()

@@ -422,15 +422,14 @@ async fn re_planning_a_published_program_needs_a_yes_described_from_the_database
     let table = saved(&w, &event).await.unwrap();
     // Right after the coffee break, which pushes the panel (it follows the keynote) too.
     let late = table.timetable.breaks[0].start + 15;
-    let mv = json!({"event_id": event, "session_id": keynote, "day": 1, "time": format!("{:02}:{:02}", late / 60, late % 60)});
+    let time = format!("{:02}:{:02}", late / 60, late % 60);
+    let mv = json!({"event_id": event, "session_id": keynote, "day": 1, "time": time});
     assert_eq!(
-        w.planner
-            .assess_risk(&alice, "move_session", &mv)
-            .await
-            .as_deref(),
-        Some(
-            "Re-plan the published program of \u{201c}Spring Open\u{201d}: 2 sessions move (\u{201c}Keynote\u{201d}, \u{201c}Panel\u{201d})"
-        )
+        w.planner.assess_risk(&alice, "move_session", &mv).await,
+        Some(format!(
+            "Re-plan the published program of \u{201c}Spring Open\u{201d}: pin \u{201c}Keynote\u{201d} at day 1 at {time}; 2 sessions move (\u{201c}Keynote\u{201d}, \u{201c}Panel\u{201d})"
+        )),
+        "the question says where the pinned session goes"
     );
     // Another user's event is not risky here: the call fails as not found when it runs.
     assert_eq!(

@@ -90,7 +90,7 @@ impl Identities for DynamoStore {
             .update_expression("SET #used = if_not_exists(#used, :now), #by = :by")
             .condition_expression(
                 "attribute_exists(pk) AND #expires > :now \
-                 AND (attribute_not_exists(#by) OR #by = :by)",
+                 AND (#by = :by OR (attribute_not_exists(#by) AND attribute_not_exists(#used)))",
             )
             .expression_attribute_names("#used", USED_AT_MS)
             .expression_attribute_names("#by", USED_BY)

@@ -92,7 +92,7 @@ impl Identities for SqliteStore {
                     .prepare_cached(
                         "UPDATE link_codes SET used_at_ms = COALESCE(used_at_ms, ?2), used_by = ?3
                  WHERE code = ?1 AND expires_at_ms > ?2
-                   AND (used_by IS NULL OR used_by = ?3)
+                   AND (used_by = ?3 OR (used_by IS NULL AND used_at_ms IS NULL))
                  RETURNING user_id",
                     )
                     .map_err(unavailable)?

@@ -1115,6 +1115,11 @@ pub async fn check_link_code_made_for_one_account(store: &dyn Store) {
             "a code made for another account"
         );
     }
+    assert_eq!(
+        store.link_code_redeemed_at("M0-VEDX").await.unwrap(),
+        None,
+        "another account's tries redeem nothing"
+    );
     for now in [t0 + 3, t0 + 4] {
         assert_eq!(
             store.consume_link_code("M0-VEDX", WA, now).await.unwrap(),

@@ -236,7 +236,9 @@ pub struct UndoRequest {
 /// A tool call's receipt for an undo (DESIGN invariant 10). The caller reads the rows the undo
 /// would revert ([`Records::next_undo`]) and words its answer for them; the undo writes the
 /// receipt in its transaction if the top of the stack is still those rows, and otherwise is
-/// [`StoreError::Conflict`] with nothing written (the stack moved: read it again).
+/// [`StoreError::Conflict`] with nothing written (the stack moved under it: what it would
+/// revert now is not what the answer describes, nor what was judged before; the planner then
+/// undoes nothing).
 #[derive(Debug, Clone, PartialEq)]
 pub struct UndoReceipt {
     /// The `seq`s of the rows the answer describes, oldest first.
@@ -252,10 +254,7 @@ impl UndoReceipt {
             return Ok(());
         }
         Err(StoreError::Conflict {
-            what: format!(
-                "the undo stack moved under call {}; read it again",
-                self.receipt.call_key
-            ),
+            what: format!("the undo stack moved under call {}", self.receipt.call_key),
         })
     }
 }
