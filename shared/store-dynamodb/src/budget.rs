@@ -258,27 +258,25 @@ impl BudgetLedger for DynamoStore {
         Ok(())
     }
 
+    /// One consistent `BatchGetItem` for all the buckets (a guard reads up to five at once).
     async fn bucket_usage(&self, buckets: &[BucketKey]) -> Result<Vec<u64>, StoreError> {
-        let mut out = Vec::with_capacity(buckets.len());
-        for b in buckets {
-            let pk = bucket_pk(b);
-            let item = self
-                .client
-                .get_item()
-                .table_name(&self.table)
-                .key(PK, s(&pk))
-                .key(SK, s(BUCKET))
-                .consistent_read(true)
-                .send()
-                .await
-                .map_err(unavailable)?
-                .item;
-            out.push(match item {
-                Some(item) => used_of(&item, &pk)?,
-                None => 0,
-            });
+        let pks: Vec<String> = buckets.iter().map(bucket_pk).collect();
+        // DynamoDB refuses a batch that names a key twice.
+        let distinct: std::collections::BTreeSet<&String> = pks.iter().collect();
+        let keys = distinct
+            .into_iter()
+            .map(|pk| Item::from([(PK.into(), s(pk)), (SK.into(), s(BUCKET))]))
+            .collect();
+        let mut used = std::collections::HashMap::with_capacity(pks.len());
+        for item in self.get_consistent(keys, "budget buckets").await? {
+            let pk = get_s(&item, PK, "budget bucket")?.to_owned();
+            let n = used_of(&item, &pk)?;
+            used.insert(pk, n);
         }
-        Ok(out)
+        Ok(pks
+            .iter()
+            .map(|pk| used.get(pk).copied().unwrap_or(0))
+            .collect())
     }
 
     async fn buckets_of_window(

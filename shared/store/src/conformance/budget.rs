@@ -73,6 +73,20 @@ pub async fn check_budget_reserve_and_settle(store: &dyn Store) {
         .await
         .unwrap();
     assert_eq!(read, vec![1_700, 85], "real usage after settling");
+    let read = store
+        .bucket_usage(&[
+            usd.clone(),
+            next_minute.clone(),
+            minute.clone(),
+            usd.clone(),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(
+        read,
+        vec![85, 0, 1_700, 85],
+        "in the order asked, a bucket asked twice answered twice"
+    );
 
     // Settling may push a bucket over its cap (the one allowed overshoot); a reservation then
     // trips.
