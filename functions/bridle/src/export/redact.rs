@@ -1,7 +1,8 @@
 //! Personal data out of an export: the names, e-mail addresses and channel handles the accounts
-//! and the identity tables know, and anything shaped like an e-mail address or a phone number,
-//! replaced by placeholders (`<person-1>`, `<email-1>`, `<phone-1>`, `<handle-1>`) that stay the
-//! same for the same value throughout one export.
+//! and the identity tables know, and anything shaped like an e-mail address, a phone number or
+//! a link code (a code may still be live: whoever holds it can link a chat to its account),
+//! replaced by placeholders (`<person-1>`, `<email-1>`, `<phone-1>`, `<handle-1>`, `<code-1>`)
+//! that stay the same for the same value throughout one export.
 
 use serde_json::Value;
 use std::collections::HashMap;
@@ -13,6 +14,7 @@ enum Kind {
     Email,
     Phone,
     Handle,
+    Code,
 }
 
 impl Kind {
@@ -22,6 +24,7 @@ impl Kind {
             Kind::Email => "email",
             Kind::Phone => "phone",
             Kind::Handle => "handle",
+            Kind::Code => "code",
         }
     }
 }
@@ -148,12 +151,13 @@ impl Redactor {
         }
     }
 
-    /// `text` with every known value, e-mail address and phone number replaced.
+    /// `text` with every known value, link code, e-mail address and phone number replaced.
     pub fn redact(&mut self, text: &str) -> String {
         let mut out = text.to_owned();
         for term in &self.terms {
             out = replace_term(&out, term);
         }
+        let out = self.replace_found(&out, Kind::Code, find_code);
         let out = self.replace_found(&out, Kind::Email, find_email);
         self.replace_found(&out, Kind::Phone, find_phone)
     }
@@ -170,6 +174,7 @@ impl Redactor {
             let found = &text[start..end];
             let key = match kind {
                 Kind::Phone => digits(found),
+                Kind::Code => channels::link_code::canonical(found).unwrap_or_default(),
                 _ => found.to_lowercase(),
             };
             out.push_str(&text[at..start]);
@@ -240,6 +245,32 @@ fn replace_term(text: &str, term: &Term) -> String {
     }
     out.push_str(&text[copied..]);
     out
+}
+
+/// The next link code at or after byte `from`, found as the linking code finds one
+/// (`channels::link_code::find`): a token of letters, digits and dashes, its outer dashes
+/// left out, shaped like a code in any case, with or without its dash.
+fn find_code(text: &str, from: usize) -> Option<(usize, usize)> {
+    let in_token = |c: char| c.is_ascii_alphanumeric() || c == '-';
+    let mut at = from;
+    while at < text.len() {
+        let rest = &text[at..];
+        let Some(start) = rest.find(in_token) else {
+            return None;
+        };
+        let start = at + start;
+        let end = text[start..]
+            .find(|c: char| !in_token(c))
+            .map_or(text.len(), |n| start + n);
+        let token = &text[start..end];
+        let trimmed = token.trim_matches('-');
+        if channels::link_code::canonical(trimmed).is_some() {
+            let lead = token.len() - token.trim_start_matches('-').len();
+            return Some((start + lead, start + lead + trimmed.len()));
+        }
+        at = end;
+    }
+    None
 }
 
 fn is_local_char(c: char) -> bool {
@@ -361,6 +392,21 @@ mod tests {
             r.redact("u-dana, DANA LEE, Danae"),
             "u-<person-1>, <person-1>, Danae"
         );
+    }
+
+    #[test]
+    fn link_codes_become_placeholders_however_they_were_typed() {
+        let mut r = Redactor::default();
+        let out = r.redact(
+            "Send ABCD-2345 here (or abcd2345, \"--abcd-2345--\"); not ev-3f2a9c7d1e, \
+             2026-12-01, SCHEDULE or 8 Dec.",
+        );
+        assert_eq!(
+            out,
+            "Send <code-1> here (or <code-1>, \"--<code-1>--\"); not ev-3f2a9c7d1e, \
+             2026-12-01, SCHEDULE or 8 Dec."
+        );
+        assert_eq!(r.redact("MOVE JK3M-4N5P"), "MOVE <code-2>");
     }
 
     #[test]
