@@ -522,6 +522,31 @@ async fn an_unlinked_chat_is_not_linked_again_by_its_old_code(store: Arc<dyn Sto
         outcome,
         JobOutcome::Answered(Resolved::Linked("ana".into()))
     );
+    // Bo's code asks to move the chat, with a move code; the chat is unlinked; the move code
+    // then links nothing either: there is no linked chat left to move.
+    s.store
+        .create_link_code("KM4N5P6Q", &"bo".into(), START_MS, START_MS + HOUR_MS)
+        .await
+        .unwrap();
+    let outcome = s.jobs.run(&job("u-4", "sam", "KM4N5P6Q"), MINUTE).await;
+    assert_eq!(
+        outcome,
+        JobOutcome::Answered(Resolved::MoveAsked {
+            bound: "ana".into(),
+            to: "bo".into()
+        })
+    );
+    let move_code = move_code_in(&s.platform.sent().last().cloned().unwrap());
+    s.store.unbind_identity("whatsapp", "sam").await.unwrap();
+    let outcome = s
+        .jobs
+        .run(&job("u-5", "sam", &format!("MOVE {move_code}")), MINUTE)
+        .await;
+    assert!(
+        !matches!(outcome, JobOutcome::Answered(Resolved::Linked(_))),
+        "{outcome:?}"
+    );
+    assert_eq!(s.store.identity("whatsapp", "sam").await.unwrap(), None);
 }
 
 #[tokio::test]

@@ -5,9 +5,9 @@
 //! words with a note, and the user still gets a reply.
 
 use backend::{Reply, ScriptedModel};
-use bridle::AppOptions;
 use bridle::channel_setup::ChannelSetup;
 use bridle::guards::GuardOptions;
+use bridle::{AppOptions, OtherStore};
 use budget::BudgetConfig;
 use budget::{Cap, Source};
 use channels::media::{InMemory, MediaStore, StoredMedia};
@@ -33,10 +33,18 @@ struct Setup {
 }
 
 async fn setup(replies: Vec<Reply>) -> Setup {
-    setup_with(replies, BudgetConfig::default(), QueueSettings::default()).await
+    setup_with(replies, Options::default()).await
 }
 
-async fn setup_with(replies: Vec<Reply>, budget: BudgetConfig, queue: QueueSettings) -> Setup {
+/// What a test sets besides the channel: caps, the queue's deliveries, another store.
+#[derive(Default)]
+struct Options {
+    budget: BudgetConfig,
+    queue: QueueSettings,
+    store: Option<Arc<dyn store::Store>>,
+}
+
+async fn setup_with(replies: Vec<Reply>, options: Options) -> Setup {
     let api = PlatformApi::start().await;
     let vars: HashMap<&str, String> = [
         ("PUBLIC_BASE_URL", "https://bridle.example".to_owned()),
@@ -59,10 +67,11 @@ async fn setup_with(replies: Vec<Reply>, budget: BudgetConfig, queue: QueueSetti
         AppOptions {
             channels,
             guards: GuardOptions {
-                budget: Arc::new(budget),
+                budget: Arc::new(options.budget),
                 ..GuardOptions::default()
             },
-            queue,
+            queue: options.queue,
+            store: options.store.map(OtherStore),
             ..AppOptions::default()
         },
     )
@@ -290,8 +299,10 @@ async fn an_image_sent_over_the_rate_is_not_fetched() {
             Reply::text("A cat."),
             Reply::text("never said: over the rate"),
         ],
-        budget,
-        QueueSettings::default(),
+        Options {
+            budget,
+            ..Options::default()
+        },
     )
     .await;
     s.graph_media("111", 3000, vec![1; 3000]);
@@ -322,14 +333,16 @@ async fn an_image_sent_over_the_rate_is_not_fetched() {
 /// A job tried again after its turn started resumes from the message it stored: its
 /// attachment is not fetched again (here the first fetch failed, and the reply's delivery
 /// fails every time, so the job is tried twice and then given up).
-#[tokio::test]
-async fn a_resumed_turn_does_not_fetch_its_attachment_again() {
+async fn a_resumed_turn_does_not_fetch_its_attachment_again(store: Option<Arc<dyn store::Store>>) {
     let s = setup_with(
         vec![Reply::text("POISON: no picture came through.")],
-        BudgetConfig::default(),
-        QueueSettings {
-            max_receives: 2,
-            ..QueueSettings::default()
+        Options {
+            queue: QueueSettings {
+                max_receives: 2,
+                ..QueueSettings::default()
+            },
+            store,
+            ..Options::default()
         },
     )
     .await;
@@ -344,6 +357,18 @@ async fn a_resumed_turn_does_not_fetch_its_attachment_again() {
     );
     assert_eq!(s.model.requests().len(), 1, "the retry resumed");
     assert_eq!(s.gets(), ["/v21.0/999"], "fetched on the first try only");
+}
+
+#[tokio::test]
+async fn a_resumed_turn_does_not_fetch_its_attachment_again_on_sqlite() {
+    a_resumed_turn_does_not_fetch_its_attachment_again(None).await;
+}
+
+/// DynamoDB reads the conversation without its segment: the job reads it to tell.
+#[tokio::test]
+async fn a_resumed_turn_does_not_fetch_its_attachment_again_on_dynamodb() {
+    let store: Arc<dyn store::Store> = tests::moto::dynamo_store("media-resumed").await;
+    a_resumed_turn_does_not_fetch_its_attachment_again(Some(store)).await;
 }
 
 /// A paused account's turn runs no model call, so its attachments are not fetched either: a

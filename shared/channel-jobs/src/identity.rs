@@ -231,6 +231,16 @@ pub async fn resolve(
             let moving = MoveCode::read(&redeemed);
             let user = match moving {
                 // A move code moves the chat it was made for, and only as `MOVE <code>`.
+                // Bound to nobody now, the chat has nothing to move: it was unlinked since the
+                // code was made, and the code does not link it again (a new link code does).
+                Some(ref m)
+                    if m.chat == MoveCode::chat_of(job)
+                        && link_code::is_move(&job.text)
+                        && bound.is_none() =>
+                {
+                    tracing::warn!(channel = %job.channel, "a move code for a chat unlinked since; not linked");
+                    return Ok(Resolved::StaleCode { bound });
+                }
                 Some(ref m)
                     if m.chat == MoveCode::chat_of(job) && link_code::is_move(&job.text) =>
                 {
@@ -262,7 +272,7 @@ pub async fn resolve(
                     .link_code_redeemed_at(code)
                     .await?
                     .is_some_and(|first| {
-                        first < now_ms && first + CLOCKS_APART_MS < job.received_at_ms
+                        first != now_ms && first + CLOCKS_APART_MS < job.received_at_ms
                     })
             {
                 tracing::warn!(channel = %job.channel, "a link code redeemed before, sent again after its chat was unlinked; not linked again");

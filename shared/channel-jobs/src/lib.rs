@@ -619,11 +619,21 @@ impl ChannelJobs {
         &self,
         job: &TurnJob,
         conversation: &ConversationId,
-        row: Option<engine::TurnRead>,
+        mut row: Option<engine::TurnRead>,
         sink: &dyn EventSink,
         sender: &dyn Sender,
     ) -> Result<(TurnOutcome, Option<VisibleEntry>), JobError> {
         let said = self.said(job, conversation).await;
+        // Whether the turn started before shows in its segment, which a store that reads the
+        // conversation alone (DynamoDB) did not read: read it now, for the turn to use too
+        // (it would read it first thing), so a message with attachments tells.
+        if !job.media.is_empty()
+            && let Some(row) = row.as_mut()
+            && row.messages.is_none()
+        {
+            let segment = row.conversation.segment;
+            row.messages = Some(self.store.messages(conversation, segment).await?);
+        }
         // A turn that will not run fetches nothing: each attachment is a download of up to
         // 10 MB, kept in the media store. Its transcript notes what was sent.
         let action_id = ActionId(job.dedupe_key());

@@ -157,8 +157,9 @@ impl Redactor {
         for term in &self.terms {
             out = replace_term(&out, term);
         }
-        let out = self.replace_found(&out, Kind::Code, find_code);
+        // E-mail addresses first, whole: a local part or a domain may be shaped like a code.
         let out = self.replace_found(&out, Kind::Email, find_email);
+        let out = self.replace_found(&out, Kind::Code, find_code);
         self.replace_found(&out, Kind::Phone, find_phone)
     }
 
@@ -407,6 +408,11 @@ mod tests {
              2026-12-01, SCHEDULE or 8 Dec."
         );
         assert_eq!(r.redact("MOVE JK3M-4N5P"), "MOVE <code-2>");
+        // An address stays one address; a short hex id that looks like a code goes too.
+        assert_eq!(
+            r.redact("sam98765@gmail.com, jane@abcd2345.org, commit a3f9c7d2"),
+            "<email-1>, <email-2>, commit <code-3>"
+        );
     }
 
     #[test]
