@@ -256,10 +256,7 @@ fn find_code(text: &str, from: usize) -> Option<(usize, usize)> {
     let mut at = from;
     while at < text.len() {
         let rest = &text[at..];
-        let Some(start) = rest.find(in_token) else {
-            return None;
-        };
-        let start = at + start;
+        let start = at + rest.find(in_token)?;
         let end = text[start..]
             .find(|c: char| !in_token(c))
             .map_or(text.len(), |n| start + n);
