@@ -231,19 +231,16 @@ pub async fn resolve(
             let moving = MoveCode::read(&redeemed);
             let user = match moving {
                 // A move code moves the chat it was made for, and only as `MOVE <code>`.
-                // Bound to nobody now, the chat has nothing to move: it was unlinked since the
-                // code was made, and the code does not link it again (a new link code does).
-                Some(ref m)
-                    if m.chat == MoveCode::chat_of(job)
-                        && link_code::is_move(&job.text)
-                        && bound.is_none() =>
-                {
-                    tracing::warn!(channel = %job.channel, "a move code for a chat unlinked since; not linked");
-                    return Ok(Resolved::StaleCode { bound });
-                }
                 Some(ref m)
                     if m.chat == MoveCode::chat_of(job) && link_code::is_move(&job.text) =>
                 {
+                    // Bound to nobody now, the chat has nothing to move: it was unlinked since
+                    // the code was made, and the code does not link it again (a new link
+                    // code does).
+                    if bound.is_none() {
+                        tracing::warn!(channel = %job.channel, "a move code for a chat unlinked since; not linked");
+                        return Ok(Resolved::StaleCode { bound });
+                    }
                     m.to.clone()
                 }
                 Some(_) => {

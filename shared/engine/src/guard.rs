@@ -132,7 +132,7 @@ pub trait Guard: Send + Sync {
 
     /// Whether the first model call of a turn would be refused now even with nothing of the
     /// conversation in it: `call` is that call with no messages and no tools (no model
-    /// configured, an account paused, a window with no room left). Asked before a turn's
+    /// configured, a budget window with no room left). Asked before a turn's
     /// costly preparation (fetching its attachments), so a turn that cannot run costs no
     /// download. A read only: nothing is reserved or counted, and the turn's own calls are
     /// guarded as ever. `None` (the default) when the call may be allowed, or the guard cannot

@@ -1,5 +1,6 @@
 //! `Identities`: link codes in `link_codes` (redeeming stamps `used_at_ms` and the redeeming
-//! account, `used_by`, which a code made for one account has from the start; the row stays until a new code of the same string replaces it) and bound
+//! account, `used_by`, which a code made for one account has from the start; the row stays
+//! until a new code of the same string replaces it) and bound
 //! accounts in `identities`, one row per `(channel, external_id)` (listed by user through
 //! `identities_by_user`; unbinding deletes the row). Creating and redeeming are each one
 //! statement whose `WHERE` admits only what the port allows, so there is no read-then-write
