@@ -504,6 +504,21 @@ impl Identities for CrashStore {
         )
         .await
     }
+    async fn bind_identity_if(
+        &self,
+        channel: &str,
+        external_id: &str,
+        user: &UserId,
+        was: Option<&UserId>,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        self.write(
+            "bind_identity_if",
+            self.inner
+                .bind_identity_if(channel, external_id, user, was, now),
+        )
+        .await
+    }
     async fn identity(
         &self,
         channel: &str,

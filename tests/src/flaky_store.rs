@@ -21,6 +21,9 @@ pub struct FlakyStore {
     records_unreadable: AtomicBool,
     /// The next undo finds another undo of its user landed just before it.
     undo_elsewhere_first: AtomicBool,
+    /// The next conditional bind finds its account bound to this user (`None`: unbound) just
+    /// before it.
+    bound_elsewhere_first: std::sync::Mutex<Option<Option<UserId>>>,
 }
 
 impl FlakyStore {
@@ -31,7 +34,15 @@ impl FlakyStore {
             results_left: AtomicI64::new(-1),
             records_unreadable: AtomicBool::new(false),
             undo_elsewhere_first: AtomicBool::new(false),
+            bound_elsewhere_first: std::sync::Mutex::new(None),
         }
+    }
+
+    /// Just before the next conditional bind (a linking job's), its account is bound to `user`
+    /// by someone else, or unbound when `None`: the same sender's job in another chat linking
+    /// it first, or an operator's unlink, between the job's read and its write.
+    pub fn bound_elsewhere_first(&self, user: Option<UserId>) {
+        *self.bound_elsewhere_first.lock().unwrap() = Some(user);
     }
 
     /// Just before the next undo, another undo of the same user (the user's own, reaching any
@@ -297,6 +308,30 @@ impl Identities for FlakyStore {
     ) -> Result<(), StoreError> {
         self.inner
             .bind_identity(channel, external_id, user, now)
+            .await
+    }
+    async fn bind_identity_if(
+        &self,
+        channel: &str,
+        external_id: &str,
+        user: &UserId,
+        was: Option<&UserId>,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        let elsewhere = self.bound_elsewhere_first.lock().unwrap().take();
+        match elsewhere {
+            Some(Some(other)) => {
+                self.inner
+                    .bind_identity(channel, external_id, &other, now)
+                    .await?
+            }
+            Some(None) => {
+                self.inner.unbind_identity(channel, external_id).await?;
+            }
+            None => {}
+        }
+        self.inner
+            .bind_identity_if(channel, external_id, user, was, now)
             .await
     }
     async fn identity(

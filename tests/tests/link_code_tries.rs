@@ -549,6 +549,67 @@ async fn an_unlinked_chat_is_not_linked_again_by_its_old_code(store: Arc<dyn Sto
     assert_eq!(s.store.identity("whatsapp", "sam").await.unwrap(), None);
 }
 
+/// Between a linking job's read of the chat's binding and its write, the binding changes:
+/// the same sender's job in another chat (a DM and a group run at once) links it first, or an
+/// operator unlinks it. The job decides again from what is there now: it asks before moving
+/// a chat linked since, and a move code does not link a chat unlinked since.
+#[tokio::test]
+async fn a_binding_that_changed_while_linking_is_decided_again() {
+    let flaky = Arc::new(tests::FlakyStore::new(Arc::new(
+        SqliteStore::open_in_memory().unwrap(),
+    )));
+    let s = setup(flaky.clone());
+    for (code, user) in [("HJ2K3M4N", "ana"), ("JK3M4N5P", "bo")] {
+        s.store
+            .create_link_code(code, &user.into(), START_MS, START_MS + HOUR_MS)
+            .await
+            .unwrap();
+    }
+    // Sam, linked to nobody, sends Bo's code; Sam's job in another chat links Ana's first.
+    flaky.bound_elsewhere_first(Some("ana".into()));
+    let outcome = s.jobs.run(&job("u-1", "sam", "JK3M4N5P"), MINUTE).await;
+    assert_eq!(
+        outcome,
+        JobOutcome::Answered(Resolved::MoveAsked {
+            bound: "ana".into(),
+            to: "bo".into()
+        }),
+        "a chat linked since is asked about, not moved"
+    );
+    assert_eq!(
+        s.store.identity("whatsapp", "sam").await.unwrap(),
+        Some("ana".into())
+    );
+    // Sam answers MOVE; an operator unlinks the chat (a lost phone) just before the bind.
+    let move_code = move_code_in(&s.platform.sent().last().cloned().unwrap());
+    flaky.bound_elsewhere_first(None);
+    let outcome = s
+        .jobs
+        .run(&job("u-2", "sam", &format!("MOVE {move_code}")), MINUTE)
+        .await;
+    assert_eq!(
+        outcome,
+        JobOutcome::Answered(Resolved::StaleCode { bound: None }),
+        "the unlink stands"
+    );
+    assert_eq!(s.store.identity("whatsapp", "sam").await.unwrap(), None);
+    // Both chats send the same code at once: one links, the other finds it linked.
+    s.store
+        .create_link_code("KM4N5P6Q", &"bo".into(), START_MS, START_MS + HOUR_MS)
+        .await
+        .unwrap();
+    flaky.bound_elsewhere_first(Some("bo".into()));
+    let outcome = s.jobs.run(&job("u-3", "sam", "KM4N5P6Q"), MINUTE).await;
+    assert_eq!(
+        outcome,
+        JobOutcome::Answered(Resolved::LinkedAgain("bo".into()))
+    );
+    assert_eq!(
+        s.store.identity("whatsapp", "sam").await.unwrap(),
+        Some("bo".into())
+    );
+}
+
 #[tokio::test]
 async fn sqlite_an_unlinked_chat_is_not_linked_again_by_its_old_code() {
     an_unlinked_chat_is_not_linked_again_by_its_old_code(sqlite()).await;

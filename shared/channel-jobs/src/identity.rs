@@ -207,6 +207,29 @@ pub async fn resolve(
     job: &TurnJob,
     now_ms: i64,
 ) -> Result<Resolved, StoreError> {
+    // The binding is written only if it is still what was read; changed in between (the
+    // sender's job in another chat linked it first, an operator unlinked it), it is decided
+    // again from what it is now. A code this account redeemed redeems again for it.
+    for _ in 0..BIND_TRIES {
+        if let Some(resolved) = resolve_once(store, job, now_ms).await? {
+            return Ok(resolved);
+        }
+    }
+    Err(StoreError::Conflict {
+        what: format!("identity {}", redeemer(job)),
+    })
+}
+
+/// How many times [`resolve`] decides before it gives up on a binding that keeps changing
+/// (the job is then tried again later).
+const BIND_TRIES: usize = 3;
+
+/// [`resolve`] once: `None` when the binding changed between its read and its write.
+async fn resolve_once(
+    store: &dyn Store,
+    job: &TurnJob,
+    now_ms: i64,
+) -> Result<Option<Resolved>, StoreError> {
     // At most two code-shaped words are tried per message: a message stuffed with guesses
     // costs the same as an honest one, and cannot search the code space.
     let codes: Vec<_> = link_code::find(&job.text)
@@ -239,13 +262,13 @@ pub async fn resolve(
                     // code does).
                     if bound.is_none() {
                         tracing::warn!(channel = %job.channel, "a move code for a chat unlinked since; not linked");
-                        return Ok(Resolved::StaleCode { bound });
+                        return Ok(Some(Resolved::StaleCode { bound }));
                     }
                     m.to.clone()
                 }
                 Some(_) => {
                     tracing::warn!(channel = %job.channel, "a move code not sent as MOVE <code> by the chat it was made for");
-                    return Ok(Resolved::StaleCode { bound });
+                    return Ok(Some(Resolved::StaleCode { bound }));
                 }
                 None => redeemed,
             };
@@ -253,7 +276,7 @@ pub async fn resolve(
             // run again links): bound to that user already, nothing is written.
             if bound.as_ref() == Some(&user) {
                 tracing::info!(channel = %job.channel, "a link code sent again by the account it linked");
-                return Ok(Resolved::LinkedAgain(user));
+                return Ok(Some(Resolved::LinkedAgain(user)));
             }
             // Bound to nobody now, by a code this account redeemed before this message came:
             // it was unlinked since (an operator's `identities unlink`: a lost phone, a number
@@ -273,22 +296,36 @@ pub async fn resolve(
                     })
             {
                 tracing::warn!(channel = %job.channel, "a link code redeemed before, sent again after its chat was unlinked; not linked again");
-                return Ok(Resolved::StaleCode { bound: None });
+                return Ok(Some(Resolved::StaleCode { bound: None }));
             }
             if let Some(current) = &bound
                 && moving.is_none()
             {
                 tracing::info!(channel = %job.channel, "a code for another account from a linked chat; asked before moving it");
-                return Ok(Resolved::MoveAsked {
+                return Ok(Some(Resolved::MoveAsked {
                     bound: current.clone(),
                     to: user,
-                });
+                }));
             }
-            store
-                .bind_identity(&job.channel, &job.external_user_id, &user, now_ms)
-                .await?;
+            match store
+                .bind_identity_if(
+                    &job.channel,
+                    &job.external_user_id,
+                    &user,
+                    bound.as_ref(),
+                    now_ms,
+                )
+                .await
+            {
+                Ok(()) => {}
+                Err(StoreError::Conflict { .. }) => {
+                    tracing::info!(channel = %job.channel, "the channel account's binding changed while linking; deciding again");
+                    return Ok(None);
+                }
+                Err(e) => return Err(e),
+            }
             tracing::info!(channel = %job.channel, user = %user.0, "channel account linked");
-            return Ok(Resolved::Linked(user));
+            return Ok(Some(Resolved::Linked(user)));
         }
     }
     if spent {
@@ -304,14 +341,14 @@ pub async fn resolve(
             || link_code::is_only_a_code(&job.text)
             || link_code::is_move(&job.text))
     {
-        return Ok(if spent {
+        return Ok(Some(if spent {
             Resolved::TooManyCodes { bound }
         } else {
             Resolved::StaleCode { bound }
-        });
+        }));
     }
-    Ok(match bound {
+    Ok(Some(match bound {
         Some(user) => Resolved::Bound(user),
         None => Resolved::Unknown,
-    })
+    }))
 }

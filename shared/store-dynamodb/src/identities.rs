@@ -2,7 +2,9 @@
 //! account (`IDENT#<channel>#<external id>` / `IDENT`). Creating a code is one conditional
 //! `PutItem` that admits only a missing or expired code; redeeming is one conditional
 //! `UpdateItem` that admits only a live code that is unredeemed or was redeemed by the same
-//! account, so concurrent redemptions by different accounts have exactly one winner. Binding is a plain `PutItem`: the newest binding wins.
+//! account, so concurrent redemptions by different accounts have exactly one winner. A job binds
+//! with a `PutItem` conditioned on the binding it read (none, or the user it names); an
+//! operator's binding is a plain `PutItem`.
 //! Bound accounts are listed from `gsi1` (`IDENTS` / `<user>#<channel>#<external id>`, one
 //! partition: linking is rare), eventually consistent; unbinding is a `DeleteItem`.
 
@@ -154,6 +156,34 @@ impl Identities for DynamoStore {
             .send()
             .await
             .map_err(unavailable)?;
+        Ok(())
+    }
+
+    async fn bind_identity_if(
+        &self,
+        channel: &str,
+        external_id: &str,
+        user: &UserId,
+        was: Option<&UserId>,
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        let put = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(identity_item(channel, external_id, user, now_ms)));
+        let put = match was {
+            None => put.condition_expression("attribute_not_exists(pk)"),
+            Some(was) => put
+                .condition_expression("#user = :was")
+                .expression_attribute_names("#user", USER_ID)
+                .expression_attribute_values(":was", s(&was.0)),
+        };
+        put.send().await.map_err(|err| {
+            write_error(err, || StoreError::Conflict {
+                what: format!("identity {channel}#{external_id}"),
+            })
+        })?;
         Ok(())
     }
 

@@ -147,6 +147,48 @@ impl Identities for SqliteStore {
             .await
     }
 
+    async fn bind_identity_if(
+        &self,
+        channel: &str,
+        external_id: &str,
+        user: &UserId,
+        was: Option<&UserId>,
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        let channel = channel.to_owned();
+        let external_id = external_id.to_owned();
+        let user = user.clone();
+        let was = was.cloned();
+        self.db
+            .write(move |conn| {
+                let written = match &was {
+                    None => conn
+                        .prepare_cached(
+                            "INSERT INTO identities (channel, external_id, user_id, bound_at_ms)
+                             VALUES (?1, ?2, ?3, ?4)
+                             ON CONFLICT (channel, external_id) DO NOTHING",
+                        )
+                        .map_err(unavailable)?
+                        .execute(params![channel, external_id, user.0, now_ms]),
+                    Some(was) => conn
+                        .prepare_cached(
+                            "UPDATE identities SET user_id = ?3, bound_at_ms = ?4
+                             WHERE channel = ?1 AND external_id = ?2 AND user_id = ?5",
+                        )
+                        .map_err(unavailable)?
+                        .execute(params![channel, external_id, user.0, now_ms, was.0]),
+                }
+                .map_err(unavailable)?;
+                match written {
+                    1 => Ok(()),
+                    _ => Err(StoreError::Conflict {
+                        what: format!("identity {channel}#{external_id}"),
+                    }),
+                }
+            })
+            .await
+    }
+
     async fn identity(
         &self,
         channel: &str,

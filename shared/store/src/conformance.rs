@@ -117,6 +117,7 @@ macro_rules! conformance_tests {
             live_link_code_conflicts_expired_is_replaced => check_create_link_code_conflicts,
             bind_and_look_up_identity => check_bind_identity,
             rebinding_moves_the_identity => check_rebind_identity,
+            binding_only_as_read => check_bind_identity_if,
             identities_are_per_channel => check_identities_per_channel,
             bindings_listed_and_unbound => check_bindings_and_unbind,
             records_commit_and_read => check_records_commit_and_read,
@@ -1395,6 +1396,63 @@ pub async fn check_rebind_identity(store: &dyn Store) {
         store.identity("telegram", "5550002").await.unwrap(),
         Some(alice),
         "re-linking one account must leave the user's other accounts alone"
+    );
+}
+
+/// A job's binding is written only while the account is bound as the job read it.
+pub async fn check_bind_identity_if(store: &dyn Store) {
+    let t0 = 1_800_000_000_000;
+    let (alice, bob, carol) = (
+        UserId::from("alice"),
+        UserId::from("bob"),
+        UserId::from("carol"),
+    );
+    let conflict = |r: Result<(), StoreError>, why: &str| {
+        assert!(
+            matches!(r, Err(StoreError::Conflict { .. })),
+            "{why}: {r:?}"
+        );
+    };
+    let (ch, id) = ("whatsapp", "+491701234500");
+    store
+        .bind_identity_if(ch, id, &alice, None, t0)
+        .await
+        .expect("an unbound account binds as read");
+    assert_eq!(store.identity(ch, id).await.unwrap(), Some(alice.clone()));
+    conflict(
+        store.bind_identity_if(ch, id, &bob, None, t0 + 1).await,
+        "read unbound, bound since",
+    );
+    conflict(
+        store
+            .bind_identity_if(ch, id, &carol, Some(&bob), t0 + 2)
+            .await,
+        "read bound to someone else",
+    );
+    assert_eq!(
+        store.identity(ch, id).await.unwrap(),
+        Some(alice.clone()),
+        "a refused binding writes nothing"
+    );
+    store
+        .bind_identity_if(ch, id, &bob, Some(&alice), t0 + 3)
+        .await
+        .expect("bound as read, it moves");
+    assert_eq!(store.identity(ch, id).await.unwrap(), Some(bob.clone()));
+    assert_eq!(
+        store.unbind_identity(ch, id).await.unwrap(),
+        Some(bob.clone())
+    );
+    conflict(
+        store
+            .bind_identity_if(ch, id, &carol, Some(&bob), t0 + 4)
+            .await,
+        "read bound, unbound since",
+    );
+    assert_eq!(
+        store.identity(ch, id).await.unwrap(),
+        None,
+        "an unbound account stays unbound when the binding read is gone"
     );
 }
 

@@ -15,10 +15,10 @@ pub struct Binding {
 /// Who a channel account belongs to, and the one-time codes that link an account to a user.
 ///
 /// Linking: a signed-in user asks for a code ([`create_link_code`](Self::create_link_code)),
-/// sends it from the channel account, and the webhook redeems it
-/// ([`consume_link_code`](Self::consume_link_code)) and binds the account to that user
-/// ([`bind_identity`](Self::bind_identity)). From then on the channel's messages run as that
-/// user ([`identity`](Self::identity)).
+/// sends it from the channel account, and the job redeems it
+/// ([`consume_link_code`](Self::consume_link_code)) and binds the account to that user, if it
+/// is still bound as the job read it ([`bind_identity_if`](Self::bind_identity_if)). From then
+/// on the channel's messages run as that user ([`identity`](Self::identity)).
 ///
 /// A code is live while `now_ms < expires_at_ms`: from `expires_at_ms` on it can be neither
 /// redeemed nor block a new code of the same string. Times are the caller's clock, as with
@@ -85,6 +85,19 @@ pub trait Identities: Send + Sync {
         channel: &str,
         external_id: &str,
         user: &UserId,
+        now_ms: i64,
+    ) -> Result<(), StoreError>;
+
+    /// As [`bind_identity`](Self::bind_identity), only while the account is still bound to
+    /// `was` (`None`: to nobody), which its caller read before deciding: a
+    /// [`StoreError::Conflict`], and nothing written, when another linking or an unlink came in
+    /// between. One conditional write.
+    async fn bind_identity_if(
+        &self,
+        channel: &str,
+        external_id: &str,
+        user: &UserId,
+        was: Option<&UserId>,
         now_ms: i64,
     ) -> Result<(), StoreError>;
 

@@ -1,0 +1,229 @@
+//! Fault injection on the linking path: a chat sends its account's link code, and the worker
+//! dies at every write of that job (just before it and just after it, the reply's delivery
+//! included), then a fresh job runner tries the job again on the same store, as the queue's
+//! retry does. On SQLite and on moto's DynamoDB. After each: the chat is linked to the code's
+//! account, the code's owner got the "linked" reply once (twice, the same, only when the
+//! worker died after sending it and before recording it), and the code still links nobody else.
+
+use async_trait::async_trait;
+use backend::ScriptedModel;
+use channel_jobs::identity::Resolved;
+use channel_jobs::{ChannelJobs, JobOptions, JobOutcome, lines};
+use channels::{Delivered, Outgoing, SendError, Sender};
+use engine::{Engine, EngineOptions};
+use queue::TurnJob;
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use store::Store;
+use tests::crash_store::{Crash, CrashAt, CrashStore};
+use tools::Registry;
+
+const START_MS: i64 = 1_800_000_000_000;
+const CODE: &str = "HJ2K3M4N";
+const BUDGET: Duration = Duration::from_secs(60);
+/// A crashed attempt's budget: a job whose store is gone tries its harness reply's writes
+/// again until its budget ends (a store out for a moment comes back); this one's never does.
+const CRASHED_BUDGET: Duration = Duration::from_secs(2);
+
+/// Records what reached the chat, unless the worker died first.
+struct RecordingSender {
+    crash: Arc<Crash>,
+    delivered: Arc<Mutex<Vec<String>>>,
+}
+
+#[async_trait]
+impl Sender for RecordingSender {
+    fn max_chars(&self) -> usize {
+        usize::MAX
+    }
+
+    fn has_reactions(&self) -> bool {
+        false
+    }
+
+    async fn send_from(&self, reply: &Outgoing, sent: &mut Delivered) -> Result<(), SendError> {
+        let delivered = self.delivered.clone();
+        let text = reply.text.clone();
+        let piece = self
+            .crash
+            .write("deliver the reply", async move {
+                delivered.lock().unwrap().push(text.clone());
+                Ok::<_, store::StoreError>(text)
+            })
+            .await
+            .map_err(|_| SendError::Retryable { status: 503 })?;
+        sent.pieces.push(piece);
+        Ok(())
+    }
+}
+
+/// One store's world: the store, what reached the chat, the worker's clock.
+struct World {
+    inner: Arc<dyn Store>,
+    delivered: Arc<Mutex<Vec<String>>>,
+    clock: Arc<AtomicI64>,
+}
+
+impl World {
+    async fn new(inner: Arc<dyn Store>) -> Self {
+        inner
+            .create_account(&store::Account::new("ana", "Ana"))
+            .await
+            .unwrap();
+        inner
+            .create_link_code(CODE, &"ana".into(), START_MS, START_MS + 3 * 3_600_000)
+            .await
+            .unwrap();
+        Self {
+            inner,
+            delivered: Arc::default(),
+            clock: Arc::new(AtomicI64::new(START_MS + 1_000)),
+        }
+    }
+
+    /// One attempt of Sam's linking job with a fresh job runner, under `crash`.
+    async fn attempt(&self, crash: Arc<Crash>, budget: Duration) -> JobOutcome {
+        let store: Arc<dyn Store> = Arc::new(CrashStore::new(self.inner.clone(), crash.clone()));
+        let engine = Engine::new(
+            Arc::new(ScriptedModel::new(vec![])),
+            Arc::new(Registry::default()),
+            store.clone(),
+            EngineOptions {
+                model_id: "m".into(),
+                ..EngineOptions::default()
+            },
+        );
+        let mut senders: HashMap<String, Arc<dyn Sender>> = HashMap::new();
+        senders.insert(
+            "whatsapp".into(),
+            Arc::new(RecordingSender {
+                crash,
+                delivered: self.delivered.clone(),
+            }),
+        );
+        let clock = self.clock.clone();
+        let jobs = ChannelJobs {
+            engine: Arc::new(engine),
+            store,
+            senders,
+            options: JobOptions {
+                clock: Arc::new(move || clock.load(Ordering::SeqCst)),
+                metrics: metrics::Metrics::off(),
+                ..JobOptions::default()
+            },
+        };
+        let job = TurnJob {
+            addressed_to: None,
+            trace_context: Default::default(),
+            channel: "whatsapp".into(),
+            message_id: "wamid-1".into(),
+            conversation_key: "sam".into(),
+            external_user_id: "sam".into(),
+            text: CODE.into(),
+            button_id: None,
+            media: Vec::new(),
+            received_at_ms: START_MS,
+        };
+        jobs.run(&job, budget).await
+    }
+
+    fn delivered(&self) -> Vec<String> {
+        self.delivered.lock().unwrap().clone()
+    }
+}
+
+async fn every_crash_point<F, Fut>(make: F)
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Arc<dyn Store>>,
+{
+    let clean = World::new(make().await).await;
+    let counted = Crash::never();
+    assert_eq!(
+        clean.attempt(counted.clone(), BUDGET).await,
+        JobOutcome::Answered(Resolved::Linked("ana".into()))
+    );
+    let linked = lines::linked("Ana");
+    assert_eq!(clean.delivered(), vec![linked.clone()]);
+    let points = counted.log();
+    eprintln!("write points of an uninterrupted linking job: {points:?}");
+    assert!(
+        ["consume_link_code", "bind_identity_if", "deliver the reply"]
+            .iter()
+            .all(|p| points.contains(p)),
+        "{points:?}"
+    );
+    let delivery = points
+        .iter()
+        .position(|p| *p == "deliver the reply")
+        .unwrap() as u64
+        + 1;
+    // The reply's visible entry, which records that it went out: the last one written.
+    let recorded = points.iter().rposition(|p| *p == "append_visible").unwrap() as u64 + 1;
+    assert!(recorded > delivery, "{points:?}");
+
+    for n in 1..=points.len() as u64 {
+        for at in [CrashAt::Before(n), CrashAt::After(n)] {
+            let point = format!("{at:?} ({})", points[n as usize - 1]);
+            let world = World::new(make().await).await;
+            let first = world.attempt(Crash::at(at), CRASHED_BUDGET).await;
+            assert!(
+                matches!(first, JobOutcome::Failed(_)),
+                "{point}: the crashed attempt reported {first:?}"
+            );
+            // The dead worker could not release its claim: the retry comes once it expired.
+            world.clock.fetch_add(3_600_000, Ordering::SeqCst);
+            let retry = world.attempt(Crash::never(), BUDGET).await;
+            assert!(
+                matches!(
+                    retry,
+                    JobOutcome::Answered(Resolved::Linked(_) | Resolved::LinkedAgain(_))
+                        | JobOutcome::Skipped(_)
+                ),
+                "{point}: the retry reported {retry:?}"
+            );
+            assert_eq!(
+                world.inner.identity("whatsapp", "sam").await.unwrap(),
+                Some("ana".into()),
+                "{point}: linked"
+            );
+            // After the reply went out and before it was recorded the retry cannot know it
+            // went out, and sends it again (the one window exactly-once cannot close).
+            let sent_then_died = match at {
+                CrashAt::After(n) => (delivery..recorded).contains(&n),
+                _ => (delivery + 1..=recorded).contains(&n),
+            };
+            let want = match sent_then_died {
+                true => vec![linked.clone(), linked.clone()],
+                false => vec![linked.clone()],
+            };
+            assert_eq!(world.delivered(), want, "{point}");
+            assert_eq!(
+                world
+                    .inner
+                    .consume_link_code(CODE, "whatsapp#eve", START_MS + 7_200_000)
+                    .await
+                    .unwrap(),
+                None,
+                "{point}: the code links nobody else"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_linking_job_crashed_at_every_write_on_sqlite_links_once() {
+    every_crash_point(|| async {
+        Arc::new(store_sqlite::SqliteStore::open_in_memory().unwrap()) as Arc<dyn Store>
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_linking_job_crashed_at_every_write_on_dynamodb_links_once() {
+    every_crash_point(|| async { tests::moto::dynamo_store("link-crash").await as Arc<dyn Store> })
+        .await;
+}
