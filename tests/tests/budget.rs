@@ -207,6 +207,34 @@ async fn a_call_cut_while_its_output_was_held_back_keeps_its_whole_reservation()
     assert_eq!(tokens, cut + answered);
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_call_that_times_out_before_its_first_event_keeps_its_input() {
+    // The first call is sent and nothing comes back in time (a slow first token under load, a
+    // long input): the provider may have read it all, so its input is counted (no output came,
+    // so none is); the retry is charged what it reports. Released in full, a sender could have
+    // the provider read long inputs for free, twice a message.
+    let g = guarded(
+        vec![Reply::new().then_stall(), Reply::text("Hello there.")],
+        config(|_| {}),
+        None,
+    )
+    .await;
+    let t = g.h.turn("hello").await;
+    assert_eq!(t.outcome.end, TurnEnd::Answered);
+    let requests = g.h.model.requests();
+    assert_eq!(requests.len(), 2, "tried again once");
+    let tokens = g
+        .ledger
+        .bucket_usage(&[Bucket::UserTokensMinute.key(&"user-1".into(), &"conv-1".into(), NOW)])
+        .await
+        .unwrap()[0];
+    let answered = 10 + 2;
+    assert_eq!(
+        tokens,
+        budget::estimate_input_tokens(&requests[0]) + answered
+    );
+}
+
 #[tokio::test]
 async fn a_paused_account_is_answered_without_the_model() {
     let g = guarded(vec![Reply::text("never said")], config(|_| {}), None).await;

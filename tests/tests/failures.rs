@@ -232,6 +232,7 @@ impl Guard for DenyFrom {
         assert_eq!(call.conversation.user_id.0, "user-1");
         if n >= self.from {
             return Err(Denied {
+                kind: engine::DeniedKind::Limit,
                 reason: "budget:user_hour_tokens".into(),
                 user_message: "You've reached this hour's limit. It resets soon.".into(),
             });

@@ -114,16 +114,19 @@ impl Guard for PausedAccounts {
         match self.status(call).await {
             Ok(None | Some(Status::Active)) => Ok(Permit::default()),
             Ok(Some(Status::Paused)) => Err(Denied {
+                kind: engine::DeniedKind::Account,
                 reason: "account:paused".into(),
                 user_message: lines::ACCOUNT_PAUSED.to_owned(),
             }),
             Ok(Some(Status::Closed)) => Err(Denied {
+                kind: engine::DeniedKind::Account,
                 reason: "account:closed".into(),
                 user_message: lines::ACCOUNT_CLOSED.to_owned(),
             }),
             Err(err) => {
                 tracing::error!(error = %err, "account status unavailable; no model call");
                 Err(Denied {
+                    kind: engine::DeniedKind::Unchecked,
                     reason: "account:unavailable".into(),
                     user_message: lines::CANNOT_CHECK.to_owned(),
                 })

@@ -199,6 +199,7 @@ impl BudgetGuard {
             "budget bucket has no room for this call; no model call"
         );
         Denied {
+            kind: engine::DeniedKind::Limit,
             reason: format!("budget:{}", bucket.name()),
             user_message: lines::tripped(bucket).to_owned(),
         }
@@ -257,6 +258,7 @@ fn permit(request: &ChatRequest, input: u64, output: u64, plan: Plan) -> Permit 
 fn busy(conversation: &transcript::ConversationId, used: u64, limit: u64) -> Denied {
     tracing::warn!(%conversation, used, limit, "conversation rate reached; no model call");
     Denied {
+        kind: engine::DeniedKind::Limit,
         reason: format!("rate:{}", Bucket::ConversationMessagesHour.name()),
         user_message: lines::CONVERSATION_BUSY.to_owned(),
     }
@@ -265,6 +267,7 @@ fn busy(conversation: &transcript::ConversationId, used: u64, limit: u64) -> Den
 fn unavailable(err: &StoreError) -> Denied {
     tracing::error!(error = %err, source = ?std::error::Error::source(err), "budget ledger unavailable; no model call");
     Denied {
+        kind: engine::DeniedKind::Unchecked,
         reason: "budget:unavailable".into(),
         user_message: lines::CANNOT_CHECK.to_owned(),
     }
@@ -408,8 +411,9 @@ impl Guard for BudgetGuard {
     /// once anything came back (the provider read it all), and as output the streamed bytes
     /// / 4, at most the call's output allowance, for a call that finished; the whole allowance
     /// for one that failed after it started, whatever it showed (its output may have been held
-    /// back, as a tool call's input is until complete). A call that failed before anything
-    /// came back is released.
+    /// back, as a tool call's input is until complete). A call that timed out before anything
+    /// came back keeps its input (it was sent and not refused: the provider may have read it,
+    /// slowly); one refused before anything came back is released.
     async fn settle(&self, _conversation: &Conversation, permit: Permit, report: &CallReport) {
         if let Some(settlement) = self.settlement(permit, report) {
             settlement.apply().await;
@@ -444,7 +448,7 @@ impl BudgetGuard {
             return Some(self.settling(r, &report.usage));
         }
         let estimated = Usage {
-            input_tokens: if report.streamed || !report.failed {
+            input_tokens: if report.streamed || !report.failed || report.timed_out {
                 r.input.max(report.usage.input_tokens)
             } else {
                 report.usage.input_tokens

@@ -22,6 +22,7 @@ impl Guard for NoModel {
 impl NoModel {
     fn denied(&self) -> Denied {
         Denied {
+            kind: engine::DeniedKind::NoModel,
             reason: "no_model".into(),
             user_message: self.0.clone(),
         }

@@ -52,6 +52,7 @@ impl Guard for ConversationRate {
             Ok(Reserve::Tripped { used, limit, .. }) => {
                 tracing::warn!(conversation = %conv.id, used, limit, "conversation rate reached; no model call");
                 Err(Denied {
+                    kind: engine::DeniedKind::Limit,
                     reason: format!("rate:{}", b.name()),
                     user_message: lines::CONVERSATION_BUSY.to_owned(),
                 })
@@ -59,6 +60,7 @@ impl Guard for ConversationRate {
             Err(err) => {
                 tracing::error!(error = %err, "budget ledger unavailable; no model call");
                 Err(Denied {
+                    kind: engine::DeniedKind::Unchecked,
                     reason: "rate:unavailable".into(),
                     user_message: lines::CANNOT_CHECK.to_owned(),
                 })

@@ -106,6 +106,7 @@ async fn used(ledger: &SqliteStore, b: Bucket, conv: &Conversation, now: i64) ->
 
 fn tripped(result: Result<Permit, Denied>, bucket: Bucket) {
     let denied = result.expect_err("the call must be denied");
+    assert_eq!(denied.kind, engine::DeniedKind::Limit);
     assert_eq!(denied.reason, format!("budget:{}", bucket.name()));
     assert_eq!(denied.user_message, lines::tripped(bucket));
 }
@@ -505,6 +506,11 @@ async fn a_ledger_that_cannot_be_read_after_a_trip_denies_the_call() {
         .unwrap_err();
     assert_eq!(denied.user_message, lines::CANNOT_CHECK);
     assert_eq!(denied.reason, "budget:unavailable");
+    assert_eq!(
+        denied.kind,
+        engine::DeniedKind::Unchecked,
+        "not a limit: nothing says the window is full"
+    );
 }
 
 #[tokio::test]
@@ -598,7 +604,8 @@ async fn unreported_and_failed_calls_are_settled_from_an_estimate() {
     let ana = conv("ana", "c1");
     let now = s.now.load(Ordering::SeqCst);
 
-    // Failed before anything streamed back (a refused connection): released in full.
+    // Refused before anything streamed back (a refused connection, throttled): released in
+    // full.
     let permit = call(&s.guard, &ana, 900).await.unwrap();
     assert_eq!(
         used(&s.ledger, Bucket::UserTokensMinute, &ana, now).await,
@@ -692,6 +699,20 @@ async fn unreported_and_failed_calls_are_settled_from_an_estimate() {
     assert_eq!(
         used(&s.ledger, Bucket::UserTokensMinute, &ana, now).await,
         1_732 + 900 + 100
+    );
+
+    // Timed out before anything came back (a slow first token, a long input): it was sent and
+    // not refused, so its input is counted; no output came, so none is.
+    let permit = call(&s.guard, &ana, 900).await.unwrap();
+    let report = engine::CallReport {
+        failed: true,
+        timed_out: true,
+        ..engine::CallReport::default()
+    };
+    s.guard.settle(&ana, permit, &report).await;
+    assert_eq!(
+        used(&s.ledger, Bucket::UserTokensMinute, &ana, now).await,
+        2_732 + 900
     );
 }
 
@@ -804,6 +825,7 @@ async fn a_turn_is_refused_outright_only_when_even_a_bare_call_has_no_room() {
     assert_eq!(outright(&rated, &cy, 10).await, None);
     call(&rated, &cy, 10).await.unwrap();
     let busy = outright(&rated, &cy, 10).await.expect("the rate is full");
+    assert_eq!(busy.kind, engine::DeniedKind::Limit);
     assert_eq!(busy.user_message, lines::CONVERSATION_BUSY);
     assert_eq!(
         used(&s.ledger, Bucket::ConversationMessagesHour, &cy, now).await,

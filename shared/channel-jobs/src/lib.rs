@@ -607,10 +607,9 @@ impl ChannelJobs {
             return Some((why, NotKept::NotAnswering));
         }
         let denied = self.engine.refuses_outright(row).await?;
-        let limit = denied.reason.starts_with("budget:") || denied.reason.starts_with("rate:");
-        Some(match limit {
-            true => ("over_a_limit", NotKept::OverALimit),
-            false => ("refused", NotKept::NotAnswering),
+        Some(match denied.kind {
+            engine::DeniedKind::Limit => ("over_a_limit", NotKept::OverALimit),
+            _ => ("refused", NotKept::NotAnswering),
         })
     }
 

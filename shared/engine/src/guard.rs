@@ -18,10 +18,26 @@ pub struct GuardCall<'a> {
 /// A refusal to make a model call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Denied {
+    /// What kind of refusal, for a caller that acts on it.
+    pub kind: DeniedKind,
     /// Why, for the log and metrics (e.g. `budget:user_hour_tokens`).
     pub reason: String,
     /// The friendly sentence the user gets instead of an answer.
     pub user_message: String,
+}
+
+/// What kind of refusal a [`Denied`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeniedKind {
+    /// A usage limit (a budget cap, a conversation's rate) has no room now; its window frees
+    /// it.
+    Limit,
+    /// The account is paused or closed.
+    Account,
+    /// No model is configured: the assistant does not answer.
+    NoModel,
+    /// What the guard checks could not be read, so it refused (it fails closed).
+    Unchecked,
 }
 
 /// What a guard hands from [`Guard::before_model_call`] to [`Guard::after_model_call`] of the
@@ -202,6 +218,10 @@ pub struct CallReport {
     pub streamed: bool,
     /// UTF-8 bytes of output that streamed (text, reasoning, tool input).
     pub streamed_bytes: usize,
+    /// The call ran out of time (its deadline, or the wait for its next event): it was sent
+    /// and not refused, so the provider may have read the whole request even when nothing
+    /// came back (a slow first token under load, a long input).
+    pub timed_out: bool,
 }
 
 impl CallReport {

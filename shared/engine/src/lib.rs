@@ -46,7 +46,9 @@ pub use context::{ContextFacts, ContextSource, NoFacts, context_source};
 pub use engine::{Engine, TurnEnd, TurnInput, TurnOutcome, TurnRead};
 pub use error::EngineError;
 pub use events::{CollectSink, EventSink, NullSink, TurnEvent};
-pub use guard::{AllowAll, CallReport, Denied, Guard, GuardCall, Permit, Prepared, Settlement};
+pub use guard::{
+    AllowAll, CallReport, Denied, DeniedKind, Guard, GuardCall, Permit, Prepared, Settlement,
+};
 pub use lean::Lean;
 pub use options::EngineOptions;
 pub use prompt::{DEFAULT_SYSTEM_PROMPT, PROMPT_VERSION, SystemPrompt};

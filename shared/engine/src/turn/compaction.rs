@@ -1,10 +1,10 @@
 //! Compaction inside a turn: notes into a new segment when the history is past the threshold.
 
 use super::Turn;
-use super::model::streamed_bytes;
+use super::model::report;
 use crate::call::{Limits, Shown, Streamed, stream_call};
 use crate::history::History;
-use crate::{CallReport, EngineError, GuardCall, NullSink, compact};
+use crate::{EngineError, GuardCall, NullSink, compact};
 use transcript::{Part, Role, StopReason};
 
 impl Turn<'_> {
@@ -71,12 +71,7 @@ impl Turn<'_> {
             &mut acc,
         )
         .await;
-        let report = CallReport {
-            usage: result.as_ref().map(|(_, u)| *u).unwrap_or_default(),
-            failed: result.is_err(),
-            streamed: acc.emitted || acc.kept_alive || !acc.parts.is_empty(),
-            streamed_bytes: streamed_bytes(&acc.parts),
-        };
+        let report = report(&result, &acc);
         engine.guard.settle(&self.conv, permit, &report).await;
         let (stop, usage) = match result {
             Ok(done) => done,

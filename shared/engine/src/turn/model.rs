@@ -121,12 +121,7 @@ impl Turn<'_> {
         .instrument(span.clone())
         .await;
         crate::spans::model_call_done(&span, &result, started, acc.first_event_at);
-        let report = CallReport {
-            usage: result.as_ref().map(|(_, u)| *u).unwrap_or_default(),
-            failed: result.is_err(),
-            streamed: acc.emitted || acc.kept_alive || !acc.parts.is_empty(),
-            streamed_bytes: streamed_bytes(&acc.parts),
-        };
+        let report = report(&result, acc);
         // Inside the call's span: the budget records what it priced the call at there. An
         // answer is stored next (`Turn::append`), and its settlement goes with it; a failed
         // call (tried again, or answered by the harness) settles now.
@@ -190,9 +185,23 @@ impl Turn<'_> {
     }
 }
 
+/// What a call did, for its guard to settle it by.
+pub(super) fn report(
+    result: &Result<(StopReason, Usage), BackendError>,
+    acc: &Streamed,
+) -> CallReport {
+    CallReport {
+        usage: result.as_ref().map(|(_, u)| *u).unwrap_or_default(),
+        failed: result.is_err(),
+        streamed: acc.emitted || acc.kept_alive || !acc.parts.is_empty(),
+        streamed_bytes: streamed_bytes(&acc.parts),
+        timed_out: matches!(result, Err(BackendError::Timeout { .. })),
+    }
+}
+
 /// UTF-8 bytes of output in streamed parts: what a provider bills as output tokens, roughly
 /// (a budget estimates a token per four, whatever the script).
-pub(super) fn streamed_bytes(parts: &[Part]) -> usize {
+fn streamed_bytes(parts: &[Part]) -> usize {
     parts
         .iter()
         .map(|p| match p {
