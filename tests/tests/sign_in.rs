@@ -46,6 +46,9 @@ struct Site {
     clock: Arc<AtomicI64>,
     store: Arc<dyn Store>,
     http: reqwest::Client,
+    /// The session cookie's and the login cookie's names on this site.
+    session: String,
+    login: String,
 }
 
 async fn site(signup: Signup, store: Option<Arc<dyn Store>>) -> Site {
@@ -75,7 +78,13 @@ async fn site_with(
         store: store.map(OtherStore),
         ..AppOptions::default()
     };
-    let app = build_app(EchoModel::new(Duration::ZERO), more(options)).unwrap();
+    let options = more(options);
+    let secure = options
+        .sign_in
+        .as_ref()
+        .is_some_and(|o| o.public_url.starts_with("https://"));
+    let prefix = if secure { "__Host-" } else { "" };
+    let app = build_app(EchoModel::new(Duration::ZERO), options).unwrap();
     let store = app.store.clone();
     let server = TestServer::serve_on(listener, app).await;
     let http = reqwest::Client::builder()
@@ -88,6 +97,8 @@ async fn site_with(
         clock,
         store,
         http,
+        session: format!("{prefix}bridle_session"),
+        login: format!("{prefix}bridle_login"),
     }
 }
 
@@ -146,7 +157,7 @@ impl Site {
         self.issuer.sign_in_as(person);
         let login = http.get(self.url("/auth/login")).send().await.unwrap();
         assert_eq!(login.status(), StatusCode::SEE_OTHER);
-        let (state, line) = set_cookie(&login, "bridle_login").expect("the login cookie");
+        let (state, line) = set_cookie(&login, &self.login).expect("the login cookie");
         assert!(
             line.contains("HttpOnly") && line.contains("SameSite=Lax"),
             "{line}"
@@ -168,14 +179,14 @@ impl Site {
         );
         let done = http
             .get(&callback)
-            .header(COOKIE, format!("bridle_login={state}"))
+            .header(COOKIE, format!("{}={state}", self.login))
             .send()
             .await
             .unwrap();
         if done.status() != StatusCode::SEE_OTHER {
             return Err(done);
         }
-        let (cookie, line) = set_cookie(&done, "bridle_session").expect("the session cookie");
+        let (cookie, line) = set_cookie(&done, &self.session).expect("the session cookie");
         assert!(
             line.contains("HttpOnly") && line.contains("SameSite=Lax") && line.contains("Path=/"),
             "{line}"
@@ -201,7 +212,7 @@ impl Site {
     async fn get(&self, who: &Browser, path: &str) -> reqwest::Response {
         self.http
             .get(self.url(path))
-            .header(COOKIE, format!("bridle_session={}", who.cookie))
+            .header(COOKIE, format!("{}={}", self.session, who.cookie))
             .send()
             .await
             .unwrap()
@@ -211,7 +222,7 @@ impl Site {
         let mut req = self
             .http
             .post(self.url(path))
-            .header(COOKIE, format!("bridle_session={}", who.cookie))
+            .header(COOKIE, format!("{}={}", self.session, who.cookie))
             .header("X-CSRF-Token", &who.csrf);
         if let Some(body) = body {
             req = req.json(&body);
@@ -401,10 +412,119 @@ async fn every_change_needs_the_sessions_csrf_token() {
     assert_eq!(s.post(&a, "/api/conversations", None).await.status(), 201);
 }
 
+/// Served over HTTPS, the cookies are `__Host-` cookies (`Secure`, `Path=/`, no `Domain`),
+/// which a browser takes only from this very host: a page on a sibling host (another function
+/// URL under `on.aws`, another subdomain of the operator's) can set a plain-named cookie for
+/// the parent domain, and it reaches this host, but it is not one of ours: a session or a
+/// sign-in planted that way is ignored. A cookie sent twice is no cookie (which one is ours
+/// cannot be told). And no page of the site may be framed by another.
+#[tokio::test]
+async fn cookies_from_another_host_sign_nobody_in_and_no_page_is_framed() {
+    let s = site_with(Signup::Open, None, |mut options| {
+        if let Some(sign_in) = options.sign_in.as_mut() {
+            sign_in.public_url = "https://bridle.example".into();
+        }
+        options
+    })
+    .await;
+    assert_eq!(s.session, "__Host-bridle_session");
+    // The attacker's own sign-in, stopped before the callback: a login cookie and a callback.
+    s.issuer.sign_in_as(bob());
+    let (state, callback) = start_sign_in(&s, "/auth/login").await;
+    let login = s.http.get(s.url("/auth/login")).send().await.unwrap();
+    let (_, line) = set_cookie(&login, "__Host-bridle_login").unwrap();
+    assert!(
+        line.contains("; Path=/;") && line.contains("; Secure") && !line.contains("Domain"),
+        "{line}"
+    );
+    // Planted under the plain name (as for the parent domain): the victim's browser sends it
+    // to the callback, and it signs nobody in.
+    let planted = s
+        .http
+        .get(&callback)
+        .header(COOKIE, format!("bridle_login={state}"))
+        .send()
+        .await
+        .unwrap();
+    refused_with(
+        planted,
+        StatusCode::BAD_REQUEST,
+        "started in another browser",
+    )
+    .await;
+
+    let mallory = s.sign_in(bob()).await.unwrap();
+    let alice = s.sign_in(alice()).await.unwrap();
+    let me = |cookie: String| {
+        s.http
+            .get(s.url("/api/session"))
+            .header(COOKIE, cookie)
+            .send()
+    };
+    let res = me(format!("__Host-bridle_session={}", alice.cookie))
+        .await
+        .unwrap();
+    assert_eq!(
+        res.json::<Value>().await.unwrap()["user"]["email"],
+        "alice@example.com"
+    );
+    // Mallory's session planted under the plain name, beside Alice's own: Alice stays Alice.
+    let res = me(format!(
+        "bridle_session={}; __Host-bridle_session={}",
+        mallory.cookie, alice.cookie
+    ))
+    .await
+    .unwrap();
+    assert_eq!(
+        res.json::<Value>().await.unwrap()["user"]["email"],
+        "alice@example.com"
+    );
+    // Alone, it is no session at all.
+    let res = s
+        .http
+        .get(s.url("/api/conversations"))
+        .header(COOKIE, format!("bridle_session={}", mallory.cookie))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::UNAUTHORIZED);
+    // The session cookie twice (Mallory's first, as a longer path would send it): neither.
+    let res = s
+        .http
+        .get(s.url("/api/conversations"))
+        .header(
+            COOKIE,
+            format!(
+                "__Host-bridle_session={}; __Host-bridle_session={}",
+                mallory.cookie, alice.cookie
+            ),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::UNAUTHORIZED);
+
+    for path in ["/", "/connect", "/api/session", "/auth/signed-out"] {
+        let res = s.get(&alice, path).await;
+        let header = |name| {
+            res.headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_owned()
+        };
+        assert_eq!(header("x-frame-options"), "DENY", "{path}");
+        assert!(
+            header("content-security-policy").contains("frame-ancestors 'none'"),
+            "{path}"
+        );
+    }
+}
+
 /// `GET /auth/login` up to the provider's redirect back: the login cookie and the callback.
 async fn start_sign_in(s: &Site, path: &str) -> (String, String) {
     let login = s.http.get(s.url(path)).send().await.unwrap();
-    let (state, _) = set_cookie(&login, "bridle_login").unwrap();
+    let (state, _) = set_cookie(&login, &s.login).unwrap();
     let back = s.http.get(location(&login)).send().await.unwrap();
     (state, location(&back))
 }
@@ -412,7 +532,7 @@ async fn start_sign_in(s: &Site, path: &str) -> (String, String) {
 async fn callback_with(s: &Site, callback: &str, login_cookie: &str) -> reqwest::Response {
     s.http
         .get(callback)
-        .header(COOKIE, format!("bridle_login={login_cookie}"))
+        .header(COOKIE, format!("{}={login_cookie}", s.login))
         .send()
         .await
         .unwrap()

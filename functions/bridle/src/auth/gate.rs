@@ -79,16 +79,20 @@ fn is_public(path: &str) -> bool {
     ) || path.starts_with("/webhooks/")
 }
 
-/// The value of cookie `name` in the request, if any.
+/// The value of cookie `name` in the request, if it is there once. Twice (two paths, or one
+/// planted for a parent domain beside this host's own, which a browser sends first when its
+/// path is longer) it is none: which one is ours cannot be told.
 pub fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    headers
+    let mut found = headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(k, _)| *k == name)
-        .map(|(_, v)| v)
+        .filter(|(k, _)| *k == name)
+        .map(|(_, v)| v);
+    let first = found.next()?;
+    found.next().is_none().then_some(first)
 }
 
 /// Whether a browser says the request comes from a page of another origin than the address
@@ -224,7 +228,8 @@ async fn session_user(
     sign_in: &SignIn,
     headers: &HeaderMap,
 ) -> Result<Option<CurrentUser>, store::StoreError> {
-    let Some(secret) = cookie(headers, SESSION_COOKIE).filter(|s| !s.is_empty()) else {
+    let name = sign_in.cookie_name(SESSION_COOKIE);
+    let Some(secret) = cookie(headers, &name).filter(|s| !s.is_empty()) else {
         return Ok(None);
     };
     let hash = hash_secret(secret);

@@ -28,9 +28,9 @@ use transcript::UserId;
 
 /// The identity channel that binds a provider's subject to an account.
 pub const OIDC_CHANNEL: &str = "oidc";
-/// The session cookie.
+/// The session cookie (its base name: see [`SignIn::cookie_name`]).
 pub const SESSION_COOKIE: &str = "bridle_session";
-/// The cookie that ties a sign-in in progress to the browser that started it.
+/// The cookie that ties a sign-in in progress to the browser that started it (its base name).
 pub const LOGIN_COOKIE: &str = "bridle_login";
 /// How long a sign-in may take at the provider.
 pub const LOGIN_TTL: Duration = Duration::from_secs(10 * 60);
@@ -108,6 +108,18 @@ impl SignIn {
     /// browser would drop a `Secure` cookie there).
     pub fn secure_cookies(&self) -> bool {
         !is_plain_loopback(&self.public_url)
+    }
+
+    /// A cookie's name here: with `Secure` cookies, `__Host-` and the base name, which a
+    /// browser accepts only from this very host, `Secure`, with `Path=/` and no `Domain`. So a
+    /// page on a sibling host (another function URL under `on.aws`, another subdomain of the
+    /// operator's domain) cannot plant a session or a sign-in of its own choosing here (it
+    /// could set a plain-named cookie for the parent domain, which would reach this host).
+    pub fn cookie_name(&self, base: &str) -> String {
+        match self.secure_cookies() {
+            true => format!("__Host-{base}"),
+            false => base.to_owned(),
+        }
     }
 
     /// The account of the person the provider vouched for: bound before, found by verified

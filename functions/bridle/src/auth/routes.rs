@@ -14,14 +14,16 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use std::net::SocketAddr;
 
-/// A `Set-Cookie` value with the attributes every Bridle cookie has.
-fn set_cookie(sign_in: &SignIn, name: &str, value: &str, path: &str, max_age_s: u64) -> String {
+/// A `Set-Cookie` value for the cookie named `base` here ([`SignIn::cookie_name`]), with the
+/// attributes every Bridle cookie has (`Path=/`, as a `__Host-` name needs).
+fn set_cookie(sign_in: &SignIn, base: &str, value: &str, max_age_s: u64) -> String {
+    let name = sign_in.cookie_name(base);
     let secure = if sign_in.secure_cookies() {
         "; Secure"
     } else {
         ""
     };
-    format!("{name}={value}; Path={path}; Max-Age={max_age_s}; HttpOnly; SameSite=Lax{secure}")
+    format!("{name}={value}; Path=/; Max-Age={max_age_s}; HttpOnly; SameSite=Lax{secure}")
 }
 
 fn with_cookies(mut response: Response, cookies: &[String]) -> Response {
@@ -82,7 +84,6 @@ pub async fn login(State(app): State<App>, Query(q): Query<LoginQuery>) -> Respo
         sign_in,
         LOGIN_COOKIE,
         &pending.to_cookie(),
-        "/auth",
         LOGIN_TTL.as_secs(),
     );
     with_cookies(Redirect::to(&auth.url).into_response(), &[cookie])
@@ -119,7 +120,8 @@ pub async fn callback(
         );
     };
     // The state must be the one this browser was sent off with (no login CSRF).
-    let pending = cookie(&headers, LOGIN_COOKIE).and_then(PendingLogin::from_cookie);
+    let pending =
+        cookie(&headers, &sign_in.cookie_name(LOGIN_COOKIE)).and_then(PendingLogin::from_cookie);
     let Some(pending) = pending.filter(|p| same_secret(&p.state, state)) else {
         return problem(
             StatusCode::BAD_REQUEST,
@@ -202,10 +204,9 @@ pub async fn callback(
                 sign_in,
                 SESSION_COOKIE,
                 &new.secret,
-                "/",
                 sign_in.session_ttl.as_secs(),
             ),
-            set_cookie(sign_in, LOGIN_COOKIE, "", "/auth", 0),
+            set_cookie(sign_in, LOGIN_COOKIE, "", 0),
         ],
     )
 }
@@ -223,7 +224,7 @@ pub async fn logout(State(app): State<App>, current: CurrentUser) -> Response {
     tracing::info!(user = %current.user, "signed out");
     with_cookies(
         StatusCode::NO_CONTENT.into_response(),
-        &[set_cookie(sign_in, SESSION_COOKIE, "", "/", 0)],
+        &[set_cookie(sign_in, SESSION_COOKIE, "", 0)],
     )
 }
 

@@ -27,6 +27,7 @@ use crate::notes::Notes;
 use crate::worker::Worker;
 use axum::Router;
 use axum::extract::{ConnectInfo, DefaultBodyLimit};
+use axum::http::{HeaderValue, header};
 use axum::middleware;
 use axum::routing::{any, delete, get, post};
 use engine::Engine;
@@ -41,6 +42,7 @@ use std::time::Duration;
 use store::Store;
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
+use tower_http::set_header::SetResponseHeaderLayer;
 
 /// Largest request body accepted, in bytes.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
@@ -162,7 +164,20 @@ pub fn router(app: App) -> Router {
         .route("/webhooks/{channel}", any(webhooks::receive))
         .layer(DefaultBodyLimit::max(webhook_cap));
     let mcp = app.mcp.clone();
-    api.merge(webhooks).with_state(app).merge(mcp)
+    // No page of ours may be shown inside another site's frame (clicking a held "yes" or the
+    // assistant's grant through an overlay): signed in, a sibling host's page counts as the
+    // same site and its frame would carry the session; local, any page can frame loopback.
+    api.merge(webhooks)
+        .with_state(app)
+        .merge(mcp)
+        .layer(SetResponseHeaderLayer::overriding(
+            header::X_FRAME_OPTIONS,
+            HeaderValue::from_static("DENY"),
+        ))
+        .layer(SetResponseHeaderLayer::if_not_present(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static("frame-ancestors 'none'"),
+        ))
 }
 
 /// Start the worker that runs the app's turn jobs (web chat and messaging channels) off its
