@@ -21,7 +21,7 @@ use transcript::{ConversationId, UserId};
 
 const PUBLIC_BASE_URL: &str = "https://bridle.example";
 const WA_SECRET: &str = "wa-app-secret";
-const TG_SECRET: &str = "tg-secret-token";
+const TG_SECRET: &str = "tg-secret-token-0123456789abcdef";
 const SLACK_SECRET: &str = "slack-signing-secret";
 const TWILIO_TOKEN: &str = "twilio-auth-token";
 

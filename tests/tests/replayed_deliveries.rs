@@ -14,7 +14,7 @@ use tests::platform_api::{PlatformApi, whatsapp_text};
 use tests::server::TestServer;
 
 const WA_SECRET: &str = "wa-app-secret";
-const TG_SECRET: &str = "tg-secret-token";
+const TG_SECRET: &str = "tg-secret-token-0123456789abcdef";
 const DAY: u64 = 24 * 3600;
 
 fn now_s() -> u64 {

@@ -118,7 +118,10 @@ async fn a_person_chats_sees_streaming_and_tools_and_history_survives_reload() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_person_gets_a_link_code_with_open_the_chat_links() {
     let vars: std::collections::HashMap<&str, &str> = [
-        ("TELEGRAM_SECRET_TOKEN", "tg-secret"),
+        (
+            "TELEGRAM_SECRET_TOKEN",
+            "tg-secret-0123456789abcdef-0123456",
+        ),
         ("TELEGRAM_BOT_TOKEN", "123456:ABC-def"),
         ("TELEGRAM_BOT_USERNAME", "bridlebot"),
         ("SLACK_SIGNING_SECRET", "s"),

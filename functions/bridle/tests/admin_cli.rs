@@ -133,7 +133,7 @@ fn aws_env() -> Vec<(&'static str, String)> {
 
 /// Telegram switched on (webhook secret + bot token) with its bot name, for link-code links.
 const TELEGRAM: [(&str, &str); 3] = [
-    ("TELEGRAM_SECRET_TOKEN", "s3cret"),
+    ("TELEGRAM_SECRET_TOKEN", "s3cret-0123456789abcdef0123456789"),
     ("TELEGRAM_BOT_TOKEN", "123456:ABC-def"),
     ("TELEGRAM_BOT_USERNAME", "BridleBot"),
 ];

@@ -81,7 +81,10 @@ fn time_to_first_request(binary: &str, listener: &TcpListener, sqs_port: u16) ->
             "QUEUE_URL",
             format!("http://127.0.0.1:{sqs_port}/123456789012/bridle-turns.fifo"),
         )
-        .env("GENERIC_WEBHOOK_SECRET", "cold-start-secret")
+        .env(
+            "GENERIC_WEBHOOK_SECRET",
+            "cold-start-secret-0123456789abcdef",
+        )
         .env("TABLE_NAME", "bridle")
         .env(
             "BEDROCK_MODEL_ID",

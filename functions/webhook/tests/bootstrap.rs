@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-const SECRET: &str = "bootstrap-test-secret";
+const SECRET: &str = "bootstrap-test-secret-0123456789abc";
 
 fn now_s() -> i64 {
     SystemTime::now()

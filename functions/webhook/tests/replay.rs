@@ -14,7 +14,7 @@ use webhook::{Incoming, MAX_DELIVERY_AGE, Webhook};
 const NOW: i64 = 1_800_000_000;
 const DAY: i64 = 24 * 3600;
 const WA_SECRET: &str = "wa-app-secret";
-const TG_SECRET: &str = "tg-secret-token";
+const TG_SECRET: &str = "tg-secret-token-0123456789abcdef";
 
 fn webhook(queue: Arc<SqliteQueue>) -> Webhook {
     Webhook::new(

@@ -22,6 +22,10 @@ use std::sync::Arc;
 
 type Vars<'a> = &'a dyn Fn(&str) -> Option<String>;
 
+/// The shortest `GENERIC_WEBHOOK_SECRET` accepted (as Telegram's token,
+/// [`crate::telegram::MIN_SECRET_LEN`]).
+pub const MIN_GENERIC_SECRET_LEN: usize = 32;
+
 fn get(var: Vars<'_>, name: &str) -> Option<String> {
     var(name).filter(|v| !v.trim().is_empty())
 }
@@ -65,8 +69,16 @@ pub fn with_channels<C, T>(
 pub fn inbound(var: Vars<'_>) -> Result<Vec<Arc<dyn Channel>>, Vec<String>> {
     let mut problems = Vec::new();
     let mut channels: Vec<Arc<dyn Channel>> = Vec::new();
+    // Our own HMAC key, chosen by the operator: a short one could be guessed a signed request
+    // at a time (a wrong signature is answered at once), and it signs as any user.
     if let Some(secret) = get(var, "GENERIC_WEBHOOK_SECRET") {
-        channels.push(Arc::new(GenericChannel::new(secret.into_bytes())));
+        match secret.len() >= MIN_GENERIC_SECRET_LEN {
+            true => channels.push(Arc::new(GenericChannel::new(secret.into_bytes()))),
+            false => problems.push(format!(
+                "GENERIC_WEBHOOK_SECRET must be at least {MIN_GENERIC_SECRET_LEN} characters \
+                 (it signs requests as any user; e.g. `openssl rand -hex 16`)"
+            )),
+        }
     }
     if let Some((secret, token)) = pair(
         var,
@@ -196,10 +208,16 @@ mod tests {
     #[test]
     fn each_configured_channel_is_on() {
         let v = vars(&[
-            ("GENERIC_WEBHOOK_SECRET", "g"),
+            (
+                "GENERIC_WEBHOOK_SECRET",
+                "g-0123456789abcdef0123456789abcdef",
+            ),
             ("WHATSAPP_APP_SECRET", "w"),
             ("WHATSAPP_VERIFY_TOKEN", "v"),
-            ("TELEGRAM_SECRET_TOKEN", "tg_secret"),
+            (
+                "TELEGRAM_SECRET_TOKEN",
+                "tg_secret_0123456789abcdef0123456789",
+            ),
             ("SLACK_SIGNING_SECRET", "s"),
             ("TWILIO_AUTH_TOKEN", "t"),
             ("PUBLIC_BASE_URL", "https://bridle.example"),
@@ -249,6 +267,27 @@ mod tests {
         let and_none =
             with_channels::<(), Vec<u8>>(Err(vec!["A".into()]), Ok(vec![]), Vec::is_empty, none);
         assert_eq!(and_none.err().unwrap(), ["A", none]);
+    }
+
+    #[test]
+    fn guessable_secrets_are_refused_without_being_shown() {
+        let v = vars(&[
+            ("GENERIC_WEBHOOK_SECRET", "s3cret-generic"),
+            ("TELEGRAM_SECRET_TOKEN", "tg-secret-token"),
+        ]);
+        let problems = inbound(&v).err().unwrap();
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(problems[0].starts_with("GENERIC_WEBHOOK_SECRET must be at least 32"));
+        assert!(
+            problems[1].contains("at least 32 characters"),
+            "{problems:?}"
+        );
+        assert!(
+            problems
+                .iter()
+                .all(|p| !p.contains("s3cret") && !p.contains("tg-secret")),
+            "no secret in messages"
+        );
     }
 
     #[test]

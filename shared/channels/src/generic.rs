@@ -10,7 +10,9 @@
 //!  "button_id": null}
 //! ```
 //!
-//! Any other `type` (`status`, `typing`, ...) is acknowledged and ignored. Replies are POSTed to
+//! `id` names the message among all the integrator's messages (never numbered per
+//! conversation, never a user's words): a repeated id is a retry, dropped for 7 days. Any other
+//! `type` (`status`, `typing`, ...) is acknowledged and ignored. Replies are POSTed to
 //! the configured callback URL, one POST per piece of at most 4,000 characters, as
 //! `{"conversation", "user", "in_reply_to", "text", "buttons": [{"id", "title"}]}` (buttons on
 //! the last piece only), signed the same way. The channel has no reactions.

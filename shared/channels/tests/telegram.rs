@@ -4,7 +4,7 @@ use channels::telegram::{ConfigError, TelegramChannel, reaction_target};
 use channels::{Channel, ChannelError, Inbound, InboundMedia, InboundMessage, RawRequest};
 use proptest::prelude::*;
 
-const SECRET: &str = "s3cret-Token_42";
+const SECRET: &str = "s3cret-Token_42-and-then-some-more";
 const NOW: i64 = 1_749_712_900;
 
 fn fixture(name: &str) -> Vec<u8> {
@@ -107,7 +107,7 @@ fn a_missing_or_repeated_header_is_refused() {
 
 #[test]
 fn a_wrong_configured_secret_refuses_the_right_header() {
-    let other = TelegramChannel::new("another-secret", None).unwrap();
+    let other = TelegramChannel::new("another-secret-token-of-32-chars", None).unwrap();
     let headers = with_secret("X-Telegram-Bot-Api-Secret-Token", SECRET);
     let body = fixture("text_message");
     assert!(other.verify(&request(&headers, &body), NOW).is_err());
@@ -149,6 +149,11 @@ fn secrets_telegram_would_not_accept_are_refused_at_construction() {
         );
     }
     assert!(TelegramChannel::new("a".repeat(256), None).is_ok());
+    // Guessable: refused, though Telegram would take it.
+    assert_eq!(
+        TelegramChannel::new("tg-secret-token", None).unwrap_err(),
+        ConfigError::ShortSecret
+    );
 }
 
 #[test]

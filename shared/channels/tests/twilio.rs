@@ -337,6 +337,44 @@ fn an_sms_is_a_message_from_the_sender_in_the_number_pair_conversation() {
     );
 }
 
+/// Twilio's signature sorts the values and runs names and values together, so a captured
+/// request whose `Body` ends in `From+1…` can be re-cut into a shorter `Body` and a second
+/// `From`, and it still verifies. A repeated name (Twilio never sends one) is refused, so the
+/// re-cut cannot choose who sent it.
+#[test]
+fn a_request_re_cut_with_a_second_from_verifies_but_is_refused() {
+    let sid = "SM03030303030303030303030303030303";
+    let original = format!(
+        "AccountSid=AC1&Body=call+me+From%2B10000000000&From=%2B15558675310&MessageSid={sid}&NumMedia=0&To=%2B15557654321"
+    );
+    let recut = format!(
+        "AccountSid=AC1&Body=call+me+&From=%2B10000000000&From=%2B15558675310&MessageSid={sid}&NumMedia=0&To=%2B15557654321"
+    );
+    let h = signed(original.as_bytes(), None);
+    fn req<'a>(headers: &'a [(String, String)], body: &'a [u8]) -> RawRequest<'a> {
+        RawRequest {
+            method: "POST",
+            path: PATH,
+            query: None,
+            headers,
+            body,
+        }
+    }
+    assert_eq!(
+        channel().parse(&req(&h, original.as_bytes())).unwrap(),
+        sms(sid, "call me From+10000000000", vec![])
+    );
+    let recut_req = req(&h, recut.as_bytes());
+    assert!(
+        channel().verify(&recut_req, 0).is_ok(),
+        "the re-cut verifies: the signature cannot tell"
+    );
+    assert!(matches!(
+        channel().parse(&recut_req),
+        Err(ChannelError::Malformed(m)) if m.contains("repeated")
+    ));
+}
+
 #[test]
 fn a_numbered_option_reply_is_plain_text_without_a_button_id() {
     assert_eq!(

@@ -64,7 +64,7 @@ mod verify;
 pub use format::{escape, format};
 pub use parse::reaction_target;
 pub use send::{DEFAULT_TIMEOUT, TelegramSender};
-pub use verify::{ConfigError, MAX_SECRET_LEN, SECRET_HEADER};
+pub use verify::{ConfigError, MAX_SECRET_LEN, MIN_SECRET_LEN, SECRET_HEADER};
 
 use crate::{Channel, ChannelError, Inbound, RawRequest};
 
@@ -104,8 +104,8 @@ impl std::fmt::Debug for TelegramChannel {
 }
 
 impl TelegramChannel {
-    /// `secret_token` is the one given to `setWebhook` (1-256 characters of `A-Z a-z 0-9 _ -`;
-    /// anything else, in particular an empty token, is refused). `bot_username` (with or without
+    /// `secret_token` is the one given to `setWebhook` (32-256 characters of `A-Z a-z 0-9 _ -`;
+    /// anything else, in particular an empty or short token, is refused). `bot_username` (with or without
     /// the leading `@`) enables `/command@bot` handling in groups.
     pub fn new(
         secret_token: impl Into<String>,

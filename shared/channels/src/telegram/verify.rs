@@ -10,6 +10,11 @@ use subtle::ConstantTimeEq;
 pub const SECRET_HEADER: &str = "x-telegram-bot-api-secret-token";
 /// The longest secret token `setWebhook` accepts.
 pub const MAX_SECRET_LEN: usize = 256;
+/// The shortest secret token accepted here. It is all that tells Telegram's deliveries from
+/// anyone's (Telegram signs no body), and a wrong one is answered at once, so a short token
+/// can be guessed request by request; 32 characters of `setWebhook`'s 64 are 192 bits when
+/// random (`openssl rand -hex 16` gives 32 hex digits, 128 bits).
+pub const MIN_SECRET_LEN: usize = 32;
 
 /// Why a configuration value was refused at start-up.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -21,6 +26,12 @@ pub enum ConfigError {
     /// refuse anything else, so no delivery could ever match.
     #[error("the Telegram webhook secret token must be 1-256 characters of A-Z, a-z, 0-9, _ and -")]
     InvalidSecret,
+    /// Shorter than [`MIN_SECRET_LEN`]: it could be guessed.
+    #[error(
+        "the Telegram webhook secret token must be at least 32 characters (it is all that \
+         authenticates Telegram's deliveries; e.g. `openssl rand -hex 16`)"
+    )]
+    ShortSecret,
     /// A bot token looks like `123456789:AA…` (digits, a colon, then `A-Z a-z 0-9 _ -`).
     #[error("the Telegram bot token is empty or malformed")]
     InvalidBotToken,
@@ -37,6 +48,9 @@ pub(crate) fn validate_secret(secret: &str) -> Result<(), ConfigError> {
     let allowed = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
     if secret.len() > MAX_SECRET_LEN || !secret.chars().all(allowed) {
         return Err(ConfigError::InvalidSecret);
+    }
+    if secret.len() < MIN_SECRET_LEN {
+        return Err(ConfigError::ShortSecret);
     }
     Ok(())
 }
@@ -77,6 +91,12 @@ mod tests {
             Err(ConfigError::InvalidSecret)
         );
         assert_eq!(validate_secret(&"a".repeat(256)), Ok(()));
-        assert_eq!(validate_secret("Az09_-"), Ok(()));
+        assert_eq!(validate_secret(&"Az09_-".repeat(6)), Ok(()));
+        assert_eq!(validate_secret("Az09_-"), Err(ConfigError::ShortSecret));
+        assert_eq!(
+            validate_secret(&"a".repeat(MIN_SECRET_LEN - 1)),
+            Err(ConfigError::ShortSecret)
+        );
+        assert_eq!(validate_secret(&"a".repeat(MIN_SECRET_LEN)), Ok(()));
     }
 }

@@ -28,7 +28,7 @@ const UNKNOWN_MIME: &str = "application/octet-stream";
 struct Params(Vec<(String, String)>);
 
 impl Params {
-    /// The first value of `name`, if any.
+    /// The value of `name`, if any (names are not repeated: see [`parse`]).
     fn get(&self, name: &str) -> Option<&str> {
         self.0
             .iter()
@@ -51,6 +51,14 @@ pub(crate) fn parse(body: &[u8]) -> Result<Inbound, ChannelError> {
         form::decode(body)
             .map_err(|_| ChannelError::Malformed("body is not form-encoded".into()))?,
     );
+    // Twilio never repeats a name. The signature sorts values and runs names and values
+    // together, so a captured request re-cut with a second `From` (carved out of the `Body`
+    // before it) verifies, and would be read as sent by whichever came first.
+    let mut names: Vec<&str> = p.0.iter().map(|(k, _)| k.as_str()).collect();
+    names.sort_unstable();
+    if names.windows(2).any(|w| w[0] == w[1]) {
+        return Err(ChannelError::Malformed("a parameter is repeated".into()));
+    }
     let status = p.get("MessageStatus").or_else(|| p.get("SmsStatus"));
     if status.is_some_and(|s| STATUS_CALLBACK_STATUSES.contains(&s)) {
         return Ok(Inbound::Ignored {
