@@ -168,7 +168,9 @@ async fn aws_unlinked(scenarios: Vec<Scenario>) -> Aws {
     };
     let queue = SqsQueue::new(sqs.clone(), queue_url.clone(), settings);
     let webhook = Webhook::new(
-        vec![Arc::new(GenericChannel::new("test-secret"))],
+        vec![Arc::new(GenericChannel::new(
+            "test-secret-0123456789abcdef-0123",
+        ))],
         Arc::new(queue),
         webhook::DEFAULT_MAX_BODY_BYTES,
     );
@@ -202,7 +204,7 @@ fn message_event_saying(id: &str, text: &str) -> String {
                       "text": text})
     .to_string();
     e["headers"]["x-bridle-signature"] = json!(channels::generic::sign(
-        b"test-secret",
+        b"test-secret-0123456789abcdef-0123",
         NOW_S,
         body.as_bytes()
     ));

@@ -593,20 +593,65 @@ async fn a_binding_that_changed_while_linking_is_decided_again() {
         "the unlink stands"
     );
     assert_eq!(s.store.identity("whatsapp", "sam").await.unwrap(), None);
-    // Both chats send the same code at once: one links, the other finds it linked.
+    // Both chats send the same code at once: each finds the chat linked to the code's
+    // account, and says so.
     s.store
         .create_link_code("KM4N5P6Q", &"bo".into(), START_MS, START_MS + HOUR_MS)
         .await
         .unwrap();
     flaky.bound_elsewhere_first(Some("bo".into()));
     let outcome = s.jobs.run(&job("u-3", "sam", "KM4N5P6Q"), MINUTE).await;
-    assert_eq!(
-        outcome,
-        JobOutcome::Answered(Resolved::LinkedAgain("bo".into()))
-    );
+    assert_eq!(outcome, JobOutcome::Answered(Resolved::Linked("bo".into())));
     assert_eq!(
         s.store.identity("whatsapp", "sam").await.unwrap(),
         Some("bo".into())
+    );
+}
+
+/// A code decided again after its binding changed is not tried again: the sender's tries of
+/// the hour are counted once for the message, whatever came between.
+#[tokio::test]
+async fn deciding_again_counts_no_try_twice() {
+    let flaky = Arc::new(tests::FlakyStore::new(Arc::new(
+        SqliteStore::open_in_memory().unwrap(),
+    )));
+    let s = setup(flaky.clone());
+    s.store
+        .create_link_code(REAL_CODE, &"bo".into(), START_MS, START_MS + HOUR_MS)
+        .await
+        .unwrap();
+    for n in 0..3 {
+        let outcome = s
+            .jobs
+            .run(&job(&format!("g-{n}"), "sam", &guess(n)), MINUTE)
+            .await;
+        // Answered the first time; the same answer is given once an hour.
+        assert!(
+            matches!(
+                outcome,
+                JobOutcome::Answered(Resolved::StaleCode { bound: None }) | JobOutcome::Skipped(_)
+            ),
+            "{outcome:?}"
+        );
+    }
+    // Three tries used; a wrong code and the right one: four, then the binding changes.
+    flaky.bound_elsewhere_first(Some("ana".into()));
+    let text = format!("{} {REAL_CODE}", guess(3));
+    let outcome = s.jobs.run(&job("u-1", "sam", &text), MINUTE).await;
+    assert_eq!(
+        outcome,
+        JobOutcome::Answered(Resolved::MoveAsked {
+            bound: "ana".into(),
+            to: "bo".into()
+        })
+    );
+    // The hour's fifth try is still there.
+    let outcome = s.jobs.run(&job("g-5", "sam", &guess(5)), MINUTE).await;
+    assert_eq!(
+        outcome,
+        JobOutcome::Answered(Resolved::StaleCode {
+            bound: Some("ana".into())
+        })
     );
 }
 

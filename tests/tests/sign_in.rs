@@ -521,6 +521,37 @@ async fn cookies_from_another_host_sign_nobody_in_and_no_page_is_framed() {
     }
 }
 
+/// Two first sign-ins of one person at the same moment (two tabs, a double click): the one
+/// whose account binds the provider's subject first wins, and the other is signed in to that
+/// same account, not to an account of its own the first then loses.
+#[tokio::test]
+async fn a_first_sign_in_that_loses_a_race_uses_the_account_that_won() {
+    let flaky = Arc::new(tests::FlakyStore::new(Arc::new(
+        store_sqlite::SqliteStore::open_in_memory().unwrap(),
+    )));
+    let won = Account {
+        email: Some(Email::parse("first-tab@example.com").unwrap()),
+        ..Account::new("first-tab", "Alice")
+    };
+    store::Accounts::create_account(flaky.as_ref(), &won)
+        .await
+        .unwrap();
+    let s = site(Signup::Open, Some(flaky.clone() as Arc<dyn Store>)).await;
+    // Just before this sign-in binds its new account, the other one binds the subject.
+    flaky.bound_elsewhere_first(Some("first-tab".into()));
+    let a = s.sign_in(alice()).await.unwrap();
+    let me: Value = s.get(&a, "/api/session").await.json().await.unwrap();
+    assert_eq!(me["user"]["email"], "first-tab@example.com");
+    assert_eq!(
+        s.store.identity("oidc", "sub-alice").await.unwrap(),
+        Some("first-tab".into())
+    );
+    // And the next sign-in goes straight to it.
+    let again = s.sign_in(alice()).await.unwrap();
+    let me: Value = s.get(&again, "/api/session").await.json().await.unwrap();
+    assert_eq!(me["user"]["email"], "first-tab@example.com");
+}
+
 /// `GET /auth/login` up to the provider's redirect back: the login cookie and the callback.
 async fn start_sign_in(s: &Site, path: &str) -> (String, String) {
     let login = s.http.get(s.url(path)).send().await.unwrap();

@@ -11,7 +11,7 @@ use std::time::Duration;
 use webhook::Webhook;
 
 const NOW: i64 = 1_800_000_000;
-const SECRET: &str = "test-secret";
+const SECRET: &str = "test-secret-0123456789abcdef-0123";
 
 fn event(name: &str) -> String {
     let path = format!("{}/../../events/{name}.json", env!("CARGO_MANIFEST_DIR"));

@@ -19,7 +19,9 @@ async fn accepted_and_rejected_deliveries_are_counted() {
     let queue = Arc::new(SqliteQueue::open_in_memory(QueueSettings::default()).unwrap());
     let (metrics, lines) = metrics::Metrics::capture("Bridle");
     let hook = Webhook::new(
-        vec![Arc::new(GenericChannel::new("test-secret"))],
+        vec![Arc::new(GenericChannel::new(
+            "test-secret-0123456789abcdef-0123",
+        ))],
         queue,
         4096,
     )

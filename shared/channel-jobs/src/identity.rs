@@ -207,29 +207,6 @@ pub async fn resolve(
     job: &TurnJob,
     now_ms: i64,
 ) -> Result<Resolved, StoreError> {
-    // The binding is written only if it is still what was read; changed in between (the
-    // sender's job in another chat linked it first, an operator unlinked it), it is decided
-    // again from what it is now. A code this account redeemed redeems again for it.
-    for _ in 0..BIND_TRIES {
-        if let Some(resolved) = resolve_once(store, job, now_ms).await? {
-            return Ok(resolved);
-        }
-    }
-    Err(StoreError::Conflict {
-        what: format!("identity {}", redeemer(job)),
-    })
-}
-
-/// How many times [`resolve`] decides before it gives up on a binding that keeps changing
-/// (the job is then tried again later).
-const BIND_TRIES: usize = 3;
-
-/// [`resolve`] once: `None` when the binding changed between its read and its write.
-async fn resolve_once(
-    store: &dyn Store,
-    job: &TurnJob,
-    now_ms: i64,
-) -> Result<Option<Resolved>, StoreError> {
     // At most two code-shaped words are tried per message: a message stuffed with guesses
     // costs the same as an honest one, and cannot search the code space.
     let codes: Vec<_> = link_code::find(&job.text)
@@ -238,7 +215,7 @@ async fn resolve_once(
         .collect();
     let redeemer = redeemer(job);
     // Read once, before any code is tried, when there is one.
-    let bound = if codes.is_empty() {
+    let mut bound = if codes.is_empty() {
         None
     } else {
         store.identity(&job.channel, &job.external_user_id).await?
@@ -251,81 +228,20 @@ async fn resolve_once(
         }
         if let Some(redeemed) = store.consume_link_code(code, &redeemer, now_ms).await? {
             code_attempts::give_back(store, job, now_ms).await;
-            let moving = MoveCode::read(&redeemed);
-            let user = match moving {
-                // A move code moves the chat it was made for, and only as `MOVE <code>`.
-                Some(ref m)
-                    if m.chat == MoveCode::chat_of(job) && link_code::is_move(&job.text) =>
+            // The binding is written only if it is still as read; changed in between (the
+            // sender's job in another chat linked it first, an operator unlinked it), the code
+            // is decided again against what it is now.
+            for _ in 0..BIND_TRIES {
+                if let Some(resolved) =
+                    redeemed_code(store, job, code, &redeemed, &bound, now_ms).await?
                 {
-                    // Bound to nobody now, the chat has nothing to move: it was unlinked since
-                    // the code was made, and the code does not link it again (a new link
-                    // code does).
-                    if bound.is_none() {
-                        tracing::warn!(channel = %job.channel, "a move code for a chat unlinked since; not linked");
-                        return Ok(Some(Resolved::StaleCode { bound }));
-                    }
-                    m.to.clone()
+                    return Ok(resolved);
                 }
-                Some(_) => {
-                    tracing::warn!(channel = %job.channel, "a move code not sent as MOVE <code> by the chat it was made for");
-                    return Ok(Some(Resolved::StaleCode { bound }));
-                }
-                None => redeemed,
-            };
-            // A live code redeems again for the account that redeemed it (so a linking job
-            // run again links): bound to that user already, nothing is written.
-            if bound.as_ref() == Some(&user) {
-                tracing::info!(channel = %job.channel, "a link code sent again by the account it linked");
-                return Ok(Some(Resolved::LinkedAgain(user)));
+                bound = store.identity(&job.channel, &job.external_user_id).await?;
             }
-            // Bound to nobody now, by a code this account redeemed before this message came:
-            // it was unlinked since (an operator's `identities unlink`: a lost phone, a number
-            // that changed hands), and the code, live for its half hour and in the chat's
-            // history, does not undo that (a code that asked to move the chat, sent before the
-            // unlink, neither: a new code links). Redeemed first just now, by this very try,
-            // it links whatever the clocks say. A job tried again came before its own first
-            // redemption; the margin keeps two machines' clocks (the webhook's, the worker's)
-            // from telling that apart from a message sent after it.
-            if bound.is_none()
-                && job.received_at_ms > 0
-                && store
-                    .link_code_redeemed_at(code)
-                    .await?
-                    .is_some_and(|first| {
-                        first != now_ms && first + CLOCKS_APART_MS < job.received_at_ms
-                    })
-            {
-                tracing::warn!(channel = %job.channel, "a link code redeemed before, sent again after its chat was unlinked; not linked again");
-                return Ok(Some(Resolved::StaleCode { bound: None }));
-            }
-            if let Some(current) = &bound
-                && moving.is_none()
-            {
-                tracing::info!(channel = %job.channel, "a code for another account from a linked chat; asked before moving it");
-                return Ok(Some(Resolved::MoveAsked {
-                    bound: current.clone(),
-                    to: user,
-                }));
-            }
-            match store
-                .bind_identity_if(
-                    &job.channel,
-                    &job.external_user_id,
-                    &user,
-                    bound.as_ref(),
-                    now_ms,
-                )
-                .await
-            {
-                Ok(()) => {}
-                Err(StoreError::Conflict { .. }) => {
-                    tracing::info!(channel = %job.channel, "the channel account's binding changed while linking; deciding again");
-                    return Ok(None);
-                }
-                Err(e) => return Err(e),
-            }
-            tracing::info!(channel = %job.channel, user = %user.0, "channel account linked");
-            return Ok(Some(Resolved::Linked(user)));
+            return Err(StoreError::Conflict {
+                what: format!("identity {redeemer}"),
+            });
         }
     }
     if spent {
@@ -341,14 +257,105 @@ async fn resolve_once(
             || link_code::is_only_a_code(&job.text)
             || link_code::is_move(&job.text))
     {
-        return Ok(Some(if spent {
+        return Ok(if spent {
             Resolved::TooManyCodes { bound }
         } else {
             Resolved::StaleCode { bound }
-        }));
+        });
     }
-    Ok(Some(match bound {
+    Ok(match bound {
         Some(user) => Resolved::Bound(user),
         None => Resolved::Unknown,
-    }))
+    })
+}
+
+/// How many times [`resolve`] decides a redeemed code before it gives up on a binding that
+/// keeps changing (the job is then tried again later).
+const BIND_TRIES: usize = 3;
+
+/// What the redeemed `code` (of `redeemed`, the user it names) does for the chat bound to
+/// `bound` as read: `None` when the binding changed before it could be written.
+async fn redeemed_code(
+    store: &dyn Store,
+    job: &TurnJob,
+    code: &str,
+    redeemed: &UserId,
+    bound: &Option<UserId>,
+    now_ms: i64,
+) -> Result<Option<Resolved>, StoreError> {
+    let moving = MoveCode::read(redeemed);
+    let user = match moving {
+        // A move code moves the chat it was made for, and only as `MOVE <code>`.
+        Some(ref m) if m.chat == MoveCode::chat_of(job) && link_code::is_move(&job.text) => {
+            // Bound to nobody now, the chat has nothing to move: it was unlinked since
+            // the code was made, and the code does not link it again (a new link
+            // code does).
+            if bound.is_none() {
+                tracing::warn!(channel = %job.channel, "a move code for a chat unlinked since; not linked");
+                return Ok(Some(Resolved::StaleCode {
+                    bound: bound.clone(),
+                }));
+            }
+            m.to.clone()
+        }
+        Some(_) => {
+            tracing::warn!(channel = %job.channel, "a move code not sent as MOVE <code> by the chat it was made for");
+            return Ok(Some(Resolved::StaleCode {
+                bound: bound.clone(),
+            }));
+        }
+        None => redeemed.clone(),
+    };
+    // A live code redeems again for the account that redeemed it (so a linking job
+    // run again links): bound to that user already, nothing is written.
+    if bound.as_ref() == Some(&user) {
+        tracing::info!(channel = %job.channel, "a link code sent again by the account it linked");
+        return Ok(Some(Resolved::LinkedAgain(user)));
+    }
+    // Bound to nobody now, by a code this account redeemed before this message came:
+    // it was unlinked since (an operator's `identities unlink`: a lost phone, a number
+    // that changed hands), and the code, live for its half hour and in the chat's
+    // history, does not undo that (a code that asked to move the chat, sent before the
+    // unlink, neither: a new code links). Redeemed first just now, by this very try,
+    // it links whatever the clocks say. A job tried again came before its own first
+    // redemption; the margin keeps two machines' clocks (the webhook's, the worker's)
+    // from telling that apart from a message sent after it.
+    if bound.is_none()
+        && job.received_at_ms > 0
+        && store
+            .link_code_redeemed_at(code)
+            .await?
+            .is_some_and(|first| first != now_ms && first + CLOCKS_APART_MS < job.received_at_ms)
+    {
+        tracing::warn!(channel = %job.channel, "a link code redeemed before, sent again after its chat was unlinked; not linked again");
+        return Ok(Some(Resolved::StaleCode { bound: None }));
+    }
+    if let Some(current) = bound
+        && moving.is_none()
+    {
+        tracing::info!(channel = %job.channel, "a code for another account from a linked chat; asked before moving it");
+        return Ok(Some(Resolved::MoveAsked {
+            bound: current.clone(),
+            to: user,
+        }));
+    }
+    match store
+        .bind_identity_if(
+            &job.channel,
+            &job.external_user_id,
+            &user,
+            bound.as_ref(),
+            now_ms,
+        )
+        .await
+    {
+        Ok(()) => {}
+        Err(StoreError::Conflict { .. }) => {
+            tracing::info!(channel = %job.channel, "the channel account's binding changed while linking; deciding again");
+            return Ok(None);
+        }
+        Err(e) => return Err(e),
+    }
+    tracing::info!(channel = %job.channel, user = %user.0, "channel account linked");
+    Ok(Some(Resolved::Linked(user)))
 }

@@ -2,9 +2,10 @@
 //! account (`IDENT#<channel>#<external id>` / `IDENT`). Creating a code is one conditional
 //! `PutItem` that admits only a missing or expired code; redeeming is one conditional
 //! `UpdateItem` that admits only a live code that is unredeemed or was redeemed by the same
-//! account, so concurrent redemptions by different accounts have exactly one winner. A job binds
-//! with a `PutItem` conditioned on the binding it read (none, or the user it names); an
-//! operator's binding is a plain `PutItem`.
+//! account, so concurrent redemptions by different accounts have exactly one winner. A linking
+//! job or a first sign-in binds with a `PutItem` conditioned on the binding it read (none, or
+//! the user it names) or on the one it writes being there already; `bind_identity` is a plain
+//! `PutItem` (setting up, in tests).
 //! Bound accounts are listed from `gsi1` (`IDENTS` / `<user>#<channel>#<external id>`, one
 //! partition: linking is rare), eventually consistent; unbinding is a `DeleteItem`.
 
@@ -172,13 +173,16 @@ impl Identities for DynamoStore {
             .put_item()
             .table_name(&self.table)
             .set_item(Some(identity_item(channel, external_id, user, now_ms)));
+        // Bound to `user` already (this very write, tried again by the SDK after it landed):
+        // done.
         let put = match was {
-            None => put.condition_expression("attribute_not_exists(pk)"),
+            None => put.condition_expression("attribute_not_exists(pk) OR #user = :user"),
             Some(was) => put
-                .condition_expression("#user = :was")
-                .expression_attribute_names("#user", USER_ID)
+                .condition_expression("#user = :was OR #user = :user")
                 .expression_attribute_values(":was", s(&was.0)),
-        };
+        }
+        .expression_attribute_names("#user", USER_ID)
+        .expression_attribute_values(":user", s(&user.0));
         put.send().await.map_err(|err| {
             write_error(err, || StoreError::Conflict {
                 what: format!("identity {channel}#{external_id}"),

@@ -162,18 +162,21 @@ impl Identities for SqliteStore {
         self.db
             .write(move |conn| {
                 let written = match &was {
+                    // Bound to `user` already (this very write, tried again): done.
                     None => conn
                         .prepare_cached(
                             "INSERT INTO identities (channel, external_id, user_id, bound_at_ms)
                              VALUES (?1, ?2, ?3, ?4)
-                             ON CONFLICT (channel, external_id) DO NOTHING",
+                             ON CONFLICT (channel, external_id) DO UPDATE SET user_id = user_id
+                             WHERE user_id = excluded.user_id",
                         )
                         .map_err(unavailable)?
                         .execute(params![channel, external_id, user.0, now_ms]),
                     Some(was) => conn
                         .prepare_cached(
-                            "UPDATE identities SET user_id = ?3, bound_at_ms = ?4
-                             WHERE channel = ?1 AND external_id = ?2 AND user_id = ?5",
+                            "UPDATE identities SET user_id = ?3,
+                                 bound_at_ms = CASE WHEN user_id = ?3 THEN bound_at_ms ELSE ?4 END
+                             WHERE channel = ?1 AND external_id = ?2 AND user_id IN (?5, ?3)",
                         )
                         .map_err(unavailable)?
                         .execute(params![channel, external_id, user.0, now_ms, was.0]),

@@ -1435,9 +1435,17 @@ pub async fn check_bind_identity_if(store: &dyn Store) {
         "a refused binding writes nothing"
     );
     store
+        .bind_identity_if(ch, id, &alice, None, t0 + 3)
+        .await
+        .expect("bound to this user already (the same write tried again)");
+    store
         .bind_identity_if(ch, id, &bob, Some(&alice), t0 + 3)
         .await
         .expect("bound as read, it moves");
+    store
+        .bind_identity_if(ch, id, &bob, Some(&alice), t0 + 3)
+        .await
+        .expect("moved already (the same write tried again)");
     assert_eq!(store.identity(ch, id).await.unwrap(), Some(bob.clone()));
     assert_eq!(
         store.unbind_identity(ch, id).await.unwrap(),

@@ -89,9 +89,9 @@ pub trait Identities: Send + Sync {
     ) -> Result<(), StoreError>;
 
     /// As [`bind_identity`](Self::bind_identity), only while the account is still bound to
-    /// `was` (`None`: to nobody), which its caller read before deciding: a
-    /// [`StoreError::Conflict`], and nothing written, when another linking or an unlink came in
-    /// between. One conditional write.
+    /// `was` (`None`: to nobody), which its caller read before deciding, or to `user` already
+    /// (the same write tried again): a [`StoreError::Conflict`], and nothing written, when
+    /// another linking or an unlink came in between. One conditional write.
     async fn bind_identity_if(
         &self,
         channel: &str,

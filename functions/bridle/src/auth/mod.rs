@@ -139,9 +139,10 @@ impl SignIn {
         if let Some(email) = &email
             && let Some(account) = store.account_by_email(email).await?
         {
-            store
-                .bind_identity(OIDC_CHANNEL, &who.subject, &account.user, now)
-                .await?;
+            let bound = self.bind_subject(&who.subject, &account.user, now).await?;
+            if bound != account.user {
+                return usable(store.account(&bound).await?);
+            }
             tracing::info!(user = %account.user, "signed in for the first time: bound by e-mail");
             return usable(Some(account));
         }
@@ -165,9 +166,10 @@ impl SignIn {
             Err(CreateAccountError::EmailTaken(email)) => {
                 let account = store.account_by_email(&email).await?;
                 if let Some(a) = &account {
-                    store
-                        .bind_identity(OIDC_CHANNEL, &who.subject, &a.user, now)
-                        .await?;
+                    let bound = self.bind_subject(&who.subject, &a.user, now).await?;
+                    if bound != a.user {
+                        return usable(store.account(&bound).await?);
+                    }
                 }
                 return usable(account);
             }
@@ -180,11 +182,39 @@ impl SignIn {
         }
         // Crash story: an account without its binding is found by e-mail next time (or, with
         // no e-mail, a second account is made: harmless, and the operator can close it).
-        store
-            .bind_identity(OIDC_CHANNEL, &who.subject, &user, now)
-            .await?;
+        let bound = self.bind_subject(&who.subject, &user, now).await?;
+        if bound != user {
+            // Another first sign-in of this person, at the same moment, bound theirs first:
+            // this one's account is left unbound (as after a crash here), and unused.
+            tracing::info!(user = %bound, "a first sign-in raced another of the same person; using theirs");
+            return usable(store.account(&bound).await?);
+        }
         tracing::info!(user = %user, "account created at first sign-in");
         Ok(account)
+    }
+
+    /// Bind the provider's `subject` to `user` unless it is bound already (another first
+    /// sign-in of the same person at once won): the user it is bound to now.
+    async fn bind_subject(
+        &self,
+        subject: &str,
+        user: &UserId,
+        now: i64,
+    ) -> Result<UserId, StoreError> {
+        let store = self.store.as_ref();
+        match store
+            .bind_identity_if(OIDC_CHANNEL, subject, user, None, now)
+            .await
+        {
+            Ok(()) => Ok(user.clone()),
+            Err(StoreError::Conflict { .. }) => store
+                .identity(OIDC_CHANNEL, subject)
+                .await?
+                .ok_or_else(|| StoreError::Conflict {
+                    what: "a sign-in's binding, unbound again at once".into(),
+                }),
+            Err(e) => Err(e),
+        }
     }
 
     /// Start a session for `user`.

@@ -22,9 +22,11 @@ pub enum ConfigError {
     /// An empty secret would let any request through.
     #[error("the Telegram webhook secret token is empty")]
     EmptySecret,
-    /// `setWebhook` takes 1-256 characters of `A-Z`, `a-z`, `0-9`, `_` and `-`; Telegram would
-    /// refuse anything else, so no delivery could ever match.
-    #[error("the Telegram webhook secret token must be 1-256 characters of A-Z, a-z, 0-9, _ and -")]
+    /// `setWebhook` takes at most 256 characters of `A-Z`, `a-z`, `0-9`, `_` and `-`; Telegram
+    /// would refuse anything else, so no delivery could ever match.
+    #[error(
+        "the Telegram webhook secret token must be 32-256 characters of A-Z, a-z, 0-9, _ and -"
+    )]
     InvalidSecret,
     /// Shorter than [`MIN_SECRET_LEN`]: it could be guessed.
     #[error(
