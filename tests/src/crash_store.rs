@@ -698,3 +698,42 @@ impl store::BudgetLedger for CrashStore {
         self.inner.buckets_of_window(window, start_ms).await
     }
 }
+
+/// The user's end of a channel under a [`Crash`]: records what was delivered, unless the
+/// worker died first. Delivering is a write point of the attempt (`deliver the reply`), so a
+/// crash can come just before or just after the platform took a reply.
+#[derive(Debug)]
+pub struct RecordingSender {
+    pub crash: Arc<Crash>,
+    pub delivered: Arc<Mutex<Vec<String>>>,
+}
+
+#[async_trait]
+impl channels::Sender for RecordingSender {
+    fn max_chars(&self) -> usize {
+        usize::MAX
+    }
+
+    fn has_reactions(&self) -> bool {
+        false
+    }
+
+    async fn send_from(
+        &self,
+        reply: &channels::Outgoing,
+        sent: &mut channels::Delivered,
+    ) -> Result<(), channels::SendError> {
+        let delivered = self.delivered.clone();
+        let text = reply.text.clone();
+        let piece = self
+            .crash
+            .write("deliver the reply", async move {
+                delivered.lock().unwrap().push(text.clone());
+                Ok::<_, StoreError>(text)
+            })
+            .await
+            .map_err(|_| channels::SendError::Retryable { status: 503 })?;
+        sent.pieces.push(piece);
+        Ok(())
+    }
+}

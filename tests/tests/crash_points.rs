@@ -20,7 +20,7 @@ use backend::{
 };
 use budget::{Bucket, BudgetConfig, Guards, InMemoryAccounts, PriceTable, StandardGuards};
 use channel_jobs::{ChannelJobs, JobOptions, JobOutcome};
-use channels::{Delivered, Outgoing, SendError, Sender};
+use channels::Sender;
 use engine::{Engine, EngineOptions};
 use serde_json::json;
 use std::collections::{BTreeSet, HashMap};
@@ -29,7 +29,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use store::Store;
-use tests::crash_store::{Crash, CrashAt, CrashStore};
+use tests::crash_store::{Crash, CrashAt, CrashStore, RecordingSender};
 use tests::web_job;
 use tools::Registry;
 use transcript::{Conversation, Role, Usage};
@@ -141,39 +141,6 @@ impl ChatModel for CycleModel {
         ScriptedModel::new([(self.script)()[cycle].clone()])
             .stream(request)
             .await
-    }
-}
-
-/// The user's end of the web chat: records what was delivered. Delivering is a write point of
-/// its attempt's crash too.
-struct RecordingSender {
-    crash: Arc<Crash>,
-    delivered: Arc<Mutex<Vec<String>>>,
-}
-
-#[async_trait]
-impl Sender for RecordingSender {
-    fn max_chars(&self) -> usize {
-        usize::MAX
-    }
-
-    fn has_reactions(&self) -> bool {
-        false
-    }
-
-    async fn send_from(&self, reply: &Outgoing, sent: &mut Delivered) -> Result<(), SendError> {
-        let delivered = self.delivered.clone();
-        let text = reply.text.clone();
-        let piece = self
-            .crash
-            .write("deliver the reply", async move {
-                delivered.lock().unwrap().push(text.clone());
-                Ok::<_, store::StoreError>(text)
-            })
-            .await
-            .map_err(|_| SendError::Retryable { status: 503 })?;
-        sent.pieces.push(piece);
-        Ok(())
     }
 }
 

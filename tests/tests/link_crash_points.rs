@@ -4,12 +4,12 @@
 //! retry does. On SQLite and on moto's DynamoDB. After each: the chat is linked to the code's
 //! account, the code's owner got the "linked" reply once (twice, the same, only when the
 //! worker died after sending it and before recording it), and the code still links nobody else.
+//! (`harness_reply_crash.rs` looks closer at the reply's record and the done mark, on SQLite.)
 
-use async_trait::async_trait;
 use backend::ScriptedModel;
 use channel_jobs::identity::Resolved;
 use channel_jobs::{ChannelJobs, JobOptions, JobOutcome, lines};
-use channels::{Delivered, Outgoing, SendError, Sender};
+use channels::Sender;
 use engine::{Engine, EngineOptions};
 use queue::TurnJob;
 use std::collections::HashMap;
@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use store::Store;
-use tests::crash_store::{Crash, CrashAt, CrashStore};
+use tests::crash_store::{Crash, CrashAt, CrashStore, RecordingSender};
 use tools::Registry;
 
 const START_MS: i64 = 1_800_000_000_000;
@@ -27,38 +27,6 @@ const BUDGET: Duration = Duration::from_secs(60);
 /// A crashed attempt's budget: a job whose store is gone tries its harness reply's writes
 /// again until its budget ends (a store out for a moment comes back); this one's never does.
 const CRASHED_BUDGET: Duration = Duration::from_secs(2);
-
-/// Records what reached the chat, unless the worker died first.
-struct RecordingSender {
-    crash: Arc<Crash>,
-    delivered: Arc<Mutex<Vec<String>>>,
-}
-
-#[async_trait]
-impl Sender for RecordingSender {
-    fn max_chars(&self) -> usize {
-        usize::MAX
-    }
-
-    fn has_reactions(&self) -> bool {
-        false
-    }
-
-    async fn send_from(&self, reply: &Outgoing, sent: &mut Delivered) -> Result<(), SendError> {
-        let delivered = self.delivered.clone();
-        let text = reply.text.clone();
-        let piece = self
-            .crash
-            .write("deliver the reply", async move {
-                delivered.lock().unwrap().push(text.clone());
-                Ok::<_, store::StoreError>(text)
-            })
-            .await
-            .map_err(|_| SendError::Retryable { status: 503 })?;
-        sent.pieces.push(piece);
-        Ok(())
-    }
-}
 
 /// One store's world: the store, what reached the chat, the worker's clock.
 struct World {
