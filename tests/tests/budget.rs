@@ -61,6 +61,14 @@ async fn guarded(replies: Vec<Reply>, config: BudgetConfig, no_model: Option<&st
     }
 }
 
+/// Tokens counted this minute for the harness's user and conversation.
+async fn minute_tokens(g: &Guarded) -> u64 {
+    g.ledger
+        .bucket_usage(&[Bucket::UserTokensMinute.key(&"user-1".into(), &"conv-1".into(), NOW)])
+        .await
+        .unwrap()[0]
+}
+
 #[tokio::test]
 async fn a_tripped_budget_is_its_sentence_and_no_model_call() {
     // A cap of 10 tokens a minute cannot fit any request.
@@ -97,13 +105,7 @@ async fn a_turn_with_tools_reserves_and_settles_every_model_call() {
     let t = g.h.turn("what time is it?").await;
     assert_eq!(t.outcome.end, TurnEnd::Answered, "{}", t.outcome.reply);
     assert_eq!(g.h.model.requests().len(), 2);
-    let user = "user-1".into();
-    let conv = "conv-1".into();
-    let tokens = g
-        .ledger
-        .bucket_usage(&[Bucket::UserTokensMinute.key(&user, &conv, NOW)])
-        .await
-        .unwrap()[0];
+    let tokens = minute_tokens(&g).await;
     let calls = g.h.transcript().await;
     let real: u64 = calls
         .iter()
@@ -131,13 +133,7 @@ async fn a_call_that_breaks_half_way_is_charged_its_whole_allowance_not_what_it_
     .await;
     let t = g.h.turn("hello").await;
     assert_eq!(t.outcome.end, TurnEnd::BackendFailed);
-    let user = "user-1".into();
-    let conv = "conv-1".into();
-    let tokens = g
-        .ledger
-        .bucket_usage(&[Bucket::UserTokensMinute.key(&user, &conv, NOW)])
-        .await
-        .unwrap()[0];
+    let tokens = minute_tokens(&g).await;
     let request = &g.h.model.requests()[0];
     let input = budget::estimate_input_tokens(request);
     let allowance = u64::from(request.settings.max_tokens);
@@ -167,11 +163,7 @@ async fn a_call_without_reported_usage_in_another_script_is_charged_by_its_bytes
     .await;
     let t = g.h.turn("你好").await;
     assert_eq!(t.outcome.end, TurnEnd::Answered);
-    let tokens = g
-        .ledger
-        .bucket_usage(&[Bucket::UserTokensMinute.key(&"user-1".into(), &"conv-1".into(), NOW)])
-        .await
-        .unwrap()[0];
+    let tokens = minute_tokens(&g).await;
     let request = &g.h.model.requests()[0];
     assert_eq!(tokens, budget::estimate_input_tokens(request) + 30);
 }
@@ -196,11 +188,7 @@ async fn a_call_cut_while_its_output_was_held_back_keeps_its_whole_reservation()
     assert_eq!(t.outcome.end, TurnEnd::Answered);
     let requests = g.h.model.requests();
     assert_eq!(requests.len(), 2, "tried again once");
-    let tokens = g
-        .ledger
-        .bucket_usage(&[Bucket::UserTokensMinute.key(&"user-1".into(), &"conv-1".into(), NOW)])
-        .await
-        .unwrap()[0];
+    let tokens = minute_tokens(&g).await;
     let allowance = u64::from(requests[0].settings.max_tokens).min(16_000);
     let cut = budget::estimate_input_tokens(&requests[0]) + allowance;
     let answered = 10 + 2;
@@ -223,11 +211,7 @@ async fn a_call_that_times_out_before_its_first_event_keeps_its_input() {
     assert_eq!(t.outcome.end, TurnEnd::Answered);
     let requests = g.h.model.requests();
     assert_eq!(requests.len(), 2, "tried again once");
-    let tokens = g
-        .ledger
-        .bucket_usage(&[Bucket::UserTokensMinute.key(&"user-1".into(), &"conv-1".into(), NOW)])
-        .await
-        .unwrap()[0];
+    let tokens = minute_tokens(&g).await;
     let answered = 10 + 2;
     assert_eq!(
         tokens,

@@ -105,8 +105,8 @@ impl std::fmt::Debug for TelegramChannel {
 
 impl TelegramChannel {
     /// `secret_token` is the one given to `setWebhook` (32-256 characters of `A-Z a-z 0-9 _ -`;
-    /// anything else, in particular an empty or short token, is refused). `bot_username` (with or without
-    /// the leading `@`) enables `/command@bot` handling in groups.
+    /// anything else, in particular an empty or short token, is refused). `bot_username` (with
+    /// or without the leading `@`) enables `/command@bot` handling in groups.
     pub fn new(
         secret_token: impl Into<String>,
         bot_username: Option<String>,
