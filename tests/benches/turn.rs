@@ -101,6 +101,7 @@ async fn new_conversation(store: &SqliteStore, id: &str) -> ConversationId {
 fn input(id: &ConversationId) -> TurnInput {
     TurnInput {
         sent_at_ms: None,
+        typed_yes: engine::TypedYes::Confirms,
         conversation_id: id.clone(),
         text: "what is on this month?".into(),
         action_id: ActionId("a1".into()),

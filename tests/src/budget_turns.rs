@@ -54,6 +54,7 @@ pub async fn conversations(store: &dyn Store, n: usize) {
 pub fn turn_input(i: usize) -> TurnInput {
     TurnInput {
         sent_at_ms: None,
+        typed_yes: engine::TypedYes::Confirms,
         conversation_id: format!("c{i:02}").into(),
         text: "plan my week".into(),
         action_id: ActionId(format!("a{i:02}")),

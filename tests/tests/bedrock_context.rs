@@ -63,6 +63,7 @@ impl Rig {
         self.turns.set(self.turns.get() + 1);
         let input = TurnInput {
             sent_at_ms: None,
+            typed_yes: engine::TypedYes::Confirms,
             conversation_id: "c1".into(),
             text: text.into(),
             action_id: ActionId(format!("a{}", self.turns.get())),

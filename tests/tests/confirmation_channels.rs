@@ -1,10 +1,10 @@
 //! The server's Yes / No buttons on every channel, through the local server: a held call's
 //! reply goes out with the channel's own buttons (WhatsApp reply buttons, a Telegram inline
-//! keyboard, Slack blocks, numbered lines on SMS), and a press arriving through that channel's
-//! signed webhook (WhatsApp `button_reply`, Telegram `callback_query`, Slack `block_actions`, a
-//! typed "yes" / "2" on SMS) reaches the engine and decides: Yes runs the held call although
-//! the model never repeats it, No voids it. The web chat's press is the POST body's
-//! `button_id`.
+//! keyboard, Slack blocks; on SMS a line saying to reply YES with the question's code), and a
+//! press arriving through that channel's signed webhook (WhatsApp `button_reply`, Telegram
+//! `callback_query`, Slack `block_actions`, a typed "yes <code>" / "no" on SMS) reaches the
+//! engine and decides: Yes runs the held call although the model never repeats it, No voids
+//! it. The web chat's press is the POST body's `button_id`.
 
 use backend::{Reply, ScriptedModel};
 use bridle::AppOptions;
@@ -402,16 +402,33 @@ async fn yes_and_no_on(platform: Platform) {
         ids.len() == 2 && ids[0].starts_with("confirm:") && ids[1].ends_with(":no"),
         "{platform:?}: {buttons:?}"
     );
-    assert!(sent.contains("Yes, do it"), "{platform:?}: {sent}");
-    if platform != Platform::Twilio {
+    let code = engine::confirm_code(ids[0]).expect("the Yes button has a code");
+    if platform == Platform::Twilio {
+        assert!(
+            sent.ends_with(&format!("Reply YES {code} to go ahead, or NO.")),
+            "SMS says how to answer, with the code: {sent}"
+        );
+        assert!(
+            !sent.contains(ids[0]),
+            "the token stays with Bridle: {sent}"
+        );
+    } else {
+        assert!(sent.contains("Yes, do it"), "{platform:?}: {sent}");
         assert!(
             sent.contains(ids[0]),
             "{platform:?}: the button's id goes out: {sent}"
         );
+        assert!(
+            !sent.contains(&code),
+            "{platform:?}: no code to type: {sent}"
+        );
     }
     s.model.push(Reply::text("Done: Dana Lee is withdrawn."));
     let reply = s
-        .press(platform, platform.press(ids[0], "Yes, do it", "yes"))
+        .press(
+            platform,
+            platform.press(ids[0], "Yes, do it", &format!("yes {code}")),
+        )
         .await;
     assert!(
         reply.contains("Dana Lee is withdrawn"),
@@ -425,7 +442,7 @@ async fn yes_and_no_on(platform: Platform) {
     let (_, buttons) = s.hold_withdrawal(platform, "Sam Roe").await;
     s.model.push(Reply::text("Alright, Sam Roe stays."));
     let reply = s
-        .press(platform, platform.press(&buttons[1].id, "No", "2"))
+        .press(platform, platform.press(&buttons[1].id, "No", "no"))
         .await;
     assert!(reply.contains("Sam Roe stays"), "{platform:?}: {reply}");
     assert!(
@@ -502,6 +519,76 @@ async fn an_sms_yes_sent_before_the_question_arrived_confirms_nothing() {
     assert!(
         s.names().await.contains(&"Dana Lee".to_owned()),
         "the early yes ran nothing"
+    );
+    s.server.stop().await;
+}
+
+/// Carriers do not authenticate an SMS's `From`: someone sending as the user's number can ask
+/// for a withdrawal, but its question goes to the real phone. Answering it blind — "yes", the
+/// old option number, the button's title, a made-up code — runs nothing, even when the model
+/// takes the words as a yes and repeats the call; each try is held again and asked with a
+/// new code. The code the phone got runs it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_sms_yes_without_the_questions_code_confirms_nothing() {
+    let platform = Platform::Twilio;
+    let s = setup(platform).await;
+    let (sent, buttons) = s.hold_withdrawal(platform, "Dana Lee").await;
+    let dana = s.planner.list_attendees(&owner(), &s.event).await.unwrap();
+    let withdraw = json!({"attendee_id": dana[0].id});
+    let mut code = engine::confirm_code(&buttons[0].id).unwrap();
+    assert!(sent.contains(&code), "{sent}");
+    let mut asked = 2;
+    for (n, blind) in ["yes", "1", "Yes, do it", "YES 000000", "y"]
+        .into_iter()
+        .enumerate()
+    {
+        let guess = if blind.ends_with(code.as_str()) {
+            "YES 999999"
+        } else {
+            blind
+        };
+        // The model believes the sender and repeats the call.
+        s.model.push(Reply::tool_call(
+            &format!("again{n}"),
+            "withdraw_attendee",
+            withdraw.clone(),
+        ));
+        s.model
+            .push(Reply::text("Withdraw Dana Lee from Spring Open?"));
+        let reply = s.press(platform, platform.message(guess)).await;
+        asked += 2;
+        assert_eq!(s.model.requests().len(), asked, "{guess}: read as words");
+        assert!(
+            s.names().await.contains(&"Dana Lee".to_owned()),
+            "{guess}: ran nothing"
+        );
+        let fresh = tests::browser::eventually("the new question recorded", || async {
+            let visible = s
+                .server
+                .app
+                .store
+                .visible(&platform.conversation())
+                .await
+                .ok()?;
+            let last = visible.last()?;
+            let id = &last.buttons.first()?.id;
+            engine::confirm_code(id).filter(|c| *c != code)
+        })
+        .await;
+        assert!(
+            reply.contains(&format!("YES {fresh}")),
+            "{guess}: asked again: {reply}"
+        );
+        code = fresh;
+    }
+    s.model.push(Reply::text("Done: Dana Lee is withdrawn."));
+    let reply = s
+        .press(platform, platform.message(&format!("yes {code}")))
+        .await;
+    assert!(reply.contains("Dana Lee is withdrawn"), "{reply}");
+    assert!(
+        !s.names().await.contains(&"Dana Lee".to_owned()),
+        "the code the phone got ran the held call"
     );
     s.server.stop().await;
 }

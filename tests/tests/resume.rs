@@ -275,6 +275,7 @@ async fn a_finished_turn_run_again_changes_nothing() {
         .run_turn(
             TurnInput {
                 sent_at_ms: None,
+                typed_yes: engine::TypedYes::Confirms,
                 conversation_id: "c1".into(),
                 text: "what's on?".into(),
                 action_id: ActionId("web#job-1".into()),

@@ -442,6 +442,7 @@ async fn a_sink_nobody_reads_gets_only_the_end_and_the_turn_is_the_same() {
     };
     let input = |h: &Harness| engine::TurnInput {
         sent_at_ms: None,
+        typed_yes: engine::TypedYes::Confirms,
         conversation_id: h.conversation.clone(),
         text: "create Gala".into(),
         action_id: tools::ActionId("a1".into()),

@@ -99,6 +99,7 @@ async fn recorded_on(name: &str, store: Option<Arc<dyn Store>>) -> Recorded {
             .run_turn(
                 TurnInput {
                     sent_at_ms: None,
+                    typed_yes: engine::TypedYes::Confirms,
                     conversation_id: "c-dana".into(),
                     text: (*text).into(),
                     action_id: tools::ActionId(format!("whatsapp#m{i}")),
@@ -503,6 +504,7 @@ async fn a_turn_without_a_model_call_is_skipped_not_changed() {
         .run_turn(
             TurnInput {
                 sent_at_ms: None,
+                typed_yes: engine::TypedYes::Confirms,
                 conversation_id: "c-dana".into(),
                 text: "Is anyone there?".into(),
                 action_id: tools::ActionId("whatsapp#m9".into()),

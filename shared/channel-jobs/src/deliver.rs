@@ -20,6 +20,7 @@ fn outgoing(job: &TurnJob, text: String, buttons: Vec<Button>) -> Outgoing {
         in_reply_to: job.message_id.clone(),
         text,
         buttons,
+        typed_answer: None,
         reaction: None,
         user_last_message_ms: Some(job.received_at_ms),
     }
@@ -123,6 +124,7 @@ impl ChannelJobs {
             })
             .collect();
         let mut reply = outgoing(job, outcome.reply.clone(), buttons.clone());
+        reply.typed_answer = crate::press::typed_answer(&job.channel, &reply.buttons);
         if outcome.silent && sender.has_reactions() {
             reply.text.clear();
             reply.buttons.clear();

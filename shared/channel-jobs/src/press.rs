@@ -1,8 +1,10 @@
 //! What a message answers: the button it pressed, and its words. A press of the server's
 //! confirmation buttons reaches the engine as the button's id, which decides a held call
-//! without the model. SMS has no buttons (they go out as numbered lines): there a reply of the
-//! option's number, its title, or a plain "yes" / "no" to a reply that offered the
-//! confirmation buttons counts as that press.
+//! without the model. SMS has no buttons, and carriers do not authenticate its sender: a
+//! question there ends with how to answer it ([`typed_answer`]: "Reply YES 123456 to go ahead,
+//! or NO"), and a reply to it that carries the Yes button's code ([`engine::confirm_code`]),
+//! or a plain "no", counts as that press. A typed yes without the code confirms nothing there
+//! ([`engine::TypedYes`]): whoever can send as the number has not seen the question.
 
 use crate::ChannelJobs;
 use queue::TurnJob;
@@ -69,8 +71,8 @@ impl ChannelJobs {
 
     /// The confirmation button a typed SMS reply chooses, if the last reply offered them and
     /// the reply was received (`received_at_ms`; 0: not said) after that reply was recorded: a
-    /// "yes" sent before the question reached the phone answers nothing (it is read as words,
-    /// which confirm nothing either).
+    /// reply sent before the question reached the phone answers nothing (it is read as words,
+    /// which confirm nothing either). Yes takes the question's code ([`chosen`]).
     async fn typed_press(
         &self,
         conversation: &ConversationId,
@@ -100,20 +102,40 @@ impl ChannelJobs {
         {
             return None;
         }
-        let said = text
-            .trim()
-            .trim_end_matches(['.', '!'])
-            .trim()
-            .to_lowercase();
-        let chosen = last.buttons.iter().enumerate().find(|(i, b)| {
-            let yes = b.id.ends_with(":yes");
-            said == (i + 1).to_string()
-                || said == b.title.to_lowercase()
-                || (yes && matches!(said.as_str(), "yes" | "y"))
-                || (!yes && matches!(said.as_str(), "no" | "n"))
-        })?;
-        Some(chosen.1.id.clone())
+        chosen(&last.buttons, text).map(|b| b.id.clone())
     }
+}
+
+/// The confirmation button `text` chooses among `buttons`: Yes when its words include the Yes
+/// button's code (and not "no"), No when it says "no" (or No's title) and nothing else. A bare
+/// "yes", "1" or the Yes title chooses nothing: anyone able to send as the number could type
+/// those, and only the phone that got the question has its code.
+fn chosen<'a>(buttons: &'a [store::Button], text: &str) -> Option<&'a store::Button> {
+    let said = text.trim().to_lowercase();
+    let words: Vec<&str> = said
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .collect();
+    let says_no = words.iter().any(|w| matches!(*w, "no" | "n"));
+    buttons.iter().find(|b| match engine::confirm_code(&b.id) {
+        Some(code) => !says_no && words.contains(&code.as_str()),
+        None => {
+            let plain = said.trim_end_matches(['.', '!']).trim();
+            matches!(plain, "no" | "n") || plain == b.title.to_lowercase()
+        }
+    })
+}
+
+/// How to answer a question that offers the confirmation buttons on `channel`, where that is
+/// typed (SMS): with the Yes button's code. `None` elsewhere, and for other buttons.
+pub(crate) fn typed_answer(channel: &str, buttons: &[channels::Button]) -> Option<String> {
+    if channel != channels::twilio::NAME
+        || !buttons.iter().all(|b| engine::is_confirm_button(&b.id))
+    {
+        return None;
+    }
+    let code = buttons.iter().find_map(|b| engine::confirm_code(&b.id))?;
+    Some(format!("Reply YES {code} to go ahead, or NO."))
 }
 
 /// The words of a press that came without any: the confirmation button's title, else a
@@ -128,4 +150,82 @@ fn title_of(id: &str) -> String {
         return title.to_owned();
     }
     format!("[pressed button {id}]")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn asked() -> (Vec<store::Button>, String) {
+        let buttons: Vec<store::Button> =
+            engine::confirm_buttons(&ConversationId::from("twilio:+1555:+1999@local"), "a")
+                .into_iter()
+                .map(|b| store::Button {
+                    id: b.id,
+                    title: b.title,
+                })
+                .collect();
+        let code = engine::confirm_code(&buttons[0].id).unwrap();
+        (buttons, code)
+    }
+
+    #[test]
+    fn yes_takes_the_questions_code() {
+        let (buttons, code) = asked();
+        let yes = Some(&buttons[0]);
+        for said in [
+            format!("YES {code}"),
+            format!("yes {code}."),
+            code.clone(),
+            format!("{code} please"),
+            format!("Yes, {code}!"),
+        ] {
+            assert_eq!(chosen(&buttons, &said), yes, "{said}");
+        }
+        let wrong = if code == "000000" { "000001" } else { "000000" };
+        for said in [
+            "yes",
+            "Y",
+            "1",
+            "Yes, do it",
+            "ok go ahead",
+            &format!("yes {wrong}"),
+            &format!("no {code}"),
+            &format!("yes {code}0"),
+        ] {
+            assert_eq!(chosen(&buttons, said), None, "{said}");
+        }
+    }
+
+    #[test]
+    fn no_needs_no_code() {
+        let (buttons, _) = asked();
+        for said in ["no", "No.", "N", "no!"] {
+            assert_eq!(chosen(&buttons, said), Some(&buttons[1]), "{said}");
+        }
+        for said in ["2", "no thanks, but tell me more", "not now"] {
+            assert_eq!(chosen(&buttons, said), None, "{said}");
+        }
+    }
+
+    #[test]
+    fn only_an_sms_question_with_confirmation_buttons_says_how_to_answer() {
+        let (buttons, code) = asked();
+        let sent: Vec<channels::Button> = buttons
+            .iter()
+            .map(|b| channels::Button {
+                id: b.id.clone(),
+                title: b.title.clone(),
+            })
+            .collect();
+        let line = typed_answer(channels::twilio::NAME, &sent).unwrap();
+        assert!(line.contains(&format!("YES {code}")), "{line}");
+        assert_eq!(typed_answer("whatsapp", &sent), None);
+        let other = [channels::Button {
+            id: "slot:1".into(),
+            title: "Monday".into(),
+        }];
+        assert_eq!(typed_answer(channels::twilio::NAME, &other), None);
+        assert_eq!(typed_answer(channels::twilio::NAME, &[]), None);
+    }
 }

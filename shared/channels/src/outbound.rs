@@ -22,6 +22,9 @@ pub struct Outgoing {
     pub text: String,
     /// Sent with the last piece only.
     pub buttons: Vec<Button>,
+    /// How to answer, for a channel without buttons (SMS), sent in place of the buttons'
+    /// numbered lines; `None`: the numbered lines. Channels with buttons ignore it.
+    pub typed_answer: Option<String>,
     /// An emoji to put on the user's message, where the platform has reactions.
     pub reaction: Option<String>,
     /// When the user last wrote (Unix ms), for platforms with a reply window (WhatsApp: 24 h).

@@ -15,7 +15,9 @@
 //! message, or whose record expired or was used, confirms nothing and gets [`STALE_PRESS`]. A
 //! typed answer on that next message confirms only when it reads as a yes ([`affirms`]) and
 //! the model repeats the call; anything else holds the call again, whatever the model makes of
-//! it. The reply that asks says, in the policy's words, everything a yes does
+//! it. On a channel that cannot prove its sender (SMS) no typed answer confirms
+//! ([`crate::TypedYes`]): a reply carrying the question's code is made the press before the
+//! turn. The reply that asks says, in the policy's words, everything a yes does
 //! ([`with_what_yes_does`]).
 
 use crate::Engine;
@@ -501,7 +503,7 @@ fn confirm_token(conversation: &ConversationId, action: &str) -> String {
 }
 
 /// `confirm:<token>:yes|no` → `(token, yes)`.
-fn parse_press(id: &str) -> Option<(&str, bool)> {
+pub(crate) fn parse_press(id: &str) -> Option<(&str, bool)> {
     let rest = id.strip_prefix("confirm:")?;
     let (token, answer) = rest.rsplit_once(':')?;
     match answer {

@@ -65,6 +65,9 @@ pub struct TurnInput {
     /// the reply asking the question was written confirms nothing
     /// ([`Answer::unless_sent_before_asked`](crate::Answer::unless_sent_before_asked)).
     pub sent_at_ms: Option<i64>,
+    /// Whether a typed yes can confirm a held call on this message's channel (SMS: no, only a
+    /// reply with the question's code, which arrives as the press).
+    pub typed_yes: crate::TypedYes,
 }
 
 /// How a turn ended.

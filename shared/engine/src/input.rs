@@ -57,6 +57,7 @@ mod tests {
     fn input(text: &str, attachments: Vec<MediaRef>, notes: &[&str]) -> TurnInput {
         TurnInput {
             sent_at_ms: None,
+            typed_yes: crate::TypedYes::Confirms,
             conversation_id: "c".into(),
             text: text.into(),
             action_id: ActionId("a".into()),

@@ -33,6 +33,8 @@ pub mod shape;
 mod spans;
 mod specs;
 mod turn;
+mod typed_yes;
+pub use typed_yes::{CONFIRM_CODE_DIGITS, TypedYes, confirm_code};
 
 pub use turn::MAX_CALLS_PER_ANSWER;
 

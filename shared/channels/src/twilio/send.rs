@@ -79,25 +79,34 @@ impl TwilioSender {
     }
 }
 
+/// What a reply's buttons become on SMS: its typed answer's line when it has one, else the
+/// buttons as numbered options (`1. Yes`, one per line).
+pub fn options(reply: &Outgoing) -> Option<String> {
+    match &reply.typed_answer {
+        Some(line) if !reply.buttons.is_empty() => Some(format(line)),
+        _ => numbered_options(&reply.buttons),
+    }
+}
+
 /// The SMS bodies for a reply, in order: `text` formatted as plain text and split on paragraph
 /// boundaries — at most [`MAX_PIECES`], cut short when there was more ([`cut_short`]) — then
-/// the buttons as numbered options (`1. Yes`, one per line) appended to the last piece, or sent
-/// as a last piece of their own when they do not fit.
-pub fn pieces(text: &str, buttons: &[Button]) -> Vec<String> {
+/// the `options` ([`options`]) appended to the last piece, or sent as a last piece of their own
+/// when they do not fit.
+pub fn pieces(text: &str, options: Option<&str>) -> Vec<String> {
     let formatted = format(text);
     let mut pieces = crate::split::split(&formatted, MAX_CHARS);
     if pieces.len() > MAX_PIECES {
         pieces = cut_short(&formatted);
     }
-    let Some(options) = numbered_options(buttons) else {
+    let Some(options) = options else {
         return pieces;
     };
     match pieces.last_mut() {
         Some(last) if last.chars().count() + 2 + options.chars().count() <= MAX_CHARS => {
             last.push_str("\n\n");
-            last.push_str(&options);
+            last.push_str(options);
         }
-        _ => pieces.push(options),
+        _ => pieces.push(options.to_owned()),
     }
     pieces
 }
@@ -277,7 +286,7 @@ impl Sender for TwilioSender {
     }
 
     async fn send_from(&self, reply: &Outgoing, sent: &mut Delivered) -> Result<(), SendError> {
-        let pieces = pieces(&reply.text, &reply.buttons);
+        let pieces = pieces(&reply.text, options(reply).as_deref());
         if !pieces.is_empty() {
             let (to, from) = numbers(reply)?;
             for (_, piece) in sent.rest(&pieces) {
@@ -293,6 +302,35 @@ impl Sender for TwilioSender {
 mod tests {
     use super::*;
 
+    fn with_buttons(text: &str, buttons: &[Button]) -> Vec<String> {
+        pieces(text, numbered_options(buttons).as_deref())
+    }
+
+    /// A typed answer's line takes the numbered lines' place (there are buttons to answer).
+    #[test]
+    fn a_typed_answer_replaces_the_numbered_lines() {
+        let reply = Outgoing {
+            text: "Cancel it?".into(),
+            buttons: vec![button("y", "Yes"), button("n", "No")],
+            typed_answer: Some("Reply **YES 123456** to go ahead, or NO.".into()),
+            ..Outgoing::default()
+        };
+        assert_eq!(
+            pieces(&reply.text, options(&reply).as_deref()),
+            ["Cancel it?\n\nReply YES 123456 to go ahead, or NO."]
+        );
+        let without = Outgoing {
+            typed_answer: None,
+            ..reply.clone()
+        };
+        assert_eq!(options(&without).as_deref(), Some("1. Yes\n2. No"));
+        let no_buttons = Outgoing {
+            buttons: Vec::new(),
+            ..reply
+        };
+        assert_eq!(options(&no_buttons), None);
+    }
+
     fn button(id: &str, title: &str) -> Button {
         Button {
             id: id.into(),
@@ -304,11 +342,11 @@ mod tests {
     fn buttons_become_numbered_lines_on_the_last_piece() {
         let buttons = [button("y", "Yes"), button("n", "**No**, thanks")];
         assert_eq!(
-            pieces("Shall I book it?", &buttons),
+            with_buttons("Shall I book it?", &buttons),
             ["Shall I book it?\n\n1. Yes\n2. No, thanks"]
         );
-        assert_eq!(pieces("", &buttons), ["1. Yes\n2. No, thanks"]);
-        assert!(pieces("  ", &[]).is_empty());
+        assert_eq!(with_buttons("", &buttons), ["1. Yes\n2. No, thanks"]);
+        assert!(with_buttons("  ", &[]).is_empty());
     }
 
     #[test]
@@ -320,7 +358,7 @@ mod tests {
             button("d", "D"),
         ];
         assert_eq!(
-            pieces("Pick:", &buttons),
+            with_buttons("Pick:", &buttons),
             ["Pick:\n\n1. A\n2. A very long title th\n3. C"]
         );
     }
@@ -328,10 +366,10 @@ mod tests {
     #[test]
     fn options_that_do_not_fit_go_in_a_piece_of_their_own() {
         let text = "x".repeat(MAX_CHARS - 5);
-        let p = pieces(&text, &[button("y", "Yes")]);
+        let p = with_buttons(&text, &[button("y", "Yes")]);
         assert_eq!(p, [text, "1. Yes".to_owned()]);
         let text = "x".repeat(MAX_CHARS - 8);
-        let p = pieces(&text, &[button("y", "Yes")]);
+        let p = with_buttons(&text, &[button("y", "Yes")]);
         assert_eq!(p.len(), 1);
         assert_eq!(p[0].chars().count(), MAX_CHARS);
     }
@@ -342,14 +380,14 @@ mod tests {
     /// options still follow.
     #[test]
     fn a_long_answer_is_cut_short_at_three_messages() {
-        let p = pieces(&"é ".repeat(50_000), &[]);
+        let p = with_buttons(&"é ".repeat(50_000), &[]);
         assert_eq!(p.len(), MAX_PIECES);
         assert!(p.iter().all(|piece| piece.chars().count() <= MAX_CHARS));
         assert!(p[2].ends_with(CUT_SHORT), "{}", p[2]);
         assert!(!p[1].contains(CUT_SHORT));
         let held = "If you say yes:\n- Withdraw Dana Lee from Spring Open\n- Cancel Spring Open";
         let question = format!("{}\n\n{held}", "word ".repeat(20_000));
-        let asked = pieces(&question, &[button("y", "Yes"), button("n", "No")]);
+        let asked = with_buttons(&question, &[button("y", "Yes"), button("n", "No")]);
         assert!(asked.iter().all(|piece| piece.chars().count() <= MAX_CHARS));
         assert!(asked.len() <= MAX_PIECES + 1, "{}", asked.len());
         let shown = asked.join("\n\n");
@@ -360,7 +398,7 @@ mod tests {
         assert!(shown.ends_with("1. Yes\n2. No"), "{shown}");
         // Three messages' worth is sent whole.
         let three = "x".repeat(MAX_CHARS * 3);
-        assert_eq!(pieces(&three, &[]).concat(), three);
+        assert_eq!(with_buttons(&three, &[]).concat(), three);
     }
 
     #[test]

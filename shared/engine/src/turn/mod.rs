@@ -154,7 +154,8 @@ impl<'a> Turn<'a> {
             answered_on,
             id,
         )
-        .unless_sent_before_asked(input.sent_at_ms, answered_on);
+        .unless_sent_before_asked(input.sent_at_ms, answered_on)
+        .unless_unproven(input.typed_yes);
         // A resumed turn that already held a call still offers the buttons.
         let held_now = match resumed {
             Some(_) => crate::confirm::held_descriptions(&history, &input.action_id.0),

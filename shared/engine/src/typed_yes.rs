@@ -1,0 +1,88 @@
+//! A yes typed on a channel that cannot prove who typed it. Carriers do not authenticate an
+//! SMS's `From`: someone who can send as a linked number could ask for a risky change and then
+//! answer its question "yes" without ever seeing it (the question goes to the real phone). On
+//! such a channel a typed yes confirms nothing by itself ([`TypedYes::ConfirmsNothing`]); the
+//! question carries a code ([`confirm_code`], derived from its Yes button's token, which never
+//! leaves Bridle on SMS), and only a reply with that code is taken as the Yes press.
+
+use crate::confirm::{Answer, parse_press};
+
+/// Whether a typed yes can confirm a held call, by the channel's word on who typed it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TypedYes {
+    /// The channel proves its sender (a signed-in browser, a platform that signs what its
+    /// user sent): a typed yes confirms when the model repeats the call.
+    #[default]
+    Confirms,
+    /// The channel cannot prove its sender (SMS): only a press confirms, and on SMS a press
+    /// is a reply carrying the question's [`confirm_code`].
+    ConfirmsNothing,
+}
+
+/// How many digits a [`confirm_code`] has: one guess in a million, and the hour's message
+/// limit lets a sender make at most 60 guesses on a question before it expires.
+pub const CONFIRM_CODE_DIGITS: usize = 6;
+
+/// The code a typed reply must carry to press the Yes button `id` (`confirm:<token>:yes`):
+/// [`CONFIRM_CODE_DIGITS`] decimal digits from the token's first 48 bits. `None` for any other
+/// id (the No button needs no code: declining unseen does no harm).
+pub fn confirm_code(id: &str) -> Option<String> {
+    let (token, true) = parse_press(id)? else {
+        return None;
+    };
+    let bits = u64::from_str_radix(token.get(..12)?, 16).ok()?;
+    Some(format!(
+        "{:0width$}",
+        bits % 10u64.pow(CONFIRM_CODE_DIGITS as u32),
+        width = CONFIRM_CODE_DIGITS
+    ))
+}
+
+impl Answer {
+    /// On a channel whose typed yes confirms nothing, a message that is no press declines
+    /// (the model may repeat the held call; it is held again).
+    pub fn unless_unproven(mut self, typed_yes: TypedYes) -> Self {
+        if typed_yes == TypedYes::ConfirmsNothing && self.press.is_none() && !self.declined {
+            tracing::info!(
+                "a typed yes on a channel that cannot prove its sender confirms nothing"
+            );
+            self.declined = true;
+        }
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::confirm_buttons;
+    use transcript::ConversationId;
+
+    #[test]
+    fn only_the_yes_button_has_a_code_of_six_digits_that_differs_by_question() {
+        let buttons = confirm_buttons(&ConversationId::from("c"), "twilio:SM1");
+        let code = confirm_code(&buttons[0].id).expect("the Yes button has a code");
+        assert_eq!(code.len(), CONFIRM_CODE_DIGITS);
+        assert!(code.bytes().all(|b| b.is_ascii_digit()), "{code}");
+        assert_eq!(confirm_code(&buttons[1].id), None, "No needs no code");
+        assert_eq!(confirm_code("yes"), None);
+        assert_eq!(confirm_code("confirm:zz:yes"), None);
+        let codes: std::collections::HashSet<String> = (0..50)
+            .map(|i| confirm_buttons(&ConversationId::from("c"), &format!("twilio:SM{i}")))
+            .filter_map(|b| confirm_code(&b[0].id))
+            .collect();
+        assert!(
+            codes.len() >= 49,
+            "each question has its own code: {codes:?}"
+        );
+    }
+
+    #[test]
+    fn a_typed_yes_confirms_only_where_the_sender_is_proven() {
+        let yes = || Answer::from_text("yes, go ahead", Some("a".into()));
+        assert!(!yes().unless_unproven(TypedYes::Confirms).declined);
+        assert!(yes().unless_unproven(TypedYes::ConfirmsNothing).declined);
+        let no = Answer::from_text("no", Some("a".into()));
+        assert!(no.unless_unproven(TypedYes::ConfirmsNothing).declined);
+    }
+}
