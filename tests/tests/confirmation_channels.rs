@@ -467,9 +467,10 @@ async fn yes_and_no_on(platform: Platform) {
     s.server.stop().await;
 }
 
-/// On SMS a typed "yes" counts as the Yes button only when it came after the question was
-/// recorded: one sent while the question's turn still ran (the user could not have seen it)
-/// is words, and confirms nothing either.
+/// On SMS a reply with the question's code counts as the Yes button only when it came after
+/// the question was recorded: one sent while the question's turn still ran (the user could
+/// not have seen it; here someone who worked the code out) is words, and confirms nothing
+/// either.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_sms_yes_sent_before_the_question_arrived_confirms_nothing() {
     let platform = Platform::Twilio;
@@ -495,10 +496,15 @@ async fn an_sms_yes_sent_before_the_question_arrived_confirms_nothing() {
     s.model
         .push(Reply::tool_call("c2", "withdraw_attendee", withdraw));
     s.model.push(Reply::text("Shall I withdraw Dana Lee?"));
-    s.post(platform, &platform.message("how is Dana doing?"))
+    let n = SEQ.fetch_add(1, Ordering::SeqCst);
+    let asked_on = format!("twilio#SM{n:032}");
+    let yes = &engine::confirm_buttons(&platform.conversation(), &asked_on)[0];
+    let code = engine::confirm_code(&yes.id).unwrap();
+    s.post(platform, &Platform::twilio("how is Dana doing?", n))
         .await;
     tokio::time::sleep(std::time::Duration::from_millis(150)).await;
-    s.post(platform, &platform.message("yes")).await;
+    s.post(platform, &platform.message(&format!("yes {code}")))
+        .await;
     s.api.wait_for(2).await;
     tests::browser::eventually("the second reply recorded", || async {
         let visible = s
@@ -519,6 +525,12 @@ async fn an_sms_yes_sent_before_the_question_arrived_confirms_nothing() {
     assert!(
         s.names().await.contains(&"Dana Lee".to_owned()),
         "the early yes ran nothing"
+    );
+    let asked = s.api.calls();
+    let question = platform.texts(&asked).join("\n");
+    assert!(
+        question.contains(&format!("YES {code}")),
+        "the early reply carried the code of the question it came before: {question}"
     );
     s.server.stop().await;
 }
@@ -557,7 +569,21 @@ async fn an_sms_yes_without_the_questions_code_confirms_nothing() {
             .push(Reply::text("Withdraw Dana Lee from Spring Open?"));
         let reply = s.press(platform, platform.message(guess)).await;
         asked += 2;
-        assert_eq!(s.model.requests().len(), asked, "{guess}: read as words");
+        let requests = s.model.requests();
+        assert_eq!(requests.len(), asked, "{guess}: read as words");
+        let seen: String = requests[asked - 2]
+            .messages
+            .last()
+            .unwrap()
+            .parts
+            .iter()
+            .filter_map(transcript::Part::as_text)
+            .collect();
+        assert_eq!(
+            seen.contains("a typed yes confirms nothing"),
+            engine::affirms(guess),
+            "{guess}: the model is told a yes did nothing: {seen}"
+        );
         assert!(
             s.names().await.contains(&"Dana Lee".to_owned()),
             "{guess}: ran nothing"

@@ -663,11 +663,7 @@ impl ChannelJobs {
             attachment_notes: prepared.notes,
             button_id: said.button_id,
             // SMS cannot prove its sender: only a reply with the question's code confirms.
-            typed_yes: if job.channel == channels::twilio::NAME {
-                engine::TypedYes::ConfirmsNothing
-            } else {
-                engine::TypedYes::Confirms
-            },
+            typed_yes: press::typed_yes(&job.channel),
         };
         let started = std::time::Instant::now();
         let outcome = match row {

@@ -54,7 +54,7 @@ impl ChannelJobs {
     pub(crate) async fn said(&self, job: &TurnJob, conversation: &ConversationId) -> Said {
         let button_id = match &job.button_id {
             Some(id) => Some(id.clone()),
-            None if job.channel == channels::twilio::NAME => {
+            None if typed_yes(&job.channel) == engine::TypedYes::ConfirmsNothing => {
                 self.typed_press(conversation, &job.text, job.received_at_ms)
                     .await
             }
@@ -107,29 +107,48 @@ impl ChannelJobs {
 }
 
 /// The confirmation button `text` chooses among `buttons`: Yes when its words include the Yes
-/// button's code (and not "no"), No when it says "no" (or No's title) and nothing else. A bare
-/// "yes", "1" or the Yes title chooses nothing: anyone able to send as the number could type
-/// those, and only the phone that got the question has its code.
+/// button's code and the rest, if any, reads as a yes ([`engine::affirms`]: "YES 123456",
+/// "123456 please"; not "don't 123456", "123456 but wait", "123456?"); No when it says "no"
+/// (or No's title) and nothing else. A bare "yes", "1" or the Yes title chooses nothing:
+/// anyone able to send as the number could type those, and only the phone that got the
+/// question has its code.
 fn chosen<'a>(buttons: &'a [store::Button], text: &str) -> Option<&'a store::Button> {
     let said = text.trim().to_lowercase();
-    let words: Vec<&str> = said
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .collect();
-    let says_no = words.iter().any(|w| matches!(*w, "no" | "n"));
-    buttons.iter().find(|b| match engine::confirm_code(&b.id) {
-        Some(code) => !says_no && words.contains(&code.as_str()),
-        None => {
-            let plain = said.trim_end_matches(['.', '!']).trim();
-            matches!(plain, "no" | "n") || plain == b.title.to_lowercase()
+    buttons.iter().find(|b| {
+        if let Some(code) = engine::confirm_code(&b.id) {
+            let mut words = said.split(|c: char| !c.is_alphanumeric());
+            if !words.any(|w| w == code) {
+                return false;
+            }
+            let rest = said.replacen(code.as_str(), " ", 1);
+            let rest =
+                rest.trim_matches(|c: char| c.is_whitespace() || matches!(c, '.' | '!' | ','));
+            return rest.is_empty() || engine::affirms(rest);
         }
+        let plain = said.trim_end_matches(['.', '!']).trim();
+        b.id.ends_with(":no")
+            && engine::is_confirm_button(&b.id)
+            && (matches!(plain, "no" | "n") || plain == b.title.to_lowercase())
     })
 }
 
-/// How to answer a question that offers the confirmation buttons on `channel`, where that is
-/// typed (SMS): with the Yes button's code. `None` elsewhere, and for other buttons.
+/// Whether a typed yes can confirm on `channel`: where the platform proves who typed it (it
+/// signs what its user sent, or the user signed in). Not on SMS, and not on a channel not named
+/// here: a new channel must say so to have typed answers trusted.
+pub(crate) fn typed_yes(channel: &str) -> engine::TypedYes {
+    use channels::{generic, slack, telegram, whatsapp};
+    match channel {
+        crate::web::WEB_CHANNEL | whatsapp::NAME | telegram::NAME | slack::NAME | generic::NAME => {
+            engine::TypedYes::Confirms
+        }
+        _ => engine::TypedYes::ConfirmsNothing,
+    }
+}
+
+/// How to answer a question that offers the confirmation buttons on `channel`, where a typed
+/// yes confirms nothing: with the Yes button's code. `None` elsewhere, and for other buttons.
 pub(crate) fn typed_answer(channel: &str, buttons: &[channels::Button]) -> Option<String> {
-    if channel != channels::twilio::NAME
+    if typed_yes(channel) == engine::TypedYes::Confirms
         || !buttons.iter().all(|b| engine::is_confirm_button(&b.id))
     {
         return None;
@@ -192,6 +211,11 @@ mod tests {
             &format!("yes {wrong}"),
             &format!("no {code}"),
             &format!("yes {code}0"),
+            &format!("don't {code}"),
+            &format!("nope, {code}"),
+            &format!("{code} but not Sam"),
+            &format!("wait, {code}?"),
+            &format!("stop {code}"),
         ] {
             assert_eq!(chosen(&buttons, said), None, "{said}");
         }
@@ -206,6 +230,12 @@ mod tests {
         for said in ["2", "no thanks, but tell me more", "not now"] {
             assert_eq!(chosen(&buttons, said), None, "{said}");
         }
+        // Only the No button is chosen by a no (a malformed Yes has no code either).
+        let odd = [store::Button {
+            id: "confirm:zz:yes".into(),
+            title: "No".into(),
+        }];
+        assert_eq!(chosen(&odd, "no"), None);
     }
 
     #[test]
@@ -221,6 +251,11 @@ mod tests {
         let line = typed_answer(channels::twilio::NAME, &sent).unwrap();
         assert!(line.contains(&format!("YES {code}")), "{line}");
         assert_eq!(typed_answer("whatsapp", &sent), None);
+        assert_eq!(typed_answer(crate::web::WEB_CHANNEL, &sent), None);
+        assert!(
+            typed_answer("a-channel-added-later", &sent).is_some(),
+            "a channel not known to prove its sender is asked for the code"
+        );
         let other = [channels::Button {
             id: "slot:1".into(),
             title: "Monday".into(),

@@ -26,6 +26,8 @@ use async_trait::async_trait;
 use serde::Deserialize;
 use std::time::Duration;
 
+/// The channel's name in jobs and conversation ids.
+pub const NAME: &str = "generic";
 pub const SIGNATURE_HEADER: &str = "x-bridle-signature";
 pub const TIMESTAMP_HEADER: &str = "x-bridle-timestamp";
 /// How far a delivery's timestamp may be from now, either way.
@@ -116,7 +118,7 @@ impl Channel for GenericChannel {
         }
         Ok(Inbound::Messages(vec![InboundMessage {
             addressed_to: None,
-            channel: "generic".into(),
+            channel: NAME.into(),
             message_id: field(p.id, "id")?,
             external_user_id: field(p.user, "user")?,
             conversation_key: field(p.conversation, "conversation")?,

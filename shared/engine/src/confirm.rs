@@ -224,6 +224,9 @@ pub struct Answer {
     pub press: Option<Press>,
     /// The calls held on the previous message (what a Yes press runs and a No press voids).
     pub held: Vec<ToolCall>,
+    /// A yes typed where no typed yes confirms ([`Answer::unless_unproven`]): the model is
+    /// told it confirmed nothing.
+    pub unproven_yes: bool,
 }
 
 /// A press of the buttons a held call's reply carries.
@@ -248,6 +251,7 @@ impl Answer {
             declined: !affirms(text),
             press: None,
             held: Vec::new(),
+            unproven_yes: false,
         }
     }
 
@@ -306,6 +310,7 @@ impl Answer {
                 previous_action,
                 press: None,
                 held,
+                unproven_yes: false,
             };
         };
         let mut answer = Self::from_text(text, previous_action);

@@ -19,8 +19,9 @@ pub enum TypedYes {
     ConfirmsNothing,
 }
 
-/// How many digits a [`confirm_code`] has: one guess in a million, and the hour's message
-/// limit lets a sender make at most 60 guesses on a question before it expires.
+/// How many digits a [`confirm_code`] has: one guess in a million. A question gets one guess:
+/// only a call held on the user's previous message can be confirmed, and a wrong guess is the
+/// next message.
 pub const CONFIRM_CODE_DIGITS: usize = 6;
 
 /// The code a typed reply must carry to press the Yes button `id` (`confirm:<token>:yes`):
@@ -40,15 +41,33 @@ pub fn confirm_code(id: &str) -> Option<String> {
 
 impl Answer {
     /// On a channel whose typed yes confirms nothing, a message that is no press declines
-    /// (the model may repeat the held call; it is held again).
+    /// (the model may repeat the held call; it is held again, and asked with a new code). A
+    /// yes is marked [`Answer::unproven_yes`] when calls were held, for the model to be told.
     pub fn unless_unproven(mut self, typed_yes: TypedYes) -> Self {
         if typed_yes == TypedYes::ConfirmsNothing && self.press.is_none() && !self.declined {
             tracing::info!(
                 "a typed yes on a channel that cannot prove its sender confirms nothing"
             );
             self.declined = true;
+            self.unproven_yes = !self.held.is_empty();
         }
         self
+    }
+
+    /// What the model is told of an [`Answer::unproven_yes`]: nothing held was run, and how
+    /// the user can still have it.
+    pub(crate) fn unproven_note(&self) -> Option<String> {
+        if !self.unproven_yes {
+            return None;
+        }
+        let names: Vec<&str> = self.held.iter().map(|c| c.name.as_str()).collect();
+        Some(format!(
+            "[Note from the harness, not from the user: on this channel a typed yes confirms \
+             nothing; only a reply carrying the code shown under the question does, and this \
+             one carried none, so what was held for their confirmation ({}) was not run. If \
+             they still want it, call it again: they will be asked once more, with a new code.]",
+            names.join(", ")
+        ))
     }
 }
 
@@ -77,12 +96,58 @@ mod tests {
         );
     }
 
+    fn held() -> Vec<tools::ToolCall> {
+        vec![tools::ToolCall {
+            id: "c1".into(),
+            name: "withdraw_attendee".into(),
+            input: serde_json::json!({}),
+        }]
+    }
+
     #[test]
     fn a_typed_yes_confirms_only_where_the_sender_is_proven() {
-        let yes = || Answer::from_text("yes, go ahead", Some("a".into()));
-        assert!(!yes().unless_unproven(TypedYes::Confirms).declined);
-        assert!(yes().unless_unproven(TypedYes::ConfirmsNothing).declined);
-        let no = Answer::from_text("no", Some("a".into()));
-        assert!(no.unless_unproven(TypedYes::ConfirmsNothing).declined);
+        let yes = || Answer {
+            held: held(),
+            ..Answer::from_text("yes, go ahead", Some("a".into()))
+        };
+        let proven = yes().unless_unproven(TypedYes::Confirms);
+        assert!(!proven.declined && proven.unproven_note().is_none());
+        let unproven = yes().unless_unproven(TypedYes::ConfirmsNothing);
+        assert!(unproven.declined);
+        let note = unproven.unproven_note().expect("the model is told");
+        assert!(
+            note.contains("withdraw_attendee") && note.contains("not run"),
+            "{note}"
+        );
+        let no = Answer {
+            held: held(),
+            ..Answer::from_text("no", Some("a".into()))
+        };
+        let no = no.unless_unproven(TypedYes::ConfirmsNothing);
+        assert!(
+            no.declined && no.unproven_note().is_none(),
+            "a no needs no note"
+        );
+        let nothing_held = Answer::from_text("yes", Some("a".into()));
+        let nothing_held = nothing_held.unless_unproven(TypedYes::ConfirmsNothing);
+        assert!(nothing_held.declined && nothing_held.unproven_note().is_none());
+    }
+
+    /// A press (on SMS: a reply with the code, made the press before the turn) decides by
+    /// itself.
+    #[test]
+    fn a_press_is_left_alone() {
+        let conversation = ConversationId::from("c");
+        let id = confirm_buttons(&conversation, "a")[0].id.clone();
+        let pressed = Answer::read(
+            "yes 123456",
+            Some(&id),
+            Some("a".into()),
+            &[],
+            &conversation,
+        );
+        let kept = pressed.clone().unless_unproven(TypedYes::ConfirmsNothing);
+        assert_eq!(kept, pressed);
+        assert!(kept.press.is_some());
     }
 }

@@ -19,9 +19,9 @@
 //! `SmsMessageSid`/`SmsSid`), user `From`, conversation `From:To` (the phone-number pair), text
 //! `Body`, and for MMS `NumMedia` items `MediaUrl{N}` (the reference: a Twilio URL, which needs the
 //! account's Basic auth when media authentication is on) with `MediaContentType{N}` (the MIME
-//! type), at most 10. SMS has no buttons: a sender offers options as numbered lines and a reply of
-//! `1` comes back as the text `1` (with no `button_id`); mapping it to an option is the
-//! conversation's job. Opt-out keywords (`STOP`, `START`, `HELP`, …) are handled by Twilio itself
+//! type), at most 10. SMS has no buttons: a sender offers options as numbered lines (or the
+//! reply's `typed_answer` line saying how to answer) and a reply comes back as its text (with no
+//! `button_id`); mapping it to an option is the conversation's job. Opt-out keywords (`STOP`, `START`, `HELP`, …) are handled by Twilio itself
 //! (it answers them and blocks sending to an opted-out number, which then fails with error 21610);
 //! they still arrive as ordinary messages and are passed on, not dropped.
 //!
@@ -37,7 +37,8 @@
 //! characters (Twilio's `Body` limit; its cutting into carrier segments is its business), split
 //! on paragraph boundaries and sent in order. Text is made plain ([`format()`]): markdown markers
 //! are removed and a link's URL goes on its own line. Buttons (at most 3, titles cut to 20
-//! characters) become numbered lines (`1. Yes`) on the last piece. There are no reactions.
+//! characters) become numbered lines (`1. Yes`) on the last piece, or the reply's typed answer
+//! line when it has one. There are no reactions.
 //! Answers: 429 → rate limited (with `Retry-After`), 408/5xx → retry, other 4xx (e.g. 21211
 //! invalid `To`, 21610 unsubscribed recipient, 20003 bad credentials) → rejected.
 //!

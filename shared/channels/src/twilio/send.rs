@@ -114,7 +114,7 @@ pub fn pieces(text: &str, options: Option<&str>) -> Vec<String> {
 /// `text` (longer than [`MAX_PIECES`] messages) in [`MAX_PIECES`] messages: its beginning, then
 /// [`CUT_SHORT`], then its last paragraph whole when that fits in one message with the note. A
 /// confirmation's last paragraph is what a yes does ("If you say yes: …", written under the
-/// model's words): a reply cut short must never show "1. Yes" without it.
+/// model's words): a reply cut short must never ask for a yes without it.
 fn cut_short(text: &str) -> Vec<String> {
     let note_chars = CUT_SHORT.chars().count();
     let (body, ending) = match text.trim_end().rsplit_once("\n\n") {
@@ -396,6 +396,13 @@ mod tests {
             "what a yes does is shown whole: {shown}"
         );
         assert!(shown.ends_with("1. Yes\n2. No"), "{shown}");
+        // The line that says how to answer follows a question cut short just the same.
+        let line = "Reply YES 123456 to go ahead, or NO.";
+        let asked = pieces(&question, Some(line));
+        let shown = asked.join("\n\n");
+        assert!(asked.iter().all(|piece| piece.chars().count() <= MAX_CHARS));
+        assert!(shown.contains(&format!("{CUT_SHORT}\n\n{held}")), "{shown}");
+        assert!(shown.ends_with(line), "{shown}");
         // Three messages' worth is sent whole.
         let three = "x".repeat(MAX_CHARS * 3);
         assert_eq!(with_buttons(&three, &[]).concat(), three);

@@ -240,7 +240,10 @@ impl<'a> Turn<'a> {
         match resumed {
             None => {
                 turn.compact_if_needed().await?;
-                let decided = turn.settle_press().await?;
+                let decided = match turn.settle_press().await? {
+                    Some(note) => Some(note),
+                    None => turn.answer.unproven_note(),
+                };
                 let text = turn
                     .user_message_text(&press::with_note(input.model_text(), decided))
                     .await;
