@@ -54,6 +54,7 @@ async fn setup() -> Setup {
         action_id: "setup".into(),
         conversation: Some("conv-1".into()),
         call_key: None,
+        grant: tools::Grant::Risky,
     };
     let event = planner
         .create_event(

@@ -24,6 +24,10 @@ pub struct Caller {
     /// While a model's tool call runs: its key ([`Ctx::call_key`]). A write made with it commits
     /// the call's receipt with its effect, so a resumed turn never runs the call again.
     pub call_key: Option<String>,
+    /// What the caller may do ([`Ctx::grant`]: an MCP token's scope, the assistant's grant at
+    /// its turn's start; the widest for the person acting directly). A write checks it
+    /// ([`Planner::check_may_write`]), whoever calls, whatever the tool's read-only flag said.
+    pub grant: tools::Grant,
 }
 
 impl Caller {
@@ -39,6 +43,7 @@ impl Caller {
             action_id: ctx.action_id.0.clone(),
             conversation: Some(ctx.conversation_id.clone()),
             call_key: ctx.call_key.clone(),
+            grant: ctx.grant,
         }
     }
 }
@@ -112,10 +117,16 @@ impl Planner {
         self.active_account(user).await.map(drop)
     }
 
-    /// `caller` may change things now: the account is active and, for the assistant, its grant
-    /// as stored now allows writes. One read of the account, right before the write, so a grant
+    /// `caller` may change things now: its own grant allows writes (an MCP token's scope, the
+    /// assistant's at its turn's start: the second check behind the registry's, which goes by
+    /// the tool's read-only flag), the account is active and, for the assistant, its grant as
+    /// stored now allows writes. One read of the account, right before the write, so a grant
     /// narrowed during a turn (whose tools got the grant of its start) bites on the next call.
     pub(crate) async fn check_may_write(&self, caller: &Caller) -> Result<(), PlannerError> {
+        if !caller.grant.allows_writes() {
+            tracing::info!(action_id = %caller.action_id, grant = %caller.grant, actor = ?caller.actor, "a write outside the caller's grant refused");
+            return Err(PlannerError::NotAllowed(caller.grant));
+        }
         let account = self.active_account(&caller.user).await?;
         let grant = account.assistant_grant;
         if caller.actor == ActorKind::Agent && !grant.allows_writes() {

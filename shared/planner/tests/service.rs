@@ -63,6 +63,59 @@ fn spring() -> NewEvent {
     }
 }
 
+/// The transaction helper checks the caller's own grant, whoever calls: a read-only MCP token
+/// (or a read-only assistant) that reached a changing service call — say through a tool
+/// wrongly marked read-only, which the registry would let through — changes nothing. Reads
+/// still work, and the person acting directly is not limited.
+#[tokio::test]
+async fn a_read_only_caller_changes_nothing_whoever_it_is() {
+    let w = world().await;
+    let alice = caller("alice", "a1");
+    let event = w.planner.create_event(&alice, spring()).await.unwrap();
+    for (actor, grant) in [
+        (Actor::Mcp, tools::Grant::Read),
+        (Actor::Agent, tools::Grant::Read),
+        (Actor::User, tools::Grant::Read),
+    ] {
+        let read_only = Caller::from_ctx(&Ctx {
+            actor,
+            grant,
+            ..ctx("alice", "r1")
+        });
+        let refused = [
+            w.planner.create_event(&read_only, spring()).await.map(drop),
+            w.planner
+                .publish_event(&read_only, &event.id)
+                .await
+                .map(drop),
+            w.planner
+                .register_attendee(&read_only, &event.id, "Eve", "eve@example.com")
+                .await
+                .map(drop),
+            w.planner.undo(&read_only, here("alice")).await.map(drop),
+        ];
+        for r in refused {
+            assert!(
+                matches!(r, Err(PlannerError::NotAllowed(tools::Grant::Read))),
+                "{actor:?}: {r:?}"
+            );
+        }
+        assert_eq!(w.planner.list_events(&read_only).await.unwrap().len(), 1);
+    }
+    let stored = w.planner.list_events(&alice).await.unwrap();
+    assert_eq!(stored[0].status, EventStatus::Draft);
+    assert_eq!(stored[0].registered, 0);
+    let written = Caller::from_ctx(&Ctx {
+        actor: Actor::Mcp,
+        grant: tools::Grant::Write,
+        ..ctx("alice", "w1")
+    });
+    w.planner
+        .register_attendee(&written, &event.id, "Eve", "eve@example.com")
+        .await
+        .expect("a write-scope token writes");
+}
+
 #[tokio::test]
 async fn another_users_ids_read_as_absent_everywhere() {
     let w = world().await;
