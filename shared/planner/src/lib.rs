@@ -28,6 +28,7 @@ mod events;
 mod grid;
 mod model;
 mod people;
+pub mod plan_threads;
 mod program;
 mod program_tools;
 mod risk;

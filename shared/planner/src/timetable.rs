@@ -241,18 +241,13 @@ async fn planned(program: &Program, previous: Option<&Timetable>) -> Result<Plan
     })
 }
 
-/// `schedule::plan` on a blocking thread. Its work is bounded (`schedule::WORK_LIMIT`: a few
-/// seconds at most) but it is all CPU with no await in it, so on an async thread it would
-/// stall every other request that thread serves (on a current-thread runtime, all of them). A
-/// panic in it goes on as the caller's own, as before, for the tool runner to report.
+/// `schedule::plan` on a plan thread ([`crate::plan_threads`]).
 async fn off_the_async_threads(
     program: &Program,
     previous: Option<&Timetable>,
 ) -> Result<Plan, schedule::Infeasible> {
     let (program, previous) = (program.clone(), previous.cloned());
-    tokio::task::spawn_blocking(move || schedule::plan(&program, previous.as_ref()))
-        .await
-        .unwrap_or_else(|err| std::panic::resume_unwind(err.into_panic()))
+    crate::plan_threads::on_a_plan_thread(move || schedule::plan(&program, previous.as_ref())).await
 }
 
 /// The checker's verdict before a save. A rejection is a scheduler bug: logged as an error
