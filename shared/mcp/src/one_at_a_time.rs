@@ -10,8 +10,10 @@
 //!
 //! A call waits its turn for up to [`WAIT`] (an AI client may send several calls at once), trying
 //! the lease again at growing intervals; then it is refused with a sentence, nothing done. The
-//! lease lasts [`HOLD`]: a call cut short (its client gone) gives it back from a task, and a
-//! process that died leaves it to lapse.
+//! lease lasts [`HOLD`]. A client that leaves does not cut its call short (rmcp runs the handler
+//! in a task of its own: the call runs to its end and gives the turn back then, so the next is
+//! judged after its write; `tests/one_at_a_time.rs` pins it); a call cut short otherwise (a
+//! panic) gives it back from a task, and a process that died leaves it to lapse.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -227,3 +227,39 @@ async fn a_call_refused_after_its_judgement_gives_its_turn_back_before_it_answer
         .unwrap();
     assert_eq!(free, Lease::Held, "the turn was given back");
 }
+
+/// A client that leaves while its change runs (a timeout, a dropped connection, on purpose)
+/// does not end its turn early: the change runs to its end (its write may be on its way to the
+/// store anyway), and the token's next change is judged only after it. Otherwise a client could
+/// send an `undo`, hang up, and have its next `undo` judged against the top its first one was
+/// reverting, then revert the action beneath unjudged. (rmcp runs each request's handler in a
+/// task of its own, which the request's going away does not cancel; this pins that.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_whose_client_left_runs_to_its_end_before_the_next_is_judged() {
+    let gate = Gate::new(0);
+    let judging = Arc::new(Judging::default());
+    let (app, _store) = setup(gate.clone(), judging.clone()).await;
+
+    let left = tokio::spawn(call(app.clone(), "change"));
+    gate.inside.notified().await;
+    left.abort();
+    assert!(left.await.unwrap_err().is_cancelled(), "the client left");
+    let next = tokio::spawn(call(app.clone(), "change"));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        judging.0.load(Ordering::SeqCst),
+        1,
+        "the next change is not judged while the one whose client left still runs"
+    );
+    assert!(!next.is_finished());
+
+    gate.go.notify_one();
+    let next = next.await.unwrap();
+    assert_eq!(next["isError"], false, "{next}");
+    assert_eq!(judging.0.load(Ordering::SeqCst), 2);
+    assert_eq!(
+        gate.ran.load(Ordering::SeqCst),
+        2,
+        "both changes ran, the first to its end"
+    );
+}
