@@ -78,6 +78,7 @@ fn setup_caller() -> Caller {
         action_id: "setup".into(),
         conversation: Some("conv-1".into()),
         call_key: None,
+        grant: tools::Grant::Risky,
     }
 }
 
@@ -136,6 +137,7 @@ impl Setup {
             action_id: "read".into(),
             conversation: None,
             call_key: None,
+            grant: tools::Grant::Risky,
         };
         self.planner
             .list_attendees(&owner, event)
@@ -331,6 +333,7 @@ async fn the_description_comes_from_the_database() {
         action_id: "rename".into(),
         conversation: None,
         call_key: None,
+        grant: tools::Grant::Risky,
     };
     s.planner
         .update_event(
@@ -365,6 +368,7 @@ async fn another_users_record_is_not_found_through_the_tools() {
         action_id: "b1".into(),
         conversation: None,
         call_key: None,
+        grant: tools::Grant::Risky,
     };
     let bobs = s
         .planner
@@ -630,6 +634,7 @@ async fn the_reply_that_asks_says_what_a_yes_does_in_the_policys_words_not_the_m
         action_id: "setup-2".into(),
         conversation: Some("conv-1".into()),
         call_key: None,
+        grant: tools::Grant::Risky,
     };
     let sam = s
         .planner

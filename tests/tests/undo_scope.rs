@@ -146,6 +146,7 @@ async fn undo_stays_in_its_conversation(store: Arc<dyn Store>) {
         action_id: "w1".into(),
         conversation: None,
         call_key: None,
+        grant: tools::Grant::Risky,
     };
     let sentence = w.planner.undo(&web, UndoScope::Anywhere).await.unwrap();
     assert!(sentence.starts_with("Undone"), "{sentence}");
