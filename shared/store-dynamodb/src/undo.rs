@@ -117,16 +117,18 @@ impl DynamoStore {
             let Some(refused) = refused_items(&err) else {
                 return Err(unavailable(err));
             };
+            // The call's undo recorded already (a racing attempt of it landed, which also
+            // changed the records): that, not a change since, is the answer.
+            if refused.get(receipt_at) == Some(&true) {
+                return Err(StoreError::Conflict {
+                    what: "the undo of this tool call is already recorded".into(),
+                });
+            }
             if let Some(stale) = (0..changes.len()).find(|&i| refused.get(i) == Some(&true)) {
                 return Ok(UndoOutcome::ChangedSince {
                     action_id,
                     kind: changes[stale].kind.clone(),
                     id: changes[stale].id.clone(),
-                });
-            }
-            if refused.get(receipt_at) == Some(&true) {
-                return Err(StoreError::Conflict {
-                    what: "the undo of this tool call is already recorded".into(),
                 });
             }
             if !refused.iter().any(|r| *r) {

@@ -146,6 +146,13 @@ pub async fn check_undo_receipts(store: &dyn Store) {
         Some(json!("Undone."))
     );
 
+    // A racing attempt of the same call that read the stack before the undo landed (pinned to
+    // the rows it undid): refused as the call's undo already recorded, not as a change since.
+    let late = store
+        .undo_last(&undo_by_call(&user, pinned(&top, "Undone late.")))
+        .await;
+    assert!(matches!(late, Err(StoreError::Conflict { .. })), "{late:?}");
+
     // The same call again (a racing attempt, pinned to the new top): refused; a1 stays.
     let next = store.next_undo(&user, &UndoScope::Anywhere).await.unwrap();
     assert_eq!(next[0].action_id, "a1");
