@@ -7,12 +7,12 @@
 
 use crate::confirm::{Answer, parse_press};
 
-/// Whether a typed yes can confirm a held call, by the channel's word on who typed it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// Whether a typed yes can confirm a held call, by the channel's word on who typed it. No
+/// default: every entrance says which.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TypedYes {
     /// The channel proves its sender (a signed-in browser, a platform that signs what its
     /// user sent): a typed yes confirms when the model repeats the call.
-    #[default]
     Confirms,
     /// The channel cannot prove its sender (SMS): only a press confirms, and on SMS a press
     /// is a reply carrying the question's [`confirm_code`].

@@ -19,6 +19,12 @@ pub enum PlannerError {
     /// Someone changed the record meanwhile: read it again and retry.
     #[error("That changed in the meantime; look again and retry.")]
     Changed,
+    /// Every place for a timetable plan stayed taken ([`crate::plan_threads::PLAN_WAIT`]):
+    /// nothing was done; retry shortly.
+    #[error(
+        "Bridle is busy planning other timetables just now, so nothing was done. Try again in a minute."
+    )]
+    Busy,
     /// Storage failed: retry later.
     #[error("storage failed")]
     Store(#[source] StoreError),
@@ -47,6 +53,7 @@ impl From<PlannerError> for ToolError {
             PlannerError::AccountInactive(_) => "account_inactive",
             PlannerError::NotAllowed(_) => "not_allowed",
             PlannerError::Changed => "changed",
+            PlannerError::Busy => "busy",
             PlannerError::Store(_) => return ToolError::internal(err),
         };
         ToolError::domain(code, err.to_string())

@@ -144,8 +144,9 @@ impl Planner {
         }
     }
 
-    /// The one transaction helper: check access (the account active; the assistant's grant as
-    /// stored now, [`Planner::check_may_write`]), then write `changes` and the audit row
+    /// The one transaction helper: check access (the caller's own grant; the account active;
+    /// the assistant's grant as stored now: [`Planner::check_may_write`]), then write `changes` and
+    /// the audit row
     /// atomically. Every change must be of a record owned by the acting account. `answer` is
     /// what the service returns for the write; in a model's tool call it is committed as the
     /// call's receipt (the tool's output is its JSON), with the effect.

@@ -155,7 +155,8 @@ impl Planner {
             }
             None => None,
         };
-        let Ok(plan) = off_the_async_threads(&record.program, Some(&previous.timetable)).await
+        // No place for the plan: what the call would do cannot be told (the call is held).
+        let Ok(plan) = off_the_async_threads(&record.program, Some(&previous.timetable)).await?
         else {
             return Ok(None);
         };
@@ -225,7 +226,7 @@ fn pin_session(
 }
 
 async fn planned(program: &Program, previous: Option<&Timetable>) -> Result<Plan, PlannerError> {
-    off_the_async_threads(program, previous).await.map_err(|why| {
+    off_the_async_threads(program, previous).await?.map_err(|why| {
         let too_large = why
             .reasons
             .iter()
@@ -241,13 +242,16 @@ async fn planned(program: &Program, previous: Option<&Timetable>) -> Result<Plan
     })
 }
 
-/// `schedule::plan` on a plan thread ([`crate::plan_threads`]).
+/// `schedule::plan` on a plan thread ([`crate::plan_threads`]); [`PlannerError::Busy`] when no
+/// place came free in time.
 async fn off_the_async_threads(
     program: &Program,
     previous: Option<&Timetable>,
-) -> Result<Plan, schedule::Infeasible> {
+) -> Result<Result<Plan, schedule::Infeasible>, PlannerError> {
     let (program, previous) = (program.clone(), previous.cloned());
-    crate::plan_threads::on_a_plan_thread(move || schedule::plan(&program, previous.as_ref())).await
+    crate::plan_threads::on_a_plan_thread(move || schedule::plan(&program, previous.as_ref()))
+        .await
+        .map_err(|_| PlannerError::Busy)
 }
 
 /// The checker's verdict before a save. A rejection is a scheduler bug: logged as an error

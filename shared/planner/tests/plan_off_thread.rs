@@ -139,37 +139,3 @@ async fn other_work_goes_on_while_a_hard_program_is_planned() {
         "the runtime went on for {during} ticks in {took:?} of planning"
     );
 }
-
-/// However many plans are asked for at once (turns and MCP tokens building or dry-running),
-/// at most one per core runs; the rest wait their turn and all finish. A caller that gives up
-/// waiting frees nothing that still runs: the place is the thread's until its plan ends.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn at_most_one_plan_per_core_runs_at_once() {
-    use planner::plan_threads::{on_a_plan_thread, plans_at_once};
-    let running = Arc::new(AtomicU32::new(0));
-    let most = Arc::new(AtomicU32::new(0));
-    let work = |running: Arc<AtomicU32>, most: Arc<AtomicU32>| {
-        move || {
-            let now = running.fetch_add(1, Ordering::SeqCst) + 1;
-            most.fetch_max(now, Ordering::SeqCst);
-            std::thread::sleep(Duration::from_millis(30));
-            running.fetch_sub(1, Ordering::SeqCst);
-        }
-    };
-    // One caller gives up at once; its plan still holds its place while it runs.
-    let gave_up = tokio::time::timeout(
-        Duration::from_millis(5),
-        on_a_plan_thread(work(running.clone(), most.clone())),
-    );
-    let asked = 4 * plans_at_once();
-    let plans: Vec<_> = (0..asked)
-        .map(|_| tokio::spawn(on_a_plan_thread(work(running.clone(), most.clone()))))
-        .collect();
-    assert!(gave_up.await.is_err(), "the first caller gave up waiting");
-    for plan in plans {
-        plan.await.unwrap();
-    }
-    let most = most.load(Ordering::SeqCst) as usize;
-    assert!(most >= 1 && most <= plans_at_once(), "{most} at once");
-    assert_eq!(running.load(Ordering::SeqCst), 0);
-}

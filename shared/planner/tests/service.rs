@@ -64,9 +64,9 @@ fn spring() -> NewEvent {
 }
 
 /// The transaction helper checks the caller's own grant, whoever calls: a read-only MCP token
-/// (or a read-only assistant) that reached a changing service call — say through a tool
-/// wrongly marked read-only, which the registry would let through — changes nothing. Reads
-/// still work, and the person acting directly is not limited.
+/// (or a read-only assistant, or a press made under one) that reached a changing service call
+/// — say through a tool wrongly marked read-only, which the registry would let through —
+/// changes nothing. Reads still work, and a write-scope token writes.
 #[tokio::test]
 async fn a_read_only_caller_changes_nothing_whoever_it_is() {
     let w = world().await;

@@ -117,22 +117,22 @@ impl DynamoStore {
             let Some(refused) = refused_items(&err) else {
                 return Err(unavailable(err));
             };
-            // The call's undo recorded already (a racing attempt of it landed, which also
-            // changed the records): that, not a change since, is the answer.
-            if refused.get(receipt_at) == Some(&true) {
-                return Err(StoreError::Conflict {
-                    what: "the undo of this tool call is already recorded".into(),
-                });
-            }
-            if let Some(stale) = (0..changes.len()).find(|&i| refused.get(i) == Some(&true)) {
-                return Ok(UndoOutcome::ChangedSince {
-                    action_id,
-                    kind: changes[stale].kind.clone(),
-                    id: changes[stale].id.clone(),
-                });
-            }
-            if !refused.iter().any(|r| *r) {
-                return Err(unavailable(err));
+            let receipt_at = undo.receipt.as_ref().map(|_| receipt_at);
+            match why_refused(&refused, receipt_at, changes.len()) {
+                Refused::Recorded => {
+                    return Err(StoreError::Conflict {
+                        what: "the undo of this tool call is already recorded".into(),
+                    });
+                }
+                Refused::ChangedSince(stale) => {
+                    return Ok(UndoOutcome::ChangedSince {
+                        action_id,
+                        kind: changes[stale].kind.clone(),
+                        id: changes[stale].id.clone(),
+                    });
+                }
+                Refused::Nothing => return Err(unavailable(err)),
+                Refused::LogMoved => {}
             }
             // The log moved (a concurrent commit or undo): read it again.
         }
@@ -382,4 +382,61 @@ fn top_of(item: &Item, user: &UserId) -> Result<(String, u64), StoreError> {
     let what = format!("undo stack of {user}");
     let seq: u64 = get_n(item, SEQ, &what)?;
     Ok((get_s(item, ACTION_ID, &what)?.to_owned(), seq))
+}
+
+/// What a refused undo transaction's cancellation reasons say.
+#[derive(Debug, PartialEq, Eq)]
+enum Refused {
+    /// The call's receipt exists: an attempt of this same call landed (and changed the
+    /// records, which may be refused too): that, not a change since, is the answer.
+    Recorded,
+    /// The record of change `n` is no longer as the action left it.
+    ChangedSince(usize),
+    /// The log's head or an entry moved (a concurrent commit or undo): read it again.
+    LogMoved,
+    /// No item refused: the cancellation was for something else.
+    Nothing,
+}
+
+/// `refused`: per item of the transaction, whether its condition failed; the first `changes`
+/// items are the reverted records, `receipt_at` the receipt's put (when the undo has one).
+fn why_refused(refused: &[bool], receipt_at: Option<usize>, changes: usize) -> Refused {
+    if receipt_at.is_some_and(|at| refused.get(at) == Some(&true)) {
+        return Refused::Recorded;
+    }
+    if let Some(stale) = (0..changes).find(|&i| refused.get(i) == Some(&true)) {
+        return Refused::ChangedSince(stale);
+    }
+    if refused.iter().any(|r| *r) {
+        Refused::LogMoved
+    } else {
+        Refused::Nothing
+    }
+}
+
+#[cfg(test)]
+mod refusal_tests {
+    use super::*;
+
+    /// A racing attempt of the same call landed: its records and the receipt are both
+    /// refused, and the receipt decides.
+    #[test]
+    fn a_recorded_receipt_outranks_a_change_since() {
+        assert_eq!(
+            why_refused(&[true, false, true], Some(2), 1),
+            Refused::Recorded
+        );
+        assert_eq!(
+            why_refused(&[false, true, false], Some(2), 2),
+            Refused::ChangedSince(1)
+        );
+        assert_eq!(
+            why_refused(&[false, false, true], None, 2),
+            Refused::LogMoved
+        );
+        assert_eq!(
+            why_refused(&[false, false, false], Some(2), 2),
+            Refused::Nothing
+        );
+    }
 }

@@ -21,7 +21,8 @@
 //! account's Basic auth when media authentication is on) with `MediaContentType{N}` (the MIME
 //! type), at most 10. SMS has no buttons: a sender offers options as numbered lines (or the
 //! reply's `typed_answer` line saying how to answer) and a reply comes back as its text (with no
-//! `button_id`); mapping it to an option is the conversation's job. Opt-out keywords (`STOP`, `START`, `HELP`, …) are handled by Twilio itself
+//! `button_id`); mapping it to an option is the conversation's job. Opt-out keywords (`STOP`,
+//! `START`, `HELP`, …) are handled by Twilio itself
 //! (it answers them and blocks sending to an opted-out number, which then fails with error 21610);
 //! they still arrive as ordinary messages and are passed on, not dropped.
 //!

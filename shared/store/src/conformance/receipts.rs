@@ -146,8 +146,9 @@ pub async fn check_undo_receipts(store: &dyn Store) {
         Some(json!("Undone."))
     );
 
-    // A racing attempt of the same call that read the stack before the undo landed (pinned to
-    // the rows it undid): refused as the call's undo already recorded, not as a change since.
+    // A later attempt of the same call still pinned to the rows it undid (it read the stack
+    // before the undo landed): refused, nothing written. (When such an attempt's transaction
+    // itself races the undo, DynamoDB names the receipt first: `undo.rs` `why_refused`.)
     let late = store
         .undo_last(&undo_by_call(&user, pinned(&top, "Undone late.")))
         .await;
