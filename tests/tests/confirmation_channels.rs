@@ -392,6 +392,18 @@ impl Setup {
     }
 }
 
+/// The words of the last message `request` sent the model (the user's, with any harness note).
+fn last_words(request: &backend::ChatRequest) -> String {
+    request
+        .messages
+        .last()
+        .unwrap()
+        .parts
+        .iter()
+        .filter_map(transcript::Part::as_text)
+        .collect()
+}
+
 /// Hold, press Yes (the model only talks: the server runs the call), hold again, press No.
 async fn yes_and_no_on(platform: Platform) {
     let s = setup(platform).await;
@@ -449,17 +461,7 @@ async fn yes_and_no_on(platform: Platform) {
         s.names().await.contains(&"Sam Roe".to_owned()),
         "{platform:?}: the No press ran nothing"
     );
-    let asked = s.model.requests();
-    let said: String = asked
-        .last()
-        .unwrap()
-        .messages
-        .last()
-        .unwrap()
-        .parts
-        .iter()
-        .filter_map(transcript::Part::as_text)
-        .collect();
+    let said = last_words(s.model.requests().last().unwrap());
     assert!(
         said.contains("was not run and is cancelled"),
         "{platform:?}: {said}"
@@ -571,14 +573,7 @@ async fn an_sms_yes_without_the_questions_code_confirms_nothing() {
         asked += 2;
         let requests = s.model.requests();
         assert_eq!(requests.len(), asked, "{guess}: read as words");
-        let seen: String = requests[asked - 2]
-            .messages
-            .last()
-            .unwrap()
-            .parts
-            .iter()
-            .filter_map(transcript::Part::as_text)
-            .collect();
+        let seen = last_words(&requests[asked - 2]);
         assert_eq!(
             seen.contains("a typed yes confirms nothing"),
             engine::affirms(guess),
