@@ -66,6 +66,8 @@ impl std::fmt::Debug for McpParts {
 
 struct Shared {
     registry: Arc<Registry>,
+    /// Read again once a changing call has its turn ([`BridleMcp::still_live`]).
+    tokens: Arc<dyn Tokens>,
     policy: Arc<dyn RiskPolicy>,
     ledger: Arc<dyn BudgetLedger>,
     pending: Arc<dyn Confirmations>,
@@ -104,7 +106,7 @@ pub const MAX_REQUEST_BYTES: usize = 256 * 1024;
 /// — is held open. Every answer is one JSON body that ends.
 pub fn router(parts: McpParts) -> Router {
     let door = Door {
-        tokens: parts.tokens,
+        tokens: parts.tokens.clone(),
         accounts: parts.accounts,
         ledger: parts.ledger.clone(),
         every_request: parts.options.rate.every_request(),
@@ -114,6 +116,7 @@ pub fn router(parts: McpParts) -> Router {
     let handler = BridleMcp {
         shared: Arc::new(Shared {
             registry: parts.registry,
+            tokens: parts.tokens,
             policy: parts.policy,
             ledger: parts.ledger,
             pending: parts.pending,
@@ -241,15 +244,47 @@ impl BridleMcp {
                 }
             }
         };
-        let response = self
-            .judged_and_run(&caller, &ctx, &call, &request, meta, read_only)
-            .await;
+        let refused = match &turn {
+            Some(_) => self.no_longer_live(&caller).await,
+            None => None,
+        };
+        let response = match refused {
+            Some(sentence) => refusal(sentence).into(),
+            None => {
+                self.judged_and_run(&caller, &ctx, &call, &request, meta, read_only)
+                    .await
+            }
+        };
         // Given back on every way out: a refusal or a question too, so the human's answer (a
         // new request, perhaps on another instance) finds the turn free.
         if let Some(turn) = turn {
             turn.give_back().await;
         }
         response
+    }
+
+    /// Why the caller's token may no longer make its change, read again once the change has
+    /// its turn: a token revoked (a lost laptop) or expired while its calls waited does no
+    /// more. One read per changing call; unreadable, the change is not made (fails closed).
+    async fn no_longer_live(&self, caller: &McpCaller) -> Option<&'static str> {
+        let now = (self.shared.clock)();
+        match self.shared.tokens.token(&caller.token_id).await {
+            Ok(Some(token)) if token.is_live(now) => None,
+            Ok(_) => {
+                tracing::info!(token_id = %caller.token_id, "an MCP token revoked or expired while its change waited; not made");
+                Some(
+                    "This access token was revoked, or has expired, while this change waited \
+                     for its turn, so nothing was done.",
+                )
+            }
+            Err(err) => {
+                tracing::error!(token_id = %caller.token_id, error = %err, "could not read an MCP token again; the change is not made");
+                Some(
+                    "Bridle could not check the access token just now, so nothing was done. \
+                     Try again in a moment.",
+                )
+            }
+        }
     }
 
     /// The confirmation policy's judgement of a changing call (asking the human through the

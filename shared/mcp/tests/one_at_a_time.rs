@@ -267,3 +267,32 @@ async fn a_change_whose_client_left_runs_to_its_end_before_the_next_is_judged() 
         "both changes ran to their end, the first too"
     );
 }
+
+/// A token revoked while its change waits for the token's turn (a lost laptop, its client
+/// still sending) does no more: once the change has its turn, the token is read again, and the
+/// change is refused, neither judged nor run. The change already running finishes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_waiting_when_its_token_is_revoked_is_not_made() {
+    let gate = Gate::new(0);
+    let judging = Arc::new(Judging::default());
+    let (app, store) = setup(gate.clone(), judging.clone()).await;
+
+    let first = tokio::spawn(call(app.clone(), "change"));
+    gate.inside.notified().await;
+    let waiting = tokio::spawn(call(app.clone(), "change"));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(store.revoke_token("tok_ana", now_ms()).await.unwrap());
+    gate.go.notify_one();
+
+    let first = first.await.unwrap();
+    assert_eq!(
+        first["isError"], false,
+        "the running change finished: {first}"
+    );
+    let waiting = waiting.await.unwrap();
+    assert_eq!(waiting["isError"], true, "{waiting}");
+    let text = waiting["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("was revoked"), "{text}");
+    assert_eq!(judging.0.load(Ordering::SeqCst), 1, "not judged");
+    assert_eq!(gate.done.load(Ordering::SeqCst), 1, "not run");
+}
