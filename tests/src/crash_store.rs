@@ -598,6 +598,15 @@ impl store::Confirmations for CrashStore {
         )
         .await
     }
+    async fn read_pending(
+        &self,
+        conversation: &ConversationId,
+        hash: &str,
+        now_ms: i64,
+    ) -> Result<Option<store::Pending>, StoreError> {
+        self.alive()?;
+        self.inner.read_pending(conversation, hash, now_ms).await
+    }
 }
 
 #[async_trait]

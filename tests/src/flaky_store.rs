@@ -414,6 +414,14 @@ impl store::Confirmations for FlakyStore {
             .take_pending(conversation, hash, current_action, now_ms)
             .await
     }
+    async fn read_pending(
+        &self,
+        conversation: &ConversationId,
+        hash: &str,
+        now_ms: i64,
+    ) -> Result<Option<store::Pending>, StoreError> {
+        self.inner.read_pending(conversation, hash, now_ms).await
+    }
 }
 
 #[async_trait]

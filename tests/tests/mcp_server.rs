@@ -1,8 +1,8 @@
 //! MCP at `/mcp` on the real local server (in-process, SQLite): the token door (missing,
 //! unknown, revoked, expired → 401 with `WWW-Authenticate`), the tool list from the one
 //! registry, calls through the runner as the token's user (audited as `mcp`, undoable over
-//! MCP), scope refusals, risky calls refused, tenant isolation, the per-token rate limit, and
-//! an unknown method answered with a JSON-RPC error. Raw JSON-RPC over HTTP, as a client sends
+//! MCP), scope refusals, risky calls run only once approved on Bridle's own page, tenant
+//! isolation, the per-token rate limit, and an unknown method answered with a JSON-RPC error. Raw JSON-RPC over HTTP, as a client sends
 //! it; the official Python and TypeScript clients are in `mcp_clients.rs`.
 
 use backend::ScriptedModel;
@@ -408,18 +408,23 @@ async fn scopes_and_risky_calls_are_refused_readably() {
     assert_eq!(published["isError"], false, "{published}");
 
     // Cancelling a published event needs a person's yes: a write token lacks the scope, and a
-    // risky token's client cannot ask (no elicitation); nothing runs either way.
+    // risky token's call waits for its owner's approval on Bridle's page (this client cannot
+    // open a page itself: the sentence gives the address); nothing runs either way.
     let no_scope = mcp
         .call(&writer, "cancel_event", json!({"event_id": id}))
         .await;
     assert_eq!(no_scope["isError"], true);
     assert!(text(&no_scope).contains("Cancel Spring Open"), "{no_scope}");
     assert!(text(&no_scope).contains("risky scope"), "{no_scope}");
-    let cannot_ask = mcp
+    let waits = mcp
         .call(&risky, "cancel_event", json!({"event_id": id}))
         .await;
-    assert_eq!(cannot_ask["isError"], true);
-    assert!(text(&cannot_ask).contains("cannot ask"), "{cannot_ask}");
+    assert_eq!(waits["isError"], true);
+    assert!(text(&waits).contains("owner's approval"), "{waits}");
+    assert!(
+        text(&waits).contains(&mcp.server.url("/approve?token=")),
+        "{waits}"
+    );
     let listed = mcp.call(&writer, "list_events", json!({})).await;
     assert_eq!(
         listed["structuredContent"]["items"][0]["status"],
@@ -428,7 +433,8 @@ async fn scopes_and_risky_calls_are_refused_readably() {
     mcp.server.stop().await;
 }
 
-/// `tools/call` as a 2026-07-28 client that can elicit: the request's own `_meta` says so.
+/// `tools/call` as a 2026-07-28 client that can send its human to a page (URL-mode
+/// elicitation): the request's own `_meta` says so.
 async fn modern_call(mcp: &Mcp, token: &str, tool: &str, arguments: Value, round: Value) -> Value {
     let mut params = json!({
         "name": tool,
@@ -436,7 +442,7 @@ async fn modern_call(mcp: &Mcp, token: &str, tool: &str, arguments: Value, round
         "_meta": {
             "io.modelcontextprotocol/protocolVersion": "2026-07-28",
             "io.modelcontextprotocol/clientInfo": {"name": "test", "version": "1"},
-            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}
+            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}, "url": {}}}
         }
     });
     if let Value::Object(round) = round {
@@ -462,10 +468,58 @@ async fn modern_call(mcp: &Mcp, token: &str, tool: &str, arguments: Value, round
     body["result"].clone()
 }
 
+/// The approval API behind the page an approval URL (`…/approve?token=T&call=C`) opens.
+fn approval_api(mcp: &Mcp, page: &str) -> String {
+    let query = page.split_once('?').expect("a query").1;
+    let pairs: std::collections::HashMap<String, String> = form_urlencoded::parse(query.as_bytes())
+        .into_owned()
+        .collect();
+    mcp.server.url(&format!(
+        "/api/mcp-approvals/{}/{}",
+        pairs["token"], pairs["call"]
+    ))
+}
+
+/// The web user's answer on the page: the HTTP status and body.
+async fn answer_on_page(mcp: &Mcp, page: &str, approve: bool, seen: &str) -> (u16, Value) {
+    let answered = mcp
+        .server
+        .client
+        .post(approval_api(mcp, page))
+        .json(&json!({"approve": approve, "description": seen}))
+        .send()
+        .await
+        .unwrap();
+    let status = answered.status().as_u16();
+    (status, answered.json().await.unwrap())
+}
+
+/// What the page shows: the HTTP status and body.
+async fn read_on_page(mcp: &Mcp, page: &str) -> (u16, Value) {
+    let read = mcp
+        .server
+        .client
+        .get(approval_api(mcp, page))
+        .send()
+        .await
+        .unwrap();
+    let status = read.status().as_u16();
+    (status, read.json().await.unwrap())
+}
+
+/// A risky call over MCP runs only once the token's owner approved exactly that call on
+/// Bridle's own page: the client's own accept (a script answering its own question) approves
+/// nothing; a decline, a second use, a description that changed, another owner's question or
+/// a revoked token's run nothing.
 #[tokio::test]
-async fn a_risky_call_asks_the_human_through_the_client_and_runs_once_on_accept() {
+async fn a_risky_call_runs_only_once_its_owner_approved_it_on_bridles_page() {
     let mcp = start(AppOptions::default()).await;
-    let risky = mcp.token("alice", TokenScope::Risky).await;
+    // The web user of a server without sign-in is the local user: the page's owner.
+    mcp.store
+        .put_account(&Account::new("local", "You"))
+        .await
+        .unwrap();
+    let risky = mcp.token("local", TokenScope::Risky).await;
     let created = mcp.call(&risky, "create_event", spring()).await;
     let id = created["structuredContent"]["id"]
         .as_str()
@@ -474,58 +528,88 @@ async fn a_risky_call_asks_the_human_through_the_client_and_runs_once_on_accept(
     mcp.call(&risky, "publish_event", json!({"event_id": id}))
         .await;
     let cancel = json!({"event_id": id});
-    let status = |mcp: &Mcp| {
+    let status = |id: &str| {
         let store = mcp.store.clone();
-        let id = id.clone();
+        let id = id.to_owned();
         async move {
             let record = store.record("event", &id).await.unwrap().unwrap();
             record.value["status"].as_str().unwrap().to_owned()
         }
     };
+    let described = "Cancel Spring Open on 2030-04-12T10:00 (0 registered)";
 
-    // Asked, with the description from the database; nothing ran.
+    // Asked: the client is to send its human to Bridle's page; nothing ran.
     let asked = modern_call(&mcp, &risky, "cancel_event", cancel.clone(), json!(null)).await;
     assert_eq!(asked["resultType"], "input_required", "{asked}");
     let question = asked["inputRequests"]["confirm"].clone();
     assert_eq!(question["method"], "elicitation/create", "{asked}");
+    assert_eq!(question["params"]["mode"], "url", "{asked}");
     assert!(
         question["params"]["message"]
             .as_str()
             .unwrap()
-            .contains("Cancel Spring Open on 2030-04-12T10:00"),
+            .contains(described),
         "{asked}"
     );
-    assert_eq!(status(&mcp).await, "published");
+    let page = question["params"]["url"].as_str().unwrap().to_owned();
+    assert!(
+        page.starts_with(&mcp.server.url("/approve?token=")),
+        "{page}"
+    );
+    let html = mcp.server.client.get(&page).send().await.unwrap();
+    assert_eq!(html.status().as_u16(), 200);
+    assert!(html.text().await.unwrap().contains("/approve.js"));
+    assert_eq!(status(&id).await, "published");
     let state = asked["requestState"].clone();
-
-    // Declined: not run, and that question is spent.
-    let decline =
-        json!({"inputResponses": {"confirm": {"action": "decline"}}, "requestState": state});
-    let declined = modern_call(
-        &mcp,
-        &risky,
-        "cancel_event",
-        cancel.clone(),
-        decline.clone(),
-    )
-    .await;
-    assert_eq!(declined["isError"], true, "{declined}");
-    assert!(text(&declined).contains("did not agree"), "{declined}");
-    assert_eq!(status(&mcp).await, "published");
     let accept = json!({"inputResponses": {"confirm": {"action": "accept", "content": {}}}, "requestState": state});
-    let late = modern_call(&mcp, &risky, "cancel_event", cancel.clone(), accept.clone()).await;
-    assert!(text(&late).contains("already answered"), "{late}");
-    assert_eq!(status(&mcp).await, "published");
 
-    // Asked again and accepted: runs, once; the same answer again runs nothing.
+    // The client's accept alone approves nothing.
+    let self_accepted =
+        modern_call(&mcp, &risky, "cancel_event", cancel.clone(), accept.clone()).await;
+    assert_eq!(self_accepted["isError"], true, "{self_accepted}");
+    assert!(
+        text(&self_accepted).contains("has not been approved"),
+        "{self_accepted}"
+    );
+    assert_eq!(status(&id).await, "published");
+
+    // The page shows what the database says; an answer to another description changes nothing.
+    let (code, shown) = read_on_page(&mcp, &page).await;
+    assert_eq!(code, 200, "{shown}");
+    assert_eq!(shown["description"], described);
+    assert_eq!(shown["client"], "test");
+    let (code, _) = answer_on_page(&mcp, &page, true, "Cancel something harmless").await;
+    assert_eq!(code, 409);
+
+    // Declined on the page: the question is gone and the call runs nothing.
+    let (code, body) = answer_on_page(&mcp, &page, false, described).await;
+    assert_eq!((code, body["answer"].as_str()), (200, Some("declined")));
+    assert_eq!(read_on_page(&mcp, &page).await.0, 404);
+    let after_decline =
+        modern_call(&mcp, &risky, "cancel_event", cancel.clone(), accept.clone()).await;
+    assert_eq!(after_decline["isError"], true, "{after_decline}");
+    assert_eq!(status(&id).await, "published");
+
+    // Asked again and approved: the call made again runs, once; the approval is spent.
     let asked = modern_call(&mcp, &risky, "cancel_event", cancel.clone(), json!(null)).await;
+    let page = asked["inputRequests"]["confirm"]["params"]["url"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (code, body) = answer_on_page(&mcp, &page, true, described).await;
+    assert_eq!((code, body["answer"].as_str()), (200, Some("approved")));
+    assert_eq!(
+        answer_on_page(&mcp, &page, true, described).await.0,
+        404,
+        "answered once"
+    );
     let accept = json!({"inputResponses": {"confirm": {"action": "accept", "content": {}}}, "requestState": asked["requestState"]});
     let ran = modern_call(&mcp, &risky, "cancel_event", cancel.clone(), accept.clone()).await;
     assert_eq!(ran["isError"], false, "{ran}");
     assert_eq!(ran["structuredContent"]["status"], "cancelled");
     let again = modern_call(&mcp, &risky, "cancel_event", cancel.clone(), accept).await;
     assert_eq!(again["isError"], true, "{again}");
-    let audit = mcp.store.audit_log(&"alice".into()).await.unwrap();
+    let audit = mcp.store.audit_log(&"local".into()).await.unwrap();
     let cancels = audit
         .iter()
         .filter(|e| {
@@ -536,20 +620,129 @@ async fn a_risky_call_asks_the_human_through_the_client_and_runs_once_on_accept(
         .count();
     assert_eq!(cancels, 1, "cancelled exactly once");
 
-    // An answer whose state is for another call runs nothing.
-    let other = mcp.call(&risky, "create_event", spring()).await;
-    let other_id = other["structuredContent"]["id"]
+    // An approval of a call that would now do something else runs nothing: approved at 0
+    // registered, made after a registration.
+    let second = mcp.call(&risky, "create_event", spring()).await;
+    let second_id = second["structuredContent"]["id"]
         .as_str()
         .unwrap()
         .to_owned();
-    mcp.call(&risky, "publish_event", json!({"event_id": other_id}))
+    mcp.call(&risky, "publish_event", json!({"event_id": second_id}))
         .await;
-    let forged = json!({"inputResponses": {"confirm": {"action": "accept"}}, "requestState": "not-the-hash"});
+    let cancel_second = json!({"event_id": second_id});
+    let waits = mcp
+        .call(&risky, "cancel_event", cancel_second.clone())
+        .await;
+    let page = text(&waits)
+        .split_whitespace()
+        .find(|w| w.contains("/approve?"))
+        .expect("the sentence gives the page's address")
+        .to_owned();
+    let (code, _) = answer_on_page(&mcp, &page, true, described).await;
+    assert_eq!(code, 200);
+    let registered = mcp
+        .call(
+            &risky,
+            "register_attendee",
+            json!({"event_id": second_id, "name": "Dana Lee", "email": "dana@example.com"}),
+        )
+        .await;
+    assert_eq!(registered["isError"], false, "{registered}");
+    let changed = mcp
+        .call(&risky, "cancel_event", cancel_second.clone())
+        .await;
+    assert!(text(&changed).contains("changed since"), "{changed}");
+    assert_eq!(status(&second_id).await, "published");
+
+    // A client that cannot open a page gets the address in the sentence; approved there, the
+    // same call made again runs.
+    let waits = mcp
+        .call(&risky, "cancel_event", cancel_second.clone())
+        .await;
+    assert!(text(&waits).contains("owner's approval"), "{waits}");
+    let page = text(&waits)
+        .split_whitespace()
+        .find(|w| w.contains("/approve?"))
+        .unwrap()
+        .to_owned();
+    let now_described = "Cancel Spring Open on 2030-04-12T10:00 (1 registered)";
+    assert_eq!(
+        answer_on_page(&mcp, &page, true, now_described).await.0,
+        200
+    );
+    let ran = mcp.call(&risky, "cancel_event", cancel_second).await;
+    assert_eq!(ran["isError"], false, "{ran}");
+    assert_eq!(status(&second_id).await, "cancelled");
+
+    // Another owner's question is not the page user's to read or answer.
+    let alices = mcp.token("alice", TokenScope::Risky).await;
+    let hers = mcp.call(&alices, "create_event", spring()).await;
+    let her_id = hers["structuredContent"]["id"].as_str().unwrap().to_owned();
+    mcp.call(&alices, "publish_event", json!({"event_id": her_id}))
+        .await;
+    let asked = modern_call(
+        &mcp,
+        &alices,
+        "cancel_event",
+        json!({"event_id": her_id}),
+        json!(null),
+    )
+    .await;
+    let her_page = asked["inputRequests"]["confirm"]["params"]["url"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(read_on_page(&mcp, &her_page).await.0, 404);
+    assert_eq!(
+        answer_on_page(&mcp, &her_page, true, described).await.0,
+        404
+    );
+    let accept = json!({"inputResponses": {"confirm": {"action": "accept"}}, "requestState": asked["requestState"]});
     let refused = modern_call(
+        &mcp,
+        &alices,
+        "cancel_event",
+        json!({"event_id": her_id}),
+        accept,
+    )
+    .await;
+    assert_eq!(refused["isError"], true, "{refused}");
+    assert_eq!(status(&her_id).await, "published");
+
+    // A revoked token's question is gone from the page.
+    let third = mcp.call(&risky, "create_event", spring()).await;
+    let third_id = third["structuredContent"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    mcp.call(&risky, "publish_event", json!({"event_id": third_id}))
+        .await;
+    let asked = modern_call(
         &mcp,
         &risky,
         "cancel_event",
-        json!({"event_id": other_id}),
+        json!({"event_id": third_id}),
+        json!(null),
+    )
+    .await;
+    let page = asked["inputRequests"]["confirm"]["params"]["url"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(read_on_page(&mcp, &page).await.0, 200);
+    let token_id = mcp.store.tokens_of(&"local".into()).await.unwrap()[0]
+        .id
+        .clone();
+    mcp.store.revoke_token(&token_id, now_ms()).await.unwrap();
+    assert_eq!(read_on_page(&mcp, &page).await.0, 404);
+
+    // An answer whose state is for another call runs nothing.
+    let forged = json!({"inputResponses": {"confirm": {"action": "accept"}}, "requestState": "not-the-hash"});
+    let refused = modern_call(
+        &mcp,
+        &alices,
+        "cancel_event",
+        json!({"event_id": her_id}),
         forged,
     )
     .await;

@@ -1159,3 +1159,124 @@ async fn behind_a_trusted_proxy_sign_ins_are_counted_per_forwarded_client() {
     assert_eq!(done.status(), StatusCode::SEE_OTHER);
     assert_eq!(s.issuer.token_requests(), 3);
 }
+
+// --- A risky MCP call, approved on the page --------------------------------------------------
+
+/// One `tools/call` over MCP with `token`; the result object.
+async fn mcp_call(s: &Site, token: &str, tool: &str, arguments: Value) -> Value {
+    let res = s
+        .http
+        .post(s.url("/mcp"))
+        .bearer_auth(token)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-06-18")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    res.json::<Value>().await.unwrap()["result"].clone()
+}
+
+fn mcp_text(result: &Value) -> String {
+    result["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// On a deployment with sign-in, a risky call of an AI client runs only once its owner,
+/// signed in, approved it on the page: the address is the public one, the page sends a
+/// signed-out browser to sign in and back, another signed-in user finds no such question,
+/// and the answer needs the session's CSRF token.
+#[tokio::test]
+async fn a_risky_mcp_call_runs_once_its_signed_in_owner_approved_it() {
+    let s = site(Signup::Open, None).await;
+    let alice_in = s.sign_in(alice()).await.unwrap();
+    let bob_in = s.sign_in(bob()).await.unwrap();
+    let made = s
+        .post(
+            &alice_in,
+            "/api/mcp-tokens",
+            Some(json!({"name": "Claude", "scope": "risky"})),
+        )
+        .await;
+    assert_eq!(made.status(), StatusCode::CREATED);
+    let token = made.json::<Value>().await.unwrap()["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let event = mcp_call(
+        &s,
+        &token,
+        "create_event",
+        json!({"title": "Spring Open", "starts_at": "2030-04-12T10:00", "venue": "Court 1", "capacity": 40}),
+    )
+    .await;
+    let id = event["structuredContent"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    mcp_call(&s, &token, "publish_event", json!({"event_id": id})).await;
+    let status = || async {
+        let listed = mcp_call(&s, &token, "list_events", json!({})).await;
+        listed["structuredContent"]["items"][0]["status"].clone()
+    };
+
+    let waits = mcp_call(&s, &token, "cancel_event", json!({"event_id": id})).await;
+    assert_eq!(waits["isError"], true, "{waits}");
+    let said = mcp_text(&waits);
+    let page = said
+        .split_whitespace()
+        .find(|w| w.starts_with(&s.url("/approve?token=")))
+        .unwrap_or_else(|| panic!("the public address of the page in {said:?}"))
+        .to_owned();
+    let path = page.strip_prefix(&s.url("")).unwrap().to_owned();
+
+    // Signed out: to sign in, and back to this very page.
+    let res = s.http.get(&page).send().await.unwrap();
+    assert_eq!(res.status(), StatusCode::SEE_OTHER);
+    let to_login = location(&res);
+    let query = to_login.strip_prefix("/auth/login?").expect("to sign in");
+    let back: Vec<(String, String)> = form_urlencoded::parse(query.as_bytes())
+        .into_owned()
+        .collect();
+    assert_eq!(back, vec![("return_to".to_owned(), path.clone())]);
+
+    let api = path
+        .replace("/approve?token=", "/api/mcp-approvals/")
+        .replace("&call=", "/");
+    // Another signed-in user: no such question, to read or to answer.
+    assert_eq!(s.get(&bob_in, &api).await.status(), StatusCode::NOT_FOUND);
+    let answer = |seen: &str| json!({"approve": true, "description": seen});
+    let described = "Cancel Spring Open on 2030-04-12T10:00 (0 registered)";
+    assert_eq!(
+        s.post(&bob_in, &api, Some(answer(described)))
+            .await
+            .status(),
+        StatusCode::NOT_FOUND
+    );
+    // The owner: the question as the database says; an answer without the CSRF token is
+    // refused, with it the call is approved.
+    let shown: Value = s.get(&alice_in, &api).await.json().await.unwrap();
+    assert_eq!(shown["description"], described);
+    assert_eq!(shown["client"], "Claude");
+    let forged = Browser {
+        csrf: String::new(),
+        ..alice_in.clone()
+    };
+    assert_eq!(
+        s.post(&forged, &api, Some(answer(described)))
+            .await
+            .status(),
+        StatusCode::FORBIDDEN
+    );
+    assert_eq!(status().await, "published");
+    let approved = s.post(&alice_in, &api, Some(answer(described))).await;
+    assert_eq!(approved.status(), StatusCode::OK);
+
+    let ran = mcp_call(&s, &token, "cancel_event", json!({"event_id": id})).await;
+    assert_eq!(ran["isError"], false, "{ran}");
+    assert_eq!(status().await, "cancelled");
+}

@@ -309,6 +309,7 @@ fn mcp_for(
                 .iter()
                 .map(|t| (*t).to_owned())
                 .collect(),
+            public_url: options.sign_in.as_ref().map(|s| s.public_url.clone()),
         },
     })
 }

@@ -154,8 +154,9 @@ async fn the_official_python_and_typescript_clients_use_bridle_serve() {
         answer.bytes().await.expect("the refusal's body ends");
     }
 
-    // A risky call through the Python client, which can ask its human (elicitation): declined,
-    // nothing runs; accepted, it runs.
+    // A risky call through the Python client, which sends its human to Bridle's page (URL-mode
+    // elicitation): declined, nothing runs; accepted by the client without the page's approval
+    // (a script answering its own question), nothing runs; approved on the page, it runs.
     let (code, stdout, stderr) = tokens_cli(dir.path(), &["create", "local", "--scope", "risky"]);
     assert_eq!(code, 0, "{stderr}");
     let risky = stdout.lines().last().unwrap().to_owned();
@@ -194,11 +195,20 @@ async fn the_official_python_and_typescript_clients_use_bridle_serve() {
         serde_json::from_slice::<Value>(&out.stdout).unwrap()
     };
     let declined = ask("decline");
+    let question = &declined["asked"][0];
+    assert_eq!(question["mode"], "url", "{declined}");
     assert!(
-        declined["asked"][0]
+        question["message"]
             .as_str()
             .unwrap()
             .contains("Cancel Spring Open"),
+        "{declined}"
+    );
+    assert!(
+        question["url"]
+            .as_str()
+            .unwrap()
+            .contains("/approve?token="),
         "{declined}"
     );
     assert_eq!(declined["is_error"], true, "{declined}");
@@ -212,9 +222,23 @@ async fn the_official_python_and_typescript_clients_use_bridle_serve() {
         listed["result"]["structuredContent"]["items"][0]["status"].clone()
     };
     assert_eq!(status().await, "published", "declined: not run");
-    let accepted = ask("accept");
-    assert_eq!(accepted["is_error"], false, "{accepted}");
-    assert_eq!(status().await, "cancelled", "accepted: run");
+    let self_accepted = ask("self");
+    assert_eq!(self_accepted["is_error"], true, "{self_accepted}");
+    assert!(
+        self_accepted["text"]
+            .as_str()
+            .unwrap()
+            .contains("has not been approved"),
+        "{self_accepted}"
+    );
+    assert_eq!(
+        status().await,
+        "published",
+        "the client's own accept: not run"
+    );
+    let approved = ask("approve");
+    assert_eq!(approved["is_error"], false, "{approved}");
+    assert_eq!(status().await, "cancelled", "approved on the page: run");
 
     // Revoked with the CLI: refused at once.
     let id = listed[0]["id"].as_str().unwrap();

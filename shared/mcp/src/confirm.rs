@@ -1,55 +1,87 @@
-//! Risky calls over MCP. There is no later human turn, so a call the confirmation policy calls
-//! risky asks the human through the client (elicitation) and runs only on an explicit accept.
+//! Risky calls over MCP. There is no later human turn, and a client's own "yes" is only the
+//! client's word: a script holding a token of the risky scope could answer its own question. So
+//! a call the confirmation policy calls risky runs only once the token's owner has approved
+//! exactly that call on Bridle's own page, signed in ([`crate::approval`], `/approve`).
 //!
-//! Stateless, as Lambda needs: the question is an MCP `InputRequiredResult` (protocol
-//! 2026-07-28: the client asks its human, then sends the same `tools/call` again with the
-//! answer and the echoed `requestState`). What was asked is a pending confirmation in the
-//! store (`store::Confirmations`, conversation `mcp:<token id>`, keyed by the call's hash,
-//! with the description built from the database), taken once when the answer comes: an
-//! answer for another call, a second answer, one after the record expired, or one to a
-//! description that no longer holds runs nothing. A client that cannot be asked (no
-//! elicitation capability, or an older protocol) is refused with a sentence. Never silently.
+//! Stateless, as Lambda needs. The first call stores the question (`store::Confirmations`,
+//! conversation `mcp:<token id>`, keyed by the call's hash, with the description built from the
+//! database) and answers with the page's address: a URL-mode elicitation in an input-required
+//! round (protocol 2026-07-28) when the client can open one, otherwise a tool result its model
+//! reads and passes on. Approving turns the question into an approval (conversation
+//! `mcp:<token id>:approved`, the same hash, [`APPROVAL_TTL_MS`]); the same call made again
+//! takes it once and runs, provided the description still holds. Declined, expired, another
+//! call's, already used, or only the client's accept: nothing runs. Never silently.
 
 use rmcp::model::{InputRequest, InputRequests, InputRequiredResult, RequestMetaObject};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use store::{Confirmations, Pending};
 use tools::{Ctx, ToolCall};
+use transcript::ConversationId;
 
 /// The key of the question in an input-required round.
 pub const CONFIRM_KEY: &str = "confirm";
-/// How long a question put to the human stays answerable.
+/// How long a question stays answerable on the page.
 pub const ASK_TTL_MS: i64 = 10 * 60_000;
+/// How long an approval waits for the call to be made again.
+pub const APPROVAL_TTL_MS: i64 = 10 * 60_000;
+
+/// Where a token's questions wait for the owner (the token's calls' conversation).
+pub fn question_key(token_id: &str) -> ConversationId {
+    format!("mcp:{token_id}").into()
+}
+
+/// Where the owner's approvals of a token's calls wait for the call.
+pub fn approval_key(token_id: &str) -> ConversationId {
+    format!("mcp:{token_id}:approved").into()
+}
+
+/// The page on which the owner answers the question of call `hash` of token `token_id`.
+pub fn approve_url(base: &str, token_id: &str, hash: &str) -> String {
+    format!(
+        "{}/approve?token={token_id}&call={hash}",
+        base.trim_end_matches('/')
+    )
+}
 
 /// What to do with a risky call.
 #[derive(Debug)]
 pub enum Decision {
-    /// The human said yes to exactly this call: run it.
+    /// The owner approved exactly this call on Bridle's page: run it.
     Run,
-    /// Ask the human first (answer the client with this).
+    /// Send the human to the page (answer the client with this).
     Ask(InputRequiredResult),
     /// Do not run it; say this.
     Refuse(String),
 }
 
-/// Whether the request's client can be asked: protocol 2026-07-28 or later (input-required
-/// rounds) and an elicitation capability.
-pub fn can_ask(meta: &RequestMetaObject) -> bool {
+/// Whether the request's client can send its human to a page: protocol 2026-07-28 or later
+/// (input-required rounds) and URL-mode elicitation.
+pub fn can_open_url(meta: &RequestMetaObject) -> bool {
     meta.protocol_version()
         .is_some_and(|v| v.as_str() >= "2026-07-28")
         && meta
             .client_capabilities()
-            .is_some_and(|c| c.elicitation.is_some())
+            .and_then(|c| c.elicitation)
+            .is_some_and(|e| e.url.is_some())
 }
 
-/// The question: a yes/no form with the server-built description.
-pub fn question(description: &str, state: &str) -> Result<InputRequiredResult, serde_json::Error> {
+/// The question: a URL-mode elicitation sending the human to the page.
+pub fn question(
+    description: &str,
+    url: &str,
+    state: &str,
+) -> Result<InputRequiredResult, serde_json::Error> {
     let request: InputRequest = serde_json::from_value(json!({
         "method": "elicitation/create",
         "params": {
-            "mode": "form",
-            "message": format!("Bridle needs your yes to: {description}. Do it?"),
-            "requestedSchema": {"type": "object", "properties": {}},
+            "mode": "url",
+            "message": format!(
+                "Bridle needs your approval to: {description}. Open the page, signed in to \
+                 Bridle, to approve or decline it."
+            ),
+            "url": url,
+            "elicitationId": state,
         }
     }))?;
     let requests: InputRequests = BTreeMap::from([(CONFIRM_KEY.to_owned(), request)]);
@@ -59,7 +91,8 @@ pub fn question(description: &str, state: &str) -> Result<InputRequiredResult, s
     ))
 }
 
-/// What the human answered, from the round's responses: `Some(true)` only for `accept`.
+/// What the client says its human did, from the round's responses: `Some(true)` only for
+/// `accept` (in URL mode: agreed to open the page; it approves nothing).
 pub fn accepted(responses: &BTreeMap<String, Value>) -> Option<bool> {
     let action = responses.get(CONFIRM_KEY)?.get("action")?.as_str()?;
     Some(action == "accept")
@@ -70,84 +103,97 @@ pub fn accepted(responses: &BTreeMap<String, Value>) -> Option<bool> {
 pub struct Round<'a> {
     pub responses: Option<&'a BTreeMap<String, Value>>,
     pub state: Option<&'a str>,
-    pub can_ask: bool,
+    pub can_open_url: bool,
 }
 
-/// Decide a risky call described as `description` (from the database, now).
+/// One risky call of token `token_id`, described as `description` (from the database, now).
+#[derive(Debug)]
+pub struct RiskyCall<'a> {
+    pub token_id: &'a str,
+    pub call: &'a ToolCall,
+    pub description: &'a str,
+    /// Where the page is served (`https://…`, no trailing slash needed).
+    pub base_url: &'a str,
+}
+
+/// Decide a risky call.
 pub async fn decide(
     pending: &dyn Confirmations,
     ctx: &Ctx,
-    call: &ToolCall,
-    description: &str,
+    risky: RiskyCall<'_>,
     round: Round<'_>,
     now_ms: i64,
 ) -> Decision {
+    let RiskyCall {
+        token_id,
+        call,
+        description,
+        base_url,
+    } = risky;
     let hash = engine::call_hash(&call.name, &call.input);
-    let conversation = &ctx.conversation_id;
-    if let (Some(responses), Some(state)) = (round.responses, round.state) {
-        if state != hash {
-            return Decision::Refuse(
-                "That answer was for another call, so nothing was done. Call the tool again to \
-                 be asked about this one."
-                    .into(),
-            );
-        }
-        let taken = match pending
-            .take_pending(conversation, &hash, &ctx.action_id.0, now_ms)
-            .await
-        {
-            Ok(taken) => taken,
-            Err(err) => {
-                tracing::error!(tool = %call.name, action_id = %ctx.action_id, error = %err, "taking an MCP confirmation failed");
-                return Decision::Refuse(
-                    "Bridle could not check the answer just now, so nothing was done. Try again \
-                     in a moment."
-                        .into(),
-                );
-            }
-        };
-        let Some(taken) = taken else {
-            return Decision::Refuse(
-                "That question was already answered or has expired, so nothing was done. Call \
-                 the tool again to be asked again."
-                    .into(),
-            );
-        };
-        if taken.description != description {
+    let url = approve_url(base_url, token_id, &hash);
+    if round.responses.is_some() && round.state != Some(hash.as_str()) {
+        return Decision::Refuse(
+            "That answer was for another call, so nothing was done. Call the tool again to \
+             be asked about this one."
+                .into(),
+        );
+    }
+    // The owner's approval of exactly this call, taken once.
+    match pending
+        .take_pending(&approval_key(token_id), &hash, &ctx.action_id.0, now_ms)
+        .await
+    {
+        Ok(Some(approval)) if approval.description == description => return Decision::Run,
+        Ok(Some(_)) => {
             return Decision::Refuse(format!(
-                "What the call would do has changed since the question (now: {description}), \
-                 so nothing was done. Call it again to be asked about that."
+                "What the call would do has changed since it was approved (now: \
+                 {description}), so nothing was done. Call it again to be asked about that."
             ));
         }
-        return match accepted(responses) {
-            Some(true) => Decision::Run,
-            _ => Decision::Refuse(format!(
-                "Not done: the person did not agree to “{description}”."
-            )),
-        };
+        Ok(None) => {}
+        Err(err) => {
+            tracing::error!(tool = %call.name, action_id = %ctx.action_id, error = %err, "reading an MCP approval failed");
+            return Decision::Refuse(
+                "Bridle could not check for an approval just now, so nothing was done. Try \
+                 again in a moment."
+                    .into(),
+            );
+        }
     }
-    if !round.can_ask {
-        return Decision::Refuse(format!(
-            "“{description}” needs a person's yes, and this client cannot ask for one (it does \
-             not support elicitation), so nothing was done. Ask in the Bridle chat instead, \
-             where you will be asked to confirm."
-        ));
+    if let Some(responses) = round.responses {
+        // Back from asking its human: whatever the client says, only the page approves.
+        return Decision::Refuse(match accepted(responses) {
+            Some(true) => format!(
+                "Not done: “{description}” has not been approved on Bridle's page. Open \
+                 {url} signed in to Bridle, approve it there, then make the same call again."
+            ),
+            _ => format!("Not done: the person did not agree to “{description}”."),
+        });
     }
     let record = Pending {
-        conversation: conversation.clone(),
+        conversation: question_key(token_id),
         hash: hash.clone(),
         created_on_action: ctx.action_id.0.clone(),
         description: description.to_owned(),
         expires_at_ms: now_ms + ASK_TTL_MS,
     };
     if let Err(err) = pending.put_pending(&record).await {
-        tracing::error!(tool = %call.name, action_id = %ctx.action_id, error = %err, "storing an MCP confirmation failed");
+        tracing::error!(tool = %call.name, action_id = %ctx.action_id, error = %err, "storing an MCP question failed");
         return Decision::Refuse(
-            "Bridle could not ask for a yes just now, so nothing was done. Try again in a moment."
+            "Bridle could not ask for an approval just now, so nothing was done. Try again in \
+             a moment."
                 .into(),
         );
     }
-    match question(description, &hash) {
+    if !round.can_open_url {
+        return Decision::Refuse(format!(
+            "“{description}” needs the account owner's approval, so nothing was done yet. \
+             Ask them to open {url} signed in to Bridle and approve it there (within 10 \
+             minutes); then make the same call again."
+        ));
+    }
+    match question(description, &url, &hash) {
         Ok(ask) => Decision::Ask(ask),
         Err(err) => {
             tracing::error!(error = %err, "building an elicitation failed");
@@ -161,13 +207,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_question_is_a_form_with_the_description() {
-        let ask = question("Cancel Spring Open", "h1").unwrap();
+    fn the_question_sends_the_human_to_the_page() {
+        let url = approve_url("https://bridle.example/", "tok_1", "h1");
+        assert_eq!(url, "https://bridle.example/approve?token=tok_1&call=h1");
+        let ask = question("Cancel Spring Open", &url, "h1").unwrap();
         let wire = serde_json::to_value(&ask).unwrap();
         assert_eq!(wire["resultType"], "input_required", "{wire}");
         assert_eq!(wire["requestState"], "h1");
         let asked = &wire["inputRequests"][CONFIRM_KEY];
         assert_eq!(asked["method"], "elicitation/create", "{wire}");
+        assert_eq!(asked["params"]["mode"], "url", "{wire}");
+        assert_eq!(asked["params"]["url"], url.as_str(), "{wire}");
         assert!(
             asked["params"]["message"]
                 .as_str()
@@ -177,11 +227,17 @@ mod tests {
     }
 
     #[test]
-    fn only_accept_is_a_yes() {
+    fn only_accept_is_an_accept() {
         let answer = |v: Value| BTreeMap::from([(CONFIRM_KEY.to_owned(), v)]);
         assert_eq!(accepted(&answer(json!({"action": "accept"}))), Some(true));
         assert_eq!(accepted(&answer(json!({"action": "decline"}))), Some(false));
         assert_eq!(accepted(&answer(json!({"action": "cancel"}))), Some(false));
         assert_eq!(accepted(&BTreeMap::new()), None);
+    }
+
+    #[test]
+    fn a_tokens_questions_and_approvals_are_kept_apart() {
+        assert_ne!(question_key("tok_1"), approval_key("tok_1"));
+        assert_ne!(approval_key("tok_1"), question_key("tok_2"));
     }
 }

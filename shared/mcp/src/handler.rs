@@ -4,7 +4,7 @@
 use crate::MCP_PURPOSE;
 use crate::auth::{Counted, Door, McpCaller, RateLimit, authenticate};
 use crate::catalog::mcp_tool;
-use crate::confirm::{Decision, Round, can_ask, decide};
+use crate::confirm::{Decision, RiskyCall, Round, can_open_url, decide};
 use crate::one_at_a_time::{self, NoTurn};
 use crate::result::{mcp_result, refusal};
 use axum::Router;
@@ -34,6 +34,9 @@ pub struct McpOptions {
     pub loopback_only: bool,
     /// Tools whose calls the confirmation policy may call risky: `destructiveHint`.
     pub may_be_risky: BTreeSet<String>,
+    /// The web app's public address, where the owner approves a risky call (`/approve`);
+    /// `None` (no sign-in): `http://` and the request's own (loopback) `Host`.
+    pub public_url: Option<String>,
 }
 
 /// What the MCP server is built from.
@@ -145,6 +148,15 @@ pub fn router(parts: McpParts) -> Router {
         .route_layer(axum::middleware::from_fn_with_state(door, authenticate))
 }
 
+/// What a call came with, for its judgement.
+#[derive(Clone, Copy)]
+struct Asked<'a> {
+    request: &'a CallToolRequestParams,
+    meta: &'a RequestMetaObject,
+    /// Where the approval page is ([`crate::confirm::approve_url`]).
+    base_url: &'a str,
+}
+
 /// The caller the token door put on the request.
 fn caller(context: &RequestContext<RoleServer>) -> Result<McpCaller, ErrorData> {
     context
@@ -171,11 +183,26 @@ impl BridleMcp {
     /// One call: count it, validate it, check the token's scope and the confirmation policy
     /// (asking the human through the client when it can), then run it through the runner as
     /// the token's user.
+    /// Where the approval page is: the public address, else this (loopback) server's own.
+    fn base_url(&self, context: &RequestContext<RoleServer>) -> String {
+        if let Some(url) = &self.shared.options.public_url {
+            return url.clone();
+        }
+        let host = context
+            .extensions
+            .get::<Parts>()
+            .and_then(|parts| parts.headers.get(axum::http::header::HOST))
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or("127.0.0.1:8080");
+        format!("http://{host}")
+    }
+
     async fn call(
         &self,
         caller: McpCaller,
         request: CallToolRequestParams,
         meta: &RequestMetaObject,
+        base_url: &str,
     ) -> CallToolResponse {
         if let Counted::Refused(text) = self.count(&caller).await {
             return refusal(text).into();
@@ -251,7 +278,12 @@ impl BridleMcp {
         let response = match refused {
             Some(sentence) => refusal(sentence).into(),
             None => {
-                self.judged_and_run(&caller, &ctx, &call, &request, meta, read_only)
+                let asked = Asked {
+                    request: &request,
+                    meta,
+                    base_url,
+                };
+                self.judged_and_run(&caller, &ctx, &call, asked, read_only)
                     .await
             }
         };
@@ -287,17 +319,22 @@ impl BridleMcp {
         }
     }
 
-    /// The confirmation policy's judgement of a changing call (asking the human through the
-    /// client when it can), then the call through the runner as the token's user.
+    /// The confirmation policy's judgement of a changing call (a risky one runs only once its
+    /// owner approved it on Bridle's page), then the call through the runner as the token's
+    /// user.
     async fn judged_and_run(
         &self,
         caller: &McpCaller,
         ctx: &Ctx,
         call: &ToolCall,
-        request: &CallToolRequestParams,
-        meta: &RequestMetaObject,
+        asked: Asked<'_>,
         read_only: bool,
     ) -> CallToolResponse {
+        let Asked {
+            request,
+            meta,
+            base_url,
+        } = asked;
         if !read_only
             && let Some(description) = self
                 .shared
@@ -317,21 +354,18 @@ impl BridleMcp {
             let round = Round {
                 responses: request.input_responses.as_ref(),
                 state: request.request_state.as_deref(),
-                can_ask: can_ask(meta),
+                can_open_url: can_open_url(meta),
+            };
+            let risky = RiskyCall {
+                token_id: &caller.token_id,
+                call,
+                description: &description,
+                base_url,
             };
             let now = (self.shared.clock)();
-            match decide(
-                self.shared.pending.as_ref(),
-                ctx,
-                call,
-                &description,
-                round,
-                now,
-            )
-            .await
-            {
+            match decide(self.shared.pending.as_ref(), ctx, risky, round, now).await {
                 Decision::Run => {
-                    tracing::info!(tool = %call.name, action_id = %ctx.action_id, "risky MCP call confirmed by the human");
+                    tracing::info!(tool = %call.name, action_id = %ctx.action_id, "risky MCP call approved by its owner on the page");
                 }
                 Decision::Ask(question) => return question.into(),
                 Decision::Refuse(text) => return refusal(text).into(),
@@ -381,6 +415,7 @@ impl ServerHandler for BridleMcp {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let caller = caller(&context)?;
-        Ok(self.call(caller, request, &context.meta).await)
+        let base_url = self.base_url(&context);
+        Ok(self.call(caller, request, &context.meta, &base_url).await)
     }
 }

@@ -11,9 +11,11 @@
 //! - [`one_at_a_time`]: a token's changing calls take turns (by its conversation's lease), so
 //!   none is judged by the confirmation policy against a state another is about to change.
 //! - [`confirm`]: a call the confirmation policy calls risky (with a token of the risky scope)
-//!   asks the human through the client — an elicitation in an input-required round, the
-//!   question kept in the store — and runs only on an explicit accept; a client that cannot be
-//!   asked is refused with a sentence.
+//!   runs only once the token's owner approved exactly that call on Bridle's own page, signed
+//!   in: the question kept in the store, the human sent to the page by a URL-mode elicitation
+//!   (or by the tool result's sentence, for a client that cannot open one); the client's own
+//!   accept approves nothing.
+//! - [`approval`]: the page's side — the question shown to its owner, and their answer.
 //! - [`auth`]: the bearer-token check in front of `/mcp` (401 with `WWW-Authenticate`), which
 //!   puts the token's user and scope in the request's extensions, and the per-user limit of
 //!   requests per minute (all the user's tokens together), counted in the store's budget ledger so every instance agrees.
@@ -23,6 +25,7 @@
 //! answers any request. Depends on the ports (`tools`, `store`, `engine`'s `RiskPolicy`) and
 //! `rmcp`/`axum`; never on an adapter, the planner or AWS.
 
+pub mod approval;
 pub mod auth;
 pub mod catalog;
 pub mod confirm;

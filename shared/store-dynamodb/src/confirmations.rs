@@ -61,15 +61,7 @@ impl Confirmations for DynamoStore {
             .await;
         match taken {
             Ok(out) => {
-                let item = out.attributes.unwrap_or_default();
-                let what = format!("pending confirmation {conversation}/{hash}");
-                Ok(Some(Pending {
-                    conversation: conversation.clone(),
-                    hash: hash.to_owned(),
-                    created_on_action: get_s(&item, CREATED_ON_ACTION, &what)?.to_owned(),
-                    description: get_s(&item, DESCRIPTION, &what)?.to_owned(),
-                    expires_at_ms: get_n(&item, EXPIRES_AT_MS, &what)?,
-                }))
+                pending_from(conversation, hash, &out.attributes.unwrap_or_default()).map(Some)
             }
             // Absent, expired (whether or not TTL deleted it yet) or of the current action.
             Err(e)
@@ -81,4 +73,43 @@ impl Confirmations for DynamoStore {
             Err(e) => Err(unavailable(e)),
         }
     }
+
+    async fn read_pending(
+        &self,
+        conversation: &ConversationId,
+        hash: &str,
+        now_ms: i64,
+    ) -> Result<Option<Pending>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key(PK, s(conversation_pk(conversation)))
+            .key(SK, s(pending_sk(hash)))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(unavailable)?;
+        let Some(item) = out.item else {
+            return Ok(None);
+        };
+        // TTL deletes late: an expired record reads as absent.
+        let pending = pending_from(conversation, hash, &item)?;
+        Ok((pending.expires_at_ms > now_ms).then_some(pending))
+    }
+}
+
+fn pending_from(
+    conversation: &ConversationId,
+    hash: &str,
+    item: &Item,
+) -> Result<Pending, StoreError> {
+    let what = format!("pending confirmation {conversation}/{hash}");
+    Ok(Pending {
+        conversation: conversation.clone(),
+        hash: hash.to_owned(),
+        created_on_action: get_s(item, CREATED_ON_ACTION, &what)?.to_owned(),
+        description: get_s(item, DESCRIPTION, &what)?.to_owned(),
+        expires_at_ms: get_n(item, EXPIRES_AT_MS, &what)?,
+    })
 }

@@ -76,4 +76,38 @@ impl Confirmations for SqliteStore {
             }),
         )
     }
+
+    async fn read_pending(
+        &self,
+        conversation: &ConversationId,
+        hash: &str,
+        now_ms: i64,
+    ) -> Result<Option<Pending>, StoreError> {
+        let (conv, hash_) = (conversation.clone(), hash.to_owned());
+        let found: Option<(String, String, i64)> = self
+            .db
+            .read(move |conn| {
+                conn.prepare_cached(
+                    "SELECT created_on_action, description, expires_at_ms
+                     FROM pending_confirmations
+                     WHERE conversation_id = ?1 AND hash = ?2 AND expires_at_ms > ?3",
+                )
+                .map_err(unavailable)?
+                .query_row(params![conv.0, hash_, now_ms], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                })
+                .optional()
+                .map_err(unavailable)
+            })
+            .await?;
+        Ok(
+            found.map(|(created_on_action, description, expires_at_ms)| Pending {
+                conversation: conversation.clone(),
+                hash: hash.to_owned(),
+                created_on_action,
+                description,
+                expires_at_ms,
+            }),
+        )
+    }
 }

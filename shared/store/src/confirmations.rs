@@ -35,4 +35,13 @@ pub trait Confirmations: Send + Sync {
         current_action: &str,
         now_ms: i64,
     ) -> Result<Option<Pending>, StoreError>;
+
+    /// The record, when it is live at `now_ms`, left in place (a page that shows a question
+    /// before a person answers it).
+    async fn read_pending(
+        &self,
+        conversation: &ConversationId,
+        hash: &str,
+        now_ms: i64,
+    ) -> Result<Option<Pending>, StoreError>;
 }

@@ -818,6 +818,30 @@ pub async fn check_pending_confirmations(store: &dyn Store) {
 
     let p = pending("conv-1", "h1", "act-1", 1_000);
     store.put_pending(&p).await.unwrap();
+    // Reading leaves the record; only a live one is read, of its own conversation and hash.
+    assert_eq!(
+        store.read_pending(&conv, "h1", 10).await.unwrap(),
+        Some(p.clone()),
+        "read while live"
+    );
+    assert_eq!(
+        store.read_pending(&conv, "h1", 1_000).await.unwrap(),
+        None,
+        "read at expires_at_ms"
+    );
+    assert_eq!(
+        store
+            .read_pending(&ConversationId::from("conv-2"), "h1", 10)
+            .await
+            .unwrap(),
+        None,
+        "read from another conversation"
+    );
+    assert_eq!(
+        store.read_pending(&conv, "h2", 10).await.unwrap(),
+        None,
+        "read of another hash"
+    );
     assert_eq!(
         store.take_pending(&conv, "h1", "act-1", 10).await.unwrap(),
         None,
@@ -838,6 +862,11 @@ pub async fn check_pending_confirmations(store: &dyn Store) {
         store.take_pending(&conv, "h1", "act-2", 10).await.unwrap(),
         Some(p.clone()),
         "later action"
+    );
+    assert_eq!(
+        store.read_pending(&conv, "h1", 10).await.unwrap(),
+        None,
+        "taken: nothing to read"
     );
     assert_eq!(
         store.take_pending(&conv, "h1", "act-3", 11).await.unwrap(),

@@ -72,6 +72,7 @@ fn is_public(path: &str) -> bool {
             | "/app.css"
             | "/timetable.js"
             | "/connect.js"
+            | "/approve.js"
             | "/favicon.ico"
             | "/auth/login"
             | "/auth/callback"
@@ -150,6 +151,17 @@ pub async fn gate(State(app): State<App>, mut request: Request, next: Next) -> R
     let current = match session_user(sign_in, request.headers()).await {
         Ok(Some(current)) => current,
         Ok(None) if path == "/" => return Redirect::to("/auth/login").into_response(),
+        // The page an MCP client sends its owner to: back to it once signed in.
+        Ok(None) if path == "/approve" => {
+            let back = request
+                .uri()
+                .path_and_query()
+                .map_or("/approve", |p| p.as_str());
+            let query: String = form_urlencoded::Serializer::new(String::new())
+                .append_pair("return_to", back)
+                .finish();
+            return Redirect::to(&format!("/auth/login?{query}")).into_response();
+        }
         Ok(None) => {
             return ApiError::new(
                 StatusCode::UNAUTHORIZED,

@@ -33,3 +33,15 @@ pub async fn connect_script() -> impl IntoResponse {
         include_str!("../../assets/connect.js"),
     )
 }
+
+/// A risky MCP call's approval (`/approve?token=…&call=…`), where an AI client sends its owner.
+pub async fn approve() -> impl IntoResponse {
+    Html(include_str!("../../assets/approve.html"))
+}
+
+pub async fn approve_script() -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+        include_str!("../../assets/approve.js"),
+    )
+}

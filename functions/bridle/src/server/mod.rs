@@ -2,6 +2,7 @@
 
 mod admin;
 mod api;
+mod approvals;
 mod assets;
 pub(crate) mod errors;
 mod grant;
@@ -140,6 +141,12 @@ pub fn router(app: App) -> Router {
         .route("/connect.js", get(assets::connect_script))
         .route("/api/mcp-tokens", get(tokens::list).post(tokens::create))
         .route("/api/mcp-tokens/{id}", delete(tokens::revoke))
+        .route("/approve", get(assets::approve))
+        .route("/approve.js", get(assets::approve_script))
+        .route(
+            "/api/mcp-approvals/{token}/{call}",
+            get(approvals::read).post(approvals::answer),
+        )
         .route("/admin/budget", get(admin::budget_page))
         .route("/admin/inspect", get(inspect::page))
         .route("/admin/inspect.js", get(inspect::script))

@@ -1,0 +1,53 @@
+// "Approve a change": a risky change an AI client asked for, approved or declined by its owner.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const params = new URLSearchParams(location.search);
+const path = `/api/mcp-approvals/${encodeURIComponent(params.get("token") || "")}/${encodeURIComponent(params.get("call") || "")}`;
+let csrf = null;
+let shown = null;
+
+async function api(url, options = {}) {
+  if (options.method && options.method !== "GET" && csrf) {
+    options.headers = { ...(options.headers || {}), "X-CSRF-Token": csrf };
+  }
+  const res = await fetch(url, options);
+  const body = await res.json().catch(() => null);
+  if (!res.ok) throw new Error((body && body.error) || "Something went wrong; try again.");
+  return body;
+}
+
+async function answer(approve) {
+  $("problem").textContent = "";
+  $("yes").disabled = $("no").disabled = true;
+  try {
+    const done = await api(path, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ approve, description: shown }),
+    });
+    $("done").textContent =
+      done.answer === "approved"
+        ? "Approved. Your client can make the change now (within 10 minutes)."
+        : "Declined. Nothing will be changed.";
+  } catch (e) {
+    $("problem").textContent = e.message;
+  }
+}
+
+$("yes").onclick = () => answer(true);
+$("no").onclick = () => answer(false);
+
+(async () => {
+  try {
+    const session = await api("/api/session");
+    csrf = session.csrf;
+    const question = await api(path);
+    shown = question.description;
+    $("client").textContent = question.client;
+    $("description").textContent = question.description;
+    $("yes").disabled = $("no").disabled = false;
+  } catch (e) {
+    $("problem").textContent = e.message;
+  }
+})();

@@ -1,0 +1,138 @@
+//! The page where an AI client's owner approves a risky change (`/approve`), in a real browser
+//! (headless Chromium through ChromeDriver): it shows what the database says the call would do
+//! and which token asks, Approve records the approval, and the client's same call then runs.
+
+use backend::ScriptedModel;
+use bridle::admin_cli::tokens::issue_token;
+use bridle::{AppOptions, OtherStore};
+use fantoccini::Locator;
+use serde_json::{Value, json};
+use std::sync::Arc;
+use store::{Account, Accounts, TokenScope};
+use store_sqlite::SqliteStore;
+use tests::browser::{browser, eventually, start_driver, text_of};
+use tests::server::TestServer;
+use transcript::UserId;
+
+/// One `tools/call` over MCP; the result object.
+async fn call(server: &TestServer, token: &str, tool: &str, arguments: Value) -> Value {
+    let res = server
+        .client
+        .post(server.url("/mcp"))
+        .bearer_auth(token)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-06-18")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 200);
+    res.json::<Value>().await.unwrap()["result"].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approving_on_the_page_lets_the_clients_same_call_run() {
+    let store = Arc::new(SqliteStore::open_in_memory().unwrap());
+    store
+        .put_account(&Account::new("local", "You"))
+        .await
+        .unwrap();
+    let options = AppOptions {
+        store: Some(OtherStore(store.clone())),
+        tokens: Some(store.clone()),
+        ..AppOptions::default()
+    };
+    let server = TestServer::start(Arc::new(ScriptedModel::new(vec![])), options).await;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let (_, token) = issue_token(
+        store.as_ref(),
+        &UserId::from("local"),
+        "Claude at home",
+        TokenScope::Risky,
+        None,
+        now,
+    )
+    .await
+    .unwrap();
+    let made = call(
+        &server,
+        &token,
+        "create_event",
+        json!({"title": "Spring Open", "starts_at": "2030-04-12T10:00", "venue": "Court 1", "capacity": 40}),
+    )
+    .await;
+    let id = made["structuredContent"]["id"].as_str().unwrap().to_owned();
+    call(&server, &token, "publish_event", json!({"event_id": id})).await;
+    let waits = call(&server, &token, "cancel_event", json!({"event_id": id})).await;
+    assert_eq!(waits["isError"], true, "{waits}");
+    let said = waits["content"][0]["text"].as_str().unwrap().to_owned();
+    let page = said
+        .split_whitespace()
+        .find(|w| w.contains("/approve?token="))
+        .unwrap_or_else(|| panic!("the page's address in {said:?}"))
+        .to_owned();
+
+    let driver = start_driver().await;
+    let profile = driver.temp("approve");
+    let c = browser(&driver, &profile, (1280, 800)).await;
+    c.goto(&page).await.unwrap();
+    let shown = eventually("the question", || async {
+        let ready = c
+            .find(Locator::Id("yes"))
+            .await
+            .ok()?
+            .is_enabled()
+            .await
+            .ok()?;
+        ready.then_some(())?;
+        text_of(&c, "#description").await
+    })
+    .await;
+    assert_eq!(
+        shown,
+        "Cancel Spring Open on 2030-04-12T10:00 (0 registered)"
+    );
+    assert_eq!(
+        text_of(&c, "#client").await.as_deref(),
+        Some("Claude at home")
+    );
+    let status = || async {
+        let listed = call(&server, &token, "list_events", json!({})).await;
+        listed["structuredContent"]["items"][0]["status"].clone()
+    };
+    assert_eq!(
+        status().await,
+        "published",
+        "nothing runs before the approval"
+    );
+
+    c.find(Locator::Id("yes"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let done = eventually("the approval", || async {
+        let done = text_of(&c, "#done").await?;
+        (!done.is_empty()).then_some(done)
+    })
+    .await;
+    assert!(done.starts_with("Approved"), "{done}");
+
+    let ran = call(&server, &token, "cancel_event", json!({"event_id": id})).await;
+    assert_eq!(ran["isError"], false, "{ran}");
+    assert_eq!(status().await, "cancelled");
+
+    // The page again: the question is answered, and it says so.
+    c.refresh().await.unwrap();
+    let problem = eventually("the page's sentence", || async {
+        let problem = text_of(&c, "#problem").await?;
+        (!problem.is_empty()).then_some(problem)
+    })
+    .await;
+    assert!(problem.contains("no such question"), "{problem}");
+}
