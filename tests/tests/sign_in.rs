@@ -1,9 +1,9 @@
 //! Sign-in with OpenID Connect on the real local server, against a small issuer that the test
 //! steers (`tests::fake_issuer`): the ID-token rules (expired, wrong audience, wrong issuer, bad
 //! signature, `alg: none`, wrong nonce, an unknown key id then the provider's key rotation), the
-//! session cookie (tampered, expired, signed out), CSRF, sign-up open and closed, and two
-//! signed-in users who cannot see or change each other's data — on SQLite and on DynamoDB
-//! (moto). The browser flow against a certified provider is `sign_in_browser.rs`.
+//! session cookie (tampered, expired, signed out), CSRF, sign-up open and closed, two
+//! signed-in users who cannot see or change each other's data, and an AI client's risky call
+//! approved on the page by its signed-in owner — on SQLite and on DynamoDB (moto). The browser flow against a certified provider is `sign_in_browser.rs`.
 
 use bridle::auth::{Oidc, OidcError, OidcSettings, Signup};
 use bridle::guards::GuardOptions;
@@ -1191,8 +1191,25 @@ fn mcp_text(result: &Value) -> String {
 /// signed-out browser to sign in and back, another signed-in user finds no such question,
 /// and the answer needs the session's CSRF token.
 #[tokio::test]
-async fn a_risky_mcp_call_runs_once_its_signed_in_owner_approved_it() {
-    let s = site(Signup::Open, None).await;
+async fn sqlite_a_risky_mcp_call_runs_once_its_signed_in_owner_approved_it() {
+    a_risky_mcp_call_runs_once_its_signed_in_owner_approved_it(site(Signup::Open, None).await)
+        .await;
+}
+
+/// The same with the store and the tokens on DynamoDB (moto), as the web function runs.
+#[tokio::test]
+async fn dynamodb_a_risky_mcp_call_runs_once_its_signed_in_owner_approved_it() {
+    let dynamo = tests::moto::dynamo_store("approve").await;
+    let store: Arc<dyn Store> = dynamo.clone();
+    let s = site_with(Signup::Open, Some(store), |options| AppOptions {
+        tokens: Some(dynamo),
+        ..options
+    })
+    .await;
+    a_risky_mcp_call_runs_once_its_signed_in_owner_approved_it(s).await;
+}
+
+async fn a_risky_mcp_call_runs_once_its_signed_in_owner_approved_it(s: Site) {
     let alice_in = s.sign_in(alice()).await.unwrap();
     let bob_in = s.sign_in(bob()).await.unwrap();
     let made = s
