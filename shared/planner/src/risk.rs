@@ -23,9 +23,12 @@ impl Planner {
             Ok(risk) => risk,
             Err(err) => {
                 tracing::warn!(error = %err, tool, "what the call would change is unreadable; held");
+                let why = match err {
+                    PlannerError::Busy => "Bridle was too busy planning other timetables to check",
+                    _ => "the records could not be read just now",
+                };
                 Some(format!(
-                    "Run {tool} now, without the usual check of what it changes (the records \
-                     could not be read just now)"
+                    "Run {tool} now, without the usual check of what it changes ({why})"
                 ))
             }
         }

@@ -1,11 +1,18 @@
 //! At most [`plans_at_once`] timetable plans run at once across the process, and a plan that
-//! finds no place within [`PLAN_WAIT`] is refused. A test binary of its own: the places are the
+//! finds no place within [`PLAN_WAIT`] is refused: a build then says so, and a risk judgement
+//! that needed a dry run holds its call. A test binary of its own: the places are the
 //! process's, and another test's plan would take one.
 
 use planner::plan_threads::{PLAN_WAIT, PlansBusy, on_a_plan_thread, plans_at_once};
+use planner::{Caller, NewEvent, NewSession, Planner, PlannerError};
+use schedule_types::{Day, Room, Window};
+use serde_json::json;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
+use store::{Account, Accounts, Store};
+use store_sqlite::SqliteStore;
+use tools::{ActionId, Actor, Ctx};
 
 /// However many plans are asked for at once (turns and MCP tokens building or dry-running),
 /// at most [`plans_at_once`] run; the rest wait their turn and all finish. A caller that gives
@@ -50,9 +57,79 @@ async fn at_most_the_plan_places_run_at_once() {
     assert!(plans_at_once() < std::thread::available_parallelism().unwrap().get().max(2));
 }
 
+fn ctx(action: &str) -> Ctx {
+    Ctx {
+        user_id: "alice".into(),
+        actor: Actor::Agent,
+        action_id: ActionId(action.into()),
+        conversation_id: "conv-alice".into(),
+        call_key: None,
+        grant: tools::Grant::default(),
+    }
+}
+
+/// A published event whose one-session program has a saved timetable: re-planning it is judged
+/// by a dry run.
+async fn published_and_planned() -> (Planner, String) {
+    let store = Arc::new(SqliteStore::open_in_memory().unwrap());
+    store
+        .put_account(&Account::new("alice", "Alice"))
+        .await
+        .unwrap();
+    let planner = Planner::new(store as Arc<dyn Store>);
+    let caller = |action: &str| Caller::from_ctx(&ctx(action));
+    let event = planner
+        .create_event(
+            &caller("a0"),
+            NewEvent {
+                title: "Spring Open".into(),
+                starts_at: "2030-04-12T09:00".into(),
+                venue: "Court 1".into(),
+                capacity: 200,
+            },
+        )
+        .await
+        .unwrap()
+        .id;
+    let hall = Room {
+        id: "hall".into(),
+        name: "Hall".into(),
+        capacity: 150,
+        windows: vec![Window {
+            day: 0,
+            start: 540,
+            end: 780,
+        }],
+    };
+    let day = Day {
+        start: 540,
+        end: 780,
+    };
+    planner
+        .set_rooms(&caller("a1"), &event, vec![day], vec![hall], vec![])
+        .await
+        .unwrap();
+    let keynote = NewSession {
+        title: "Keynote".into(),
+        duration: 60,
+        audience: 100,
+        ..NewSession::default()
+    };
+    planner
+        .add_session(&caller("a2"), &event, keynote)
+        .await
+        .unwrap();
+    planner.publish_event(&caller("a3"), &event).await.unwrap();
+    planner.build_schedule(&caller("a4"), &event).await.unwrap();
+    (planner, event)
+}
+
 /// Every place taken for longer than a plan may wait: the next plan is refused once the wait
-/// is over, and never runs; the places' own plans finish.
+/// is over, and never runs; the places' own plans finish. Meanwhile a build is refused with
+/// the busy sentence, and a re-plan's risk judgement, which needs a dry run, holds the call
+/// (fails closed) rather than letting it through unjudged.
 async fn a_plan_that_finds_no_place_in_time_is_refused() {
+    let (planner, event) = published_and_planned().await;
     let ran = Arc::new(AtomicU32::new(0));
     let long = |ran: Arc<AtomicU32>| {
         move || {
@@ -65,13 +142,23 @@ async fn a_plan_that_finds_no_place_in_time_is_refused() {
         .collect();
     tokio::time::sleep(Duration::from_millis(100)).await;
     let asked = Instant::now();
-    let refused = on_a_plan_thread({
+    let plain = on_a_plan_thread({
         let ran = ran.clone();
         move || ran.fetch_add(100, Ordering::SeqCst)
-    })
-    .await;
+    });
+    let (builder, judge) = (Caller::from_ctx(&ctx("b1")), ctx("b2"));
+    let replan = json!({"event_id": event});
+    let build = planner.build_schedule(&builder, &event);
+    let judged = planner.assess_risk(&judge, "build_schedule", &replan);
+    let (refused, built, held) = tokio::join!(plain, build, judged);
     assert_eq!(refused, Err(PlansBusy));
     assert!(asked.elapsed() >= PLAN_WAIT - Duration::from_millis(50));
+    assert!(matches!(built, Err(PlannerError::Busy)), "{built:?}");
+    let held = held.expect("held without its dry run");
+    assert!(
+        held.starts_with("Run build_schedule now") && held.contains("too busy"),
+        "{held}"
+    );
     for plan in taken {
         plan.await.unwrap().unwrap();
     }
