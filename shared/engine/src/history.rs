@@ -98,14 +98,18 @@ impl History {
     }
 }
 
+/// A note the harness puts before the model, marked as not the user's words.
+pub(crate) fn from_the_harness(body: &str) -> String {
+    format!("[Note from the harness, not from the user: {body}]")
+}
+
 /// What the model reads instead of the harness's own line.
 pub(crate) fn harness_note(said: &str) -> String {
-    format!(
-        "[Note from the harness, not from the user: the previous reply could not be completed \
-         as usual, and the user was shown this instead: \"{}\". Do not repeat it; answer what \
-         follows.]",
+    from_the_harness(&format!(
+        "the previous reply could not be completed as usual, and the user was shown this \
+         instead: \"{}\". Do not repeat it; answer what follows.",
         said.trim()
-    )
+    ))
 }
 
 /// Append `parts` as a message of `role`, or to the last message when it has that role.

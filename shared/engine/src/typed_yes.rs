@@ -61,13 +61,13 @@ impl Answer {
             return None;
         }
         let names: Vec<&str> = self.held.iter().map(|c| c.name.as_str()).collect();
-        Some(format!(
-            "[Note from the harness, not from the user: on this channel a typed yes confirms \
-             nothing; only a reply carrying the code shown under the question does, and this \
-             one carried none, so what was held for their confirmation ({}) was not run. If \
-             they still want it, call it again: they will be asked once more, with a new code.]",
+        Some(crate::history::from_the_harness(&format!(
+            "on this channel a typed yes confirms nothing; only a reply carrying the code shown \
+             under the question does, and this one carried none, so what was held for their \
+             confirmation ({}) was not run. If they still want it, call it again: they will be \
+             asked once more, with a new code.",
             names.join(", ")
-        ))
+        )))
     }
 }
 
