@@ -1,6 +1,7 @@
 //! The page where an AI client's owner approves a risky change (`/approve`), in a real browser
 //! (headless Chromium through ChromeDriver): it shows what the database says the call would do
-//! and which token asks, Approve records the approval, and the client's same call then runs.
+//! and which token asks, Approve records the approval, and the client's same call then runs;
+//! ids Bridle never made are no question; `/connect` without sign-in says what that means.
 
 use backend::ScriptedModel;
 use bridle::admin_cli::tokens::issue_token;
@@ -8,7 +9,7 @@ use bridle::{AppOptions, OtherStore};
 use fantoccini::Locator;
 use serde_json::{Value, json};
 use std::sync::Arc;
-use store::{Account, Accounts, TokenScope};
+use store::{Account, Accounts, ConversationStore, TokenScope};
 use store_sqlite::SqliteStore;
 use tests::browser::{browser, eventually, start_driver, text_of};
 use tests::server::TestServer;
@@ -79,6 +80,27 @@ async fn approving_on_the_page_lets_the_clients_same_call_run() {
     let driver = start_driver().await;
     let profile = driver.temp("approve");
     let c = browser(&driver, &profile, (1280, 800)).await;
+
+    // An address whose ids Bridle never made is no question, and the page calls nothing with
+    // them (`..` would otherwise reach another API: this one would make a conversation).
+    c.goto(&server.url("/approve?token=..&call=conversations"))
+        .await
+        .unwrap();
+    let problem = eventually("the page's sentence", || async {
+        let problem = text_of(&c, "#problem").await?;
+        (!problem.is_empty()).then_some(problem)
+    })
+    .await;
+    assert!(problem.contains("names no question"), "{problem}");
+    assert!(
+        store
+            .conversations_of(&UserId::from("local"))
+            .await
+            .unwrap()
+            .is_empty(),
+        "no conversation was made"
+    );
+
     c.goto(&page).await.unwrap();
     let shown = eventually("the question", || async {
         let ready = c
@@ -135,4 +157,16 @@ async fn approving_on_the_page_lets_the_clients_same_call_run() {
     })
     .await;
     assert!(problem.contains("no such question"), "{problem}");
+
+    // Without sign-in, the page that makes tokens says what a risky one can do here.
+    c.goto(&server.url("/connect")).await.unwrap();
+    let warned = eventually("the no-sign-in note", || async {
+        let note = c.find(Locator::Id("no-sign-in")).await.ok()?;
+        note.is_displayed()
+            .await
+            .ok()?
+            .then_some(note.text().await.ok()?)
+    })
+    .await;
+    assert!(warned.contains("approve its own changes"), "{warned}");
 }

@@ -603,6 +603,19 @@ async fn a_risky_call_runs_only_once_its_owner_approved_it_on_bridles_page() {
         404,
         "answered once"
     );
+    // The approval is the asking token's: another token of the same owner, making the same
+    // call, is asked for its own.
+    let second_token = mcp.token("local", TokenScope::Risky).await;
+    let other = modern_call(
+        &mcp,
+        &second_token,
+        "cancel_event",
+        cancel.clone(),
+        json!(null),
+    )
+    .await;
+    assert_eq!(other["resultType"], "input_required", "{other}");
+    assert_eq!(status(&id).await, "published");
     let accept = json!({"inputResponses": {"confirm": {"action": "accept", "content": {}}}, "requestState": asked["requestState"]});
     let ran = modern_call(&mcp, &risky, "cancel_event", cancel.clone(), accept.clone()).await;
     assert_eq!(ran["isError"], false, "{ran}");
@@ -1084,5 +1097,97 @@ async fn a_user_keeps_at_most_twenty_working_tokens_and_makes_twenty_a_day() {
     let today = make().await;
     assert_eq!(today.status().as_u16(), 429);
     assert!(today.text().await.unwrap().contains("tomorrow"));
+    mcp.server.stop().await;
+}
+
+/// A question lasts 10 minutes on the page, and an approval 10 minutes for the call: past
+/// either, nothing runs and the client is asked again. Ids of shapes Bridle does not make are
+/// no question.
+#[tokio::test]
+async fn questions_and_approvals_expire_and_odd_ids_are_no_question() {
+    let clock = Arc::new(std::sync::atomic::AtomicI64::new(now_ms()));
+    let c = clock.clone();
+    let mcp = start(AppOptions {
+        guards: bridle::guards::GuardOptions {
+            clock: Arc::new(move || c.load(std::sync::atomic::Ordering::SeqCst)),
+            ..bridle::guards::GuardOptions::default()
+        },
+        ..AppOptions::default()
+    })
+    .await;
+    let later = |ms: i64| {
+        clock.fetch_add(ms, std::sync::atomic::Ordering::SeqCst);
+    };
+    mcp.store
+        .put_account(&Account::new("local", "You"))
+        .await
+        .unwrap();
+    let risky = mcp.token("local", TokenScope::Risky).await;
+    let made = mcp.call(&risky, "create_event", spring()).await;
+    let id = made["structuredContent"]["id"].as_str().unwrap().to_owned();
+    mcp.call(&risky, "publish_event", json!({"event_id": id}))
+        .await;
+    let cancel = json!({"event_id": id});
+    let described = "Cancel Spring Open on 2030-04-12T10:00 (0 registered)";
+    let page_of = |asked: &Value| {
+        asked["inputRequests"]["confirm"]["params"]["url"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+
+    // A question not answered within 10 minutes is gone from the page.
+    let asked = modern_call(&mcp, &risky, "cancel_event", cancel.clone(), json!(null)).await;
+    let page = page_of(&asked);
+    later(10 * 60_000);
+    assert_eq!(read_on_page(&mcp, &page).await.0, 404);
+    assert_eq!(answer_on_page(&mcp, &page, true, described).await.0, 404);
+
+    // An approval not used within 10 minutes runs nothing; the call is asked about again.
+    let asked = modern_call(&mcp, &risky, "cancel_event", cancel.clone(), json!(null)).await;
+    let page = page_of(&asked);
+    assert_eq!(answer_on_page(&mcp, &page, true, described).await.0, 200);
+    later(10 * 60_000);
+    let again = modern_call(&mcp, &risky, "cancel_event", cancel.clone(), json!(null)).await;
+    assert_eq!(again["resultType"], "input_required", "{again}");
+    let listed = mcp.call(&risky, "list_events", json!({})).await;
+    assert_eq!(
+        listed["structuredContent"]["items"][0]["status"],
+        "published"
+    );
+
+    // Within its time, it runs.
+    assert_eq!(
+        answer_on_page(&mcp, &page_of(&again), true, described)
+            .await
+            .0,
+        200
+    );
+    later(9 * 60_000);
+    let ran = mcp.call(&risky, "cancel_event", cancel).await;
+    assert_eq!(ran["isError"], false, "{ran}");
+
+    // Odd ids: not looked up, and the page's API says there is no such question.
+    let long = "a".repeat(3000);
+    for (token, call) in [
+        ("%2E%2E", "x"),
+        ("tok_0", "conversations"),
+        (long.as_str(), "h"),
+    ] {
+        let api = mcp
+            .server
+            .url(&format!("/api/mcp-approvals/{token}/{call}"));
+        let read = mcp.server.client.get(&api).send().await.unwrap();
+        assert_eq!(read.status().as_u16(), 404, "{token}/{call}");
+        let answered = mcp
+            .server
+            .client
+            .post(&api)
+            .json(&json!({"approve": true, "description": described}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answered.status().as_u16(), 404, "{token}/{call}");
+    }
     mcp.server.stop().await;
 }

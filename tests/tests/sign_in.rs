@@ -1289,6 +1289,11 @@ async fn a_risky_mcp_call_runs_once_its_signed_in_owner_approved_it(s: Site) {
             .status(),
         StatusCode::FORBIDDEN
     );
+    let refused = mcp_call(&s, &token, "cancel_event", json!({"event_id": id})).await;
+    assert_eq!(
+        refused["isError"], true,
+        "the forged answer approved nothing: {refused}"
+    );
     assert_eq!(status().await, "published");
     let approved = s.post(&alice_in, &api, Some(answer(described))).await;
     assert_eq!(approved.status(), StatusCode::OK);

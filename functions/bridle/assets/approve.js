@@ -3,7 +3,11 @@
 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
-const path = `/api/mcp-approvals/${encodeURIComponent(params.get("token") || "")}/${encodeURIComponent(params.get("call") || "")}`;
+const token = params.get("token") || "";
+const call = params.get("call") || "";
+// Only ids of the shapes Bridle makes go into the API's path (not "..", say).
+const wellFormed = /^tok_[0-9a-f]{12}$/.test(token) && /^[0-9a-f]{64}$/.test(call);
+const path = `/api/mcp-approvals/${token}/${call}`;
 let csrf = null;
 let shown = null;
 
@@ -40,6 +44,7 @@ $("no").onclick = () => answer(false);
 
 (async () => {
   try {
+    if (!wellFormed) throw new Error("This address names no question; open the link your AI client gave again.");
     const session = await api("/api/session");
     csrf = session.csrf;
     const question = await api(path);

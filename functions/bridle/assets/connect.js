@@ -76,6 +76,7 @@ $("copy").onclick = () => navigator.clipboard.writeText($("token-value").textCon
   try {
     const session = await api("/api/session");
     csrf = session.csrf;
+    $("no-sign-in").hidden = session.sign_in;
     await load();
   } catch (e) {
     $("problem").textContent = e.message;

@@ -181,10 +181,10 @@ async fn the_official_python_and_typescript_clients_use_bridle_serve() {
     call("publish_event", json!({"event_id": event}))
         .await
         .unwrap();
-    let ask = |answer: &str| {
+    let ask_on = |event: &str, answer: &str| {
         let out = Command::new(&python)
             .arg(clients_dir().join("elicit.py"))
-            .args([url.as_str(), risky.as_str(), event.as_str(), answer])
+            .args([url.as_str(), risky.as_str(), event, answer])
             .output()
             .unwrap();
         assert!(
@@ -194,6 +194,7 @@ async fn the_official_python_and_typescript_clients_use_bridle_serve() {
         );
         serde_json::from_slice::<Value>(&out.stdout).unwrap()
     };
+    let ask = |answer: &str| ask_on(&event, answer);
     let declined = ask("decline");
     let question = &declined["asked"][0];
     assert_eq!(question["mode"], "url", "{declined}");
@@ -221,6 +222,23 @@ async fn the_official_python_and_typescript_clients_use_bridle_serve() {
             .unwrap();
         listed["result"]["structuredContent"]["items"][0]["status"].clone()
     };
+    let status_of = |id: String| async move {
+        let listed: Value = call("list_events", json!({}))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let items = listed["result"]["structuredContent"]["items"]
+            .as_array()
+            .unwrap()
+            .clone();
+        items
+            .into_iter()
+            .find(|e| e["id"] == id.as_str())
+            .map(|e| e["status"].clone())
+            .unwrap()
+    };
     assert_eq!(status().await, "published", "declined: not run");
     let self_accepted = ask("self");
     assert_eq!(self_accepted["is_error"], true, "{self_accepted}");
@@ -239,6 +257,55 @@ async fn the_official_python_and_typescript_clients_use_bridle_serve() {
     let approved = ask("approve");
     assert_eq!(approved["is_error"], false, "{approved}");
     assert_eq!(status().await, "cancelled", "approved on the page: run");
+
+    // A client that accepted before its owner approved: once approved on the page (its API,
+    // as its script calls it), the same call made again runs, without asking.
+    let second: Value = call("create_event", json!({"title": "Summer Open", "starts_at": "2030-07-12T10:00", "venue": "Court 2", "capacity": 40}))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let second = second["result"]["structuredContent"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    call("publish_event", json!({"event_id": second}))
+        .await
+        .unwrap();
+    let early = ask_on(&second, "self");
+    assert_eq!(early["is_error"], true, "{early}");
+    let page = early["asked"][0]["url"].as_str().unwrap().to_owned();
+    let query = page.split_once('?').unwrap().1;
+    let ids: std::collections::HashMap<String, String> = form_urlencoded::parse(query.as_bytes())
+        .into_owned()
+        .collect();
+    let api = format!(
+        "{}/api/mcp-approvals/{}/{}",
+        url.trim_end_matches("/mcp"),
+        ids["token"],
+        ids["call"]
+    );
+    let shown: Value = http.get(&api).send().await.unwrap().json().await.unwrap();
+    assert!(
+        shown["description"]
+            .as_str()
+            .unwrap()
+            .contains("Summer Open"),
+        "{shown}"
+    );
+    let approved = http
+        .post(&api)
+        .json(&json!({"approve": true, "description": shown["description"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(approved.status().as_u16(), 200);
+    assert_eq!(status_of(second.clone()).await, "published");
+    let again = ask_on(&second, "self");
+    assert_eq!(again["is_error"], false, "{again}");
+    assert_eq!(again["asked"], json!([]), "{again}");
+    assert_eq!(status_of(second).await, "cancelled");
 
     // Revoked with the CLI: refused at once.
     let id = listed[0]["id"].as_str().unwrap();

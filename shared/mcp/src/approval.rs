@@ -38,6 +38,15 @@ pub struct Asked<'a> {
     pub hash: &'a str,
 }
 
+/// Whether `token_id` and `hash` have the shapes Bridle makes ([`crate::new_token_id`],
+/// [`engine::call_hash`]): anything else is no question, and is not looked up.
+pub fn may_be_asked(token_id: &str, hash: &str) -> bool {
+    let hex = |s: &str, len: usize| {
+        s.len() == len && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    };
+    token_id.strip_prefix("tok_").is_some_and(|t| hex(t, 12)) && hex(hash, 64)
+}
+
 /// The token `token_id` when it is `user`'s and live.
 async fn owned_live(
     tokens: &dyn Tokens,
@@ -63,6 +72,9 @@ pub async fn question(
         token_id,
         hash,
     } = asked;
+    if !may_be_asked(token_id, hash) {
+        return Ok(None);
+    }
     let Some(token) = owned_live(tokens, user, token_id, now_ms).await? else {
         return Ok(None);
     };
@@ -77,7 +89,8 @@ pub async fn question(
 }
 
 /// The owner's answer to the question `asked` names, as the page showed it (`seen`: the
-/// description the person read). Taken once: of two answers at once, one finds it.
+/// description the person read; an approval is of that, a decline of whatever is asked).
+/// Taken once: of two answers at once, one finds it.
 pub async fn answer(
     tokens: &dyn Tokens,
     pending: &dyn Confirmations,
@@ -92,23 +105,32 @@ pub async fn answer(
         token_id,
         hash,
     } = asked;
-    if owned_live(tokens, user, token_id, now_ms).await?.is_none() {
+    if !may_be_asked(token_id, hash) || owned_live(tokens, user, token_id, now_ms).await?.is_none()
+    {
         return Ok(Answered::NotFound);
     }
-    let Some(question) = pending
+    let question = pending
         .take_pending(&question_key(token_id), hash, action_id, now_ms)
-        .await?
-    else {
+        .await?;
+    if !approve {
+        // A no needs no comparing: the question goes, and so does an approval of the same
+        // call given a moment before (from another tab), so "declined" holds.
+        let approval = pending
+            .take_pending(&approval_key(token_id), hash, action_id, now_ms)
+            .await?;
+        if question.is_none() && approval.is_none() {
+            return Ok(Answered::NotFound);
+        }
+        tracing::info!(%token_id, "a risky MCP call declined on the page");
+        return Ok(Answered::Declined);
+    }
+    let Some(question) = question else {
         return Ok(Answered::NotFound);
     };
     if question.description != seen {
-        // Put back as it was: the person answers what they read, or nothing.
+        // Put back as it was: the person approves what they read, or nothing.
         pending.put_pending(&question).await?;
         return Ok(Answered::Changed);
-    }
-    if !approve {
-        tracing::info!(%token_id, "a risky MCP call declined on the page");
-        return Ok(Answered::Declined);
     }
     pending
         .put_pending(&Pending {
@@ -121,4 +143,21 @@ pub async fn answer(
         .await?;
     tracing::info!(%token_id, "a risky MCP call approved on the page");
     Ok(Answered::Approved)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_ids_of_bridles_shapes_are_looked_up() {
+        let token = crate::new_token_id();
+        let hash = engine::call_hash("cancel_event", &serde_json::json!({"event_id": "ev_1"}));
+        assert!(may_be_asked(&token, &hash));
+        assert!(!may_be_asked("..", &hash));
+        assert!(!may_be_asked(&token, "conversations"));
+        assert!(!may_be_asked(&format!("{token}0"), &hash));
+        assert!(!may_be_asked(&token, &hash.to_uppercase()));
+        assert!(!may_be_asked(&token, &"a".repeat(3000)));
+    }
 }

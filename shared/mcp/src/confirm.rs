@@ -11,6 +11,10 @@
 //! `mcp:<token id>:approved`, the same hash, [`APPROVAL_TTL_MS`]); the same call made again
 //! takes it once and runs, provided the description still holds. Declined, expired, another
 //! call's, already used, or only the client's accept: nothing runs. Never silently.
+//!
+//! Without sign-in (a local server on loopback) the page has no owner to check: anything on
+//! the machine is the local user, a script holding a token included, so there the approval
+//! is as strong as the machine's own accounts. `/connect` says so.
 
 use rmcp::model::{InputRequest, InputRequests, InputRequiredResult, RequestMetaObject};
 use serde_json::{Value, json};
@@ -78,7 +82,8 @@ pub fn question(
             "mode": "url",
             "message": format!(
                 "Bridle needs your approval to: {description}. Open the page, signed in to \
-                 Bridle, to approve or decline it."
+                 Bridle, and approve or decline it there; once approved, ask for the change \
+                 again (within 10 minutes)."
             ),
             "url": url,
             "elicitationId": state,
@@ -165,8 +170,9 @@ pub async fn decide(
         // Back from asking its human: whatever the client says, only the page approves.
         return Decision::Refuse(match accepted(responses) {
             Some(true) => format!(
-                "Not done: “{description}” has not been approved on Bridle's page. Open \
-                 {url} signed in to Bridle, approve it there, then make the same call again."
+                "Not done yet: “{description}” has not been approved on Bridle's page. Once \
+                 the person has approved it at {url} (signed in to Bridle), make the same call \
+                 again, within 10 minutes."
             ),
             _ => format!("Not done: the person did not agree to “{description}”."),
         });

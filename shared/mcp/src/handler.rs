@@ -180,9 +180,6 @@ impl BridleMcp {
             .await
     }
 
-    /// One call: count it, validate it, check the token's scope and the confirmation policy
-    /// (asking the human through the client when it can), then run it through the runner as
-    /// the token's user.
     /// Where the approval page is: the public address, else this (loopback) server's own.
     fn base_url(&self, context: &RequestContext<RoleServer>) -> String {
         if let Some(url) = &self.shared.options.public_url {
@@ -197,6 +194,9 @@ impl BridleMcp {
         format!("http://{host}")
     }
 
+    /// One call: count it, validate it, check the token's scope and the confirmation policy
+    /// (a risky call runs only with its owner's approval from Bridle's page), then run it
+    /// through the runner as the token's user.
     async fn call(
         &self,
         caller: McpCaller,

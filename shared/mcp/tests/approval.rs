@@ -10,6 +10,10 @@ use store_sqlite::SqliteStore;
 use transcript::UserId;
 
 const NOW: i64 = 1_700_000_000_000;
+/// Ids of the shapes Bridle makes (the page looks up no other).
+const TOK_A: &str = "tok_aaaaaaaaaaaa";
+const TOK_B: &str = "tok_bbbbbbbbbbbb";
+const H1: &str = "1111111111111111111111111111111111111111111111111111111111111111";
 
 fn token(id: &str, user: &str) -> McpToken {
     McpToken {
@@ -27,13 +31,13 @@ fn token(id: &str, user: &str) -> McpToken {
 
 async fn asked_store() -> Arc<SqliteStore> {
     let store = Arc::new(SqliteStore::open_in_memory().unwrap());
-    store.create_token(&token("tok_a", "ann")).await.unwrap();
-    store.create_token(&token("tok_b", "ben")).await.unwrap();
-    for id in ["tok_a", "tok_b"] {
+    store.create_token(&token(TOK_A, "ann")).await.unwrap();
+    store.create_token(&token(TOK_B, "ben")).await.unwrap();
+    for id in [TOK_A, TOK_B] {
         store
             .put_pending(&Pending {
                 conversation: question_key(id),
-                hash: "h1".into(),
+                hash: H1.into(),
                 created_on_action: "mcp:first".into(),
                 description: "Cancel Spring Open".into(),
                 expires_at_ms: NOW + 60_000,
@@ -48,7 +52,7 @@ fn asked<'a>(user: &'a UserId, token_id: &'a str) -> Asked<'a> {
     Asked {
         user,
         token_id,
-        hash: "h1",
+        hash: H1,
     }
 }
 
@@ -64,7 +68,7 @@ async fn of_answers_at_once_one_approves_and_the_approval_is_the_calls_to_take()
             answer(
                 store.as_ref(),
                 store.as_ref(),
-                asked(&ann, "tok_a"),
+                asked(&ann, TOK_A),
                 "Cancel Spring Open",
                 true,
                 &action,
@@ -87,14 +91,14 @@ async fn of_answers_at_once_one_approves_and_the_approval_is_the_calls_to_take()
     );
     // The call made again takes the approval once.
     let taken = store
-        .take_pending(&approval_key("tok_a"), "h1", "mcp:again", NOW + 1)
+        .take_pending(&approval_key(TOK_A), H1, "mcp:again", NOW + 1)
         .await
         .unwrap()
         .expect("approved");
     assert_eq!(taken.description, "Cancel Spring Open");
     assert_eq!(
         store
-            .take_pending(&approval_key("tok_a"), "h1", "mcp:third", NOW + 2)
+            .take_pending(&approval_key(TOK_A), H1, "mcp:third", NOW + 2)
             .await
             .unwrap(),
         None
@@ -113,7 +117,7 @@ async fn only_the_live_tokens_owner_answers_and_only_what_the_page_showed() {
             answer(
                 store.as_ref(),
                 store.as_ref(),
-                asked(&user, "tok_a"),
+                asked(&user, TOK_A),
                 &seen,
                 true,
                 "web:1",
@@ -127,7 +131,7 @@ async fn only_the_live_tokens_owner_answers_and_only_what_the_page_showed() {
     let read_by = |user: UserId| {
         let store = store.clone();
         async move {
-            question(store.as_ref(), store.as_ref(), asked(&user, "tok_a"), NOW)
+            question(store.as_ref(), store.as_ref(), asked(&user, TOK_A), NOW)
                 .await
                 .unwrap()
         }
@@ -143,7 +147,7 @@ async fn only_the_live_tokens_owner_answers_and_only_what_the_page_showed() {
     assert_eq!(answer_as(&ann, "Rename it").await, Answered::Changed);
     assert_eq!(read_by(ann.clone()).await, Some(shown));
     // Revoked, the token's question is gone from the page.
-    store.revoke_token("tok_a", NOW - 1).await.unwrap();
+    store.revoke_token(TOK_A, NOW - 1).await.unwrap();
     assert_eq!(read_by(ann.clone()).await, None);
     assert_eq!(
         answer_as(&ann, "Cancel Spring Open").await,
@@ -151,10 +155,44 @@ async fn only_the_live_tokens_owner_answers_and_only_what_the_page_showed() {
     );
     assert_eq!(
         store
-            .take_pending(&approval_key("tok_a"), "h1", "mcp:again", NOW)
+            .take_pending(&approval_key(TOK_A), H1, "mcp:again", NOW)
             .await
             .unwrap(),
         None,
         "nothing was approved"
     );
+}
+
+/// Ids of other shapes are no question, and are not looked up.
+#[tokio::test]
+async fn ids_bridle_does_not_make_read_as_no_question() {
+    let store = asked_store().await;
+    let ann = UserId::from("ann");
+    for (token_id, hash) in [("..", H1), (TOK_A, "conversations"), (TOK_A, "h1")] {
+        let asked = Asked {
+            user: &ann,
+            token_id,
+            hash,
+        };
+        assert_eq!(
+            question(store.as_ref(), store.as_ref(), asked, NOW)
+                .await
+                .unwrap(),
+            None
+        );
+        assert_eq!(
+            answer(
+                store.as_ref(),
+                store.as_ref(),
+                asked,
+                "Cancel Spring Open",
+                true,
+                "web:1",
+                NOW
+            )
+            .await
+            .unwrap(),
+            Answered::NotFound
+        );
+    }
 }

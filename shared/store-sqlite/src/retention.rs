@@ -2,7 +2,9 @@
 //! the conversation's row, messages, visible entries, tool results, pending confirmations and
 //! active records, and the date itself. A refresh that finds the date passed deletes first, so
 //! old words are never kept past their date by a late refresh. The sweep also deletes done job
-//! claims past their keep (`CLAIMS_GONE`), at most `CLAIMS_PER_SWEEP` a time.
+//! claims past their keep (`CLAIMS_GONE`) and expired pending confirmations (`PENDING_GONE`:
+//! their descriptions name people, and an MCP token's questions and approvals belong to no
+//! conversation), at most `CLAIMS_PER_SWEEP` of each a time.
 
 use crate::SqliteStore;
 use crate::error::unavailable;
@@ -29,6 +31,10 @@ const CLAIMS_GONE: &str = "status = 'done' AND keep_until_ms < ?1";
 
 /// The most claims one sweep deletes (it holds the writer meanwhile; the next sweep goes on).
 const CLAIMS_PER_SWEEP: i64 = 10_000;
+
+/// The pending confirmations the sweep deletes: expired ones, which count as absent already
+/// (`store::Confirmations`), over the index `pending_confirmations_by_expiry` (migration 21).
+const PENDING_GONE: &str = "expires_at_ms <= ?1";
 
 fn delete_conversation(tx: &Connection, id: &str) -> Result<(), StoreError> {
     for (table, column) in CONVERSATION_TABLES {
@@ -98,6 +104,13 @@ impl Retention for SqliteStore {
                 .map_err(unavailable)?
                 .execute(params![now_ms, CLAIMS_PER_SWEEP])
                 .map_err(unavailable)?;
+                tx.prepare_cached(&format!(
+                    "DELETE FROM pending_confirmations WHERE rowid IN
+                     (SELECT rowid FROM pending_confirmations WHERE {PENDING_GONE} LIMIT ?2)"
+                ))
+                .map_err(unavailable)?
+                .execute(params![now_ms, CLAIMS_PER_SWEEP])
+                .map_err(unavailable)?;
                 Ok(expired.len() as u64)
             })
             .await
@@ -109,6 +122,61 @@ mod tests {
     use super::*;
     use crate::SqliteStore;
     use store::{Claim, JobClaims};
+
+    #[test]
+    fn the_sweep_reads_expired_confirmations_by_their_index() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        crate::schema::migrate(&mut conn, crate::schema::MIGRATIONS).unwrap();
+        let plan: String = conn
+            .query_row(
+                &format!(
+                    "EXPLAIN QUERY PLAN SELECT rowid FROM pending_confirmations WHERE {PENDING_GONE}"
+                ),
+                [1],
+                |r| r.get(3),
+            )
+            .unwrap();
+        assert!(plan.contains("pending_confirmations_by_expiry"), "{plan}");
+    }
+
+    /// Expired pending confirmations go with the sweep, whatever they belong to; live ones stay.
+    #[tokio::test]
+    async fn the_sweep_deletes_expired_confirmations_and_keeps_live_ones() {
+        use store::{Confirmations, Pending};
+        let store = SqliteStore::open_in_memory().unwrap();
+        let pending = |conversation: &str, expires_at_ms| Pending {
+            conversation: conversation.into(),
+            hash: "h1".into(),
+            created_on_action: "a1".into(),
+            description: "Withdraw Dana Lee from Spring Open".into(),
+            expires_at_ms,
+        };
+        store
+            .put_pending(&pending("mcp:tok_1:approved", 1_000))
+            .await
+            .unwrap();
+        store
+            .put_pending(&pending("mcp:tok_1", 5_000))
+            .await
+            .unwrap();
+        store.sweep_expired(2_000).await.unwrap();
+        let rows: i64 = store
+            .db
+            .read(|conn| {
+                conn.query_row("SELECT count(*) FROM pending_confirmations", [], |r| {
+                    r.get(0)
+                })
+                .map_err(unavailable)
+            })
+            .await
+            .unwrap();
+        assert_eq!(rows, 1, "the expired one is gone");
+        let live = store
+            .read_pending(&"mcp:tok_1".into(), "h1", 2_000)
+            .await
+            .unwrap();
+        assert_eq!(live, Some(pending("mcp:tok_1", 5_000)));
+    }
 
     #[test]
     fn the_sweep_reads_done_claims_by_their_index() {

@@ -224,6 +224,9 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         size      TEXT NOT NULL,
         PRIMARY KEY (user_id, action_id)
     ) STRICT, WITHOUT ROWID;",
+    // 21: pending confirmations by their expiry, for the sweep that deletes them once past it
+    // (an MCP question or approval belongs to no conversation that retention deletes).
+    "CREATE INDEX pending_confirmations_by_expiry ON pending_confirmations (expires_at_ms);",
 ];
 
 /// The schema version this build writes and understands.

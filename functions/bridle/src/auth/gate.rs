@@ -3,7 +3,8 @@
 //! signed-in user, the session's CSRF token in `X-CSRF-Token` and a place in the user's
 //! changes per minute ([`web_rates::WRITES`]); for any other request of a signed-in user, a
 //! place in the user's reads per minute ([`web_rates::READS`]). A request without a session gets
-//! 401 (JSON) — `GET /` is sent to sign in instead.
+//! 401 (JSON) — `GET /` is sent to sign in instead, and `GET /approve?…` (where an AI client
+//! sends its owner) to sign in and back.
 
 use super::{SESSION_COOKIE, SignIn, hash_secret};
 use crate::server::errors::ApiError;

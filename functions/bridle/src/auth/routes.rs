@@ -53,6 +53,7 @@ fn safe_return(to: Option<&str>) -> String {
     match to {
         Some(p)
             if p.starts_with('/')
+                && p.is_ascii()
                 && !p.starts_with("//")
                 && !p.contains('\\')
                 && !p.chars().any(|c| c.is_control() || c.is_whitespace()) =>
@@ -263,6 +264,8 @@ mod tests {
         assert_eq!(safe_return(Some("https://evil.example/")), "/");
         assert_eq!(safe_return(Some("//evil.example/")), "/");
         assert_eq!(safe_return(Some("/\\evil.example")), "/");
+        // Not a header value a redirect can carry.
+        assert_eq!(safe_return(Some("/c/caf\u{e9}")), "/");
         for sneaky in [
             "/\t/evil.example",
             "/\n/evil.example",
