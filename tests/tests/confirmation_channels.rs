@@ -300,6 +300,15 @@ async fn setup(platform: Platform) -> Setup {
     }
 }
 
+/// The code an SMS question carries for its Yes button `id`: keyed by the Twilio auth token,
+/// as the server keys it ([`channel_jobs::confirm_code_key`]).
+fn code_of(id: &str) -> Option<String> {
+    let key = channel_jobs::confirm_code_key(|k| {
+        (k == "TWILIO_AUTH_TOKEN").then(|| TWILIO_TOKEN.to_owned())
+    });
+    engine::confirm_code(id, key.as_ref())
+}
+
 /// The local user acting directly.
 fn owner() -> Caller {
     Caller::from_ctx(&tools::Ctx {
@@ -414,7 +423,7 @@ async fn yes_and_no_on(platform: Platform) {
         ids.len() == 2 && ids[0].starts_with("confirm:") && ids[1].ends_with(":no"),
         "{platform:?}: {buttons:?}"
     );
-    let code = engine::confirm_code(ids[0]).expect("the Yes button has a code");
+    let code = code_of(ids[0]).expect("the Yes button has a code");
     if platform == Platform::Twilio {
         assert!(
             sent.ends_with(&format!("Reply YES {code} to go ahead, or NO.")),
@@ -501,7 +510,7 @@ async fn an_sms_yes_sent_before_the_question_arrived_confirms_nothing() {
     let n = SEQ.fetch_add(1, Ordering::SeqCst);
     let asked_on = format!("twilio#SM{n:032}");
     let yes = &engine::confirm_buttons(&platform.conversation(), &asked_on)[0];
-    let code = engine::confirm_code(&yes.id).unwrap();
+    let code = code_of(&yes.id).unwrap();
     s.post(platform, &Platform::twilio("how is Dana doing?", n))
         .await;
     tokio::time::sleep(std::time::Duration::from_millis(150)).await;
@@ -539,7 +548,8 @@ async fn an_sms_yes_sent_before_the_question_arrived_confirms_nothing() {
 
 /// Carriers do not authenticate an SMS's `From`: someone sending as the user's number can ask
 /// for a withdrawal, but its question goes to the real phone. Answering it blind — "yes", the
-/// old option number, the button's title, a made-up code — runs nothing, even when the model
+/// old option number, the button's title, a made-up code, or the code the message ids in the
+/// logs would give without the server's key — runs nothing, even when the model
 /// takes the words as a yes and repeats the call; each try is held again and asked with a
 /// new code. The code the phone got runs it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -549,12 +559,24 @@ async fn an_sms_yes_without_the_questions_code_confirms_nothing() {
     let (sent, buttons) = s.hold_withdrawal(platform, "Dana Lee").await;
     let dana = s.planner.list_attendees(&owner(), &s.event).await.unwrap();
     let withdraw = json!({"attendee_id": dana[0].id});
-    let mut code = engine::confirm_code(&buttons[0].id).unwrap();
+    let mut code = code_of(&buttons[0].id).unwrap();
     assert!(sent.contains(&code), "{sent}");
     let mut asked = 2;
-    for (n, blind) in ["yes", "1", "Yes, do it", "YES 000000", "y"]
-        .into_iter()
-        .enumerate()
+    // The code the token alone gives: what someone reading the logs and the database (the
+    // message ids a token is hashed from) could work out. The server's key is not there.
+    let unkeyed = engine::confirm_code(&buttons[0].id, None).unwrap();
+    assert_ne!(unkeyed, code, "the server keys its codes");
+    let unkeyed = format!("YES {unkeyed}");
+    for (n, blind) in [
+        unkeyed.as_str(),
+        "yes",
+        "1",
+        "Yes, do it",
+        "YES 000000",
+        "y",
+    ]
+    .into_iter()
+    .enumerate()
     {
         let guess = if blind.ends_with(code.as_str()) {
             "YES 999999"
@@ -593,7 +615,7 @@ async fn an_sms_yes_without_the_questions_code_confirms_nothing() {
                 .ok()?;
             let last = visible.last()?;
             let id = &last.buttons.first()?.id;
-            engine::confirm_code(id).filter(|c| *c != code)
+            code_of(id).filter(|c| *c != code)
         })
         .await;
         assert!(

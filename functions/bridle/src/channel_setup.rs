@@ -35,6 +35,8 @@ pub struct ChannelSetup {
     /// How long an unknown sender's lobby is kept after its last message
     /// (`BRIDLE_LOBBY_RETENTION_DAYS`, 30 days when unset); `bridle serve` sweeps what expired.
     pub lobby_retention: std::time::Duration,
+    /// The key of the codes SMS questions carry ([`channel_jobs::confirm_code_key`]).
+    pub confirm_code_key: Option<engine::CodeKey>,
 }
 
 impl std::fmt::Debug for ChannelSetup {
@@ -52,6 +54,7 @@ impl std::fmt::Debug for ChannelSetup {
             .field("media", &self.media)
             .field("linkable_elsewhere", &self.linkable_elsewhere)
             .field("lobby_retention", &self.lobby_retention)
+            .field("confirm_code_key", &self.confirm_code_key)
             .finish()
     }
 }
@@ -69,6 +72,7 @@ impl Default for ChannelSetup {
             media_store: None,
             linkable_elsewhere: Vec::new(),
             lobby_retention: channel_jobs::DEFAULT_LOBBY_RETENTION,
+            confirm_code_key: None,
         }
     }
 }
@@ -137,6 +141,7 @@ impl ChannelSetup {
                 media_store: None,
                 linkable_elsewhere: Vec::new(),
                 lobby_retention,
+                confirm_code_key: channel_jobs::confirm_code_key(var),
             })
         } else {
             Err(problems)

@@ -343,6 +343,7 @@ fn channel_jobs_for(
             context_beside_claim: options.store.is_none(),
             // A local disk can fill for a while: settling an attempt waits it out a little.
             settle_retry_for: channel_jobs::settle::LOCAL_RETRY_FOR,
+            confirm_code_key: setup.confirm_code_key.clone(),
             ..channel_jobs::JobOptions::default()
         },
     };

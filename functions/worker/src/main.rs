@@ -133,6 +133,7 @@ async fn init() -> Result<Worker, Error> {
                 metrics: metrics::Metrics::from_vars(env),
                 media,
                 estimate_usd: Some(estimate_usd),
+                confirm_code_key: channel_jobs::confirm_code_key(&var),
                 ..JobOptions::default()
             },
         },

@@ -124,7 +124,11 @@ impl ChannelJobs {
             })
             .collect();
         let mut reply = outgoing(job, outcome.reply.clone(), buttons.clone());
-        reply.typed_answer = crate::press::typed_answer(&job.channel, &reply.buttons);
+        reply.typed_answer = crate::press::typed_answer(
+            &job.channel,
+            &reply.buttons,
+            self.options.confirm_code_key.as_ref(),
+        );
         if outcome.silent && sender.has_reactions() {
             reply.text.clear();
             reply.buttons.clear();

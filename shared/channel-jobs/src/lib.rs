@@ -120,6 +120,19 @@ pub struct JobOptions {
     /// Replies the platform took whose record is not written yet, remembered by this process
     /// so a retry records them instead of sending them again ([`sent`]).
     pub sent: Arc<sent::SentReplies>,
+    /// What keys the code a typed yes must carry where the channel cannot prove its sender
+    /// (SMS): [`confirm_code_key`] from the settings; `None` leaves the code unkeyed.
+    pub confirm_code_key: Option<engine::CodeKey>,
+}
+
+/// The key of the codes SMS questions carry ([`engine::confirm_code`]): derived from
+/// `TWILIO_AUTH_TOKEN`, a secret only Bridle and Twilio hold and the one SMS channel's own, so
+/// every process that sends or answers SMS has it, and a restart keeps the codes already sent.
+/// `None` without it (no SMS is then sent or answered).
+pub fn confirm_code_key(var: impl Fn(&str) -> Option<String>) -> Option<engine::CodeKey> {
+    var("TWILIO_AUTH_TOKEN")
+        .filter(|t| !t.trim().is_empty())
+        .map(|t| engine::CodeKey::derive(t.trim().as_bytes()))
 }
 
 /// Usage → estimated US dollars.
@@ -152,6 +165,7 @@ impl Default for JobOptions {
             context_beside_claim: false,
             settle_retry_for: Duration::ZERO,
             sent: Arc::default(),
+            confirm_code_key: None,
         }
     }
 }

@@ -2,8 +2,8 @@
 //! confirmation buttons reaches the engine as the button's id, which decides a held call
 //! without the model. SMS has no buttons, and carriers do not authenticate its sender: a
 //! question there ends with how to answer it ([`typed_answer`]: "Reply YES 123456 to go ahead,
-//! or NO"), and a reply to it that carries the Yes button's code ([`engine::confirm_code`]),
-//! or a plain "no", counts as that press. A typed yes without the code confirms nothing there
+//! or NO"), and a reply to it that carries the Yes button's code ([`engine::confirm_code`],
+//! keyed by [`crate::confirm_code_key`]), or a plain "no", counts as that press. A typed yes without the code confirms nothing there
 //! ([`engine::TypedYes`]): whoever can send as the number has not seen the question.
 
 use crate::ChannelJobs;
@@ -102,7 +102,7 @@ impl ChannelJobs {
         {
             return None;
         }
-        chosen(&last.buttons, text).map(|b| b.id.clone())
+        chosen(&last.buttons, text, self.options.confirm_code_key.as_ref()).map(|b| b.id.clone())
     }
 }
 
@@ -112,10 +112,14 @@ impl ChannelJobs {
 /// (or No's title) and nothing else. A bare "yes", "1" or the Yes title chooses nothing:
 /// anyone able to send as the number could type those, and only the phone that got the
 /// question has its code.
-fn chosen<'a>(buttons: &'a [store::Button], text: &str) -> Option<&'a store::Button> {
+fn chosen<'a>(
+    buttons: &'a [store::Button],
+    text: &str,
+    key: Option<&engine::CodeKey>,
+) -> Option<&'a store::Button> {
     let said = text.trim().to_lowercase();
     buttons.iter().find(|b| {
-        if let Some(code) = engine::confirm_code(&b.id) {
+        if let Some(code) = engine::confirm_code(&b.id, key) {
             let mut words = said.split(|c: char| !c.is_alphanumeric());
             if !words.any(|w| w == code) {
                 return false;
@@ -147,13 +151,19 @@ pub(crate) fn typed_yes(channel: &str) -> engine::TypedYes {
 
 /// How to answer a question that offers the confirmation buttons on `channel`, where a typed
 /// yes confirms nothing: with the Yes button's code. `None` elsewhere, and for other buttons.
-pub(crate) fn typed_answer(channel: &str, buttons: &[channels::Button]) -> Option<String> {
+pub(crate) fn typed_answer(
+    channel: &str,
+    buttons: &[channels::Button],
+    key: Option<&engine::CodeKey>,
+) -> Option<String> {
     if typed_yes(channel) == engine::TypedYes::Confirms
         || !buttons.iter().all(|b| engine::is_confirm_button(&b.id))
     {
         return None;
     }
-    let code = buttons.iter().find_map(|b| engine::confirm_code(&b.id))?;
+    let code = buttons
+        .iter()
+        .find_map(|b| engine::confirm_code(&b.id, key))?;
     Some(format!("Reply YES {code} to go ahead, or NO."))
 }
 
@@ -175,6 +185,10 @@ fn title_of(id: &str) -> String {
 mod tests {
     use super::*;
 
+    fn key() -> engine::CodeKey {
+        engine::CodeKey::derive(b"twilio auth token")
+    }
+
     fn asked() -> (Vec<store::Button>, String) {
         let buttons: Vec<store::Button> =
             engine::confirm_buttons(&ConversationId::from("twilio:+1555:+1999@local"), "a")
@@ -184,7 +198,7 @@ mod tests {
                     title: b.title,
                 })
                 .collect();
-        let code = engine::confirm_code(&buttons[0].id).unwrap();
+        let code = engine::confirm_code(&buttons[0].id, Some(&key())).unwrap();
         (buttons, code)
     }
 
@@ -199,7 +213,7 @@ mod tests {
             format!("{code} please"),
             format!("Yes, {code}!"),
         ] {
-            assert_eq!(chosen(&buttons, &said), yes, "{said}");
+            assert_eq!(chosen(&buttons, &said, Some(&key())), yes, "{said}");
         }
         let wrong = if code == "000000" { "000001" } else { "000000" };
         for said in [
@@ -217,25 +231,42 @@ mod tests {
             &format!("wait, {code}?"),
             &format!("stop {code}"),
         ] {
-            assert_eq!(chosen(&buttons, said), None, "{said}");
+            assert_eq!(chosen(&buttons, said, Some(&key())), None, "{said}");
         }
+    }
+
+    /// The token a code comes from is a hash of the conversation and the message's id, both in
+    /// the logs and the database: under the key, the code they give chooses nothing.
+    #[test]
+    fn under_the_key_the_code_a_log_reader_could_work_out_chooses_nothing() {
+        let (buttons, code) = asked();
+        let unkeyed = engine::confirm_code(&buttons[0].id, None).unwrap();
+        assert_ne!(unkeyed, code);
+        let said = format!("YES {unkeyed}");
+        assert_eq!(chosen(&buttons, &said, Some(&key())), None);
+        let said = format!("YES {code}");
+        assert_eq!(chosen(&buttons, &said, Some(&key())), Some(&buttons[0]));
     }
 
     #[test]
     fn no_needs_no_code() {
         let (buttons, _) = asked();
         for said in ["no", "No.", "N", "no!"] {
-            assert_eq!(chosen(&buttons, said), Some(&buttons[1]), "{said}");
+            assert_eq!(
+                chosen(&buttons, said, Some(&key())),
+                Some(&buttons[1]),
+                "{said}"
+            );
         }
         for said in ["2", "no thanks, but tell me more", "not now"] {
-            assert_eq!(chosen(&buttons, said), None, "{said}");
+            assert_eq!(chosen(&buttons, said, Some(&key())), None, "{said}");
         }
         // Only the No button is chosen by a no (a malformed Yes has no code either).
         let odd = [store::Button {
             id: "confirm:zz:yes".into(),
             title: "No".into(),
         }];
-        assert_eq!(chosen(&odd, "no"), None);
+        assert_eq!(chosen(&odd, "no", Some(&key())), None);
     }
 
     #[test]
@@ -248,19 +279,28 @@ mod tests {
                 title: b.title.clone(),
             })
             .collect();
-        let line = typed_answer(channels::twilio::NAME, &sent).unwrap();
+        let line = typed_answer(channels::twilio::NAME, &sent, Some(&key())).unwrap();
         assert!(line.contains(&format!("YES {code}")), "{line}");
-        assert_eq!(typed_answer("whatsapp", &sent), None);
-        assert_eq!(typed_answer(crate::web::WEB_CHANNEL, &sent), None);
+        assert_eq!(typed_answer("whatsapp", &sent, Some(&key())), None);
+        assert_eq!(
+            typed_answer(crate::web::WEB_CHANNEL, &sent, Some(&key())),
+            None
+        );
         assert!(
-            typed_answer("a-channel-added-later", &sent).is_some(),
+            typed_answer("a-channel-added-later", &sent, Some(&key())).is_some(),
             "a channel not known to prove its sender is asked for the code"
         );
         let other = [channels::Button {
             id: "slot:1".into(),
             title: "Monday".into(),
         }];
-        assert_eq!(typed_answer(channels::twilio::NAME, &other), None);
-        assert_eq!(typed_answer(channels::twilio::NAME, &[]), None);
+        assert_eq!(
+            typed_answer(channels::twilio::NAME, &other, Some(&key())),
+            None
+        );
+        assert_eq!(
+            typed_answer(channels::twilio::NAME, &[], Some(&key())),
+            None
+        );
     }
 }

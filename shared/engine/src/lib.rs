@@ -34,7 +34,7 @@ mod spans;
 mod specs;
 mod turn;
 mod typed_yes;
-pub use typed_yes::{CONFIRM_CODE_DIGITS, TypedYes, confirm_code};
+pub use typed_yes::{CONFIRM_CODE_DIGITS, CodeKey, TypedYes, confirm_code};
 
 pub use turn::MAX_CALLS_PER_ANSWER;
 

@@ -3,9 +3,13 @@
 //! answer its question "yes" without ever seeing it (the question goes to the real phone). On
 //! such a channel a typed yes confirms nothing by itself ([`TypedYes::ConfirmsNothing`]); the
 //! question carries a code ([`confirm_code`], derived from its Yes button's token, which never
-//! leaves Bridle on SMS), and only a reply with that code is taken as the Yes press.
+//! leaves Bridle on SMS, under a [`CodeKey`] only the server holds), and only a reply with that
+//! code is taken as the Yes press.
 
 use crate::confirm::{Answer, parse_press};
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+use std::sync::Arc;
 
 /// Whether a typed yes can confirm a held call, by the channel's word on who typed it. No
 /// default: every entrance says which.
@@ -24,14 +28,45 @@ pub enum TypedYes {
 /// next message.
 pub const CONFIRM_CODE_DIGITS: usize = 6;
 
+/// What keeps a [`confirm_code`] the server's secret. The token it is derived from is a hash
+/// of the conversation and the message's id, and a message's id (an SMS's `MessageSid`) is in
+/// the logs and the database: without a key, whoever reads those and can send as the number
+/// could work the code out. Derived from a secret only Bridle holds (HMAC-SHA256 of a fixed
+/// label under it, so the secret itself is used for nothing else here).
+#[derive(Clone)]
+pub struct CodeKey(Arc<[u8]>);
+
+impl CodeKey {
+    pub fn derive(secret: &[u8]) -> Self {
+        let mut mac = Hmac::<Sha256>::new_from_slice(secret).expect("HMAC takes any key length");
+        mac.update(b"bridle: the code a typed yes carries");
+        Self(Arc::from(&mac.finalize().into_bytes()[..]))
+    }
+}
+
+impl std::fmt::Debug for CodeKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CodeKey([redacted])")
+    }
+}
+
 /// The code a typed reply must carry to press the Yes button `id` (`confirm:<token>:yes`):
-/// [`CONFIRM_CODE_DIGITS`] decimal digits from the token's first 48 bits. `None` for any other
-/// id (the No button needs no code: declining unseen does no harm).
-pub fn confirm_code(id: &str) -> Option<String> {
+/// [`CONFIRM_CODE_DIGITS`] decimal digits from 48 bits of HMAC-SHA256 of the token under `key`
+/// (without a key, the token's own first 48 bits). `None` for any other id (the No button
+/// needs no code: declining unseen does no harm).
+pub fn confirm_code(id: &str, key: Option<&CodeKey>) -> Option<String> {
     let (token, true) = parse_press(id)? else {
         return None;
     };
-    let bits = u64::from_str_radix(token.get(..12)?, 16).ok()?;
+    let bits = match key {
+        Some(key) => {
+            let mut mac = Hmac::<Sha256>::new_from_slice(&key.0).expect("any key length");
+            mac.update(token.as_bytes());
+            let out = mac.finalize().into_bytes();
+            out[..6].iter().fold(0u64, |n, b| (n << 8) | u64::from(*b))
+        }
+        None => u64::from_str_radix(token.get(..12)?, 16).ok()?,
+    };
     Some(format!(
         "{:0width$}",
         bits % 10u64.pow(CONFIRM_CODE_DIGITS as u32),
@@ -79,21 +114,43 @@ mod tests {
 
     #[test]
     fn only_the_yes_button_has_a_code_of_six_digits_that_differs_by_question() {
-        let buttons = confirm_buttons(&ConversationId::from("c"), "twilio:SM1");
-        let code = confirm_code(&buttons[0].id).expect("the Yes button has a code");
-        assert_eq!(code.len(), CONFIRM_CODE_DIGITS);
-        assert!(code.bytes().all(|b| b.is_ascii_digit()), "{code}");
-        assert_eq!(confirm_code(&buttons[1].id), None, "No needs no code");
-        assert_eq!(confirm_code("yes"), None);
-        assert_eq!(confirm_code("confirm:zz:yes"), None);
-        let codes: std::collections::HashSet<String> = (0..50)
-            .map(|i| confirm_buttons(&ConversationId::from("c"), &format!("twilio:SM{i}")))
-            .filter_map(|b| confirm_code(&b[0].id))
-            .collect();
-        assert!(
-            codes.len() >= 49,
-            "each question has its own code: {codes:?}"
+        let key = CodeKey::derive(b"server secret");
+        for key in [None, Some(&key)] {
+            let buttons = confirm_buttons(&ConversationId::from("c"), "twilio:SM1");
+            let code = confirm_code(&buttons[0].id, key).expect("the Yes button has a code");
+            assert_eq!(code.len(), CONFIRM_CODE_DIGITS);
+            assert!(code.bytes().all(|b| b.is_ascii_digit()), "{code}");
+            assert_eq!(confirm_code(&buttons[1].id, key), None, "No needs no code");
+            assert_eq!(confirm_code("yes", key), None);
+            let codes: std::collections::HashSet<String> = (0..50)
+                .map(|i| confirm_buttons(&ConversationId::from("c"), &format!("twilio:SM{i}")))
+                .filter_map(|b| confirm_code(&b[0].id, key))
+                .collect();
+            assert!(
+                codes.len() >= 49,
+                "each question has its own code: {codes:?}"
+            );
+        }
+        assert_eq!(confirm_code("confirm:zz:yes", None), None);
+    }
+
+    /// Under a key, the code is not what the token alone gives, nor what another key gives;
+    /// the same key gives it again (another instance, a restart).
+    #[test]
+    fn a_keyed_code_needs_the_key() {
+        let id = &confirm_buttons(&ConversationId::from("c"), "twilio:SM1")[0].id;
+        let ours = CodeKey::derive(b"server secret");
+        let keyed = confirm_code(id, Some(&ours)).unwrap();
+        assert_eq!(
+            confirm_code(id, Some(&CodeKey::derive(b"server secret"))),
+            Some(keyed.clone())
         );
+        assert_ne!(confirm_code(id, None), Some(keyed.clone()));
+        assert_ne!(
+            confirm_code(id, Some(&CodeKey::derive(b"a guess"))),
+            Some(keyed)
+        );
+        assert_eq!(format!("{ours:?}"), "CodeKey([redacted])");
     }
 
     fn held() -> Vec<tools::ToolCall> {
