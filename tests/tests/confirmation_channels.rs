@@ -562,8 +562,8 @@ async fn an_sms_yes_without_the_questions_code_confirms_nothing() {
     let mut code = code_of(&buttons[0].id).unwrap();
     assert!(sent.contains(&code), "{sent}");
     let mut asked = 2;
-    // The code the token alone gives: what someone reading the logs and the database (the
-    // message ids a token is hashed from) could work out. The server's key is not there.
+    // The code the token alone gives: what someone reading the logs (the message ids a token
+    // is hashed from) could work out. The server's key is not there.
     let unkeyed = engine::confirm_code(&buttons[0].id, None).unwrap();
     assert_ne!(unkeyed, code, "the server keys its codes");
     let unkeyed = format!("YES {unkeyed}");

@@ -30,6 +30,7 @@ use store_dynamodb::DynamoStore;
 
 const MODEL: &str = "anthropic.claude-3-5-haiku-20241022-v1:0";
 const CALLBACK_SECRET: &str = "bootstrap-callback-secret";
+const TWILIO_TOKEN: &str = "bootstrap-twilio-auth-token";
 
 fn now_ms() -> i64 {
     SystemTime::now()
@@ -143,10 +144,17 @@ async fn the_bootstrap_runs_a_batch_through_bedrock_to_the_platform_and_reports_
         .env("PUBLIC_BASE_URL", "https://bridle.example/")
         .env("GENERIC_CALLBACK_URL", &callback)
         .env("GENERIC_CALLBACK_SECRET", CALLBACK_SECRET)
+        .env("TWILIO_ACCOUNT_SID", "AC3f1e2d4c5b6a79880a1b2c3d4e5f6a7b")
+        .env("TWILIO_AUTH_TOKEN", TWILIO_TOKEN)
         .env("RUST_LOG", "info");
     let running = Bootstrap::spawn(cmd).unwrap();
     let posted = api.next_posted(Duration::from_secs(60)).await;
     let logs = running.stop().logs;
+    // With SMS configured, the codes its questions carry are keyed (the key itself redacted).
+    assert!(
+        logs.contains("confirm_code_key: Some(CodeKey([redacted]))"),
+        "{logs}"
+    );
 
     // The good record ran; the undecodable one is reported failed for SQS to redeliver (and
     // finally dead-letter), without holding up the other conversation.
@@ -187,7 +195,7 @@ async fn the_bootstrap_runs_a_batch_through_bedrock_to_the_platform_and_reports_
     );
     assert!(logs.contains("worker ready"), "{logs}");
     assert!(
-        !logs.contains(CALLBACK_SECRET),
+        !logs.contains(CALLBACK_SECRET) && !logs.contains(TWILIO_TOKEN),
         "a secret reached the log: {logs}"
     );
 }

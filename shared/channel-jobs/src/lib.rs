@@ -145,6 +145,7 @@ impl std::fmt::Debug for JobOptions {
             .field("keep_done", &self.keep_done)
             .field("signup_url", &self.signup_url)
             .field("media", &self.media)
+            .field("confirm_code_key", &self.confirm_code_key)
             .finish_non_exhaustive()
     }
 }

@@ -3,8 +3,9 @@
 //! without the model. SMS has no buttons, and carriers do not authenticate its sender: a
 //! question there ends with how to answer it ([`typed_answer`]: "Reply YES 123456 to go ahead,
 //! or NO"), and a reply to it that carries the Yes button's code ([`engine::confirm_code`],
-//! keyed by [`crate::confirm_code_key`]), or a plain "no", counts as that press. A typed yes without the code confirms nothing there
-//! ([`engine::TypedYes`]): whoever can send as the number has not seen the question.
+//! keyed by [`crate::confirm_code_key`]), or a plain "no", counts as that press. A typed yes
+//! without the code confirms nothing there ([`engine::TypedYes`]): whoever can send as the
+//! number has not seen the question.
 
 use crate::ChannelJobs;
 use queue::TurnJob;

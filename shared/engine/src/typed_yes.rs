@@ -58,6 +58,10 @@ pub fn confirm_code(id: &str, key: Option<&CodeKey>) -> Option<String> {
     let (token, true) = parse_press(id)? else {
         return None;
     };
+    // Only a token of the shape `confirm_buttons` makes (20 hex digits) has a code.
+    if token.len() != 20 || !token.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
     let bits = match key {
         Some(key) => {
             let mut mac = Hmac::<Sha256>::new_from_slice(&key.0).expect("any key length");
@@ -131,7 +135,14 @@ mod tests {
                 "each question has its own code: {codes:?}"
             );
         }
-        assert_eq!(confirm_code("confirm:zz:yes", None), None);
+        for malformed in [
+            "confirm:zz:yes",
+            "confirm::yes",
+            "confirm:0123456789abcdefghij:yes",
+        ] {
+            assert_eq!(confirm_code(malformed, None), None, "{malformed}");
+            assert_eq!(confirm_code(malformed, Some(&key)), None, "{malformed}");
+        }
     }
 
     /// Under a key, the code is not what the token alone gives, nor what another key gives;

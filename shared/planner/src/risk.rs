@@ -16,15 +16,15 @@ impl Planner {
     /// The description names
     /// what is stored (titles, names), not what the model typed. Calls on records the caller
     /// does not own are not risky here: they fail as not found when they run. When storage
-    /// fails, what a call would change cannot be read: the call is held (fail closed), as a
-    /// risky one is.
+    /// fails, or a re-plan's dry run finds no plan place in time ([`PlannerError::Busy`]), what
+    /// a call would change cannot be judged: the call is held (fail closed), as a risky one is.
     pub async fn assess_risk(&self, ctx: &Ctx, tool: &str, args: &Value) -> Option<String> {
         match self.assess(ctx, tool, args).await {
             Ok(risk) => risk,
             Err(err) => {
-                tracing::warn!(error = %err, tool, "what the call would change is unreadable; held");
+                tracing::warn!(error = %err, tool, "what the call would change could not be judged; held");
                 let why = match err {
-                    PlannerError::Busy => "Bridle was too busy planning other timetables to check",
+                    PlannerError::Busy => "Bridle was too busy planning other timetables just now",
                     _ => "the records could not be read just now",
                 };
                 Some(format!(

@@ -133,7 +133,9 @@ async fn a_plan_that_finds_no_place_in_time_is_refused() {
     let ran = Arc::new(AtomicU32::new(0));
     let long = |ran: Arc<AtomicU32>| {
         move || {
-            std::thread::sleep(PLAN_WAIT + Duration::from_millis(800));
+            // Long past the wait: the build and the judgement first read the store (a loaded
+            // machine may take a while), then wait no longer than PLAN_WAIT.
+            std::thread::sleep(PLAN_WAIT + Duration::from_secs(3));
             ran.fetch_add(1, Ordering::SeqCst);
         }
     };
