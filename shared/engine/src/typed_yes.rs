@@ -102,7 +102,7 @@ impl Answer {
         let names: Vec<&str> = self.held.iter().map(|c| c.name.as_str()).collect();
         Some(crate::history::from_the_harness(&format!(
             "on this channel a typed yes confirms nothing; only a reply carrying the code shown \
-             under the question does, and this one carried none, so what was held for their \
+             under the question does, and this one did not carry it, so what was held for their \
              confirmation ({}) was not run. If they still want it, call it again: they will be \
              asked once more, with a new code.",
             names.join(", ")
