@@ -11,6 +11,7 @@ mod flaky_store;
 mod harness;
 mod keeping_platform;
 mod logs;
+pub mod mcp_calls;
 pub mod moto;
 pub mod oidc_provider;
 pub mod otlp;

@@ -15,21 +15,8 @@ use tests::browser::{browser, eventually, start_driver, text_of};
 use tests::server::TestServer;
 use transcript::UserId;
 
-/// One `tools/call` over MCP; the result object.
 async fn call(server: &TestServer, token: &str, tool: &str, arguments: Value) -> Value {
-    let res = server
-        .client
-        .post(server.url("/mcp"))
-        .bearer_auth(token)
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2025-06-18")
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": {"name": tool, "arguments": arguments}}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status().as_u16(), 200);
-    res.json::<Value>().await.unwrap()["result"].clone()
+    tests::mcp_calls::tools_call(&server.client, &server.url("/mcp"), token, tool, arguments).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -70,12 +57,7 @@ async fn approving_on_the_page_lets_the_clients_same_call_run() {
     call(&server, &token, "publish_event", json!({"event_id": id})).await;
     let waits = call(&server, &token, "cancel_event", json!({"event_id": id})).await;
     assert_eq!(waits["isError"], true, "{waits}");
-    let said = waits["content"][0]["text"].as_str().unwrap().to_owned();
-    let page = said
-        .split_whitespace()
-        .find(|w| w.contains("/approve?token="))
-        .unwrap_or_else(|| panic!("the page's address in {said:?}"))
-        .to_owned();
+    let page = tests::mcp_calls::approval_page_in(&waits);
 
     let driver = start_driver().await;
     let profile = driver.temp("approve");

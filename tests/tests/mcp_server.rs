@@ -470,14 +470,7 @@ async fn modern_call(mcp: &Mcp, token: &str, tool: &str, arguments: Value, round
 
 /// The approval API behind the page an approval URL (`…/approve?token=T&call=C`) opens.
 fn approval_api(mcp: &Mcp, page: &str) -> String {
-    let query = page.split_once('?').expect("a query").1;
-    let pairs: std::collections::HashMap<String, String> = form_urlencoded::parse(query.as_bytes())
-        .into_owned()
-        .collect();
-    mcp.server.url(&format!(
-        "/api/mcp-approvals/{}/{}",
-        pairs["token"], pairs["call"]
-    ))
+    mcp.server.url(&tests::mcp_calls::approval_api_path(page))
 }
 
 /// The web user's answer on the page: the HTTP status and body.

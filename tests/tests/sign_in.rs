@@ -1164,26 +1164,7 @@ async fn behind_a_trusted_proxy_sign_ins_are_counted_per_forwarded_client() {
 
 /// One `tools/call` over MCP with `token`; the result object.
 async fn mcp_call(s: &Site, token: &str, tool: &str, arguments: Value) -> Value {
-    let res = s
-        .http
-        .post(s.url("/mcp"))
-        .bearer_auth(token)
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2025-06-18")
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": {"name": tool, "arguments": arguments}}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), StatusCode::OK);
-    res.json::<Value>().await.unwrap()["result"].clone()
-}
-
-fn mcp_text(result: &Value) -> String {
-    result["content"][0]["text"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned()
+    tests::mcp_calls::tools_call(&s.http, &s.url("/mcp"), token, tool, arguments).await
 }
 
 /// On a deployment with sign-in, a risky call of an AI client runs only once its owner,
@@ -1243,12 +1224,11 @@ async fn a_risky_mcp_call_runs_once_its_signed_in_owner_approved_it(s: Site) {
 
     let waits = mcp_call(&s, &token, "cancel_event", json!({"event_id": id})).await;
     assert_eq!(waits["isError"], true, "{waits}");
-    let said = mcp_text(&waits);
-    let page = said
-        .split_whitespace()
-        .find(|w| w.starts_with(&s.url("/approve?token=")))
-        .unwrap_or_else(|| panic!("the public address of the page in {said:?}"))
-        .to_owned();
+    let page = tests::mcp_calls::approval_page_in(&waits);
+    assert!(
+        page.starts_with(&s.url("/approve?token=")),
+        "the public address: {page}"
+    );
     let path = page.strip_prefix(&s.url("")).unwrap().to_owned();
 
     // Signed out: to sign in, and back to this very page.
@@ -1261,9 +1241,7 @@ async fn a_risky_mcp_call_runs_once_its_signed_in_owner_approved_it(s: Site) {
         .collect();
     assert_eq!(back, vec![("return_to".to_owned(), path.clone())]);
 
-    let api = path
-        .replace("/approve?token=", "/api/mcp-approvals/")
-        .replace("&call=", "/");
+    let api = tests::mcp_calls::approval_api_path(&page);
     // Another signed-in user: no such question, to read or to answer.
     assert_eq!(s.get(&bob_in, &api).await.status(), StatusCode::NOT_FOUND);
     let answer = |seen: &str| json!({"approve": true, "description": seen});

@@ -168,19 +168,26 @@ async fn the_official_python_and_typescript_clients_use_bridle_serve() {
             .json(&json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": name, "arguments": arguments}}))
             .send()
     };
-    let made: Value = call("create_event", json!({"title": "Spring Open", "starts_at": "2030-04-12T10:00", "venue": "Court 1", "capacity": 40}))
+    let published = |title: &'static str, starts_at: &'static str| async move {
+        let made: Value = call(
+            "create_event",
+            json!({"title": title, "starts_at": starts_at, "venue": "Court 1", "capacity": 40}),
+        )
         .await
         .unwrap()
         .json()
         .await
         .unwrap();
-    let event = made["result"]["structuredContent"]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    call("publish_event", json!({"event_id": event}))
-        .await
-        .unwrap();
+        let id = made["result"]["structuredContent"]["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        call("publish_event", json!({"event_id": id}))
+            .await
+            .unwrap();
+        id
+    };
+    let event = published("Spring Open", "2030-04-12T10:00").await;
     let ask_on = |event: &str, answer: &str| {
         let out = Command::new(&python)
             .arg(clients_dir().join("elicit.py"))
@@ -213,15 +220,6 @@ async fn the_official_python_and_typescript_clients_use_bridle_serve() {
         "{declined}"
     );
     assert_eq!(declined["is_error"], true, "{declined}");
-    let status = || async {
-        let listed: Value = call("list_events", json!({}))
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        listed["result"]["structuredContent"]["items"][0]["status"].clone()
-    };
     let status_of = |id: String| async move {
         let listed: Value = call("list_events", json!({}))
             .await
@@ -239,7 +237,11 @@ async fn the_official_python_and_typescript_clients_use_bridle_serve() {
             .map(|e| e["status"].clone())
             .unwrap()
     };
-    assert_eq!(status().await, "published", "declined: not run");
+    assert_eq!(
+        status_of(event.clone()).await,
+        "published",
+        "declined: not run"
+    );
     let self_accepted = ask("self");
     assert_eq!(self_accepted["is_error"], true, "{self_accepted}");
     assert!(
@@ -250,29 +252,21 @@ async fn the_official_python_and_typescript_clients_use_bridle_serve() {
         "{self_accepted}"
     );
     assert_eq!(
-        status().await,
+        status_of(event.clone()).await,
         "published",
         "the client's own accept: not run"
     );
     let approved = ask("approve");
     assert_eq!(approved["is_error"], false, "{approved}");
-    assert_eq!(status().await, "cancelled", "approved on the page: run");
+    assert_eq!(
+        status_of(event.clone()).await,
+        "cancelled",
+        "approved on the page: run"
+    );
 
     // A client that accepted before its owner approved: once approved on the page (its API,
     // as its script calls it), the same call made again runs, without asking.
-    let second: Value = call("create_event", json!({"title": "Summer Open", "starts_at": "2030-07-12T10:00", "venue": "Court 2", "capacity": 40}))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let second = second["result"]["structuredContent"]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    call("publish_event", json!({"event_id": second}))
-        .await
-        .unwrap();
+    let second = published("Summer Open", "2030-07-12T10:00").await;
     let early = ask_on(&second, "self");
     assert_eq!(early["is_error"], true, "{early}");
     let page = early["asked"][0]["url"].as_str().unwrap().to_owned();
