@@ -168,27 +168,38 @@ impl Identities for DynamoStore {
         was: Option<&UserId>,
         now_ms: i64,
     ) -> Result<(), StoreError> {
+        let conflict = || StoreError::Conflict {
+            what: format!("identity {channel}#{external_id}"),
+        };
+        // Bound to `user` as read: nothing to write, only to see it still is.
+        if was == Some(user) {
+            return match self.identity(channel, external_id).await? {
+                Some(bound) if &bound == user => Ok(()),
+                _ => Err(conflict()),
+            };
+        }
         let put = self
             .client
             .put_item()
             .table_name(&self.table)
             .set_item(Some(identity_item(channel, external_id, user, now_ms)));
-        // Bound to `user` already (this very write, tried again by the SDK after it landed):
-        // done.
         let put = match was {
-            None => put.condition_expression("attribute_not_exists(pk) OR #user = :user"),
+            None => put.condition_expression("attribute_not_exists(pk)"),
             Some(was) => put
-                .condition_expression("#user = :was OR #user = :user")
+                .condition_expression("#user = :was")
+                .expression_attribute_names("#user", USER_ID)
                 .expression_attribute_values(":was", s(&was.0)),
+        };
+        match put.send().await.map_err(|err| write_error(err, conflict)) {
+            // Refused: bound to `user` already (this very write, tried again by the SDK or the
+            // job after it landed) is done, and keeps when it was bound; anything else is a
+            // conflict.
+            Err(StoreError::Conflict { .. }) => match self.identity(channel, external_id).await? {
+                Some(bound) if &bound == user => Ok(()),
+                _ => Err(conflict()),
+            },
+            other => other.map(|_| ()),
         }
-        .expression_attribute_names("#user", USER_ID)
-        .expression_attribute_values(":user", s(&user.0));
-        put.send().await.map_err(|err| {
-            write_error(err, || StoreError::Conflict {
-                what: format!("identity {channel}#{external_id}"),
-            })
-        })?;
-        Ok(())
     }
 
     async fn identity(

@@ -1439,14 +1439,28 @@ pub async fn check_bind_identity_if(store: &dyn Store) {
         .await
         .expect("bound to this user already (the same write tried again)");
     store
-        .bind_identity_if(ch, id, &bob, Some(&alice), t0 + 3)
+        .bind_identity_if(ch, id, &alice, Some(&alice), t0 + 3)
+        .await
+        .expect("bound to this user as read");
+    let bound_at = |user: &UserId| {
+        let user = user.clone();
+        async move { store.bindings(Some(&user)).await.unwrap()[0].bound_at_ms }
+    };
+    assert_eq!(
+        bound_at(&alice).await,
+        t0,
+        "binding again keeps when it was bound"
+    );
+    store
+        .bind_identity_if(ch, id, &bob, Some(&alice), t0 + 5)
         .await
         .expect("bound as read, it moves");
     store
-        .bind_identity_if(ch, id, &bob, Some(&alice), t0 + 3)
+        .bind_identity_if(ch, id, &bob, Some(&alice), t0 + 6)
         .await
         .expect("moved already (the same write tried again)");
     assert_eq!(store.identity(ch, id).await.unwrap(), Some(bob.clone()));
+    assert_eq!(bound_at(&bob).await, t0 + 5, "moved: bound anew, once");
     assert_eq!(
         store.unbind_identity(ch, id).await.unwrap(),
         Some(bob.clone())
