@@ -20,11 +20,14 @@ use fake_lambda::{
 };
 use futures::StreamExt;
 use reqwest::StatusCode;
-use reqwest::header::{COOKIE, LOCATION, RETRY_AFTER, SET_COOKIE};
+use reqwest::header::{COOKIE, LOCATION, RETRY_AFTER};
 use serde_json::{Value, json};
+use signed_in::{Browser, header, set_cookie};
 use std::process::Command;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tests::fake_issuer::{FakeIssuer, Person};
+
+mod signed_in;
 
 const MODEL: &str = "anthropic.claude-3-5-haiku-20241022-v1:0";
 const CLIENT: &str = "bridle-web";
@@ -56,27 +59,6 @@ async fn table() -> String {
     name
 }
 
-fn header(res: &reqwest::Response, name: reqwest::header::HeaderName) -> String {
-    res.headers()
-        .get(name)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_owned()
-}
-
-/// The value of cookie `name` set by `res`.
-fn set_cookie(res: &reqwest::Response, name: &str) -> Option<String> {
-    res.headers().get_all(SET_COOKIE).iter().find_map(|v| {
-        let line = v.to_str().ok()?;
-        Some(
-            line.strip_prefix(&format!("{name}="))?
-                .split(';')
-                .next()?
-                .to_owned(),
-        )
-    })
-}
-
 /// The web secret as the stack writes it, for `issuer` and the Function URL at `base`.
 async fn web_secret(issuer: &FakeIssuer, base: &str) -> String {
     moto_secret(
@@ -89,72 +71,6 @@ async fn web_secret(issuer: &FakeIssuer, base: &str) -> String {
         }),
     )
     .await
-}
-
-/// A browser on the Function URL: no redirects followed (the test follows them by hand).
-struct Browser {
-    http: reqwest::Client,
-    base: String,
-    cookie: String,
-    csrf: String,
-}
-
-impl Browser {
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base)
-    }
-
-    /// The code flow as a browser follows it: login → issuer → callback → session cookie.
-    async fn sign_in(http: reqwest::Client, base: &str, issuer: &FakeIssuer) -> Self {
-        issuer.sign_in_as(Person::new("sub-ada", "ada@example.com"));
-        let login = http.get(format!("{base}/auth/login")).send().await.unwrap();
-        assert_eq!(login.status(), StatusCode::SEE_OTHER);
-        let state = set_cookie(&login, "bridle_login").expect("the login cookie");
-        let at_issuer = header(&login, LOCATION);
-        assert!(at_issuer.starts_with(&issuer.issuer), "{at_issuer}");
-        let back = http.get(&at_issuer).send().await.unwrap();
-        let callback = header(&back, LOCATION);
-        assert!(
-            callback.starts_with(&format!("{base}/auth/callback")),
-            "{callback}"
-        );
-        let done = http
-            .get(&callback)
-            .header(COOKIE, format!("bridle_login={state}"))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(done.status(), StatusCode::SEE_OTHER);
-        let cookie = set_cookie(&done, "bridle_session").expect("the session cookie");
-        let session: Value = http
-            .get(format!("{base}/api/session"))
-            .header(COOKIE, format!("bridle_session={cookie}"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        Self {
-            http,
-            base: base.to_owned(),
-            cookie,
-            csrf: session["csrf"].as_str().expect("a CSRF token").to_owned(),
-        }
-    }
-
-    fn post(&self, path: &str) -> reqwest::RequestBuilder {
-        self.http
-            .post(self.url(path))
-            .header(COOKIE, format!("bridle_session={}", self.cookie))
-            .header("X-CSRF-Token", &self.csrf)
-    }
-
-    fn get(&self, path: &str) -> reqwest::RequestBuilder {
-        self.http
-            .get(self.url(path))
-            .header(COOKIE, format!("bridle_session={}", self.cookie))
-    }
 }
 
 /// Read server-sent events until the stream ends: each event's name, data and when it arrived.

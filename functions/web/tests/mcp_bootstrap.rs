@@ -3,12 +3,16 @@
 //! settings from the secret as deployed. A token stored in the table opens `/mcp` through the
 //! Function URL: initialize, tools/list, a read call and a write call as the token's user, an
 //! unknown method answered with a JSON-RPC error; no token, 401 with `WWW-Authenticate`. Each
-//! request stands alone (no session), as Lambda instances need.
+//! request stands alone (no session), as Lambda instances need. A risky call runs once its
+//! owner, signed in through the Function URL, approved it on the page.
 
 mod ada;
+mod signed_in;
 
 use ada::Ada;
+use reqwest::header::LOCATION;
 use serde_json::{Value, json};
+use signed_in::{Browser, header};
 use store::Records;
 
 async fn rpc(
@@ -105,4 +109,78 @@ async fn a_token_opens_mcp_on_the_web_function() {
     assert!(unknown.status().as_u16() < 500);
     let unknown: Value = unknown.json().await.unwrap();
     assert!(unknown["error"]["code"].is_i64(), "{unknown}");
+}
+
+/// A person signs in through the Function URL, makes a risky-scope token on the page's API, and
+/// their client's risky call waits for them: the page's address is the public one, a signed-out
+/// browser is sent to sign in and back, and once approved on the page the same call runs.
+#[tokio::test]
+async fn a_risky_call_runs_once_its_owner_approved_it_through_the_function_url() {
+    let ada = Ada::start("web-mcp-approve", "web test", "warn").await;
+    let base = ada.base.clone();
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let person = Browser::sign_in(http.clone(), &base, &ada.issuer).await;
+    let made = person
+        .post("/api/mcp-tokens")
+        .json(&json!({"name": "Claude", "scope": "risky"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(made.status().as_u16(), 201);
+    let token = made.json::<Value>().await.unwrap()["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let url = format!("{base}/mcp");
+    let call = |tool: &'static str, arguments: Value| {
+        let (http, url, token) = (http.clone(), url.clone(), token.clone());
+        async move { tests::mcp_calls::tools_call(&http, &url, &token, tool, arguments).await }
+    };
+    let event = call(
+        "create_event",
+        json!({"title": "Lambda Open", "starts_at": "2030-04-12T10:00", "venue": "Court 1", "capacity": 40}),
+    )
+    .await;
+    let id = event["structuredContent"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    call("publish_event", json!({"event_id": id})).await;
+
+    let waits = call("cancel_event", json!({"event_id": id})).await;
+    assert_eq!(waits["isError"], true, "{waits}");
+    let page = tests::mcp_calls::approval_page_in(&waits);
+    assert!(
+        page.starts_with(&format!("{base}/approve?token=")),
+        "{page}"
+    );
+    let signed_out = http.get(&page).send().await.unwrap();
+    assert_eq!(signed_out.status().as_u16(), 303);
+    assert!(
+        header(&signed_out, LOCATION).starts_with("/auth/login?return_to=%2Fapprove%3Ftoken"),
+        "{}",
+        header(&signed_out, LOCATION)
+    );
+
+    let api = tests::mcp_calls::approval_api_path(&page);
+    let shown: Value = person.get(&api).send().await.unwrap().json().await.unwrap();
+    assert_eq!(
+        shown["description"],
+        "Cancel Lambda Open on 2030-04-12T10:00 (0 registered)"
+    );
+    let approved = person
+        .post(&api)
+        .json(&json!({"approve": true, "description": shown["description"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(approved.status().as_u16(), 200);
+
+    let ran = call("cancel_event", json!({"event_id": id})).await;
+    assert_eq!(ran["isError"], false, "{ran}");
+    let stored = ada.store.record("event", &id).await.unwrap().unwrap();
+    assert_eq!(stored.value["status"], "cancelled");
 }

@@ -30,7 +30,8 @@ pub struct Ada {
     pub store: Arc<DynamoStore>,
     _api: RuntimeApi,
     _bedrock: FakeBedrock,
-    _issuer: FakeIssuer,
+    /// The identity provider the function signs people in with.
+    pub issuer: FakeIssuer,
 }
 
 fn unique(prefix: &str) -> String {
@@ -98,7 +99,7 @@ impl Ada {
             store,
             _api: api,
             _bedrock: bedrock,
-            _issuer: issuer,
+            issuer,
         }
     }
 }
