@@ -3,7 +3,7 @@
 //! owner: another owner's token, one revoked or expired, and a question answered, expired or
 //! never asked all read as not found.
 
-use crate::confirm::{APPROVAL_TTL_MS, approval_key, question_key};
+use crate::confirm::{APPROVAL_TTL_MS, approval_key, token_conversation};
 use store::{Confirmations, McpToken, Pending, StoreError, Tokens};
 use transcript::UserId;
 
@@ -79,7 +79,7 @@ pub async fn question(
         return Ok(None);
     };
     Ok(pending
-        .read_pending(&question_key(token_id), hash, now_ms)
+        .read_pending(&token_conversation(token_id), hash, now_ms)
         .await?
         .map(|q| Question {
             description: q.description,
@@ -110,7 +110,7 @@ pub async fn answer(
         return Ok(Answered::NotFound);
     }
     let question = pending
-        .take_pending(&question_key(token_id), hash, action_id, now_ms)
+        .take_pending(&token_conversation(token_id), hash, action_id, now_ms)
         .await?;
     if !approve {
         // A no needs no comparing: the question goes, and so does an approval of the same

@@ -30,8 +30,9 @@ pub const ASK_TTL_MS: i64 = 10 * 60_000;
 /// How long an approval waits for the call to be made again.
 pub const APPROVAL_TTL_MS: i64 = 10 * 60_000;
 
-/// Where a token's questions wait for the owner (the token's calls' conversation).
-pub fn question_key(token_id: &str) -> ConversationId {
+/// The conversation of token `token_id`'s calls (their `Ctx`, their lease), where its
+/// questions wait for the owner.
+pub fn token_conversation(token_id: &str) -> ConversationId {
     format!("mcp:{token_id}").into()
 }
 
@@ -178,7 +179,7 @@ pub async fn decide(
         });
     }
     let record = Pending {
-        conversation: question_key(token_id),
+        conversation: token_conversation(token_id),
         hash: hash.clone(),
         created_on_action: ctx.action_id.0.clone(),
         description: description.to_owned(),
@@ -243,7 +244,7 @@ mod tests {
 
     #[test]
     fn a_tokens_questions_and_approvals_are_kept_apart() {
-        assert_ne!(question_key("tok_1"), approval_key("tok_1"));
-        assert_ne!(approval_key("tok_1"), question_key("tok_2"));
+        assert_ne!(token_conversation("tok_1"), approval_key("tok_1"));
+        assert_ne!(approval_key("tok_1"), token_conversation("tok_2"));
     }
 }

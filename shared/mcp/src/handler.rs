@@ -232,7 +232,7 @@ impl BridleMcp {
             user_id: caller.user.clone(),
             actor: Actor::Mcp,
             action_id: ActionId(format!("mcp:{action}")),
-            conversation_id: format!("mcp:{}", caller.token_id).into(),
+            conversation_id: crate::confirm::token_conversation(&caller.token_id),
             call_key: None,
             grant: match caller.scope {
                 TokenScope::Read => tools::Grant::Read,

@@ -3,7 +3,7 @@
 //! is live, and only for what the page showed.
 
 use mcp::approval::{Answered, Asked, answer, question};
-use mcp::confirm::{approval_key, question_key};
+use mcp::confirm::{approval_key, token_conversation};
 use std::sync::Arc;
 use store::{Confirmations, McpToken, Pending, TokenScope, Tokens};
 use store_sqlite::SqliteStore;
@@ -36,7 +36,7 @@ async fn asked_store() -> Arc<SqliteStore> {
     for id in [TOK_A, TOK_B] {
         store
             .put_pending(&Pending {
-                conversation: question_key(id),
+                conversation: token_conversation(id),
                 hash: H1.into(),
                 created_on_action: "mcp:first".into(),
                 description: "Cancel Spring Open".into(),
