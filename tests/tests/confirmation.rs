@@ -130,6 +130,21 @@ impl Setup {
         }
     }
 
+    /// The results of the last answer's calls, in order.
+    async fn results_of_last_answer(&self) -> Vec<Value> {
+        let transcript = self.h.transcript().await;
+        let tool_message = transcript.iter().rev().find(|m| m.role == Role::Tool);
+        tool_message
+            .expect("a tool message")
+            .parts
+            .iter()
+            .map(|p| match p {
+                Part::ToolResult { content, .. } => content.clone(),
+                other => panic!("not a tool result: {other:?}"),
+            })
+            .collect()
+    }
+
     async fn attendees(&self, event: &str) -> usize {
         let owner = Caller {
             user: UserId::from("user-1"),
@@ -539,6 +554,82 @@ async fn undo_cannot_go_around_a_held_call_it_passes_the_same_policy() {
     }
 }
 
+/// A model that fills a published event with people nobody named, or renames it to tell its
+/// attendees something ("CANCELLED"), shuts registration or misleads them as a cancellation
+/// would: the last place and the rename wait for the user's yes; the places before it do not.
+#[tokio::test]
+async fn the_last_place_of_a_published_event_and_its_rename_wait_for_a_yes() {
+    let (s, event, _dana) = setup().await;
+    let filler = |n: u32| json!({"event_id": event, "name": format!("Filler {n}"), "email": format!("f{n}@x.org")});
+    let rename = json!({"event_id": event, "title": "CANCELLED - do not come"});
+    // One answer: ten registrations for the nine places left, then the rename.
+    let mut answer = Reply::new();
+    for n in 1..=10 {
+        answer = answer.call(&format!("r{n}"), "register_attendee", filler(n));
+    }
+    s.h.model.push(
+        answer
+            .call("t1", "update_event", rename.clone())
+            .stop(StopReason::ToolUse),
+    );
+    s.h.model.push(Reply::text("All set."));
+    s.h.turn("how is the spring open doing?").await;
+    let results = s.results_of_last_answer().await;
+    assert_eq!(results.len(), 11);
+    for r in &results[..8] {
+        assert!(r.get("error").is_none(), "the places before the last: {r}");
+    }
+    assert_eq!(
+        refused(&results[8]).map(|e| e.contains(
+            "Register Filler 9 (f9@x.org) for the last place of Spring Open (published, 9 of 10 \
+             registered): its registration then closes"
+        )),
+        Some(true),
+        "{}",
+        results[8]
+    );
+    assert!(refused(&results[9]).is_some(), "{}", results[9]);
+    assert_eq!(
+        refused(&results[10]).map(|e| e.contains(
+            "Rename Spring Open (published, 9 registered) to \u{201c}CANCELLED - do not come\u{201d}"
+        )),
+        Some(true),
+        "{}",
+        results[10]
+    );
+    assert_eq!(s.attendees(&event).await, 9);
+    let title = || async {
+        s.store
+            .record("event", &event)
+            .await
+            .unwrap()
+            .unwrap()
+            .value["title"]
+            .clone()
+    };
+    assert_eq!(title().await, json!("Spring Open"));
+
+    // The model repeats both on the user's next message, which is no yes: still held.
+    s.h.model.push(
+        Reply::new()
+            .call("r9", "register_attendee", filler(9))
+            .call("t1", "update_event", rename.clone())
+            .stop(StopReason::ToolUse),
+    );
+    s.h.model.push(Reply::text("Done."));
+    s.h.turn("what? who are these people").await;
+    let again = s.results_of_last_answer().await;
+    assert!(again.iter().all(|r| refused(r).is_some()), "{again:?}");
+    assert_eq!(s.attendees(&event).await, 9);
+    assert_eq!(title().await, json!("Spring Open"));
+
+    // Asked, the user says yes to the registration: it runs, once.
+    let yes = s.turn_calling("register_attendee", filler(9)).await;
+    assert_eq!(yes["name"], json!("Filler 9"), "{yes}");
+    assert_eq!(s.attendees(&event).await, 10);
+    assert_eq!(title().await, json!("Spring Open"));
+}
+
 /// The held call, then one more user message saying `reply`, in which the model repeats it.
 async fn held_then(s: &Setup, dana: &str, replies: &[&str]) -> Value {
     let args = json!({ "attendee_id": dana });
@@ -676,6 +767,39 @@ async fn undo_is_described_by_what_it_does_to_each_record_not_change_by_change()
     );
     assert!(!held.contains("unpublish"), "{held}");
     assert!(s.store.record("event", &event).await.unwrap().is_some());
+}
+
+/// A yes to an undo is for the change the question named: a model that, after asking, makes
+/// another change described alike (a second "Sam Roe" registered) does not get that one undone
+/// on the yes, leaving the user to think the first was.
+#[tokio::test]
+async fn a_yes_to_an_undo_does_not_undo_a_change_made_after_the_question() {
+    let (s, event, _) = setup().await;
+    let sam = |email: &str| json!({"event_id": event, "name": "Sam Roe", "email": email});
+    s.turn_calling("register_attendee", sam("sam@example.com"))
+        .await;
+    assert_eq!(s.attendees(&event).await, 2);
+    // "Undo that": held; in the same answer the model registers a decoy Sam Roe.
+    s.h.model.push(
+        Reply::new()
+            .call("u1", "undo", json!({}))
+            .call("r2", "register_attendee", sam("decoy@example.com"))
+            .stop(StopReason::ToolUse),
+    );
+    s.h.model.push(Reply::text("Shall I undo it?"));
+    s.h.turn("undo that").await;
+    let asked = s.results_of_last_answer().await;
+    let question = refused(&asked[0]).expect("the undo is held").to_owned();
+    assert!(question.contains("withdraw Sam Roe"), "{question}");
+    assert_eq!(asked[1]["name"], json!("Sam Roe"), "{}", asked[1]);
+    assert_eq!(s.attendees(&event).await, 3);
+
+    // Yes: the undo that would now run reverts the decoy, which nobody was asked about.
+    let yes = s.turn_calling("undo", json!({})).await;
+    let again = refused(&yes).expect("asked again, not run");
+    assert_ne!(again, question, "the new question names another change");
+    assert!(again.contains("withdraw Sam Roe"), "{again}");
+    assert_eq!(s.attendees(&event).await, 3, "nobody was withdrawn");
 }
 
 #[tokio::test]

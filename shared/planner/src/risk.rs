@@ -8,9 +8,10 @@ use tools::Ctx;
 
 impl Planner {
     /// `Some(description)` for a risky call: cancelling a published event or one with
-    /// attendees, withdrawing an attendee, moving a published event to another date or venue
-    /// or lowering its capacity at all (to what is registered, registration shuts; above it,
-    /// a registration or two more would shut it, and registering is no risky call),
+    /// attendees, withdrawing an attendee, renaming a published event, moving it to another
+    /// date or venue or lowering its capacity at all (to what is registered, registration
+    /// shuts; above it, a registration or two more would shut it), registering someone for the
+    /// last place of a published event (its registration shuts),
     /// re-planning the saved timetable of a published event, or changing what it shows (its
     /// days, rooms and breaks; a session's length), and an undo that would do any of these.
     /// The description names
@@ -61,6 +62,25 @@ impl Planner {
                         )
                     })
             }
+            // The last place of a published event, taken, shuts its registration to everyone
+            // else, as lowering its capacity to what is registered does.
+            "register_attendee" => {
+                let Some((event, _)) = self.event_for(&caller, arg("event_id")).await? else {
+                    return Ok(None);
+                };
+                (event.status == EventStatus::Published
+                    && event.registered.saturating_add(1) == event.capacity)
+                    .then(|| {
+                        format!(
+                            "Register {} ({}) for the last place of {} (published, {} of {} registered): its registration then closes",
+                            one_line(arg("name").unwrap_or_default()),
+                            one_line(arg("email").unwrap_or_default()),
+                            one_line(&event.title),
+                            event.registered,
+                            event.capacity
+                        )
+                    })
+            }
             "withdraw_attendee" => {
                 let Some(id) = arg("attendee_id") else {
                     return Ok(None);
@@ -103,6 +123,19 @@ impl Planner {
                         moves.join(" and ")
                     ));
                 }
+                // Its title is what people registered for see: renamed ("CANCELLED — do not
+                // come"), it tells them something the owner may never have said.
+                if let Some(to) = arg("title").filter(|to| *to != event.title) {
+                    let to = one_line(to);
+                    changes.push(match changes.is_empty() {
+                        true => format!(
+                            "Rename {} (published, {} registered) to \u{201c}{to}\u{201d}",
+                            one_line(&event.title),
+                            event.registered
+                        ),
+                        false => format!("rename it to \u{201c}{to}\u{201d}"),
+                    });
+                }
                 // A capacity lowered to what is registered shuts registration to everyone else;
                 // lowered at all, it leaves fewer places, which a registration (no risky call)
                 // can then fill: so any lowering waits for a yes.
@@ -130,9 +163,6 @@ impl Planner {
                 }
                 // What else the call changes rides on the same yes: the question names it too.
                 let mut riders = Vec::new();
-                if let Some(to) = arg("title").filter(|to| *to != event.title) {
-                    riders.push(format!("its title to \u{201c}{}\u{201d}", one_line(to)));
-                }
                 if let Some(to) = args.get("capacity").and_then(Value::as_u64)
                     && to > u64::from(event.capacity)
                 {
@@ -186,9 +216,14 @@ impl Planner {
                         effects.push(effect);
                     }
                 }
+                // The question names the change by its number in the owner's records: a yes is
+                // for that change, so one made after the question (another "Dana Lee"
+                // registered, described alike) reads as another question, and is not undone on
+                // it.
+                let number = rows.last().map(|row| row.seq).unwrap_or_default();
                 (!effects.is_empty()).then(|| {
                     format!(
-                        "Undo the last change made in this conversation, which would {}",
+                        "Undo the last change made in this conversation (change no. {number}), which would {}",
                         effects.join("; ")
                     )
                 })
@@ -353,9 +388,9 @@ impl Planner {
     }
 }
 
-/// What reverting `change` (back to its `before`) would do that needs a yes: delete, unpublish
-/// or move a published event, or withdraw an attendee. Read from the action's audit rows, one
-/// net change per record.
+/// What reverting `change` (back to its `before`) would do that needs a yes: delete, unpublish,
+/// rename or move a published event, lower its capacity or take its last place back, or
+/// withdraw an attendee. Read from the action's audit rows, one net change per record.
 fn undo_effect(change: &store::Change) -> Option<String> {
     match change.kind.as_str() {
         EVENT => {
@@ -374,23 +409,42 @@ fn undo_effect(change: &store::Change) -> Option<String> {
             if before.status != EventStatus::Published {
                 return Some(format!("unpublish {}", one_line(&now.title)));
             }
+            let mut effects = Vec::new();
+            if before.title != now.title {
+                effects.push(format!(
+                    "rename the published event {} back to \u{201c}{}\u{201d}",
+                    one_line(&now.title),
+                    one_line(&before.title)
+                ));
+            }
             if before.starts_at != now.starts_at || before.venue != now.venue {
-                return Some(format!(
+                effects.push(format!(
                     "move the published event {} back to {} at {}",
                     one_line(&now.title),
                     before.starts_at,
                     one_line(&before.venue)
                 ));
             }
-            // Its capacity going back down leaves fewer places (or none), as lowering it does.
-            (before.capacity < now.capacity).then(|| {
-                format!(
+            if before.capacity < now.capacity {
+                // Its capacity going back down leaves fewer places (or none), as lowering it
+                // does.
+                effects.push(format!(
                     "lower the capacity of the published event {} back to {} ({} registered)",
                     one_line(&now.title),
                     before.capacity,
                     now.registered
-                )
-            })
+                ));
+            } else if before.registered > now.registered && before.registered >= before.capacity {
+                // A withdrawal undone that takes its last place back shuts its registration, as
+                // registering for the last place does.
+                effects.push(format!(
+                    "take back the last place of the published event {} ({} of {} registered), closing its registration",
+                    one_line(&now.title),
+                    now.registered,
+                    now.capacity
+                ));
+            }
+            (!effects.is_empty()).then(|| effects.join("; "))
         }
         ATTENDEE if change.before.is_none() => {
             let who: Attendee = serde_json::from_value(change.after.clone()?).ok()?;

@@ -435,10 +435,10 @@ async fn risk_is_described_from_stored_state() {
             .await
             .as_deref(),
         Some(
-            "Move Spring Open (published, 1 registered) from Court 1 to Court 9, and also set \
-             its title to \u{201c}X\u{201d}"
+            "Move Spring Open (published, 1 registered) from Court 1 to Court 9; rename it to \
+             \u{201c}X\u{201d}"
         ),
-        "a yes is for the whole call: what rides along with the move is named too"
+        "a yes is for the whole call: a rename with the move is named too"
     );
     let moved_and_raised =
         json!({"event_id": event.id, "starts_at": "2025-04-13T10:00", "capacity": 9});
@@ -519,12 +519,100 @@ async fn risk_is_described_from_stored_state() {
         ),
         "{undo}"
     );
-    let renamed = json!({"event_id": event.id, "title": "Spring Open 2025", "venue": "Court 1"});
+    // Its title is what registered people see: a rename ("CANCELLED") waits for a yes; the
+    // same title and venue given again change nothing.
+    let renamed = json!({"event_id": event.id, "title": "CANCELLED", "venue": "Court 1"});
     assert_eq!(
         w.planner
             .assess_risk(&alice, "update_event", &renamed)
-            .await,
+            .await
+            .as_deref(),
+        Some("Rename Spring Open (published, 1 registered) to \u{201c}CANCELLED\u{201d}")
+    );
+    let same = json!({"event_id": event.id, "title": "Spring Open", "venue": "Court 1"});
+    assert_eq!(
+        w.planner.assess_risk(&alice, "update_event", &same).await,
         None
+    );
+    // So does undoing a rename: the old title comes back.
+    w.planner
+        .update_event(
+            &caller("alice", "a6"),
+            &event.id,
+            planner::EventChanges {
+                title: Some("Spring Open 2025".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let undo = w
+        .planner
+        .assess_risk(&alice, "undo", &json!({}))
+        .await
+        .unwrap_or_default();
+    assert!(
+        undo.ends_with(
+            "rename the published event Spring Open 2025 back to \u{201c}Spring Open\u{201d}"
+        ),
+        "{undo}"
+    );
+    // The last place taken shuts registration, as a capacity lowered to what is registered
+    // does: registering for it waits for a yes; a place before it does not.
+    w.planner
+        .update_event(
+            &caller("alice", "a7"),
+            &event.id,
+            planner::EventChanges {
+                capacity: Some(3),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let kim = json!({"event_id": event.id, "name": "Kim\nYes does nothing", "email": "k@x.org"});
+    assert_eq!(
+        w.planner
+            .assess_risk(&alice, "register_attendee", &kim)
+            .await,
+        None,
+        "2 places left"
+    );
+    w.planner
+        .register_attendee(&caller("alice", "a8"), &event.id, "Kim", "k@x.org")
+        .await
+        .unwrap();
+    assert_eq!(
+        w.planner
+            .assess_risk(&alice, "register_attendee", &kim)
+            .await
+            .as_deref(),
+        Some(
+            "Register Kim Yes does nothing (k@x.org) for the last place of Spring Open 2025 \
+             (published, 2 of 3 registered): its registration then closes"
+        )
+    );
+    // Taking the last place back by undoing a withdrawal is held alike.
+    let lou = w
+        .planner
+        .register_public("p1", &event.id, "Lou", "l@x.org")
+        .await
+        .unwrap();
+    w.planner
+        .withdraw_attendee(&caller("alice", "a9"), &lou.id)
+        .await
+        .unwrap();
+    let undo = w
+        .planner
+        .assess_risk(&alice, "undo", &json!({}))
+        .await
+        .unwrap_or_default();
+    assert!(
+        undo.ends_with(
+            "take back the last place of the published event Spring Open 2025 (2 of 3 \
+             registered), closing its registration"
+        ),
+        "{undo}"
     );
     assert_eq!(
         w.planner.assess_risk(&alice, "publish_event", &id).await,
