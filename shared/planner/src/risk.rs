@@ -11,7 +11,7 @@ impl Planner {
     /// attendees, withdrawing an attendee, renaming a published event, moving it to another
     /// date or venue or lowering its capacity at all (to what is registered, registration
     /// shuts; above it, a registration or two more would shut it), registering someone for the
-    /// last place of a published event (its registration shuts),
+    /// last place of a published event (its registration shuts), publishing a full draft,
     /// re-planning the saved timetable of a published event, or changing what it shows (its
     /// days, rooms and breaks; a session's length), and an undo that would do any of these.
     /// The description names
@@ -73,14 +73,30 @@ impl Planner {
                     .then(|| {
                         format!(
                             "Register {} ({}) for the last place of {} (published, {} of {} registered): its registration then closes",
-                            one_line(arg("name").unwrap_or_default()),
-                            one_line(arg("email").unwrap_or_default()),
+                            whole_line(arg("name").unwrap_or_default()),
+                            whole_line(arg("email").unwrap_or_default()),
                             one_line(&event.title),
                             event.registered,
                             event.capacity
                         )
                     })
             }
+            // A draft filled before it is published (registering for a draft is no risky call)
+            // would open to the public already shut.
+            "publish_event" => self
+                .event_for(&caller, arg("event_id"))
+                .await?
+                .and_then(|(event, _)| {
+                    (event.status == EventStatus::Draft && event.registered >= event.capacity)
+                        .then(|| {
+                            format!(
+                                "Publish {} full ({} of {} registered): its registration opens shut",
+                                one_line(&event.title),
+                                event.registered,
+                                event.capacity
+                            )
+                        })
+                }),
             "withdraw_attendee" => {
                 let Some(id) = arg("attendee_id") else {
                     return Ok(None);
@@ -112,7 +128,7 @@ impl Planner {
                     moves.push(format!("from {} to {}", event.starts_at, to));
                 }
                 if let Some(to) = arg("venue").filter(|to| *to != event.venue) {
-                    moves.push(format!("from {} to {}", one_line(&event.venue), one_line(to)));
+                    moves.push(format!("from {} to {}", one_line(&event.venue), whole_line(to)));
                 }
                 let mut changes = Vec::new();
                 if !moves.is_empty() {
@@ -126,7 +142,7 @@ impl Planner {
                 // Its title is what people registered for see: renamed ("CANCELLED — do not
                 // come"), it tells them something the owner may never have said.
                 if let Some(to) = arg("title").filter(|to| *to != event.title) {
-                    let to = one_line(to);
+                    let to = whole_line(to);
                     changes.push(match changes.is_empty() {
                         true => format!(
                             "Rename {} (published, {} registered) to \u{201c}{to}\u{201d}",
@@ -137,8 +153,8 @@ impl Planner {
                     });
                 }
                 // A capacity lowered to what is registered shuts registration to everyone else;
-                // lowered at all, it leaves fewer places, which a registration (no risky call)
-                // can then fill: so any lowering waits for a yes.
+                // lowered at all, it leaves fewer places, which registrations before the last
+                // one (no risky calls) can then fill: so any lowering waits for a yes.
                 if let Some(to) = args.get("capacity").and_then(Value::as_u64)
                     && to < u64::from(event.capacity)
                 {
@@ -223,7 +239,7 @@ impl Planner {
                 let number = rows.last().map(|row| row.seq).unwrap_or_default();
                 (!effects.is_empty()).then(|| {
                     format!(
-                        "Undo the last change made in this conversation (change no. {number}), which would {}",
+                        "Undo the last change made in this conversation (change #{number}), which would {}",
                         effects.join("; ")
                     )
                 })
@@ -547,19 +563,31 @@ const NAME_CHARS: usize = 80;
 /// must not let it write the question's own words (a made-up "If you say yes: nothing is
 /// lost").
 pub fn one_line(name: &str) -> String {
-    let words: Vec<&str> = name
+    let joined = flattened(name);
+    match joined.char_indices().nth(NAME_CHARS) {
+        Some((cut, _)) => format!("{}\u{2026}", &joined[..cut]),
+        None => joined,
+    }
+}
+
+/// A value the call would store (a new title, venue, name or email) as its question shows it:
+/// on one line as [`one_line`] makes it, but whole (the tool's schema bounds its length), so no
+/// part of what a yes sets hides behind a cut.
+fn whole_line(value: &str) -> String {
+    flattened(value)
+}
+
+/// `text` on one line: spaces collapsed, double quotation marks made single.
+fn flattened(text: &str) -> String {
+    let words: Vec<&str> = text
         .split(|c: char| c.is_whitespace() || c.is_control())
         .filter(|w| !w.is_empty())
         .collect();
     // Double quotation marks become single ones: the question quotes the name, and one inside
     // it would close that quote and make what follows read as the question's own words.
-    let joined = words
+    words
         .join(" ")
-        .replace(['"', '\u{201c}', '\u{201d}', '\u{201e}', '\u{ff02}'], "'");
-    match joined.char_indices().nth(NAME_CHARS) {
-        Some((cut, _)) => format!("{}\u{2026}", &joined[..cut]),
-        None => joined,
-    }
+        .replace(['"', '\u{201c}', '\u{201d}', '\u{201e}', '\u{ff02}'], "'")
 }
 
 #[cfg(test)]

@@ -536,7 +536,7 @@ async fn changing_what_a_published_timetable_shows_needs_a_yes() {
     add(&w, &event, "a5", lightning).await;
     let undo = risk("undo", json!({})).await.unwrap_or_default();
     assert!(
-        undo.starts_with("Undo the last change made in this conversation (change no. ")
+        undo.starts_with("Undo the last change made in this conversation (change #")
             && undo.ends_with(
                 "), which would put the program of the published timetable of \u{201c}Spring Open\u{201d} back as it was"
             ),

@@ -486,8 +486,8 @@ async fn risk_is_described_from_stored_state() {
             "{capacity}"
         );
     }
-    // Lowered at all, even above what is registered: a registration or two (no risky call)
-    // could then shut it.
+    // Lowered at all, even above what is registered: a registration or two (no yes before the
+    // last place) could then shut it.
     w.planner
         .update_event(
             &caller("alice", "a5"),
@@ -617,6 +617,49 @@ async fn risk_is_described_from_stored_state() {
     assert_eq!(
         w.planner.assess_risk(&alice, "publish_event", &id).await,
         None
+    );
+    // A new title is shown whole, however long (the tool takes up to 120 characters): what a
+    // yes sets cannot hide behind the cut a stored name gets.
+    let tail = format!("{} CANCELLED, do not come", "x".repeat(90));
+    let long = json!({"event_id": event.id, "title": tail});
+    let asked = w
+        .planner
+        .assess_risk(&alice, "update_event", &long)
+        .await
+        .unwrap_or_default();
+    assert!(asked.ends_with("CANCELLED, do not come\u{201d}"), "{asked}");
+    // A draft filled before it is published would open shut: publishing it waits for a yes.
+    let cup = w
+        .planner
+        .create_event(
+            &caller("alice", "c1"),
+            planner::NewEvent {
+                title: "Cup".into(),
+                starts_at: "2025-05-01T10:00".into(),
+                venue: "Hall".into(),
+                capacity: 1,
+            },
+        )
+        .await
+        .unwrap();
+    let publish = json!({"event_id": cup.id});
+    assert_eq!(
+        w.planner
+            .assess_risk(&alice, "publish_event", &publish)
+            .await,
+        None,
+        "a place left"
+    );
+    w.planner
+        .register_attendee(&caller("alice", "c2"), &cup.id, "Kim", "k@x.org")
+        .await
+        .unwrap();
+    assert_eq!(
+        w.planner
+            .assess_risk(&alice, "publish_event", &publish)
+            .await
+            .as_deref(),
+        Some("Publish Cup full (1 of 1 registered): its registration opens shut")
     );
     assert_eq!(
         w.planner
