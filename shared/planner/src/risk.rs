@@ -255,10 +255,14 @@ impl Planner {
                         one_line(&event.title)
                     )
                 }),
+            // A session's new length moves what follows it; its new title is what people see
+            // (renamed "CANCELLED", as an event's title can be).
             "edit_session" => {
-                let Some(duration) = args.get("duration").and_then(Value::as_u64) else {
+                let duration = args.get("duration").and_then(Value::as_u64);
+                let title = arg("title");
+                if duration.is_none() && title.is_none() {
                     return Ok(None);
-                };
+                }
                 let Some(event) = self
                     .published_timetable(&caller, arg("event_id").unwrap_or_default())
                     .await?
@@ -270,19 +274,29 @@ impl Planner {
                 else {
                     return Ok(None);
                 };
-                record
-                    .program
-                    .session(arg("session_id").unwrap_or_default())
-                    .filter(|session| u64::from(session.duration) != duration)
-                    .map(|session| {
-                        format!(
-                            "Change \u{201c}{}\u{201d} in the published timetable of \u{201c}{}\u{201d} from {} to {duration} minutes{}",
-                            one_line(&session.title),
-                            one_line(&event.title),
-                            session.duration,
-                            also(&session_riders(session, args))
-                        )
-                    })
+                let Some(session) = record.program.session(arg("session_id").unwrap_or_default())
+                else {
+                    return Ok(None);
+                };
+                let longer = duration.filter(|d| *d != u64::from(session.duration));
+                let renamed = title.filter(|to| *to != session.title);
+                match (longer, renamed) {
+                    (Some(duration), _) => Some(format!(
+                        "Change \u{201c}{}\u{201d} in the published timetable of \u{201c}{}\u{201d} from {} to {duration} minutes{}",
+                        one_line(&session.title),
+                        one_line(&event.title),
+                        session.duration,
+                        also(&session_riders(session, args, true))
+                    )),
+                    (None, Some(to)) => Some(format!(
+                        "Rename \u{201c}{}\u{201d} in the published timetable of \u{201c}{}\u{201d} to \u{201c}{}\u{201d}{}",
+                        one_line(&session.title),
+                        one_line(&event.title),
+                        whole_line(to),
+                        also(&session_riders(session, args, false))
+                    )),
+                    (None, None) => None,
+                }
             }
             // Re-planning a published program moves sessions people may have planned around:
             // a dry run counts how many would move.
@@ -480,10 +494,15 @@ fn also(riders: &[String]) -> String {
     }
 }
 
-/// What an `edit_session` call changes besides the session's length, from its arguments,
+/// What an `edit_session` call changes besides the session's length (and, unless `with_title`
+/// is false, when its question already names the new title, besides its title), from its arguments,
 /// compared with the stored session where the two are alike (a room is named in the call and
 /// stored by id, a fixed start given as a day and a time: those are named whenever given).
-fn session_riders(session: &schedule_types::Session, args: &Value) -> Vec<String> {
+fn session_riders(
+    session: &schedule_types::Session,
+    args: &Value,
+    with_title: bool,
+) -> Vec<String> {
     let text = |name: &str| args.get(name).and_then(Value::as_str);
     let names = |name: &str| {
         args.get(name).and_then(Value::as_array).map(|items| {
@@ -495,11 +514,11 @@ fn session_riders(session: &schedule_types::Session, args: &Value) -> Vec<String
         })
     };
     let mut riders = Vec::new();
-    if let Some(to) = text("title").filter(|to| *to != session.title) {
-        riders.push(format!("its title to \u{201c}{}\u{201d}", one_line(to)));
+    if let Some(to) = text("title").filter(|to| with_title && *to != session.title) {
+        riders.push(format!("its title to \u{201c}{}\u{201d}", whole_line(to)));
     }
     if let Some(to) = text("track").filter(|to| Some(*to) != session.track.as_deref()) {
-        riders.push(format!("its track to \u{201c}{}\u{201d}", one_line(to)));
+        riders.push(format!("its track to \u{201c}{}\u{201d}", whole_line(to)));
     }
     if let Some(to) = names("speakers").filter(|to| *to != session.speakers) {
         riders.push(format!("its speakers to {}", quoted(&to)));
@@ -514,10 +533,10 @@ fn session_riders(session: &schedule_types::Session, args: &Value) -> Vec<String
     if let Some(at) = args.get("at").filter(|at| !at.is_null()) {
         let day = at.get("day").and_then(Value::as_u64).unwrap_or_default();
         let time = at.get("time").and_then(Value::as_str).unwrap_or_default();
-        riders.push(format!("its start to day {day} at {}", one_line(time)));
+        riders.push(format!("its start to day {day} at {}", whole_line(time)));
     }
     if let Some(room) = text("room") {
-        riders.push(format!("its room to \u{201c}{}\u{201d}", one_line(room)));
+        riders.push(format!("its room to \u{201c}{}\u{201d}", whole_line(room)));
     }
     if let Some(after) = names("after").filter(|to| *to != session.after) {
         riders.push(format!("the sessions it must follow ({})", after.len()));

@@ -467,8 +467,9 @@ async fn an_assistant_on_a_read_grant_cannot_change_the_program_or_build() {
 /// What a published timetable shows is drawn from the program as it is now, so new days,
 /// rooms or breaks, a session's new length, or an undo that puts the program back change it at
 /// once, with no re-plan: each needs a yes once the event is published and its timetable
-/// saved, described from the database. A title or speaker edit does not (a rename of the
-/// event does not either), nor does anything on a draft or before a timetable is saved.
+/// saved, described from the database, and so does a session's new title there (as an
+/// event's does). A speaker edit does not, nor does anything on a draft or before a timetable
+/// is saved.
 #[tokio::test]
 async fn changing_what_a_published_timetable_shows_needs_a_yes() {
     let w = world().await;
@@ -520,7 +521,24 @@ async fn changing_what_a_published_timetable_shows_needs_a_yes() {
         ),
         "a yes is for the whole call: what rides along with the new length is named too"
     );
-    assert_eq!(risk("edit_session", renamed).await, None);
+    // A session renamed in a published timetable ("CANCELLED") is what people see: held, as
+    // an event's rename is; what rides along is named too.
+    assert_eq!(
+        risk("edit_session", renamed).await.as_deref(),
+        Some(
+            "Rename \u{201c}Keynote\u{201d} in the published timetable of \u{201c}Spring Open\u{201d} to \u{201c}Opening\u{201d}"
+        )
+    );
+    let renamed_and_more =
+        json!({"event_id": event, "session_id": keynote, "title": "Opening", "track": "Side"});
+    assert_eq!(
+        risk("edit_session", renamed_and_more).await.as_deref(),
+        Some(
+            "Rename \u{201c}Keynote\u{201d} in the published timetable of \u{201c}Spring Open\u{201d} to \u{201c}Opening\u{201d}, and also set its track to \u{201c}Side\u{201d}"
+        )
+    );
+    let same_title = json!({"event_id": event, "session_id": keynote, "title": "Keynote"});
+    assert_eq!(risk("edit_session", same_title).await, None);
     assert_eq!(risk("edit_session", same_length).await, None);
     assert_eq!(
         w.planner

@@ -26,6 +26,16 @@ async fn world() -> World {
     World { store, planner }
 }
 
+impl World {
+    /// Alice changes `event` as action `action` of her conversation, directly (no gate).
+    async fn alice_changes(&self, action: &str, event: &str, changes: planner::EventChanges) {
+        self.planner
+            .update_event(&caller("alice", action), event, changes)
+            .await
+            .unwrap();
+    }
+}
+
 fn account(user: &str, status: AccountStatus) -> Account {
     Account {
         status,
@@ -488,17 +498,15 @@ async fn risk_is_described_from_stored_state() {
     }
     // Lowered at all, even above what is registered: a registration or two (no yes before the
     // last place) could then shut it.
-    w.planner
-        .update_event(
-            &caller("alice", "a5"),
-            &event.id,
-            planner::EventChanges {
-                capacity: Some(50),
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
+    w.alice_changes(
+        "a5",
+        &event.id,
+        planner::EventChanges {
+            capacity: Some(50),
+            ..Default::default()
+        },
+    )
+    .await;
     let lower = json!({"event_id": event.id, "capacity": 2});
     assert_eq!(
         w.planner
@@ -535,17 +543,15 @@ async fn risk_is_described_from_stored_state() {
         None
     );
     // So does undoing a rename: the old title comes back.
-    w.planner
-        .update_event(
-            &caller("alice", "a6"),
-            &event.id,
-            planner::EventChanges {
-                title: Some("Spring Open 2025".into()),
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
+    w.alice_changes(
+        "a6",
+        &event.id,
+        planner::EventChanges {
+            title: Some("Spring Open 2025".into()),
+            ..Default::default()
+        },
+    )
+    .await;
     let undo = w
         .planner
         .assess_risk(&alice, "undo", &json!({}))
@@ -559,17 +565,15 @@ async fn risk_is_described_from_stored_state() {
     );
     // The last place taken shuts registration, as a capacity lowered to what is registered
     // does: registering for it waits for a yes; a place before it does not.
-    w.planner
-        .update_event(
-            &caller("alice", "a7"),
-            &event.id,
-            planner::EventChanges {
-                capacity: Some(3),
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
+    w.alice_changes(
+        "a7",
+        &event.id,
+        planner::EventChanges {
+            capacity: Some(3),
+            ..Default::default()
+        },
+    )
+    .await;
     let kim = json!({"event_id": event.id, "name": "Kim\nYes does nothing", "email": "k@x.org"});
     assert_eq!(
         w.planner
