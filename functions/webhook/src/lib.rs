@@ -12,13 +12,15 @@ pub mod config;
 #[cfg(feature = "lambda")]
 pub mod lambda;
 mod refusal;
+mod rekey;
 
 pub use refusal::Refusal;
+pub use rekey::{Fresh, REKEY_EVERY, ReadAgain};
 
 use channels::{Channel, Inbound, InboundMessage, RawRequest};
 use queue::{Enqueued, JobMedia, JobQueue, QueueError, TurnJob};
-use std::collections::HashMap;
-use std::sync::Arc;
+use rekey::{Channels, Rekey};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 use tracing::Instrument;
 
@@ -52,7 +54,9 @@ impl HttpResponse {
 
 /// The webhook's dependencies, built once per cold start.
 pub struct Webhook {
-    channels: HashMap<&'static str, Arc<dyn Channel>>,
+    /// Replaced as a whole when the secrets are read again ([`Webhook::with_rekey`]).
+    channels: RwLock<Arc<Channels>>,
+    rekey: Option<Rekey>,
     queue: Arc<dyn JobQueue>,
     max_body_bytes: usize,
     max_age: Duration,
@@ -62,7 +66,7 @@ pub struct Webhook {
 impl std::fmt::Debug for Webhook {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Webhook")
-            .field("channels", &self.channels.keys().collect::<Vec<_>>())
+            .field("channels", &self.channel_names())
             .field("max_body_bytes", &self.max_body_bytes)
             .finish_non_exhaustive()
     }
@@ -112,7 +116,10 @@ impl Webhook {
         max_body_bytes: usize,
     ) -> Self {
         Self {
-            channels: channels.into_iter().map(|c| (c.name(), c)).collect(),
+            channels: RwLock::new(Arc::new(
+                channels.into_iter().map(|c| (c.name(), c)).collect(),
+            )),
+            rekey: None,
             queue,
             max_body_bytes,
             max_age: MAX_DELIVERY_AGE,
@@ -133,9 +140,25 @@ impl Webhook {
         self
     }
 
+    /// When a delivery's signature fails, read the signing secrets again with `read` and check
+    /// once more (at most once per [`REKEY_EVERY`]; see `rekey.rs`): a secret rotated while this
+    /// instance runs is taken up without a restart.
+    pub fn with_rekey(mut self, read: ReadAgain) -> Self {
+        self.rekey = Some(Rekey::new(read));
+        self
+    }
+
+    /// The channels as they are now.
+    fn channels(&self) -> Arc<Channels> {
+        self.channels
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
     /// The names of the channels that are on.
     pub fn channel_names(&self) -> Vec<&'static str> {
-        let mut names: Vec<&'static str> = self.channels.keys().copied().collect();
+        let mut names: Vec<&'static str> = self.channels().keys().copied().collect();
         names.sort_unstable();
         names
     }
@@ -160,7 +183,7 @@ impl Webhook {
             .strip_prefix("/webhooks/")
             .filter(|n| !n.is_empty() && !n.contains('/'))
             .ok_or(Refusal::NoRoute)?;
-        let channel = self.channels.get(name).ok_or(Refusal::NoRoute)?.clone();
+        let channel = self.channels().get(name).ok_or(Refusal::NoRoute)?.clone();
         let allowed = match req.method {
             "POST" => true,
             "GET" => channel.accepts_get(),
@@ -190,12 +213,16 @@ impl Webhook {
             headers: req.headers,
             body: req.body,
         };
-        channel
-            .verify(&raw, req.now_ms.div_euclid(1000))
-            .map_err(|e| Refusal::Unverified {
-                channel: channel.name(),
-                source: e,
-            })?;
+        let channel = match channel.verify(&raw, req.now_ms.div_euclid(1000)) {
+            Ok(()) => channel,
+            Err(source) => self
+                .verify_rekeyed(name, &channel, &raw, req.now_ms)
+                .await
+                .ok_or(Refusal::Unverified {
+                    channel: channel.name(),
+                    source,
+                })?,
+        };
         if let Some(sent_s) = channel.sent_at_s(&raw) {
             let age_s = req.now_ms.div_euclid(1000).saturating_sub(sent_s);
             if age_s > self.max_age.as_secs() as i64 {
@@ -276,6 +303,37 @@ impl Webhook {
                 }))
             }
         }
+    }
+}
+
+impl Webhook {
+    /// After `used` refused `raw`'s signature: the channel `name` as the secrets hold it now,
+    /// if that one verifies it — one another request read since, or, at most once per
+    /// [`REKEY_EVERY`], one read now (then every channel is replaced by what was read).
+    async fn verify_rekeyed(
+        &self,
+        name: &str,
+        used: &Arc<dyn Channel>,
+        raw: &RawRequest<'_>,
+        now_ms: i64,
+    ) -> Option<Arc<dyn Channel>> {
+        let rekey = self.rekey.as_ref()?;
+        let now_s = now_ms.div_euclid(1000);
+        if let Some(newer) = self
+            .channels()
+            .get(name)
+            .filter(|current| !Arc::ptr_eq(current, used))
+            && newer.verify(raw, now_s).is_ok()
+        {
+            return Some(newer.clone());
+        }
+        let fresh = rekey.read(now_ms).await?;
+        let channel = fresh.get(name).cloned();
+        *self
+            .channels
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Arc::new(fresh);
+        channel.filter(|c| c.verify(raw, now_s).is_ok())
     }
 }
 

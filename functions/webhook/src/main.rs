@@ -72,10 +72,29 @@ async fn init() -> Result<Webhook, InitError> {
         warm(&sqs, &config.queue_url).await;
     }
     let queue = SqsQueue::new(sqs, config.queue_url.clone(), QueueSettings::default());
+    let webhook = Webhook::new(channels, Arc::new(queue), config.max_body_bytes)
+        .with_metrics(metrics::Metrics::from_vars(env));
+    // A secret in Secrets Manager may be rotated while this instance runs; the environment
+    // cannot change under it.
     Ok(
-        Webhook::new(channels, Arc::new(queue), config.max_body_bytes)
-            .with_metrics(metrics::Metrics::from_vars(env)),
+        match env("BRIDLE_SECRETS_ARN").filter(|v| !v.trim().is_empty()) {
+            Some(_) => webhook.with_rekey(secrets_read_again(aws)),
+            None => webhook,
+        },
     )
+}
+
+/// The channels as the secret holds them now: read as at cold start, environment first.
+fn secrets_read_again(aws: aws_config::SdkConfig) -> webhook::ReadAgain {
+    Arc::new(move || {
+        let aws = aws.clone();
+        Box::pin(async move {
+            let env = |k: &str| std::env::var(k).ok();
+            let secrets = secrets::load(env, &aws).await.map_err(|e| e.to_string())?;
+            let var = secrets.layered(env);
+            channels::config::inbound(&var).map_err(|problems| problems.join("; "))
+        })
+    })
 }
 
 /// Open the queue's connection (TLS included) with one cheap call, so the first delivery does

@@ -8,7 +8,8 @@
 
 use channels::generic::sign;
 use fake_lambda::{
-    Bootstrap, PostedKind, RuntimeApi, moto_endpoint as moto, moto_secret, template_env,
+    Bootstrap, PostedKind, RuntimeApi, moto_endpoint as moto, moto_secret, moto_secret_rotate,
+    template_env,
 };
 use serde_json::{Value, json};
 use std::process::Command;
@@ -264,6 +265,70 @@ async fn the_template_environment_starts_the_webhook_and_it_queues_a_delivery() 
     assert_eq!(job.text, "from the template");
     assert!(logs.contains("webhook ready"), "{logs}");
     assert!(!logs.contains(SECRET), "a secret reached the log: {logs}");
+}
+
+/// The operator rotates the signing secret in Secrets Manager while an instance is warm: the
+/// first delivery signed with the new one makes the instance read the secret again and is
+/// queued; one signed with the old secret is then refused. No restart, no secret in the log.
+#[tokio::test]
+async fn a_secret_rotated_in_secrets_manager_is_taken_up_by_a_warm_instance() {
+    const ROTATED: &str = "bootstrap-rotated-secret-9876543210fed";
+    let sqs = sqs_client().await;
+    let queue_url = fifo_queue(&sqs).await;
+    let name = format!("webhook-rotated-{}-{}", std::process::id(), now_s());
+    let arn = moto_secret(&name, &json!({"GENERIC_WEBHOOK_SECRET": SECRET})).await;
+    let env = template_env(
+        "WebhookFunction",
+        &[("TurnQueue", &queue_url), ("WebhookSecrets", &arn)],
+    );
+    let message = |id: &str| {
+        format!(
+            r#"{{"type": "message", "id": "{id}", "user": "u-9", "conversation": "c-rot", "text": "{id}"}}"#
+        )
+    };
+    let mut api = RuntimeApi::start([("req-1".into(), delivery(&message("m-rot-1"), SECRET))])
+        .await
+        .unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_webhook"));
+    cmd.env_clear()
+        .envs(api.lambda_env("webhook"))
+        .env("AWS_ENDPOINT_URL", moto())
+        .envs(env);
+    let running = Bootstrap::spawn(cmd).unwrap();
+    let before = api.next_posted(Duration::from_secs(60)).await;
+
+    moto_secret_rotate(&arn, &json!({"GENERIC_WEBHOOK_SECRET": ROTATED})).await;
+    api.push("req-2", delivery(&message("m-rot-2"), ROTATED));
+    let rotated = api.next_posted(Duration::from_secs(60)).await;
+    api.push("req-3", delivery(&message("m-rot-3"), SECRET));
+    let old = api.next_posted(Duration::from_secs(60)).await;
+    let logs = running.stop().logs;
+
+    assert_eq!(before.body["statusCode"], 200, "{}\n{logs}", before.body);
+    assert_eq!(rotated.body["statusCode"], 200, "{}\n{logs}", rotated.body);
+    assert_eq!(old.body["statusCode"], 401, "{}\n{logs}", old.body);
+    let got = sqs
+        .receive_message()
+        .queue_url(&queue_url)
+        .max_number_of_messages(10)
+        .wait_time_seconds(1)
+        .send()
+        .await
+        .unwrap();
+    let mut texts: Vec<String> = got
+        .messages()
+        .iter()
+        .map(|m| queue_sqs::decode_job(m.body().unwrap()).unwrap().text)
+        .collect();
+    texts.sort();
+    assert_eq!(texts, ["m-rot-1", "m-rot-2"]);
+    assert!(
+        logs.contains("the signing secrets were read again"),
+        "{logs}"
+    );
+    for secret in [SECRET, ROTATED] {
+        assert!(!logs.contains(secret), "a secret reached the log: {logs}");
+    }
 }
 
 #[tokio::test]

@@ -22,7 +22,7 @@ mod template;
 
 pub use bootstrap::{Bootstrap, Ran};
 pub use runtime_api::{Posted, PostedKind, RuntimeApi};
-pub use template::{TEMPLATE, moto_secret, template_env};
+pub use template::{TEMPLATE, moto_secret, moto_secret_rotate, template_env};
 
 /// The emulator the AWS-path tests use (`AWS_ENDPOINT_URL`, which `scripts/test` sets when it
 /// starts moto).

@@ -113,6 +113,11 @@ impl RuntimeApi {
         crate::function_url::serve(self.shared.clone()).await
     }
 
+    /// Queue one more event (request id, event JSON) after those given at the start.
+    pub fn push(&self, request_id: &str, event: Value) {
+        let _ = self.shared.events.send((request_id.to_owned(), event));
+    }
+
     /// Where it listens (`host:port`, the value of `AWS_LAMBDA_RUNTIME_API`).
     pub fn address(&self) -> &str {
         &self.address

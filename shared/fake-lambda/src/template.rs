@@ -38,9 +38,8 @@ pub fn template_env(function: &str, refs: &[(&str, &str)]) -> Vec<(String, Strin
         .collect()
 }
 
-/// A Secrets Manager secret in moto holding `value` (a JSON object, as the template's secrets
-/// do); returns its ARN, what `BRIDLE_SECRETS_ARN` names.
-pub async fn moto_secret(name: &str, value: &Value) -> String {
+/// A Secrets Manager client for moto.
+async fn secrets_client() -> aws_sdk_secretsmanager::Client {
     let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
         .endpoint_url(crate::moto_endpoint())
         .region(aws_config::Region::new("us-east-1"))
@@ -49,7 +48,25 @@ pub async fn moto_secret(name: &str, value: &Value) -> String {
         ))
         .load()
         .await;
-    let client = aws_sdk_secretsmanager::Client::new(&config);
+    aws_sdk_secretsmanager::Client::new(&config)
+}
+
+/// Rotate the moto secret `arn` to hold `value`, as an operator's `put-secret-value` does.
+pub async fn moto_secret_rotate(arn: &str, value: &Value) {
+    secrets_client()
+        .await
+        .put_secret_value()
+        .secret_id(arn)
+        .secret_string(value.to_string())
+        .send()
+        .await
+        .expect("moto stores the new value");
+}
+
+/// A Secrets Manager secret in moto holding `value` (a JSON object, as the template's secrets
+/// do); returns its ARN, what `BRIDLE_SECRETS_ARN` names.
+pub async fn moto_secret(name: &str, value: &Value) -> String {
+    let client = secrets_client().await;
     let created = client
         .create_secret()
         .name(name)
