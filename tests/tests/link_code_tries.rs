@@ -655,6 +655,82 @@ async fn deciding_again_counts_no_try_twice() {
     );
 }
 
+/// Someone sends a newcomer a link that carries their own code (a WhatsApp link fills in any
+/// text): one tap links the newcomer's chat to their account. The reply names that account
+/// and says how to undo it, and `UNLINK` from the sender unbinds it at once — no model call,
+/// no operator; then the chat is a stranger's again, and the old code does not link it back.
+async fn a_sender_unlinks_their_chat_alone(store: Arc<dyn Store>) {
+    let s = setup(store);
+    s.store
+        .put_account(&store::Account {
+            email: Some(store::Email::parse("mallory@example.org").unwrap()),
+            ..store::Account::new("mallory", "Mallory")
+        })
+        .await
+        .unwrap();
+    s.store
+        .create_link_code("HJ2K3M4N", &"mallory".into(), START_MS, START_MS + HOUR_MS)
+        .await
+        .unwrap();
+    let outcome = s.jobs.run(&job("u-1", "sam", "HJ2K3M4N"), MINUTE).await;
+    assert_eq!(
+        outcome,
+        JobOutcome::Answered(Resolved::Linked("mallory".into()))
+    );
+    let linked = s.platform.sent().last().cloned().unwrap();
+    assert!(
+        linked.contains("account of Mallory (m•••@example.org)") && linked.contains("Send UNLINK"),
+        "{linked}"
+    );
+
+    // Sam did not mean it: "/unlink" (any case, as a Telegram command would come).
+    let outcome = s.jobs.run(&job("u-2", "sam", " /Unlink "), MINUTE).await;
+    assert_eq!(
+        outcome,
+        JobOutcome::Answered(Resolved::Unlinked("mallory".into()))
+    );
+    assert_eq!(s.store.identity("whatsapp", "sam").await.unwrap(), None);
+    let reply = s.platform.sent().last().cloned().unwrap();
+    assert_eq!(reply, lines::unlinked("Mallory (m•••@example.org)"));
+    // A stranger again: UNLINK once more, or anything else, gets the onboarding reply (once an
+    // hour) and never a model call (the model here has nothing to say); the old code, sent
+    // again from the chat's history, does not link it back.
+    let outcome = s.jobs.run(&job("u-3", "sam", "UNLINK"), MINUTE).await;
+    assert_eq!(outcome, JobOutcome::Answered(Resolved::Unknown));
+    let outcome = s
+        .jobs
+        .run(&job("u-4", "sam", "what's on my list?"), MINUTE)
+        .await;
+    assert!(matches!(outcome, JobOutcome::Skipped(_)), "{outcome:?}");
+    // (Sent ten minutes on: a message that came before the code's first redemption is taken
+    // for the linking job run again, which links.)
+    s.now.fetch_add(10 * 60_000, Ordering::SeqCst);
+    let again = TurnJob {
+        received_at_ms: s.now.load(Ordering::SeqCst),
+        ..job("u-5", "sam", "HJ2K3M4N")
+    };
+    let outcome = s.jobs.run(&again, MINUTE).await;
+    assert!(
+        !matches!(outcome, JobOutcome::Answered(Resolved::Linked(_))),
+        "{outcome:?}"
+    );
+    assert_eq!(s.store.identity("whatsapp", "sam").await.unwrap(), None);
+    // The word inside a sentence is a message like any other, for a linked sender.
+    for text in ["please unlink me", "UNLINK HJ2K3M4N", "unlinked"] {
+        assert!(!channel_jobs::identity::is_unlink(text), "{text}");
+    }
+}
+
+#[tokio::test]
+async fn sqlite_a_sender_unlinks_their_chat_alone() {
+    a_sender_unlinks_their_chat_alone(sqlite()).await;
+}
+
+#[tokio::test]
+async fn dynamodb_a_sender_unlinks_their_chat_alone() {
+    a_sender_unlinks_their_chat_alone(dynamo_store("codes-unlink").await).await;
+}
+
 #[tokio::test]
 async fn sqlite_an_unlinked_chat_is_not_linked_again_by_its_old_code() {
     an_unlinked_chat_is_not_linked_again_by_its_old_code(sqlite()).await;

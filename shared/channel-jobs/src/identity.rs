@@ -13,6 +13,12 @@
 //! else has seen the code, so nobody could have put it in a link; where others see the reply (a
 //! group), the word is what a link cannot carry (a Telegram start link holds no space), and the
 //! code works only in that chat ([`Resolved::MoveAsked`]).
+//!
+//! A chat that was never linked is linked by the first live code it sends, so someone who sends
+//! a newcomer a link with their own code gets that newcomer's messages in their account. The
+//! reply that says "Linked!" names the account, and a linked sender can undo it alone: the
+//! word `UNLINK` (any case, `/unlink` too), sent by itself, unbinds their account at once
+//! ([`Resolved::Unlinked`]), with no model call and no operator.
 
 use crate::code_attempts::{self, Try};
 use channels::link_code;
@@ -22,6 +28,15 @@ use transcript::UserId;
 
 /// Link codes tried per message.
 pub const MAX_CODES_PER_MESSAGE: usize = 2;
+
+/// Whether `text` asks to unlink the sender's account: `UNLINK` alone, in any case, with or
+/// without Telegram's leading slash and `@botname`, blanks around.
+pub fn is_unlink(text: &str) -> bool {
+    let word = text.trim();
+    let word = word.strip_prefix('/').unwrap_or(word);
+    let word = word.split_once('@').map_or(word, |(command, _)| command);
+    word.eq_ignore_ascii_case("unlink")
+}
 
 /// The sender of a job, resolved.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,6 +62,9 @@ pub enum Resolved {
     TooManyCodes { bound: Option<UserId> },
     /// Nobody we know, and no code: the onboarding reply.
     Unknown,
+    /// The sender sent `UNLINK` ([`is_unlink`]) and their account was bound to this user: it
+    /// is unbound now, and is told so (in the chat's lobby: it is a stranger's chat again).
+    Unlinked(UserId),
 }
 
 impl Resolved {
@@ -58,14 +76,14 @@ impl Resolved {
             | Resolved::LinkedAgain(u)
             | Resolved::MoveAsked { bound: u, .. } => Some(u),
             Resolved::StaleCode { bound } | Resolved::TooManyCodes { bound } => bound.as_ref(),
-            Resolved::Unknown => None,
+            Resolved::Unknown | Resolved::Unlinked(_) => None,
         }
     }
 
     /// The accounts the harness's reply names ([`crate::lines::account_label`]).
     pub fn named(&self) -> Vec<&UserId> {
         match self {
-            Resolved::Linked(u) | Resolved::LinkedAgain(u) => vec![u],
+            Resolved::Linked(u) | Resolved::LinkedAgain(u) | Resolved::Unlinked(u) => vec![u],
             Resolved::MoveAsked { bound, to } => vec![bound, to],
             _ => Vec::new(),
         }
@@ -85,9 +103,11 @@ impl Resolved {
             Resolved::MoveAsked { .. } => Some("move-asked"),
             Resolved::StaleCode { bound: None } => Some("stale-code"),
             Resolved::TooManyCodes { .. } => Some("too-many-codes"),
-            Resolved::Bound(_) | Resolved::Linked(_) | Resolved::StaleCode { bound: Some(_) } => {
-                None
-            }
+            // Unlinked once per binding: the next UNLINK finds no binding (onboarding).
+            Resolved::Bound(_)
+            | Resolved::Linked(_)
+            | Resolved::Unlinked(_)
+            | Resolved::StaleCode { bound: Some(_) } => None,
         }
     }
 }
@@ -99,7 +119,7 @@ pub async fn resolve_by_reading(
     store: &dyn Store,
     job: &TurnJob,
 ) -> Result<Option<Resolved>, StoreError> {
-    if !link_code::find(&job.text).is_empty() {
+    if is_unlink(&job.text) || !link_code::find(&job.text).is_empty() {
         return Ok(None);
     }
     Ok(Some(
@@ -207,6 +227,22 @@ pub async fn resolve(
     job: &TurnJob,
     now_ms: i64,
 ) -> Result<Resolved, StoreError> {
+    // One write, from the verified sender only. Run again after a crash that followed it, the
+    // job finds no binding and answers as to a stranger (the account stays unlinked).
+    if is_unlink(&job.text) {
+        return Ok(
+            match store
+                .unbind_identity(&job.channel, &job.external_user_id)
+                .await?
+            {
+                Some(user) => {
+                    tracing::info!(channel = %job.channel, user = %user, "a sender unlinked their account");
+                    Resolved::Unlinked(user)
+                }
+                None => Resolved::Unknown,
+            },
+        );
+    }
     // At most two code-shaped words are tried per message: a message stuffed with guesses
     // costs the same as an honest one, and cannot search the code space.
     let codes: Vec<_> = link_code::find(&job.text)

@@ -25,6 +25,7 @@ pub fn harness_reply(
         Resolved::StaleCode { bound: None } => stale_code(signup_url),
         Resolved::TooManyCodes { bound: Some(_) } => too_many_codes_bound(),
         Resolved::TooManyCodes { bound: None } => too_many_codes(signup_url),
+        Resolved::Unlinked(user) => unlinked(&named(user)),
         Resolved::Unknown | Resolved::Bound(_) => onboarding(signup_url),
     }
 }
@@ -75,9 +76,20 @@ pub fn account_label(account: Option<&store::Account>) -> String {
     }
 }
 
+/// After `UNLINK`: whose account the chat has left, and how to link one again.
+pub fn unlinked(whose: &str) -> String {
+    format!(
+        "Done: this chat is no longer connected to the account of {whose}; nothing you send here \
+         reaches it. To link your own account, send a new code from the web app."
+    )
+}
+
 /// After a code bound the account: whose account it is now.
 pub fn linked(whose: &str) -> String {
-    format!("Linked! This chat is now connected to the account of {whose}. What can I do for you?")
+    format!(
+        "Linked! This chat is now connected to the account of {whose}. What can I do for you?\n\n\
+         Not your account? Send UNLINK and this chat is disconnected from it at once."
+    )
 }
 
 /// A code for another account from a chat linked already: nothing changed, and how to move
