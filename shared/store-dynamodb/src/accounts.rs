@@ -116,12 +116,12 @@ impl Accounts for DynamoStore {
                 "attribute_not_exists(pk)",
             )?));
         }
-        let sent = self
-            .client
-            .transact_write_items()
-            .set_transact_items(Some(writes))
-            .send()
-            .await;
+        let sent = crate::transact::send(
+            self.client
+                .transact_write_items()
+                .set_transact_items(Some(writes)),
+        )
+        .await;
         let Err(err) = sent else { return Ok(()) };
         match refused_items(&err).as_deref() {
             Some([true, ..]) => Err(CreateAccountError::UserTaken(account.user.clone())),
@@ -188,12 +188,12 @@ impl Accounts for DynamoStore {
                         .build(),
                 );
             }
-            let sent = self
-                .client
-                .transact_write_items()
-                .set_transact_items(Some(writes))
-                .send()
-                .await;
+            let sent = crate::transact::send(
+                self.client
+                    .transact_write_items()
+                    .set_transact_items(Some(writes)),
+            )
+            .await;
             let Err(err) = sent else { return Ok(()) };
             let Some(refused) = refused_items(&err) else {
                 return Err(unavailable(err));

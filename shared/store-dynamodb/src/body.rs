@@ -63,13 +63,14 @@ impl DynamoStore {
                 .map_err(|e| write_error(e, conflict));
         }
         let writes = self.transact_puts(items)?;
-        self.client
-            .transact_write_items()
-            .set_transact_items(Some(writes))
-            .send()
-            .await
-            .map(drop)
-            .map_err(|e| write_error(e, conflict))
+        crate::transact::send(
+            self.client
+                .transact_write_items()
+                .set_transact_items(Some(writes)),
+        )
+        .await
+        .map(drop)
+        .map_err(|e| write_error(e, conflict))
     }
 }
 
@@ -90,16 +91,17 @@ impl DynamoStore {
         }
         if heads.iter().map(Vec::len).sum::<usize>() > MAX_CHUNKS {
             if !also.is_empty() {
-                self.client
-                    .transact_write_items()
-                    .set_transact_items(Some(also))
-                    .send()
-                    .await
-                    .map_err(|e| {
-                        write_error(e, || StoreError::Conflict {
-                            what: what.to_owned(),
-                        })
-                    })?;
+                crate::transact::send(
+                    self.client
+                        .transact_write_items()
+                        .set_transact_items(Some(also)),
+                )
+                .await
+                .map_err(|e| {
+                    write_error(e, || StoreError::Conflict {
+                        what: what.to_owned(),
+                    })
+                })?;
             }
             for items in heads {
                 self.put_items(items, what).await?;
@@ -110,17 +112,18 @@ impl DynamoStore {
         for items in heads {
             writes.extend(self.transact_puts(items)?);
         }
-        self.client
-            .transact_write_items()
-            .set_transact_items(Some(writes))
-            .send()
-            .await
-            .map(drop)
-            .map_err(|e| {
-                write_error(e, || StoreError::Conflict {
-                    what: what.to_owned(),
-                })
+        crate::transact::send(
+            self.client
+                .transact_write_items()
+                .set_transact_items(Some(writes)),
+        )
+        .await
+        .map(drop)
+        .map_err(|e| {
+            write_error(e, || StoreError::Conflict {
+                what: what.to_owned(),
             })
+        })
     }
 
     /// A record's items as transaction puts, its head conditioned on its key being free.

@@ -171,12 +171,12 @@ impl DynamoStore {
             .into_iter()
             .map(|u| TransactWriteItem::builder().update(u).build())
             .collect();
-        let sent = self
-            .client
-            .transact_write_items()
-            .set_transact_items(Some(writes))
-            .send()
-            .await;
+        let sent = crate::transact::send(
+            self.client
+                .transact_write_items()
+                .set_transact_items(Some(writes)),
+        )
+        .await;
         match sent {
             Ok(_) => Ok(Written::Done),
             Err(err) => match refused_index(&err) {
@@ -249,12 +249,13 @@ impl BudgetLedger for DynamoStore {
         // through. A transaction carries one `ClientRequestToken` across those retries, and
         // DynamoDB applies a token once in ten minutes: a settlement that gives back an unused
         // allowance is never given back twice (the ledger would then read less than was spent).
-        self.client
-            .transact_write_items()
-            .set_transact_items(Some(self.adjustment_writes(adjustments)?))
-            .send()
-            .await
-            .map_err(unavailable)?;
+        crate::transact::send(
+            self.client
+                .transact_write_items()
+                .set_transact_items(Some(self.adjustment_writes(adjustments)?)),
+        )
+        .await
+        .map_err(unavailable)?;
         Ok(())
     }
 

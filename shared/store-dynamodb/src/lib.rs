@@ -172,6 +172,7 @@ mod sessions;
 mod table;
 mod tokens;
 mod tool_results;
+mod transact;
 mod turn_writes;
 mod undo;
 mod visible;

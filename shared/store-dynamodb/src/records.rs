@@ -94,12 +94,12 @@ impl Records for DynamoStore {
                 writes.push(entry);
                 writes.push(self.index_write(commit, row.seq, &index, size)?);
             }
-            let sent = self
-                .client
-                .transact_write_items()
-                .set_transact_items(Some(writes))
-                .send()
-                .await;
+            let sent = crate::transact::send(
+                self.client
+                    .transact_write_items()
+                    .set_transact_items(Some(writes)),
+            )
+            .await;
             let Err(err) = sent else { return Ok(()) };
             let Some(refused) = refused_items(&err) else {
                 return Err(unavailable(err));

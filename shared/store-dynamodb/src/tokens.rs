@@ -133,12 +133,12 @@ impl Tokens for DynamoStore {
             (ID.into(), s(&token.id)),
         ]);
         let writes = vec![self.new_put(token_item(token))?, self.new_put(pointer)?];
-        let sent = self
-            .client
-            .transact_write_items()
-            .set_transact_items(Some(writes))
-            .send()
-            .await;
+        let sent = crate::transact::send(
+            self.client
+                .transact_write_items()
+                .set_transact_items(Some(writes)),
+        )
+        .await;
         let Err(err) = sent else { return Ok(()) };
         match refused_items(&err) {
             Some(refused) if refused.iter().any(|r| *r) => Err(StoreError::Conflict {

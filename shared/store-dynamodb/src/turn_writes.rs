@@ -37,12 +37,12 @@ impl TurnWrites for DynamoStore {
             self.fresh_claim(c.job_key, c.now_ms, c.claim_until_ms)?,
             self.lease_take(c.conversation, c.holder, c.now_ms, c.lease_until_ms)?,
         ];
-        let sent = self
-            .client
-            .transact_write_items()
-            .set_transact_items(Some(writes))
-            .send()
-            .await;
+        let sent = crate::transact::send(
+            self.client
+                .transact_write_items()
+                .set_transact_items(Some(writes)),
+        )
+        .await;
         let cancelled = match sent {
             Ok(_) => return Ok(ClaimedWithLease::Both),
             Err(SdkError::ServiceError(e)) if e.err().is_transaction_canceled_exception() => {
@@ -72,20 +72,21 @@ impl TurnWrites for DynamoStore {
         writes.push(self.lease_release(f.conversation, f.holder)?);
         writes.push(self.job_done(f.job_key, f.keep_until_ms)?);
         writes.push(self.visible_next_update(f.conversation, f.entry.position + 1)?);
-        self.client
-            .transact_write_items()
-            .set_transact_items(Some(writes))
-            .send()
-            .await
-            .map(drop)
-            .map_err(|e| {
-                write_error(e, || StoreError::Conflict {
-                    what: format!(
-                        "{what} (or the lease of {} not {}'s, or the conversation gone)",
-                        f.conversation, f.holder
-                    ),
-                })
+        crate::transact::send(
+            self.client
+                .transact_write_items()
+                .set_transact_items(Some(writes)),
+        )
+        .await
+        .map(drop)
+        .map_err(|e| {
+            write_error(e, || StoreError::Conflict {
+                what: format!(
+                    "{what} (or the lease of {} not {}'s, or the conversation gone)",
+                    f.conversation, f.holder
+                ),
             })
+        })
     }
 
     async fn start_turn_reserving(
@@ -194,12 +195,12 @@ impl DynamoStore {
         for items in heads {
             writes.extend(self.transact_puts(items)?);
         }
-        let sent = self
-            .client
-            .transact_write_items()
-            .set_transact_items(Some(writes))
-            .send()
-            .await;
+        let sent = crate::transact::send(
+            self.client
+                .transact_write_items()
+                .set_transact_items(Some(writes)),
+        )
+        .await;
         match sent {
             Ok(_) => Ok(true),
             Err(err) if only_caps_refused(&err, charged) => Ok(false),

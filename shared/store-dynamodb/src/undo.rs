@@ -104,12 +104,12 @@ impl DynamoStore {
             if writes.len() + entries.len() <= MAX_TRANSACTION_ITEMS {
                 writes.append(&mut entries);
             }
-            let sent = self
-                .client
-                .transact_write_items()
-                .set_transact_items(Some(writes))
-                .send()
-                .await;
+            let sent = crate::transact::send(
+                self.client
+                    .transact_write_items()
+                    .set_transact_items(Some(writes)),
+            )
+            .await;
             let Err(err) = sent else {
                 self.remove_entries(user, entries).await;
                 return Ok(UndoOutcome::Undone { action_id, changes });
