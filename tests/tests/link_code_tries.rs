@@ -443,6 +443,72 @@ async fn a_code_from_someone_else_does_not_move_a_linked_chat(store: Arc<dyn Sto
     assert_eq!(s.platform.sent().last(), Some(&lines::linked(mallory)));
 }
 
+/// A linked sender sends their own live move code again and again the wrong way (`/start
+/// CODE`, as a link carries it, not `MOVE CODE`): each does nothing, and each counts as a failed
+/// try, so they get at most five "that code did not work" replies and one "too many codes" an
+/// hour, not a reply (an SMS, paid for) per message.
+async fn a_live_code_sent_again_the_wrong_way_costs_tries(store: Arc<dyn Store>) {
+    let s = setup(store);
+    for (user, code) in [("alice", REAL_CODE), ("bo", "HJ2K3M4N")] {
+        s.store
+            .create_link_code(code, &user.into(), START_MS, START_MS + 3 * HOUR_MS)
+            .await
+            .unwrap();
+    }
+    let outcome = s.jobs.run(&job("a-0", "sam", REAL_CODE), MINUTE).await;
+    assert_eq!(
+        outcome,
+        JobOutcome::Answered(Resolved::Linked("alice".into()))
+    );
+    let outcome = s.jobs.run(&job("b-0", "sam", "HJ2K3M4N"), MINUTE).await;
+    assert!(
+        matches!(outcome, JobOutcome::Answered(Resolved::MoveAsked { .. })),
+        "{outcome:?}"
+    );
+    let move_code = move_code_in(&s.platform.sent().last().cloned().unwrap());
+    let before = s.platform.sent().len();
+    let mut outcomes = Vec::new();
+    for n in 0..10 {
+        let text = format!("/start {move_code}");
+        outcomes.push(
+            s.jobs
+                .run(&job(&format!("w-{n}"), "sam", &text), MINUTE)
+                .await,
+        );
+    }
+    let stale = outcomes
+        .iter()
+        .filter(|o| matches!(o, JobOutcome::Answered(Resolved::StaleCode { .. })))
+        .count();
+    assert_eq!(stale, 5, "{outcomes:?}");
+    assert!(
+        matches!(
+            outcomes[5],
+            JobOutcome::Answered(Resolved::TooManyCodes { .. })
+        ),
+        "{outcomes:?}"
+    );
+    assert_eq!(
+        s.platform.sent().len() - before,
+        6,
+        "five stale replies and one too-many, then silence"
+    );
+    assert_eq!(
+        s.store.identity("whatsapp", "sam").await.unwrap(),
+        Some("alice".into())
+    );
+}
+
+#[tokio::test]
+async fn sqlite_a_live_code_sent_again_the_wrong_way_costs_tries() {
+    a_live_code_sent_again_the_wrong_way_costs_tries(sqlite()).await;
+}
+
+#[tokio::test]
+async fn dynamodb_a_live_code_sent_again_the_wrong_way_costs_tries() {
+    a_live_code_sent_again_the_wrong_way_costs_tries(dynamo_store("codes-wrong-way").await).await;
+}
+
 /// The move code a "move asked" reply gives (after `MOVE `).
 fn move_code_in(reply: &str) -> String {
     let (_, after) = reply

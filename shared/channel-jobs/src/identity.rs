@@ -263,7 +263,6 @@ pub async fn resolve(
             break;
         }
         if let Some(redeemed) = store.consume_link_code(code, &redeemer, now_ms).await? {
-            code_attempts::give_back(store, job, now_ms).await;
             // The binding is written only if it is still as read; changed in between (the
             // sender's job in another chat linked it first, an operator unlinked it), the code
             // is decided again against what it is now.
@@ -271,10 +270,19 @@ pub async fn resolve(
                 if let Some(resolved) =
                     redeemed_code(store, job, code, &redeemed, &bound, now_ms).await?
                 {
+                    // A code that linked, or asked to move the chat, is no failed try. One that
+                    // did nothing (a move code not sent as `MOVE`, an old code after an unlink)
+                    // counts as one: its reply is sent every time, and a live code could be
+                    // sent again and again for a reply (an SMS) each.
+                    if !matches!(resolved, Resolved::StaleCode { .. }) {
+                        code_attempts::give_back(store, job, now_ms).await;
+                    }
                     return Ok(resolved);
                 }
                 bound = store.identity(&job.channel, &job.external_user_id).await?;
             }
+            // Tried again later: that try takes its own.
+            code_attempts::give_back(store, job, now_ms).await;
             return Err(StoreError::Conflict {
                 what: format!("identity {redeemer}"),
             });
