@@ -2,9 +2,10 @@
 //! the conversation's row, messages, visible entries, tool results, pending confirmations and
 //! active records, and the date itself. A refresh that finds the date passed deletes first, so
 //! old words are never kept past their date by a late refresh. The sweep also deletes done job
-//! claims past their keep (`CLAIMS_GONE`) and expired pending confirmations (`PENDING_GONE`:
+//! claims past their keep (`CLAIMS_GONE`), expired pending confirmations (`PENDING_GONE`:
 //! their descriptions name people, and an MCP token's questions and approvals belong to no
-//! conversation), at most `CLAIMS_PER_SWEEP` of each a time.
+//! conversation) and expired link codes (`CODES_GONE`: a used one names who redeemed it, a
+//! channel and a phone number), at most `CLAIMS_PER_SWEEP` of each a time.
 
 use crate::SqliteStore;
 use crate::error::unavailable;
@@ -35,6 +36,11 @@ const CLAIMS_PER_SWEEP: i64 = 10_000;
 /// The pending confirmations the sweep deletes: expired ones, which count as absent already
 /// (`store::Confirmations`), over the index `pending_confirmations_by_expiry` (migration 21).
 const PENDING_GONE: &str = "expires_at_ms <= ?1";
+
+/// The link codes the sweep deletes: expired ones, which no message can redeem any more (nor
+/// is a code's redemption read after it expired), over the index `link_codes_by_expiry`
+/// (migration 22). DynamoDB deletes them by their `ttl`.
+const CODES_GONE: &str = "expires_at_ms <= ?1";
 
 fn delete_conversation(tx: &Connection, id: &str) -> Result<(), StoreError> {
     for (table, column) in CONVERSATION_TABLES {
@@ -111,6 +117,13 @@ impl Retention for SqliteStore {
                 .map_err(unavailable)?
                 .execute(params![now_ms, CLAIMS_PER_SWEEP])
                 .map_err(unavailable)?;
+                tx.prepare_cached(&format!(
+                    "DELETE FROM link_codes WHERE code IN
+                     (SELECT code FROM link_codes WHERE {CODES_GONE} LIMIT ?2)"
+                ))
+                .map_err(unavailable)?
+                .execute(params![now_ms, CLAIMS_PER_SWEEP])
+                .map_err(unavailable)?;
                 Ok(expired.len() as u64)
             })
             .await
@@ -176,6 +189,67 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(live, Some(pending("mcp:tok_1", 5_000)));
+    }
+
+    #[test]
+    fn the_sweep_reads_expired_link_codes_by_their_index() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        crate::schema::migrate(&mut conn, crate::schema::MIGRATIONS).unwrap();
+        let plan: String = conn
+            .query_row(
+                &format!("EXPLAIN QUERY PLAN SELECT code FROM link_codes WHERE {CODES_GONE}"),
+                [1],
+                |r| r.get(3),
+            )
+            .unwrap();
+        assert!(plan.contains("link_codes_by_expiry"), "{plan}");
+    }
+
+    /// Expired link codes go with the sweep, used or not (a used one names who redeemed it);
+    /// a live one stays and still links.
+    #[tokio::test]
+    async fn the_sweep_deletes_expired_link_codes_and_keeps_live_ones() {
+        use store::Identities;
+        let store = SqliteStore::open_in_memory().unwrap();
+        let ana = transcript::UserId::from("ana");
+        for (code, expires) in [
+            ("OLDUSED1", 1_000),
+            ("OLDFREE1", 1_500),
+            ("LIVECODE", 9_000),
+        ] {
+            store
+                .create_link_code(code, &ana, 0, expires)
+                .await
+                .unwrap();
+        }
+        assert!(
+            store
+                .consume_link_code("OLDUSED1", "whatsapp:+4915550001", 500)
+                .await
+                .unwrap()
+                .is_some()
+        );
+        store.sweep_expired(2_000).await.unwrap();
+        let left: Vec<String> = store
+            .db
+            .read(|conn| {
+                conn.prepare("SELECT code FROM link_codes ORDER BY code")
+                    .map_err(unavailable)?
+                    .query_map([], |r| r.get(0))
+                    .map_err(unavailable)?
+                    .collect::<Result<_, _>>()
+                    .map_err(unavailable)
+            })
+            .await
+            .unwrap();
+        assert_eq!(left, ["LIVECODE"]);
+        assert_eq!(
+            store
+                .consume_link_code("LIVECODE", "whatsapp:+4915550002", 2_500)
+                .await
+                .unwrap(),
+            Some(ana)
+        );
     }
 
     #[test]

@@ -227,6 +227,9 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     // 21: pending confirmations by their expiry, for the sweep that deletes them once past it
     // (an MCP question or approval belongs to no conversation that retention deletes).
     "CREATE INDEX pending_confirmations_by_expiry ON pending_confirmations (expires_at_ms);",
+    // 22: link codes by their expiry, for the sweep that deletes them once past it (a used
+    // code keeps who redeemed it: a channel and a phone number).
+    "CREATE INDEX link_codes_by_expiry ON link_codes (expires_at_ms);",
 ];
 
 /// The schema version this build writes and understands.
