@@ -24,6 +24,8 @@ pub struct FlakyStore {
     /// The next conditional bind finds its account bound to this user (`None`: unbound) just
     /// before it.
     bound_elsewhere_first: std::sync::Mutex<Option<Option<UserId>>>,
+    /// Conditional binds fail while set (storage gone for a linking job's write).
+    binds_fail: AtomicBool,
 }
 
 impl FlakyStore {
@@ -35,7 +37,13 @@ impl FlakyStore {
             records_unreadable: AtomicBool::new(false),
             undo_elsewhere_first: AtomicBool::new(false),
             bound_elsewhere_first: std::sync::Mutex::new(None),
+            binds_fail: AtomicBool::new(false),
         }
+    }
+
+    /// Make every conditional bind fail (`true`) or go through again (`false`).
+    pub fn fail_binds(&self, fail: bool) {
+        self.binds_fail.store(fail, Ordering::SeqCst);
     }
 
     /// Just before the next conditional bind (a linking job's), its account is bound to `user`
@@ -318,6 +326,9 @@ impl Identities for FlakyStore {
         was: Option<&UserId>,
         now: i64,
     ) -> Result<(), StoreError> {
+        if self.binds_fail.load(Ordering::SeqCst) {
+            return Err(StoreError::Unavailable("binds fail".into()));
+        }
         let elsewhere = self.bound_elsewhere_first.lock().unwrap().take();
         match elsewhere {
             Some(Some(other)) => {

@@ -721,6 +721,35 @@ async fn deciding_again_counts_no_try_twice() {
     );
 }
 
+/// The store fails while a good code is being bound: the job fails and is tried again, and
+/// that failure costs the sender no try (the code did not fail): with four of the hour's five
+/// used, the retry still links.
+#[tokio::test]
+async fn a_store_failure_while_linking_costs_no_try() {
+    let flaky = Arc::new(tests::FlakyStore::new(Arc::new(
+        SqliteStore::open_in_memory().unwrap(),
+    )));
+    let s = setup(flaky.clone());
+    s.store
+        .create_link_code(REAL_CODE, &"bo".into(), START_MS, START_MS + HOUR_MS)
+        .await
+        .unwrap();
+    for n in 0..4 {
+        s.jobs
+            .run(&job(&format!("g-{n}"), "sam", &guess(n)), MINUTE)
+            .await;
+    }
+    flaky.fail_binds(true);
+    let linking = job("u-1", "sam", REAL_CODE);
+    let outcome = s.jobs.run(&linking, MINUTE).await;
+    assert!(matches!(outcome, JobOutcome::Failed(_)), "{outcome:?}");
+    flaky.fail_binds(false);
+    // The queue delivers the job again once its claim has lapsed.
+    s.now.fetch_add(2 * 60_000, Ordering::SeqCst);
+    let outcome = s.jobs.run(&linking, MINUTE).await;
+    assert_eq!(outcome, JobOutcome::Answered(Resolved::Linked("bo".into())));
+}
+
 /// Someone sends a newcomer a link that carries their own code (a WhatsApp link fills in any
 /// text): one tap links the newcomer's chat to their account. The reply names that account
 /// and says how to undo it, and `UNLINK` from the sender unbinds it at once — no model call,
@@ -781,10 +810,27 @@ async fn a_sender_unlinks_their_chat_alone(store: Arc<dyn Store>) {
         "{outcome:?}"
     );
     assert_eq!(s.store.identity("whatsapp", "sam").await.unwrap(), None);
-    // The word inside a sentence is a message like any other, for a linked sender.
-    for text in ["please unlink me", "UNLINK HJ2K3M4N", "unlinked"] {
-        assert!(!channel_jobs::identity::is_unlink(text), "{text}");
+    // The word inside a sentence is a message like any other, for a linked sender; so is a
+    // button labelled "Unlink" (a model can offer one) and a command for another bot.
+    for text in [
+        "please unlink me",
+        "UNLINK HJ2K3M4N",
+        "unlinked",
+        "/unlink@OtherBot",
+    ] {
+        assert!(
+            !channel_jobs::identity::is_unlink(&job("x", "sam", text)),
+            "{text}"
+        );
     }
+    let pressed = TurnJob {
+        button_id: Some("b1".into()),
+        ..job("x", "sam", "Unlink")
+    };
+    assert!(!channel_jobs::identity::is_unlink(&pressed));
+    assert!(channel_jobs::identity::is_unlink(&job(
+        "x", "sam", "unlink\n"
+    )));
 }
 
 #[tokio::test]

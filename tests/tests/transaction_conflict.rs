@@ -22,12 +22,28 @@ use store_dynamodb::DynamoStore;
 struct Conflicting {
     cancel_next: Arc<Mutex<usize>>,
     transactions: Arc<Mutex<usize>>,
+    /// The `ClientRequestToken` of each transaction seen.
+    tokens: Arc<Mutex<Vec<Option<String>>>>,
 }
 
 impl Conflicting {
     fn cancel(&self, n: usize) {
         *self.cancel_next.lock().unwrap() = n;
         *self.transactions.lock().unwrap() = 0;
+        self.tokens.lock().unwrap().clear();
+    }
+
+    /// Each transaction seen since the last `cancel` carried a token of its own: a re-send is
+    /// a new request, never a replay of the cancelled one's token with its payload.
+    fn assert_tokens_differ(&self) {
+        let tokens = self.tokens.lock().unwrap().clone();
+        let mut distinct = tokens.clone();
+        distinct.sort();
+        distinct.dedup();
+        assert!(
+            tokens.iter().all(Option::is_some) && distinct.len() == tokens.len(),
+            "{tokens:?}"
+        );
     }
 
     fn seen(&self) -> usize {
@@ -56,6 +72,9 @@ async fn forward(
         .is_some_and(|t| t.ends_with(".TransactWriteItems"));
     if transaction {
         *p.conflicting.transactions.lock().unwrap() += 1;
+        let sent: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+        let token = sent["ClientRequestToken"].as_str().map(str::to_owned);
+        p.conflicting.tokens.lock().unwrap().push(token);
         let cancel = {
             let mut left = p.conflicting.cancel_next.lock().unwrap();
             let cancel = *left > 0;
@@ -122,6 +141,7 @@ async fn a_reservation_that_met_another_is_sent_again_and_applied_once() {
     conflicting.cancel(2);
     assert_eq!(reserve(&ledger, &SCOPES).await.unwrap(), Reserve::Reserved);
     assert_eq!(conflicting.seen(), 3, "two cancelled, the third applied");
+    conflicting.assert_tokens_differ();
     assert_eq!(
         ledger.bucket_usage(&SCOPES.map(bucket)).await.unwrap(),
         [1_000, 1_000]
@@ -152,6 +172,7 @@ async fn conflicts_that_go_on_are_an_error_and_write_nothing() {
     let err = reserve(&ledger, &SCOPES).await.unwrap_err();
     assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
     assert_eq!(conflicting.seen(), 4, "sent once and again three times");
+    conflicting.assert_tokens_differ();
     assert_eq!(
         ledger.bucket_usage(&SCOPES.map(bucket)).await.unwrap(),
         [0, 0]

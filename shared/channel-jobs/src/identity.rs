@@ -17,7 +17,7 @@
 //! A chat that was never linked is linked by the first live code it sends, so someone who sends
 //! a newcomer a link with their own code gets that newcomer's messages in their account. The
 //! reply that says "Linked!" names the account, and a linked sender can undo it alone: the
-//! word `UNLINK` (any case, `/unlink` too), sent by itself, unbinds their account at once
+//! word `UNLINK` (any case, `/unlink` too), typed by itself, unbinds their account at once
 //! ([`Resolved::Unlinked`]), with no model call and no operator.
 
 use crate::code_attempts::{self, Try};
@@ -29,12 +29,16 @@ use transcript::UserId;
 /// Link codes tried per message.
 pub const MAX_CODES_PER_MESSAGE: usize = 2;
 
-/// Whether `text` asks to unlink the sender's account: `UNLINK` alone, in any case, with or
-/// without Telegram's leading slash and `@botname`, blanks around.
-pub fn is_unlink(text: &str) -> bool {
-    let word = text.trim();
+/// Whether `job` asks to unlink its sender's account: a typed message that is `UNLINK` alone,
+/// in any case, with or without a leading slash (a Telegram command), blanks around. A button
+/// press is never one, whatever its label (a button the model offered could read "Unlink"),
+/// nor a command addressed to a bot by name (`/unlink@OtherBot` in a group is for that bot).
+pub fn is_unlink(job: &TurnJob) -> bool {
+    if job.button_id.is_some() {
+        return false;
+    }
+    let word = job.text.trim();
     let word = word.strip_prefix('/').unwrap_or(word);
-    let word = word.split_once('@').map_or(word, |(command, _)| command);
     word.eq_ignore_ascii_case("unlink")
 }
 
@@ -62,7 +66,7 @@ pub enum Resolved {
     TooManyCodes { bound: Option<UserId> },
     /// Nobody we know, and no code: the onboarding reply.
     Unknown,
-    /// The sender sent `UNLINK` ([`is_unlink`]) and their account was bound to this user: it
+    /// The sender typed `UNLINK` ([`is_unlink`]) and their account was bound to this user: it
     /// is unbound now, and is told so (in the chat's lobby: it is a stranger's chat again).
     Unlinked(UserId),
 }
@@ -119,7 +123,7 @@ pub async fn resolve_by_reading(
     store: &dyn Store,
     job: &TurnJob,
 ) -> Result<Option<Resolved>, StoreError> {
-    if is_unlink(&job.text) || !link_code::find(&job.text).is_empty() {
+    if is_unlink(job) || !link_code::find(&job.text).is_empty() {
         return Ok(None);
     }
     Ok(Some(
@@ -229,7 +233,7 @@ pub async fn resolve(
 ) -> Result<Resolved, StoreError> {
     // One write, from the verified sender only. Run again after a crash that followed it, the
     // job finds no binding and answers as to a stranger (the account stays unlinked).
-    if is_unlink(&job.text) {
+    if is_unlink(job) {
         return Ok(
             match store
                 .unbind_identity(&job.channel, &job.external_user_id)
@@ -267,9 +271,16 @@ pub async fn resolve(
             // sender's job in another chat linked it first, an operator unlinked it), the code
             // is decided again against what it is now.
             for _ in 0..BIND_TRIES {
-                if let Some(resolved) =
-                    redeemed_code(store, job, code, &redeemed, &bound, now_ms).await?
-                {
+                let decided = redeemed_code(store, job, code, &redeemed, &bound, now_ms).await;
+                let decided = match decided {
+                    Ok(decided) => decided,
+                    Err(err) => {
+                        // The store failed, not the code: the retry takes its own try.
+                        code_attempts::give_back(store, job, now_ms).await;
+                        return Err(err);
+                    }
+                };
+                if let Some(resolved) = decided {
                     // A code that linked, or asked to move the chat, is no failed try. One that
                     // did nothing (a move code not sent as `MOVE`, an old code after an unlink)
                     // counts as one: its reply is sent every time, and a live code could be
