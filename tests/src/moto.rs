@@ -23,6 +23,16 @@ pub fn endpoint() -> String {
         .expect("AWS_ENDPOINT_URL is not set: run the tests with scripts/test, which starts moto")
 }
 
+/// A DynamoDB client that reaches moto through `proxy` (a router serving `POST /`, which sees
+/// each request before moto does, and may answer instead), served on a loopback port for the
+/// rest of the test's runtime.
+pub async fn client_through(proxy: axum::Router) -> aws_sdk_dynamodb::Client {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, proxy).await.unwrap() });
+    client_at(&endpoint)
+}
+
 /// A DynamoDB client for the emulator at `endpoint` (moto, or a proxy in front of it).
 pub fn client_at(endpoint: &str) -> aws_sdk_dynamodb::Client {
     let config = aws_sdk_dynamodb::Config::builder()

@@ -75,14 +75,10 @@ async fn ledger_behind_proxy() -> (DynamoStore, Losing) {
         moto: tests::moto::endpoint(),
         http: reqwest::Client::new(),
     };
-    let app = Router::new().route("/", post(forward)).with_state(proxy);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let endpoint = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    (
-        DynamoStore::new(tests::moto::client_at(&endpoint), table),
-        losing,
-    )
+    let client =
+        tests::moto::client_through(Router::new().route("/", post(forward)).with_state(proxy))
+            .await;
+    (DynamoStore::new(client, table), losing)
 }
 
 fn bucket(scope: &str) -> BucketKey {

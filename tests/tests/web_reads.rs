@@ -75,11 +75,9 @@ async fn counted_store() -> (Arc<dyn Store>, Tally) {
         moto: tests::moto::endpoint(),
         http: reqwest::Client::new(),
     };
-    let app = Router::new().route("/", post(forward)).with_state(proxy);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let endpoint = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    let client = tests::moto::client_at(&endpoint);
+    let client =
+        tests::moto::client_through(Router::new().route("/", post(forward)).with_state(proxy))
+            .await;
     (Arc::new(DynamoStore::new(client, table)), tally)
 }
 
