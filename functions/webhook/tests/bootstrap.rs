@@ -41,6 +41,28 @@ fn delivery(body: &str, secret: &str) -> Value {
     event
 }
 
+/// The secret as the template creates it, holding `GENERIC_WEBHOOK_SECRET` = `secret`, named
+/// after `what`; and the bootstrap with the template's environment for it and `queue_url`.
+async fn template_bootstrap(
+    api: &RuntimeApi,
+    queue_url: &str,
+    what: &str,
+    secret: &str,
+) -> (String, Command) {
+    let name = format!("webhook-{what}-{}-{}", std::process::id(), now_s());
+    let arn = moto_secret(&name, &json!({"GENERIC_WEBHOOK_SECRET": secret})).await;
+    let env = template_env(
+        "WebhookFunction",
+        &[("TurnQueue", queue_url), ("WebhookSecrets", &arn)],
+    );
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_webhook"));
+    cmd.env_clear()
+        .envs(api.lambda_env("webhook"))
+        .env("AWS_ENDPOINT_URL", moto())
+        .envs(env);
+    (arn, cmd)
+}
+
 /// The webhook bootstrap with the environment Lambda and the template give it.
 fn bootstrap(api: &RuntimeApi, queue_url: &str, secret: Option<&str>) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_webhook"));
@@ -232,22 +254,12 @@ async fn a_message_the_queue_refuses_is_answered_200_and_logged() {
 async fn the_template_environment_starts_the_webhook_and_it_queues_a_delivery() {
     let sqs = sqs_client().await;
     let queue_url = fifo_queue(&sqs).await;
-    // The secret as the template creates it: a generated GENERIC_WEBHOOK_SECRET.
-    let name = format!("webhook-secrets-{}-{}", std::process::id(), now_s());
-    let arn = moto_secret(&name, &json!({"GENERIC_WEBHOOK_SECRET": SECRET})).await;
-    let env = template_env(
-        "WebhookFunction",
-        &[("TurnQueue", &queue_url), ("WebhookSecrets", &arn)],
-    );
     let message = r#"{"type": "message", "id": "m-tpl-1", "user": "u-9", "conversation": "c-tpl", "text": "from the template"}"#;
     let mut api = RuntimeApi::start([("req-1".into(), delivery(message, SECRET))])
         .await
         .unwrap();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_webhook"));
-    cmd.env_clear()
-        .envs(api.lambda_env("webhook"))
-        .env("AWS_ENDPOINT_URL", moto())
-        .envs(env);
+    // The secret as the template creates it: a generated GENERIC_WEBHOOK_SECRET.
+    let (_, cmd) = template_bootstrap(&api, &queue_url, "secrets", SECRET).await;
     let running = Bootstrap::spawn(cmd).unwrap();
     let posted = api.next_posted(Duration::from_secs(60)).await;
     let logs = running.stop().logs;
@@ -275,12 +287,6 @@ async fn a_secret_rotated_in_secrets_manager_is_taken_up_by_a_warm_instance() {
     const ROTATED: &str = "bootstrap-rotated-secret-9876543210fed";
     let sqs = sqs_client().await;
     let queue_url = fifo_queue(&sqs).await;
-    let name = format!("webhook-rotated-{}-{}", std::process::id(), now_s());
-    let arn = moto_secret(&name, &json!({"GENERIC_WEBHOOK_SECRET": SECRET})).await;
-    let env = template_env(
-        "WebhookFunction",
-        &[("TurnQueue", &queue_url), ("WebhookSecrets", &arn)],
-    );
     let message = |id: &str| {
         format!(
             r#"{{"type": "message", "id": "{id}", "user": "u-9", "conversation": "c-rot", "text": "{id}"}}"#
@@ -289,11 +295,7 @@ async fn a_secret_rotated_in_secrets_manager_is_taken_up_by_a_warm_instance() {
     let mut api = RuntimeApi::start([("req-1".into(), delivery(&message("m-rot-1"), SECRET))])
         .await
         .unwrap();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_webhook"));
-    cmd.env_clear()
-        .envs(api.lambda_env("webhook"))
-        .env("AWS_ENDPOINT_URL", moto())
-        .envs(env);
+    let (arn, cmd) = template_bootstrap(&api, &queue_url, "rotated", SECRET).await;
     let running = Bootstrap::spawn(cmd).unwrap();
     let before = api.next_posted(Duration::from_secs(60)).await;
 

@@ -42,6 +42,25 @@ const PENDING_GONE: &str = "expires_at_ms <= ?1";
 /// (migration 22). DynamoDB deletes them by their `ttl`.
 const CODES_GONE: &str = "expires_at_ms <= ?1";
 
+/// What the sweep deletes besides expired conversations, at most [`CLAIMS_PER_SWEEP`] rows of
+/// each a time: the table, the column a row is picked by, which rows are gone, and the index
+/// that finds them.
+const SWEPT: &[(&str, &str, &str, &str)] = &[
+    (
+        "job_claims",
+        "job_key",
+        CLAIMS_GONE,
+        "job_claims_done_until",
+    ),
+    (
+        "pending_confirmations",
+        "rowid",
+        PENDING_GONE,
+        "pending_confirmations_by_expiry",
+    ),
+    ("link_codes", "code", CODES_GONE, "link_codes_by_expiry"),
+];
+
 fn delete_conversation(tx: &Connection, id: &str) -> Result<(), StoreError> {
     for (table, column) in CONVERSATION_TABLES {
         tx.prepare_cached(&format!("DELETE FROM {table} WHERE {column} = ?1"))
@@ -103,27 +122,15 @@ impl Retention for SqliteStore {
                 for id in &expired {
                     delete_conversation(tx, id)?;
                 }
-                tx.prepare_cached(&format!(
-                    "DELETE FROM job_claims WHERE job_key IN
-                     (SELECT job_key FROM job_claims WHERE {CLAIMS_GONE} LIMIT ?2)"
-                ))
-                .map_err(unavailable)?
-                .execute(params![now_ms, CLAIMS_PER_SWEEP])
-                .map_err(unavailable)?;
-                tx.prepare_cached(&format!(
-                    "DELETE FROM pending_confirmations WHERE rowid IN
-                     (SELECT rowid FROM pending_confirmations WHERE {PENDING_GONE} LIMIT ?2)"
-                ))
-                .map_err(unavailable)?
-                .execute(params![now_ms, CLAIMS_PER_SWEEP])
-                .map_err(unavailable)?;
-                tx.prepare_cached(&format!(
-                    "DELETE FROM link_codes WHERE code IN
-                     (SELECT code FROM link_codes WHERE {CODES_GONE} LIMIT ?2)"
-                ))
-                .map_err(unavailable)?
-                .execute(params![now_ms, CLAIMS_PER_SWEEP])
-                .map_err(unavailable)?;
+                for (table, key, gone, _) in SWEPT {
+                    tx.prepare_cached(&format!(
+                        "DELETE FROM {table} WHERE {key} IN
+                         (SELECT {key} FROM {table} WHERE {gone} LIMIT ?2)"
+                    ))
+                    .map_err(unavailable)?
+                    .execute(params![now_ms, CLAIMS_PER_SWEEP])
+                    .map_err(unavailable)?;
+                }
                 Ok(expired.len() as u64)
             })
             .await
@@ -136,20 +143,22 @@ mod tests {
     use crate::SqliteStore;
     use store::{Claim, JobClaims};
 
+    /// Each table the sweep deletes from is read by its index (done claims, expired pending
+    /// confirmations, expired link codes), not scanned whole.
     #[test]
-    fn the_sweep_reads_expired_confirmations_by_their_index() {
+    fn the_sweep_reads_what_is_gone_by_its_index() {
         let mut conn = Connection::open_in_memory().unwrap();
         crate::schema::migrate(&mut conn, crate::schema::MIGRATIONS).unwrap();
-        let plan: String = conn
-            .query_row(
-                &format!(
-                    "EXPLAIN QUERY PLAN SELECT rowid FROM pending_confirmations WHERE {PENDING_GONE}"
-                ),
-                [1],
-                |r| r.get(3),
-            )
-            .unwrap();
-        assert!(plan.contains("pending_confirmations_by_expiry"), "{plan}");
+        for (table, key, gone, index) in SWEPT {
+            let plan: String = conn
+                .query_row(
+                    &format!("EXPLAIN QUERY PLAN SELECT {key} FROM {table} WHERE {gone}"),
+                    [1],
+                    |r| r.get(3),
+                )
+                .unwrap();
+            assert!(plan.contains(index), "{table}: {plan}");
+        }
     }
 
     /// Expired pending confirmations go with the sweep, whatever they belong to; live ones stay.
@@ -189,20 +198,6 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(live, Some(pending("mcp:tok_1", 5_000)));
-    }
-
-    #[test]
-    fn the_sweep_reads_expired_link_codes_by_their_index() {
-        let mut conn = Connection::open_in_memory().unwrap();
-        crate::schema::migrate(&mut conn, crate::schema::MIGRATIONS).unwrap();
-        let plan: String = conn
-            .query_row(
-                &format!("EXPLAIN QUERY PLAN SELECT code FROM link_codes WHERE {CODES_GONE}"),
-                [1],
-                |r| r.get(3),
-            )
-            .unwrap();
-        assert!(plan.contains("link_codes_by_expiry"), "{plan}");
     }
 
     /// Expired link codes go with the sweep, used or not (a used one names who redeemed it);
@@ -250,20 +245,6 @@ mod tests {
                 .unwrap(),
             Some(ana)
         );
-    }
-
-    #[test]
-    fn the_sweep_reads_done_claims_by_their_index() {
-        let mut conn = Connection::open_in_memory().unwrap();
-        crate::schema::migrate(&mut conn, crate::schema::MIGRATIONS).unwrap();
-        let plan: String = conn
-            .query_row(
-                &format!("EXPLAIN QUERY PLAN SELECT job_key FROM job_claims WHERE {CLAIMS_GONE}"),
-                [1],
-                |r| r.get(3),
-            )
-            .unwrap();
-        assert!(plan.contains("job_claims_done_until"), "{plan}");
     }
 
     /// Done claims past their keep are deleted by the sweep, and only those: one still kept
