@@ -542,6 +542,19 @@ impl Identities for CrashStore {
         )
         .await
     }
+    async fn unbind_identity_if(
+        &self,
+        channel: &str,
+        external_id: &str,
+        bound_by_ms: i64,
+    ) -> Result<Option<UserId>, StoreError> {
+        self.write(
+            "unbind_identity_if",
+            self.inner
+                .unbind_identity_if(channel, external_id, bound_by_ms),
+        )
+        .await
+    }
 }
 
 #[async_trait]

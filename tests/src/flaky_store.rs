@@ -362,6 +362,16 @@ impl Identities for FlakyStore {
     ) -> Result<Option<UserId>, StoreError> {
         self.inner.unbind_identity(channel, external_id).await
     }
+    async fn unbind_identity_if(
+        &self,
+        channel: &str,
+        external_id: &str,
+        bound_by_ms: i64,
+    ) -> Result<Option<UserId>, StoreError> {
+        self.inner
+            .unbind_identity_if(channel, external_id, bound_by_ms)
+            .await
+    }
 }
 
 // The domain ports pass straight through, but for record reads when told to fail.

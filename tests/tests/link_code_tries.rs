@@ -787,11 +787,16 @@ async fn a_sender_unlinks_their_chat_alone(store: Arc<dyn Store>) {
     assert_eq!(s.store.identity("whatsapp", "sam").await.unwrap(), None);
     let reply = s.platform.sent().last().cloned().unwrap();
     assert_eq!(reply, lines::unlinked("Mallory (m•••@example.org)"));
-    // A stranger again: UNLINK once more, or anything else, gets the onboarding reply (once an
-    // hour) and never a model call (the model here has nothing to say); the old code, sent
-    // again from the chat's history, does not link it back.
+    // A stranger again: UNLINK once more says there is nothing to unlink, and anything else
+    // gets no more (a stranger is answered once an hour) and never a model call (the model
+    // here has nothing to say); the old code, sent again from the chat's history, does not
+    // link it back.
     let outcome = s.jobs.run(&job("u-3", "sam", "UNLINK"), MINUTE).await;
-    assert_eq!(outcome, JobOutcome::Answered(Resolved::Unknown));
+    assert_eq!(outcome, JobOutcome::Answered(Resolved::NotLinked));
+    assert_eq!(
+        s.platform.sent().last().cloned().unwrap(),
+        lines::not_linked(SIGNUP)
+    );
     let outcome = s
         .jobs
         .run(&job("u-4", "sam", "what's on my list?"), MINUTE)

@@ -69,6 +69,10 @@ pub enum Resolved {
     /// The sender typed `UNLINK` ([`is_unlink`]) and their account was bound to this user: it
     /// is unbound now, and is told so (in the chat's lobby: it is a stranger's chat again).
     Unlinked(UserId),
+    /// The sender typed `UNLINK` and their account is bound to nobody (never linked, unlinked
+    /// already, or this very UNLINK run again after a crash that followed its unbinding): they
+    /// are told so, as a stranger is answered, at most once an hour.
+    NotLinked,
 }
 
 impl Resolved {
@@ -80,7 +84,7 @@ impl Resolved {
             | Resolved::LinkedAgain(u)
             | Resolved::MoveAsked { bound: u, .. } => Some(u),
             Resolved::StaleCode { bound } | Resolved::TooManyCodes { bound } => bound.as_ref(),
-            Resolved::Unknown | Resolved::Unlinked(_) => None,
+            Resolved::Unknown | Resolved::Unlinked(_) | Resolved::NotLinked => None,
         }
     }
 
@@ -102,17 +106,49 @@ impl Resolved {
     /// `None`: answered every time.
     pub fn hourly_reply(&self) -> Option<&'static str> {
         match self {
-            Resolved::Unknown => Some("stranger"),
+            Resolved::Unknown | Resolved::NotLinked => Some("stranger"),
             Resolved::LinkedAgain(_) => Some("linked-again"),
             Resolved::MoveAsked { .. } => Some("move-asked"),
             Resolved::StaleCode { bound: None } => Some("stale-code"),
             Resolved::TooManyCodes { .. } => Some("too-many-codes"),
-            // Unlinked once per binding: the next UNLINK finds no binding (onboarding).
+            // Unlinked once per binding: the next UNLINK finds no binding (`NotLinked`).
             Resolved::Bound(_)
             | Resolved::Linked(_)
             | Resolved::Unlinked(_)
             | Resolved::StaleCode { bound: Some(_) } => None,
         }
+    }
+}
+
+/// `UNLINK` from the verified sender: one conditional write. It unbinds only a binding made
+/// before the message came (give or take [`CLOCKS_APART_MS`]): run again after a crash that
+/// followed its unbinding, once the sender had linked again (from another chat of theirs, say),
+/// it leaves that newer link alone and says the chat is linked ([`Resolved::LinkedAgain`]);
+/// with nothing bound, it says so ([`Resolved::NotLinked`]).
+async fn unlink(store: &dyn Store, job: &TurnJob) -> Result<Resolved, StoreError> {
+    let bound_by = match job.received_at_ms {
+        0 => i64::MAX,
+        came => came.saturating_add(CLOCKS_APART_MS),
+    };
+    match store
+        .unbind_identity_if(&job.channel, &job.external_user_id, bound_by)
+        .await
+    {
+        Ok(Some(user)) => {
+            tracing::info!(channel = %job.channel, user = %user, "a sender unlinked their account");
+            Ok(Resolved::Unlinked(user))
+        }
+        Ok(None) => Ok(Resolved::NotLinked),
+        Err(StoreError::Conflict { .. }) => {
+            tracing::info!(channel = %job.channel, "an UNLINK older than the chat's link; left linked");
+            Ok(
+                match store.identity(&job.channel, &job.external_user_id).await? {
+                    Some(user) => Resolved::LinkedAgain(user),
+                    None => Resolved::NotLinked,
+                },
+            )
+        }
+        Err(e) => Err(e),
     }
 }
 
@@ -231,21 +267,8 @@ pub async fn resolve(
     job: &TurnJob,
     now_ms: i64,
 ) -> Result<Resolved, StoreError> {
-    // One write, from the verified sender only. Run again after a crash that followed it, the
-    // job finds no binding and answers as to a stranger (the account stays unlinked).
     if is_unlink(job) {
-        return Ok(
-            match store
-                .unbind_identity(&job.channel, &job.external_user_id)
-                .await?
-            {
-                Some(user) => {
-                    tracing::info!(channel = %job.channel, user = %user, "a sender unlinked their account");
-                    Resolved::Unlinked(user)
-                }
-                None => Resolved::Unknown,
-            },
-        );
+        return unlink(store, job).await;
     }
     // At most two code-shaped words are tried per message: a message stuffed with guesses
     // costs the same as an honest one, and cannot search the code space.

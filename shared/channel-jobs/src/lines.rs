@@ -26,6 +26,7 @@ pub fn harness_reply(
         Resolved::TooManyCodes { bound: Some(_) } => too_many_codes_bound(),
         Resolved::TooManyCodes { bound: None } => too_many_codes(signup_url),
         Resolved::Unlinked(user) => unlinked(&named(user)),
+        Resolved::NotLinked => not_linked(signup_url),
         Resolved::Unknown | Resolved::Bound(_) => onboarding(signup_url),
     }
 }
@@ -81,6 +82,15 @@ pub fn unlinked(whose: &str) -> String {
     format!(
         "Done: this chat is no longer connected to the account of {whose}; nothing you send here \
          reaches it. To link your own account, send a new code from the web app."
+    )
+}
+
+/// `UNLINK` from a chat that is connected to no account.
+pub fn not_linked(signup_url: &str) -> String {
+    format!(
+        "This chat isn't connected to any account, so there is nothing to unlink. To link your \
+         own account, sign in to the web app, choose \"Link a messaging app\" and send the code \
+         here:\n{signup_url}"
     )
 }
 

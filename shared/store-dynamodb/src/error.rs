@@ -1,6 +1,7 @@
 //! SDK errors mapped to what the caller should do. Pure: tested on constructed errors.
 
 use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
@@ -12,6 +13,12 @@ pub(crate) trait ConditionFailed {
 }
 
 impl ConditionFailed for PutItemError {
+    fn condition_failed(&self) -> bool {
+        self.is_conditional_check_failed_exception()
+    }
+}
+
+impl ConditionFailed for DeleteItemError {
     fn condition_failed(&self) -> bool {
         self.is_conditional_check_failed_exception()
     }

@@ -278,6 +278,37 @@ impl Identities for DynamoStore {
             })
             .transpose()
     }
+
+    async fn unbind_identity_if(
+        &self,
+        channel: &str,
+        external_id: &str,
+        bound_by_ms: i64,
+    ) -> Result<Option<UserId>, StoreError> {
+        let conflict = || StoreError::Conflict {
+            what: format!("identity {channel}#{external_id}"),
+        };
+        let out = self
+            .client
+            .delete_item()
+            .table_name(&self.table)
+            .key(PK, s(identity_pk(channel, external_id)))
+            .key(SK, s(IDENT))
+            .condition_expression("attribute_not_exists(pk) OR #at <= :by")
+            .expression_attribute_names("#at", BOUND_AT_MS)
+            .expression_attribute_values(":by", n(bound_by_ms))
+            .return_values(ReturnValue::AllOld)
+            .send()
+            .await
+            .map_err(|err| write_error(err, conflict))?;
+        out.attributes
+            .filter(|item| !item.is_empty())
+            .map(|item| {
+                let what = format!("identity {channel}#{external_id}");
+                Ok(UserId(get_s(&item, USER_ID, &what)?.to_owned()))
+            })
+            .transpose()
+    }
 }
 
 fn binding(item: &Item) -> Result<Binding, StoreError> {

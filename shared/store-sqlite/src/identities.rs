@@ -262,4 +262,45 @@ impl Identities for SqliteStore {
             })
             .await
     }
+
+    async fn unbind_identity_if(
+        &self,
+        channel: &str,
+        external_id: &str,
+        bound_by_ms: i64,
+    ) -> Result<Option<UserId>, StoreError> {
+        let channel = channel.to_owned();
+        let external_id = external_id.to_owned();
+        self.db
+            .write(move |conn| {
+                let user: Option<String> = conn
+                    .prepare_cached(
+                        "DELETE FROM identities
+                         WHERE channel = ?1 AND external_id = ?2 AND bound_at_ms <= ?3
+                         RETURNING user_id",
+                    )
+                    .map_err(unavailable)?
+                    .query_row(params![channel, external_id, bound_by_ms], |r| r.get(0))
+                    .optional()
+                    .map_err(unavailable)?;
+                if user.is_some() {
+                    return Ok(user.map(UserId));
+                }
+                let newer: bool = conn
+                    .prepare_cached(
+                        "SELECT EXISTS (SELECT 1 FROM identities
+                         WHERE channel = ?1 AND external_id = ?2)",
+                    )
+                    .map_err(unavailable)?
+                    .query_row(params![channel, external_id], |r| r.get(0))
+                    .map_err(unavailable)?;
+                match newer {
+                    true => Err(StoreError::Conflict {
+                        what: format!("identity {channel}#{external_id}"),
+                    }),
+                    false => Ok(None),
+                }
+            })
+            .await
+    }
 }

@@ -1476,6 +1476,41 @@ pub async fn check_bind_identity_if(store: &dyn Store) {
         None,
         "an unbound account stays unbound when the binding read is gone"
     );
+
+    // Unbinding only what was bound by a time: an UNLINK older than the binding (run again
+    // after a crash, once the sender had linked again) leaves it.
+    store
+        .bind_identity_if(ch, id, &carol, None, t0 + 10)
+        .await
+        .unwrap();
+    conflict(
+        store.unbind_identity_if(ch, id, t0 + 9).await.map(|_| ()),
+        "bound after the time",
+    );
+    assert_eq!(
+        store.identity(ch, id).await.unwrap(),
+        Some(carol.clone()),
+        "a newer binding is left"
+    );
+    assert_eq!(
+        store.unbind_identity_if(ch, id, t0 + 10).await.unwrap(),
+        Some(carol.clone()),
+        "bound at the time: unbound, and whose it was"
+    );
+    assert_eq!(store.identity(ch, id).await.unwrap(), None);
+    assert_eq!(
+        store.unbind_identity_if(ch, id, t0 + 10).await.unwrap(),
+        None,
+        "nothing bound: nothing to unbind"
+    );
+    assert_eq!(
+        store
+            .unbind_identity_if(ch, "+4917012345", i64::MAX)
+            .await
+            .unwrap(),
+        None,
+        "external ids are matched whole"
+    );
 }
 
 /// The same external id on two channels is two accounts; external ids may hold any character.

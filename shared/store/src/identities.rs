@@ -122,4 +122,14 @@ pub trait Identities: Send + Sync {
         channel: &str,
         external_id: &str,
     ) -> Result<Option<UserId>, StoreError>;
+
+    /// As [`unbind_identity`](Self::unbind_identity), only a binding made at or before
+    /// `bound_by_ms`: a newer one (the account linked again since the asking message came) is
+    /// left as it is, a [`StoreError::Conflict`]. One conditional write.
+    async fn unbind_identity_if(
+        &self,
+        channel: &str,
+        external_id: &str,
+        bound_by_ms: i64,
+    ) -> Result<Option<UserId>, StoreError>;
 }
