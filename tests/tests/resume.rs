@@ -386,3 +386,154 @@ async fn died_after_compacting_before_the_message_was_stored_keeps_the_message()
         "the notes were not asked for again"
     );
 }
+
+/// A turn left asking for tools and never given up (the web function's process killed
+/// mid-turn; a channel job whose last attempt ran out of time): the next message's turn closes
+/// it first, its calls answered as recorded or as not executed, so no request ever carries a
+/// call without its result after it (a provider refuses one, and every later message of the
+/// conversation with it), and no call of the old turn runs again.
+#[tokio::test]
+async fn a_turn_left_asking_for_tools_is_closed_when_the_next_message_comes() {
+    let mut replies = two_creations();
+    replies.truncate(1);
+    replies.push(Reply::text("Both were asked for; let me check the list."));
+    let s = setup(replies).await;
+    // The first call's result is recorded, the second's is not: the worker died there.
+    s.store.fail_results_after(1);
+    let first = s.jobs.run(&job("job-1"), BUDGET).await;
+    assert!(matches!(first, JobOutcome::Failed(_)), "{first:?}");
+    s.store.heal();
+
+    // Nobody tries job-1 again or gives it up; the user writes again.
+    let next = web_job("c1", "u1", "job-2", "did it work?");
+    let ran = s
+        .jobs
+        .run_streamed(&next, BUDGET, &CollectSink::default())
+        .await;
+    assert_eq!(ran.outcome, JobOutcome::Done);
+    assert_eq!(s.calls.list().len(), 2, "no call of the old turn ran again");
+
+    let requests = s.model.requests();
+    let sent = &requests.last().unwrap().messages;
+    for (i, message) in sent.iter().enumerate() {
+        let asked: Vec<&str> = message
+            .parts
+            .iter()
+            .filter_map(|p| match p {
+                transcript::Part::ToolUse { id, .. } => Some(id.as_str()),
+                _ => None,
+            })
+            .collect();
+        if asked.is_empty() {
+            continue;
+        }
+        let answered: Vec<(&str, String)> = sent
+            .get(i + 1)
+            .filter(|m| m.role == Role::Tool)
+            .map(|m| {
+                m.parts
+                    .iter()
+                    .filter_map(|p| match p {
+                        transcript::Part::ToolResult {
+                            tool_use_id,
+                            content,
+                            ..
+                        } => Some((tool_use_id.as_str(), content.to_string())),
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let ids: Vec<&str> = answered.iter().map(|(id, _)| *id).collect();
+        assert_eq!(
+            ids, asked,
+            "message {i}: every call answered right after it"
+        );
+        // The recorded result stands; the unrecorded one reads as not executed.
+        assert!(!answered[0].1.contains("NOT EXECUTED"), "{answered:?}");
+        assert!(answered[1].1.contains("NOT EXECUTED"), "{answered:?}");
+    }
+    assert!(
+        sent.iter().any(|m| m.role == Role::Tool),
+        "the old turn's calls are in the request, answered"
+    );
+    let rows = s.store.inner.messages(&"c1".into(), 0).await.unwrap();
+    let shape: Vec<(Role, &str)> = rows
+        .iter()
+        .map(|m| (m.role, m.action_id.as_deref().unwrap()))
+        .collect();
+    assert_eq!(
+        shape,
+        [
+            (Role::User, "web#job-1"),
+            (Role::Assistant, "web#job-1"),
+            (Role::Tool, "web#job-1"),
+            (Role::Assistant, "web#job-1"),
+            (Role::User, "web#job-2"),
+            (Role::Assistant, "web#job-2"),
+        ]
+    );
+    assert_eq!(rows[3].text(), engine::lines::STOPPED);
+}
+
+/// An answer cut off (`max_tokens`) with a call in it: its call is never run, on the first
+/// attempt or on a retry after the worker died before its "not executed" result, or before the
+/// "cut off" line after it; the user gets that line once, and the model is not asked again.
+#[tokio::test]
+async fn a_cut_off_answers_call_is_not_run_when_the_turn_is_resumed() {
+    let cut_off = || {
+        vec![
+            Reply::new()
+                .say("Let me look.")
+                .call("t1", "list_events", json!({}))
+                .stop(StopReason::MaxTokens),
+        ]
+    };
+    // Stored before the worker died: the user's message and the answer (2), and also the
+    // calls' "not executed" result (3).
+    for survive in [2, 3] {
+        let (s, outcome) = die_then_retry(survive, cut_off()).await;
+        assert_eq!(outcome.end, TurnEnd::CutOff, "{survive}");
+        assert!(s.calls.list().is_empty(), "{survive}: the call never ran");
+        assert_eq!(s.model.requests().len(), 1, "{survive}");
+        assert_eq!(
+            roles(&s).await,
+            [Role::User, Role::Assistant, Role::Tool, Role::Assistant],
+            "{survive}"
+        );
+        assert!(
+            outcome.reply.ends_with(engine::lines::CUT_OFF),
+            "{survive}: {}",
+            outcome.reply
+        );
+    }
+}
+
+/// The ceiling's last answer asked for a call, which is answered as not executed; the worker
+/// died before the ceiling's line. The retry says that line and asks the model nothing more.
+#[tokio::test]
+async fn a_turn_resumed_at_its_ceiling_makes_no_further_model_call() {
+    let options = EngineOptions {
+        max_cycles: 1,
+        ..EngineOptions::default()
+    };
+    let s = setup_with(tool_then_answer(), options).await;
+    // User, answer, its "not executed" result; the ceiling's line is lost.
+    s.store.fail_after(3);
+    let first = s.jobs.run(&job("job-1"), BUDGET).await;
+    assert!(matches!(first, JobOutcome::Failed(_)), "{first:?}");
+    s.store.heal();
+    let ran = s
+        .jobs
+        .run_streamed(&job("job-1"), BUDGET, &CollectSink::default())
+        .await;
+    assert_eq!(ran.outcome, JobOutcome::Done);
+    let outcome = ran.turn.unwrap();
+    assert_eq!(outcome.end, TurnEnd::CycleLimit);
+    assert_eq!(s.model.requests().len(), 1, "no call past the ceiling");
+    assert!(s.calls.list().is_empty());
+    assert_eq!(
+        roles(&s).await,
+        [Role::User, Role::Assistant, Role::Tool, Role::Assistant]
+    );
+}

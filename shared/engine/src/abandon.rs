@@ -10,7 +10,7 @@ use crate::resume::{self, Next};
 use crate::{Engine, EngineError};
 use serde_json::json;
 use tools::ActionId;
-use transcript::{ConversationId, Message, Part, Role};
+use transcript::{Conversation, ConversationId, Message, Part, Role};
 
 /// What [`Engine::close_abandoned_turn`] found of the turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,36 +41,61 @@ impl Engine {
         let Some(found) = resume::find(&history, &action_id.0) else {
             return Ok(Abandoned::NotStored);
         };
-        let mut position = store.next_position(conversation).await?;
+        if let Next::Finished = found.next {
+            let user_row = |m: &Message| m.role == Role::User && m.call.is_none();
+            let mine = history
+                .iter()
+                .rposition(|m| user_row(m) && m.action_id.as_deref() == Some(action_id.0.as_str()));
+            let latest = mine == history.iter().rposition(user_row);
+            return Ok(Abandoned::Finished { latest });
+        }
+        let position = store.next_position(conversation).await?;
+        let rows = self
+            .closing_rows(&conv, &action_id.0, found.next, line, position)
+            .await?;
+        for row in &rows {
+            store.append_message(row).await?;
+        }
+        tracing::warn!(conversation = %conversation, action_id = %action_id, "turn given up and closed");
+        Ok(Abandoned::Closed)
+    }
+
+    /// The rows that close the turn written by `action_id` in `conv`, open at `next`, from
+    /// `position` on: its unanswered calls answered (as recorded, from their receipts, or as
+    /// not executed), then `line` in the assistant's place. Nothing for a finished turn.
+    pub(crate) async fn closing_rows(
+        &self,
+        conv: &Conversation,
+        action_id: &str,
+        next: Next,
+        line: &str,
+        mut position: u64,
+    ) -> Result<Vec<Message>, EngineError> {
+        let store = &self.store;
         let mut append = |role: Role, parts: Vec<Part>| {
             let message = Message {
-                conversation_id: conversation.clone(),
+                conversation_id: conv.id.clone(),
                 segment: conv.segment,
                 position,
                 role,
                 parts,
                 call: None,
-                action_id: Some(action_id.0.clone()),
+                action_id: Some(action_id.to_owned()),
                 created_at_ms: (self.clock)(),
             };
             position += 1;
             message
         };
         let mut rows = Vec::new();
-        match found.next {
-            Next::Finished => {
-                let user_row = |m: &Message| m.role == Role::User && m.call.is_none();
-                let mine = history.iter().rposition(|m| {
-                    user_row(m) && m.action_id.as_deref() == Some(action_id.0.as_str())
-                });
-                let latest = mine == history.iter().rposition(user_row);
-                return Ok(Abandoned::Finished { latest });
-            }
-            Next::Tools { calls, asked_at } => {
-                let mut recorded = store.tool_results(conversation, asked_at).await?;
+        match next {
+            Next::Finished => {}
+            Next::Tools {
+                calls, asked_at, ..
+            } => {
+                let mut recorded = store.tool_results(&conv.id, asked_at).await?;
                 let mut results = Vec::with_capacity(calls.len());
                 for call in &calls {
-                    let key = crate::turn::call_key(conversation, asked_at, &call.id);
+                    let key = crate::turn::call_key(&conv.id, asked_at, &call.id);
                     let part = match recorded.remove(&call.id) {
                         Some(part) => part,
                         None => match store.receipt(&key).await? {
@@ -87,12 +112,10 @@ impl Engine {
                 rows.push(append(Role::Tool, results));
                 rows.push(append(Role::Assistant, vec![Part::text(line)]));
             }
-            Next::Model => rows.push(append(Role::Assistant, vec![Part::text(line)])),
+            Next::Model | Next::Conclude { .. } => {
+                rows.push(append(Role::Assistant, vec![Part::text(line)]))
+            }
         }
-        for row in &rows {
-            store.append_message(row).await?;
-        }
-        tracing::warn!(conversation = %conversation, action_id = %action_id, "turn given up and closed");
-        Ok(Abandoned::Closed)
+        Ok(rows)
     }
 }

@@ -26,6 +26,9 @@ pub const INTERRUPTED: &str =
 pub const RETRYING: &str = "Something went wrong on my side while answering. Your message is saved and I'm trying again; the answer will show here.";
 /// A message whose every attempt failed (it went to the dead letters).
 pub const GAVE_UP: &str = "Sorry, I couldn't process that message, even after several tries. Please send it again in a little while.";
+/// In the model's view only: a turn found asking for tools when the next one started (its
+/// worker died and it was never given up); its calls are answered as not executed.
+pub const STOPPED: &str = "Sorry, I stopped working on that message before I had finished it.";
 pub const EMPTY: &str = "Sorry, I don't have an answer for that. Could you say a bit more?";
 /// What a silent reply shows where no reaction went out.
 pub const ACKNOWLEDGED: &str = "👍";

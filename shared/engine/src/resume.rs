@@ -5,16 +5,25 @@
 //! second run of a tool whose result is stored, no model call repeated whose answer is stored.
 
 use tools::ToolCall;
-use transcript::{Message, Part, Role};
+use transcript::{Message, Part, Role, StopReason};
 
 /// What is left to do for a turn found in the transcript.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Next {
     /// Call the model (after the user message or after tool results).
     Model,
-    /// The last answer (stored at position `asked_at`) asked for tools and their tool message
-    /// was never stored: run the calls whose own results are not stored either.
-    Tools { calls: Vec<ToolCall>, asked_at: u64 },
+    /// The last answer (stored at position `asked_at`, ended for `stop`) asked for tools and
+    /// their tool message was never stored: run the calls whose own results are not stored
+    /// either — or, when `stop` is one that runs no tools (cut off, refused), answer them as not
+    /// executed, as the first attempt was doing.
+    Tools {
+        calls: Vec<ToolCall>,
+        asked_at: u64,
+        stop: StopReason,
+    },
+    /// The last answer ended for `stop`, which runs no tools, and its calls were answered as not
+    /// executed: only the turn's ending is left (the line the user is owed, say "cut off").
+    Conclude { stop: StopReason },
     /// The turn had ended; only the bookkeeping after it may be missing.
     Finished,
 }
@@ -48,7 +57,13 @@ pub(crate) fn find(history: &[Message], action_id: &str) -> Option<Resume> {
         .join("\n\n");
     let next = match rows.last() {
         None => Next::Model,
-        Some(last) if last.role == Role::Tool => Next::Model,
+        Some(last) if last.role == Role::Tool => {
+            let answered = rows.len().checked_sub(2).map(|i| &rows[i]);
+            match answered.and_then(|m| m.call.as_ref()?.stop_reason.clone()) {
+                Some(stop) if !runs_tools(&stop) => Next::Conclude { stop },
+                _ => Next::Model,
+            }
+        }
         Some(last) if last.role == Role::Assistant && last.call.is_some() => {
             let calls = tool_calls(&last.parts);
             if calls.is_empty() {
@@ -57,6 +72,11 @@ pub(crate) fn find(history: &[Message], action_id: &str) -> Option<Resume> {
                 Next::Tools {
                     calls,
                     asked_at: last.position,
+                    stop: last
+                        .call
+                        .as_ref()
+                        .and_then(|c| c.stop_reason.clone())
+                        .unwrap_or(StopReason::ToolUse),
                 }
             }
         }
@@ -68,6 +88,33 @@ pub(crate) fn find(history: &[Message], action_id: &str) -> Option<Resume> {
         shown,
         next,
     })
+}
+
+/// The turn before a new one, when it was left asking for tools whose results were never
+/// stored (its worker died on its last attempt, or a web function's process was killed, and
+/// nobody gave it up): its action id and what it left undone. A provider refuses a request
+/// whose `tool_use` has no `tool_result` after it, so that turn is closed before the next one
+/// starts. (A turn left after its user message or its tool results needs nothing: the next
+/// message joins them.)
+pub(crate) fn left_asking(history: &[Message]) -> Option<(String, Next)> {
+    let last = history
+        .iter()
+        .rev()
+        .find(|m| m.role == Role::User && m.call.is_none())?;
+    let action = last.action_id.clone()?;
+    match find(history, &action)?.next {
+        next @ Next::Tools { .. } => Some((action, next)),
+        Next::Model | Next::Conclude { .. } | Next::Finished => None,
+    }
+}
+
+/// Whether an answer that ended for `stop` has its calls run (the others end cut off, refused
+/// or filtered, and their calls are answered as not executed).
+pub(crate) fn runs_tools(stop: &StopReason) -> bool {
+    matches!(
+        stop,
+        StopReason::ToolUse | StopReason::EndTurn | StopReason::StopSequence
+    )
 }
 
 pub(crate) fn tool_calls(parts: &[Part]) -> Vec<ToolCall> {

@@ -171,6 +171,23 @@ impl<'a> Turn<'a> {
             }
             // Written with the user's message (`Turn::append_user`): one write starts the turn.
         }
+        // The turn before, left asking for tools (never given up): closed first, or every
+        // request from now on would carry calls without results, which a provider refuses.
+        // A crash between its two rows leaves its calls answered, which is all a provider needs.
+        let mut history = history;
+        if resumed.is_none()
+            && let Some((previous, next)) = resume::left_asking(&history)
+        {
+            let position = history.last().map_or(0, |m| m.position + 1);
+            let rows = engine
+                .closing_rows(&conv, &previous, next, lines::STOPPED, position)
+                .await?;
+            for row in rows {
+                store.append_message(&row).await?;
+                history.push(row);
+            }
+            tracing::warn!(conversation = %id, previous = %previous, "the turn before was left asking for tools; closed it");
+        }
         // The segment's last row is the transcript's last (a new segment opens after every
         // position of the one before), so its read gives the next position without another.
         // An empty first segment is a conversation with no rows (rows are never deleted, and
@@ -289,19 +306,28 @@ impl<'a> Turn<'a> {
         let mut cycle = self.model_calls;
         match self.resume.take() {
             Some(Next::Finished) => return Ok(TurnEnd::Answered),
-            Some(Next::Tools { calls, asked_at }) => {
+            Some(Next::Tools {
+                calls,
+                asked_at,
+                stop,
+            }) => {
                 let asked = Asked {
                     at: asked_at,
                     resumed: true,
                 };
-                match self
-                    .handle_calls(&calls, &StopReason::ToolUse, cycle, asked)
-                    .await?
-                {
+                match self.handle_calls(&calls, &stop, cycle, asked).await? {
                     Flow::Continue => {}
                     Flow::End(end) => return Ok(end),
-                    Flow::Conclude => return self.conclude(StopReason::ToolUse, true).await,
+                    Flow::Conclude => return self.conclude(stop, true).await,
                 }
+            }
+            Some(Next::Conclude { stop }) => return self.conclude(stop, true).await,
+            // Every call the ceiling allows was made, and the last one's calls were answered
+            // as not executed: what is left is the ceiling's line, not another call.
+            Some(Next::Model) if cycle >= self.engine.options.max_cycles.max(1) => {
+                tracing::warn!(cycles = cycle, "cycle ceiling reached");
+                self.say(lines::CYCLE_LIMIT).await?;
+                return Ok(TurnEnd::CycleLimit);
             }
             Some(Next::Model) | None => {}
         }
@@ -356,10 +382,7 @@ impl<'a> Turn<'a> {
         asked: Asked,
     ) -> Result<Flow, EngineError> {
         let max_cycles = self.engine.options.max_cycles.max(1);
-        let runnable = matches!(
-            stop,
-            StopReason::ToolUse | StopReason::EndTurn | StopReason::StopSequence
-        );
+        let runnable = resume::runs_tools(stop);
         if runnable && cycle < max_cycles {
             self.run_tools(calls, asked).await?;
             return Ok(Flow::Continue);
