@@ -258,7 +258,7 @@ async fn jobs(command: JobsCommand) -> ExitCode {
         );
         return ExitCode::from(admin_cli::EXIT_BAD_INPUT);
     }
-    let queue = match queue_sqlite::SqliteQueue::open(&db, queue::QueueSettings::default()) {
+    let queue = match queue_sqlite::SqliteQueue::open_beside(&db, queue::QueueSettings::default()) {
         Ok(q) => q,
         Err(err) => return fail("cannot open the job queue", &err),
     };

@@ -101,6 +101,20 @@ impl SqliteQueue {
         Self::on(Arc::new(db), settings)
     }
 
+    /// The queue in the file at `path` as seen beside the process that runs it (the operator's
+    /// `bridle jobs` while `bridle serve` runs): its tables brought up to date and nothing else.
+    /// Its jobs in flight are left to their worker; [`SqliteQueue::open`] would make them
+    /// visible again, as after a crash, and the running worker's acks would then be refused.
+    pub fn open_beside(
+        path: impl AsRef<Path>,
+        settings: QueueSettings,
+    ) -> Result<Self, QueueError> {
+        let db = Arc::new(Db::open(path).map_err(error::unavailable)?);
+        db.exclusive(|conn| schema::migrate(conn, schema::MIGRATIONS))
+            .map_err(failed)??;
+        Ok(Self::with(db, settings, Vec::new()))
+    }
+
     /// A private, empty queue in memory, gone when it is dropped.
     pub fn open_in_memory(settings: QueueSettings) -> Result<Self, QueueError> {
         let db = Db::open_in_memory().map_err(error::unavailable)?;
@@ -109,17 +123,21 @@ impl SqliteQueue {
 
     /// The queue on `db` (shared with the store, or its own): its tables brought up to date and
     /// the jobs in flight made visible again, alone on the writer's connection.
-    pub fn on(db: Arc<Db>, mut settings: QueueSettings) -> Result<Self, QueueError> {
+    pub fn on(db: Arc<Db>, settings: QueueSettings) -> Result<Self, QueueError> {
         let recovered = db.exclusive(recover).map_err(failed)??;
+        Ok(Self::with(db, settings, recovered))
+    }
+
+    fn with(db: Arc<Db>, mut settings: QueueSettings, recovered: Vec<String>) -> Self {
         settings.max_receives = settings.max_receives.max(1);
-        Ok(Self {
+        Self {
             db,
             settings,
             work: Arc::default(),
             dry: Mutex::new(None),
             handover: Arc::default(),
             recovered,
-        })
+        }
     }
 
     /// Work may have become ready: count it, then wake the waiting receive.

@@ -74,6 +74,34 @@ async fn an_in_flight_job_comes_back_first_after_a_restart() {
     assert_eq!(ids(&got), ["a2"]);
 }
 
+/// The operator's `bridle jobs dead` / `retry` open the queue beside the running server: its
+/// jobs in flight stay with their worker, whose ack still counts, and are not delivered again.
+#[tokio::test]
+async fn the_queue_opened_beside_a_running_one_leaves_its_jobs_in_flight_alone() {
+    let tmp = TempPath::new("beside-running");
+    let q = open(&tmp, QueueSettings::default());
+    for j in [job("A", "a1"), job("A", "a2"), job("B", "b1")] {
+        q.enqueue(&j).await.unwrap();
+    }
+    let got = q.receive(1, Duration::ZERO).await.unwrap();
+    assert_eq!(ids(&got), ["a1"]);
+    let in_flight = got[0].receipt.clone();
+
+    let beside = SqliteQueue::open_beside(&tmp.0, QueueSettings::default()).unwrap();
+    assert_eq!(beside.dead_letters().unwrap(), Vec::<DeadLetter>::new());
+    assert_eq!(beside.retry_dead(None).unwrap(), 0);
+    drop(beside);
+
+    let got = q.receive(10, Duration::ZERO).await.unwrap();
+    assert_eq!(ids(&got), ["b1"], "a1 is still in flight; its group waits");
+    q.ack(&in_flight)
+        .await
+        .expect("the worker's ack of its job in flight still counts");
+    q.ack(&got[0].receipt).await.unwrap();
+    let got = q.receive(10, Duration::ZERO).await.unwrap();
+    assert_eq!(ids(&got), ["a2"]);
+}
+
 #[tokio::test]
 async fn a_job_that_kills_the_process_every_time_is_dead_lettered() {
     let tmp = TempPath::new("restart-poison");
