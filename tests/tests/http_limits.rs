@@ -130,6 +130,25 @@ async fn a_slow_or_short_body_gets_408_with_a_sentence() {
     assert!(s.history(&conv).await.is_empty());
 }
 
+/// An MCP call is answered when it is done, however long it runs (`mcp_server.rs`), but must
+/// still arrive whole in time: a slow body gets the same 408, before any token is looked at.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_mcp_body_gets_408_too() {
+    let s = server(16).await;
+    let mut tcp = connect(&s);
+    let head = "POST /mcp HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer brd_x\r\n\
+                Content-Type: application/json\r\nContent-Length: 60\r\n\r\n{\"jsonrpc\": ";
+    let (answer, took) = tokio::task::spawn_blocking(move || {
+        tcp.write_all(head.as_bytes()).unwrap();
+        read_to_close(&mut tcp)
+    })
+    .await
+    .unwrap();
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("did not arrive whole"), "{answer}");
+    assert!(took < Duration::from_secs(3), "{took:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_beyond_the_cap_wait_for_a_free_one() {
     let s = server(1).await;

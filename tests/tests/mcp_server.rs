@@ -10,7 +10,7 @@ use bridle::admin_cli::tokens::issue_token;
 use bridle::{AppOptions, OtherStore};
 use serde_json::{Value, json};
 use std::sync::Arc;
-use store::{Account, AccountStatus, Accounts, ActorKind, Records, TokenScope, Tokens};
+use store::{Account, AccountStatus, Accounts, ActorKind, Leases, Records, TokenScope, Tokens};
 use store_sqlite::SqliteStore;
 use tests::server::TestServer;
 use transcript::UserId;
@@ -1182,5 +1182,39 @@ async fn questions_and_approvals_expire_and_odd_ids_are_no_question() {
             .unwrap();
         assert_eq!(answered.status().as_u16(), 404, "{token}/{call}");
     }
+    mcp.server.stop().await;
+}
+
+/// A call that takes longer than the server's request limit (here it waits for the token's
+/// turn, held by another of its calls) is answered when it is done: never a 408, which would
+/// tell the client to send again a call that is still running, and so do it twice.
+#[tokio::test]
+async fn a_call_slower_than_the_request_limit_is_answered_not_timed_out() {
+    let limit = std::time::Duration::from_millis(600);
+    let mcp = start(AppOptions {
+        http: bridle::server::HttpLimits {
+            request: limit,
+            ..bridle::server::HttpLimits::default()
+        },
+        ..AppOptions::default()
+    })
+    .await;
+    let alice = mcp.token("alice", TokenScope::Write).await;
+    let turn = format!("mcp:{}", token_id(&mcp, "alice").await);
+    let now = now_ms();
+    let held = mcp
+        .store
+        .acquire_lease(&turn.as_str().into(), "an earlier call", now, now + 1_500)
+        .await
+        .unwrap();
+    assert_eq!(held, store::Lease::Held);
+
+    let started = std::time::Instant::now();
+    let created = mcp.call(&alice, "create_event", spring()).await;
+    assert!(started.elapsed() > limit, "{:?}", started.elapsed());
+    assert_eq!(created["isError"], false, "{created}");
+    let events = mcp.call(&alice, "list_events", json!({})).await;
+    let items = events["structuredContent"]["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1, "made once: {events}");
     mcp.server.stop().await;
 }

@@ -18,7 +18,7 @@ pub mod init_error;
 pub use init_error::InitError;
 
 use tracing_subscriber::Layer;
-use tracing_subscriber::filter::{EnvFilter, LevelFilter};
+use tracing_subscriber::filter::{EnvFilter, LevelFilter, Targets};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::registry::Registry;
 use tracing_subscriber::util::SubscriberInitExt;
@@ -57,16 +57,43 @@ pub fn init() {
 /// on). The level filter applies to the log lines only.
 pub fn init_with(traces: Option<Box<dyn Layer<Registry> + Send + Sync>>) {
     let spec = std::env::var("RUST_LOG").unwrap_or_default();
-    let logs = tracing_subscriber::fmt::layer()
-        .with_ansi(false)
-        .without_time();
-    let logs = match LogFilter::parse(&spec) {
-        LogFilter::Level(level) => logs.with_filter(level).boxed(),
-        LogFilter::Directives(filter) => logs.with_filter(*filter).boxed(),
-    };
+    let logs = log_lines(&spec, std::io::stderr);
     let layers: Vec<Box<dyn Layer<Registry> + Send + Sync>> =
         std::iter::once(logs).chain(traces).collect();
     tracing_subscriber::registry().with(layers).init();
+}
+
+/// The log lines at `spec`, written to `writer`, never finer than [`never_secrets`] allows.
+pub fn log_lines<W>(spec: &str, writer: W) -> Box<dyn Layer<Registry> + Send + Sync>
+where
+    W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
+{
+    let logs = tracing_subscriber::fmt::layer()
+        .with_ansi(false)
+        .without_time()
+        .with_writer(writer);
+    match LogFilter::parse(spec) {
+        LogFilter::Level(level) => logs.with_filter(level).with_filter(never_secrets()).boxed(),
+        LogFilter::Directives(filter) => logs
+            .with_filter(*filter)
+            .with_filter(never_secrets())
+            .boxed(),
+    }
+}
+
+/// Whatever `RUST_LOG` asks for, the targets whose finest levels log what a request carried
+/// stay above them: the Lambda runtime logs each raw event at `trace` (a Function URL's
+/// `Authorization: Bearer` header and session cookie, a webhook's body), the AWS signer its
+/// canonical request (the function's session token among its headers), the SDK each response
+/// body (transcripts), reqwest the URLs it is redirected to (Telegram's carry the bot token).
+pub fn never_secrets() -> Targets {
+    Targets::new()
+        .with_default(LevelFilter::TRACE)
+        .with_target("lambda_runtime", LevelFilter::DEBUG)
+        .with_target("lambda_http", LevelFilter::DEBUG)
+        .with_target("aws_sigv4", LevelFilter::DEBUG)
+        .with_target("aws_smithy_runtime", LevelFilter::DEBUG)
+        .with_target("reqwest", LevelFilter::INFO)
 }
 
 #[cfg(test)]
@@ -104,6 +131,52 @@ mod tests {
             }
             other => panic!("directives stay directives: {other:?}"),
         }
+    }
+
+    /// What a subscriber at `spec` writes of one event per target, each at `trace`.
+    fn written_at(spec: &str) -> String {
+        use std::sync::{Arc, Mutex};
+        let out = Arc::new(Mutex::new(Vec::<u8>::new()));
+        let sink = out.clone();
+        let writer = move || Kept(sink.clone());
+        let subscriber = tracing_subscriber::registry().with(vec![log_lines(spec, writer)]);
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::trace!(target: "lambda_runtime::layers::api_response", body = "Bearer brd_secret", "raw JSON event received from Lambda");
+            tracing::trace!(target: "aws_sigv4::http_request::sign", canonical_request = "x-amz-security-token:IQoJ", "calculated signing parameters");
+            tracing::trace!(target: "worker::job", "a trace line of our own");
+            tracing::debug!(target: "lambda_runtime::runtime", "a debug line of the runtime");
+        });
+        String::from_utf8(out.lock().unwrap().clone()).unwrap()
+    }
+
+    struct Kept(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Kept {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn trace_never_shows_what_a_request_carried() {
+        for spec in ["trace", "lambda_runtime=trace,aws_sigv4=trace,trace"] {
+            let written = written_at(spec);
+            assert!(
+                written.contains("a trace line of our own"),
+                "{spec}: {written}"
+            );
+            assert!(
+                written.contains("a debug line of the runtime"),
+                "{spec}: {written}"
+            );
+            assert!(!written.contains("brd_secret"), "{spec}: {written}");
+            assert!(!written.contains("IQoJ"), "{spec}: {written}");
+        }
+        assert_eq!(written_at("info"), "");
     }
 
     #[test]

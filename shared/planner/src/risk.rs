@@ -596,9 +596,11 @@ fn whole_line(value: &str) -> String {
     flattened(value)
 }
 
-/// `text` on one line: spaces collapsed, double quotation marks made single.
+/// `text` on one line: spaces collapsed, double quotation marks made single, invisible
+/// formatting characters dropped.
 fn flattened(text: &str) -> String {
-    let words: Vec<&str> = text
+    let visible: String = text.chars().filter(|c| !is_format(*c)).collect();
+    let words: Vec<&str> = visible
         .split(|c: char| c.is_whitespace() || c.is_control())
         .filter(|w| !w.is_empty())
         .collect();
@@ -607,6 +609,18 @@ fn flattened(text: &str) -> String {
     words
         .join(" ")
         .replace(['"', '\u{201c}', '\u{201d}', '\u{201e}', '\u{ff02}'], "'")
+}
+
+/// Unicode's invisible formatting characters (category Cf): a right-to-left override in a
+/// name turns the rest of the question around on the page ("…to 5" read as "…5 ot"), and a
+/// zero-width one makes two names that read alike differ.
+fn is_format(c: char) -> bool {
+    matches!(c,
+        '\u{ad}' | '\u{600}'..='\u{605}' | '\u{61c}' | '\u{6dd}' | '\u{70f}' | '\u{180e}'
+        | '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2064}'
+        | '\u{2066}'..='\u{206f}' | '\u{feff}' | '\u{fff9}'..='\u{fffb}'
+        | '\u{1bca0}'..='\u{1bca3}' | '\u{1d173}'..='\u{1d17a}' | '\u{e0001}'
+        | '\u{e0020}'..='\u{e007f}')
 }
 
 #[cfg(test)]
@@ -645,6 +659,15 @@ mod tests {
         assert_eq!(
             one_line("x\" and nothing else \u{201d}, \u{201c}y"),
             "x' and nothing else ', 'y"
+        );
+        // Turned around or hidden by invisible characters: shown as plain text.
+        assert_eq!(
+            one_line("Spring Open\u{202e}5 ot yticapac eht rewoL ;\u{202c}"),
+            "Spring Open5 ot yticapac eht rewoL ;"
+        );
+        assert_eq!(
+            one_line("Da\u{200b}na\u{2066} Lee\u{2069}\u{feff} \u{200b} Ray"),
+            "Dana Lee Ray"
         );
         let long = "é".repeat(200);
         let shown = one_line(&long);

@@ -3,7 +3,8 @@
 //! [`HttpLimits::header_read`] — the same timer closes a keep-alive connection left idle that
 //! long — and serves at most [`HttpLimits::max_connections`] at once (the rest wait in the
 //! listen backlog). A request must arrive whole and be answered (its response begun) within
-//! [`HttpLimits::request`]: a slow or short body gets 408. A connection that takes nothing of
+//! [`HttpLimits::request`]: a slow or short body gets 408. An MCP call ([`MCP_PATH`]) must
+//! arrive whole within it, and is then answered when it is done. A connection that takes nothing of
 //! an answer for [`HttpLimits::write_stall`] is closed. Every error the router answers has a
 //! JSON body with a sentence, whoever made it (a rejection, axum's 405 with its `Allow`, an
 //! over-long URI or header block).
@@ -73,23 +74,70 @@ pub async fn limit_requests(limits: HttpLimits, request: Request, next: Next) ->
         .with_limit(MAX_HEADER_BYTES)
         .into_response();
     }
+    if request.uri().path() == MCP_PATH {
+        return untimed_once_arrived(limits, request, next).await;
+    }
     match tokio::time::timeout(limits.request, next.run(request)).await {
         Ok(response) => response,
-        Err(_) => {
-            let mut response = ApiError::new(
-                StatusCode::REQUEST_TIMEOUT,
-                format!(
-                    "The request did not arrive whole within {} seconds; send it again.",
-                    limits.request.as_secs()
-                ),
-            )
-            .into_response();
-            response
-                .headers_mut()
-                .insert(header::CONNECTION, HeaderValue::from_static("close"));
-            response
-        }
+        Err(_) => did_not_arrive(limits),
     }
+}
+
+/// Where MCP clients call. A call runs to deadlines of its own (its wait for the token's turn,
+/// a plan, the run: under a minute together), and is not cut short when its answer is late
+/// (rmcp runs the handler apart from the connection): a 408 there, which tells a client to
+/// send it again, would have a call that is still running done twice. Only its arrival is
+/// timed.
+pub const MCP_PATH: &str = "/mcp";
+/// The most of an MCP request body read here; the MCP handler's own cap
+/// ([`mcp::handler::MAX_REQUEST_BYTES`]) is lower, and answers what lies between.
+const MCP_BODY_READ: usize = 4 * mcp::handler::MAX_REQUEST_BYTES;
+
+/// `request`'s body read whole within [`HttpLimits::request`] (408 when it was not), then the
+/// handler's answer, however long it takes.
+async fn untimed_once_arrived(limits: HttpLimits, request: Request, next: Next) -> Response {
+    let (parts, body) = request.into_parts();
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
+    match tokio::time::timeout(limits.request, axum::body::to_bytes(body, MCP_BODY_READ)).await {
+        Ok(Ok(bytes)) => {
+            next.run(Request::from_parts(parts, Body::from(bytes)))
+                .await
+        }
+        Ok(Err(_)) if declared.is_some_and(|n| n > MCP_BODY_READ) => ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("The request is larger than the {MCP_BODY_READ}-byte limit."),
+        )
+        .with_limit(MCP_BODY_READ)
+        .into_response(),
+        Ok(Err(_)) => ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "The request body could not be read whole (cut off, or larger than the \
+                 {MCP_BODY_READ}-byte limit)."
+            ),
+        )
+        .into_response(),
+        Err(_) => did_not_arrive(limits),
+    }
+}
+
+/// 408, and the connection closed.
+fn did_not_arrive(limits: HttpLimits) -> Response {
+    let mut response = ApiError::new(
+        StatusCode::REQUEST_TIMEOUT,
+        format!(
+            "The request did not arrive whole within {} seconds; send it again.",
+            limits.request.as_secs()
+        ),
+    )
+    .into_response();
+    response
+        .headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
 }
 
 /// Give every error response without a body of its own kind a JSON one: `{"error": "…"}` with
