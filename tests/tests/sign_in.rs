@@ -518,6 +518,8 @@ async fn cookies_from_another_host_sign_nobody_in_and_no_page_is_framed() {
             header("content-security-policy").contains("frame-ancestors 'none'"),
             "{path}"
         );
+        // The CSRF token `/api/session` answers, like every answer, is kept by no cache.
+        assert_eq!(header("cache-control"), "no-store", "{path}");
     }
 }
 

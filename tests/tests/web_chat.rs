@@ -246,6 +246,42 @@ async fn a_message_the_server_refuses_stays_in_the_box_and_is_not_shown_as_sent(
     server.stop().await;
 }
 
+/// A link whose fragment is not a conversation ("#../link-code?", which a page elsewhere can
+/// send someone) opens none, and the next message goes to a new conversation of the sender's,
+/// not to the address the fragment would make of its path (here it would mint a link code).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crafted_fragment_in_the_address_turns_no_message_into_another_request() {
+    let model = Arc::new(ScriptedModel::new([Reply::text("Noted.")]));
+    let server = TestServer::start(model.clone(), AppOptions::default()).await;
+    let driver = start_driver().await;
+    let profile = driver.temp("chromium-fragment");
+    let c = browser(&driver, &profile, (1280, 800)).await;
+    c.goto(&format!("{}/#../link-code?", server.base))
+        .await
+        .unwrap();
+    send_message(&c, "Door code 4711").await;
+    let history = eventually("the answer", || async {
+        let out = shown_messages(&c).await?;
+        (out.last().map(String::as_str) == Some("Noted.")).then_some(out)
+    })
+    .await;
+    assert_eq!(history, ["Door code 4711", "Noted."]);
+    let fragment = c
+        .execute("return location.hash", vec![])
+        .await
+        .unwrap()
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        uuid::Uuid::parse_str(fragment.trim_start_matches('#')).is_ok(),
+        "a new conversation of the sender's: {fragment}"
+    );
+    assert_eq!(model.requests().len(), 1);
+    c.close().await.unwrap();
+    server.stop().await;
+}
+
 /// A long conversation opens on its newest page; "Show earlier messages" puts the page before
 /// it above, until the first message; a new message still lands at the end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -163,7 +163,7 @@ function buttonRow(buttons) {
 // The newest page of a conversation's history (README: "HTTP API"); older pages are shown on
 // asking, above it ("Show earlier messages").
 async function loadHistory(id) {
-  const data = await (await api(`/api/conversations/${id}/messages`)).json();
+  const data = await (await api(`/api/conversations/${encodeURIComponent(id)}/messages`)).json();
   const box = $("#messages");
   box.replaceChildren();
   data.messages.forEach((m, i) => {
@@ -186,7 +186,7 @@ function showEarlierButton(id, data) {
   const oldest = data.messages[0]?.position;
   if (!data.earlier || oldest === undefined) return;
   box.prepend(moreButton("earlier", "Show earlier messages", async (more) => {
-    const page = await (await api(`/api/conversations/${id}/messages?before=${oldest}`)).json();
+    const page = await (await api(`/api/conversations/${encodeURIComponent(id)}/messages?before=${oldest}`)).json();
     if (state.conversation !== id) return;
     const height = box.scrollHeight;
     more.replaceWith(...page.messages.map(entryBubble));
@@ -206,7 +206,7 @@ async function awaitAnswer(id) {
     if (state.conversation !== id) return;
     try {
       // `api` throws on a failed answer (caught below).
-      const { messages } = await (await api(`/api/conversations/${id}/messages`)).json();
+      const { messages } = await (await api(`/api/conversations/${encodeURIComponent(id)}/messages`)).json();
       const since = messages.filter((m) => m.position > after);
       const users = since.filter((m) => m.role === "user").length;
       if (users >= asked && since.at(-1)?.role === "assistant") {
@@ -323,7 +323,7 @@ async function send(text, buttonId) {
     return bubble;
   };
   scrollDown(true);
-  const res = await api(`/api/conversations/${state.conversation}/messages`, {
+  const res = await api(`/api/conversations/${encodeURIComponent(state.conversation)}/messages`, {
     method: "POST",
     headers: { "Content-Type": "application/json" },
     body: JSON.stringify({
@@ -516,8 +516,16 @@ $("#conversations").addEventListener("click", (e) => {
   if (e.target.closest("a") && document.body.classList.contains("show-chats")) toggle("show-chats");
 });
 
-window.addEventListener("hashchange", () => {
+// The conversation the address names, when its fragment is shaped like one (the server makes
+// UUIDs): a fragment is put into API paths, and one like "#../../auth/logout?" must not turn
+// the next message into another request.
+function conversationInHash() {
   const id = location.hash.slice(1);
+  return /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(id) ? id : "";
+}
+
+window.addEventListener("hashchange", () => {
+  const id = conversationInHash();
   if (id && id !== state.conversation) openConversation(id).catch((e) => setStatus(e.message));
 });
 
@@ -542,7 +550,7 @@ async function loadSession() {
     loadUsage();
     loadGrant();
     const list = await loadConversations();
-    const wanted = location.hash.slice(1);
+    const wanted = conversationInHash();
     if (wanted) await openConversation(wanted);
     else if (list.length) location.hash = list[0].id;
     else $("#messages").append(el("p", "empty", "Say hello to start."));

@@ -185,6 +185,12 @@ pub fn router(app: App) -> Router {
             header::CONTENT_SECURITY_POLICY,
             HeaderValue::from_static("frame-ancestors 'none'"),
         ))
+        // Nothing is kept by a browser's or a proxy's cache: the session's CSRF token, a new
+        // MCP token's secret, a conversation's history are answers for one person at one time.
+        .layer(SetResponseHeaderLayer::if_not_present(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("no-store"),
+        ))
 }
 
 /// Start the worker that runs the app's turn jobs (web chat and messaging channels) off its
