@@ -98,7 +98,7 @@ async fn approving_on_the_page_lets_the_clients_same_call_run() {
     .await;
     assert_eq!(
         shown,
-        "Cancel Spring Open on 2030-04-12T10:00 (0 registered)"
+        "Cancel Spring Open (published, 2030-04-12T10:00 at Court 1, 0 registered)"
     );
     assert_eq!(
         text_of(&c, "#client").await.as_deref(),

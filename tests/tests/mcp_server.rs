@@ -529,7 +529,7 @@ async fn a_risky_call_runs_only_once_its_owner_approved_it_on_bridles_page() {
             record.value["status"].as_str().unwrap().to_owned()
         }
     };
-    let described = "Cancel Spring Open on 2030-04-12T10:00 (0 registered)";
+    let described = "Cancel Spring Open (published, 2030-04-12T10:00 at Court 1, 0 registered)";
 
     // Asked: the client is to send its human to Bridle's page; nothing ran.
     let asked = modern_call(&mcp, &risky, "cancel_event", cancel.clone(), json!(null)).await;
@@ -671,7 +671,7 @@ async fn a_risky_call_runs_only_once_its_owner_approved_it_on_bridles_page() {
         .find(|w| w.contains("/approve?"))
         .unwrap()
         .to_owned();
-    let now_described = "Cancel Spring Open on 2030-04-12T10:00 (1 registered)";
+    let now_described = "Cancel Spring Open (published, 2030-04-12T10:00 at Court 1, 1 registered)";
     assert_eq!(
         answer_on_page(&mcp, &page, true, now_described).await.0,
         200
@@ -1121,7 +1121,7 @@ async fn questions_and_approvals_expire_and_odd_ids_are_no_question() {
     mcp.call(&risky, "publish_event", json!({"event_id": id}))
         .await;
     let cancel = json!({"event_id": id});
-    let described = "Cancel Spring Open on 2030-04-12T10:00 (0 registered)";
+    let described = "Cancel Spring Open (published, 2030-04-12T10:00 at Court 1, 0 registered)";
     let page_of = |asked: &Value| {
         asked["inputRequests"]["confirm"]["params"]["url"]
             .as_str()

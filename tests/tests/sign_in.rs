@@ -1247,7 +1247,7 @@ async fn a_risky_mcp_call_runs_once_its_signed_in_owner_approved_it(s: Site) {
     // Another signed-in user: no such question, to read or to answer.
     assert_eq!(s.get(&bob_in, &api).await.status(), StatusCode::NOT_FOUND);
     let answer = |seen: &str| json!({"approve": true, "description": seen});
-    let described = "Cancel Spring Open on 2030-04-12T10:00 (0 registered)";
+    let described = "Cancel Spring Open (published, 2030-04-12T10:00 at Court 1, 0 registered)";
     assert_eq!(
         s.post(&bob_in, &api, Some(answer(described)))
             .await

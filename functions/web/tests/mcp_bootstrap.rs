@@ -169,7 +169,7 @@ async fn a_risky_call_runs_once_its_owner_approved_it_through_the_function_url()
     let shown: Value = person.get(&api).send().await.unwrap().json().await.unwrap();
     assert_eq!(
         shown["description"],
-        "Cancel Lambda Open on 2030-04-12T10:00 (0 registered)"
+        "Cancel Lambda Open (published, 2030-04-12T10:00 at Court 1, 0 registered)"
     );
     let approved = person
         .post(&api)

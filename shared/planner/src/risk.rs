@@ -45,7 +45,9 @@ impl Planner {
         let arg = |name: &str| args.get(name).and_then(Value::as_str);
         Ok(match tool {
             // Cancelling is for good. A draft nobody registered for costs nothing to lose; one
-            // with attendees is held as withdrawing one of them is.
+            // with attendees is held as withdrawing one of them is. The question names what
+            // tells the event from a look-alike a model could make (its status and venue), as
+            // a withdrawal names the person's email.
             "cancel_event" => {
                 self.event_for(&caller, arg("event_id"))
                     .await?
@@ -53,9 +55,11 @@ impl Planner {
                         (event.status == EventStatus::Published || event.registered > 0).then(
                             || {
                                 format!(
-                                    "Cancel {} on {} ({} registered)",
+                                    "Cancel {} ({}, {} at {}, {} registered)",
                                     one_line(&event.title),
+                                    event.status.as_str(),
                                     event.starts_at,
+                                    one_line(&event.venue),
                                     event.registered
                                 )
                             },
@@ -110,8 +114,9 @@ impl Planner {
                     .await?
                     .map(|(event, _)| {
                         format!(
-                            "Withdraw {} from {}",
+                            "Withdraw {} ({}) from {}",
                             one_line(&person.name),
+                            one_line(&person.email),
                             one_line(&event.title)
                         )
                     })
@@ -478,7 +483,11 @@ fn undo_effect(change: &store::Change) -> Option<String> {
         }
         ATTENDEE if change.before.is_none() => {
             let who: Attendee = serde_json::from_value(change.after.clone()?).ok()?;
-            Some(format!("withdraw {}", one_line(&who.name)))
+            Some(format!(
+                "withdraw {} ({})",
+                one_line(&who.name),
+                one_line(&who.email)
+            ))
         }
         _ => None,
     }

@@ -413,7 +413,7 @@ async fn risk_is_described_from_stored_state() {
             .assess_risk(&alice, "cancel_event", &id)
             .await
             .as_deref(),
-        Some("Cancel Spring Open on 2025-04-12T10:00 (1 registered)"),
+        Some("Cancel Spring Open (draft, 2025-04-12T10:00 at Court 1, 1 registered)"),
         "a draft with attendees is: cancelling is for good, as withdrawing them is"
     );
     assert_eq!(
@@ -425,7 +425,7 @@ async fn risk_is_described_from_stored_state() {
             )
             .await
             .as_deref(),
-        Some("Withdraw Dana Lee from Spring Open")
+        Some("Withdraw Dana Lee (dana@example.com) from Spring Open")
     );
     w.planner
         .publish_event(&caller("alice", "a4"), &event.id)
@@ -436,7 +436,7 @@ async fn risk_is_described_from_stored_state() {
             .assess_risk(&alice, "cancel_event", &id)
             .await
             .as_deref(),
-        Some("Cancel Spring Open on 2025-04-12T10:00 (1 registered)")
+        Some("Cancel Spring Open (published, 2025-04-12T10:00 at Court 1, 1 registered)")
     );
     let moved = json!({"event_id": event.id, "venue": "Court 9", "title": "X"});
     assert_eq!(
