@@ -16,6 +16,7 @@ pub mod guards;
 pub mod hub;
 pub mod notes;
 pub mod planning;
+pub mod serve_lock;
 pub mod server;
 pub mod smoke;
 pub mod worker;

@@ -520,6 +520,11 @@ async fn serve() -> ExitCode {
         }),
         ..AppOptions::default()
     };
+    // Held until `serve` returns (one server per database).
+    let _lock = match bridle::serve_lock::take(&config.db) {
+        Ok(lock) => lock,
+        Err(err) => return fail("cannot start", &err),
+    };
     let app = match build_app(model, options) {
         Ok(app) => app,
         Err(err) => return fail("cannot start", &err),

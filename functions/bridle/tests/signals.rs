@@ -225,3 +225,44 @@ fn without_sign_in_a_non_loopback_address_is_refused_at_start() {
         "nothing was started or written"
     );
 }
+
+/// A second `bridle serve` on the database of a running one is refused at start, with a
+/// sentence (it would take the first one's jobs in flight for a dead process's and run them
+/// again); the first goes on; once it is gone (here killed), a new one starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_server_on_a_running_ones_database_is_refused() {
+    let dir = temp_dir("twice");
+    let mut first = start(dir.path(), 5);
+    let second = Command::new(env!("CARGO_BIN_EXE_bridle"))
+        .arg("serve")
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("BRIDLE_ADDR", "127.0.0.1:0")
+        .env("BRIDLE_DB", dir.path().join("bridle.db"))
+        .env("BRIDLE_BACKEND", "scripted")
+        .env("BRIDLE_SCRIPT", dir.path().join("script.json"))
+        .output()
+        .unwrap();
+    assert_eq!(second.status.code(), Some(1), "{second:?}");
+    let said = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        said.contains("another bridle serve is running on"),
+        "{said}"
+    );
+    let http = reqwest::Client::new();
+    let health = http
+        .get(format!("{}/healthz", first.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200, "the first one goes on");
+    first.child.kill().unwrap();
+    first.child.wait().unwrap();
+    let third = start(dir.path(), 5);
+    let health = http
+        .get(format!("{}/healthz", third.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200, "free once its holder is gone");
+}
