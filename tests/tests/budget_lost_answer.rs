@@ -1,4 +1,4 @@
-//! A budget write whose answer is lost on the way back (the write went through, the response
+//! A budget write (and a job's claim) whose answer is lost on the way back (the write went through, the response
 //! did not: a timeout, a 500) is retried by the SDK. A spend reservation applied twice would
 //! charge twice, or be refused by its own first write near the cap; a give-back (`real −
 //! reserved`, or a link-code try given back) applied twice would read less than was spent, and
@@ -155,5 +155,33 @@ async fn a_give_back_whose_answer_was_lost_is_applied_once() {
         ledger.bucket_usage(&[bucket]).await.unwrap(),
         [400],
         "given back once: {writes:?}"
+    );
+}
+
+/// A job's claim whose answer was lost: the SDK sends the claim again, which its own first
+/// write refuses. That refusal is this attempt's claim, not another worker's (it read as
+/// `Busy` until its own expiry: the job waited a turn's budget, and an hourly reply was taken
+/// for sent); a claim by anyone else is still refused.
+#[tokio::test]
+async fn a_claim_whose_answer_was_lost_is_the_claimers() {
+    use store::{Claim, JobClaims};
+    let (store, losing) = ledger_behind_proxy().await;
+    let now = 1_800_000_000_000;
+    *losing.lose_next_write.lock().unwrap() = true;
+    assert_eq!(
+        store.claim_job("job-1", now, now + 60_000).await.unwrap(),
+        Claim::Fresh
+    );
+    let writes = std::mem::take(&mut *losing.writes.lock().unwrap());
+    assert_eq!(writes.len(), 2, "the lost answer was retried: {writes:?}");
+    assert_eq!(
+        store
+            .claim_job("job-1", now + 1, now + 60_000)
+            .await
+            .unwrap(),
+        Claim::Busy {
+            until_ms: now + 60_000
+        },
+        "another worker's claim is refused"
     );
 }

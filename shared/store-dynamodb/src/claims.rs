@@ -25,6 +25,9 @@ const REPLY_SENT: &str = "reply_sent";
 /// is there; a reply is at most the model's output allowance, ~64 KB); a longer one is not kept,
 /// and a retry in another environment sends that reply from its start.
 const MAX_REPLY_SENT_BYTES: usize = 100 * 1024;
+/// The claiming write's own mark: a claim refused by a record with this attempt's mark is this
+/// attempt's, landed once already (the SDK sent the write again when its answer was lost).
+const TOKEN: &str = "claim_token";
 const RUNNING: &str = "running";
 const DONE: &str = "done";
 
@@ -41,8 +44,9 @@ impl JobClaims for DynamoStore {
         expires_at_ms: i64,
     ) -> Result<Claim, StoreError> {
         let what = format!("job claim {job_key}");
+        let token = uuid::Uuid::new_v4().simple().to_string();
         for _ in 0..TRIES {
-            let old = match self.try_claim(job_key, now_ms, expires_at_ms).await {
+            let old = match self.try_claim(job_key, now_ms, expires_at_ms, &token).await {
                 Ok(new) => return claimed(&new, &what),
                 Err(SdkError::ServiceError(e))
                     if e.err().is_conditional_check_failed_exception() =>
@@ -60,6 +64,10 @@ impl JobClaims for DynamoStore {
                 None => self.claim_record(job_key).await?,
             };
             if let Some(old) = old.filter(|old| !is_expired(old, now_ms.div_euclid(1000))) {
+                // Refused by this very claim, landed by a send whose answer was lost.
+                if old.get(TOKEN).and_then(|t| t.as_s().ok()) == Some(&token) {
+                    return claimed(&old, &what);
+                }
                 return refused(&old, &what);
             }
         }
@@ -255,6 +263,7 @@ impl DynamoStore {
         job_key: &str,
         now_ms: i64,
         expires_at_ms: i64,
+        token: &str,
     ) -> Result<Item, SdkError<UpdateItemError>> {
         let out = self
             .client
@@ -263,7 +272,7 @@ impl DynamoStore {
             .key(PK, s(job_pk(job_key)))
             .key(SK, s(CLAIM))
             .update_expression(
-                "SET #status = :running, #expires = :expires, #ttl = :ttl, \
+                "SET #status = :running, #expires = :expires, #ttl = :ttl, #token = :token, \
                  #attempt = if_not_exists(#attempt, :zero) + :one REMOVE #keep",
             )
             .condition_expression(
@@ -276,6 +285,8 @@ impl DynamoStore {
             .expression_attribute_names("#attempt", ATTEMPT)
             .expression_attribute_names("#keep", KEEP_UNTIL_MS)
             .expression_attribute_names("#ttl", TTL)
+            .expression_attribute_names("#token", TOKEN)
+            .expression_attribute_values(":token", s(token))
             .expression_attribute_values(":running", s(RUNNING))
             .expression_attribute_values(":done", s(DONE))
             .expression_attribute_values(":expires", n(expires_at_ms))
