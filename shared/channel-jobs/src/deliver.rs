@@ -521,7 +521,10 @@ impl ChannelJobs {
     /// went out (a 5xx, a rate limit between pieces) is sent on from the piece that failed, here
     /// and a few times, so the user is not left with half a reply nor sent its start twice; if
     /// that does not get it out, or the attempt's deadline cuts it off, what went out is
-    /// remembered under `key` (with its turn) for the retry ([`SentReplies`]).
+    /// remembered under `key` (with its turn) for the retry ([`SentReplies`]). A piece whose
+    /// request timed out after it was sent may have arrived all the same; it counts as not
+    /// sent, and goes again (platforms take no idempotency key: one line twice, never a reply
+    /// lost).
     async fn send_reply(
         &self,
         job: &TurnJob,
