@@ -248,7 +248,7 @@ impl BridleMcp {
                 self.shared.leases.clone(),
                 ctx.conversation_id.clone(),
                 ctx.action_id.0.clone(),
-                &*self.shared.clock,
+                self.shared.clock.clone(),
             )
             .await;
             match taken {

@@ -10,11 +10,15 @@
 //!
 //! A call waits its turn for up to [`WAIT`] (an AI client may send several calls at once), trying
 //! the lease again at growing intervals; then it is refused with a sentence, nothing done. The
-//! lease lasts [`HOLD`]. A client that leaves does not cut its call short (rmcp runs the handler
+//! lease lasts [`HOLD`] and is renewed every [`RENEW_EVERY`] while the call runs (a judgement
+//! that waited for a plan's slot, then a run that waited again, can outlast one hold; its turn
+//! lapsing mid-call would let the token's next change be judged against a state about to
+//! change). A client that leaves does not cut its call short (rmcp runs the handler
 //! in a task of its own: the call runs to its end and gives the turn back then, so the next is
 //! judged after its write; `tests/one_at_a_time.rs` pins it); a call cut short otherwise (a
 //! panic) gives it back from a task, and a process that died leaves it to lapse.
 
+use engine::Clock;
 use std::sync::Arc;
 use std::time::Duration;
 use store::{Lease, Leases, StoreError};
@@ -26,6 +30,8 @@ pub const WAIT: Duration = Duration::from_secs(10);
 /// default, `tools::RunnerOptions`) and the judgement's few reads, so a slow call still holds
 /// its turn until it has run.
 pub const HOLD: Duration = Duration::from_secs(45);
+/// How often a held turn is renewed while its call runs.
+pub const RENEW_EVERY: Duration = Duration::from_secs(15);
 
 /// The token's turn, held: [`Turn::give_back`] when the call has run; dropped unused (a call
 /// cut short), given back from a task.
@@ -34,6 +40,8 @@ pub struct Turn {
     conversation: ConversationId,
     holder: String,
     given_back: bool,
+    /// The task renewing the lease until the turn is given back.
+    renewing: tokio::task::AbortHandle,
 }
 
 impl std::fmt::Debug for Turn {
@@ -53,13 +61,13 @@ pub enum NoTurn {
     Store(StoreError),
 }
 
-/// Take `conversation`'s turn for `holder` (a call's own id), waiting up to [`WAIT`]; `now` reads
-/// the clock in Unix milliseconds.
+/// Take `conversation`'s turn for `holder` (a call's own id), waiting up to [`WAIT`]; renewed
+/// until it is given back.
 pub async fn take(
     leases: Arc<dyn Leases>,
     conversation: ConversationId,
     holder: String,
-    now: &(dyn Fn() -> i64 + Send + Sync),
+    now: Clock,
 ) -> Result<Turn, NoTurn> {
     let started = tokio::time::Instant::now();
     let mut pause = Duration::from_millis(20);
@@ -72,11 +80,19 @@ pub async fn take(
             .map_err(NoTurn::Store)?
         {
             Lease::Held => {
+                let renewing = tokio::spawn(renew(
+                    leases.clone(),
+                    conversation.clone(),
+                    holder.clone(),
+                    now,
+                ))
+                .abort_handle();
                 return Ok(Turn {
                     leases,
                     conversation,
                     holder,
                     given_back: false,
+                    renewing,
                 });
             }
             Lease::Busy { .. } if started.elapsed() + pause <= WAIT => {
@@ -88,10 +104,33 @@ pub async fn take(
     }
 }
 
+/// Renew `holder`'s lease every [`RENEW_EVERY`] until aborted. A lease someone else holds now
+/// (this one lapsed: the process stalled past [`HOLD`]) is not taken back.
+async fn renew(leases: Arc<dyn Leases>, conversation: ConversationId, holder: String, now: Clock) {
+    loop {
+        tokio::time::sleep(RENEW_EVERY).await;
+        let at = now();
+        match leases
+            .acquire_lease(&conversation, &holder, at, at + HOLD.as_millis() as i64)
+            .await
+        {
+            Ok(Lease::Held) => {}
+            Ok(Lease::Busy { .. }) => {
+                tracing::warn!(%conversation, "an MCP token's turn lapsed while its call ran");
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(%conversation, error = %e, "could not renew an MCP token's turn; trying again");
+            }
+        }
+    }
+}
+
 impl Turn {
     /// The call has run: the token's next call may go.
     pub async fn give_back(mut self) {
         self.given_back = true;
+        self.renewing.abort();
         release(self.leases.as_ref(), &self.conversation, &self.holder).await;
     }
 }
@@ -104,6 +143,7 @@ async fn release(leases: &dyn Leases, conversation: &ConversationId, holder: &st
 
 impl Drop for Turn {
     fn drop(&mut self) {
+        self.renewing.abort();
         if self.given_back {
             return;
         }

@@ -296,3 +296,53 @@ async fn a_change_waiting_when_its_token_is_revoked_is_not_made() {
     assert_eq!(judging.0.load(Ordering::SeqCst), 1, "not judged");
     assert_eq!(gate.done.load(Ordering::SeqCst), 1, "not run");
 }
+
+/// A call that runs past one hold keeps its turn: the lease is renewed while it runs (else the
+/// token's next change could be judged against a state this one is about to change), and
+/// given back, renewals stopped, when it has run.
+#[tokio::test(start_paused = true)]
+async fn a_turn_is_kept_while_its_call_runs_past_one_hold() {
+    let store = Arc::new(SqliteStore::open_in_memory().unwrap());
+    let started = tokio::time::Instant::now();
+    let base = now_ms();
+    let clock: engine::Clock = Arc::new(move || base + started.elapsed().as_millis() as i64);
+    let conversation = transcript::ConversationId::from("mcp:tok-1");
+    let turn = mcp::one_at_a_time::take(
+        store.clone(),
+        conversation.clone(),
+        "call-1".into(),
+        clock.clone(),
+    )
+    .await
+    .unwrap();
+    tokio::time::sleep(mcp::one_at_a_time::HOLD * 3).await;
+    let at = clock();
+    let other = store
+        .acquire_lease(&conversation, "call-2", at, at + 1_000)
+        .await
+        .unwrap();
+    assert!(
+        matches!(other, Lease::Busy { ref holder, .. } if holder == "call-1"),
+        "three holds on, the running call still has its turn: {other:?}"
+    );
+    turn.give_back().await;
+    let at = clock();
+    assert_eq!(
+        store
+            .acquire_lease(&conversation, "call-2", at, at + 1_000)
+            .await
+            .unwrap(),
+        Lease::Held,
+        "given back when it has run"
+    );
+    tokio::time::sleep(mcp::one_at_a_time::HOLD * 2).await;
+    let at = clock();
+    assert_eq!(
+        store
+            .acquire_lease(&conversation, "call-3", at, at + 1_000)
+            .await
+            .unwrap(),
+        Lease::Held,
+        "and no longer renewed"
+    );
+}
