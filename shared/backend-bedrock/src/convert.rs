@@ -20,6 +20,10 @@
 //!   (`s3://bucket/key`) with a format Converse knows becomes an image or document block with an
 //!   S3 location (the model's role must be allowed to read it); anything else becomes a short
 //!   text placeholder, `[image: key]` or `[document: key]`, as in the OpenAI adapter.
+//!   Converse refuses a request with more than [`MAX_DOCUMENTS`] documents or [`MAX_IMAGES`]
+//!   images, or two documents of one name; the request is the whole history, so one such
+//!   request would fail every later turn of the conversation. The newest go as blocks, older
+//!   ones as their placeholder, and a name met again gets a number (`0`, `0 (2)`, …).
 //! - `toolConfig` is sent only when tools are offered (Bedrock then rejects tool blocks in the
 //!   history, so callers keep offering tools once a conversation used them; the engine does).
 //!   Its `toolChoice` is `{"any": {}}` for a required tool call, absent otherwise (auto).
@@ -148,7 +152,85 @@ struct Turn {
     content: Vec<ContentBlock>,
 }
 
+/// The most documents Converse takes in one request.
+pub const MAX_DOCUMENTS: usize = 5;
+/// The most images Converse takes in one request.
+pub const MAX_IMAGES: usize = 20;
+
+/// Which of a request's attachments go as blocks (the newest [`MAX_DOCUMENTS`] documents and
+/// [`MAX_IMAGES`] images), and the document names given so far.
+struct Attached {
+    documents: Counted,
+    images: Counted,
+    names: std::collections::HashSet<String>,
+}
+
+/// Attachments of one kind that would go as blocks: how many are left out (the oldest), and
+/// how many were met so far.
+struct Counted {
+    left_out: usize,
+    met: usize,
+}
+
+impl Counted {
+    fn new(total: usize, most: usize) -> Self {
+        Self {
+            left_out: total.saturating_sub(most),
+            met: 0,
+        }
+    }
+
+    /// Whether the next one goes as a block.
+    fn next_goes(&mut self) -> bool {
+        self.met += 1;
+        self.met > self.left_out
+    }
+}
+
+impl Attached {
+    fn of(request: &ChatRequest) -> Self {
+        let user_side = request
+            .messages
+            .iter()
+            .filter(|m| m.role != Role::Assistant)
+            .flat_map(|m| m.parts.iter());
+        let (mut documents, mut images) = (0, 0);
+        for part in user_side {
+            match part {
+                Part::Document(m) if document_format(&m.mime_type).is_some() && is_s3(m) => {
+                    documents += 1
+                }
+                Part::Image(m) if image_format(&m.mime_type).is_some() && is_s3(m) => images += 1,
+                _ => {}
+            }
+        }
+        Self {
+            documents: Counted::new(documents, MAX_DOCUMENTS),
+            images: Counted::new(images, MAX_IMAGES),
+            names: Default::default(),
+        }
+    }
+
+    /// `name`, or, when a document of the request has it already, it with the first number
+    /// that makes it new.
+    fn unique(&mut self, name: String) -> String {
+        let mut unique = name.clone();
+        let mut n = 1;
+        // Compared regardless of case, as a store of files would.
+        while !self.names.insert(unique.to_lowercase()) {
+            n += 1;
+            unique = format!("{name} ({n})");
+        }
+        unique
+    }
+}
+
+fn is_s3(media: &MediaRef) -> bool {
+    media.key.starts_with("s3://")
+}
+
 fn messages(request: &ChatRequest) -> Result<Vec<Message>, BuildError> {
+    let mut attached = Attached::of(request);
     let mut turns: Vec<Turn> = Vec::new();
     for message in &request.messages {
         let mut turn = match message.role {
@@ -157,7 +239,7 @@ fn messages(request: &ChatRequest) -> Result<Vec<Message>, BuildError> {
                 results: Vec::new(),
                 content: assistant_blocks(&message.parts)?,
             },
-            Role::User | Role::Tool => user_side_turn(&message.parts)?,
+            Role::User | Role::Tool => user_side_turn(&message.parts, &mut attached)?,
         };
         if turn.results.is_empty() && turn.content.is_empty() {
             continue;
@@ -206,7 +288,7 @@ fn assistant_blocks(parts: &[Part]) -> Result<Vec<ContentBlock>, BuildError> {
     Ok(blocks)
 }
 
-fn user_side_turn(parts: &[Part]) -> Result<Turn, BuildError> {
+fn user_side_turn(parts: &[Part], attached: &mut Attached) -> Result<Turn, BuildError> {
     let mut turn = Turn {
         role: ConversationRole::User,
         results: Vec::new(),
@@ -224,8 +306,8 @@ fn user_side_turn(parts: &[Part]) -> Result<Turn, BuildError> {
                 continue;
             }
             Part::Text { text } => text_block(text),
-            Part::Image(media) => Some(image_block(media)?),
-            Part::Document(media) => Some(document_block(media)?),
+            Part::Image(media) => Some(image_block(media, attached)?),
+            Part::Document(media) => Some(document_block(media, attached)?),
             // A user never makes tool calls or reasons; nothing sensible to send.
             Part::ToolUse { .. } | Part::Reasoning(_) => None,
         };
@@ -272,10 +354,13 @@ fn tool_result_block(
     ))
 }
 
-fn image_block(media: &MediaRef) -> Result<ContentBlock, BuildError> {
+fn image_block(media: &MediaRef, attached: &mut Attached) -> Result<ContentBlock, BuildError> {
     let Some((format, location)) = image_format(&media.mime_type).zip(s3_location(media)?) else {
         return Ok(ContentBlock::Text(placeholder("image", media)));
     };
+    if !attached.images.next_goes() {
+        return Ok(ContentBlock::Text(placeholder("image", media)));
+    }
     Ok(ContentBlock::Image(
         ImageBlock::builder()
             .format(format)
@@ -284,22 +369,25 @@ fn image_block(media: &MediaRef) -> Result<ContentBlock, BuildError> {
     ))
 }
 
-fn document_block(media: &MediaRef) -> Result<ContentBlock, BuildError> {
+fn document_block(media: &MediaRef, attached: &mut Attached) -> Result<ContentBlock, BuildError> {
     let Some((format, location)) = document_format(&media.mime_type).zip(s3_location(media)?)
     else {
         return Ok(ContentBlock::Text(placeholder("document", media)));
     };
+    if !attached.documents.next_goes() {
+        return Ok(ContentBlock::Text(placeholder("document", media)));
+    }
     Ok(ContentBlock::Document(
         DocumentBlock::builder()
             .format(format)
-            .name(document_name(&media.key))
+            .name(attached.unique(document_name(&media.key)))
             .source(DocumentSource::S3Location(location))
             .build()?,
     ))
 }
 
 fn s3_location(media: &MediaRef) -> Result<Option<S3Location>, BuildError> {
-    if !media.key.starts_with("s3://") {
+    if !is_s3(media) {
         return Ok(None);
     }
     S3Location::builder().uri(&media.key).build().map(Some)
@@ -710,6 +798,67 @@ mod tests {
                 .uri,
             "s3://bucket/docs/Q3 report_v2.pdf"
         );
+    }
+
+    /// Documents sent in several messages are all in every later request: each keeps a name
+    /// of its own (a media key ends in the attachment's number, so the first of every message
+    /// is `0`), and only the newest five documents and twenty images go as blocks.
+    #[test]
+    fn a_request_never_has_two_documents_of_one_name_nor_too_many() {
+        let pdf = |m: usize, n: usize| {
+            Part::Document(media(
+                &format!("s3://b/media/c1/m{m}/{n}"),
+                "application/pdf",
+            ))
+        };
+        let png = |m: usize, n: usize| {
+            Part::Image(media(&format!("s3://b/media/c1/m{m}/{n}"), "image/png"))
+        };
+        let mut messages = Vec::new();
+        for m in 0..4 {
+            let mut parts = vec![pdf(m, 0), pdf(m, 1)];
+            parts.extend((2..8).map(|n| png(m, n)));
+            messages.push(msg(Role::User, parts));
+            messages.push(msg(Role::Assistant, vec![Part::text("Read.")]));
+        }
+        let input = convert(&request(messages));
+        let blocks: Vec<String> = shape(&input)
+            .into_iter()
+            .flat_map(|(_, blocks)| blocks)
+            .collect();
+        let documents: Vec<&String> = blocks
+            .iter()
+            .filter(|b| b.starts_with("document:"))
+            .collect();
+        assert_eq!(
+            documents,
+            [
+                "document:1",
+                "document:0",
+                "document:1 (2)",
+                "document:0 (2)",
+                "document:1 (3)"
+            ],
+            "the newest five, each named once"
+        );
+        assert_eq!(blocks.iter().filter(|b| *b == "image").count(), MAX_IMAGES);
+        let left: Vec<&String> = blocks.iter().filter(|b| b.starts_with("text:[")).collect();
+        assert_eq!(
+            left,
+            [
+                "text:[document: s3://b/media/c1/m0/0]",
+                "text:[document: s3://b/media/c1/m0/1]",
+                "text:[image: s3://b/media/c1/m0/2]",
+                "text:[image: s3://b/media/c1/m0/3]",
+                "text:[image: s3://b/media/c1/m0/4]",
+                "text:[image: s3://b/media/c1/m0/5]",
+                "text:[document: s3://b/media/c1/m1/0]",
+            ],
+            "the oldest are named in a line"
+        );
+        let mut names: Vec<String> = documents.iter().map(|d| d.to_lowercase()).collect();
+        names.dedup();
+        assert_eq!(names.len(), 5);
     }
 
     #[test]
