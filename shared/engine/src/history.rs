@@ -100,7 +100,10 @@ impl History {
 
 /// A note the harness puts before the model, marked as not the user's words.
 pub(crate) fn from_the_harness(body: &str) -> String {
-    format!("[Note from the harness, not from the user: {body}]")
+    format!(
+        "[{}, not from the user: {body}]",
+        crate::context::NOTE_OPENER
+    )
 }
 
 /// What the model reads instead of the harness's own line.

@@ -601,14 +601,17 @@ pub fn one_line(name: &str) -> String {
 /// A value the call would store (a new title, venue, name or email) as its question shows it:
 /// on one line as [`one_line`] makes it, but whole (the tool's schema bounds its length), so no
 /// part of what a yes sets hides behind a cut.
-fn whole_line(value: &str) -> String {
+pub(crate) fn whole_line(value: &str) -> String {
     flattened(value)
 }
 
 /// `text` on one line: spaces collapsed, double quotation marks made single, invisible
 /// formatting characters dropped.
 fn flattened(text: &str) -> String {
-    let visible: String = text.chars().filter(|c| !is_format(*c)).collect();
+    let visible: String = text
+        .chars()
+        .filter(|c| !transcript::is_invisible_format(*c))
+        .collect();
     let words: Vec<&str> = visible
         .split(|c: char| c.is_whitespace() || c.is_control())
         .filter(|w| !w.is_empty())
@@ -618,18 +621,6 @@ fn flattened(text: &str) -> String {
     words
         .join(" ")
         .replace(['"', '\u{201c}', '\u{201d}', '\u{201e}', '\u{ff02}'], "'")
-}
-
-/// Unicode's invisible formatting characters (category Cf): a right-to-left override in a
-/// name turns the rest of the question around on the page ("…to 5" read as "…5 ot"), and a
-/// zero-width one makes two names that read alike differ.
-fn is_format(c: char) -> bool {
-    matches!(c,
-        '\u{ad}' | '\u{600}'..='\u{605}' | '\u{61c}' | '\u{6dd}' | '\u{70f}' | '\u{180e}'
-        | '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2064}'
-        | '\u{2066}'..='\u{206f}' | '\u{feff}' | '\u{fff9}'..='\u{fffb}'
-        | '\u{1bca0}'..='\u{1bca3}' | '\u{1d173}'..='\u{1d17a}' | '\u{e0001}'
-        | '\u{e0020}'..='\u{e007f}')
 }
 
 #[cfg(test)]

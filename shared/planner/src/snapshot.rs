@@ -1,5 +1,6 @@
 //! A compact picture of the user's planner state for the per-turn context block.
 
+use crate::risk::whole_line;
 use crate::{EVENT, Event, Planner, PlannerError};
 use serde::Serialize;
 use transcript::{ConversationId, UserId};
@@ -81,18 +82,23 @@ impl Planner {
                 shown.len()
             ));
         }
+        // Each record on its line: a title or venue with a line break in it (anyone with a
+        // write can set one) must not write lines of its own into the context block.
         for e in shown {
             text.push_str(&format!(
                 "\n- {} | {} | {} | {}",
-                e.id, e.title, e.date, e.status
+                e.id,
+                whole_line(&e.title),
+                e.date,
+                e.status
             ));
         }
         if let Some(a) = &active {
             text.push_str(&format!(
                 "\nActive event: {} \"{}\" at {}, {}; {}; {} of {} places taken",
                 a.id,
-                a.title,
-                a.venue,
+                whole_line(&a.title),
+                whole_line(&a.venue),
                 a.starts_at,
                 a.status.as_str(),
                 a.registered,

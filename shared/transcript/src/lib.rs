@@ -10,6 +10,7 @@
 
 mod conversation;
 mod grant;
+mod invisible;
 mod json_chars;
 mod message;
 mod part;
@@ -17,6 +18,7 @@ mod usage;
 
 pub use conversation::{Conversation, ConversationId, ConversationStatus, UserId};
 pub use grant::Grant;
+pub use invisible::is_invisible_format;
 pub use json_chars::{json_bytes, json_chars};
 pub use message::{CallRecord, Message, Role};
 pub use part::{MediaRef, Part, Reasoning};

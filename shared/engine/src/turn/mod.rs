@@ -262,7 +262,7 @@ impl<'a> Turn<'a> {
                     None => turn.answer.unproven_note(),
                 };
                 let text = turn
-                    .user_message_text(&press::with_note(input.model_text(), decided))
+                    .user_message_text(&input.model_text(), decided.as_deref())
                     .await;
                 turn.append_user(input.user_parts(text), input.text.clone())
                     .await?;

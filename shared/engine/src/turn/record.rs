@@ -21,9 +21,9 @@ impl Turn<'_> {
     /// The user's message as stored and sent: with the context block when the engine has a
     /// context source (its facts as the caller read them beside the turn's start, else read
     /// now), else the words alone.
-    pub(super) async fn user_message_text(&mut self, text: &str) -> String {
+    pub(super) async fn user_message_text(&mut self, text: &str, note: Option<&str>) -> String {
         let Some(source) = &self.engine.context else {
-            return text.to_owned();
+            return super::press::with_note(text.to_owned(), note.map(str::to_owned));
         };
         let read = match self.facts.take() {
             Some(read) => read,
@@ -43,7 +43,7 @@ impl Turn<'_> {
                 facts.time_zone = Some(account.time_zone.clone());
             }
         }
-        context::render(&facts, &self.conv, (self.engine.clock)(), text)
+        context::render(&facts, &self.conv, (self.engine.clock)(), text, note)
     }
 
     /// A line from the harness itself: shown, and recorded as an assistant message.
