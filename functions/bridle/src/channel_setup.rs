@@ -92,6 +92,17 @@ impl ChannelSetup {
         http: &reqwest::Client,
     ) -> Result<Self, Vec<String>> {
         let mut problems = Vec::new();
+        // Here nothing in front says where Twilio called (API Gateway does, on AWS): its URL
+        // is `PUBLIC_BASE_URL`'s, and without one no SMS would ever verify.
+        if var("TWILIO_AUTH_TOKEN").is_some_and(|t| !t.trim().is_empty())
+            && var("PUBLIC_BASE_URL").is_none_or(|u| u.trim().is_empty())
+        {
+            problems.push(
+                "TWILIO_AUTH_TOKEN is set but PUBLIC_BASE_URL is not (Twilio signs the public URL \
+                 it calls: your tunnel's https address)"
+                    .into(),
+            );
+        }
         let inbound = channels::config::inbound(var).unwrap_or_else(|p| {
             problems.extend(p);
             Vec::new()
@@ -227,6 +238,28 @@ mod tests {
             problems[0].contains("BRIDLE_LOBBY_RETENTION_DAYS"),
             "{problems:?}"
         );
+    }
+
+    /// `bridle serve` has nothing in front of it to say where Twilio called: without
+    /// `PUBLIC_BASE_URL` every SMS would fail its signature, so the start says so instead.
+    #[test]
+    fn twilio_here_needs_the_public_url() {
+        let http = reqwest::Client::new();
+        let vars = |base: Option<&'static str>| {
+            move |k: &str| match k {
+                "TWILIO_AUTH_TOKEN" => Some("tok".to_owned()),
+                "TWILIO_ACCOUNT_SID" => Some("AC0123".to_owned()),
+                "PUBLIC_BASE_URL" => base.map(str::to_owned),
+                _ => None,
+            }
+        };
+        let problems = ChannelSetup::from_vars(&vars(None), &http).unwrap_err();
+        assert!(
+            problems.iter().any(|p| p.contains("PUBLIC_BASE_URL")),
+            "{problems:?}"
+        );
+        let setup = ChannelSetup::from_vars(&vars(Some("https://tunnel.example")), &http).unwrap();
+        assert_eq!(setup.inbound.len(), 1);
     }
 
     #[test]

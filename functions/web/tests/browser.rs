@@ -81,6 +81,7 @@ async fn deliver(webhook: &webhook::Webhook, id: &str, text: &str) -> u16 {
             headers: &headers,
             body: body.as_bytes(),
             now_ms: now * 1000,
+            origin: None,
         })
         .await;
     response.status

@@ -113,6 +113,7 @@ fn bench(c: &mut Criterion) {
                     headers: &headers,
                     body: black_box(&body),
                     now_ms: NOW * 1000,
+                    origin: None,
                 }));
                 assert_eq!(response.status, 200);
                 black_box(response)

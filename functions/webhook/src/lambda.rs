@@ -1,7 +1,8 @@
 //! The API Gateway (HTTP API, payload v2) adapter around [`Webhook::handle`].
 
 use crate::{Incoming, Webhook};
-use lambda_http::{Body, Request, Response};
+use lambda_http::request::RequestContext;
+use lambda_http::{Body, Request, RequestExt, Response};
 
 /// Answer one API Gateway request. The body is taken exactly as delivered (lambda_http has
 /// already undone API Gateway's base64 for binary bodies), so signatures check the raw bytes.
@@ -17,6 +18,15 @@ pub async fn handle(webhook: &Webhook, req: Request, now_ms: i64) -> Response<Bo
         Body::Binary(b) => b,
         _ => &[],
     };
+    // The domain the request was made to, as API Gateway says (never the Host header): the
+    // URL Twilio signs.
+    let origin = match req.request_context_ref() {
+        Some(RequestContext::ApiGatewayV2(context)) => context
+            .domain_name
+            .as_deref()
+            .map(|domain| format!("https://{domain}")),
+        _ => None,
+    };
     let answer = webhook
         .handle(Incoming {
             method: req.method().as_str(),
@@ -25,6 +35,7 @@ pub async fn handle(webhook: &Webhook, req: Request, now_ms: i64) -> Response<Bo
             headers: &headers,
             body,
             now_ms,
+            origin: origin.as_deref(),
         })
         .await;
     Response::builder()

@@ -107,6 +107,8 @@ pub struct Incoming<'a> {
     /// Unix milliseconds: when the request came (the job's `received_at_ms`; timestamp checks
     /// read its seconds).
     pub now_ms: i64,
+    /// Where the request was made, as the server in front says ([`RawRequest::origin`]).
+    pub origin: Option<&'a str>,
 }
 
 impl Webhook {
@@ -212,6 +214,7 @@ impl Webhook {
             query: req.query,
             headers: req.headers,
             body: req.body,
+            origin: req.origin,
         };
         let channel = match channel.verify(&raw, req.now_ms.div_euclid(1000)) {
             Ok(()) => channel,

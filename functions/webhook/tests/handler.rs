@@ -186,3 +186,48 @@ async fn a_queue_outage_is_a_500_that_names_nothing_internal() {
         json!({"error": "internal error; the platform will retry"})
     );
 }
+
+/// Twilio signs the URL it called. On AWS that is the API's own address, which the stack knows
+/// only once it is made: the webhook checks against the domain API Gateway says the request
+/// was made to (never the Host header), with no `PUBLIC_BASE_URL` to set (it was the one
+/// setting the onboarding link needed too, pointing at the web app). Another domain in the
+/// request context, or a forged Host header, does not verify.
+#[tokio::test]
+async fn a_twilio_message_verifies_against_the_domain_api_gateway_names() {
+    const TOKEN: &str = "twilio-test-auth-token-0123456789";
+    let queue = Arc::new(SqliteQueue::open_in_memory(QueueSettings::default()).unwrap());
+    let twilio = channels::config::inbound(&|name: &str| {
+        (name == "TWILIO_AUTH_TOKEN").then(|| TOKEN.to_owned())
+    })
+    .expect("Twilio needs no PUBLIC_BASE_URL on the Lambda");
+    let hook = Webhook::new(twilio, queue.clone(), 64 * 1024);
+    let status = |event_json: String| {
+        let hook = &hook;
+        async move {
+            let req = lambda_http::request::from_str(&event_json).unwrap();
+            webhook::lambda::handle(hook, req, NOW * 1000)
+                .await
+                .status()
+                .as_u16()
+        }
+    };
+    let message = event("apigw-twilio-message");
+    let mut elsewhere: Value = serde_json::from_str(&message).unwrap();
+    elsewhere["requestContext"]["domainName"] = json!("attacker.example");
+    assert_eq!(status(elsewhere.to_string()).await, 401);
+    let mut host_forged: Value = serde_json::from_str(&message).unwrap();
+    host_forged["requestContext"]["domainName"] =
+        json!("other.execute-api.eu-west-1.amazonaws.com");
+    host_forged["headers"]["host"] = json!("abc123.execute-api.eu-west-1.amazonaws.com");
+    assert_eq!(status(host_forged.to_string()).await, 401);
+    assert!(queued(&queue).await.is_empty());
+
+    assert_eq!(status(message).await, 200);
+    let jobs = queued(&queue).await;
+    assert_eq!(jobs.len(), 1);
+    assert_eq!(
+        (jobs[0].channel.as_str(), jobs[0].text.as_str()),
+        ("twilio", "What's on my list?")
+    );
+    assert_eq!(jobs[0].external_user_id, "+15550100");
+}

@@ -81,6 +81,7 @@ async fn deliver(webhook: &Webhook, id: &str, secret: &str, now_s: i64) -> u16 {
         headers: &headers,
         body: body.as_bytes(),
         now_ms: now_s * 1000,
+        origin: None,
     };
     webhook.handle(req).await.status
 }

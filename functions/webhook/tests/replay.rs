@@ -91,6 +91,7 @@ async fn post(
             headers: &delivery.0,
             body: delivery.1.as_bytes(),
             now_ms: NOW * 1000,
+            origin: None,
         })
         .await;
     (res.status, serde_json::from_str(&res.body).unwrap())

@@ -173,9 +173,9 @@ export class BridleStack extends Stack {
       'A cross-region inference profile id for that model (e.g. us.<model id>), or empty.',
       'us.anthropic.claude-sonnet-4-5-20250929-v1:0');
     const publicBaseUrl = param('PublicBaseUrl',
-      'The public https base URL of this stack (your custom domain), or empty. The worker\'s onboarding reply ' +
-      'links to it (empty: the WebAppUrl output, the web function\'s URL). The webhook needs it only for Twilio, ' +
-      'which signs the full public URL: set it to the ApiUrl output (or your domain) after the first deploy.', '');
+      'The public https base URL of the web app (your custom domain), or empty. The worker\'s onboarding reply ' +
+      'links to it (empty: the WebAppUrl output, the web function\'s URL). The webhook does not use it: ' +
+      'Twilio\'s signature is checked against the URL API Gateway says it was called at.', '');
     const telegramUser = param('TelegramBotUsername', "The Telegram bot's username; optional.", '');
     const whatsappNumber = param('WhatsAppDisplayNumber',
       'The WhatsApp number people message (e.g. +15551234567), shown next to a link code; optional.', '');
@@ -567,7 +567,6 @@ export class BridleStack extends Stack {
         BRIDLE_METRICS_NAMESPACE: 'Bridle',
         QUEUE_URL: queue.queueUrl,
         BRIDLE_SECRETS_ARN: webhookSecrets.secretArn,
-        PUBLIC_BASE_URL: publicBaseUrl.valueAsString,
         TELEGRAM_BOT_USERNAME: telegramUser.valueAsString,
         ...tracingEnv,
       },
@@ -868,7 +867,7 @@ export class BridleStack extends Stack {
       value: Fn.sub('https://${UserPoolDomain}.auth.${AWS::Region}.amazoncognito.com'), condition: useCognito,
       description: 'The Cognito hosted sign-in domain.',
     });
-    out('ApiUrl', Fn.sub(apiUrl), "The webhook API's base URL (set PublicBaseUrl to it for Twilio).");
+    out('ApiUrl', Fn.sub(apiUrl), "The webhook API's base URL.");
     out('WhatsAppWebhookUrl', Fn.sub(`${apiUrl}/webhooks/whatsapp`), 'Meta app dashboard -> WhatsApp -> Configuration -> Callback URL.');
     out('TelegramWebhookUrl', Fn.sub(`${apiUrl}/webhooks/telegram`), 'setWebhook url (with secret_token = TELEGRAM_SECRET_TOKEN).');
     out('SlackWebhookUrl', Fn.sub(`${apiUrl}/webhooks/slack`), 'Slack app -> Event Subscriptions -> Request URL, and Interactivity & Shortcuts -> Request URL.');

@@ -127,9 +127,10 @@ test('the worker gets every variable its config requires; PUBLIC_BASE_URL is Pub
     assert.ok(vars[name], `${name} is set on the worker`);
   }
   assert.deepEqual(vars.PUBLIC_BASE_URL, { 'Fn::If': ['HasPublicBaseUrl', { Ref: 'PublicBaseUrl' }, WEB_BASE] });
-  // The webhook's (Twilio's signed URL) stays the parameter alone.
+  // The webhook has none: Twilio's signed URL is the one API Gateway says it was called at (the
+  // web app's address, which the parameter is, would fail every SMS).
   const webhook = template.toJSON().Resources.WebhookFunction.Properties.Environment.Variables;
-  assert.deepEqual(webhook.PUBLIC_BASE_URL, { Ref: 'PublicBaseUrl' });
+  assert.equal(webhook.PUBLIC_BASE_URL, undefined);
 });
 
 /** The optional settings the worker and the web function both read, and their parameters. */

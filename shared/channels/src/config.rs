@@ -26,8 +26,12 @@ type Vars<'a> = &'a dyn Fn(&str) -> Option<String>;
 /// [`crate::telegram::MIN_SECRET_LEN`]).
 pub const MIN_GENERIC_SECRET_LEN: usize = 32;
 
+/// A setting, without the spaces and line breaks around it (a secret pasted with its newline
+/// would otherwise fail every signature, silently); a blank one is unset.
 fn get(var: Vars<'_>, name: &str) -> Option<String> {
-    var(name).filter(|v| !v.trim().is_empty())
+    var(name)
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty())
 }
 
 /// Both or neither: a half-configured channel is a mistake worth stopping for.
@@ -100,14 +104,13 @@ pub fn inbound(var: Vars<'_>) -> Result<Vec<Arc<dyn Channel>>, Vec<String>> {
     if let Some(secret) = get(var, "SLACK_SIGNING_SECRET") {
         channels.push(Arc::new(SlackChannel::new(secret.into_bytes())));
     }
+    // Twilio signs the URL it called: `PUBLIC_BASE_URL` when set, else the one each request
+    // says it was made to (API Gateway's domain name; a server that cannot say refuses all).
     if let Some(token) = get(var, "TWILIO_AUTH_TOKEN") {
-        match get(var, "PUBLIC_BASE_URL") {
-            Some(base) => channels.push(Arc::new(TwilioChannel::new(token.into_bytes(), base))),
-            None => problems.push(
-                "TWILIO_AUTH_TOKEN is set but PUBLIC_BASE_URL is not (Twilio signs the public URL)"
-                    .into(),
-            ),
-        }
+        channels.push(Arc::new(match get(var, "PUBLIC_BASE_URL") {
+            Some(base) => TwilioChannel::new(token.into_bytes(), base),
+            None => TwilioChannel::at_called_url(token.into_bytes()),
+        }));
     }
     if problems.is_empty() {
         Ok(channels)
@@ -186,6 +189,7 @@ pub fn senders(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::RawRequest;
 
     fn vars(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
         let map: HashMap<String, String> = pairs
@@ -290,6 +294,37 @@ mod tests {
         );
     }
 
+    /// A secret pasted with its line break (a `.env` file, a console's text box) is the secret
+    /// without it: deliveries signed with it verify.
+    #[test]
+    fn secrets_are_read_without_the_spaces_around_them() {
+        let secret = "0123456789abcdef0123456789abcdef";
+        let pasted = format!("{secret}\n");
+        let pairs = [("GENERIC_WEBHOOK_SECRET", pasted.as_str())];
+        let v = vars(&pairs);
+        let channels = inbound(&v).unwrap();
+        let body = br#"{"type":"message"}"#;
+        let headers = vec![
+            (
+                crate::generic::TIMESTAMP_HEADER.to_owned(),
+                "1800000000".to_owned(),
+            ),
+            (
+                crate::generic::SIGNATURE_HEADER.to_owned(),
+                crate::generic::sign(secret.as_bytes(), 1_800_000_000, body),
+            ),
+        ];
+        let request = RawRequest {
+            method: "POST",
+            path: "/webhooks/generic",
+            query: None,
+            headers: &headers,
+            body,
+            origin: None,
+        };
+        assert!(channels[0].verify(&request, 1_800_000_000).is_ok());
+    }
+
     #[test]
     fn half_configured_channels_are_reported_together() {
         let v = vars(&[
@@ -297,8 +332,10 @@ mod tests {
             ("TWILIO_AUTH_TOKEN", "t"),
             ("TELEGRAM_SECRET_TOKEN", "has spaces"),
         ]);
+        // WhatsApp without its verify token, Telegram's token; Twilio needs no public URL
+        // here (it checks against the URL each request was made to, where one says so).
         let problems = inbound(&v).err().unwrap();
-        assert_eq!(problems.len(), 3, "{problems:?}");
+        assert_eq!(problems.len(), 2, "{problems:?}");
         assert!(
             problems.iter().all(|p| !p.contains("has spaces")),
             "no secret in messages"

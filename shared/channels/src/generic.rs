@@ -258,6 +258,7 @@ mod tests {
             query: None,
             headers,
             body,
+            origin: None,
         };
         ch.verify(&req, NOW)?;
         ch.parse(&req)

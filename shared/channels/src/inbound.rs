@@ -10,6 +10,11 @@ pub struct RawRequest<'a> {
     /// Header names are matched case-insensitively.
     pub headers: &'a [(String, String)],
     pub body: &'a [u8],
+    /// The scheme and host the platform called (`https://<domain>`), where the server in front
+    /// says so itself (API Gateway's request context: never a header the caller chose); what
+    /// a channel that signs the URL it called (Twilio) checks against when it is configured
+    /// with no public URL of its own.
+    pub origin: Option<&'a str>,
 }
 
 impl RawRequest<'_> {

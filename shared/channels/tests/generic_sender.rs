@@ -28,6 +28,7 @@ async fn receive(State(p): State<Platform>, headers: HeaderMap, body: Bytes) -> 
         query: None,
         headers: &headers,
         body: &body,
+        origin: None,
     };
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

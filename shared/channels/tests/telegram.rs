@@ -26,6 +26,7 @@ fn request<'a>(headers: &'a [(String, String)], body: &'a [u8]) -> RawRequest<'a
         query: None,
         headers,
         body,
+        origin: None,
     }
 }
 

@@ -67,6 +67,7 @@ fn verify_with(
         query,
         headers,
         body,
+        origin: None,
     };
     channel.verify(&req, 1_800_000_000)
 }
@@ -285,6 +286,7 @@ fn there_is_no_timestamp_so_the_clock_does_not_matter() {
         query: None,
         headers: &h,
         body: &body,
+        origin: None,
     };
     for now in [0, 1_800_000_000, i64::MAX] {
         assert!(channel().verify(&req, now).is_ok());
@@ -303,6 +305,7 @@ fn parse(name: &str) -> Inbound {
         query: None,
         headers: &h,
         body: &body,
+        origin: None,
     };
     channel().verify(&req, 0).expect("fixtures verify");
     channel().parse(&req).expect("fixtures parse")
@@ -358,6 +361,7 @@ fn a_request_re_cut_with_a_second_from_verifies_but_is_refused() {
             query: None,
             headers,
             body,
+            origin: None,
         }
     }
     assert_eq!(
@@ -826,6 +830,7 @@ fn poke(body: &[u8], sig: &str, query: Option<&str>) {
         query,
         headers: &h,
         body,
+        origin: None,
     };
     let _ = channel().verify(&req, 0);
     let _ = channel().parse(&req);
@@ -875,7 +880,9 @@ proptest! {
         prop_assert!(verify(None, &headers("0/KCTR6DLpKmkAf8muzZqo1nDgQ="), &body).is_err());
         // Re-signed, a mutated fixture that still decodes verifies and parses without a panic.
         let h = signed(&body, None);
-        let req = RawRequest { method: "POST", path: PATH, query: None, headers: &h, body: &body };
+        let req = RawRequest { method: "POST", path: PATH, query: None, headers: &h, body: &body,
+        origin: None,
+    };
         let _ = channel().verify(&req, 0);
         let _ = channel().parse(&req);
     }

@@ -39,6 +39,7 @@ fn post<'a>(headers: &'a [(String, String)], body: &'a [u8]) -> RawRequest<'a> {
         query: None,
         headers,
         body,
+        origin: None,
     }
 }
 
@@ -164,6 +165,7 @@ fn get(query: &str) -> RawRequest<'_> {
         query: Some(query),
         headers: &[],
         body: b"",
+        origin: None,
     }
 }
 

@@ -59,6 +59,8 @@ pub async fn receive(
             headers: &headers,
             body: &body,
             now_ms: now_ms(),
+            // Twilio's URL is `PUBLIC_BASE_URL`'s here (required with it, `ChannelSetup`).
+            origin: None,
         })
         .await;
     let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);

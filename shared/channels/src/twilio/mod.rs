@@ -13,7 +13,9 @@
 //! by the dedupe key (`MessageSid`, whose finished job's claim is kept 7 days) alone. Configure
 //! the number's (or Messaging Service's) incoming-message webhook as `HTTP POST` to exactly
 //! `PUBLIC_BASE_URL/webhooks/twilio`; `PUBLIC_BASE_URL` has no credentials and must be spelled as
-//! in the Twilio console (scheme, host, port, path prefix).
+//! in the Twilio console (scheme, host, port, path prefix). Where no `PUBLIC_BASE_URL` is set
+//! (the webhook Lambda: the API's address exists only once the stack does), the URL is the one
+//! the request was made to as API Gateway reports it ([`TwilioChannel::at_called_url`]).
 //!
 //! **Inbound.** One webhook is one message: message id and dedupe key `MessageSid` (older
 //! `SmsMessageSid`/`SmsSid`), user `From`, conversation `From:To` (the phone-number pair), text
@@ -73,7 +75,8 @@ pub fn conversation_key(user: &str, business: &str) -> String {
 /// The inbound side: verifies and parses Twilio's Messaging webhooks.
 pub struct TwilioChannel {
     auth_token: Vec<u8>,
-    public_base_url: String,
+    /// `None`: the URL called is the request's own origin ([`RawRequest::origin`]).
+    public_base_url: Option<String>,
 }
 
 impl std::fmt::Debug for TwilioChannel {
@@ -92,7 +95,18 @@ impl TwilioChannel {
     pub fn new(auth_token: impl Into<Vec<u8>>, public_base_url: impl Into<String>) -> Self {
         Self {
             auth_token: auth_token.into(),
-            public_base_url: public_base_url.into(),
+            public_base_url: Some(public_base_url.into()),
+        }
+    }
+
+    /// Checked against the URL each request was made to, as the server in front of Bridle
+    /// says (API Gateway's domain name): the webhook Lambda, where the address Twilio calls is
+    /// the API's own, known only once the stack is made. A request that does not say where it
+    /// was made fails verification.
+    pub fn at_called_url(auth_token: impl Into<Vec<u8>>) -> Self {
+        Self {
+            auth_token: auth_token.into(),
+            public_base_url: None,
         }
     }
 }
@@ -112,7 +126,10 @@ impl Channel for TwilioChannel {
 
     /// Twilio's scheme has no timestamp, so `now_s` is unused.
     fn verify(&self, request: &RawRequest<'_>, _now_s: i64) -> Result<(), ChannelError> {
-        verify::verify(&self.auth_token, &self.public_base_url, request)
+        let base = self.public_base_url.as_deref().or(request.origin).ok_or(
+            ChannelError::BadSignature("the URL Twilio called is not known"),
+        )?;
+        verify::verify(&self.auth_token, base, request)
     }
 
     fn parse(&self, request: &RawRequest<'_>) -> Result<Inbound, ChannelError> {
