@@ -52,6 +52,8 @@ impl ChatModel for GrantChangedMidTurn {
 }
 
 struct Rig {
+    /// How often the risk policy judged a call.
+    assessed: Arc<AtomicUsize>,
     scripted: Arc<ScriptedModel>,
     model: Arc<GrantChangedMidTurn>,
     store: Arc<dyn Store>,
@@ -74,10 +76,13 @@ async fn rig(store: Arc<dyn Store>) -> Rig {
     let planner = Arc::new(Planner::new(store.clone()).with_clock(clock.clone()));
     let mut tools = Registry::default();
     planner::register(&mut tools, planner.clone(), &[planner::PURPOSE]).unwrap();
+    let assessed = Arc::new(AtomicUsize::new(0));
     let policy = {
         let planner = planner.clone();
+        let assessed = assessed.clone();
         risk_policy(move |ctx, tool, args| {
             let planner = planner.clone();
+            assessed.fetch_add(1, Ordering::SeqCst);
             async move { planner.assess_risk(&ctx, &tool, &args).await }
         })
     };
@@ -98,6 +103,7 @@ async fn rig(store: Arc<dyn Store>) -> Rig {
         .with_confirmation(Arc::new(gate));
     let jobs = web_jobs(Arc::new(engine), store.clone(), now);
     Rig {
+        assessed,
         scripted,
         model,
         store,
@@ -359,7 +365,58 @@ macro_rules! on_both_stores {
     };
 }
 
+/// Under `read` a change is refused before the confirmation policy judges it (a judgement can
+/// cost a scheduler's dry run): a steered model asking for sixteen cancellations and
+/// re-plans costs no judgement, and nothing changes.
+async fn a_change_outside_the_grant_is_not_judged(store: Arc<dyn Store>) {
+    let r = rig(store).await;
+    let spring = r
+        .planner
+        .create_event(
+            &owner(),
+            NewEvent {
+                title: "Spring Open".into(),
+                starts_at: "2025-04-12T10:00".into(),
+                venue: "Court 1".into(),
+                capacity: 10,
+            },
+        )
+        .await
+        .unwrap();
+    r.planner.publish_event(&owner(), &spring.id).await.unwrap();
+    r.set_grant(Grant::Read).await;
+    let mut answer = Reply::new();
+    for i in 0..16 {
+        answer = match i % 2 {
+            0 => answer.call(
+                &format!("c{i}"),
+                "cancel_event",
+                json!({"event_id": spring.id}),
+            ),
+            _ => answer.call(
+                &format!("c{i}"),
+                "build_schedule",
+                json!({"event_id": spring.id}),
+            ),
+        };
+    }
+    r.scripted
+        .push(answer.stop(transcript::StopReason::ToolUse));
+    r.scripted.push(Reply::text("I may not."));
+    r.send("cancel it, and re-plan it, many times").await;
+    for i in 0..16 {
+        assert_eq!(
+            refusal(&r.result(&format!("c{i}")).await),
+            not_allowed(Grant::Read)
+        );
+    }
+    assert_eq!(r.assessed.load(Ordering::SeqCst), 0, "nothing was judged");
+    let events = r.planner.list_events(&owner()).await.unwrap();
+    assert_eq!(events[0].status, EventStatus::Published);
+}
+
 on_both_stores!(
+    a_change_outside_the_grant_is_not_judged,
     narrowed_between_two_calls,
     risky_needs_the_risky_grant,
     an_undo_after_narrowing_is_refused,

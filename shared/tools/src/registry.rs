@@ -205,6 +205,18 @@ impl Registry {
         Ok(entry)
     }
 
+    /// The refusal of a known call the grant does not allow (a tool that changes things under
+    /// [`Grant::Read`](crate::Grant::Read)), for a caller to answer before anything else looks
+    /// at the call: judging whether a change needs a yes can cost a scheduler's dry run, and a
+    /// steered model may ask for a hundred it may not make. [`Registry::run`] refuses it too.
+    pub fn outside_grant(&self, ctx: &Ctx, call: &ToolCall) -> Option<ToolOutcome> {
+        let entry = self.tools.get(&call.name)?;
+        (!entry.def.read_only && !ctx.grant.allows_writes()).then(|| {
+            tracing::info!(tool = %call.name, action_id = %ctx.action_id, grant = %ctx.grant, "call outside the grant refused");
+            crate::not_allowed_outcome(call, ctx.grant)
+        })
+    }
+
     /// Run one call for a conversation of `purpose`: look up, validate, check the grant (a tool
     /// that changes things under [`Grant::Read`](crate::Grant::Read) is refused), call, shape.
     /// Never fails: every outcome is a tool result the model can read.

@@ -100,8 +100,13 @@ impl Turn<'_> {
                     engine.tools.answer(call, output)
                 }
                 // Validation first: a malformed call gets its error and never reaches the gate,
-                // so it neither holds nor uses up a confirmation.
-                None => match engine.tools.check(&self.conv.purpose, call) {
+                // so it neither holds nor uses up a confirmation; nor is a change the grant
+                // refuses judged there.
+                None => match engine
+                    .tools
+                    .check(&self.conv.purpose, call)
+                    .or_else(|| engine.tools.outside_grant(ctx, call))
+                {
                     Some(invalid) => invalid,
                     None => match engine.hold_for_confirmation(ctx, call, &self.answer).await {
                         Some(outcome) => {
