@@ -258,11 +258,29 @@ impl Webhook {
                 }))
             }
             Inbound::Messages(messages) => {
-                if let Some(name) = messages.iter().find_map(InboundMessage::oversized_id) {
+                // A message with an over-long id is dropped, not the delivery: refused, a
+                // batch would come again for days, its other messages never queued.
+                let total = messages.len();
+                let messages: Vec<InboundMessage> = messages
+                    .into_iter()
+                    .filter(|m| match m.oversized_id() {
+                        Some(name) => {
+                            tracing::warn!(
+                                channel = channel.name(),
+                                field = name,
+                                max = channels::MAX_ID_BYTES,
+                                "a message with an over-long id dropped"
+                            );
+                            false
+                        }
+                        None => true,
+                    })
+                    .collect();
+                if messages.is_empty() {
                     return Err(Refusal::Malformed {
                         channel: channel.name(),
                         source: channels::ChannelError::Malformed(format!(
-                            "`{name}` is longer than {} bytes",
+                            "every message's id is longer than {} bytes ({total})",
                             channels::MAX_ID_BYTES
                         )),
                     });

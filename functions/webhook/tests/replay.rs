@@ -152,3 +152,32 @@ async fn a_button_press_on_an_old_message_is_not_taken_for_an_old_delivery() {
         (200, json!({"status": "queued", "count": 1}))
     );
 }
+
+/// A batch whose one message has an id too long for the store's keys: that message is dropped
+/// and the others queued (refused, the batch would come again for days, none of it queued).
+#[tokio::test]
+async fn a_message_with_an_over_long_id_costs_only_itself() {
+    let queue = Arc::new(SqliteQueue::open_in_memory(QueueSettings::default()).unwrap());
+    let hook = webhook(queue.clone());
+    let long = "w".repeat(channels::MAX_ID_BYTES + 1);
+    let body = json!({"object": "whatsapp_business_account", "entry": [{"id": "1",
+        "changes": [{"field": "messages", "value": {"messaging_product": "whatsapp",
+        "metadata": {"display_phone_number": "15550783881", "phone_number_id": "106540352242922"},
+        "messages": [
+            {"from": "16315551181", "id": long, "timestamp": NOW.to_string(),
+             "type": "text", "text": {"body": "one"}},
+            {"from": "16315551181", "id": "wamid.OK", "timestamp": NOW.to_string(),
+             "type": "text", "text": {"body": "two"}}]}}]}]})
+    .to_string();
+    let sig = channels::whatsapp::sign(WA_SECRET.as_bytes(), body.as_bytes());
+    let delivery = (
+        vec![
+            ("x-hub-signature-256".into(), sig),
+            ("content-type".into(), "application/json".into()),
+        ],
+        body,
+    );
+    let (status, _) = post(&hook, "whatsapp", &delivery).await;
+    assert_eq!(status, 200);
+    assert_eq!(queued(&queue).await, ["wamid.OK"]);
+}

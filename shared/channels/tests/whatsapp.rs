@@ -341,6 +341,32 @@ fn a_batch_yields_each_user_message_in_order_and_drops_the_rest() {
     );
 }
 
+/// A message in a batch that cannot be read (no sender, a text with no body) costs only
+/// itself: the batch's other messages are taken, and the delivery is not refused (Meta would
+/// send the whole batch again for days, its good messages never queued).
+#[test]
+fn a_message_that_cannot_be_read_costs_only_itself() {
+    let good = String::from_utf8(fixture("batch")).unwrap();
+    let broken = good
+        .replace(r#""from":"447700900123","#, "")
+        .replace(r#""text":{"body":"Third"}"#, r#""text":{}"#);
+    assert_ne!(broken, good);
+    let body = broken.into_bytes();
+    let Inbound::Messages(got) = deliver(&body, Some(&sign(SECRET, &body))).unwrap() else {
+        panic!("expected messages")
+    };
+    assert_eq!(got, [message("wamid.BATCH1", "First")]);
+    // None readable: acknowledged and dropped, not refused.
+    let none = String::from_utf8(fixture("text"))
+        .unwrap()
+        .replace(r#""from":"16315551181","#, "");
+    let body = none.into_bytes();
+    assert!(matches!(
+        deliver(&body, Some(&sign(SECRET, &body))).unwrap(),
+        Inbound::Ignored { .. }
+    ));
+}
+
 #[test]
 fn everything_that_is_not_a_user_message_is_ignored() {
     for (name, reason) in [

@@ -122,13 +122,19 @@ pub(super) fn parse(body: &[u8]) -> Result<Inbound, ChannelError> {
             None => (None, None),
         };
         for message in value.messages {
-            match message_of(message, business.as_deref())? {
-                Kept::Message(mut m) => {
+            match message_of(message, business.as_deref()) {
+                Ok(Kept::Message(mut m)) => {
                     m.addressed_to.clone_from(&to);
                     messages.push(m)
                 }
-                Kept::Ignored(reason) => {
+                Ok(Kept::Ignored(reason)) => {
                     ignored.get_or_insert(reason);
+                }
+                // One message that cannot be read does not cost the others: refused, the
+                // whole batch would come again for days, its good messages never queued.
+                Err(e) => {
+                    tracing::warn!(error = %e, "a WhatsApp message could not be read; the rest of its delivery is taken");
+                    ignored.get_or_insert("a message that could not be read");
                 }
             }
         }
