@@ -181,3 +181,45 @@ async fn a_message_with_an_over_long_id_costs_only_itself() {
     assert_eq!(status, 200);
     assert_eq!(queued(&queue).await, ["wamid.OK"]);
 }
+
+/// A job carries when its message was sent, as near as the platform says: a delivery sent
+/// again an hour after a failure is dated by its message (to the second), so a "yes" typed
+/// before the question it would answer is not taken for one typed after it; a platform clock
+/// ahead of ours changes nothing.
+#[tokio::test]
+async fn a_job_is_dated_by_its_message_not_by_a_late_delivery() {
+    let queue = Arc::new(SqliteQueue::open_in_memory(QueueSettings::default()).unwrap());
+    let hook = webhook(queue.clone());
+    assert_eq!(
+        post(&hook, "telegram", &telegram(1, NOW - 3600)).await.0,
+        200
+    );
+    assert_eq!(
+        post(&hook, "whatsapp", &whatsapp("wamid.late", NOW - 3600))
+            .await
+            .0,
+        200
+    );
+    assert_eq!(post(&hook, "telegram", &telegram(2, NOW + 30)).await.0, 200);
+    // (One chat's jobs come one at a time.)
+    let mut dated: Vec<(String, i64)> = Vec::new();
+    loop {
+        let got = queue.receive(10, Duration::ZERO).await.unwrap();
+        if got.is_empty() {
+            break;
+        }
+        for d in got {
+            queue.ack(&d.receipt).await.unwrap();
+            dated.push((d.job.message_id, d.job.received_at_ms));
+        }
+    }
+    dated.sort();
+    assert_eq!(
+        dated,
+        [
+            ("111:1".to_owned(), (NOW - 3600 + 1) * 1000),
+            ("111:2".to_owned(), NOW * 1000),
+            ("wamid.late".to_owned(), (NOW - 3600 + 1) * 1000),
+        ]
+    );
+}
