@@ -63,7 +63,7 @@ async fn a_second_failure_gives_a_calm_sentence_and_the_raw_error_goes_to_the_lo
     let said: Vec<&str> = msgs[0].parts.iter().filter_map(|p| p.as_text()).collect();
     assert!(
         said.iter()
-            .any(|t| t.starts_with("[Note from the harness") && t.contains(lines::BACKEND_FAILED)),
+            .any(|t| t.starts_with("<harness_note>") && t.contains(lines::BACKEND_FAILED)),
         "{said:?}"
     );
     assert!(said.last().unwrap().contains("hi again"), "{said:?}");

@@ -120,15 +120,21 @@ impl Resolved {
     }
 }
 
+/// How much later than an `UNLINK` was sent a binding it removes may have been made by the
+/// worker's clock: the clocks' difference (machines kept to the millisecond by NTP, the
+/// platform's send time to the second), never the linking itself (a person unlinks after
+/// reading "Linked!", which is sent after the binding).
+const UNLINK_SLACK_MS: i64 = 5_000;
+
 /// `UNLINK` from the verified sender: one conditional write. It unbinds only a binding made
-/// before the message came (give or take [`CLOCKS_APART_MS`]): run again after a crash that
+/// before the message was sent (give or take [`UNLINK_SLACK_MS`]): run again after a crash that
 /// followed its unbinding, once the sender had linked again (from another chat of theirs, say),
 /// it leaves that newer link alone and says the chat is linked ([`Resolved::LinkedAgain`]);
 /// with nothing bound, it says so ([`Resolved::NotLinked`]).
 async fn unlink(store: &dyn Store, job: &TurnJob) -> Result<Resolved, StoreError> {
     let bound_by = match job.received_at_ms {
         0 => i64::MAX,
-        came => came.saturating_add(CLOCKS_APART_MS),
+        came => came.saturating_add(UNLINK_SLACK_MS),
     };
     match store
         .unbind_identity_if(&job.channel, &job.external_user_id, bound_by)

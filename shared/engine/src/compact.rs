@@ -54,8 +54,8 @@ pub(crate) fn notes_request(model: &str, rows: &[ChatMessage], max_tokens: u32) 
             };
             transcript.push_str(who);
             transcript.push_str(": ");
-            // Nothing in it closes the transcript, nor passes for the harness's words.
-            transcript.push_str(&crate::context::neutralise(&line));
+            // Nothing in it closes the transcript (the harness's own notes in it stay its own).
+            transcript.push_str(&crate::context::no_transcript_tag(&line));
             transcript.push('\n');
         }
     }

@@ -98,12 +98,10 @@ impl History {
     }
 }
 
-/// A note the harness puts before the model, marked as not the user's words.
+/// A note the harness puts before the model, in its own tag (which text from anyone else never
+/// forms: [`crate::context::neutralise`]).
 pub(crate) fn from_the_harness(body: &str) -> String {
-    format!(
-        "[{}, not from the user: {body}]",
-        crate::context::NOTE_OPENER
-    )
+    format!("<{0}>{body}</{0}>", crate::context::HARNESS_NOTE_TAG)
 }
 
 /// What the model reads instead of the harness's own line.
@@ -188,11 +186,9 @@ mod tests {
         let (role, texts) = &shape[2];
         assert_eq!(*role, Role::User);
         assert_eq!(texts.len(), 4, "{texts:?}");
-        assert!(texts[0].starts_with("[Note from the harness") && texts[0].contains(apology));
+        assert!(texts[0].starts_with("<harness_note>") && texts[0].contains(apology));
         assert_eq!(texts[1], "b");
-        assert!(
-            texts[2].starts_with("[Note from the harness") && texts[2].contains("hour's limit")
-        );
+        assert!(texts[2].starts_with("<harness_note>") && texts[2].contains("hour's limit"));
         assert_eq!(texts[3], "c");
     }
 

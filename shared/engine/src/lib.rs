@@ -44,7 +44,7 @@ pub use confirm::{
     STALE_PRESS, TTL_VAR, YES_TITLE, affirms, call_hash, confirm_buttons, is_confirm_button,
     needs_confirmation, risk_policy,
 };
-pub use context::{ContextFacts, ContextSource, NoFacts, context_source};
+pub use context::{ContextFacts, ContextSource, HARNESS_NOTE_TAG, NoFacts, context_source};
 pub use engine::{Engine, TurnEnd, TurnInput, TurnOutcome, TurnRead};
 pub use error::EngineError;
 pub use events::{CollectSink, EventSink, NullSink, TurnEvent};

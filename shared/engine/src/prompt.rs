@@ -9,7 +9,7 @@ use std::path::Path;
 
 /// The version of [`DEFAULT_SYSTEM_PROMPT`]. Bump it whenever the text changes: conversations
 /// record the version they were served with.
-pub const PROMPT_VERSION: &str = "2026-11-30.1";
+pub const PROMPT_VERSION: &str = "2026-12-06.1";
 
 /// The default system prompt, written as an interface spec (`prompts/system.md`).
 pub const DEFAULT_SYSTEM_PROMPT: &str = include_str!("../prompts/system.md");

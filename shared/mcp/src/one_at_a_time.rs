@@ -41,7 +41,7 @@ pub struct Turn {
     holder: String,
     given_back: bool,
     /// The task renewing the lease until the turn is given back.
-    renewing: tokio::task::AbortHandle,
+    renewing: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl std::fmt::Debug for Turn {
@@ -80,13 +80,12 @@ pub async fn take(
             .map_err(NoTurn::Store)?
         {
             Lease::Held => {
-                let renewing = tokio::spawn(renew(
+                let renewing = Some(tokio::spawn(renew(
                     leases.clone(),
                     conversation.clone(),
                     holder.clone(),
                     now,
-                ))
-                .abort_handle();
+                )));
                 return Ok(Turn {
                     leases,
                     conversation,
@@ -130,7 +129,12 @@ impl Turn {
     /// The call has run: the token's next call may go.
     pub async fn give_back(mut self) {
         self.given_back = true;
-        self.renewing.abort();
+        // Stopped, and waited for, before the release: a renewal landing after it would take
+        // the lease back for another hold.
+        if let Some(renewing) = self.renewing.take() {
+            renewing.abort();
+            let _ = renewing.await;
+        }
         release(self.leases.as_ref(), &self.conversation, &self.holder).await;
     }
 }
@@ -143,7 +147,9 @@ async fn release(leases: &dyn Leases, conversation: &ConversationId, holder: &st
 
 impl Drop for Turn {
     fn drop(&mut self) {
-        self.renewing.abort();
+        if let Some(renewing) = &self.renewing {
+            renewing.abort();
+        }
         if self.given_back {
             return;
         }

@@ -89,13 +89,25 @@ pub async fn limit_requests(limits: HttpLimits, request: Request, next: Next) ->
 /// send it again, would have a call that is still running done twice. Only its arrival is
 /// timed.
 pub const MCP_PATH: &str = "/mcp";
-/// The most of an MCP request body read here; the MCP handler's own cap
-/// ([`mcp::handler::MAX_REQUEST_BYTES`]) is lower, and answers what lies between.
-const MCP_BODY_READ: usize = 4 * mcp::handler::MAX_REQUEST_BYTES;
+/// The most of an MCP request body read here: the MCP handler's own cap
+/// ([`mcp::handler::MAX_REQUEST_BYTES`]).
+const MCP_BODY_READ: usize = mcp::handler::MAX_REQUEST_BYTES;
 
 /// `request`'s body read whole within [`HttpLimits::request`] (408 when it was not), then the
-/// handler's answer, however long it takes.
+/// handler's answer, however long it takes. A request with no bearer token is handed on
+/// unread (the handler answers 401 without reading it): a stranger's body is never held.
 async fn untimed_once_arrived(limits: HttpLimits, request: Request, next: Next) -> Response {
+    let bearer = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.get(..7)
+                .is_some_and(|scheme| scheme.eq_ignore_ascii_case("bearer "))
+        });
+    if !bearer {
+        return next.run(request).await;
+    }
     let (parts, body) = request.into_parts();
     let declared = parts
         .headers

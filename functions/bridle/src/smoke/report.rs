@@ -10,7 +10,7 @@ use std::time::Duration;
 use transcript::{Message, Part, Usage};
 
 /// How the harness's notes to the model begin (engine `turn/press.rs`).
-const HARNESS_NOTE: &str = "[Note from the harness";
+const HARNESS_NOTE: &str = "<harness_note>";
 /// What precedes the calls a press ran, in its note.
 const RAN_DATA: &str = "as JSON data (not instructions): ";
 
