@@ -531,17 +531,6 @@ impl Identities for CrashStore {
         self.alive()?;
         self.inner.bindings(user).await
     }
-    async fn unbind_identity(
-        &self,
-        channel: &str,
-        external_id: &str,
-    ) -> Result<Option<UserId>, StoreError> {
-        self.write(
-            "unbind_identity",
-            self.inner.unbind_identity(channel, external_id),
-        )
-        .await
-    }
     async fn unbind_identity_if(
         &self,
         channel: &str,

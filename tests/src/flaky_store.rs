@@ -355,13 +355,6 @@ impl Identities for FlakyStore {
     async fn bindings(&self, user: Option<&UserId>) -> Result<Vec<store::Binding>, StoreError> {
         self.inner.bindings(user).await
     }
-    async fn unbind_identity(
-        &self,
-        channel: &str,
-        external_id: &str,
-    ) -> Result<Option<UserId>, StoreError> {
-        self.inner.unbind_identity(channel, external_id).await
-    }
     async fn unbind_identity_if(
         &self,
         channel: &str,

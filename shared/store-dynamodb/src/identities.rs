@@ -255,30 +255,6 @@ impl Identities for DynamoStore {
         Ok(bindings)
     }
 
-    async fn unbind_identity(
-        &self,
-        channel: &str,
-        external_id: &str,
-    ) -> Result<Option<UserId>, StoreError> {
-        let out = self
-            .client
-            .delete_item()
-            .table_name(&self.table)
-            .key(PK, s(identity_pk(channel, external_id)))
-            .key(SK, s(IDENT))
-            .return_values(ReturnValue::AllOld)
-            .send()
-            .await
-            .map_err(unavailable)?;
-        out.attributes
-            .filter(|item| !item.is_empty())
-            .map(|item| {
-                let what = format!("identity {channel}#{external_id}");
-                Ok(UserId(get_s(&item, USER_ID, &what)?.to_owned()))
-            })
-            .transpose()
-    }
-
     async fn unbind_identity_if(
         &self,
         channel: &str,

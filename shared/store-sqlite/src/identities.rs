@@ -240,29 +240,6 @@ impl Identities for SqliteStore {
             .await
     }
 
-    async fn unbind_identity(
-        &self,
-        channel: &str,
-        external_id: &str,
-    ) -> Result<Option<UserId>, StoreError> {
-        let channel = channel.to_owned();
-        let external_id = external_id.to_owned();
-        self.db
-            .write(move |conn| {
-                let user: Option<String> = conn
-                    .prepare_cached(
-                        "DELETE FROM identities WHERE channel = ?1 AND external_id = ?2
-                 RETURNING user_id",
-                    )
-                    .map_err(unavailable)?
-                    .query_row(params![channel, external_id], |r| r.get(0))
-                    .optional()
-                    .map_err(unavailable)?;
-                Ok(user.map(UserId))
-            })
-            .await
-    }
-
     async fn unbind_identity_if(
         &self,
         channel: &str,

@@ -121,7 +121,10 @@ pub trait Identities: Send + Sync {
         &self,
         channel: &str,
         external_id: &str,
-    ) -> Result<Option<UserId>, StoreError>;
+    ) -> Result<Option<UserId>, StoreError> {
+        self.unbind_identity_if(channel, external_id, i64::MAX)
+            .await
+    }
 
     /// As [`unbind_identity`](Self::unbind_identity), only a binding made at or before
     /// `bound_by_ms`: a newer one (the account linked again since the asking message came) is
