@@ -141,6 +141,28 @@ impl Rig {
             .unwrap_or_else(|| panic!("the turn did not run: {:?}", ran.outcome))
     }
 
+    /// Spring Open, made and published by user-1 directly.
+    async fn published_spring(&self) -> planner::Event {
+        let spring = self
+            .planner
+            .create_event(
+                &owner(),
+                NewEvent {
+                    title: "Spring Open".into(),
+                    starts_at: "2025-04-12T10:00".into(),
+                    venue: "Court 1".into(),
+                    capacity: 10,
+                },
+            )
+            .await
+            .unwrap();
+        self.planner
+            .publish_event(&owner(), &spring.id)
+            .await
+            .unwrap();
+        spring
+    }
+
     async fn set_grant(&self, grant: Grant) {
         self.store
             .set_assistant_grant(&UserId::from(USER), grant)
@@ -263,20 +285,7 @@ async fn narrowed_between_two_calls(store: Arc<dyn Store>) {
 /// back to `risky`, the same call is held for the person's yes as before.
 async fn risky_needs_the_risky_grant(store: Arc<dyn Store>) {
     let r = rig(store).await;
-    let spring = r
-        .planner
-        .create_event(
-            &owner(),
-            NewEvent {
-                title: "Spring Open".into(),
-                starts_at: "2025-04-12T10:00".into(),
-                venue: "Court 1".into(),
-                capacity: 10,
-            },
-        )
-        .await
-        .unwrap();
-    r.planner.publish_event(&owner(), &spring.id).await.unwrap();
+    let spring = r.published_spring().await;
     r.set_grant(Grant::Write).await;
 
     r.scripted
@@ -370,20 +379,7 @@ macro_rules! on_both_stores {
 /// re-plans costs no judgement, and nothing changes.
 async fn a_change_outside_the_grant_is_not_judged(store: Arc<dyn Store>) {
     let r = rig(store).await;
-    let spring = r
-        .planner
-        .create_event(
-            &owner(),
-            NewEvent {
-                title: "Spring Open".into(),
-                starts_at: "2025-04-12T10:00".into(),
-                venue: "Court 1".into(),
-                capacity: 10,
-            },
-        )
-        .await
-        .unwrap();
-    r.planner.publish_event(&owner(), &spring.id).await.unwrap();
+    let spring = r.published_spring().await;
     r.set_grant(Grant::Read).await;
     let mut answer = Reply::new();
     for i in 0..16 {

@@ -94,7 +94,11 @@ async fn visible(s: &Setup) -> Vec<String> {
 /// Fail after `survive` message appends (storage gave out), then run the same job again on a
 /// healthy store.
 async fn die_then_retry(survive: i64, replies: Vec<Reply>) -> (Setup, engine::TurnOutcome) {
-    let s = setup(replies).await;
+    die_then_retry_in(setup(replies).await, survive).await
+}
+
+/// [`die_then_retry`] on a setup of the caller's.
+async fn die_then_retry_in(s: Setup, survive: i64) -> (Setup, engine::TurnOutcome) {
     s.store.fail_after(survive);
     let first = s.jobs.run(&job("job-1"), BUDGET).await;
     assert!(
@@ -520,18 +524,8 @@ async fn a_turn_resumed_at_its_ceiling_makes_no_further_model_call() {
         max_cycles: 1,
         ..EngineOptions::default()
     };
-    let s = setup_with(tool_then_answer(), options).await;
     // User, answer, its "not executed" result; the ceiling's line is lost.
-    s.store.fail_after(3);
-    let first = s.jobs.run(&job("job-1"), BUDGET).await;
-    assert!(matches!(first, JobOutcome::Failed(_)), "{first:?}");
-    s.store.heal();
-    let ran = s
-        .jobs
-        .run_streamed(&job("job-1"), BUDGET, &CollectSink::default())
-        .await;
-    assert_eq!(ran.outcome, JobOutcome::Done);
-    let outcome = ran.turn.unwrap();
+    let (s, outcome) = die_then_retry_in(setup_with(tool_then_answer(), options).await, 3).await;
     assert_eq!(outcome.end, TurnEnd::CycleLimit);
     assert_eq!(s.model.requests().len(), 1, "no call past the ceiling");
     assert!(s.calls.list().is_empty());
