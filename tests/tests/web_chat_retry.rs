@@ -3,7 +3,8 @@
 //! nothing of the user, and shows the answer once it is recorded — in a real browser, against
 //! the real local server (on a store that fails the turn's answer once; across two lives on
 //! one database file). A first message whose conversation could not be made was never sent,
-//! and goes back in the box.
+//! and goes back in the box. One whose answer was lost on the way (the connection failed after
+//! the server took it) is answered once when sent again.
 
 use backend::{Reply, ScriptedModel};
 use bridle::{AppOptions, OtherStore};
@@ -175,6 +176,71 @@ async fn a_first_message_whose_conversation_could_not_be_made_stays_in_the_box()
     })
     .await;
     assert_eq!(history, ["What's on my list?", "Your list is empty."]);
+    c.close().await.unwrap();
+    server.stop().await;
+}
+
+/// The connection fails after the server took the message (its answer never reaches the
+/// page): the page cannot know whether it arrived, so the words go back in the box; sent again
+/// unchanged, the message goes with the same id, the server recognises it, and the page shows
+/// the one answer it got — one model call, not a second turn doing the same thing again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_whose_answer_was_lost_on_the_way_is_answered_once_when_sent_again() {
+    let model = Arc::new(ScriptedModel::new([
+        Reply::text("Booked the room."),
+        Reply::text("Booked the room again."),
+    ]));
+    let server = TestServer::start(model.clone(), AppOptions::default()).await;
+    let driver = start_driver().await;
+    let profile = driver.temp("chromium-lost");
+    let c = browser(&driver, &profile, (1280, 800)).await;
+    c.goto(&server.base).await.unwrap();
+    // The first message's answer is lost: its request reaches the server, whose answer the
+    // page never gets (the browser reports a failed connection, as for a dropped network).
+    let lose_first_answer = r#"
+        const real = window.fetch;
+        let lost = false;
+        window.fetch = async (path, options) => {
+          const res = await real(path, options);
+          if (!lost && options && options.method === "POST" && String(path).endsWith("/messages")) {
+            lost = true;
+            res.body.cancel();
+            throw new TypeError("Failed to fetch");
+          }
+          return res;
+        };
+    "#;
+    c.execute(lose_first_answer, vec![]).await.unwrap();
+
+    send_message(&c, "Book the big room").await;
+    let status = eventually("the failure", || async {
+        text_of(&c, "#status").await.filter(|t| !t.is_empty())
+    })
+    .await;
+    assert!(status.starts_with("The connection failed"), "{status}");
+    let input = c.find(fantoccini::Locator::Id("input")).await.unwrap();
+    assert_eq!(
+        input.prop("value").await.unwrap().as_deref(),
+        Some("Book the big room")
+    );
+
+    c.find(fantoccini::Locator::Id("send"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let history = eventually("the one answer", || async {
+        let out = shown_messages(&c).await?;
+        (out.last().map(String::as_str) == Some("Booked the room.")).then_some(out)
+    })
+    .await;
+    assert_eq!(history, ["Book the big room", "Booked the room."]);
+    assert_eq!(
+        text_of(&c, "#status").await.as_deref(),
+        Some("That message had reached us already; its answer shows here when it is ready.")
+    );
+    assert_eq!(model.requests().len(), 1, "one turn, not two");
     c.close().await.unwrap();
     server.stop().await;
 }

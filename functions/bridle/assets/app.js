@@ -9,6 +9,10 @@ const $ = (sel) => document.querySelector(sel);
 const state = {
   conversation: null, busy: false, csrf: null, pressed: null, follow: true, lastTop: 0,
   shownUpTo: -1, sentSinceLoad: 0,
+  // The last message whose sending failed ({conversation, text, buttonId, id}): sent again
+  // unchanged, it goes with the same id, so one the server took before the failure is
+  // recognised and answered once.
+  unsent: null,
   // The conversation list: drawings started (only the newest one draws), older pages added
   // to it, and how many the person has asked to see by pressing "Older conversations".
   listDraw: 0, listPages: 0, listWanted: 0,
@@ -62,7 +66,12 @@ async function api(path, options) {
   if (options.method && options.method !== "GET" && state.csrf) {
     options.headers = { ...(options.headers || {}), "X-CSRF-Token": state.csrf };
   }
-  const res = await fetch(path, options);
+  // No answer at all (the connection failed): the request may or may not have arrived.
+  const res = await fetch(path, options).catch(() => {
+    const err = new Error("The connection failed, so the message may not have reached us. Send it again: it is answered once.");
+    err.network = true;
+    throw err;
+  });
   if (res.status === 401) {
     location.href = "/auth/login?return_to=" + encodeURIComponent(location.pathname + location.hash);
     throw new Error("Signing you in…");
@@ -70,7 +79,9 @@ async function api(path, options) {
   if (!res.ok) {
     let message = `HTTP ${res.status}`;
     try { message = (await res.json()).error || message; } catch (_) { /* not JSON */ }
-    throw new Error(message);
+    const err = new Error(message);
+    err.status = res.status;
+    throw err;
   }
   return res;
 }
@@ -323,20 +334,34 @@ async function send(text, buttonId) {
     return bubble;
   };
   scrollDown(true);
-  const res = await api(`/api/conversations/${encodeURIComponent(state.conversation)}/messages`, {
+  const conversation = state.conversation;
+  const u = state.unsent;
+  const again = u && u.conversation === conversation && u.text === text && u.buttonId === buttonId;
+  const id = again ? u.id : crypto.randomUUID();
+  state.unsent = { conversation, text, buttonId, id };
+  const res = await api(`/api/conversations/${encodeURIComponent(conversation)}/messages`, {
     method: "POST",
     headers: { "Content-Type": "application/json" },
     body: JSON.stringify({
       text,
-      client_message_id: crypto.randomUUID(),
+      client_message_id: id,
       ...(buttonId ? { button_id: buttonId } : {}),
     }),
   }).catch((err) => {
-    // Refused (too long, too many, signed out…): nothing was sent, so it is not shown as sent.
+    if (again && err.status === 409) {
+      // The server had taken it before the connection failed: it is answered once, there.
+      state.unsent = null;
+      state.sentSinceLoad += 1;
+      awaitAnswer(conversation);
+      throw new Error("That message had reached us already; its answer shows here when it is ready.");
+    }
+    // Refused (too long, too many, signed out…), or the connection failed: it is not shown as
+    // sent; sent again unchanged, it keeps its id (above).
     mine.remove();
     box.append(...choices);
     notSent(err);
   });
+  state.unsent = null;
   state.sentSinceLoad += 1;
   let finished = false;
   try {
