@@ -864,3 +864,118 @@ async fn a_call_whose_records_cannot_be_read_is_held_not_let_through() {
         None
     );
 }
+
+/// The emails of the event's attendees, in order.
+async fn attendee_emails(s: &Setup, event: &str) -> Vec<String> {
+    let owner = setup_caller();
+    let list = s.planner.list_attendees(&owner, event).await.unwrap();
+    list.iter().map(|a| a.email.clone()).collect()
+}
+
+/// A call held twice in one answer, with a look-alike change made between the two (an undo held;
+/// a decoy "Sam Roe" registered; the undo held again, now of the decoy): the reply lists what a
+/// yes would do now — the decoy's withdrawal — not the first description, under which a yes
+/// would have run the second.
+#[tokio::test]
+async fn a_call_held_twice_in_one_answer_is_listed_as_a_yes_would_run_it() {
+    let (s, event, _) = setup().await;
+    let sam = |email: &str| json!({"event_id": event, "name": "Sam Roe", "email": email});
+    s.turn_calling("register_attendee", sam("sam@example.com"))
+        .await;
+    s.h.model.push(
+        Reply::new()
+            .call("u1", "undo", json!({}))
+            .call("r2", "register_attendee", sam("decoy@example.com"))
+            .call("u2", "undo", json!({}))
+            .stop(StopReason::ToolUse),
+    );
+    s.h.model.push(Reply::text("Shall I undo it?"));
+    s.h.turn("undo that").await;
+    let shown = s.h.visible().await.last().unwrap().text.clone();
+    assert!(
+        shown.contains("decoy@example.com") && !shown.contains("(sam@example.com)"),
+        "the yes would withdraw the decoy, so the question says so: {shown}"
+    );
+
+    let yes = s.turn_calling("undo", json!({})).await;
+    assert!(refused(&yes).is_none(), "{yes}");
+    assert_eq!(
+        attendee_emails(&s, &event).await,
+        ["dana@example.com", "sam@example.com"],
+        "what ran is what was listed"
+    );
+}
+
+/// Two withdrawals held (Dana Lee, Sam Roe). "Yes, withdraw Dana" names the first; the model
+/// repeats both, and only Dana's runs — Sam's is held again, and asked about again.
+#[tokio::test]
+async fn a_yes_naming_one_of_two_held_calls_confirms_only_that_one() {
+    let (s, event, dana) = setup().await;
+    let sam = s
+        .planner
+        .register_attendee(&setup_caller(), &event, "Sam Roe", "sam@example.com")
+        .await
+        .unwrap();
+    let both = || {
+        Reply::new()
+            .call("w1", "withdraw_attendee", json!({"attendee_id": dana}))
+            .call("w2", "withdraw_attendee", json!({"attendee_id": sam.id}))
+            .stop(StopReason::ToolUse)
+    };
+    s.h.model.push(both());
+    s.h.model.push(Reply::text("Shall I?"));
+    s.h.turn("take Dana and Sam off").await;
+    assert_eq!(s.attendees(&event).await, 2);
+
+    s.h.model.push(both());
+    s.h.model.push(Reply::text("Done."));
+    s.h.turn("Yes, withdraw Dana").await;
+    let results = s.results_of_last_answer().await;
+    assert!(refused(&results[0]).is_none(), "withdrawn: {}", results[0]);
+    assert!(
+        refused(&results[1]).is_some_and(|q| q.contains("Withdraw Sam Roe")),
+        "Sam's withdrawal is held again: {}",
+        results[1]
+    );
+    assert_eq!(attendee_emails(&s, &event).await, ["sam@example.com"]);
+    let shown = s.h.visible().await.last().unwrap().text.clone();
+    assert!(shown.contains("If you say yes:"), "asked again: {shown}");
+}
+
+/// A turn that held a call and then stopped (cut off by its deadline, mid-answer) never showed
+/// its question: the user's next "ok" confirms nothing, however the model repeats the call.
+#[tokio::test]
+async fn a_call_held_in_a_turn_that_never_asked_is_not_confirmed_by_the_next_message() {
+    let (s, event, _) = setup().await;
+    let cancel = json!({"event_id": event});
+    s.h.model
+        .push(Reply::tool_call("c1", "cancel_event", cancel.clone()));
+    s.h.model.push(Reply::new().say("Before I do").then_stall());
+    let jobs = tests::web_jobs(s.h.engine.clone(), s.h.store.clone(), Arc::default());
+    let conv = s.h.conversation.0.clone();
+    let job = tests::web_job(&conv, "user-1", "act-cut", "tidy up the calendar");
+    let ran = jobs
+        .run_streamed(
+            &job,
+            Duration::from_millis(500),
+            &engine::CollectSink::default(),
+        )
+        .await;
+    assert!(ran.turn.is_none(), "cut off: {:?}", ran.outcome);
+    let transcript = s.h.transcript().await;
+    assert!(
+        transcript.iter().any(|m| m.parts.iter().any(|p| matches!(
+            p,
+            Part::ToolResult { content, .. } if refused(content).is_some()
+        ))),
+        "the call was held before the turn stopped"
+    );
+
+    let again = s.turn_calling("cancel_event", cancel).await;
+    assert!(
+        refused(&again).is_some(),
+        "held again, not run on an 'ok' to a question never shown: {again}"
+    );
+    let status = s.store.record("event", &event).await.unwrap().unwrap();
+    assert_eq!(status.value["status"], json!("published"), "{status:?}");
+}

@@ -3,7 +3,8 @@
 //! function and the worker) run one after the other, never interleaved; a turn whose holder died
 //! waits until the dead holder's lease lapses, then proceeds. A web job for a conversation its
 //! user does not own (or one that is gone) runs no turn and leaves the lease free, whether its
-//! owner was read before the claim or under the lease.
+//! owner was read before the claim or under the lease. A turn cut at its deadline, running or
+//! waiting for the lease, gives the lease back: the next message does not wait for it to lapse.
 
 use backend::{Reply, ScriptedModel};
 use channel_jobs::{ChannelJobs, JobOutcome};
@@ -161,6 +162,81 @@ async fn a_dead_holders_lease_lapses_and_the_next_turn_proceeds(store: Arc<dyn S
     assert_eq!(ran, JobOutcome::Done);
     assert_eq!(s.model.requests().len(), 1);
     assert_eq!(roles(&s).await, [Role::User, Role::Assistant]);
+}
+
+async fn a_turn_cut_at_its_deadline_gives_its_lease_back(store: Arc<dyn Store>) {
+    // The model stalls: the turn is cut at its deadline, holding the lease.
+    let s = setup(
+        store,
+        vec![
+            Reply::new().say("Let me").then_stall(),
+            Reply::text("Here."),
+        ],
+    )
+    .await;
+    let cut = instance(&s)
+        .run(
+            &web_job(CONV, "alice", "m-cut", "first"),
+            Duration::from_millis(300),
+        )
+        .await;
+    assert!(
+        matches!(cut, JobOutcome::Failed(channel_jobs::JobError::Deadline(_))),
+        "{cut:?}"
+    );
+    // The clock has not moved: a lease kept would hold the conversation for a minute more.
+    assert_eq!(
+        s.store
+            .acquire_lease(&CONV.into(), "probe", T0, T0 + 1_000)
+            .await
+            .unwrap(),
+        Lease::Held,
+        "the cut turn gave its lease back"
+    );
+    s.store.release_lease(&CONV.into(), "probe").await.unwrap();
+    let next = instance(&s)
+        .run(&web_job(CONV, "alice", "m-next", "second"), BUDGET)
+        .await;
+    assert_eq!(next, JobOutcome::Done);
+
+    // One cut while it waits for a lease another turn holds gives back nothing of that turn's.
+    s.store
+        .acquire_lease(&CONV.into(), "web#other", T0, T0 + 60_000)
+        .await
+        .unwrap();
+    let waited = instance(&s)
+        .run(
+            &web_job(CONV, "alice", "m-wait", "third"),
+            Duration::from_millis(300),
+        )
+        .await;
+    assert!(
+        matches!(
+            waited,
+            JobOutcome::Failed(channel_jobs::JobError::Deadline(_))
+        ),
+        "{waited:?}"
+    );
+    assert!(
+        matches!(
+            s.store
+                .acquire_lease(&CONV.into(), "probe", T0, T0 + 1_000)
+                .await
+                .unwrap(),
+            Lease::Busy { .. }
+        ),
+        "the other turn's lease stands"
+    );
+}
+
+#[tokio::test]
+async fn sqlite_a_turn_cut_at_its_deadline_gives_its_lease_back() {
+    a_turn_cut_at_its_deadline_gives_its_lease_back(sqlite()).await;
+}
+
+#[tokio::test]
+async fn dynamodb_a_turn_cut_at_its_deadline_gives_its_lease_back() {
+    a_turn_cut_at_its_deadline_gives_its_lease_back(dynamo().await).await;
 }
 
 /// The context block's records as the turn's user message carries them, and how often the

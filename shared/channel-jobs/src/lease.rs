@@ -11,6 +11,25 @@ use std::time::Duration;
 use store::{Lease, StoreError, TurnFinish, VisibleEntry, VisibleRole};
 use transcript::ConversationId;
 
+/// When an attempt's time is up: its budget from its start ([`ChannelJobs::run`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Deadline {
+    pub(crate) at: tokio::time::Instant,
+    pub(crate) budget: Duration,
+}
+
+impl Deadline {
+    /// Waits until the deadline; then the error the attempt ends with.
+    async fn reached(self) -> JobError {
+        tokio::time::sleep_until(self.at).await;
+        JobError::Deadline(self.budget)
+    }
+}
+
+/// How long past its deadline an attempt may take to give its lease back before it is cut
+/// from outside (the lease then lapses on its own, within [`JobOptions::lease_ttl`]).
+pub(crate) const RELEASE_GRACE: Duration = Duration::from_secs(1);
+
 impl ChannelJobs {
     /// Run `work` holding `conversation`'s lease, so turns of one conversation from different
     /// entrances (or functions) never interleave: take it unless `lease` says the claim took it
@@ -19,11 +38,13 @@ impl ChannelJobs {
     /// stops renewing; its lease lapses within [`JobOptions::lease_ttl`]. An entry `work`
     /// returns (the reply that went out) is recorded as the lease is released
     /// ([`ChannelJobs::finish_turn`]); the flag says whether the job was marked done with it.
+    /// At `deadline` the wait or the work is cut, and the lease given back.
     pub(crate) async fn leased<T>(
         &self,
         job: &TurnJob,
         conversation: &ConversationId,
         lease: LeaseNow,
+        deadline: Deadline,
         work: impl Future<Output = Result<(T, Option<VisibleEntry>), JobError>>,
     ) -> Result<(T, bool), JobError> {
         let o = &self.options;
@@ -42,6 +63,10 @@ impl ChannelJobs {
                 // The cut may have come as the lease was taken: give it up if it is ours.
                 let _ = self.store.release_lease(conversation, &holder).await;
                 return Err(JobError::CutShort);
+            }
+            why = deadline.reached() => {
+                let _ = self.store.release_lease(conversation, &holder).await;
+                return Err(why);
             }
         }
         let renew = async {
@@ -66,6 +91,7 @@ impl ChannelJobs {
             result = work => result,
             lost = renew => Err(lost),
             _ = abandoned(&o.abandon) => Err(JobError::CutShort),
+            why = deadline.reached() => Err(why),
         };
         match result {
             Ok((value, Some(entry))) => {

@@ -35,6 +35,7 @@ mod error;
 mod hourly;
 pub mod identity;
 mod lease;
+use lease::{Deadline, RELEASE_GRACE};
 pub mod lines;
 mod press;
 pub mod sent;
@@ -333,8 +334,19 @@ impl ChannelJobs {
         };
         let held = web::HoldDone::new(sink);
         let retry = attempt > 1;
-        let answered =
-            tokio::time::timeout(budget, self.answer(job, sender, early, &held, retry)).await;
+        // Cut at the deadline where the conversation's lease is held, which gives it back (a
+        // turn cut from outside kept it until it lapsed, and the conversation's next message,
+        // or this job's retry, waited for that); the timeout is the backstop, a moment later,
+        // for whatever the release itself waits on.
+        let deadline = Deadline {
+            at: tokio::time::Instant::now() + budget,
+            budget,
+        };
+        let answered = tokio::time::timeout(
+            budget + RELEASE_GRACE,
+            self.answer(job, sender, early, &held, retry, deadline),
+        )
+        .await;
         let (outcome, turn, finished) = match answered {
             Ok(Ok(answered)) => answered,
             Ok(Err(why)) => return self.end_attempt(&key, attempt, expires, why).await,
@@ -454,6 +466,7 @@ impl ChannelJobs {
         early: Early,
         sink: &dyn EventSink,
         retry: bool,
+        deadline: Deadline,
     ) -> Result<(JobOutcome, Option<TurnOutcome>, bool), JobError> {
         let not_owned = || {
             tracing::warn!(job = %job.dedupe_key(), "web job for a conversation its user does not own; dropped");
@@ -540,7 +553,7 @@ impl ChannelJobs {
                         move_code.as_deref(),
                     );
                     let delivered = self
-                        .leased(job, &conversation, LeaseNow::ToTake, async {
+                        .leased(job, &conversation, LeaseNow::ToTake, deadline, async {
                             self.deliver_harness_reply(job, &conversation, &text, sender, retry)
                                 .instrument(spans::delivery(&job.channel))
                                 .await?;
@@ -570,7 +583,7 @@ impl ChannelJobs {
         tracing::debug!(user = %user.0, conversation = %conversation, "job resolved");
         let (mut claimed, mut facts) = (early.start, early.facts);
         let (outcome, finished) = self
-            .leased(job, &conversation, early.lease, async {
+            .leased(job, &conversation, early.lease, deadline, async {
                 // The conversation is read under the lease, so the turn starts from this read
                 // instead of its own. A web job's owner is checked here when its lease came
                 // with the claim; else it was read before the lease, and is read again here

@@ -132,6 +132,10 @@ impl ConfirmationGate {
             // Not a yes ("no", a question, something else): what was pending is not confirmed.
             tracing::info!(tool = %call.name, action_id = %ctx.action_id, "the message is no yes; a pending confirmation is not used");
             Ok(None)
+        } else if !turn.names(&description) {
+            // A yes that named other held calls ("yes, withdraw Dana"): not this one.
+            tracing::info!(tool = %call.name, action_id = %ctx.action_id, "the yes named other held calls; this one is not confirmed");
+            Ok(None)
         } else {
             self.pending
                 .take_pending(conversation, &hash, &ctx.action_id.0, now)
@@ -227,6 +231,10 @@ pub struct Answer {
     /// A yes typed where no typed yes confirms ([`Answer::unless_unproven`]): the model is
     /// told it confirmed nothing.
     pub unproven_yes: bool,
+    /// A typed yes that names what it does ("yes, withdraw Dana", with a cancellation held
+    /// too) confirms only the held calls it names: their descriptions ([`named_calls`]).
+    /// `None`: every held call.
+    pub only: Option<Vec<String>>,
 }
 
 /// A press of the buttons a held call's reply carries.
@@ -252,7 +260,16 @@ impl Answer {
             press: None,
             held: Vec::new(),
             unproven_yes: false,
+            only: None,
         }
+    }
+
+    /// Whether this answer's yes may confirm the held call described as `description` (see
+    /// [`Answer::only`]).
+    fn names(&self, description: &str) -> bool {
+        self.only
+            .as_ref()
+            .is_none_or(|only| only.iter().any(|d| d == description))
     }
 
     /// A typed message sent (`sent_at_ms`, as Bridle received it) before the reply that asked
@@ -295,18 +312,26 @@ impl Answer {
         history: &[Message],
         conversation: &ConversationId,
     ) -> Self {
-        let held = previous_action
+        // Only a turn that asked, in a reply of its own, can be answered: one the harness
+        // closed (given up, or found stopped) never showed its question, and its held calls
+        // are confirmed by nothing.
+        let asked = previous_action
             .as_deref()
-            .map(|a| held_calls(history, a))
-            .unwrap_or_default();
+            .is_some_and(|a| ended_with_its_reply(history, a));
+        let held = match &previous_action {
+            Some(a) if asked => held_calls(history, a),
+            _ => Vec::new(),
+        };
         let Some(pressed) = button_id.and_then(parse_press) else {
             // A yes may name what it does, in the words the question described it with.
             let described = match (&previous_action, held.is_empty()) {
                 (Some(a), false) => HeldLine::descriptions(&held_descriptions(history, a)),
                 _ => Vec::new(),
             };
+            let declined = !asked || !affirms_to(text, &described);
             return Self {
-                declined: !affirms_to(text, &described),
+                declined,
+                only: (!declined).then(|| named_calls(text, &described)).flatten(),
                 previous_action,
                 press: None,
                 held,
@@ -401,9 +426,20 @@ pub fn affirms(text: &str) -> bool {
 /// `[pressed button …]` line a press leaves is no yes either: a press decides through its own
 /// id.
 pub fn affirms_to(text: &str, described: &[String]) -> bool {
+    let Some(rest) = after_the_yes(text) else {
+        return false;
+    };
+    let described: Vec<String> = described.iter().flat_map(|d| lower_words(d)).collect();
+    rest.iter()
+        .all(|w| is_yes_or_assent(w) || described.iter().any(|d| d == w))
+}
+
+/// The words of a message that begins with a yes and says nothing against it, after the yes
+/// ("withdraw", "her" of "Yes, withdraw her"); `None` if it is no such message.
+fn after_the_yes(text: &str) -> Option<Vec<String>> {
     let mut lower = text.trim().to_lowercase().replace('’', "'");
     if lower.contains('?') {
-        return false;
+        return None;
     }
     // Ways of saying yes that hold a "no" ("Yes, no problem").
     for fine in ["not a problem", "no problem", "no worries"] {
@@ -411,32 +447,69 @@ pub fn affirms_to(text: &str, described: &[String]) -> bool {
     }
     let words: Vec<&str> = words_of(&lower).collect();
     if words.iter().any(|w| NOT_WORDS.contains(w)) {
-        return false;
+        return None;
     }
     let yes = |w: &&str| YES_WORDS.contains(w);
     let rest = match words.as_slice() {
         [] => {
             return ["👍", "✅", "👌", "✔"]
                 .iter()
-                .any(|yes| lower.starts_with(yes));
+                .any(|yes| lower.starts_with(yes))
+                .then(Vec::new);
         }
         ["please", "do", rest @ ..] => rest,
         ["please", first, rest @ ..] if yes(first) => rest,
         ["please", rest @ ..] => rest,
         ["do", next, rest @ ..] if ["it", "so", "that"].contains(next) => rest,
         [first, rest @ ..] if yes(first) => rest,
-        _ => return false,
+        _ => return None,
     };
-    let described: Vec<String> = described
-        .iter()
-        .flat_map(|d| {
-            words_of(&d.to_lowercase())
-                .map(str::to_owned)
-                .collect::<Vec<_>>()
-        })
+    Some(rest.iter().map(|w| (*w).to_owned()).collect())
+}
+
+fn is_yes_or_assent(word: &str) -> bool {
+    YES_WORDS.contains(&word) || ASSENT_WORDS.contains(&word)
+}
+
+/// The lower-cased words of `text`.
+fn lower_words(text: &str) -> Vec<String> {
+    words_of(&text.to_lowercase()).map(str::to_owned).collect()
+}
+
+/// The held calls a yes names, by their descriptions, when its words name any ("Yes, withdraw
+/// Dana" with "Withdraw Dana Lee (…) from Spring Open" and "Cancel Spring Open (…)" held:
+/// only the first). A call is named by a word of the yes that describes it and no other held
+/// call; where no word tells the calls apart ("yes, withdraw" with two withdrawals held), by
+/// having every word the yes names. `None`: the yes names nothing (a plain "yes"), so every
+/// held call.
+pub(crate) fn named_calls(text: &str, described: &[String]) -> Option<Vec<String>> {
+    let named: Vec<String> = after_the_yes(text)?
+        .into_iter()
+        .filter(|w| !is_yes_or_assent(w))
         .collect();
-    rest.iter()
-        .all(|w| yes(w) || ASSENT_WORDS.contains(w) || described.iter().any(|d| d == w))
+    if named.is_empty() {
+        return None;
+    }
+    let words: Vec<Vec<String>> = described.iter().map(|d| lower_words(d)).collect();
+    let describes = |i: usize, w: &String| words[i].contains(w);
+    let told_apart = |i: usize| {
+        named
+            .iter()
+            .any(|w| describes(i, w) && (0..words.len()).filter(|&j| describes(j, w)).count() == 1)
+    };
+    let by_word: Vec<String> = (0..described.len())
+        .filter(|&i| told_apart(i))
+        .map(|i| described[i].clone())
+        .collect();
+    if !by_word.is_empty() {
+        return Some(by_word);
+    }
+    Some(
+        (0..described.len())
+            .filter(|&i| named.iter().all(|w| describes(i, w)))
+            .map(|i| described[i].clone())
+            .collect(),
+    )
 }
 
 /// The words of `text` (letters, digits and apostrophes).
@@ -520,6 +593,24 @@ pub(crate) fn parse_press(id: &str) -> Option<(&str, bool)> {
 
 /// The calls held on `action`: its assistant rows' tool uses whose result is a
 /// [`needs_confirmation`] refusal, each call (tool + arguments) once, in order.
+/// Whether the turn of `action` in `history` ended with a reply of its own (the question, when
+/// it held calls): not one left open (its worker died) nor closed by the harness's line (given
+/// up after its tries, or found stopped by the next turn), which showed no question.
+fn ended_with_its_reply(history: &[Message], action: &str) -> bool {
+    let Some(found) = crate::resume::find(history, action) else {
+        return false;
+    };
+    let last = history
+        .iter()
+        .rev()
+        .find(|m| m.action_id.as_deref() == Some(action));
+    let closed = last.is_some_and(|m| {
+        let text = m.text();
+        text == crate::lines::GAVE_UP || text == crate::lines::STOPPED
+    });
+    matches!(found.next, crate::resume::Next::Finished) && !closed
+}
+
 pub(crate) fn held_calls(history: &[Message], action: &str) -> Vec<ToolCall> {
     let rows = history
         .iter()
@@ -612,10 +703,15 @@ pub(crate) struct HeldLine {
 }
 
 impl HeldLine {
-    /// Add the line of `call` to `lines` unless that call is listed already.
+    /// Add the line of `call` to `lines`; a call listed already (held again in the same
+    /// turn) keeps its place with its latest description, which is what its pending record
+    /// holds and a yes would be checked against (the first one, shown, would have a yes run
+    /// what a model changed in between: an undo held, a look-alike change made, the undo held
+    /// again).
     pub(crate) fn add(lines: &mut Vec<HeldLine>, call: String, description: String) {
-        if !lines.iter().any(|l| l.call == call) {
-            lines.push(HeldLine { call, description });
+        match lines.iter_mut().find(|l| l.call == call) {
+            Some(line) => line.description = description,
+            None => lines.push(HeldLine { call, description }),
         }
     }
 
@@ -931,6 +1027,7 @@ mod tests {
             row(Role::User, vec![Part::text("take Dana off")]),
             row(Role::Assistant, vec![use_of(&call)]),
             row(Role::Tool, vec![held]),
+            row(Role::Assistant, vec![Part::text("Shall I?")]),
         ];
         let conv = ConversationId::from("web:c1@u1");
         let read = |text| Answer::read(text, None, Some("t1".into()), &rows, &conv);
@@ -941,6 +1038,116 @@ mod tests {
         // Nothing held there: nothing to name.
         let none = Answer::read("Yes, withdraw her.", None, Some("t0".into()), &rows, &conv);
         assert!(none.declined && none.held.is_empty());
+    }
+
+    /// A turn that held a call but never asked (its worker died before the reply, or it was
+    /// given up and closed with the harness's line) is answered by no yes, typed or pressed:
+    /// the user never saw what a yes would do.
+    #[test]
+    fn a_turn_that_never_asked_is_confirmed_by_nothing() {
+        let call = ToolCall {
+            id: "c1".into(),
+            name: "cancel_event".into(),
+            input: json!({"event_id": "e1"}),
+        };
+        let base = |last: Vec<Message>| {
+            let mut rows = vec![
+                row(Role::User, vec![Part::text("tidy up")]),
+                row(Role::Assistant, vec![use_of(&call)]),
+                row(Role::Tool, vec![held(&call, "Cancel Spring Open").part]),
+            ];
+            rows.extend(last);
+            rows
+        };
+        let conv = ConversationId::from("web:c1@u1");
+        let yes_button = confirm_buttons(&conv, "t1")[0].id.clone();
+        let mut called = Message {
+            call: Some(transcript::CallRecord {
+                backend: "scripted".into(),
+                model: "m".into(),
+                stop_reason: Some(transcript::StopReason::ToolUse),
+                error: None,
+                usage: Default::default(),
+                latency_ms: 0,
+                tools_offered: Vec::new(),
+            }),
+            ..row(
+                Role::Assistant,
+                vec![use_of(&ToolCall {
+                    id: "c2".into(),
+                    ..call.clone()
+                })],
+            )
+        };
+        called.parts.insert(0, Part::text("Let me also…"));
+        for (why, rows) in [
+            ("left asking", base(vec![called])),
+            (
+                "given up",
+                base(vec![row(
+                    Role::Assistant,
+                    vec![Part::text(crate::lines::GAVE_UP)],
+                )]),
+            ),
+            (
+                "found stopped",
+                base(vec![row(
+                    Role::Assistant,
+                    vec![Part::text(crate::lines::STOPPED)],
+                )]),
+            ),
+            ("left after its results", base(Vec::new())),
+        ] {
+            let typed = Answer::read("ok", None, Some("t1".into()), &rows, &conv);
+            assert!(typed.declined && typed.held.is_empty(), "{why}: {typed:?}");
+            let pressed = Answer::read(
+                YES_TITLE,
+                Some(&yes_button),
+                Some("t1".into()),
+                &rows,
+                &conv,
+            );
+            assert_eq!(pressed.press, Some(Press::Stale), "{why}");
+        }
+        let shown = base(vec![row(Role::Assistant, vec![Part::text("Shall I?")])]);
+        let typed = Answer::read("ok", None, Some("t1".into()), &shown, &conv);
+        assert!(!typed.declined && typed.held == [call.clone()]);
+        let pressed = Answer::read(
+            YES_TITLE,
+            Some(&yes_button),
+            Some("t1".into()),
+            &shown,
+            &conv,
+        );
+        assert_eq!(pressed.press, Some(Press::Yes));
+    }
+
+    #[test]
+    fn a_yes_that_names_some_held_calls_confirms_only_those() {
+        let described = [
+            "Withdraw Dana Lee (dana@example.com) from Spring Open".to_owned(),
+            "Withdraw Sam Roe (sam@example.com) from Spring Open".to_owned(),
+            "Cancel Spring Open (published, 2025-04-12T10:00 at Court 1, 2 registered)".to_owned(),
+        ];
+        let named = |text| named_calls(text, &described);
+        assert_eq!(named("yes"), None);
+        assert_eq!(named("Yes please, go ahead, all of them"), None);
+        assert_eq!(
+            named("yes, withdraw Dana"),
+            Some(vec![described[0].clone()])
+        );
+        assert_eq!(
+            named("ok withdraw Dana and Sam"),
+            Some(vec![described[0].clone(), described[1].clone()])
+        );
+        assert_eq!(
+            named("yes, withdraw"),
+            Some(vec![described[0].clone(), described[1].clone()]),
+            "no word tells the withdrawals apart: every call with all the words"
+        );
+        assert_eq!(named("yes, Spring Open"), Some(described.to_vec()));
+        assert_eq!(named("yes, Court 1"), Some(vec![described[2].clone()]));
+        assert_eq!(named("no"), None, "no yes names nothing");
     }
 
     /// A tool's own error whose words begin as a held call's (an event titled after the gate's
@@ -976,6 +1183,7 @@ mod tests {
                     },
                 ],
             ),
+            row(Role::Assistant, vec![Part::text("Shall I?")]),
         ];
         let conv = ConversationId::from("web:c1@u1");
         let read = |text| Answer::read(text, None, Some("t1".into()), &rows, &conv);
