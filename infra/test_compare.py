@@ -6,6 +6,7 @@ synthesized CDK template (infra/check sets it)."""
 import copy
 import json
 import os
+import re
 import unittest
 
 import compare
@@ -13,11 +14,28 @@ import compare
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+class CapPatternsTest(unittest.TestCase):
+    """A cap the functions would refuse at start-up (every message then failing into the
+    dead-letter queue) is refused at deploy instead, and one they accept is not: the samples
+    in cap_samples.json, which budget's unit test holds the functions to."""
+
+    def test_the_cap_parameters_accept_what_the_functions_accept(self):
+        sam = compare.expand_sam(os.path.join(HERE, "template.yaml"))
+        with open(os.path.join(HERE, "cap_samples.json")) as f:
+            samples = json.load(f)
+        for name, kind in samples["parameters"].items():
+            pattern = sam["Parameters"][name]["AllowedPattern"]
+            for value in samples[kind]["accepted"]:
+                self.assertTrue(re.fullmatch(pattern, value), f"{name} refuses {value!r}")
+            for value in samples[kind]["refused"]:
+                self.assertFalse(re.fullmatch(pattern, value), f"{name} accepts {value!r}")
+
+
 class CompareTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.sam = compare.expand_sam(os.path.join(HERE, "template.yaml"))
-        path = os.environ.get("BRIDLE_CDK_TEMPLATE", os.path.join(HERE, "cdk", "cdk.out", "Bridle.template.json"))
+        path = os.environ.get("BRIDLE_CDK_TEMPLATE", os.path.join(HERE, "cdk", "cdk.out", "bridle.template.json"))
         with open(path) as f:
             cls.cdk = json.load(f)
 

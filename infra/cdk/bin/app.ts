@@ -8,7 +8,11 @@ import { BridleStack } from '../lib/stack';
 
 const app = new App();
 const arch = app.node.tryGetContext('architecture') === 'x86_64' ? Architecture.X86_64 : Architecture.ARM_64;
-new BridleStack(app, 'Bridle', {
+// Lower-case: the default Cognito sign-in domain is made of the stack name, and Cognito takes
+// lower-case letters, digits and hyphens only (`-c stackName=…` for another; keep it lower-case,
+// without aws, amazon or cognito, or pass CognitoDomainPrefix).
+const stackName = app.node.tryGetContext('stackName') ?? 'bridle';
+new BridleStack(app, stackName, {
   analyticsReporting: false,
   architecture: arch,
   // `-c prebuiltDir=../../target/lambda` uses the zips scripts/build-lambdas made (CI builds once).

@@ -36,6 +36,10 @@ import { DASHBOARD_BODY } from './dashboard';
 
 /** Whole seconds from 1 to 900 (the model timeouts). */
 const SECONDS_1_900 = '^$|^([1-9][0-9]?|[1-8][0-9][0-9]|900)$';
+/** A count cap (budget's config: digits, `_` allowed between them, or `off` in any case). */
+const COUNT_OR_OFF = '^$|^([0-9][0-9_]*|[oO][fF][fF])$';
+/** A dollar cap (budget's `parse_usd`: an optional `$`, up to 6 decimals, or `off`). */
+const USD_OR_OFF = '^$|^(\\$?([0-9]+(\\.[0-9]{0,6})?|\\.[0-9]{1,6})|[oO][fF][fF])$';
 /**
  * What each optional setting's parameter accepts besides empty (the built-in default): the range
  * the functions accept (shared/assembly/src/model_settings.rs, engine's ConfirmationOptions,
@@ -43,6 +47,26 @@ const SECONDS_1_900 = '^$|^([1-9][0-9]?|[1-8][0-9][0-9]|900)$';
  * refused at deploy instead. The same patterns are in template.yaml; compare.py checks they agree.
  */
 export const SETTING_CONSTRAINTS: Record<string, Pick<CfnParameterProps, 'allowedPattern' | 'allowedValues' | 'constraintDescription'>> = {
+  BridleCapUserTokensPerMinute: {
+    allowedPattern: COUNT_OR_OFF,
+    constraintDescription: 'must be empty, a whole number of tokens like 100000, or off.',
+  },
+  BridleCapUserTokensPerHour: {
+    allowedPattern: COUNT_OR_OFF,
+    constraintDescription: 'must be empty, a whole number of tokens like 1000000, or off.',
+  },
+  BridleCapUserUsd30d: {
+    allowedPattern: USD_OR_OFF,
+    constraintDescription: 'must be empty, a dollar amount like 20 or 12.50, or off.',
+  },
+  BridleCapGlobalUsd30d: {
+    allowedPattern: USD_OR_OFF,
+    constraintDescription: 'must be empty, a dollar amount like 500 or 1250.50, or off.',
+  },
+  BridleCapConversationMessagesPerHour: {
+    allowedPattern: COUNT_OR_OFF,
+    constraintDescription: 'must be empty, a whole number of messages like 60, or off.',
+  },
   BridleBudgetOutputAllowance: {
     allowedPattern: '^$|^[0-9][0-9_]*$',
     constraintDescription: 'must be empty or a whole number of tokens, like 16000.',
@@ -205,13 +229,13 @@ export class BridleStack extends Stack {
       description: 'Most worker instances the queue may drive at once.',
     });
     const caps: Record<string, CfnParameter> = {
-      BRIDLE_CAP_USER_TOKENS_PER_MINUTE: param('BridleCapUserTokensPerMinute', 'BRIDLE_CAP_USER_TOKENS_PER_MINUTE; empty = default.', ''),
-      BRIDLE_CAP_USER_TOKENS_PER_HOUR: param('BridleCapUserTokensPerHour', 'BRIDLE_CAP_USER_TOKENS_PER_HOUR; empty = default.', ''),
-      BRIDLE_CAP_USER_USD_30D: param('BridleCapUserUsd30d', 'BRIDLE_CAP_USER_USD_30D; empty = default.', ''),
-      BRIDLE_CAP_GLOBAL_USD_30D: param('BridleCapGlobalUsd30d', 'BRIDLE_CAP_GLOBAL_USD_30D; empty = default.', ''),
+      BRIDLE_CAP_USER_TOKENS_PER_MINUTE: setting('BridleCapUserTokensPerMinute', 'BRIDLE_CAP_USER_TOKENS_PER_MINUTE; empty = default.'),
+      BRIDLE_CAP_USER_TOKENS_PER_HOUR: setting('BridleCapUserTokensPerHour', 'BRIDLE_CAP_USER_TOKENS_PER_HOUR; empty = default.'),
+      BRIDLE_CAP_USER_USD_30D: setting('BridleCapUserUsd30d', 'BRIDLE_CAP_USER_USD_30D; empty = default.'),
+      BRIDLE_CAP_GLOBAL_USD_30D: setting('BridleCapGlobalUsd30d', 'BRIDLE_CAP_GLOBAL_USD_30D; empty = default.'),
       BRIDLE_PRICES_FILE: param('BridlePricesFile', 'BRIDLE_PRICES_FILE; empty = built-in prices.', ''),
-      BRIDLE_CAP_CONVERSATION_MESSAGES_PER_HOUR: param('BridleCapConversationMessagesPerHour',
-        'BRIDLE_CAP_CONVERSATION_MESSAGES_PER_HOUR: user messages per conversation per hour, or off; empty = default (60).', ''),
+      BRIDLE_CAP_CONVERSATION_MESSAGES_PER_HOUR: setting('BridleCapConversationMessagesPerHour',
+        'BRIDLE_CAP_CONVERSATION_MESSAGES_PER_HOUR: user messages per conversation per hour, or off; empty = default (60).'),
       BRIDLE_BUDGET_OUTPUT_ALLOWANCE: setting('BridleBudgetOutputAllowance',
         'BRIDLE_BUDGET_OUTPUT_ALLOWANCE: the most output tokens one call is given and reserved for; empty = default (16000).'),
       BRIDLE_BUDGET_MIN_OUTPUT_TOKENS: setting('BridleBudgetMinOutputTokens',
@@ -875,6 +899,10 @@ export class BridleStack extends Stack {
     out('GenericWebhookUrl', Fn.sub(`${apiUrl}/webhooks/generic`), 'The generic signed-JSON webhook.');
     out('WebhookSecretsArn', webhookSecrets.secretArn, 'Put the webhook signing secrets here (JSON object).');
     out('WorkerSecretsArn', workerSecrets.secretArn, 'Put the reply credentials here (JSON object).');
+    out('WebhookFunctionName', webhook.functionName,
+      'The webhook function (aws lambda update-function-configuration --function-name ...; its log group is /aws/lambda/<name>).');
+    out('WorkerFunctionName', worker.functionName, 'The worker function (its log group is /aws/lambda/<name>).');
+    out('WebFunctionName', web.functionName, "The web app's function (its log group is /aws/lambda/<name>).");
     out('TableName', table.tableName);
     out('MediaBucketName', mediaBucket.bucketName);
     out('QueueUrl', queue.queueUrl);

@@ -230,6 +230,29 @@ mod tests {
         move |k| map.get(k).cloned()
     }
 
+    /// The deploy parameters' patterns are held to the same samples (infra/test_compare.py):
+    /// what is accepted here deploys, what is refused here is refused at deploy.
+    #[test]
+    fn the_caps_accept_and_refuse_the_deploy_templates_samples() {
+        let samples: serde_json::Value =
+            serde_json::from_str(include_str!("../../../infra/cap_samples.json")).unwrap();
+        for (kind, var) in [
+            ("count", CAP_USER_TOKENS_PER_MINUTE),
+            ("usd", CAP_USER_USD_30D),
+        ] {
+            for (verdict, accepted) in [("accepted", true), ("refused", false)] {
+                for value in samples[kind][verdict].as_array().unwrap() {
+                    let value = value.as_str().unwrap();
+                    assert_eq!(
+                        BudgetConfig::from_vars(vars(&[(var, value)])).is_ok(),
+                        accepted,
+                        "{var}={value:?} should be {verdict}"
+                    );
+                }
+            }
+        }
+    }
+
     #[test]
     fn defaults_when_nothing_is_set() {
         let c = BudgetConfig::from_vars(vars(&[])).unwrap();
