@@ -979,3 +979,45 @@ async fn a_call_held_in_a_turn_that_never_asked_is_not_confirmed_by_the_next_mes
     let status = s.store.record("event", &event).await.unwrap().unwrap();
     assert_eq!(status.value["status"], json!("published"), "{status:?}");
 }
+
+/// A turn that held a call and asked, but whose reply never reached the user (every attempt
+/// failed after the turn had finished), is given up with "please send it again": an "ok" to
+/// that sentence confirms nothing the user never saw, however the model repeats the call.
+#[tokio::test]
+async fn a_question_that_never_reached_the_user_is_confirmed_by_nothing_after_the_give_up() {
+    let (s, event, _) = setup().await;
+    let cancel = json!({"event_id": event});
+    s.h.model
+        .push(Reply::tool_call("c1", "cancel_event", cancel.clone()));
+    s.h.model.push(Reply::text("Shall I cancel it?"));
+    let conv = s.h.conversation.clone();
+    let job = tests::web_job(&conv.0, "user-1", "act-lost", "call off Spring Open");
+    // The turn runs to its question, which is recorded in the transcript, but no reply of it
+    // is recorded as shown.
+    let input = engine::TurnInput {
+        conversation_id: conv.clone(),
+        text: job.text.clone(),
+        action_id: tools::ActionId(job.dedupe_key()),
+        attachments: Vec::new(),
+        attachment_notes: Vec::new(),
+        button_id: None,
+        sent_at_ms: None,
+        typed_yes: engine::TypedYes::Confirms,
+    };
+    s.h.engine
+        .run_turn(input, &engine::CollectSink::default())
+        .await
+        .unwrap();
+    let jobs = tests::web_jobs(s.h.engine.clone(), s.h.store.clone(), Arc::default());
+    jobs.give_up_for_good(&job).await.unwrap();
+    let shown = s.h.visible().await.last().unwrap().text.clone();
+    assert_eq!(shown, engine::lines::GAVE_UP);
+
+    let again = s.turn_calling("cancel_event", cancel).await;
+    assert!(
+        refused(&again).is_some(),
+        "held again, not run on an 'ok' to 'please send it again': {again}"
+    );
+    let status = s.store.record("event", &event).await.unwrap().unwrap();
+    assert_eq!(status.value["status"], json!("published"), "{status:?}");
+}

@@ -185,6 +185,8 @@ async function loadHistory(id) {
   if (!data.messages.length) box.append(el("p", "empty", "Say hello to start."));
   state.shownUpTo = data.messages.at(-1)?.position ?? -1;
   state.sentSinceLoad = 0;
+  // What is shown now says whether it arrived: a message typed after this is a new one.
+  state.unsent = null;
   showEarlierButton(id, data);
   scrollDown(true);
 }
@@ -298,6 +300,9 @@ async function readSse(res, onEvent) {
   }
 }
 
+/** What the page says of a message sent again that the server had taken already. */
+const ALREADY_TAKEN = "That message had reached us already; its answer shows here when it is ready.";
+
 /** Throws `err` marked as a message the server never took. */
 function notSent(err) {
   err.notSent = true;
@@ -353,7 +358,7 @@ async function send(text, buttonId) {
       state.unsent = null;
       state.sentSinceLoad += 1;
       awaitAnswer(conversation);
-      throw new Error("That message had reached us already; its answer shows here when it is ready.");
+      throw new Error(ALREADY_TAKEN);
     }
     // Refused (too long, too many, signed out…), or the connection failed: it is not shown as
     // sent; sent again unchanged, it keeps its id (above).
@@ -375,6 +380,12 @@ async function send(text, buttonId) {
     settleChips();
     bubble?.classList.remove("streaming");
     thinking?.remove();
+  }
+  if (!finished && again) {
+    // Sent again and taken already where the first went (another instance of the server, which
+    // has no stream of it to give): its answer is there.
+    awaitAnswer(conversation);
+    throw new Error(ALREADY_TAKEN);
   }
   if (!finished) {
     throw new Error("The connection dropped before the answer finished. Reload to see it.");

@@ -36,10 +36,10 @@ import { DASHBOARD_BODY } from './dashboard';
 
 /** Whole seconds from 1 to 900 (the model timeouts). */
 const SECONDS_1_900 = '^$|^([1-9][0-9]?|[1-8][0-9][0-9]|900)$';
-/** A count cap (budget's config: digits, `_` allowed between them, or `off` in any case). */
-const COUNT_OR_OFF = '^$|^([0-9][0-9_]*|[oO][fF][fF])$';
-/** A dollar cap (budget's `parse_usd`: an optional `$`, up to 6 decimals, or `off`). */
-const USD_OR_OFF = '^$|^(\\$?([0-9]+(\\.[0-9]{0,6})?|\\.[0-9]{1,6})|[oO][fF][fF])$';
+/** A count cap (budget's config: up to 18 digits, `_` allowed between them, or `off` in any case). */
+const COUNT_OR_OFF = '^$|^([0-9](_?[0-9]){0,17}|[oO][fF][fF])$';
+/** A dollar cap (budget's `parse_usd`: an optional `$`, up to 13 whole digits and 6 decimals, or `off`). */
+const USD_OR_OFF = '^$|^(\\$?([0-9]{1,13}(\\.[0-9]{0,6})?|\\.[0-9]{1,6})|[oO][fF][fF])$';
 /**
  * What each optional setting's parameter accepts besides empty (the built-in default): the range
  * the functions accept (shared/assembly/src/model_settings.rs, engine's ConfirmationOptions,

@@ -404,9 +404,16 @@ impl ChannelJobs {
         // Its reply, when recorded, is the conversation's last entry: the turn is the latest.
         if abandoned == (engine::Abandoned::Finished { latest: true })
             && let Some(id) = &conversation
-            && self.answer_went_out(job, id).await?
         {
-            return Ok(false);
+            if self.answer_went_out(job, id).await? {
+                return Ok(false);
+            }
+            // Its reply never reached them: what it held for a yes is confirmed by no "ok" to
+            // the sentence below.
+            self.engine
+                .void_held(id, &tools::ActionId(job.dedupe_key()))
+                .await
+                .map_err(JobError::from)?;
         }
         let mut shown = lines::GAVE_UP.to_owned();
         if job.channel != crate::web::WEB_CHANNEL

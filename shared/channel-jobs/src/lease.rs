@@ -28,7 +28,7 @@ impl Deadline {
 
 /// How long past its deadline an attempt may take to give its lease back before it is cut
 /// from outside (the lease then lapses on its own, within [`JobOptions::lease_ttl`]).
-pub(crate) const RELEASE_GRACE: Duration = Duration::from_secs(1);
+pub const RELEASE_GRACE: Duration = Duration::from_secs(1);
 
 impl ChannelJobs {
     /// Run `work` holding `conversation`'s lease, so turns of one conversation from different

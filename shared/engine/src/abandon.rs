@@ -41,13 +41,20 @@ impl Engine {
         let Some(found) = resume::find(&history, &action_id.0) else {
             return Ok(Abandoned::NotStored);
         };
+        let user_row = |m: &Message| m.role == Role::User && m.call.is_none();
+        let mine = history
+            .iter()
+            .rposition(|m| user_row(m) && m.action_id.as_deref() == Some(action_id.0.as_str()));
+        let latest = mine == history.iter().rposition(user_row);
         if let Next::Finished = found.next {
-            let user_row = |m: &Message| m.role == Role::User && m.call.is_none();
-            let mine = history
-                .iter()
-                .rposition(|m| user_row(m) && m.action_id.as_deref() == Some(action_id.0.as_str()));
-            let latest = mine == history.iter().rposition(user_row);
             return Ok(Abandoned::Finished { latest });
+        }
+        if !latest {
+            // A later turn began (its lease taken between this one's last attempt and its
+            // give-up): it closed this one if it was left asking, and needed nothing else; rows
+            // written now would land inside that turn. Nothing is written, nobody told again.
+            tracing::warn!(conversation = %conversation, action_id = %action_id, "a later turn began before this one was given up; not closed again");
+            return Ok(Abandoned::Finished { latest: false });
         }
         let position = store.next_position(conversation).await?;
         let rows = self
@@ -58,6 +65,27 @@ impl Engine {
         }
         tracing::warn!(conversation = %conversation, action_id = %action_id, "turn given up and closed");
         Ok(Abandoned::Closed)
+    }
+
+    /// Void the calls the turn written by `action_id` held for a yes, when the user never saw
+    /// its question (its reply did not go out, and the turn was given up): no later yes, to
+    /// "please send it again", may confirm them. Each record is taken as by a No press.
+    pub async fn void_held(
+        &self,
+        conversation: &ConversationId,
+        action_id: &ActionId,
+    ) -> Result<(), EngineError> {
+        let Some(gate) = &self.confirmation else {
+            return Ok(());
+        };
+        let Some(conv) = self.store.conversation(conversation).await? else {
+            return Ok(());
+        };
+        let history = self.store.messages(conversation, conv.segment).await?;
+        for call in crate::confirm::held_calls(&history, &action_id.0) {
+            gate.void_unseen(conversation, &call).await?;
+        }
+        Ok(())
     }
 
     /// The rows that close the turn written by `action_id` in `conv`, open at `next`, from

@@ -203,6 +203,22 @@ impl ConfirmationGate {
         Ok(description.is_some_and(|d| d == taken.description))
     }
 
+    /// The record of `call` in `conversation`, held on a turn whose question was never shown,
+    /// consumed without running anything (taken as by a turn of its own, so whatever turn
+    /// held it).
+    pub(crate) async fn void_unseen(
+        &self,
+        conversation: &ConversationId,
+        call: &ToolCall,
+    ) -> Result<(), StoreError> {
+        let hash = call_hash(&call.name, &call.input);
+        let now = (self.clock)();
+        self.pending
+            .take_pending(conversation, &hash, "given-up", now)
+            .await
+            .map(drop)
+    }
+
     /// A No press: the record of `call` is consumed without running anything.
     pub async fn void(&self, ctx: &Ctx, call: &ToolCall) -> Result<(), StoreError> {
         let hash = call_hash(&call.name, &call.input);
@@ -265,11 +281,12 @@ impl Answer {
     }
 
     /// Whether this answer's yes may confirm the held call described as `description` (see
-    /// [`Answer::only`]).
+    /// [`Answer::only`], which holds descriptions as the question showed them: neutralised).
     fn names(&self, description: &str) -> bool {
-        self.only
-            .as_ref()
-            .is_none_or(|only| only.iter().any(|d| d == description))
+        self.only.as_ref().is_none_or(|only| {
+            let shown = crate::context::neutralise(description);
+            only.contains(&shown)
+        })
     }
 
     /// A typed message sent (`sent_at_ms`, as Bridle received it) before the reply that asked
@@ -591,8 +608,6 @@ pub(crate) fn parse_press(id: &str) -> Option<(&str, bool)> {
     }
 }
 
-/// The calls held on `action`: its assistant rows' tool uses whose result is a
-/// [`needs_confirmation`] refusal, each call (tool + arguments) once, in order.
 /// Whether the turn of `action` in `history` ended with a reply of its own (the question, when
 /// it held calls): not one left open (its worker died) nor closed by the harness's line (given
 /// up after its tries, or found stopped by the next turn), which showed no question.
@@ -611,6 +626,8 @@ fn ended_with_its_reply(history: &[Message], action: &str) -> bool {
     matches!(found.next, crate::resume::Next::Finished) && !closed
 }
 
+/// The calls held on `action`: its assistant rows' tool uses whose result is a
+/// [`needs_confirmation`] refusal, each call (tool + arguments) once, in order.
 pub(crate) fn held_calls(history: &[Message], action: &str) -> Vec<ToolCall> {
     let rows = history
         .iter()
@@ -1081,7 +1098,7 @@ mod tests {
         };
         called.parts.insert(0, Part::text("Let me also…"));
         for (why, rows) in [
-            ("left asking", base(vec![called])),
+            ("left asking", base(vec![called.clone()])),
             (
                 "given up",
                 base(vec![row(
@@ -1117,6 +1134,27 @@ mod tests {
             Some(&yes_button),
             Some("t1".into()),
             &shown,
+            &conv,
+        );
+        assert_eq!(pressed.press, Some(Press::Yes));
+        // Read again on the retry of the answer's own turn (t2), cut short while asking for
+        // tools: t2's rows say nothing of whether t1 asked.
+        let mut retried = shown.clone();
+        retried.push(Message {
+            action_id: Some("t2".into()),
+            ..row(Role::User, vec![Part::text("ok")])
+        });
+        retried.push(Message {
+            action_id: Some("t2".into()),
+            ..called.clone()
+        });
+        let typed = Answer::read("ok", None, Some("t1".into()), &retried, &conv);
+        assert!(!typed.declined && typed.held == [call.clone()], "{typed:?}");
+        let pressed = Answer::read(
+            YES_TITLE,
+            Some(&yes_button),
+            Some("t1".into()),
+            &retried,
             &conv,
         );
         assert_eq!(pressed.press, Some(Press::Yes));

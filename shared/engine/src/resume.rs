@@ -41,17 +41,22 @@ pub(crate) struct Resume {
 /// The state of the turn written by `action_id`, if its user message is in `history`. The
 /// notes a compaction of this turn wrote (a user row with the compaction call's record, the
 /// turn's action id, first in the new segment) are not its user message: a turn cut after its
-/// compaction and before its message has not started, and runs as new after the notes.
+/// compaction and before its message has not started, and runs as new after the notes. Only
+/// the turn's own rows count: a later turn's (the retry of the next message, asking whether
+/// this one asked; a turn that started before this one was given up) say nothing of it.
 pub(crate) fn find(history: &[Message], action_id: &str) -> Option<Resume> {
     let start = history.iter().rposition(|m| {
         m.role == Role::User && m.call.is_none() && m.action_id.as_deref() == Some(action_id)
     })?;
-    let rows = &history[start + 1..];
+    let rows: Vec<&Message> = history[start + 1..]
+        .iter()
+        .filter(|m| m.action_id.as_deref().is_none_or(|a| a == action_id))
+        .collect();
     let calls_made = rows.iter().filter(|m| m.call.is_some()).count() as u32;
     let shown = rows
         .iter()
         .filter(|m| m.role == Role::Assistant)
-        .map(Message::text)
+        .map(|m| m.text())
         .filter(|t| !t.is_empty())
         .collect::<Vec<_>>()
         .join("\n\n");
