@@ -180,6 +180,22 @@ async fn a_first_message_whose_conversation_could_not_be_made_stays_in_the_box()
     server.stop().await;
 }
 
+/// The first message's answer is lost: its request reaches the server, whose answer the page
+/// never gets (the browser reports a failed connection, as for a dropped network).
+const LOSE_FIRST_ANSWER: &str = r#"
+    const real = window.fetch;
+    let lost = false;
+    window.fetch = async (path, options) => {
+      const res = await real(path, options);
+      if (!lost && options && options.method === "POST" && String(path).endsWith("/messages")) {
+        lost = true;
+        res.body.cancel();
+        throw new TypeError("Failed to fetch");
+      }
+      return res;
+    };
+"#;
+
 /// The connection fails after the server took the message (its answer never reaches the
 /// page): the page cannot know whether it arrived, so the words go back in the box; sent again
 /// unchanged, the message goes with the same id, the server recognises it, and the page shows
@@ -195,22 +211,7 @@ async fn a_message_whose_answer_was_lost_on_the_way_is_answered_once_when_sent_a
     let profile = driver.temp("chromium-lost");
     let c = browser(&driver, &profile, (1280, 800)).await;
     c.goto(&server.base).await.unwrap();
-    // The first message's answer is lost: its request reaches the server, whose answer the
-    // page never gets (the browser reports a failed connection, as for a dropped network).
-    let lose_first_answer = r#"
-        const real = window.fetch;
-        let lost = false;
-        window.fetch = async (path, options) => {
-          const res = await real(path, options);
-          if (!lost && options && options.method === "POST" && String(path).endsWith("/messages")) {
-            lost = true;
-            res.body.cancel();
-            throw new TypeError("Failed to fetch");
-          }
-          return res;
-        };
-    "#;
-    c.execute(lose_first_answer, vec![]).await.unwrap();
+    c.execute(LOSE_FIRST_ANSWER, vec![]).await.unwrap();
 
     send_message(&c, "Book the big room").await;
     let status = eventually("the failure", || async {
@@ -241,6 +242,88 @@ async fn a_message_whose_answer_was_lost_on_the_way_is_answered_once_when_sent_a
         Some("That message had reached us already; its answer shows here when it is ready.")
     );
     assert_eq!(model.requests().len(), 1, "one turn, not two");
+
+    c.close().await.unwrap();
+    server.stop().await;
+}
+
+/// A message whose answer was lost, seen answered once the person opens the conversation again,
+/// is done with: the same words sent again after that are a new message (a new id, a new turn),
+/// not taken for the lost one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_words_sent_after_the_lost_one_shows_answered_are_a_new_message() {
+    let model = Arc::new(ScriptedModel::new([
+        Reply::text("Booked the room."),
+        Reply::text("Booked it again."),
+    ]));
+    let server = TestServer::start(model.clone(), AppOptions::default()).await;
+    let driver = start_driver().await;
+    let profile = driver.temp("chromium-lost-again");
+    let c = browser(&driver, &profile, (1280, 800)).await;
+    c.goto(&server.base).await.unwrap();
+    c.execute(LOSE_FIRST_ANSWER, vec![]).await.unwrap();
+
+    send_message(&c, "Book the big room").await;
+    eventually("the failure", || async {
+        text_of(&c, "#status").await.filter(|t| !t.is_empty())
+    })
+    .await;
+    // The server answers it; the person opens the conversation again and sees that.
+    eventually("the answer recorded", || async {
+        (model.requests().len() == 1).then_some(())
+    })
+    .await;
+    let hash = |c: &fantoccini::Client| {
+        let c = c.clone();
+        async move {
+            let h = c.execute("return location.hash", vec![]).await.unwrap();
+            h.as_str().unwrap_or_default().to_owned()
+        }
+    };
+    let first = hash(&c).await;
+    c.find(fantoccini::Locator::Id("new-chat"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    eventually("a new conversation", || async {
+        (hash(&c).await != first).then_some(())
+    })
+    .await;
+    let back = format!("#conversations a[href='{first}']");
+    let history = eventually("the conversation shown answered", || async {
+        if let Ok(link) = c.find(fantoccini::Locator::Css(&back)).await {
+            let _ = link.click().await;
+        }
+        let out = shown_messages(&c).await?;
+        (out.last().map(String::as_str) == Some("Booked the room.")).then_some(out)
+    })
+    .await;
+    assert_eq!(history, ["Book the big room", "Booked the room."]);
+
+    // The words are still in the box; sent, they are a new message.
+    c.find(fantoccini::Locator::Id("send"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let history = eventually("the new answer", || async {
+        let out = shown_messages(&c).await?;
+        (out.last().map(String::as_str) == Some("Booked it again.")).then_some(out)
+    })
+    .await;
+    assert_eq!(
+        history,
+        [
+            "Book the big room",
+            "Booked the room.",
+            "Book the big room",
+            "Booked it again."
+        ]
+    );
+    assert_eq!(model.requests().len(), 2);
     c.close().await.unwrap();
     server.stop().await;
 }

@@ -9,9 +9,9 @@ const $ = (sel) => document.querySelector(sel);
 const state = {
   conversation: null, busy: false, csrf: null, pressed: null, follow: true, lastTop: 0,
   shownUpTo: -1, sentSinceLoad: 0,
-  // The last message whose sending failed ({conversation, text, buttonId, id}): sent again
-  // unchanged, it goes with the same id, so one the server took before the failure is
-  // recognised and answered once.
+  // The last message whose sending failed ({conversation, text, buttonId, id, after: the
+  // position shown when it was sent}): sent again unchanged, it goes with the same id, so one
+  // the server took before the failure is recognised and answered once.
   unsent: null,
   // The conversation list: drawings started (only the newest one draws), older pages added
   // to it, and how many the person has asked to see by pressing "Older conversations".
@@ -183,10 +183,15 @@ async function loadHistory(id) {
     if (last && m.buttons && m.buttons.length) box.append(buttonRow(m.buttons));
   });
   if (!data.messages.length) box.append(el("p", "empty", "Say hello to start."));
+  // A failed message the history now shows arrived (after what was shown when it failed) is
+  // answered: the same words typed again are a new message. One not shown yet may still be on
+  // its way (waiting for its turn, or taken by another instance): its id is kept.
+  const u = state.unsent;
+  if (u && u.conversation === id && data.messages.some((m) => m.role === "user" && m.position > u.after && m.text === u.text)) {
+    state.unsent = null;
+  }
   state.shownUpTo = data.messages.at(-1)?.position ?? -1;
   state.sentSinceLoad = 0;
-  // What is shown now says whether it arrived: a message typed after this is a new one.
-  state.unsent = null;
   showEarlierButton(id, data);
   scrollDown(true);
 }
@@ -343,7 +348,7 @@ async function send(text, buttonId) {
   const u = state.unsent;
   const again = u && u.conversation === conversation && u.text === text && u.buttonId === buttonId;
   const id = again ? u.id : crypto.randomUUID();
-  state.unsent = { conversation, text, buttonId, id };
+  state.unsent = { conversation, text, buttonId, id, after: again ? u.after : state.shownUpTo };
   const res = await api(`/api/conversations/${encodeURIComponent(conversation)}/messages`, {
     method: "POST",
     headers: { "Content-Type": "application/json" },

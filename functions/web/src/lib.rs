@@ -48,7 +48,7 @@ use std::time::Duration;
 /// `infra/template.yaml`, checked by a test), so a turn that runs long is cut off and closed
 /// by the function itself, its unanswered tool calls marked not run and the browser told,
 /// rather than killed by Lambda mid-turn.
-pub const JOB_BUDGET: Duration = Duration::from_secs(270);
+pub const JOB_BUDGET: Duration = Duration::from_secs(269);
 
 /// Margin the function keeps after [`JOB_BUDGET`] for closing the turn and its writes.
 pub const CLOSING_MARGIN: Duration = Duration::from_secs(30);

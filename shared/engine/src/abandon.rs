@@ -17,8 +17,9 @@ use transcript::{Conversation, ConversationId, Message, Part, Role};
 pub enum Abandoned {
     /// The user's message was never stored: there is no turn to close.
     NotStored,
-    /// The turn had ended with its answer: nothing was written. `latest`: no later turn has
-    /// begun since (so the conversation's latest entries are this turn's).
+    /// The turn had ended with its answer, or a later turn has begun since (which closed it
+    /// if it had to): nothing was written. `latest`: no later turn has begun since (so the
+    /// conversation's latest entries are this turn's).
     Finished { latest: bool },
     /// The turn was open and is closed now.
     Closed,

@@ -612,7 +612,7 @@ pub(crate) fn parse_press(id: &str) -> Option<(&str, bool)> {
 /// it held calls): not one left open (its worker died) nor closed by the harness's line (given
 /// up after its tries, or found stopped by the next turn), which showed no question.
 fn ended_with_its_reply(history: &[Message], action: &str) -> bool {
-    let Some(found) = crate::resume::find(history, action) else {
+    let Some(found) = crate::resume::find_own(history, action) else {
         return false;
     };
     let last = history

@@ -41,17 +41,35 @@ pub(crate) struct Resume {
 /// The state of the turn written by `action_id`, if its user message is in `history`. The
 /// notes a compaction of this turn wrote (a user row with the compaction call's record, the
 /// turn's action id, first in the new segment) are not its user message: a turn cut after its
-/// compaction and before its message has not started, and runs as new after the notes. Only
-/// the turn's own rows count: a later turn's (the retry of the next message, asking whether
-/// this one asked; a turn that started before this one was given up) say nothing of it.
+/// compaction and before its message has not started, and runs as new after the notes.
+/// Everything after its message counts, a later turn's rows too: a turn overtaken by a later
+/// one (run again by hand from the dead letters) reads as finished, and is not resumed after it.
 pub(crate) fn find(history: &[Message], action_id: &str) -> Option<Resume> {
-    let start = history.iter().rposition(|m| {
-        m.role == Role::User && m.call.is_none() && m.action_id.as_deref() == Some(action_id)
-    })?;
-    let rows: Vec<&Message> = history[start + 1..]
+    let start = user_row_of(history, action_id)?;
+    Some(from_rows(history[start + 1..].iter().collect()))
+}
+
+/// [`find`], from the turn's own rows only: how the turn itself ended, whatever later turns did
+/// (asked by the retry of the next message, whose own rows say nothing of whether this one
+/// asked its question).
+pub(crate) fn find_own(history: &[Message], action_id: &str) -> Option<Resume> {
+    let start = user_row_of(history, action_id)?;
+    let rows = history[start + 1..]
         .iter()
         .filter(|m| m.action_id.as_deref().is_none_or(|a| a == action_id))
         .collect();
+    Some(from_rows(rows))
+}
+
+/// Where the turn's user message is.
+fn user_row_of(history: &[Message], action_id: &str) -> Option<usize> {
+    history.iter().rposition(|m| {
+        m.role == Role::User && m.call.is_none() && m.action_id.as_deref() == Some(action_id)
+    })
+}
+
+/// The state of a turn whose rows after its user message are `rows`.
+fn from_rows(rows: Vec<&Message>) -> Resume {
     let calls_made = rows.iter().filter(|m| m.call.is_some()).count() as u32;
     let shown = rows
         .iter()
@@ -88,11 +106,11 @@ pub(crate) fn find(history: &[Message], action_id: &str) -> Option<Resume> {
         // A line of the harness's own (bail-out, cut-off, apology) ends a turn.
         Some(_) => Next::Finished,
     };
-    Some(Resume {
+    Resume {
         calls_made,
         shown,
         next,
-    })
+    }
 }
 
 /// The turn before a new one, when it was left asking for tools whose results were never
