@@ -46,8 +46,8 @@ fn asks(id: &str, title: &str) -> Part {
     }
 }
 
-#[tokio::test]
-async fn a_given_up_turn_keeps_what_its_calls_did() {
+/// An engine with no model or tools on SQLite, and ann's empty web conversation.
+async fn setup() -> (Arc<SqliteStore>, Engine, ConversationId) {
     let store = Arc::new(SqliteStore::open_in_memory().unwrap());
     let engine = Engine::new(
         Arc::new(ScriptedModel::new(vec![])),
@@ -63,6 +63,12 @@ async fn a_given_up_turn_keeps_what_its_calls_did() {
         .create_conversation(&Conversation::new(id.clone(), "ann", "web", "chat"))
         .await
         .unwrap();
+    (store, engine, id)
+}
+
+#[tokio::test]
+async fn a_given_up_turn_keeps_what_its_calls_did() {
+    let (store, engine, id) = setup().await;
     // The turn as the engine left it: the message, then an answer asking for three calls.
     // The first ran and its result was recorded; the second's effect was committed with its
     // receipt, and the attempt died before its result was recorded; the third never ran.
@@ -145,4 +151,44 @@ async fn a_given_up_turn_keeps_what_its_calls_did() {
         .await
         .unwrap();
     assert_eq!(after, Abandoned::Finished { latest: false });
+}
+
+/// A turn left after its tool results (it needs no closing for the next turn to be coherent)
+/// whose give-up comes after a later message began its turn (that job took the conversation's
+/// lease as this one's last attempt gave it back) writes nothing: its line would land inside
+/// the later turn, which had begun after this one's rows.
+#[tokio::test]
+async fn a_give_up_after_a_later_turn_began_writes_nothing_into_it() {
+    let (store, engine, id) = setup().await;
+    let result = Part::ToolResult {
+        tool_use_id: "a".into(),
+        content: json!({"id": "ev-a"}),
+        is_error: false,
+    };
+    for message in [
+        row(&id, 0, Role::User, vec![Part::text("one event")]),
+        row(&id, 1, Role::Assistant, vec![asks("a", "A")]),
+        row(&id, 2, Role::Tool, vec![result]),
+    ] {
+        store.append_message(&message).await.unwrap();
+    }
+    // The later turn is under way: its answer asks for a call.
+    for mut message in [
+        row(&id, 3, Role::User, vec![Part::text("and another")]),
+        row(&id, 4, Role::Assistant, vec![asks("b", "B")]),
+    ] {
+        message.action_id = Some("web:c1.m2".into());
+        store.append_message(&message).await.unwrap();
+    }
+
+    let closed = engine
+        .close_abandoned_turn(&id, &ActionId(ACTION.into()), "Sorry, that failed.")
+        .await
+        .unwrap();
+    assert_eq!(closed, Abandoned::Finished { latest: false });
+    assert_eq!(
+        store.messages(&id, 0).await.unwrap().len(),
+        5,
+        "nothing written"
+    );
 }

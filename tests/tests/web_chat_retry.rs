@@ -196,6 +196,21 @@ const LOSE_FIRST_ANSWER: &str = r#"
     };
 "#;
 
+/// The local server answering with `model`, and a browser (its profile named `profile`) on the
+/// chat, whose first message's answer will be lost.
+async fn losing_the_first_answer(
+    model: &Arc<ScriptedModel>,
+    profile: &str,
+) -> (TestServer, tests::browser::Driver, fantoccini::Client) {
+    let server = TestServer::start(model.clone(), AppOptions::default()).await;
+    let driver = start_driver().await;
+    let profile = driver.temp(profile);
+    let c = browser(&driver, &profile, (1280, 800)).await;
+    c.goto(&server.base).await.unwrap();
+    c.execute(LOSE_FIRST_ANSWER, vec![]).await.unwrap();
+    (server, driver, c)
+}
+
 /// The connection fails after the server took the message (its answer never reaches the
 /// page): the page cannot know whether it arrived, so the words go back in the box; sent again
 /// unchanged, the message goes with the same id, the server recognises it, and the page shows
@@ -206,12 +221,7 @@ async fn a_message_whose_answer_was_lost_on_the_way_is_answered_once_when_sent_a
         Reply::text("Booked the room."),
         Reply::text("Booked the room again."),
     ]));
-    let server = TestServer::start(model.clone(), AppOptions::default()).await;
-    let driver = start_driver().await;
-    let profile = driver.temp("chromium-lost");
-    let c = browser(&driver, &profile, (1280, 800)).await;
-    c.goto(&server.base).await.unwrap();
-    c.execute(LOSE_FIRST_ANSWER, vec![]).await.unwrap();
+    let (server, _driver, c) = losing_the_first_answer(&model, "chromium-lost").await;
 
     send_message(&c, "Book the big room").await;
     let status = eventually("the failure", || async {
@@ -256,12 +266,7 @@ async fn the_same_words_sent_after_the_lost_one_shows_answered_are_a_new_message
         Reply::text("Booked the room."),
         Reply::text("Booked it again."),
     ]));
-    let server = TestServer::start(model.clone(), AppOptions::default()).await;
-    let driver = start_driver().await;
-    let profile = driver.temp("chromium-lost-again");
-    let c = browser(&driver, &profile, (1280, 800)).await;
-    c.goto(&server.base).await.unwrap();
-    c.execute(LOSE_FIRST_ANSWER, vec![]).await.unwrap();
+    let (server, _driver, c) = losing_the_first_answer(&model, "chromium-lost-again").await;
 
     send_message(&c, "Book the big room").await;
     eventually("the failure", || async {

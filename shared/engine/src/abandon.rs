@@ -84,7 +84,7 @@ impl Engine {
         };
         let history = self.store.messages(conversation, conv.segment).await?;
         for call in crate::confirm::held_calls(&history, &action_id.0) {
-            gate.void_unseen(conversation, &call).await?;
+            gate.void_unseen(conversation, &call, &action_id.0).await?;
         }
         Ok(())
     }

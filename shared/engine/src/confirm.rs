@@ -203,16 +203,22 @@ impl ConfirmationGate {
         Ok(description.is_some_and(|d| d == taken.description))
     }
 
-    /// The record of `call` in `conversation`, held on a turn whose question was never shown,
-    /// consumed without running anything (taken as by a turn of its own, so whatever turn
-    /// held it).
+    /// The record of `call` in `conversation`, held on `held_on`, a turn whose question was
+    /// never shown, consumed without running anything. A record a later turn made of the same
+    /// call (asked again, and shown) is left alone; one made in the moment between this read
+    /// and the take is taken too, which only has its user asked again.
     pub(crate) async fn void_unseen(
         &self,
         conversation: &ConversationId,
         call: &ToolCall,
+        held_on: &str,
     ) -> Result<(), StoreError> {
         let hash = call_hash(&call.name, &call.input);
         let now = (self.clock)();
+        let live = self.pending.read_pending(conversation, &hash, now).await?;
+        if live.is_none_or(|p| p.created_on_action != held_on) {
+            return Ok(());
+        }
         self.pending
             .take_pending(conversation, &hash, "given-up", now)
             .await
