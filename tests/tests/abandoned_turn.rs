@@ -185,7 +185,7 @@ async fn a_give_up_after_a_later_turn_began_writes_nothing_into_it() {
         .close_abandoned_turn(&id, &ActionId(ACTION.into()), "Sorry, that failed.")
         .await
         .unwrap();
-    assert_eq!(closed, Abandoned::Finished { latest: false });
+    assert_eq!(closed, Abandoned::Overtaken);
     assert_eq!(
         store.messages(&id, 0).await.unwrap().len(),
         5,

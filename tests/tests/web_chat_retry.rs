@@ -286,22 +286,30 @@ async fn the_same_words_sent_after_the_lost_one_shows_answered_are_a_new_message
         }
     };
     let first = hash(&c).await;
-    c.find(fantoccini::Locator::Id("new-chat"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    eventually("a new conversation", || async {
-        (hash(&c).await != first).then_some(())
-    })
-    .await;
     let back = format!("#conversations a[href='{first}']");
+    // Away to a new conversation and back to this one, until its answer shows (each visit
+    // loads its history).
     let history = eventually("the conversation shown answered", || async {
-        if let Ok(link) = c.find(fantoccini::Locator::Css(&back)).await {
-            let _ = link.click().await;
-        }
-        let out = shown_messages(&c).await?;
+        c.find(fantoccini::Locator::Id("new-chat"))
+            .await
+            .ok()?
+            .click()
+            .await
+            .ok()?;
+        eventually("a new conversation", || async {
+            (hash(&c).await != first).then_some(())
+        })
+        .await;
+        c.find(fantoccini::Locator::Css(&back))
+            .await
+            .ok()?
+            .click()
+            .await
+            .ok()?;
+        let out = eventually("its history", || async {
+            shown_messages(&c).await.filter(|out| !out.is_empty())
+        })
+        .await;
         (out.last().map(String::as_str) == Some("Booked the room.")).then_some(out)
     })
     .await;

@@ -9,10 +9,12 @@ const $ = (sel) => document.querySelector(sel);
 const state = {
   conversation: null, busy: false, csrf: null, pressed: null, follow: true, lastTop: 0,
   shownUpTo: -1, sentSinceLoad: 0,
-  // The last message whose sending failed ({conversation, text, buttonId, id, after: the
-  // position shown when it was sent}): sent again unchanged, it goes with the same id, so one
-  // the server took before the failure is recognised and answered once.
-  unsent: null,
+  // The last message whose sending failed ({conversation, text, buttonId, id; after: the
+  // newest position the history showed when it failed, and also: how many messages of the
+  // same words the server took since that history was loaded}): sent again unchanged, it goes
+  // with the same id, so one the server took before the failure is recognised and answered
+  // once. sentTexts: the words of each message the server took since the history was loaded.
+  unsent: null, sentTexts: [],
   // The conversation list: drawings started (only the newest one draws), older pages added
   // to it, and how many the person has asked to see by pressing "Older conversations".
   listDraw: 0, listPages: 0, listWanted: 0,
@@ -187,11 +189,13 @@ async function loadHistory(id) {
   // answered: the same words typed again are a new message. One not shown yet may still be on
   // its way (waiting for its turn, or taken by another instance): its id is kept.
   const u = state.unsent;
-  if (u && u.conversation === id && data.messages.some((m) => m.role === "user" && m.position > u.after && m.text === u.text)) {
+  const arrived = (m) => m.role === "user" && m.position > u.after && m.text === u.text;
+  if (u && u.conversation === id && data.messages.filter(arrived).length > u.also) {
     state.unsent = null;
   }
   state.shownUpTo = data.messages.at(-1)?.position ?? -1;
   state.sentSinceLoad = 0;
+  state.sentTexts = [];
   showEarlierButton(id, data);
   scrollDown(true);
 }
@@ -348,7 +352,8 @@ async function send(text, buttonId) {
   const u = state.unsent;
   const again = u && u.conversation === conversation && u.text === text && u.buttonId === buttonId;
   const id = again ? u.id : crypto.randomUUID();
-  state.unsent = { conversation, text, buttonId, id, after: again ? u.after : state.shownUpTo };
+  const also = state.sentTexts.filter((t) => t === text).length;
+  state.unsent = again ? u : { conversation, text, buttonId, id, after: state.shownUpTo, also };
   const res = await api(`/api/conversations/${encodeURIComponent(conversation)}/messages`, {
     method: "POST",
     headers: { "Content-Type": "application/json" },
@@ -362,6 +367,7 @@ async function send(text, buttonId) {
       // The server had taken it before the connection failed: it is answered once, there.
       state.unsent = null;
       state.sentSinceLoad += 1;
+      state.sentTexts.push(text);
       awaitAnswer(conversation);
       throw new Error(ALREADY_TAKEN);
     }
@@ -373,6 +379,7 @@ async function send(text, buttonId) {
   });
   state.unsent = null;
   state.sentSinceLoad += 1;
+  state.sentTexts.push(text);
   let finished = false;
   try {
     await readSse(res, (name, ev) => {

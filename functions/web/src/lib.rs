@@ -62,7 +62,7 @@ pub fn in_one_invocation(options: bridle::AppOptions) -> bridle::AppOptions {
     bridle::AppOptions {
         job_budget: JOB_BUDGET,
         // One request per environment: a user's open streams are counted in the store.
-        shared_streams: Some(JOB_BUDGET + CLOSING_MARGIN),
+        shared_streams: Some(JOB_BUDGET + channel_jobs::RELEASE_GRACE + CLOSING_MARGIN),
         queue: queue::QueueSettings {
             max_receives: 1,
             ..options.queue
@@ -162,7 +162,7 @@ mod tests {
         );
         assert_eq!(
             options.shared_streams,
-            Some(JOB_BUDGET + CLOSING_MARGIN),
+            Some(JOB_BUDGET + grace + CLOSING_MARGIN),
             "streams counted across environments, each slot held no longer than the function runs"
         );
     }

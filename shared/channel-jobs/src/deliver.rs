@@ -393,6 +393,20 @@ impl ChannelJobs {
                 .map_err(JobError::from)?,
             None => engine::Abandoned::NotStored,
         };
+        if abandoned == engine::Abandoned::Overtaken {
+            // Never answered, and a later message's turn is under way: told on a messaging
+            // channel, with nothing recorded (an entry now would stand in for that turn's reply).
+            // The web chat's page was told by the failed attempt's stream.
+            if job.channel != crate::web::WEB_CHANNEL
+                && let Some(sender) = self.senders.get(&job.channel)
+                && let Err(e) = sender
+                    .send(&outgoing(job, lines::GAVE_UP.to_owned(), Vec::new()))
+                    .await
+            {
+                tracing::error!(job = %job.dedupe_key(), error = %e, "could not tell the user their message was given up");
+            }
+            return Ok(false);
+        }
         let closed = abandoned == engine::Abandoned::Closed;
         if abandoned == (engine::Abandoned::Finished { latest: false }) {
             // A dead letter sent again after later turns of its conversation ran: its user was

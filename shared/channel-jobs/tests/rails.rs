@@ -438,3 +438,85 @@ async fn a_dead_letter_given_up_again_after_later_turns_tells_nobody_twice() {
     assert!(!jobs.give_up_for_good(&first).await.unwrap());
     assert_eq!(texts(&platform), [engine::lines::GAVE_UP, "Second answer."]);
 }
+
+/// A message whose every attempt failed while a later message's turn was already under way
+/// (it took the conversation's lease as the last attempt gave it back) is still answered with
+/// the apology, and nothing is written into the later turn: neither a transcript row nor a
+/// visible entry, which would stand in for that turn's own reply.
+#[tokio::test]
+async fn a_message_given_up_after_a_later_one_began_is_still_told_and_writes_nothing() {
+    use transcript::{CallRecord, Conversation, ConversationId, Message, Part, Role};
+    let store = Arc::new(SqliteStore::open_in_memory().unwrap());
+    let platform = Arc::new(Platform::default());
+    let mut jobs = jobs(store.clone(), vec![]);
+    jobs.senders.insert("generic".into(), platform.clone());
+    store
+        .bind_identity("generic", "ana", &"ana".into(), now_ms())
+        .await
+        .unwrap();
+    let first = job("m-1", "ana", "c-1", "first");
+    let later = job("m-2", "ana", "c-1", "second");
+    let id = ConversationId::from("generic:c-1@ana");
+    store
+        .create_conversation(&Conversation::new(id.clone(), "ana", "generic", "chat"))
+        .await
+        .unwrap();
+    let row = |position: u64, role: Role, parts: Vec<Part>, of: &TurnJob| Message {
+        conversation_id: id.clone(),
+        segment: 0,
+        position,
+        role,
+        parts,
+        call: (role == Role::Assistant).then(|| CallRecord {
+            backend: "scripted".into(),
+            model: "m".into(),
+            stop_reason: Some(transcript::StopReason::ToolUse),
+            error: None,
+            usage: Default::default(),
+            latency_ms: 1,
+            tools_offered: Vec::new(),
+        }),
+        action_id: Some(of.dedupe_key()),
+        created_at_ms: 1,
+    };
+    let asks = |call: &str| Part::ToolUse {
+        id: call.into(),
+        name: "look_up".into(),
+        input: serde_json::json!({}),
+    };
+    let result = Part::ToolResult {
+        tool_use_id: "a".into(),
+        content: serde_json::json!({"found": 1}),
+        is_error: false,
+    };
+    // The first turn left after its tool results; the second under way, asking for a call.
+    for message in [
+        row(0, Role::User, vec![Part::text("first")], &first),
+        row(1, Role::Assistant, vec![asks("a")], &first),
+        row(2, Role::Tool, vec![result], &first),
+        row(3, Role::User, vec![Part::text("second")], &later),
+        row(4, Role::Assistant, vec![asks("b")], &later),
+    ] {
+        store.append_message(&message).await.unwrap();
+    }
+
+    assert!(!jobs.give_up_for_good(&first).await.unwrap());
+    let sent: Vec<String> = platform
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|o| o.text.clone())
+        .collect();
+    assert_eq!(sent, [engine::lines::GAVE_UP], "the sender is told");
+    use store::MessageStore;
+    assert_eq!(
+        store.messages(&id, 0).await.unwrap().len(),
+        5,
+        "no row written"
+    );
+    assert!(
+        store.visible(&id).await.unwrap().is_empty(),
+        "no entry written"
+    );
+}

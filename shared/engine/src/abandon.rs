@@ -17,10 +17,14 @@ use transcript::{Conversation, ConversationId, Message, Part, Role};
 pub enum Abandoned {
     /// The user's message was never stored: there is no turn to close.
     NotStored,
-    /// The turn had ended with its answer, or a later turn has begun since (which closed it
-    /// if it had to): nothing was written. `latest`: no later turn has begun since (so the
-    /// conversation's latest entries are this turn's).
+    /// The turn had ended with its answer: nothing was written. `latest`: no later turn has
+    /// begun since (so the conversation's latest entries are this turn's).
     Finished { latest: bool },
+    /// The turn was open, and a later turn had begun (its job took the conversation's lease
+    /// between this one's last attempt and its give-up): nothing was written, since rows now
+    /// would land inside that turn (which closed this one first if it was left asking). Its
+    /// user was never told; the job path tells them.
+    Overtaken,
     /// The turn was open and is closed now.
     Closed,
 }
@@ -51,11 +55,8 @@ impl Engine {
             return Ok(Abandoned::Finished { latest });
         }
         if !latest {
-            // A later turn began (its lease taken between this one's last attempt and its
-            // give-up): it closed this one if it was left asking, and needed nothing else; rows
-            // written now would land inside that turn. Nothing is written, nobody told again.
-            tracing::warn!(conversation = %conversation, action_id = %action_id, "a later turn began before this one was given up; not closed again");
-            return Ok(Abandoned::Finished { latest: false });
+            tracing::warn!(conversation = %conversation, action_id = %action_id, "a later turn began before this one was given up; nothing written into it");
+            return Ok(Abandoned::Overtaken);
         }
         let position = store.next_position(conversation).await?;
         let rows = self

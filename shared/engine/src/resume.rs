@@ -42,8 +42,9 @@ pub(crate) struct Resume {
 /// notes a compaction of this turn wrote (a user row with the compaction call's record, the
 /// turn's action id, first in the new segment) are not its user message: a turn cut after its
 /// compaction and before its message has not started, and runs as new after the notes.
-/// Everything after its message counts, a later turn's rows too: a turn overtaken by a later
-/// one (run again by hand from the dead letters) reads as finished, and is not resumed after it.
+/// Everything after its message counts, a later turn's rows too (so a turn overtaken by a
+/// finished later one reads as finished; one run again from the dead letters while a later
+/// turn is itself left open reads that turn's state, a case `find_own` does not fix either).
 pub(crate) fn find(history: &[Message], action_id: &str) -> Option<Resume> {
     let start = user_row_of(history, action_id)?;
     Some(from_rows(history[start + 1..].iter().collect()))
