@@ -157,12 +157,26 @@ async fn session(
 pub async fn send_message(c: &Client, text: &str) {
     let input = c.find(Locator::Id("input")).await.unwrap();
     input.send_keys(text).await.unwrap();
+    press_send(c).await;
+}
+
+/// Press Send, with whatever the box holds.
+pub async fn press_send(c: &Client) {
     c.find(Locator::Id("send"))
         .await
         .unwrap()
         .click()
         .await
         .unwrap();
+}
+
+/// The chat's messages as shown, once the last one is `last` (waited for).
+pub async fn shown_when_last_is(c: &Client, last: &str) -> Vec<String> {
+    crate::wait::eventually(&format!("{last:?} shown last"), || async {
+        let out = shown_messages(c).await?;
+        (out.last().map(String::as_str) == Some(last)).then_some(out)
+    })
+    .await
 }
 
 /// The chat's messages as shown, oldest first (`None` while the page is changing under the

@@ -7,7 +7,9 @@ use fantoccini::Locator;
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
-use tests::browser::{browser, eventually, send_message, shown_messages, start_driver, text_of};
+use tests::browser::{
+    browser, eventually, send_message, shown_messages, shown_when_last_is, start_driver, text_of,
+};
 use tests::server::TestServer;
 use transcript::StopReason;
 
@@ -231,11 +233,7 @@ async fn a_message_the_server_refuses_stays_in_the_box_and_is_not_shown_as_sent(
 
     input.clear().await.unwrap();
     send_message(&c, "Door code 4711").await;
-    let history = eventually("the answer", || async {
-        let out = shown_messages(&c).await?;
-        (out.last().map(String::as_str) == Some("Noted.")).then_some(out)
-    })
-    .await;
+    let history = shown_when_last_is(&c, "Noted.").await;
     assert_eq!(history, ["Door code 4711", "Noted."]);
     assert_eq!(
         model.requests().len(),
@@ -260,11 +258,7 @@ async fn a_crafted_fragment_in_the_address_turns_no_message_into_another_request
         .await
         .unwrap();
     send_message(&c, "Door code 4711").await;
-    let history = eventually("the answer", || async {
-        let out = shown_messages(&c).await?;
-        (out.last().map(String::as_str) == Some("Noted.")).then_some(out)
-    })
-    .await;
+    let history = shown_when_last_is(&c, "Noted.").await;
     assert_eq!(history, ["Door code 4711", "Noted."]);
     let fragment = c
         .execute("return location.hash", vec![])
@@ -382,11 +376,7 @@ async fn the_sidebar_shows_the_newest_conversations_and_older_ones_on_asking() {
         "none older than the last"
     );
     send_message(&c, "Hi").await;
-    eventually("the answer", || async {
-        let out = shown_messages(&c).await?;
-        (out.last().map(String::as_str) == Some("Hello.")).then_some(())
-    })
-    .await;
+    shown_when_last_is(&c, "Hello.").await;
     let preview = eventually("the list read again", || async {
         text_of(&c, "#conversations a.active")
             .await

@@ -12,7 +12,10 @@ use engine::lines;
 use std::sync::Arc;
 use std::time::Duration;
 use store_sqlite::SqliteStore;
-use tests::browser::{browser, eventually, send_message, shown_messages, start_driver, text_of};
+use tests::browser::{
+    browser, eventually, press_send, send_message, shown_messages, shown_when_last_is,
+    start_driver, text_of,
+};
 use tests::crash_store::{Crash, CrashAt, CrashStore};
 use tests::server::TestServer;
 
@@ -61,11 +64,7 @@ async fn a_turn_the_server_retries_by_itself_shows_its_answer_without_being_sent
     assert_eq!(said, lines::RETRYING, "writes: {:?}", crash.log());
 
     // The retry answers it, and the page shows the recorded answer in place of the sentence.
-    let history = eventually("the answer, shown without a reload", || async {
-        let out = shown_messages(&c).await?;
-        (out.last().map(String::as_str) == Some("Your list is empty.")).then_some(out)
-    })
-    .await;
+    let history = shown_when_last_is(&c, "Your list is empty.").await;
     assert_eq!(history, ["What's on my list?", "Your list is empty."]);
     assert!(text_of(&c, ".msg.assistant .error").await.is_none());
     assert_eq!(
@@ -122,11 +121,7 @@ async fn a_turn_cut_short_by_a_restart_shows_its_answer_once_the_server_is_back(
     let answer = ScriptedModel::new([Reply::text("Your list is empty.")]);
     let second = bridle::build_app(Arc::new(answer), options()).unwrap();
     let server = TestServer::serve_on(listener, second).await;
-    let history = eventually("the answer, shown without a reload", || async {
-        let out = shown_messages(&c).await?;
-        (out.last().map(String::as_str) == Some("Your list is empty.")).then_some(out)
-    })
-    .await;
+    let history = shown_when_last_is(&c, "Your list is empty.").await;
     assert_eq!(history, ["What's on my list?", "Your list is empty."]);
     c.close().await.unwrap();
     server.stop().await;
@@ -164,17 +159,8 @@ async fn a_first_message_whose_conversation_could_not_be_made_stays_in_the_box()
         "nothing shown as sent"
     );
 
-    c.find(fantoccini::Locator::Id("send"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    let history = eventually("the answer", || async {
-        let out = shown_messages(&c).await?;
-        (out.last().map(String::as_str) == Some("Your list is empty.")).then_some(out)
-    })
-    .await;
+    press_send(&c).await;
+    let history = shown_when_last_is(&c, "Your list is empty.").await;
     assert_eq!(history, ["What's on my list?", "Your list is empty."]);
     c.close().await.unwrap();
     server.stop().await;
@@ -235,17 +221,8 @@ async fn a_message_whose_answer_was_lost_on_the_way_is_answered_once_when_sent_a
         Some("Book the big room")
     );
 
-    c.find(fantoccini::Locator::Id("send"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    let history = eventually("the one answer", || async {
-        let out = shown_messages(&c).await?;
-        (out.last().map(String::as_str) == Some("Booked the room.")).then_some(out)
-    })
-    .await;
+    press_send(&c).await;
+    let history = shown_when_last_is(&c, "Booked the room.").await;
     assert_eq!(history, ["Book the big room", "Booked the room."]);
     assert_eq!(
         text_of(&c, "#status").await.as_deref(),
@@ -316,17 +293,8 @@ async fn the_same_words_sent_after_the_lost_one_shows_answered_are_a_new_message
     assert_eq!(history, ["Book the big room", "Booked the room."]);
 
     // The words are still in the box; sent, they are a new message.
-    c.find(fantoccini::Locator::Id("send"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    let history = eventually("the new answer", || async {
-        let out = shown_messages(&c).await?;
-        (out.last().map(String::as_str) == Some("Booked it again.")).then_some(out)
-    })
-    .await;
+    press_send(&c).await;
+    let history = shown_when_last_is(&c, "Booked it again.").await;
     assert_eq!(
         history,
         [

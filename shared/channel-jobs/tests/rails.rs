@@ -71,6 +71,14 @@ fn jobs(store: Arc<SqliteStore>, replies: Vec<Reply>) -> ChannelJobs {
     }
 }
 
+/// [`jobs`], with the generic platform kept to read what it was sent.
+fn watched(store: Arc<SqliteStore>, replies: Vec<Reply>) -> (ChannelJobs, Arc<Platform>) {
+    let platform = Arc::new(Platform::default());
+    let mut jobs = jobs(store, replies);
+    jobs.senders.insert("generic".into(), platform.clone());
+    (jobs, platform)
+}
+
 fn job(id: &str, user: &str, key: &str, text: &str) -> TurnJob {
     TurnJob {
         addressed_to: None,
@@ -162,9 +170,7 @@ async fn a_key_ending_in_at_user_cannot_reach_that_users_conversation() {
 #[tokio::test]
 async fn an_unknown_sender_gets_one_onboarding_reply_an_hour_however_much_they_write() {
     let store = Arc::new(SqliteStore::open_in_memory().unwrap());
-    let platform = Arc::new(Platform::default());
-    let mut jobs = jobs(store.clone(), vec![]);
-    jobs.senders.insert("generic".into(), platform.clone());
+    let (jobs, platform) = watched(store.clone(), vec![]);
     let mut answered = 0;
     for n in 0..50 {
         let outcome = jobs
@@ -187,10 +193,8 @@ async fn an_unknown_sender_gets_one_onboarding_reply_an_hour_however_much_they_w
 #[tokio::test]
 async fn an_onboarding_reply_the_platform_did_not_take_is_sent_by_the_retry() {
     let store = Arc::new(SqliteStore::open_in_memory().unwrap());
-    let platform = Arc::new(Platform::default());
+    let (jobs, platform) = watched(store.clone(), vec![]);
     platform.1.store(1, Ordering::SeqCst);
-    let mut jobs = jobs(store.clone(), vec![]);
-    jobs.senders.insert("generic".into(), platform.clone());
     let hello = job("m-1", "stranger", "c-9", "hello?");
     let outcome = jobs.run(&hello, MINUTE).await;
     assert!(matches!(outcome, JobOutcome::Failed(_)), "{outcome:?}");
@@ -223,10 +227,8 @@ async fn a_linked_sender_over_the_rate_is_told_once_an_hour_not_per_message() {
     let clock: budget::Clock = Arc::new(now_ms);
     let rate = budget::ConversationRate::new(store.clone(), Arc::new(config), clock);
     let engine = engine(&store, model.clone()).with_guard(Arc::new(rate));
-    let platform = Arc::new(Platform::default());
-    let mut jobs = jobs(store.clone(), vec![]);
+    let (mut jobs, platform) = watched(store.clone(), vec![]);
     jobs.engine = Arc::new(engine);
-    jobs.senders.insert("generic".into(), platform.clone());
     store
         .bind_identity("generic", "ana", &"ana".into(), now_ms())
         .await
@@ -404,12 +406,10 @@ async fn a_message_to_another_address_of_the_account_is_not_answered_or_given_up
 #[tokio::test]
 async fn a_dead_letter_given_up_again_after_later_turns_tells_nobody_twice() {
     let store = Arc::new(SqliteStore::open_in_memory().unwrap());
-    let platform = Arc::new(Platform::default());
-    let mut jobs = jobs(
+    let (jobs, platform) = watched(
         store.clone(),
         vec![Reply::text("First answer."), Reply::text("Second answer.")],
     );
-    jobs.senders.insert("generic".into(), platform.clone());
     store
         .bind_identity("generic", "ana", &"ana".into(), now_ms())
         .await
@@ -447,9 +447,7 @@ async fn a_dead_letter_given_up_again_after_later_turns_tells_nobody_twice() {
 async fn a_message_given_up_after_a_later_one_began_is_still_told_and_writes_nothing() {
     use transcript::{CallRecord, Conversation, ConversationId, Message, Part, Role};
     let store = Arc::new(SqliteStore::open_in_memory().unwrap());
-    let platform = Arc::new(Platform::default());
-    let mut jobs = jobs(store.clone(), vec![]);
-    jobs.senders.insert("generic".into(), platform.clone());
+    let (jobs, platform) = watched(store.clone(), vec![]);
     store
         .bind_identity("generic", "ana", &"ana".into(), now_ms())
         .await

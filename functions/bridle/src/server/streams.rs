@@ -9,7 +9,7 @@
 //! Counted in this process, which on the local server is all of them. The web Lambda serves one
 //! request per environment, so there each stream also holds one of the user's [`cap`] slots in
 //! the store ([`Shared`]), so that one user cannot hold more than [`cap`] invocations, each
-//! waiting up to 270 s behind a slow turn. Slot `k` is a lease (`store::Leases`) on the name
+//! waiting up to its turn budget (269 s) behind a slow turn. Slot `k` is a lease (`store::Leases`) on the name
 //! `streams:<user>#<k>` (no channel is called `streams`, so no conversation has such an id),
 //! taken for at most as long as the function may run: one conditional write for a free slot,
 //! up to [`cap`] when all are held. It is given back as the stream's last step (one delete),
