@@ -37,6 +37,12 @@ impl ChannelJobs {
         outcome: &engine::TurnOutcome,
         sender: &dyn Sender,
     ) -> Result<Option<VisibleEntry>, JobError> {
+        if outcome.end == engine::TurnEnd::Overtaken {
+            // Newer messages were answered since (that turn had this one in its history): a
+            // reply now, after theirs, would answer a message long past — or be theirs again.
+            tracing::info!(job = %job.dedupe_key(), "a later message's turn began after this one; nothing to deliver");
+            return Ok(None);
+        }
         // The turn this outcome is of, as the engine left the conversation (no second read).
         let turn = outcome.turn;
         let position = match outcome.reply_position {

@@ -16,6 +16,7 @@ use std::time::Duration;
 use store::{ConversationStore, Identities, VisibleStore};
 use store_sqlite::SqliteStore;
 use tools::Registry;
+use transcript::ConversationId;
 
 /// A platform that takes every reply, after failing the first `fail` (as a 503).
 #[derive(Default)]
@@ -422,9 +423,6 @@ async fn a_dead_letter_given_up_again_after_later_turns_tells_nobody_twice() {
         JobOutcome::Failed(_)
     ));
     jobs.give_up_for_good(&first).await.unwrap();
-    let texts = |p: &Platform| -> Vec<String> {
-        p.0.lock().unwrap().iter().map(|o| o.text.clone()).collect()
-    };
     assert_eq!(texts(&platform), [engine::lines::GAVE_UP]);
     // The conversation goes on.
     let second = job("m-2", "ana", "c-1", "second");
@@ -439,15 +437,11 @@ async fn a_dead_letter_given_up_again_after_later_turns_tells_nobody_twice() {
     assert_eq!(texts(&platform), [engine::lines::GAVE_UP, "Second answer."]);
 }
 
-/// A message whose every attempt failed while a later message's turn was already under way
-/// (it took the conversation's lease as the last attempt gave it back) is still answered with
-/// the apology, and nothing is written into the later turn: neither a transcript row nor a
-/// visible entry, which would stand in for that turn's own reply.
-#[tokio::test]
-async fn a_message_given_up_after_a_later_one_began_is_still_told_and_writes_nothing() {
-    use transcript::{CallRecord, Conversation, ConversationId, Message, Part, Role};
-    let store = Arc::new(SqliteStore::open_in_memory().unwrap());
-    let (jobs, platform) = watched(store.clone(), vec![]);
+/// Ana's conversation with her first message's turn left after its tool results and her
+/// second's under way, asking for a call: the first job, the second, and the conversation.
+async fn overtaken_first(store: &Arc<SqliteStore>) -> (TurnJob, TurnJob, ConversationId) {
+    use store::MessageStore;
+    use transcript::{CallRecord, Conversation, Message, Part, Role};
     store
         .bind_identity("generic", "ana", &"ana".into(), now_ms())
         .await
@@ -487,7 +481,6 @@ async fn a_message_given_up_after_a_later_one_began_is_still_told_and_writes_not
         content: serde_json::json!({"found": 1}),
         is_error: false,
     };
-    // The first turn left after its tool results; the second under way, asking for a call.
     for message in [
         row(0, Role::User, vec![Part::text("first")], &first),
         row(1, Role::Assistant, vec![asks("a")], &first),
@@ -497,17 +490,36 @@ async fn a_message_given_up_after_a_later_one_began_is_still_told_and_writes_not
     ] {
         store.append_message(&message).await.unwrap();
     }
+    (first, later, id)
+}
 
-    assert!(!jobs.give_up_for_good(&first).await.unwrap());
-    let sent: Vec<String> = platform
+fn texts(platform: &Platform) -> Vec<String> {
+    platform
         .0
         .lock()
         .unwrap()
         .iter()
         .map(|o| o.text.clone())
-        .collect();
-    assert_eq!(sent, [engine::lines::GAVE_UP], "the sender is told");
+        .collect()
+}
+
+/// A message whose every attempt failed while a later message's turn was already under way
+/// (it took the conversation's lease as the last attempt gave it back) is still answered with
+/// the apology, and nothing is written into the later turn: neither a transcript row nor a
+/// visible entry, which would stand in for that turn's own reply.
+#[tokio::test]
+async fn a_message_given_up_after_a_later_one_began_is_still_told_and_writes_nothing() {
     use store::MessageStore;
+    let store = Arc::new(SqliteStore::open_in_memory().unwrap());
+    let (jobs, platform) = watched(store.clone(), vec![]);
+    let (first, _, id) = overtaken_first(&store).await;
+
+    assert!(!jobs.give_up_for_good(&first).await.unwrap());
+    assert_eq!(
+        texts(&platform),
+        [engine::lines::GAVE_UP],
+        "the sender is told"
+    );
     assert_eq!(
         store.messages(&id, 0).await.unwrap().len(),
         5,
@@ -516,5 +528,55 @@ async fn a_message_given_up_after_a_later_one_began_is_still_told_and_writes_not
     assert!(
         store.visible(&id).await.unwrap().is_empty(),
         "no entry written"
+    );
+}
+
+/// That message's dead letter sent again by hand (`bridle jobs retry`, an SQS redrive) while
+/// the later turn is still open runs nothing: resumed, it read the later turn's rows as its own
+/// and ran the call that turn asked for, under its own action, then sent the model's answer
+/// to a message long past. The later message's own retry then runs its call, once.
+#[tokio::test]
+async fn a_dead_letter_sent_again_after_a_later_turn_began_runs_nothing_of_it() {
+    use store::MessageStore;
+    let store = Arc::new(SqliteStore::open_in_memory().unwrap());
+    let (jobs, platform) = watched(
+        store.clone(),
+        vec![Reply::text("Second answer."), Reply::text("Third answer.")],
+    );
+    let (first, later, id) = overtaken_first(&store).await;
+    assert!(!jobs.give_up_for_good(&first).await.unwrap());
+
+    assert_eq!(jobs.run(&first, MINUTE).await, JobOutcome::Done);
+    assert_eq!(
+        texts(&platform),
+        [engine::lines::GAVE_UP],
+        "nothing more sent"
+    );
+    assert_eq!(
+        store.messages(&id, 0).await.unwrap().len(),
+        5,
+        "no row written"
+    );
+    assert!(
+        store.visible(&id).await.unwrap().is_empty(),
+        "no entry written"
+    );
+    // Done: sent again once more, it is skipped outright.
+    assert!(matches!(
+        jobs.run(&first, MINUTE).await,
+        JobOutcome::Skipped(_)
+    ));
+
+    assert_eq!(jobs.run(&later, MINUTE).await, JobOutcome::Done);
+    assert_eq!(texts(&platform), [engine::lines::GAVE_UP, "Second answer."]);
+    let rows = store.messages(&id, 0).await.unwrap();
+    let results: Vec<_> = rows
+        .iter()
+        .filter(|m| m.role == transcript::Role::Tool)
+        .collect();
+    assert_eq!(results.len(), 2, "call b answered once, by its own turn");
+    assert_eq!(
+        results[1].action_id.as_deref(),
+        Some(later.dedupe_key().as_str())
     );
 }

@@ -98,6 +98,10 @@ pub enum TurnEnd {
     /// The attempt failed under the server (its store); the message is kept and its job tried
     /// again by itself (only ever sent to a waiting web chat stream).
     Retrying,
+    /// A later message's turn began after this one's (a dead letter sent again once newer
+    /// messages were answered): nothing was written, and there is nothing to deliver. That
+    /// turn had this one's message in its history.
+    Overtaken,
 }
 
 /// What the turn produced.

@@ -43,8 +43,8 @@ pub(crate) struct Resume {
 /// turn's action id, first in the new segment) are not its user message: a turn cut after its
 /// compaction and before its message has not started, and runs as new after the notes.
 /// Everything after its message counts, a later turn's rows too (so a turn overtaken by a
-/// finished later one reads as finished; one run again from the dead letters while a later
-/// turn is itself left open reads that turn's state, a case `find_own` does not fix either).
+/// finished later one reads as finished); a turn a later one overtook is not run again
+/// ([`overtaken`]), whatever this reads.
 pub(crate) fn find(history: &[Message], action_id: &str) -> Option<Resume> {
     let start = user_row_of(history, action_id)?;
     Some(from_rows(history[start + 1..].iter().collect()))
@@ -60,6 +60,21 @@ pub(crate) fn find_own(history: &[Message], action_id: &str) -> Option<Resume> {
         .filter(|m| m.action_id.as_deref().is_none_or(|a| a == action_id))
         .collect();
     Some(from_rows(rows))
+}
+
+/// Whether a later message's turn began after the turn written by `action_id` (a user message
+/// of another action follows its own): that turn took the conversation over, with this one's
+/// message and whatever it stored in its history (closed first, had it been left asking), so
+/// this one is not run again — a dead letter sent again after newer messages were answered.
+/// Resumed, it would read the later turn's rows as its own: run the calls that turn left
+/// open, or send that turn's answer as its reply.
+pub(crate) fn overtaken(history: &[Message], action_id: &str) -> bool {
+    let Some(start) = user_row_of(history, action_id) else {
+        return false;
+    };
+    history[start + 1..].iter().any(|m| {
+        m.role == Role::User && m.call.is_none() && m.action_id.as_deref() != Some(action_id)
+    })
 }
 
 /// Where the turn's user message is.
@@ -221,6 +236,24 @@ mod tests {
         let done = row(Role::Tool, vec![], false, "a1");
         let r = find(&[user("a1"), asks_for_tool("a1"), done], "a1").unwrap();
         assert_eq!(r.next, Next::Model);
+    }
+
+    #[test]
+    fn a_turn_is_overtaken_once_a_later_message_follows_it() {
+        let left = [user("a1"), asks_for_tool("a1")];
+        assert!(!overtaken(&left, "a1"));
+        assert!(!overtaken(&left, "a2"), "not in the transcript");
+        let later = [
+            user("a1"),
+            asks_for_tool("a1"),
+            user("a2"),
+            asks_for_tool("a2"),
+        ];
+        assert!(overtaken(&later, "a1"));
+        assert!(!overtaken(&later, "a2"));
+        // A compaction's notes (a user row with a call record) are not a later message.
+        let notes = row(Role::User, vec![Part::text("notes")], true, "a2");
+        assert!(!overtaken(&[user("a1"), notes], "a1"));
     }
 
     #[test]

@@ -46,6 +46,8 @@ pub(crate) struct Turn<'a> {
     /// Model calls an earlier attempt of this turn made (a resumed turn).
     calls_before: u32,
     resumed: bool,
+    /// A later message's turn began after this one's: it ends at once, writing nothing.
+    overtaken: bool,
     tool_errors: u32,
     /// What the calls held for confirmation in this turn do, as the policy describes them: the
     /// reply shows them with the server's buttons.
@@ -124,6 +126,7 @@ impl<'a> Turn<'a> {
             None => store.messages(id, conv.segment).await?,
         };
         let resumed = resume::find(&history, &input.action_id.0);
+        let overtaken = resumed.is_some() && resume::overtaken(&history, &input.action_id.0);
         // This turn compacted before it was cut short (its notes open the segment): the user's
         // previous message, and any call held on it, are in the segment before. Read there,
         // so a retried Yes still confirms what the first attempt confirmed (one read, on this
@@ -158,8 +161,10 @@ impl<'a> Turn<'a> {
         .unless_unproven(input.typed_yes);
         // A resumed turn that already held a call still offers the buttons.
         let held_now = match resumed {
-            Some(_) => crate::confirm::held_descriptions(&history, &input.action_id.0),
-            None => Vec::new(),
+            Some(_) if !overtaken => {
+                crate::confirm::held_descriptions(&history, &input.action_id.0)
+            }
+            _ => Vec::new(),
         };
         if resumed.is_none() {
             conv.turn += 1;
@@ -245,6 +250,7 @@ impl<'a> Turn<'a> {
             answer,
             calls_before: 0,
             resumed: false,
+            overtaken,
             tool_errors: 0,
             held_now,
             wrote_user_entry: false,
@@ -267,6 +273,11 @@ impl<'a> Turn<'a> {
                 turn.append_user(input.user_parts(text), input.text.clone())
                     .await?;
                 turn.wrote_user_entry = true;
+            }
+            // Its rows are followed by a later turn's, which it would read as its own (and its
+            // visible entries by that turn's number): nothing is run or written.
+            Some(_) if overtaken => {
+                tracing::warn!("a later message's turn began after this one; not run again");
             }
             Some(r) => {
                 tracing::warn!(calls_made = r.calls_made, next = ?r.next, "resuming a turn that was cut short");
@@ -299,6 +310,9 @@ impl<'a> Turn<'a> {
 
     /// The loop: at most `max_cycles` model calls, each followed by its tools.
     pub(crate) async fn run(&mut self) -> Result<TurnEnd, EngineError> {
+        if self.overtaken {
+            return Ok(TurnEnd::Overtaken);
+        }
         if self.conv.status != ConversationStatus::Active {
             tracing::info!(status = ?self.conv.status, "conversation not active; no reply");
             return Ok(TurnEnd::Paused);
