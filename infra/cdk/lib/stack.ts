@@ -63,6 +63,10 @@ export const SETTING_CONSTRAINTS: Record<string, Pick<CfnParameterProps, 'allowe
     allowedPattern: USD_OR_OFF,
     constraintDescription: 'must be empty, a dollar amount like 500 or 1250.50, or off.',
   },
+  BridleSmsUsdPerSegment: {
+    allowedPattern: '^$|^\\$?([0-9]{1,13}(\\.[0-9]{0,6})?|\\.[0-9]{1,6})$',
+    constraintDescription: 'must be empty or a dollar amount like 0.0083 (0 counts nothing).',
+  },
   BridleCapConversationMessagesPerHour: {
     allowedPattern: COUNT_OR_OFF,
     constraintDescription: 'must be empty, a whole number of messages like 60, or off.',
@@ -234,6 +238,8 @@ export class BridleStack extends Stack {
       BRIDLE_CAP_USER_USD_30D: setting('BridleCapUserUsd30d', 'BRIDLE_CAP_USER_USD_30D; empty = default.'),
       BRIDLE_CAP_GLOBAL_USD_30D: setting('BridleCapGlobalUsd30d', 'BRIDLE_CAP_GLOBAL_USD_30D; empty = default.'),
       BRIDLE_PRICES_FILE: param('BridlePricesFile', 'BRIDLE_PRICES_FILE; empty = built-in prices.', ''),
+      BRIDLE_SMS_USD_PER_SEGMENT: setting('BridleSmsUsdPerSegment',
+        "BRIDLE_SMS_USD_PER_SEGMENT, what one SMS segment of a reply costs, counted in the dollar caps; empty = the built-in default (0.0083, Twilio's US price)."),
       BRIDLE_CAP_CONVERSATION_MESSAGES_PER_HOUR: setting('BridleCapConversationMessagesPerHour',
         'BRIDLE_CAP_CONVERSATION_MESSAGES_PER_HOUR: user messages per conversation per hour, or off; empty = default (60).'),
       BRIDLE_BUDGET_OUTPUT_ALLOWANCE: setting('BridleBudgetOutputAllowance',

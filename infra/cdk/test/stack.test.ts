@@ -145,6 +145,7 @@ const SHARED_SETTINGS: Record<string, string> = {
   BRIDLE_TOOL_CHOICE: 'BridleToolChoice',
   BRIDLE_REASONING_BUDGET_TOKENS: 'BridleReasoningBudgetTokens',
   BRIDLE_CONFIRMATION_TTL_S: 'BridleConfirmationTtlS',
+  BRIDLE_SMS_USD_PER_SEGMENT: 'BridleSmsUsdPerSegment',
 };
 
 test('the model, confirmation, budget and lobby settings reach the functions from parameters that default to empty', () => {
@@ -309,7 +310,7 @@ test('the web function gets exactly its environment contract, the secret by name
     'BRIDLE_CAP_USER_TOKENS_PER_MINUTE', 'BRIDLE_CAP_USER_USD_30D', 'BRIDLE_CONFIRMATION_TTL_S',
     'BRIDLE_LINKABLE_CHANNELS', 'BRIDLE_MAX_OUTPUT_TOKENS', 'BRIDLE_METRICS_NAMESPACE',
     'BRIDLE_MODEL_IDLE_TIMEOUT_S', 'BRIDLE_MODEL_TIMEOUT_S', 'BRIDLE_PRICES_FILE', 'BRIDLE_REASONING_BUDGET_TOKENS',
-    'BRIDLE_SECRETS_ARN', 'BRIDLE_SIGNUP', 'BRIDLE_TEMPERATURE', 'BRIDLE_TOOL_CHOICE',
+    'BRIDLE_SECRETS_ARN', 'BRIDLE_SIGNUP', 'BRIDLE_SMS_USD_PER_SEGMENT', 'BRIDLE_TEMPERATURE', 'BRIDLE_TOOL_CHOICE',
     // Only with EnableTracing (test/tracing.test.ts).
     'OTEL_EXPORTER_OTLP_ENDPOINT', 'OTEL_EXPORTER_OTLP_PROTOCOL', 'RUST_LOG',
     'TABLE_NAME', 'TELEGRAM_BOT_USERNAME', 'WHATSAPP_DISPLAY_NUMBER',

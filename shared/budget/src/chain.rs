@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 use engine::{CallReport, Denied, Guard, GuardCall, Permit, Prepared, Settlement};
 use std::sync::Arc;
-use transcript::{Conversation, Usage};
+use transcript::{Conversation, ConversationId, Usage, UserId};
 
 /// Runs guards in order; the first denial wins. Put the cheap ones first (no model, paused
 /// account, conversation rate) and the budget last, so a denied call reserves nothing. When a
@@ -69,6 +69,17 @@ impl Guard for Guards {
             left.extend(guard.settle_with_answer(conversation, permit, report).await);
         }
         left
+    }
+
+    async fn charge_segments(
+        &self,
+        user: Option<&UserId>,
+        conversation: &ConversationId,
+        segments: u32,
+    ) {
+        for guard in &self.0 {
+            guard.charge_segments(user, conversation, segments).await;
+        }
     }
 
     /// The first guard's outright refusal, asking them in order.

@@ -10,6 +10,7 @@
 //! | `BRIDLE_BUDGET_OUTPUT_ALLOWANCE` | the most output tokens one call is given (and reserved for) | 16000 |
 //! | `BRIDLE_BUDGET_MIN_OUTPUT_TOKENS` | below this much room for output, a call is refused rather than sent | 1000 |
 //! | `BRIDLE_PRICES_FILE` | a JSON price file merged over the built-in prices | — |
+//! | `BRIDLE_SMS_USD_PER_SEGMENT` | what one SMS segment of a reply costs, counted in the dollar caps | 0.0083 |
 //!
 //! A cap set to `off` is no cap. Windows are fixed and aligned to the Unix epoch (see
 //! [`Bucket`](crate::Bucket)).
@@ -27,6 +28,7 @@ pub const CAP_CONVERSATION_MESSAGES_PER_HOUR: &str = "BRIDLE_CAP_CONVERSATION_ME
 pub const OUTPUT_ALLOWANCE: &str = "BRIDLE_BUDGET_OUTPUT_ALLOWANCE";
 pub const MIN_OUTPUT_TOKENS: &str = "BRIDLE_BUDGET_MIN_OUTPUT_TOKENS";
 pub const PRICES_FILE: &str = "BRIDLE_PRICES_FILE";
+pub const SMS_USD_PER_SEGMENT: &str = "BRIDLE_SMS_USD_PER_SEGMENT";
 
 /// Where a setting's value came from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -78,6 +80,10 @@ pub struct BudgetConfig {
     pub min_output_tokens: u64,
     pub min_output_tokens_source: Source,
     pub prices: PriceTable,
+    /// Micro-dollars one text-message segment of a reply costs (Twilio's US price by default;
+    /// other countries cost more), counted in the dollar buckets as it goes out.
+    pub sms_segment_usd: u64,
+    pub sms_segment_usd_source: Source,
 }
 
 impl Default for BudgetConfig {
@@ -97,6 +103,8 @@ impl Default for BudgetConfig {
             min_output_tokens: 1_000,
             min_output_tokens_source: Source::Default,
             prices: PriceTable::defaults(),
+            sms_segment_usd: 8_300,
+            sms_segment_usd_source: Source::Default,
         }
     }
 }
@@ -184,6 +192,19 @@ impl BudgetConfig {
             &mut config.min_output_tokens,
             &mut config.min_output_tokens_source,
         );
+        if let Some(value) = var(SMS_USD_PER_SEGMENT).filter(|v| !v.trim().is_empty()) {
+            match parse_usd(&value) {
+                Some(usd) => {
+                    config.sms_segment_usd = usd;
+                    config.sms_segment_usd_source = Source::Env(SMS_USD_PER_SEGMENT.into());
+                }
+                None => problems.push(BudgetError::BadValue {
+                    var: SMS_USD_PER_SEGMENT.into(),
+                    value,
+                    expected: "a dollar amount such as 0.0083 (0: not counted)",
+                }),
+            }
+        }
         if let Some(path) = var(PRICES_FILE).filter(|v| !v.trim().is_empty()) {
             match std::fs::read_to_string(&path) {
                 Ok(text) => match PriceTable::with_file(&path, &text) {
@@ -239,6 +260,7 @@ mod tests {
         for (kind, var) in [
             ("count", CAP_USER_TOKENS_PER_MINUTE),
             ("usd", CAP_USER_USD_30D),
+            ("price", SMS_USD_PER_SEGMENT),
         ] {
             for (verdict, accepted) in [("accepted", true), ("refused", false)] {
                 for value in samples[kind][verdict].as_array().unwrap() {
@@ -259,6 +281,25 @@ mod tests {
         assert_eq!(c, BudgetConfig::default());
         assert_eq!(c.conversation_messages_per_hour.limit, Some(60));
         assert_eq!(c.user_usd_30d.source, Source::Default);
+    }
+
+    #[test]
+    fn an_sms_segment_costs_what_finance_sets_and_nothing_else_is_taken() {
+        assert_eq!(BudgetConfig::default().sms_segment_usd, 8_300);
+        let c = BudgetConfig::from_vars(vars(&[(SMS_USD_PER_SEGMENT, "$0.0525")])).unwrap();
+        assert_eq!(c.sms_segment_usd, 52_500);
+        assert_eq!(
+            c.sms_segment_usd_source,
+            Source::Env(SMS_USD_PER_SEGMENT.into())
+        );
+        let c = BudgetConfig::from_vars(vars(&[(SMS_USD_PER_SEGMENT, "0")])).unwrap();
+        assert_eq!(c.sms_segment_usd, 0, "0: not counted");
+        for bad in ["off", "-1", "0.0000001", "8 cents"] {
+            assert!(
+                BudgetConfig::from_vars(vars(&[(SMS_USD_PER_SEGMENT, bad)])).is_err(),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

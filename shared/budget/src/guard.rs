@@ -9,7 +9,7 @@ use backend::ChatRequest;
 use engine::{CallReport, Denied, Guard, GuardCall, Permit, Prepared, Settlement};
 use std::sync::Arc;
 use store::{Adjustment, BucketKey, BudgetLedger, Charge, Reserve, StoreError};
-use transcript::{Conversation, Usage};
+use transcript::{Conversation, ConversationId, Usage, UserId};
 
 /// How often a call tries again to reserve a smaller allowance after concurrent calls took the
 /// room it had read. Each lost try means another call's reservation landed (or a settle
@@ -429,6 +429,49 @@ impl Guard for BudgetGuard {
         report: &CallReport,
     ) -> Vec<Settlement> {
         self.settlement(permit, report).into_iter().collect()
+    }
+
+    /// Each segment at [`BudgetConfig::sms_segment_usd`], added to the user's, the
+    /// conversation's and everyone's 30-day dollars (the user's only when there is one: an
+    /// unlinked sender's onboarding reply counts against everyone's). Unconditional, as a
+    /// settle is: the reply has gone out; a full cap refuses the next model call.
+    async fn charge_segments(
+        &self,
+        user: Option<&UserId>,
+        conversation: &ConversationId,
+        segments: u32,
+    ) {
+        let usd = u64::from(segments).saturating_mul(self.config.sms_segment_usd);
+        if usd == 0 {
+            return;
+        }
+        let now = (self.clock)();
+        let nobody = UserId(String::new());
+        let buckets = [
+            Bucket::UserUsd30d,
+            Bucket::ConversationUsd30d,
+            Bucket::GlobalUsd30d,
+        ];
+        let adjustments: Vec<Adjustment> = buckets
+            .into_iter()
+            .filter(|b| user.is_some() || *b != Bucket::UserUsd30d)
+            .map(|b| {
+                let bucket = b.key(user.unwrap_or(&nobody), conversation, now);
+                Adjustment {
+                    expires_at_ms: bucket.start_ms + b.length_ms(),
+                    bucket,
+                    delta: i64::try_from(usd).unwrap_or(i64::MAX),
+                }
+            })
+            .collect();
+        tracing::info!(
+            segments,
+            usd = usd as f64 / 1_000_000.0,
+            "text-message segments charged"
+        );
+        if let Err(err) = self.ledger.adjust(&adjustments).await {
+            tracing::error!(error = %err, segments, "charging a reply's text-message segments failed");
+        }
     }
 
     async fn after_model_call(&self, _conversation: &Conversation, permit: Permit, usage: &Usage) {

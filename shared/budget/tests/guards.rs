@@ -47,6 +47,8 @@ fn config(set: impl FnOnce(&mut BudgetConfig)) -> BudgetConfig {
         min_output_tokens: 1_000,
         min_output_tokens_source: Source::Default,
         prices,
+        sms_segment_usd: 0,
+        sms_segment_usd_source: Source::Default,
     };
     set(&mut c);
     c
@@ -102,6 +104,68 @@ async fn used(ledger: &SqliteStore, b: Bucket, conv: &Conversation, now: i64) ->
         .bucket_usage(&[b.key(&conv.user_id, &conv.id, now)])
         .await
         .unwrap()[0]
+}
+
+/// A reply's SMS segments are money in the user's, the conversation's and everyone's 30-day
+/// buckets (an unlinked sender's in the conversation's and everyone's only), and a user whose
+/// dollars they filled is refused the next model call, though no call cost anything.
+#[tokio::test]
+async fn sms_segments_count_in_the_dollar_buckets_and_trip_the_users_cap() {
+    let s = setup(config(|c| {
+        c.sms_segment_usd = 50_000;
+        c.user_usd_30d = cap(Some(1_000_000));
+    }));
+    let now = s.now.load(Ordering::SeqCst);
+    let ana = conv("ana", "sms:ana");
+    s.guard
+        .charge_segments(Some(&ana.user_id), &ana.id, 18)
+        .await;
+    for b in [
+        Bucket::UserUsd30d,
+        Bucket::ConversationUsd30d,
+        Bucket::GlobalUsd30d,
+    ] {
+        assert_eq!(used(&s.ledger, b, &ana, now).await, 900_000, "{b:?}");
+    }
+    let lobby = conv("", "sms:+15550001111");
+    s.guard.charge_segments(None, &lobby.id, 2).await;
+    assert_eq!(
+        used(&s.ledger, Bucket::ConversationUsd30d, &lobby, now).await,
+        100_000
+    );
+    assert_eq!(
+        used(&s.ledger, Bucket::GlobalUsd30d, &lobby, now).await,
+        1_000_000
+    );
+    assert_eq!(
+        used(&s.ledger, Bucket::UserUsd30d, &lobby, now).await,
+        0,
+        "no user's"
+    );
+    // Within the cap a call goes; once the segments pass it, the next is held back.
+    assert!(call(&s.guard, &ana, 10).await.is_ok());
+    s.guard
+        .charge_segments(Some(&ana.user_id), &ana.id, 3)
+        .await;
+    tripped(call(&s.guard, &ana, 10).await, Bucket::UserUsd30d);
+}
+
+/// At 0 a segment counts nothing: nothing is written.
+#[tokio::test]
+async fn a_free_segment_writes_nothing() {
+    let s = setup(config(|_| {}));
+    let ana = conv("ana", "sms:ana");
+    s.guard
+        .charge_segments(Some(&ana.user_id), &ana.id, 24)
+        .await;
+    let start = Bucket::GlobalUsd30d.start(s.now.load(Ordering::SeqCst));
+    assert!(
+        s.ledger
+            .buckets_of_window("usd_30d", start)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 fn tripped(result: Result<Permit, Denied>, bucket: Bucket) {

@@ -11,7 +11,7 @@ use queue::TurnJob;
 use std::future::Future;
 use std::time::Duration;
 use store::{VisibleEntry, VisibleRole};
-use transcript::ConversationId;
+use transcript::{ConversationId, UserId};
 
 fn outgoing(job: &TurnJob, text: String, buttons: Vec<Button>) -> Outgoing {
     Outgoing {
@@ -26,17 +26,36 @@ fn outgoing(job: &TurnJob, text: String, buttons: Vec<Button>) -> Outgoing {
     }
 }
 
+/// Whose budget what a platform bills for a reply counts against ([`ChannelJobs::charge`]):
+/// the conversation's user (`None`: a sender not linked yet) and the conversation.
+#[derive(Clone, Copy)]
+pub(crate) struct Payer<'a> {
+    pub user: Option<&'a UserId>,
+    pub conversation: &'a ConversationId,
+}
+
 impl ChannelJobs {
+    /// Count what the platform bills for `pieces`, which just went out (SMS segments), in the
+    /// budget's dollar buckets, so a sender who asks for long answers by text message is
+    /// stopped by the caps as one who asks for long model calls is.
+    pub(crate) async fn charge(&self, sender: &dyn Sender, payer: Payer<'_>, pieces: &[String]) {
+        let segments = pieces.iter().map(|p| sender.billed_segments(p)).sum();
+        self.engine
+            .charge_segments(payer.user, payer.conversation, segments)
+            .await;
+    }
+
     /// Send the turn's reply unless an earlier attempt already did, and return what went out,
     /// for the caller to record (with the turn's closing writes: [`ChannelJobs::finish_turn`]).
     /// `None`: nothing went out to record.
     pub(crate) async fn deliver_turn(
         &self,
         job: &TurnJob,
-        conversation: &ConversationId,
+        payer: Payer<'_>,
         outcome: &engine::TurnOutcome,
         sender: &dyn Sender,
     ) -> Result<Option<VisibleEntry>, JobError> {
+        let conversation = payer.conversation;
         if outcome.end == engine::TurnEnd::Overtaken {
             // Newer messages were answered since (that turn had this one in its history): a
             // reply now, after theirs, would answer a message long past — or be theirs again.
@@ -153,7 +172,10 @@ impl ChannelJobs {
             Delivered::default()
         } else {
             let remember = sent_key.clone().map(|key| (key, turn));
-            match self.send_reply(job, remember, sender, &reply, from).await? {
+            match self
+                .send_reply(job, remember, sender, &reply, from, payer)
+                .await?
+            {
                 Some(delivered) => delivered,
                 None => {
                     let said = Delivered {
@@ -184,7 +206,7 @@ impl ChannelJobs {
                 ..reply.clone()
             };
             let more = self
-                .send_reply(job, None, sender, &fallback, Delivered::default())
+                .send_reply(job, None, sender, &fallback, Delivered::default(), payer)
                 .await?
                 .unwrap_or_default();
             delivered.pieces.extend(more.pieces);
@@ -245,11 +267,12 @@ impl ChannelJobs {
     pub(crate) async fn deliver_harness_reply(
         &self,
         job: &TurnJob,
-        conversation: &ConversationId,
+        payer: Payer<'_>,
         text: &str,
         sender: &dyn Sender,
         retry: bool,
     ) -> Result<(), JobError> {
+        let conversation = payer.conversation;
         let last = match retry {
             true => self
                 .store
@@ -270,7 +293,7 @@ impl ChannelJobs {
         let user_recorded = last.filter(|l| l.role == VisibleRole::User && l.text == job.text);
         let reply = outgoing(job, text.to_owned(), Vec::new());
         let delivered = self
-            .send_reply(job, None, sender, &reply, Delivered::default())
+            .send_reply(job, None, sender, &reply, Delivered::default(), payer)
             .await?
             .unwrap_or_else(|| Delivered {
                 pieces: vec![text.to_owned()],
@@ -370,27 +393,32 @@ impl ChannelJobs {
             // Never run here, and not this deployment's to answer: nobody is told anything.
             return Ok(false);
         }
-        let conversation = if job.channel == crate::web::WEB_CHANNEL {
+        let owned = if job.channel == crate::web::WEB_CHANNEL {
             crate::web::owned_conversation(self.store.as_ref(), job)
                 .await
                 .map_err(JobError::from)?
-                .map(|(_, id)| id)
         } else {
-            match self
-                .store
+            self.store
                 .identity(&job.channel, &job.external_user_id)
                 .await
                 .map_err(JobError::from)?
-            {
-                Some(user) => Some(ConversationId(format!(
-                    "{}:{}@{}",
-                    job.channel,
-                    crate::conversation::escape_key(&job.conversation_key),
-                    user.0
-                ))),
-                None => None,
-            }
+                .map(|user| {
+                    let id = ConversationId(format!(
+                        "{}:{}@{}",
+                        job.channel,
+                        crate::conversation::escape_key(&job.conversation_key),
+                        user.0
+                    ));
+                    (user, id)
+                })
         };
+        let conversation = owned.as_ref().map(|(_, id)| id.clone());
+        // The apology's segments count where its user's replies do (an unlinked sender's go
+        // uncounted: one sentence, at most once per message).
+        let payer = owned.as_ref().map(|(user, id)| Payer {
+            user: Some(user),
+            conversation: id,
+        });
         let abandoned = match &conversation {
             Some(id) => self
                 .engine
@@ -405,11 +433,20 @@ impl ChannelJobs {
             // The web chat's page was told by the failed attempt's stream.
             if job.channel != crate::web::WEB_CHANNEL
                 && let Some(sender) = self.senders.get(&job.channel)
-                && let Err(e) = sender
+            {
+                match sender
                     .send(&outgoing(job, lines::GAVE_UP.to_owned(), Vec::new()))
                     .await
-            {
-                tracing::error!(job = %job.dedupe_key(), error = %e, "could not tell the user their message was given up");
+                {
+                    Ok(delivered) => {
+                        if let Some(payer) = payer {
+                            self.charge(sender.as_ref(), payer, &delivered.pieces).await;
+                        }
+                    }
+                    Err(e) => {
+                        tracing::error!(job = %job.dedupe_key(), error = %e, "could not tell the user their message was given up");
+                    }
+                }
             }
             return Ok(false);
         }
@@ -443,7 +480,12 @@ impl ChannelJobs {
                 .send(&outgoing(job, lines::GAVE_UP.to_owned(), Vec::new()))
                 .await
             {
-                Ok(delivered) => shown = delivered.pieces.join("\n\n"),
+                Ok(delivered) => {
+                    if let Some(payer) = payer {
+                        self.charge(sender.as_ref(), payer, &delivered.pieces).await;
+                    }
+                    shown = delivered.pieces.join("\n\n");
+                }
                 Err(e) => {
                     tracing::error!(job = %job.dedupe_key(), error = %e, "could not tell the user their message was given up");
                     return Ok(closed);
@@ -559,7 +601,11 @@ impl ChannelJobs {
         sender: &dyn Sender,
         reply: &Outgoing,
         from: Delivered,
+        payer: Payer<'_>,
     ) -> Result<Option<Delivered>, JobError> {
+        // What goes out from here is charged as the send ends (an attempt cut off mid-send by
+        // its deadline leaves what it sent uncharged: at most one piece per attempt).
+        let before = from.pieces.len();
         let mut sending = Sending {
             replies: &self.options.sent,
             key,
@@ -570,12 +616,27 @@ impl ChannelJobs {
         let mut tries = 0;
         loop {
             let err = match sender.send_from(reply, &mut sending.so_far).await {
-                Ok(()) => return Ok(Some(sending.end())),
+                Ok(()) => {
+                    let delivered = sending.end();
+                    self.charge(
+                        sender,
+                        payer,
+                        delivered.pieces.get(before..).unwrap_or_default(),
+                    )
+                    .await;
+                    return Ok(Some(delivered));
+                }
                 Err(err) => err,
             };
             if !err.is_retryable() {
                 tracing::error!(job = %job.dedupe_key(), error = %err, "the platform refused the reply for good; recorded, not tried again");
-                sending.end();
+                let delivered = sending.end();
+                self.charge(
+                    sender,
+                    payer,
+                    delivered.pieces.get(before..).unwrap_or_default(),
+                )
+                .await;
                 return Ok(None);
             }
             let wait = match &err {
@@ -585,6 +646,13 @@ impl ChannelJobs {
                 _ => PART_BACKOFF * 2u32.pow(tries),
             };
             if sending.so_far.is_empty() || tries == PART_RETRIES || wait > PART_MAX_WAIT {
+                // What went out is kept for the retry, which sends only the rest.
+                self.charge(
+                    sender,
+                    payer,
+                    sending.so_far.pieces.get(before..).unwrap_or_default(),
+                )
+                .await;
                 return Err(err.into());
             }
             tracing::warn!(job = %job.dedupe_key(), error = %err, pieces_sent = sending.so_far.pieces.len(), ?wait, "the platform failed part way through a reply; sending on from where it stopped");

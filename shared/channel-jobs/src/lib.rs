@@ -555,7 +555,11 @@ impl ChannelJobs {
                     );
                     let delivered = self
                         .leased(job, &conversation, LeaseNow::ToTake, deadline, async {
-                            self.deliver_harness_reply(job, &conversation, &text, sender, retry)
+                            let payer = deliver::Payer {
+                                user: other.user(),
+                                conversation: &conversation,
+                            };
+                            self.deliver_harness_reply(job, payer, &text, sender, retry)
                                 .instrument(spans::delivery(&job.channel))
                                 .await?;
                             // The exchange just recorded expires with the lobby (a crash before
@@ -617,7 +621,11 @@ impl ChannelJobs {
                         .map_err(JobError::from)?,
                     )
                 };
-                let (outcome, shown) = self.turn(job, &conversation, row, sink, sender).await?;
+                let payer = deliver::Payer {
+                    user: Some(&user),
+                    conversation: &conversation,
+                };
+                let (outcome, shown) = self.turn(job, payer, row, sink, sender).await?;
                 Ok((Some(outcome), shown))
             })
             .await?;
@@ -646,11 +654,12 @@ impl ChannelJobs {
     async fn turn(
         &self,
         job: &TurnJob,
-        conversation: &ConversationId,
+        payer: deliver::Payer<'_>,
         mut row: Option<engine::TurnRead>,
         sink: &dyn EventSink,
         sender: &dyn Sender,
     ) -> Result<(TurnOutcome, Option<VisibleEntry>), JobError> {
+        let conversation = payer.conversation;
         let said = self.said(job, conversation).await;
         // Whether the turn started before shows in its segment, which a store that reads the
         // conversation alone (DynamoDB) did not read: read it now, for the turn to use too
@@ -711,7 +720,7 @@ impl ChannelJobs {
         }
         self.options.metrics.turn(&metrics);
         let shown = self
-            .deliver_turn(job, conversation, &outcome, sender)
+            .deliver_turn(job, payer, &outcome, sender)
             .instrument(spans::delivery(&job.channel))
             .await?;
         Ok((outcome, shown))

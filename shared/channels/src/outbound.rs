@@ -106,6 +106,13 @@ pub trait Sender: Send + Sync {
         true
     }
 
+    /// The message segments the platform bills for `piece` sent as one message, when it bills
+    /// per segment (SMS); 0, by default, for a platform whose replies cost nothing each.
+    fn billed_segments(&self, piece: &str) -> u32 {
+        let _ = piece;
+        0
+    }
+
     /// Send the reply: the reaction (if any) first, then the text pieces in order, buttons on
     /// the last. `sent` holds what an earlier attempt at this same reply sent (empty for a
     /// first attempt): that is not sent again — no reaction once anything went out, and the

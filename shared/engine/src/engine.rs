@@ -260,6 +260,21 @@ impl Engine {
         self.guard.refuses_outright(&call).await
     }
 
+    /// Count `segments` text-message segments a platform billed for a reply in `conversation`
+    /// against the budget ([`Guard::charge_segments`]).
+    pub async fn charge_segments(
+        &self,
+        user: Option<&UserId>,
+        conversation: &ConversationId,
+        segments: u32,
+    ) {
+        if segments > 0 {
+            self.guard
+                .charge_segments(user, conversation, segments)
+                .await;
+        }
+    }
+
     /// Answer one user message. Model and tool failures end in a reply; `Err` means storage
     /// failed (or the conversation is unknown) and the job should be retried. The user's words
     /// go into the visible transcript here; the reply's entry is written by whoever delivers it

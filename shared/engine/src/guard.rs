@@ -1,7 +1,7 @@
 use async_trait::async_trait;
 use backend::{ChatRequest, InferenceSettings};
 use std::any::Any;
-use transcript::{Conversation, Usage};
+use transcript::{Conversation, ConversationId, Usage, UserId};
 
 /// The call about to be made, as a guard sees it.
 #[derive(Debug)]
@@ -156,6 +156,20 @@ pub trait Guard: Send + Sync {
     async fn refuses_outright(&self, call: &GuardCall<'_>) -> Option<Denied> {
         let _ = call;
         None
+    }
+
+    /// Count what a platform bills for a reply that went out in `conversation` — `segments`
+    /// text-message segments (SMS) — where the caps count money: the user's (`None`: a sender
+    /// not linked to one yet), the conversation's and everyone's. After the fact, as a call's
+    /// settle is: the next model call is refused once a cap is full. The default counts
+    /// nothing.
+    async fn charge_segments(
+        &self,
+        user: Option<&UserId>,
+        conversation: &ConversationId,
+        segments: u32,
+    ) {
+        let _ = (user, conversation, segments);
     }
 }
 

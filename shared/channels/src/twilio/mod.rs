@@ -51,11 +51,13 @@
 mod form;
 pub mod format;
 mod parse;
+mod segments;
 mod send;
 pub mod verify;
 
 pub use format::format;
 pub use parse::{MAX_MEDIA, STATUS_CALLBACK_STATUSES};
+pub use segments::segments;
 pub use send::{
     CUT_SHORT, DEFAULT_API_BASE, MAX_BUTTON_TITLE, MAX_BUTTONS, MAX_CHARS, MAX_PIECES,
     REQUEST_TIMEOUT, TwilioCredentials, TwilioSender, pieces,

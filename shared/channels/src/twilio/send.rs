@@ -285,6 +285,11 @@ impl Sender for TwilioSender {
         false
     }
 
+    /// Each piece is one message, billed per segment ([`super::segments`]).
+    fn billed_segments(&self, piece: &str) -> u32 {
+        super::segments(piece)
+    }
+
     async fn send_from(&self, reply: &Outgoing, sent: &mut Delivered) -> Result<(), SendError> {
         let pieces = pieces(&reply.text, options(reply).as_deref());
         if !pieces.is_empty() {

@@ -1,0 +1,152 @@
+//! What a text-message reply costs counts in the dollar caps: each SMS segment a carrier bills,
+//! at `BRIDLE_SMS_USD_PER_SEGMENT`, goes into the user's, the conversation's and everyone's
+//! 30-day dollars as the reply goes out. A linked sender who asks for long answers by text
+//! (in characters outside GSM-7, which bill 67 to a segment) is stopped by their cap, though
+//! the model calls themselves cost nothing. Through the local server, a signed Twilio webhook,
+//! and a local HTTP server standing in for Twilio's Messages API.
+
+use backend::{Reply, ScriptedModel};
+use bridle::AppOptions;
+use bridle::channel_setup::ChannelSetup;
+use budget::config::Cap;
+use budget::{Bucket, BudgetConfig, PriceTable, Source, lines};
+use std::collections::HashMap;
+use std::sync::Arc;
+use tests::platform_api::{ApiCall, PlatformApi};
+use tests::server::TestServer;
+
+const PUBLIC_BASE_URL: &str = "https://bridle.example";
+const TOKEN: &str = "twilio-auth-token";
+const SID: &str = "AC3f1e2d4c5b6a79880a1b2c3d4e5f6a7b";
+const FROM: &str = "+15558675310";
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// A text message from `FROM`, signed as Twilio signs it.
+fn message(n: u32, text: &str) -> (String, String) {
+    let params: Vec<(String, String)> = [
+        ("MessageSid", format!("SM{n:032}")),
+        ("AccountSid", SID.into()),
+        ("From", FROM.into()),
+        ("To", "+15557654321".into()),
+        ("Body", text.into()),
+        ("NumMedia", "0".into()),
+        ("SmsStatus", "received".into()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    let url = format!("{PUBLIC_BASE_URL}/webhooks/twilio");
+    let signature = channels::twilio::sign(TOKEN.as_bytes(), &url, &params);
+    let body = form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(params.iter())
+        .finish();
+    (signature, body)
+}
+
+fn said(call: &ApiCall) -> String {
+    form_urlencoded::parse(call.body.as_bytes())
+        .find(|(k, _)| k == "Body")
+        .map(|(_, v)| v.into_owned())
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sender_asking_for_long_text_messages_is_stopped_by_their_dollar_cap() {
+    let api = PlatformApi::start().await;
+    let vars: HashMap<&str, String> = [
+        ("PUBLIC_BASE_URL", PUBLIC_BASE_URL.to_owned()),
+        ("TWILIO_AUTH_TOKEN", TOKEN.into()),
+        ("TWILIO_ACCOUNT_SID", SID.into()),
+        ("TWILIO_API_BASE", api.base.clone()),
+    ]
+    .into_iter()
+    .collect();
+    let channels = ChannelSetup::from_vars(&|k| vars.get(k).cloned(), &reqwest::Client::new())
+        .expect("channels configure");
+    // Model calls cost nothing here: only the text messages count.
+    let free = r#"{"default": {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0}}"#;
+    let budget = BudgetConfig {
+        prices: PriceTable::with_file("free.json", free).unwrap(),
+        user_usd_30d: Cap {
+            limit: Some(1_000_000),
+            source: Source::Default,
+        },
+        sms_segment_usd: 100_000,
+        ..BudgetConfig::default()
+    };
+    let mut options = AppOptions {
+        channels,
+        ..AppOptions::default()
+    };
+    options.guards.budget = Arc::new(budget);
+    // 600 characters outside GSM-7: 9 segments of 67; then 134: 2 more.
+    let model = Arc::new(ScriptedModel::new(vec![
+        Reply::text(&"ç".repeat(600)),
+        Reply::text(&"ç".repeat(134)),
+        Reply::text("never sent"),
+    ]));
+    let server = TestServer::start(model.clone(), options).await;
+    let store = server.app.store.clone();
+    store
+        .bind_identity("twilio", FROM, &"local".into(), now_ms())
+        .await
+        .unwrap();
+    let say = |n: u32, text: &str| {
+        let (signature, body) = message(n, text);
+        server
+            .client
+            .post(server.url("/webhooks/twilio"))
+            .header("x-twilio-signature", signature)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body)
+            .send()
+    };
+    let dollars = || async {
+        let start = Bucket::UserUsd30d.start(now_ms());
+        let buckets = store.buckets_of_window("usd_30d", start).await.unwrap();
+        let mut by_scope: Vec<(String, u64)> = buckets
+            .into_iter()
+            .map(|b| (b.bucket.scope, b.used))
+            .collect();
+        by_scope.sort();
+        by_scope
+    };
+
+    assert_eq!(say(1, "tell me everything").await.unwrap().status(), 200);
+    let calls = api.wait_for(1).await;
+    assert_eq!(said(&calls[0]).chars().count(), 600);
+    let after_first = dollars().await;
+    let scopes: Vec<&str> = after_first.iter().map(|(s, _)| s.as_str()).collect();
+    assert!(
+        scopes.len() == 3
+            && scopes[0].starts_with("conv:twilio:")
+            && scopes[1..] == ["global", "user:local"],
+        "{scopes:?}"
+    );
+    assert_eq!(
+        after_first
+            .iter()
+            .map(|(_, used)| *used)
+            .collect::<Vec<_>>(),
+        [900_000; 3],
+        "9 segments at $0.10 for the conversation, everyone and the user"
+    );
+
+    assert_eq!(say(2, "and more").await.unwrap().status(), 200);
+    api.wait_for(2).await;
+    let used: Vec<u64> = dollars().await.into_iter().map(|(_, u)| u).collect();
+    assert_eq!(used, [1_100_000; 3], "2 more segments");
+
+    // Over the user's $1: the next message is refused before any model call.
+    assert_eq!(say(3, "and more again").await.unwrap().status(), 200);
+    let calls = api.wait_for(3).await;
+    assert_eq!(said(&calls[2]), lines::USER_USD_30D);
+    assert_eq!(model.requests().len(), 2, "no model call past the cap");
+    server.stop().await;
+}
