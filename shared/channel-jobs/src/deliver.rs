@@ -56,12 +56,6 @@ impl ChannelJobs {
         sender: &dyn Sender,
     ) -> Result<Option<VisibleEntry>, JobError> {
         let conversation = payer.conversation;
-        if outcome.end == engine::TurnEnd::Overtaken {
-            // Newer messages were answered since (that turn had this one in its history): a
-            // reply now, after theirs, would answer a message long past — or be theirs again.
-            tracing::info!(job = %job.dedupe_key(), "a later message's turn began after this one; nothing to deliver");
-            return Ok(None);
-        }
         // The turn this outcome is of, as the engine left the conversation (no second read).
         let turn = outcome.turn;
         let position = match outcome.reply_position {
@@ -427,6 +421,31 @@ impl ChannelJobs {
                 .map_err(JobError::from)?,
             None => engine::Abandoned::NotStored,
         };
+        let told = self
+            .tell_given_up(job, conversation.as_ref(), payer, abandoned)
+            .await;
+        if abandoned != engine::Abandoned::NotStored {
+            // Its turn is in the transcript, ended or closed now: sent again from the dead
+            // letters (by hand, maybe days later, after compactions have left its message out
+            // of the segment a turn reads, where it would run as new), it is skipped. One whose
+            // message was never stored runs when sent again, as a new turn.
+            let keep_until = (self.options.clock)() + self.options.keep_done.as_millis() as i64;
+            if let Err(e) = self.store.finish_job(&job.dedupe_key(), keep_until).await {
+                tracing::warn!(job = %job.dedupe_key(), error = %e, "could not mark the given-up job done; sent again, it resumes its closed turn");
+            }
+        }
+        told
+    }
+
+    /// Tell the user of `job` (given up, its turn found as `abandoned`) that their message
+    /// failed, unless they had its answer or were told already; whether its turn was closed now.
+    async fn tell_given_up(
+        &self,
+        job: &TurnJob,
+        conversation: Option<&ConversationId>,
+        payer: Option<Payer<'_>>,
+        abandoned: engine::Abandoned,
+    ) -> Result<bool, JobError> {
         if abandoned == engine::Abandoned::Overtaken {
             // Never answered, and a later message's turn is under way: told on a messaging
             // channel, with nothing recorded (an entry now would stand in for that turn's reply).

@@ -709,6 +709,12 @@ impl ChannelJobs {
             None => self.engine.run_turn(input, sink).await,
         }
         .map_err(JobError::from)?;
+        if outcome.end == engine::TurnEnd::Overtaken {
+            // Not a turn: nothing ran. A reply now, after the newer message's, would answer a
+            // message long past — or be that turn's answer again.
+            tracing::info!(job = %job.dedupe_key(), "a later message's turn began after this one; nothing run or sent");
+            return Ok((outcome, None));
+        }
         let metrics = turn_metrics(
             job,
             &outcome,
