@@ -20,6 +20,7 @@ pub mod program_script;
 mod sample_tools;
 pub mod server;
 pub mod traced_turn;
+pub mod twilio;
 mod wait;
 mod web_jobs;
 

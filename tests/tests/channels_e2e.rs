@@ -118,23 +118,8 @@ impl Platform {
                 }
             }
             Platform::Twilio => {
-                let params: Vec<(String, String)> = [
-                    ("MessageSid", format!("SM{n:032}")),
-                    ("AccountSid", "AC3f1e2d4c5b6a79880a1b2c3d4e5f6a7b".into()),
-                    ("From", from.into()),
-                    ("To", "+15557654321".into()),
-                    ("Body", text.into()),
-                    ("NumMedia", "0".into()),
-                    ("SmsStatus", "received".into()),
-                ]
-                .into_iter()
-                .map(|(k, v)| (k.to_owned(), v))
-                .collect();
                 let url = format!("{PUBLIC_BASE_URL}/webhooks/twilio");
-                let sig = channels::twilio::sign(TWILIO_TOKEN.as_bytes(), &url, &params);
-                let body = form_urlencoded::Serializer::new(String::new())
-                    .extend_pairs(params.iter())
-                    .finish();
+                let (sig, body) = tests::twilio::signed_message(TWILIO_TOKEN, &url, from, n, text);
                 Delivery {
                     headers: vec![
                         ("x-twilio-signature", sig),
@@ -164,10 +149,7 @@ impl Platform {
     /// (Telegram's MarkdownV2 escapes `.` and `-`).
     fn said(self, call: &ApiCall) -> String {
         if self == Platform::Twilio {
-            return form_urlencoded::parse(call.body.as_bytes())
-                .find(|(k, _)| k == "Body")
-                .map(|(_, v)| v.into_owned())
-                .unwrap_or_default();
+            return tests::twilio::body_of(&call.body);
         }
         call.body.replace('\\', "")
     }

@@ -115,22 +115,8 @@ impl Platform {
 
     fn twilio(text: &str, n: u64) -> Delivery {
         let (from, _) = Platform::Twilio.sender();
-        let params: Vec<(String, String)> = [
-            ("MessageSid", format!("SM{n:032}")),
-            ("AccountSid", "AC3f1e2d4c5b6a79880a1b2c3d4e5f6a7b".into()),
-            ("From", from.into()),
-            ("To", "+15557654321".into()),
-            ("Body", text.into()),
-            ("NumMedia", "0".into()),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v))
-        .collect();
         let url = format!("{PUBLIC_BASE_URL}/webhooks/twilio");
-        let sig = channels::twilio::sign(TWILIO_TOKEN.as_bytes(), &url, &params);
-        let body = form_urlencoded::Serializer::new(String::new())
-            .extend_pairs(params.iter())
-            .finish();
+        let (sig, body) = tests::twilio::signed_message(TWILIO_TOKEN, &url, from, n, text);
         Delivery {
             headers: vec![
                 ("x-twilio-signature", sig),

@@ -12,12 +12,12 @@ use budget::config::Cap;
 use budget::{Bucket, BudgetConfig, PriceTable, Source, lines};
 use std::collections::HashMap;
 use std::sync::Arc;
-use tests::platform_api::{ApiCall, PlatformApi};
+use tests::platform_api::PlatformApi;
 use tests::server::TestServer;
+use tests::twilio;
 
 const PUBLIC_BASE_URL: &str = "https://bridle.example";
 const TOKEN: &str = "twilio-auth-token";
-const SID: &str = "AC3f1e2d4c5b6a79880a1b2c3d4e5f6a7b";
 const FROM: &str = "+15558675310";
 
 fn now_ms() -> i64 {
@@ -27,42 +27,13 @@ fn now_ms() -> i64 {
         .as_millis() as i64
 }
 
-/// A text message from `FROM`, signed as Twilio signs it.
-fn message(n: u32, text: &str) -> (String, String) {
-    let params: Vec<(String, String)> = [
-        ("MessageSid", format!("SM{n:032}")),
-        ("AccountSid", SID.into()),
-        ("From", FROM.into()),
-        ("To", "+15557654321".into()),
-        ("Body", text.into()),
-        ("NumMedia", "0".into()),
-        ("SmsStatus", "received".into()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v))
-    .collect();
-    let url = format!("{PUBLIC_BASE_URL}/webhooks/twilio");
-    let signature = channels::twilio::sign(TOKEN.as_bytes(), &url, &params);
-    let body = form_urlencoded::Serializer::new(String::new())
-        .extend_pairs(params.iter())
-        .finish();
-    (signature, body)
-}
-
-fn said(call: &ApiCall) -> String {
-    form_urlencoded::parse(call.body.as_bytes())
-        .find(|(k, _)| k == "Body")
-        .map(|(_, v)| v.into_owned())
-        .unwrap_or_default()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sender_asking_for_long_text_messages_is_stopped_by_their_dollar_cap() {
     let api = PlatformApi::start().await;
     let vars: HashMap<&str, String> = [
         ("PUBLIC_BASE_URL", PUBLIC_BASE_URL.to_owned()),
         ("TWILIO_AUTH_TOKEN", TOKEN.into()),
-        ("TWILIO_ACCOUNT_SID", SID.into()),
+        ("TWILIO_ACCOUNT_SID", twilio::ACCOUNT_SID.into()),
         ("TWILIO_API_BASE", api.base.clone()),
     ]
     .into_iter()
@@ -97,8 +68,9 @@ async fn a_sender_asking_for_long_text_messages_is_stopped_by_their_dollar_cap()
         .bind_identity("twilio", FROM, &"local".into(), now_ms())
         .await
         .unwrap();
-    let say = |n: u32, text: &str| {
-        let (signature, body) = message(n, text);
+    let url = format!("{PUBLIC_BASE_URL}/webhooks/twilio");
+    let say = |n: u64, text: &str| {
+        let (signature, body) = twilio::signed_message(TOKEN, &url, FROM, n, text);
         server
             .client
             .post(server.url("/webhooks/twilio"))
@@ -120,7 +92,7 @@ async fn a_sender_asking_for_long_text_messages_is_stopped_by_their_dollar_cap()
 
     assert_eq!(say(1, "tell me everything").await.unwrap().status(), 200);
     let calls = api.wait_for(1).await;
-    assert_eq!(said(&calls[0]).chars().count(), 600);
+    assert_eq!(twilio::body_of(&calls[0].body).chars().count(), 600);
     let after_first = dollars().await;
     let scopes: Vec<&str> = after_first.iter().map(|(s, _)| s.as_str()).collect();
     assert!(
@@ -146,7 +118,7 @@ async fn a_sender_asking_for_long_text_messages_is_stopped_by_their_dollar_cap()
     // Over the user's $1: the next message is refused before any model call.
     assert_eq!(say(3, "and more again").await.unwrap().status(), 200);
     let calls = api.wait_for(3).await;
-    assert_eq!(said(&calls[2]), lines::USER_USD_30D);
+    assert_eq!(twilio::body_of(&calls[2].body), lines::USER_USD_30D);
     assert_eq!(model.requests().len(), 2, "no model call past the cap");
     server.stop().await;
 }
