@@ -35,8 +35,9 @@ impl Worker {
         }
         let given_up = async {
             // Its claim first, as a run would: a copy of the job another attempt is running
-            // (or has answered) is not given up under it. Released after, not marked done, so
-            // that the dead letter can still be sent again (`bridle jobs retry`).
+            // (or has answered) is not given up under it. Released after, which leaves alone
+            // the done mark a give-up that told its user of a stored turn writes
+            // (`give_up_for_good`); any other dead letter can still be sent again and run.
             let key = job.dedupe_key();
             let now = (self.jobs.options.clock)();
             // Held as long as the give-up may take, and a little more.

@@ -9,9 +9,14 @@ use channels::{Button, Delivered, Outgoing, SendError, Sender};
 use engine::lines;
 use queue::TurnJob;
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 use store::{VisibleEntry, VisibleRole};
 use transcript::{ConversationId, UserId};
+
+/// How long a given-up job whose turn is in the transcript is kept done: past the longest a
+/// dead letter waits to be sent again on AWS (SQS keeps a message 14 days at most).
+const GIVEN_UP_KEEP: Duration = Duration::from_secs(30 * 24 * 3600);
 
 fn outgoing(job: &TurnJob, text: String, buttons: Vec<Button>) -> Outgoing {
     Outgoing {
@@ -424,28 +429,32 @@ impl ChannelJobs {
         let told = self
             .tell_given_up(job, conversation.as_ref(), payer, abandoned)
             .await;
-        if abandoned != engine::Abandoned::NotStored {
-            // Its turn is in the transcript, ended or closed now: sent again from the dead
-            // letters (by hand, maybe days later, after compactions have left its message out
-            // of the segment a turn reads, where it would run as new), it is skipped. One whose
-            // message was never stored runs when sent again, as a new turn.
-            let keep_until = (self.options.clock)() + self.options.keep_done.as_millis() as i64;
+        if abandoned != engine::Abandoned::NotStored && matches!(told, Ok((_, true))) {
+            // Its turn is in the transcript, ended or closed now, and its user was told (or had
+            // its answer): sent again from the dead letters (by hand, maybe days later, after
+            // compactions have left its message out of the segment a turn reads, where it would
+            // run as new), it is skipped. One whose message was never stored runs when sent
+            // again, as a new turn; one whose user could not be told resumes its closed turn,
+            // which says the apology.
+            let keep_until = (self.options.clock)() + GIVEN_UP_KEEP.as_millis() as i64;
             if let Err(e) = self.store.finish_job(&job.dedupe_key(), keep_until).await {
                 tracing::warn!(job = %job.dedupe_key(), error = %e, "could not mark the given-up job done; sent again, it resumes its closed turn");
             }
         }
-        told
+        told.map(|(closed, _)| closed)
     }
 
     /// Tell the user of `job` (given up, its turn found as `abandoned`) that their message
-    /// failed, unless they had its answer or were told already; whether its turn was closed now.
+    /// failed, unless they had its answer or were told already: whether its turn was closed
+    /// now, and whether the user has been told or had the answer (`false`: the apology did not
+    /// go out).
     async fn tell_given_up(
         &self,
         job: &TurnJob,
         conversation: Option<&ConversationId>,
         payer: Option<Payer<'_>>,
         abandoned: engine::Abandoned,
-    ) -> Result<bool, JobError> {
+    ) -> Result<(bool, bool), JobError> {
         if abandoned == engine::Abandoned::Overtaken {
             // Never answered, and a later message's turn is under way: told on a messaging
             // channel, with nothing recorded (an entry now would stand in for that turn's reply).
@@ -464,10 +473,11 @@ impl ChannelJobs {
                     }
                     Err(e) => {
                         tracing::error!(job = %job.dedupe_key(), error = %e, "could not tell the user their message was given up");
+                        return Ok((false, false));
                     }
                 }
             }
-            return Ok(false);
+            return Ok((false, true));
         }
         let closed = abandoned == engine::Abandoned::Closed;
         if abandoned == (engine::Abandoned::Finished { latest: false }) {
@@ -475,14 +485,14 @@ impl ChannelJobs {
             // told when it was first given up (or had its reply), and a sentence now would be
             // about a message long past, after answers to newer ones.
             tracing::info!(job = %job.dedupe_key(), "given up again after later turns; the user is not told again");
-            return Ok(false);
+            return Ok((false, true));
         }
         // Its reply, when recorded, is the conversation's last entry: the turn is the latest.
         if abandoned == (engine::Abandoned::Finished { latest: true })
             && let Some(id) = &conversation
         {
             if self.answer_went_out(job, id).await? {
-                return Ok(false);
+                return Ok((false, true));
             }
             // Its reply never reached them: what it held for a yes is confirmed by no "ok" to
             // the sentence below.
@@ -507,7 +517,7 @@ impl ChannelJobs {
                 }
                 Err(e) => {
                     tracing::error!(job = %job.dedupe_key(), error = %e, "could not tell the user their message was given up");
-                    return Ok(closed);
+                    return Ok((closed, false));
                 }
             }
         }
@@ -523,7 +533,7 @@ impl ChannelJobs {
             self.record_said(id, last.as_ref(), conv.turn, shown)
                 .await?;
         }
-        Ok(closed)
+        Ok((closed, true))
     }
 
     /// Record `text` as what the user saw last of turn `turn`, after `last`.
@@ -622,40 +632,36 @@ impl ChannelJobs {
         from: Delivered,
         payer: Payer<'_>,
     ) -> Result<Option<Delivered>, JobError> {
-        // What goes out from here is charged as the send ends (an attempt cut off mid-send by
-        // its deadline leaves what it sent uncharged: at most one piece per attempt).
-        let before = from.pieces.len();
+        // What goes out from here is charged (`Sending::charge_sent`) before the attempt can
+        // wait, and before it ends; what an attempt dropped mid-send had sent, as it drops.
+        let charged = from.pieces.len();
         let mut sending = Sending {
             replies: &self.options.sent,
             key,
             text: &reply.text,
             so_far: from,
             ended: false,
+            fees: Fees {
+                engine: &self.engine,
+                sender,
+                payer,
+                charged,
+            },
         };
         let mut tries = 0;
         loop {
             let err = match sender.send_from(reply, &mut sending.so_far).await {
                 Ok(()) => {
-                    let delivered = sending.end();
-                    self.charge(
-                        sender,
-                        payer,
-                        delivered.pieces.get(before..).unwrap_or_default(),
-                    )
-                    .await;
-                    return Ok(Some(delivered));
+                    // Charged first: dropped while charging, the reply is still remembered.
+                    sending.charge_sent().await;
+                    return Ok(Some(sending.end()));
                 }
                 Err(err) => err,
             };
+            sending.charge_sent().await;
             if !err.is_retryable() {
                 tracing::error!(job = %job.dedupe_key(), error = %err, "the platform refused the reply for good; recorded, not tried again");
-                let delivered = sending.end();
-                self.charge(
-                    sender,
-                    payer,
-                    delivered.pieces.get(before..).unwrap_or_default(),
-                )
-                .await;
+                sending.end();
                 return Ok(None);
             }
             let wait = match &err {
@@ -665,13 +671,6 @@ impl ChannelJobs {
                 _ => PART_BACKOFF * 2u32.pow(tries),
             };
             if sending.so_far.is_empty() || tries == PART_RETRIES || wait > PART_MAX_WAIT {
-                // What went out is kept for the retry, which sends only the rest.
-                self.charge(
-                    sender,
-                    payer,
-                    sending.so_far.pieces.get(before..).unwrap_or_default(),
-                )
-                .await;
                 return Err(err.into());
             }
             tracing::warn!(job = %job.dedupe_key(), error = %err, pieces_sent = sending.so_far.pieces.len(), ?wait, "the platform failed part way through a reply; sending on from where it stopped");
@@ -691,6 +690,16 @@ struct Sending<'a> {
     text: &'a str,
     so_far: Delivered,
     ended: bool,
+    fees: Fees<'a>,
+}
+
+/// What the platform bills for the pieces of a reply being sent, and how many are charged.
+struct Fees<'a> {
+    engine: &'a Arc<engine::Engine>,
+    sender: &'a dyn Sender,
+    payer: Payer<'a>,
+    /// Pieces of `so_far` already charged (an earlier attempt charged what it sent).
+    charged: usize,
 }
 
 impl Sending<'_> {
@@ -699,10 +708,49 @@ impl Sending<'_> {
         self.ended = true;
         std::mem::take(&mut self.so_far)
     }
+
+    /// The segments of the pieces sent since the last charge, now counted as charged.
+    fn uncharged(&mut self) -> u32 {
+        let new = self
+            .so_far
+            .pieces
+            .get(self.fees.charged..)
+            .unwrap_or_default();
+        self.fees.charged = self.so_far.pieces.len();
+        new.iter()
+            .map(|p| self.fees.sender.billed_segments(p))
+            .sum()
+    }
+
+    /// Charge what went out since the last charge (at most once: cut off while charging, it
+    /// is not charged again).
+    async fn charge_sent(&mut self) {
+        let segments = self.uncharged();
+        let Payer { user, conversation } = self.fees.payer;
+        self.fees
+            .engine
+            .charge_segments(user, conversation, segments)
+            .await;
+    }
 }
 
 impl Drop for Sending<'_> {
     fn drop(&mut self) {
+        // Dropped mid-send (the attempt's deadline, a lost lease): what went out is charged
+        // still, on its own task.
+        let segments = self.uncharged();
+        if segments > 0
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            let engine = self.fees.engine.clone();
+            let user = self.fees.payer.user.cloned();
+            let conversation = self.fees.payer.conversation.clone();
+            runtime.spawn(async move {
+                engine
+                    .charge_segments(user.as_ref(), &conversation, segments)
+                    .await;
+            });
+        }
         if !self.ended
             && !self.so_far.is_empty()
             && let Some((key, turn)) = self.key.take()

@@ -437,9 +437,13 @@ async fn a_dead_letter_given_up_again_after_later_turns_tells_nobody_twice() {
     assert_eq!(texts(&platform), [engine::lines::GAVE_UP, "Second answer."]);
 }
 
-/// Ana's conversation with her first message's turn left after its tool results and her
-/// second's under way, asking for a call: the first job, the second, and the conversation.
-async fn overtaken_first(store: &Arc<SqliteStore>) -> (TurnJob, TurnJob, ConversationId) {
+/// Ana's conversation with her first message's turn left after its tool results and, when
+/// `overtaken`, her second's under way, asking for a call: the first job, the second, and the
+/// conversation.
+async fn ana_first(
+    store: &Arc<SqliteStore>,
+    overtaken: bool,
+) -> (TurnJob, TurnJob, ConversationId) {
     use store::MessageStore;
     use transcript::{CallRecord, Conversation, Message, Part, Role};
     store
@@ -481,13 +485,16 @@ async fn overtaken_first(store: &Arc<SqliteStore>) -> (TurnJob, TurnJob, Convers
         content: serde_json::json!({"found": 1}),
         is_error: false,
     };
-    for message in [
+    let mut rows = vec![
         row(0, Role::User, vec![Part::text("first")], &first),
         row(1, Role::Assistant, vec![asks("a")], &first),
         row(2, Role::Tool, vec![result], &first),
-        row(3, Role::User, vec![Part::text("second")], &later),
-        row(4, Role::Assistant, vec![asks("b")], &later),
-    ] {
+    ];
+    if overtaken {
+        rows.push(row(3, Role::User, vec![Part::text("second")], &later));
+        rows.push(row(4, Role::Assistant, vec![asks("b")], &later));
+    }
+    for message in rows {
         store.append_message(&message).await.unwrap();
     }
     (first, later, id)
@@ -512,7 +519,7 @@ async fn a_message_given_up_after_a_later_one_began_is_still_told_and_writes_not
     use store::MessageStore;
     let store = Arc::new(SqliteStore::open_in_memory().unwrap());
     let (jobs, platform) = watched(store.clone(), vec![]);
-    let (first, _, id) = overtaken_first(&store).await;
+    let (first, _, id) = ana_first(&store, true).await;
 
     assert!(!jobs.give_up_for_good(&first).await.unwrap());
     assert_eq!(
@@ -540,7 +547,7 @@ async fn a_given_up_dead_letter_sent_again_is_skipped() {
     use store::MessageStore;
     let store = Arc::new(SqliteStore::open_in_memory().unwrap());
     let (jobs, platform) = watched(store.clone(), vec![Reply::text("never said")]);
-    let (first, _, id) = overtaken_first(&store).await;
+    let (first, _, id) = ana_first(&store, true).await;
     assert!(!jobs.give_up_for_good(&first).await.unwrap());
 
     assert!(matches!(
@@ -572,7 +579,7 @@ async fn a_dead_letter_sent_again_after_a_later_turn_began_runs_nothing_of_it() 
         store.clone(),
         vec![Reply::text("Second answer."), Reply::text("Third answer.")],
     );
-    let (first, later, id) = overtaken_first(&store).await;
+    let (first, later, id) = ana_first(&store, true).await;
 
     assert_eq!(jobs.run(&first, MINUTE).await, JobOutcome::Done);
     assert!(texts(&platform).is_empty(), "nothing sent");
@@ -603,4 +610,20 @@ async fn a_dead_letter_sent_again_after_a_later_turn_began_runs_nothing_of_it() 
         results[1].action_id.as_deref(),
         Some(later.dedupe_key().as_str())
     );
+}
+
+/// A message given up whose apology the platform did not take is not marked done: sent again
+/// from the dead letters (once the platform is back), its closed turn resumes and says the
+/// apology then.
+#[tokio::test]
+async fn a_given_up_message_whose_apology_failed_is_told_when_sent_again() {
+    let store = Arc::new(SqliteStore::open_in_memory().unwrap());
+    let (jobs, platform) = watched(store.clone(), vec![]);
+    let (first, _, _) = ana_first(&store, false).await;
+    platform.1.store(1, Ordering::SeqCst);
+    assert!(jobs.give_up_for_good(&first).await.unwrap(), "closed");
+    assert!(texts(&platform).is_empty(), "the apology failed");
+
+    assert_eq!(jobs.run(&first, MINUTE).await, JobOutcome::Done);
+    assert_eq!(texts(&platform), [engine::lines::GAVE_UP]);
 }
