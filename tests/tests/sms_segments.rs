@@ -27,9 +27,14 @@ fn now_ms() -> i64 {
         .as_millis() as i64
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_sender_asking_for_long_text_messages_is_stopped_by_their_dollar_cap() {
-    let api = PlatformApi::start().await;
+/// The local server with Twilio's channel on `api`, these caps (every other the default),
+/// free model calls, and `replies` for its model.
+async fn start(
+    api: &PlatformApi,
+    user_usd: Option<u64>,
+    global_usd: Option<u64>,
+    replies: Vec<Reply>,
+) -> (TestServer, Arc<ScriptedModel>) {
     let vars: HashMap<&str, String> = [
         ("PUBLIC_BASE_URL", PUBLIC_BASE_URL.to_owned()),
         ("TWILIO_AUTH_TOKEN", TOKEN.into()),
@@ -42,12 +47,14 @@ async fn a_sender_asking_for_long_text_messages_is_stopped_by_their_dollar_cap()
         .expect("channels configure");
     // Model calls cost nothing here: only the text messages count.
     let free = r#"{"default": {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0}}"#;
+    let cap = |limit| Cap {
+        limit,
+        source: Source::Default,
+    };
     let budget = BudgetConfig {
         prices: PriceTable::with_file("free.json", free).unwrap(),
-        user_usd_30d: Cap {
-            limit: Some(1_000_000),
-            source: Source::Default,
-        },
+        user_usd_30d: cap(user_usd),
+        global_usd_30d: cap(global_usd),
         sms_segment_usd: 100_000,
         ..BudgetConfig::default()
     };
@@ -56,29 +63,42 @@ async fn a_sender_asking_for_long_text_messages_is_stopped_by_their_dollar_cap()
         ..AppOptions::default()
     };
     options.guards.budget = Arc::new(budget);
+    let model = Arc::new(ScriptedModel::new(replies));
+    (TestServer::start(model.clone(), options).await, model)
+}
+
+/// Text message `n` from `from`, posted to the server's Twilio webhook.
+async fn say(server: &TestServer, from: &str, n: u64, text: &str) -> u16 {
+    let url = format!("{PUBLIC_BASE_URL}/webhooks/twilio");
+    let (signature, body) = twilio::signed_message(TOKEN, &url, from, n, text);
+    server
+        .client
+        .post(server.url("/webhooks/twilio"))
+        .header("x-twilio-signature", signature)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(body)
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sender_asking_for_long_text_messages_is_stopped_by_their_dollar_cap() {
+    let api = PlatformApi::start().await;
     // 600 characters outside GSM-7: 9 segments of 67; then 134: 2 more.
-    let model = Arc::new(ScriptedModel::new(vec![
+    let replies = vec![
         Reply::text(&"ç".repeat(600)),
         Reply::text(&"ç".repeat(134)),
         Reply::text("never sent"),
-    ]));
-    let server = TestServer::start(model.clone(), options).await;
+    ];
+    let (server, model) = start(&api, Some(1_000_000), Some(500_000_000), replies).await;
     let store = server.app.store.clone();
     store
         .bind_identity("twilio", FROM, &"local".into(), now_ms())
         .await
         .unwrap();
-    let url = format!("{PUBLIC_BASE_URL}/webhooks/twilio");
-    let say = |n: u64, text: &str| {
-        let (signature, body) = twilio::signed_message(TOKEN, &url, FROM, n, text);
-        server
-            .client
-            .post(server.url("/webhooks/twilio"))
-            .header("x-twilio-signature", signature)
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body(body)
-            .send()
-    };
     let dollars = || async {
         let start = Bucket::UserUsd30d.start(now_ms());
         let buckets = store.buckets_of_window("usd_30d", start).await.unwrap();
@@ -90,7 +110,7 @@ async fn a_sender_asking_for_long_text_messages_is_stopped_by_their_dollar_cap()
         by_scope
     };
 
-    assert_eq!(say(1, "tell me everything").await.unwrap().status(), 200);
+    assert_eq!(say(&server, FROM, 1, "tell me everything").await, 200);
     let calls = api.wait_for(1).await;
     assert_eq!(twilio::body_of(&calls[0].body).chars().count(), 600);
     // Charged just after the platform took it.
@@ -115,14 +135,59 @@ async fn a_sender_asking_for_long_text_messages_is_stopped_by_their_dollar_cap()
         "9 segments at $0.10 for the conversation, everyone and the user: {scopes:?}"
     );
 
-    assert_eq!(say(2, "and more").await.unwrap().status(), 200);
+    assert_eq!(say(&server, FROM, 2, "and more").await, 200);
     api.wait_for(2).await;
     charged(1_100_000).await;
 
     // Over the user's $1: the next message is refused before any model call.
-    assert_eq!(say(3, "and more again").await.unwrap().status(), 200);
+    assert_eq!(say(&server, FROM, 3, "and more again").await, 200);
     let calls = api.wait_for(3).await;
     assert_eq!(twilio::body_of(&calls[2].body), lines::USER_USD_30D);
     assert_eq!(model.requests().len(), 2, "no model call past the cap");
+    server.stop().await;
+}
+
+/// Unknown numbers get one onboarding reply an hour each, which costs: a crowd of numbers (SMS
+/// pumping) is answered only until everyone's dollars are spent, and then not at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crowd_of_unknown_numbers_is_answered_only_while_everyones_dollars_last() {
+    let api = PlatformApi::start().await;
+    // Room for the first reply only.
+    let (server, model) = start(&api, None, Some(1), vec![]).await;
+    assert_eq!(say(&server, "+15550000001", 1, "hi").await, 200);
+    let calls = api.wait_for(1).await;
+    assert!(twilio::body_of(&calls[0].body).contains("bridle.example"));
+    let global = || async {
+        let key = Bucket::GlobalUsd30d.key(&"".into(), &"".into(), now_ms());
+        server.app.store.bucket_usage(&[key]).await.unwrap()[0]
+    };
+    let spent = tests::eventually("the onboarding reply charged", || async {
+        Some(global().await).filter(|used| *used > 0)
+    })
+    .await;
+    assert_eq!(spent % 100_000, 0, "whole segments: {spent}");
+
+    for (n, from) in ["+15550000002", "+15550000003"].into_iter().enumerate() {
+        assert_eq!(say(&server, from, 2 + n as u64, "hi").await, 200);
+    }
+    // Both jobs have run, and are done (a claim that lapses at once, while one has not run,
+    // leaves it to the worker).
+    for n in [2, 3] {
+        let key = format!("twilio#SM{n:032}");
+        tests::eventually("the job done", || async {
+            let now = now_ms();
+            let claim = server
+                .app
+                .store
+                .claim_job(&key, now, now + 1)
+                .await
+                .unwrap();
+            (claim == store::Claim::Done).then_some(())
+        })
+        .await;
+    }
+    assert_eq!(api.calls().len(), 1, "no reply past everyone's cap");
+    assert_eq!(global().await, spent, "nothing more spent");
+    assert!(model.requests().is_empty());
     server.stop().await;
 }

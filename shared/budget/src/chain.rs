@@ -82,6 +82,16 @@ impl Guard for Guards {
         }
     }
 
+    /// Full when any guard says so.
+    async fn fees_over_cap(&self, user: Option<&UserId>) -> Result<bool, store::StoreError> {
+        for guard in &self.0 {
+            if guard.fees_over_cap(user).await? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
     /// The first guard's outright refusal, asking them in order.
     async fn refuses_outright(&self, call: &GuardCall<'_>) -> Option<Denied> {
         for guard in &self.0 {

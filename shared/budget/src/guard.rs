@@ -474,6 +474,35 @@ impl Guard for BudgetGuard {
         }
     }
 
+    /// The user's (when there is one) and everyone's 30-day dollars, read: full when either
+    /// holds its cap or more. Only when segments cost anything.
+    async fn fees_over_cap(&self, user: Option<&UserId>) -> Result<bool, StoreError> {
+        if self.config.sms_segment_usd == 0 {
+            return Ok(false);
+        }
+        let now = (self.clock)();
+        let nobody = UserId(String::new());
+        // Neither bucket is the conversation's: any conversation names them.
+        let conversation = ConversationId(String::new());
+        let capped: Vec<(BucketKey, u64)> = [Bucket::UserUsd30d, Bucket::GlobalUsd30d]
+            .into_iter()
+            .filter(|b| user.is_some() || *b != Bucket::UserUsd30d)
+            .filter_map(|b| {
+                let limit = self.config.cap(b).limit?;
+                Some((b.key(user.unwrap_or(&nobody), &conversation, now), limit))
+            })
+            .collect();
+        if capped.is_empty() {
+            return Ok(false);
+        }
+        let keys: Vec<BucketKey> = capped.iter().map(|(k, _)| k.clone()).collect();
+        let used = self.ledger.bucket_usage(&keys).await?;
+        Ok(capped
+            .iter()
+            .zip(used)
+            .any(|((_, limit), used)| used >= *limit))
+    }
+
     async fn after_model_call(&self, _conversation: &Conversation, permit: Permit, usage: &Usage) {
         let Some(r) = permit.take::<Reservation>() else {
             return;

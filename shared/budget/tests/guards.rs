@@ -150,6 +150,37 @@ async fn sms_segments_count_in_the_dollar_buckets_and_trip_the_users_cap() {
     tripped(call(&s.guard, &ana, 10).await, Bucket::UserUsd30d);
 }
 
+/// A reply that costs and that no model call guards asks first whether a dollar cap its
+/// segments count in is full: the user's (when there is one) or everyone's.
+#[tokio::test]
+async fn fees_are_over_the_cap_once_the_users_or_everyones_dollars_are_full() {
+    let s = setup(config(|c| {
+        c.sms_segment_usd = 100_000;
+        c.user_usd_30d = cap(Some(300_000));
+        c.global_usd_30d = cap(Some(500_000));
+    }));
+    let ana = conv("ana", "sms:ana");
+    let full = |user: Option<&str>| {
+        let user = user.map(|u| transcript::UserId(u.into()));
+        let guard = &s.guard;
+        async move { guard.fees_over_cap(user.as_ref()).await.unwrap() }
+    };
+    assert!(!full(Some("ana")).await && !full(None).await);
+    s.guard
+        .charge_segments(Some(&ana.user_id), &ana.id, 3)
+        .await;
+    assert!(full(Some("ana")).await, "ana's $0.30 spent");
+    assert!(
+        !full(Some("bo")).await && !full(None).await,
+        "everyone's has room"
+    );
+    s.guard.charge_segments(None, &"sms:lobby".into(), 2).await;
+    assert!(
+        full(None).await && full(Some("bo")).await,
+        "everyone's $0.50 spent"
+    );
+}
+
 /// At 0 a segment counts nothing: nothing is written.
 #[tokio::test]
 async fn a_free_segment_writes_nothing() {

@@ -507,6 +507,26 @@ impl ChannelJobs {
             let user = match &resolved {
                 Resolved::Bound(user) => user.clone(),
                 other => {
+                    // A reply that costs (an SMS, billed per segment) goes out only while the
+                    // dollar caps its segments count in have room: one onboarding reply an hour
+                    // per unknown number is still a reply per number, and a crowd of numbers
+                    // (SMS pumping) would otherwise spend on replies no model call guards.
+                    if sender.billed_segments(engine::lines::GAVE_UP) > 0
+                        && self
+                            .engine
+                            .fees_over_cap(other.user())
+                            .await
+                            .map_err(JobError::from)?
+                    {
+                        tracing::warn!(job = %job.dedupe_key(), outcome = ?other, "a dollar cap is full: this harness reply, which costs, is not sent");
+                        return Ok((
+                            JobOutcome::Skipped(
+                                "a dollar cap is full; a reply that costs is not sent",
+                            ),
+                            None,
+                            false,
+                        ));
+                    }
                     let hourly = match other.hourly_reply() {
                         Some(limit) => match self.take_hourly(job, limit).await {
                             Some(taken) => Some(taken),

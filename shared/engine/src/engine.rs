@@ -275,6 +275,11 @@ impl Engine {
         }
     }
 
+    /// Whether a dollar cap that a reply's fees count in is full ([`Guard::fees_over_cap`]).
+    pub async fn fees_over_cap(&self, user: Option<&UserId>) -> Result<bool, EngineError> {
+        Ok(self.guard.fees_over_cap(user).await?)
+    }
+
     /// Answer one user message. Model and tool failures end in a reply; `Err` means storage
     /// failed (or the conversation is unknown) and the job should be retried. The user's words
     /// go into the visible transcript here; the reply's entry is written by whoever delivers it

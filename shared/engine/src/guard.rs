@@ -171,6 +171,16 @@ pub trait Guard: Send + Sync {
     ) {
         let _ = (user, conversation, segments);
     }
+
+    /// Whether a dollar cap that [`Guard::charge_segments`] counts in is full already: the
+    /// user's (`None`: a sender not linked yet, whose fees count in everyone's only) or
+    /// everyone's. Asked before a reply that costs and that no model call guards (the
+    /// onboarding reply to an unknown SMS sender), so a crowd of senders cannot spend past
+    /// the caps on replies alone. The default: never full.
+    async fn fees_over_cap(&self, user: Option<&UserId>) -> Result<bool, store::StoreError> {
+        let _ = user;
+        Ok(false)
+    }
 }
 
 /// A reservation a guard leaves for the engine to write ([`Guard::prepare`]): charges on
