@@ -473,10 +473,10 @@ impl ChannelJobs {
                     }
                     Err(e) => {
                         tracing::error!(job = %job.dedupe_key(), error = %e, "could not tell the user their message was given up");
-                        return Ok((false, false));
                     }
                 }
             }
+            // Sent again, such a turn runs nothing and says nothing: done, told or not.
             return Ok((false, true));
         }
         let closed = abandoned == engine::Abandoned::Closed;
@@ -523,8 +523,20 @@ impl ChannelJobs {
         }
         // What the user saw ends their turn in the visible transcript, unless it has its reply.
         // (Its reply, once recorded, is the last entry, as in `deliver_turn`.)
-        if let Some(id) = &conversation
-            && let Some(conv) = self.store.conversation(id).await.map_err(JobError::from)?
+        // The user has been told now: a record that fails is logged, and the job still marked
+        // done (sent again, it would say the apology twice).
+        if let Some(id) = conversation
+            && let Err(e) = self.record_given_up(id, shown).await
+        {
+            tracing::error!(job = %job.dedupe_key(), error = %e, "the user was told their message was given up; recording it failed");
+        }
+        Ok((closed, true))
+    }
+
+    /// Record `shown` as what the user saw last of the conversation's turn, unless it has its
+    /// reply.
+    async fn record_given_up(&self, id: &ConversationId, shown: String) -> Result<(), JobError> {
+        if let Some(conv) = self.store.conversation(id).await.map_err(JobError::from)?
             && let last = self.store.last_visible(id).await.map_err(JobError::from)?
             && !last
                 .as_ref()
@@ -533,7 +545,7 @@ impl ChannelJobs {
             self.record_said(id, last.as_ref(), conv.turn, shown)
                 .await?;
         }
-        Ok((closed, true))
+        Ok(())
     }
 
     /// Record `text` as what the user saw last of turn `turn`, after `last`.
@@ -641,6 +653,7 @@ impl ChannelJobs {
             text: &reply.text,
             so_far: from,
             ended: false,
+            complete: false,
             fees: Fees {
                 engine: &self.engine,
                 sender,
@@ -652,7 +665,9 @@ impl ChannelJobs {
         loop {
             let err = match sender.send_from(reply, &mut sending.so_far).await {
                 Ok(()) => {
-                    // Charged first: dropped while charging, the reply is still remembered.
+                    // Charged first: dropped while charging, the reply is still remembered
+                    // (as sent whole).
+                    sending.complete = true;
                     sending.charge_sent().await;
                     return Ok(Some(sending.end()));
                 }
@@ -690,6 +705,8 @@ struct Sending<'a> {
     text: &'a str,
     so_far: Delivered,
     ended: bool,
+    /// All of it went out.
+    complete: bool,
     fees: Fees<'a>,
 }
 
@@ -722,35 +739,39 @@ impl Sending<'_> {
             .sum()
     }
 
-    /// Charge what went out since the last charge (at most once: cut off while charging, it
-    /// is not charged again).
+    /// Charge what went out since the last charge, once: on a task of its own, which an
+    /// attempt cut off while it waits does not cancel.
     async fn charge_sent(&mut self) {
+        if let Some(charge) = self.charge_task() {
+            let _ = charge.await;
+        }
+    }
+
+    /// The charge of what went out since the last charge, started; `None` when that bills
+    /// nothing, or there is no runtime to run it (a drop as the process ends).
+    fn charge_task(&mut self) -> Option<tokio::task::JoinHandle<()>> {
         let segments = self.uncharged();
-        let Payer { user, conversation } = self.fees.payer;
-        self.fees
-            .engine
-            .charge_segments(user, conversation, segments)
-            .await;
+        let runtime = tokio::runtime::Handle::try_current().ok()?;
+        if segments == 0 {
+            return None;
+        }
+        let engine = self.fees.engine.clone();
+        let user = self.fees.payer.user.cloned();
+        let conversation = self.fees.payer.conversation.clone();
+        Some(runtime.spawn(async move {
+            engine
+                .charge_segments(user.as_ref(), &conversation, segments)
+                .await;
+        }))
     }
 }
 
 impl Drop for Sending<'_> {
     fn drop(&mut self) {
         // Dropped mid-send (the attempt's deadline, a lost lease): what went out is charged
-        // still, on its own task.
-        let segments = self.uncharged();
-        if segments > 0
-            && let Ok(runtime) = tokio::runtime::Handle::try_current()
-        {
-            let engine = self.fees.engine.clone();
-            let user = self.fees.payer.user.cloned();
-            let conversation = self.fees.payer.conversation.clone();
-            runtime.spawn(async move {
-                engine
-                    .charge_segments(user.as_ref(), &conversation, segments)
-                    .await;
-            });
-        }
+        // still, on its own task (best effort: a Lambda environment frozen right after, or a
+        // process ending, may never run it).
+        drop(self.charge_task());
         if !self.ended
             && !self.so_far.is_empty()
             && let Some((key, turn)) = self.key.take()
@@ -759,7 +780,7 @@ impl Drop for Sending<'_> {
                 turn,
                 text: self.text.to_owned(),
                 delivered: std::mem::take(&mut self.so_far),
-                whole: false,
+                whole: self.complete,
             };
             self.replies.remember(key, sent);
         }

@@ -627,3 +627,123 @@ async fn a_given_up_message_whose_apology_failed_is_told_when_sent_again() {
     assert_eq!(jobs.run(&first, MINUTE).await, JobOutcome::Done);
     assert_eq!(texts(&platform), [engine::lines::GAVE_UP]);
 }
+
+/// A dead letter sent again once a later turn's compaction opened a new segment: its message
+/// is in the segment before, where a turn reading the current one does not see it. Run as new
+/// it would answer a message long past after newer answers (and do again what it asked for);
+/// it is found there and runs nothing.
+#[tokio::test]
+async fn a_dead_letter_sent_again_after_a_later_turn_compacted_runs_nothing_of_it() {
+    use store::MessageStore;
+    use transcript::{CallRecord, Conversation, Message, Part, Role};
+    let store = Arc::new(SqliteStore::open_in_memory().unwrap());
+    let (jobs, platform) = watched(store.clone(), vec![Reply::text("Never said.")]);
+    store
+        .bind_identity("generic", "ana", &"ana".into(), now_ms())
+        .await
+        .unwrap();
+    let mut first = job("m-1", "ana", "c-1", "first");
+    first.received_at_ms = 1_000;
+    let later = job("m-2", "ana", "c-1", "second");
+    let id = ConversationId::from("generic:c-1@ana");
+    let row = |segment, position, role, text: &str, of: &TurnJob, at, called: bool| Message {
+        conversation_id: id.clone(),
+        segment,
+        position,
+        role,
+        parts: vec![Part::text(text)],
+        call: called.then(|| CallRecord {
+            backend: "scripted".into(),
+            model: "m".into(),
+            stop_reason: Some(transcript::StopReason::EndTurn),
+            error: None,
+            usage: Default::default(),
+            latency_ms: 1,
+            tools_offered: Vec::new(),
+        }),
+        action_id: Some(of.dedupe_key()),
+        created_at_ms: at,
+    };
+    let mut conversation = Conversation::new(id.clone(), "ana", "generic", "chat");
+    store.create_conversation(&conversation).await.unwrap();
+    for message in [
+        // The first message's turn, left open after its message.
+        row(0, 0, Role::User, "first", &first, 1_500, false),
+        // The later turn compacted first: its notes open segment 1, then its message, answered.
+        row(1, 1, Role::User, "notes", &later, 5_000, true),
+        row(1, 2, Role::User, "second", &later, 5_000, false),
+        row(1, 3, Role::Assistant, "Second answer.", &later, 5_000, true),
+    ] {
+        store.append_message(&message).await.unwrap();
+    }
+    conversation.segment = 1;
+    store.update_conversation(&conversation).await.unwrap();
+
+    assert_eq!(jobs.run(&first, MINUTE).await, JobOutcome::Done);
+    assert!(texts(&platform).is_empty(), "nothing sent");
+    assert_eq!(
+        store.messages(&id, 1).await.unwrap().len(),
+        3,
+        "no row written"
+    );
+    assert!(
+        store.visible(&id).await.unwrap().is_empty(),
+        "no entry written"
+    );
+}
+
+/// A job cut off between its own compaction and its message (its notes open the current
+/// segment) is not taken for one a later turn overtook: sent again, it runs, after its notes.
+#[tokio::test]
+async fn a_job_cut_off_after_its_own_compaction_still_runs() {
+    use store::MessageStore;
+    use transcript::{CallRecord, Conversation, Message, Part, Role};
+    let store = Arc::new(SqliteStore::open_in_memory().unwrap());
+    let (jobs, platform) = watched(store.clone(), vec![Reply::text("First answer.")]);
+    store
+        .bind_identity("generic", "ana", &"ana".into(), now_ms())
+        .await
+        .unwrap();
+    let before = job("m-0", "ana", "c-1", "hello");
+    let mut first = job("m-1", "ana", "c-1", "first");
+    first.received_at_ms = 1_000;
+    let id = ConversationId::from("generic:c-1@ana");
+    let call = CallRecord {
+        backend: "scripted".into(),
+        model: "m".into(),
+        stop_reason: Some(transcript::StopReason::EndTurn),
+        error: None,
+        usage: Default::default(),
+        latency_ms: 1,
+        tools_offered: Vec::new(),
+    };
+    let row = |segment, position, role, text: &str, of: &TurnJob, called: bool| Message {
+        conversation_id: id.clone(),
+        segment,
+        position,
+        role,
+        parts: vec![Part::text(text)],
+        call: called.then(|| call.clone()),
+        action_id: Some(of.dedupe_key()),
+        created_at_ms: if segment == 0 { 500 } else { 1_500 },
+    };
+    let mut conversation = Conversation::new(id.clone(), "ana", "generic", "chat");
+    store.create_conversation(&conversation).await.unwrap();
+    for message in [
+        row(0, 0, Role::User, "hello", &before, false),
+        row(0, 1, Role::Assistant, "Hello.", &before, true),
+        row(1, 2, Role::User, "notes", &first, true),
+    ] {
+        store.append_message(&message).await.unwrap();
+    }
+    conversation.segment = 1;
+    store.update_conversation(&conversation).await.unwrap();
+
+    assert_eq!(jobs.run(&first, MINUTE).await, JobOutcome::Done);
+    assert_eq!(texts(&platform), ["First answer."]);
+    assert_eq!(
+        store.messages(&id, 1).await.unwrap().len(),
+        3,
+        "its message and answer"
+    );
+}

@@ -77,6 +77,43 @@ pub(crate) fn overtaken(history: &[Message], action_id: &str) -> bool {
     })
 }
 
+/// Whether the turn written by `action_id`, not in the current segment (`rows`), stored its
+/// user message in an earlier one — so a later turn's compaction moved on from it, and it is
+/// overtaken as [`overtaken`] says. Looked for only when the current segment opened after the
+/// message was received (at `received_at_ms`; `None`: not known, not looked for) and not with
+/// this turn's own notes: back through the segments opened since, one read each, none for a
+/// message newer than its segment (every turn but a dead letter's sent again, or one queued
+/// behind a compaction).
+pub(crate) async fn in_earlier_segment(
+    store: &dyn store::Store,
+    conversation: &transcript::Conversation,
+    rows: &[Message],
+    action_id: &str,
+    received_at_ms: Option<i64>,
+) -> Result<bool, store::StoreError> {
+    let Some(received) = received_at_ms else {
+        return Ok(false);
+    };
+    let opened_since = |first: Option<&Message>| {
+        first.is_some_and(|m| {
+            m.created_at_ms > received && m.action_id.as_deref() != Some(action_id)
+        })
+    };
+    if conversation.segment == 0 || !opened_since(rows.first()) {
+        return Ok(false);
+    }
+    for segment in (0..conversation.segment).rev() {
+        let earlier = store.messages(&conversation.id, segment).await?;
+        if user_row_of(&earlier, action_id).is_some() {
+            return Ok(true);
+        }
+        if !opened_since(earlier.first()) {
+            return Ok(false);
+        }
+    }
+    Ok(false)
+}
+
 /// Where the turn's user message is.
 fn user_row_of(history: &[Message], action_id: &str) -> Option<usize> {
     history.iter().rposition(|m| {

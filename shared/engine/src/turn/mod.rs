@@ -126,7 +126,21 @@ impl<'a> Turn<'a> {
             None => store.messages(id, conv.segment).await?,
         };
         let resumed = resume::find(&history, &input.action_id.0);
-        let overtaken = resumed.is_some() && resume::overtaken(&history, &input.action_id.0);
+        // A later turn began after this one: its rows follow this one's, or its compaction
+        // opened a segment after this one's message (a dead letter sent again).
+        let overtaken = match resumed {
+            Some(_) => resume::overtaken(&history, &input.action_id.0),
+            None => {
+                resume::in_earlier_segment(
+                    store.as_ref(),
+                    &conv,
+                    &history,
+                    &input.action_id.0,
+                    input.sent_at_ms,
+                )
+                .await?
+            }
+        };
         // This turn compacted before it was cut short (its notes open the segment): the user's
         // previous message, and any call held on it, are in the segment before. Read there,
         // so a retried Yes still confirms what the first attempt confirmed (one read, on this
@@ -166,7 +180,7 @@ impl<'a> Turn<'a> {
             }
             _ => Vec::new(),
         };
-        if resumed.is_none() {
+        if resumed.is_none() && !overtaken {
             conv.turn += 1;
             if conv.prompt_version != engine.options.prompt_version {
                 if !conv.prompt_version.is_empty() {
@@ -181,6 +195,7 @@ impl<'a> Turn<'a> {
         // A crash between its two rows leaves its calls answered, which is all a provider needs.
         let mut history = history;
         if resumed.is_none()
+            && !overtaken
             && let Some((previous, next)) = resume::left_asking(&history)
         {
             let position = history.last().map_or(0, |m| m.position + 1);
@@ -261,6 +276,12 @@ impl<'a> Turn<'a> {
             next_call: None,
         };
         match resumed {
+            // Its rows are followed by a later turn's, which it would read as its own (and its
+            // visible entries by that turn's number), or moved on from by that turn's
+            // compaction: nothing is run or written.
+            _ if overtaken => {
+                tracing::warn!("a later message's turn began after this one; not run again");
+            }
             None => {
                 turn.compact_if_needed().await?;
                 let decided = match turn.settle_press().await? {
@@ -273,11 +294,6 @@ impl<'a> Turn<'a> {
                 turn.append_user(input.user_parts(text), input.text.clone())
                     .await?;
                 turn.wrote_user_entry = true;
-            }
-            // Its rows are followed by a later turn's, which it would read as its own (and its
-            // visible entries by that turn's number): nothing is run or written.
-            Some(_) if overtaken => {
-                tracing::warn!("a later message's turn began after this one; not run again");
             }
             Some(r) => {
                 tracing::warn!(calls_made = r.calls_made, next = ?r.next, "resuming a turn that was cut short");
