@@ -111,7 +111,7 @@ async fn a_given_up_turn_keeps_what_its_calls_did() {
         .unwrap();
 
     let closed = engine
-        .close_abandoned_turn(&id, &ActionId(ACTION.into()), "Sorry, that failed.")
+        .close_abandoned_turn(&id, &ActionId(ACTION.into()), "Sorry, that failed.", None)
         .await
         .unwrap();
     assert_eq!(closed, Abandoned::Closed);
@@ -137,7 +137,7 @@ async fn a_given_up_turn_keeps_what_its_calls_did() {
     assert_eq!(rows[3].text(), "Sorry, that failed.");
     // Closed once: giving it up again writes nothing.
     let again = engine
-        .close_abandoned_turn(&id, &ActionId(ACTION.into()), "Sorry, that failed.")
+        .close_abandoned_turn(&id, &ActionId(ACTION.into()), "Sorry, that failed.", None)
         .await
         .unwrap();
     assert_eq!(again, Abandoned::Finished { latest: true });
@@ -147,7 +147,7 @@ async fn a_given_up_turn_keeps_what_its_calls_did() {
     later.action_id = Some("web:c1.m2".into());
     store.append_message(&later).await.unwrap();
     let after = engine
-        .close_abandoned_turn(&id, &ActionId(ACTION.into()), "Sorry, that failed.")
+        .close_abandoned_turn(&id, &ActionId(ACTION.into()), "Sorry, that failed.", None)
         .await
         .unwrap();
     assert_eq!(after, Abandoned::Finished { latest: false });
@@ -182,7 +182,7 @@ async fn a_give_up_after_a_later_turn_began_writes_nothing_into_it() {
     }
 
     let closed = engine
-        .close_abandoned_turn(&id, &ActionId(ACTION.into()), "Sorry, that failed.")
+        .close_abandoned_turn(&id, &ActionId(ACTION.into()), "Sorry, that failed.", None)
         .await
         .unwrap();
     assert_eq!(closed, Abandoned::Overtaken);

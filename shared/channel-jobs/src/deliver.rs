@@ -421,7 +421,12 @@ impl ChannelJobs {
         let abandoned = match &conversation {
             Some(id) => self
                 .engine
-                .close_abandoned_turn(id, &tools::ActionId(job.dedupe_key()), lines::GAVE_UP)
+                .close_abandoned_turn(
+                    id,
+                    &tools::ActionId(job.dedupe_key()),
+                    lines::GAVE_UP,
+                    Some(job.received_at_ms).filter(|ms| *ms > 0),
+                )
                 .await
                 .map_err(JobError::from)?,
             None => engine::Abandoned::NotStored,

@@ -628,16 +628,12 @@ async fn a_given_up_message_whose_apology_failed_is_told_when_sent_again() {
     assert_eq!(texts(&platform), [engine::lines::GAVE_UP]);
 }
 
-/// A dead letter sent again once a later turn's compaction opened a new segment: its message
-/// is in the segment before, where a turn reading the current one does not see it. Run as new
-/// it would answer a message long past after newer answers (and do again what it asked for);
-/// it is found there and runs nothing.
-#[tokio::test]
-async fn a_dead_letter_sent_again_after_a_later_turn_compacted_runs_nothing_of_it() {
+/// Ana's conversation where a later turn's compaction opened segment 1 after her first message
+/// (received at 1,000 ms, its turn left open after its message in segment 0): the first job
+/// and the conversation.
+async fn compacted_past_first(store: &Arc<SqliteStore>) -> (TurnJob, ConversationId) {
     use store::MessageStore;
     use transcript::{CallRecord, Conversation, Message, Part, Role};
-    let store = Arc::new(SqliteStore::open_in_memory().unwrap());
-    let (jobs, platform) = watched(store.clone(), vec![Reply::text("Never said.")]);
     store
         .bind_identity("generic", "ana", &"ana".into(), now_ms())
         .await
@@ -667,7 +663,6 @@ async fn a_dead_letter_sent_again_after_a_later_turn_compacted_runs_nothing_of_i
     let mut conversation = Conversation::new(id.clone(), "ana", "generic", "chat");
     store.create_conversation(&conversation).await.unwrap();
     for message in [
-        // The first message's turn, left open after its message.
         row(0, 0, Role::User, "first", &first, 1_500, false),
         // The later turn compacted first: its notes open segment 1, then its message, answered.
         row(1, 1, Role::User, "notes", &later, 5_000, true),
@@ -678,9 +673,45 @@ async fn a_dead_letter_sent_again_after_a_later_turn_compacted_runs_nothing_of_i
     }
     conversation.segment = 1;
     store.update_conversation(&conversation).await.unwrap();
+    (first, id)
+}
+
+/// A dead letter sent again once a later turn's compaction opened a new segment: its message
+/// is in the segment before, where a turn reading the current one does not see it. Run as new
+/// it would answer a message long past after newer answers (and do again what it asked for);
+/// it is found there and runs nothing.
+#[tokio::test]
+async fn a_dead_letter_sent_again_after_a_later_turn_compacted_runs_nothing_of_it() {
+    use store::MessageStore;
+    let store = Arc::new(SqliteStore::open_in_memory().unwrap());
+    let (jobs, platform) = watched(store.clone(), vec![Reply::text("Never said.")]);
+    let (first, id) = compacted_past_first(&store).await;
 
     assert_eq!(jobs.run(&first, MINUTE).await, JobOutcome::Done);
     assert!(texts(&platform).is_empty(), "nothing sent");
+    assert_eq!(
+        store.messages(&id, 1).await.unwrap().len(),
+        3,
+        "no row written"
+    );
+    assert!(
+        store.visible(&id).await.unwrap().is_empty(),
+        "no entry written"
+    );
+}
+
+/// Given up, such a message is found in the segment before too: overtaken, its sender is told
+/// and nothing is written into the later turn's transcript (an entry would stand in for that
+/// turn's reply).
+#[tokio::test]
+async fn a_message_given_up_after_a_later_turn_compacted_is_told_and_writes_nothing() {
+    use store::MessageStore;
+    let store = Arc::new(SqliteStore::open_in_memory().unwrap());
+    let (jobs, platform) = watched(store.clone(), vec![]);
+    let (first, id) = compacted_past_first(&store).await;
+
+    assert!(!jobs.give_up_for_good(&first).await.unwrap());
+    assert_eq!(texts(&platform), [engine::lines::GAVE_UP]);
     assert_eq!(
         store.messages(&id, 1).await.unwrap().len(),
         3,

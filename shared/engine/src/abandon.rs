@@ -31,12 +31,15 @@ pub enum Abandoned {
 
 impl Engine {
     /// Close the turn written by `action_id` in `conversation` with `line`, unless it already
-    /// ended, and say which it was.
+    /// ended, and say which it was. `received_at_ms`: when its message was received, to find
+    /// it in a segment a later turn's compaction moved on from ([`resume::in_earlier_segment`];
+    /// `None`: not looked for).
     pub async fn close_abandoned_turn(
         &self,
         conversation: &ConversationId,
         action_id: &ActionId,
         line: &str,
+        received_at_ms: Option<i64>,
     ) -> Result<Abandoned, EngineError> {
         let store = &self.store;
         let Some(conv) = store.conversation(conversation).await? else {
@@ -44,7 +47,18 @@ impl Engine {
         };
         let history = store.messages(conversation, conv.segment).await?;
         let Some(found) = resume::find(&history, &action_id.0) else {
-            return Ok(Abandoned::NotStored);
+            let earlier = resume::in_earlier_segment(
+                store.as_ref(),
+                &conv,
+                &history,
+                &action_id.0,
+                received_at_ms,
+            )
+            .await?;
+            return Ok(match earlier {
+                true => Abandoned::Overtaken,
+                false => Abandoned::NotStored,
+            });
         };
         let user_row = |m: &Message| m.role == Role::User && m.call.is_none();
         let mine = history

@@ -99,7 +99,12 @@ pub(crate) async fn in_earlier_segment(
             m.created_at_ms > received && m.action_id.as_deref() != Some(action_id)
         })
     };
-    if conversation.segment == 0 || !opened_since(rows.first()) {
+    // A row of its own in the current segment: its turn is here (its message moved on by a
+    // crashed compaction's segment, `Turn::append`), not in one before.
+    let here = rows
+        .iter()
+        .any(|m| m.action_id.as_deref() == Some(action_id));
+    if conversation.segment == 0 || here || !opened_since(rows.first()) {
         return Ok(false);
     }
     for segment in (0..conversation.segment).rev() {
