@@ -20,6 +20,13 @@ const PUBLIC_BASE_URL: &str = "https://bridle.example";
 const TOKEN: &str = "twilio-auth-token";
 const FROM: &str = "+15558675310";
 
+fn cap(limit: Option<u64>) -> Cap {
+    Cap {
+        limit,
+        source: Source::Default,
+    }
+}
+
 fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -27,12 +34,11 @@ fn now_ms() -> i64 {
         .as_millis() as i64
 }
 
-/// The local server with Twilio's channel on `api`, these caps (every other the default),
-/// free model calls, and `replies` for its model.
+/// The local server with Twilio's channel on `api`, free model calls, SMS segments at $0.10,
+/// the caps `caps` sets (every other the default), and `replies` for its model.
 async fn start(
     api: &PlatformApi,
-    user_usd: Option<u64>,
-    global_usd: Option<u64>,
+    caps: impl FnOnce(&mut BudgetConfig),
     replies: Vec<Reply>,
 ) -> (TestServer, Arc<ScriptedModel>) {
     let vars: HashMap<&str, String> = [
@@ -47,17 +53,12 @@ async fn start(
         .expect("channels configure");
     // Model calls cost nothing here: only the text messages count.
     let free = r#"{"default": {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0}}"#;
-    let cap = |limit| Cap {
-        limit,
-        source: Source::Default,
-    };
-    let budget = BudgetConfig {
+    let mut budget = BudgetConfig {
         prices: PriceTable::with_file("free.json", free).unwrap(),
-        user_usd_30d: cap(user_usd),
-        global_usd_30d: cap(global_usd),
         sms_segment_usd: 100_000,
         ..BudgetConfig::default()
     };
+    caps(&mut budget);
     let mut options = AppOptions {
         channels,
         ..AppOptions::default()
@@ -93,7 +94,7 @@ async fn a_sender_asking_for_long_text_messages_is_stopped_by_their_dollar_cap()
         Reply::text(&"ç".repeat(134)),
         Reply::text("never sent"),
     ];
-    let (server, model) = start(&api, Some(1_000_000), Some(500_000_000), replies).await;
+    let (server, model) = start(&api, |c| c.user_usd_30d = cap(Some(1_000_000)), replies).await;
     let store = server.app.store.clone();
     store
         .bind_identity("twilio", FROM, &"local".into(), now_ms())
@@ -148,21 +149,23 @@ async fn a_sender_asking_for_long_text_messages_is_stopped_by_their_dollar_cap()
 }
 
 /// Unknown numbers get one onboarding reply an hour each, which costs: a crowd of numbers (SMS
-/// pumping) is answered only until everyone's dollars are spent, and then not at all.
+/// pumping) is answered only until the strangers' dollars are spent, and then not at all —
+/// while a linked user, whose dollars are their own and everyone's, is answered as ever.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_crowd_of_unknown_numbers_is_answered_only_while_everyones_dollars_last() {
+async fn a_crowd_of_unknown_numbers_is_answered_only_while_the_strangers_dollars_last() {
     let api = PlatformApi::start().await;
     // Room for the first reply only.
-    let (server, model) = start(&api, None, Some(1), vec![]).await;
+    let replies = vec![Reply::text("Hello, linked one.")];
+    let (server, model) = start(&api, |c| c.unlinked_usd_30d = cap(Some(1)), replies).await;
     assert_eq!(say(&server, "+15550000001", 1, "hi").await, 200);
     let calls = api.wait_for(1).await;
     assert!(twilio::body_of(&calls[0].body).contains("bridle.example"));
-    let global = || async {
-        let key = Bucket::GlobalUsd30d.key(&"".into(), &"".into(), now_ms());
+    let strangers = || async {
+        let key = Bucket::UnlinkedUsd30d.key(&"".into(), &"".into(), now_ms());
         server.app.store.bucket_usage(&[key]).await.unwrap()[0]
     };
     let spent = tests::eventually("the onboarding reply charged", || async {
-        Some(global().await).filter(|used| *used > 0)
+        Some(strangers().await).filter(|used| *used > 0)
     })
     .await;
     assert_eq!(spent % 100_000, 0, "whole segments: {spent}");
@@ -186,8 +189,56 @@ async fn a_crowd_of_unknown_numbers_is_answered_only_while_everyones_dollars_las
         })
         .await;
     }
-    assert_eq!(api.calls().len(), 1, "no reply past everyone's cap");
-    assert_eq!(global().await, spent, "nothing more spent");
+    assert_eq!(api.calls().len(), 1, "no reply past the strangers' cap");
+    assert_eq!(strangers().await, spent, "nothing more spent");
     assert!(model.requests().is_empty());
+
+    // A number that links with a live code is told so (what a code answers cannot be
+    // multiplied by a crowd), and then answered: its replies count in its user's dollars.
+    let now = now_ms();
+    server
+        .app
+        .store
+        .create_link_code("K7PQ2345", &"local".into(), now, now + 30 * 60 * 1000)
+        .await
+        .unwrap();
+    assert_eq!(say(&server, FROM, 4, "K7PQ-2345").await, 200);
+    let calls = api.wait_for(2).await;
+    assert!(
+        twilio::body_of(&calls[1].body).contains("Linked"),
+        "{calls:?}"
+    );
+    assert_eq!(say(&server, FROM, 5, "hello").await, 200);
+    let calls = api.wait_for(3).await;
+    assert_eq!(twilio::body_of(&calls[2].body), "Hello, linked one.");
+    server.stop().await;
+}
+
+/// What a live link code answers is said even once everyone's dollars are spent: it is done
+/// already (the number is linked), and a crowd cannot multiply it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_link_is_confirmed_though_everyones_dollars_are_spent() {
+    let api = PlatformApi::start().await;
+    let (server, _) = start(&api, |c| c.global_usd_30d = cap(Some(1)), vec![]).await;
+    // Everyone's dollars spent by an earlier reply.
+    let spent = store::Adjustment {
+        bucket: Bucket::GlobalUsd30d.key(&"".into(), &"".into(), now_ms()),
+        delta: 100_000,
+        expires_at_ms: now_ms() + 86_400_000,
+    };
+    server.app.store.adjust(&[spent]).await.unwrap();
+    let now = now_ms();
+    server
+        .app
+        .store
+        .create_link_code("K7PQ2345", &"local".into(), now, now + 30 * 60 * 1000)
+        .await
+        .unwrap();
+    assert_eq!(say(&server, FROM, 1, "K7PQ-2345").await, 200);
+    let calls = api.wait_for(1).await;
+    assert!(
+        twilio::body_of(&calls[0].body).contains("Linked"),
+        "{calls:?}"
+    );
     server.stop().await;
 }

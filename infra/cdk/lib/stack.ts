@@ -63,6 +63,10 @@ export const SETTING_CONSTRAINTS: Record<string, Pick<CfnParameterProps, 'allowe
     allowedPattern: USD_OR_OFF,
     constraintDescription: 'must be empty, a dollar amount like 500 or 1250.50, or off.',
   },
+  BridleCapUnlinkedUsd30d: {
+    allowedPattern: USD_OR_OFF,
+    constraintDescription: 'must be empty, a dollar amount like 20 or 12.50, or off.',
+  },
   BridleSmsUsdPerSegment: {
     allowedPattern: '^$|^\\$?([0-9]{1,13}(\\.[0-9]{0,6})?|\\.[0-9]{1,6})$',
     constraintDescription: 'must be empty or a dollar amount like 0.0083 (0 counts nothing).',
@@ -237,6 +241,8 @@ export class BridleStack extends Stack {
       BRIDLE_CAP_USER_TOKENS_PER_HOUR: setting('BridleCapUserTokensPerHour', 'BRIDLE_CAP_USER_TOKENS_PER_HOUR; empty = default.'),
       BRIDLE_CAP_USER_USD_30D: setting('BridleCapUserUsd30d', 'BRIDLE_CAP_USER_USD_30D; empty = default.'),
       BRIDLE_CAP_GLOBAL_USD_30D: setting('BridleCapGlobalUsd30d', 'BRIDLE_CAP_GLOBAL_USD_30D; empty = default.'),
+      BRIDLE_CAP_UNLINKED_USD_30D: setting('BridleCapUnlinkedUsd30d',
+        'BRIDLE_CAP_UNLINKED_USD_30D, what replies to senders not linked yet (the onboarding SMS) may cost in 30 days; empty = the built-in default (20).'),
       BRIDLE_PRICES_FILE: param('BridlePricesFile', 'BRIDLE_PRICES_FILE; empty = built-in prices.', ''),
       BRIDLE_SMS_USD_PER_SEGMENT: setting('BridleSmsUsdPerSegment',
         "BRIDLE_SMS_USD_PER_SEGMENT, what one SMS segment of a reply costs, counted in the dollar caps; empty = the built-in default (0.0083, Twilio's US price)."),

@@ -30,6 +30,10 @@ pub enum Bucket {
     ConversationMessagesHour,
     /// One conversation's micro-dollars in the current 30-day window (no cap; for reports).
     ConversationUsd30d,
+    /// What replies to senders not linked to an account cost (the onboarding reply to an SMS
+    /// number, billed per segment), in micro-dollars, in the current 30-day window: the most a
+    /// crowd of unknown numbers may spend, short of everyone's cap.
+    UnlinkedUsd30d,
 }
 
 impl Serialize for Bucket {
@@ -65,6 +69,7 @@ impl Bucket {
             Self::GlobalUsd30d => "global_usd_30d",
             Self::ConversationMessagesHour => "conversation_messages_hour",
             Self::ConversationUsd30d => "conversation_usd_30d",
+            Self::UnlinkedUsd30d => "unlinked_usd_30d",
         }
     }
 
@@ -73,7 +78,10 @@ impl Bucket {
         match self {
             Self::UserTokensMinute => "tokens_1m",
             Self::UserTokensHour => "tokens_1h",
-            Self::UserUsd30d | Self::GlobalUsd30d | Self::ConversationUsd30d => "usd_30d",
+            Self::UserUsd30d
+            | Self::GlobalUsd30d
+            | Self::ConversationUsd30d
+            | Self::UnlinkedUsd30d => "usd_30d",
             Self::ConversationMessagesHour => "messages_1h",
         }
     }
@@ -81,7 +89,10 @@ impl Bucket {
     pub fn unit(self) -> Unit {
         match self {
             Self::UserTokensMinute | Self::UserTokensHour => Unit::Tokens,
-            Self::UserUsd30d | Self::GlobalUsd30d | Self::ConversationUsd30d => Unit::Microdollars,
+            Self::UserUsd30d
+            | Self::GlobalUsd30d
+            | Self::ConversationUsd30d
+            | Self::UnlinkedUsd30d => Unit::Microdollars,
             Self::ConversationMessagesHour => Unit::Messages,
         }
     }
@@ -90,7 +101,10 @@ impl Bucket {
         match self {
             Self::UserTokensMinute => MINUTE_MS,
             Self::UserTokensHour | Self::ConversationMessagesHour => HOUR_MS,
-            Self::UserUsd30d | Self::GlobalUsd30d | Self::ConversationUsd30d => DAYS_30_MS,
+            Self::UserUsd30d
+            | Self::GlobalUsd30d
+            | Self::ConversationUsd30d
+            | Self::UnlinkedUsd30d => DAYS_30_MS,
         }
     }
 
@@ -104,6 +118,7 @@ impl Bucket {
         match self {
             Self::UserTokensMinute | Self::UserTokensHour | Self::UserUsd30d => user_scope(user),
             Self::GlobalUsd30d => GLOBAL_SCOPE.to_owned(),
+            Self::UnlinkedUsd30d => UNLINKED_SCOPE.to_owned(),
             Self::ConversationMessagesHour | Self::ConversationUsd30d => {
                 format!("{CONVERSATION_PREFIX}{conversation}")
             }
@@ -122,6 +137,8 @@ impl Bucket {
 
 /// The scope of everyone's spend.
 pub const GLOBAL_SCOPE: &str = "global";
+/// The scope of what replies to senders not linked to an account cost.
+pub const UNLINKED_SCOPE: &str = "unlinked";
 /// Scopes of users start with this, followed by the user id.
 pub const USER_PREFIX: &str = "user:";
 /// Scopes of conversations start with this, followed by the conversation id.

@@ -7,6 +7,7 @@
 //! | `BRIDLE_CAP_USER_USD_30D` | a user's estimated dollars in the current 30-day window | 20 |
 //! | `BRIDLE_CAP_GLOBAL_USD_30D` | everyone's estimated dollars in the current 30-day window | 500 |
 //! | `BRIDLE_CAP_CONVERSATION_MESSAGES_PER_HOUR` | user messages per conversation per hour | 60 |
+//! | `BRIDLE_CAP_UNLINKED_USD_30D` | what replies to senders not linked yet cost (SMS), this 30-day window | 20 |
 //! | `BRIDLE_BUDGET_OUTPUT_ALLOWANCE` | the most output tokens one call is given (and reserved for) | 16000 |
 //! | `BRIDLE_BUDGET_MIN_OUTPUT_TOKENS` | below this much room for output, a call is refused rather than sent | 1000 |
 //! | `BRIDLE_PRICES_FILE` | a JSON price file merged over the built-in prices | — |
@@ -25,6 +26,7 @@ pub const CAP_USER_TOKENS_PER_HOUR: &str = "BRIDLE_CAP_USER_TOKENS_PER_HOUR";
 pub const CAP_USER_USD_30D: &str = "BRIDLE_CAP_USER_USD_30D";
 pub const CAP_GLOBAL_USD_30D: &str = "BRIDLE_CAP_GLOBAL_USD_30D";
 pub const CAP_CONVERSATION_MESSAGES_PER_HOUR: &str = "BRIDLE_CAP_CONVERSATION_MESSAGES_PER_HOUR";
+pub const CAP_UNLINKED_USD_30D: &str = "BRIDLE_CAP_UNLINKED_USD_30D";
 pub const OUTPUT_ALLOWANCE: &str = "BRIDLE_BUDGET_OUTPUT_ALLOWANCE";
 pub const MIN_OUTPUT_TOKENS: &str = "BRIDLE_BUDGET_MIN_OUTPUT_TOKENS";
 pub const PRICES_FILE: &str = "BRIDLE_PRICES_FILE";
@@ -69,6 +71,8 @@ pub struct BudgetConfig {
     /// Micro-dollars.
     pub global_usd_30d: Cap,
     pub conversation_messages_per_hour: Cap,
+    /// Micro-dollars: what replies to senders not linked yet may cost (SMS segments).
+    pub unlinked_usd_30d: Cap,
     /// The most output tokens one call is given: the request's `max_tokens` is lowered to this,
     /// and further to what every cap has left, and the call is reserved for that worst case
     /// (the input is estimated from the request).
@@ -98,6 +102,7 @@ impl Default for BudgetConfig {
             user_usd_30d: cap(20_000_000),
             global_usd_30d: cap(500_000_000),
             conversation_messages_per_hour: cap(60),
+            unlinked_usd_30d: cap(20_000_000),
             output_allowance: 16_000,
             output_allowance_source: Source::Default,
             min_output_tokens: 1_000,
@@ -165,6 +170,11 @@ impl BudgetConfig {
             CAP_CONVERSATION_MESSAGES_PER_HOUR,
             Unit::Count,
             &mut config.conversation_messages_per_hour,
+        );
+        cap(
+            CAP_UNLINKED_USD_30D,
+            Unit::Usd,
+            &mut config.unlinked_usd_30d,
         );
         let mut tokens = |name: &str, slot: &mut u64, source: &mut Source| {
             let Some(value) = var(name).filter(|v| !v.trim().is_empty()) else {
@@ -234,6 +244,7 @@ impl BudgetConfig {
             Bucket::GlobalUsd30d => &self.global_usd_30d,
             Bucket::ConversationMessagesHour => &self.conversation_messages_per_hour,
             Bucket::ConversationUsd30d => &NONE,
+            Bucket::UnlinkedUsd30d => &self.unlinked_usd_30d,
         }
     }
 }

@@ -431,10 +431,10 @@ impl Guard for BudgetGuard {
         self.settlement(permit, report).into_iter().collect()
     }
 
-    /// Each segment at [`BudgetConfig::sms_segment_usd`], added to the user's, the
-    /// conversation's and everyone's 30-day dollars (the user's only when there is one: an
-    /// unlinked sender's onboarding reply counts against everyone's). Unconditional, as a
-    /// settle is: the reply has gone out; a full cap refuses the next model call.
+    /// Each segment at [`BudgetConfig::sms_segment_usd`], added to the user's (or, for a
+    /// sender not linked yet, the strangers' [`Bucket::UnlinkedUsd30d`]), the conversation's
+    /// and everyone's 30-day dollars. Unconditional, as a settle is: the reply has gone out; a
+    /// full cap refuses the next model call.
     async fn charge_segments(
         &self,
         user: Option<&UserId>,
@@ -447,23 +447,22 @@ impl Guard for BudgetGuard {
         }
         let now = (self.clock)();
         let nobody = UserId(String::new());
-        let buckets = [
-            Bucket::UserUsd30d,
-            Bucket::ConversationUsd30d,
-            Bucket::GlobalUsd30d,
-        ];
-        let adjustments: Vec<Adjustment> = buckets
-            .into_iter()
-            .filter(|b| user.is_some() || *b != Bucket::UserUsd30d)
-            .map(|b| {
-                let bucket = b.key(user.unwrap_or(&nobody), conversation, now);
-                Adjustment {
-                    expires_at_ms: bucket.start_ms + b.length_ms(),
-                    bucket,
-                    delta: i64::try_from(usd).unwrap_or(i64::MAX),
-                }
-            })
-            .collect();
+        let payer = match user {
+            Some(_) => Bucket::UserUsd30d,
+            None => Bucket::UnlinkedUsd30d,
+        };
+        let adjustments: Vec<Adjustment> =
+            [payer, Bucket::ConversationUsd30d, Bucket::GlobalUsd30d]
+                .into_iter()
+                .map(|b| {
+                    let bucket = b.key(user.unwrap_or(&nobody), conversation, now);
+                    Adjustment {
+                        expires_at_ms: bucket.start_ms + b.length_ms(),
+                        bucket,
+                        delta: i64::try_from(usd).unwrap_or(i64::MAX),
+                    }
+                })
+                .collect();
         tracing::info!(
             segments,
             usd = usd as f64 / 1_000_000.0,
@@ -474,8 +473,8 @@ impl Guard for BudgetGuard {
         }
     }
 
-    /// The user's (when there is one) and everyone's 30-day dollars, read: full when either
-    /// holds its cap or more. Only when segments cost anything.
+    /// The user's (for a sender not linked yet, the strangers') and everyone's 30-day dollars,
+    /// read: full when either holds its cap or more. Only when segments cost anything.
     async fn fees_over_cap(&self, user: Option<&UserId>) -> Result<bool, StoreError> {
         if self.config.sms_segment_usd == 0 {
             return Ok(false);
@@ -484,9 +483,12 @@ impl Guard for BudgetGuard {
         let nobody = UserId(String::new());
         // Neither bucket is the conversation's: any conversation names them.
         let conversation = ConversationId(String::new());
-        let capped: Vec<(BucketKey, u64)> = [Bucket::UserUsd30d, Bucket::GlobalUsd30d]
+        let payer = match user {
+            Some(_) => Bucket::UserUsd30d,
+            None => Bucket::UnlinkedUsd30d,
+        };
+        let capped: Vec<(BucketKey, u64)> = [payer, Bucket::GlobalUsd30d]
             .into_iter()
-            .filter(|b| user.is_some() || *b != Bucket::UserUsd30d)
             .filter_map(|b| {
                 let limit = self.config.cap(b).limit?;
                 Some((b.key(user.unwrap_or(&nobody), &conversation, now), limit))

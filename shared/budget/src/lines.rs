@@ -25,7 +25,8 @@ pub fn tripped(bucket: Bucket) -> &'static str {
         Bucket::UserTokensMinute => USER_TOKENS_MINUTE,
         Bucket::UserTokensHour => USER_TOKENS_HOUR,
         Bucket::UserUsd30d => USER_USD_30D,
-        Bucket::GlobalUsd30d => GLOBAL_USD_30D,
+        // Never a model call's: what replies to strangers cost.
+        Bucket::GlobalUsd30d | Bucket::UnlinkedUsd30d => GLOBAL_USD_30D,
         Bucket::ConversationMessagesHour | Bucket::ConversationUsd30d => CONVERSATION_BUSY,
     }
 }

@@ -42,6 +42,7 @@ fn config(set: impl FnOnce(&mut BudgetConfig)) -> BudgetConfig {
         user_usd_30d: cap(None),
         global_usd_30d: cap(None),
         conversation_messages_per_hour: cap(None),
+        unlinked_usd_30d: cap(None),
         output_allowance: 100,
         output_allowance_source: Source::Default,
         min_output_tokens: 1_000,
@@ -142,6 +143,9 @@ async fn sms_segments_count_in_the_dollar_buckets_and_trip_the_users_cap() {
         0,
         "no user's"
     );
+    let strangers = |c| used(&s.ledger, Bucket::UnlinkedUsd30d, c, now);
+    assert_eq!(strangers(&lobby).await, 100_000, "the strangers'");
+    assert_eq!(strangers(&ana).await, 100_000, "one bucket, none of ana's");
     // Within the cap a call goes; once the segments pass it, the next is held back.
     assert!(call(&s.guard, &ana, 10).await.is_ok());
     s.guard
@@ -151,13 +155,15 @@ async fn sms_segments_count_in_the_dollar_buckets_and_trip_the_users_cap() {
 }
 
 /// A reply that costs and that no model call guards asks first whether a dollar cap its
-/// segments count in is full: the user's (when there is one) or everyone's.
+/// segments count in is full: the user's (for a sender not linked yet, the strangers') or
+/// everyone's.
 #[tokio::test]
 async fn fees_are_over_the_cap_once_the_users_or_everyones_dollars_are_full() {
     let s = setup(config(|c| {
         c.sms_segment_usd = 100_000;
         c.user_usd_30d = cap(Some(300_000));
-        c.global_usd_30d = cap(Some(500_000));
+        c.global_usd_30d = cap(Some(600_000));
+        c.unlinked_usd_30d = cap(Some(200_000));
     }));
     let ana = conv("ana", "sms:ana");
     let full = |user: Option<&str>| {
@@ -175,10 +181,12 @@ async fn fees_are_over_the_cap_once_the_users_or_everyones_dollars_are_full() {
         "everyone's has room"
     );
     s.guard.charge_segments(None, &"sms:lobby".into(), 2).await;
-    assert!(
-        full(None).await && full(Some("bo")).await,
-        "everyone's $0.50 spent"
-    );
+    assert!(full(None).await, "the strangers' $0.20 spent");
+    assert!(!full(Some("bo")).await, "everyone's $0.60 has room still");
+    s.guard
+        .charge_segments(Some(&"bo".into()), &"sms:bo".into(), 1)
+        .await;
+    assert!(full(Some("bo")).await, "everyone's $0.60 spent");
 }
 
 /// At 0 a segment counts nothing: nothing is written.

@@ -507,11 +507,21 @@ impl ChannelJobs {
             let user = match &resolved {
                 Resolved::Bound(user) => user.clone(),
                 other => {
-                    // A reply that costs (an SMS, billed per segment) goes out only while the
-                    // dollar caps its segments count in have room: one onboarding reply an hour
-                    // per unknown number is still a reply per number, and a crowd of numbers
-                    // (SMS pumping) would otherwise spend on replies no model call guards.
-                    if sender.billed_segments(engine::lines::GAVE_UP) > 0
+                    // A reply to a stranger that costs (an SMS, billed per segment) goes out
+                    // only while the dollar caps its segments count in have room: one
+                    // onboarding reply an hour per unknown number is still a reply per number,
+                    // and a crowd of numbers (SMS pumping) would otherwise spend on replies no
+                    // model call guards. What a live code or a binding answers (linked, moved,
+                    // unlinked) cannot be multiplied so, and is done already: it is said.
+                    let to_a_stranger = matches!(
+                        other,
+                        Resolved::Unknown
+                            | Resolved::StaleCode { .. }
+                            | Resolved::TooManyCodes { .. }
+                            | Resolved::NotLinked
+                    );
+                    if to_a_stranger
+                        && sender.billed_segments(engine::lines::GAVE_UP) > 0
                         && self
                             .engine
                             .fees_over_cap(other.user())

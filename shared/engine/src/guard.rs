@@ -160,7 +160,8 @@ pub trait Guard: Send + Sync {
 
     /// Count what a platform bills for a reply that went out in `conversation` — `segments`
     /// text-message segments (SMS) — where the caps count money: the user's (`None`: a sender
-    /// not linked to one yet), the conversation's and everyone's. After the fact, as a call's
+    /// not linked to one yet, counted with the other strangers'), the conversation's and
+    /// everyone's. After the fact, as a call's
     /// settle is: the next model call is refused once a cap is full. The default counts
     /// nothing.
     async fn charge_segments(
@@ -173,8 +174,7 @@ pub trait Guard: Send + Sync {
     }
 
     /// Whether a dollar cap that [`Guard::charge_segments`] counts in is full already: the
-    /// user's (`None`: a sender not linked yet, whose fees count in everyone's only) or
-    /// everyone's. Asked before a reply that costs and that no model call guards (the
+    /// user's (`None`: a sender not linked yet, the strangers') or everyone's. Asked before a reply that costs and that no model call guards (the
     /// onboarding reply to an unknown SMS sender), so a crowd of senders cannot spend past
     /// the caps on replies alone. The default: never full.
     async fn fees_over_cap(&self, user: Option<&UserId>) -> Result<bool, store::StoreError> {
