@@ -183,8 +183,8 @@ async fn the_admin_page_and_the_meter_render_in_chromium() {
         .find_all(Locator::Css("#spend-chart g.bar"))
         .await
         .unwrap();
-    // Global dollars + 3 buckets for each of two users.
-    assert_eq!(bars.len(), 7);
+    // Global dollars, the strangers' dollars, and 3 buckets for each of two users.
+    assert_eq!(bars.len(), 8);
     let local_minute = c
         .find(Locator::Css(
             "#spend-chart g.bar[data-subject='local'][data-bucket='user_tokens_minute'] rect.fill",

@@ -380,6 +380,13 @@ async fn the_report_as_json_has_usage_caps_prices_and_top_conversations() {
     assert_eq!(usage[0]["subject"], "*");
     assert_eq!(usage[0]["bucket"], "global_usd_30d");
     assert_eq!(usage[0]["used"], 17_000);
+    // Then the strangers' (what replies to senders not linked yet cost): nothing here.
+    assert_eq!(usage[1]["subject"], budget::report::STRANGERS);
+    assert_eq!(usage[1]["bucket"], "unlinked_usd_30d");
+    assert_eq!(
+        (usage[1]["used"].as_u64(), usage[1]["cap"].as_u64()),
+        (Some(0), Some(20_000_000))
+    );
     let ana_usd = usage
         .iter()
         .find(|r| r["subject"] == "ana" && r["bucket"] == "user_usd_30d")

@@ -6,7 +6,7 @@
 pub mod chart;
 pub mod render;
 
-use crate::bucket::{CONVERSATION_PREFIX, GLOBAL_SCOPE, USER_PREFIX};
+use crate::bucket::{CONVERSATION_PREFIX, GLOBAL_SCOPE, UNLINKED_SCOPE, USER_PREFIX};
 use crate::config::{Cap, Source};
 use crate::meter::fraction;
 use crate::{Bucket, BudgetConfig, Unit};
@@ -60,7 +60,8 @@ pub struct PriceRow {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Report {
     pub generated_at_ms: i64,
-    /// The global row first, then each user's rows (by user id).
+    /// The global row first, then the strangers' (senders not linked yet), then each user's
+    /// rows (by user id).
     pub usage: Vec<UsageRow>,
     /// Most expensive first.
     pub top_conversations: Vec<ConversationCost>,
@@ -70,6 +71,8 @@ pub struct Report {
 
 /// The subject of everyone's spend in a report.
 pub const EVERYONE: &str = "*";
+/// The subject of what replies to senders not linked yet cost ([`Bucket::UnlinkedUsd30d`]).
+pub const STRANGERS: &str = "(not linked)";
 
 const USER_BUCKETS: [Bucket; 3] = [
     Bucket::UserTokensMinute,
@@ -113,6 +116,11 @@ impl Report {
             .find(|u| u.bucket.scope == GLOBAL_SCOPE)
             .map_or(0, |u| u.used);
         usage.push(row(EVERYONE, Bucket::GlobalUsd30d, global));
+        let strangers = usd
+            .iter()
+            .find(|u| u.bucket.scope == UNLINKED_SCOPE)
+            .map_or(0, |u| u.used);
+        usage.push(row(STRANGERS, Bucket::UnlinkedUsd30d, strangers));
 
         let mut per_bucket = Vec::new();
         let mut users = BTreeSet::new();
@@ -162,6 +170,7 @@ impl Report {
             Bucket::UserTokensHour,
             Bucket::UserUsd30d,
             Bucket::GlobalUsd30d,
+            Bucket::UnlinkedUsd30d,
             Bucket::ConversationMessagesHour,
         ]
         .into_iter()
