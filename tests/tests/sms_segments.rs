@@ -173,21 +173,8 @@ async fn a_crowd_of_unknown_numbers_is_answered_only_while_the_strangers_dollars
     for (n, from) in ["+15550000002", "+15550000003"].into_iter().enumerate() {
         assert_eq!(say(&server, from, 2 + n as u64, "hi").await, 200);
     }
-    // Both jobs have run, and are done (a claim that lapses at once, while one has not run,
-    // leaves it to the worker).
     for n in [2, 3] {
-        let key = format!("twilio#SM{n:032}");
-        tests::eventually("the job done", || async {
-            let now = now_ms();
-            let claim = server
-                .app
-                .store
-                .claim_job(&key, now, now + 1)
-                .await
-                .unwrap();
-            (claim == store::Claim::Done).then_some(())
-        })
-        .await;
+        done(&server, n).await;
     }
     assert_eq!(api.calls().len(), 1, "no reply past the strangers' cap");
     assert_eq!(strangers().await, spent, "nothing more spent");
@@ -214,31 +201,61 @@ async fn a_crowd_of_unknown_numbers_is_answered_only_while_the_strangers_dollars
     server.stop().await;
 }
 
-/// What a live link code answers is said even once everyone's dollars are spent: it is done
-/// already (the number is linked), and a crowd cannot multiply it.
+/// Whether job `n` (text message `n` from the test's numbers) has run and is done (a claim
+/// that lapses at once, taken while it has not run, leaves it to the worker).
+async fn done(server: &TestServer, n: u64) {
+    let key = format!("twilio#SM{n:032}");
+    tests::eventually("the job done", || async {
+        let now = now_ms();
+        let claim = server
+            .app
+            .store
+            .claim_job(&key, now, now + 1)
+            .await
+            .unwrap();
+        (claim == store::Claim::Done).then_some(())
+    })
+    .await;
+}
+
+/// An account that links and unlinks a number over and over (a new link code is a web request
+/// away, and each link and unlink is a reply) is held to its own dollars, and the strangers':
+/// once its dollars are spent, a link is made all the same and goes unsaid.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_link_is_confirmed_though_everyones_dollars_are_spent() {
+async fn linking_over_and_over_is_held_to_the_accounts_dollars() {
     let api = PlatformApi::start().await;
-    let (server, _) = start(&api, |c| c.global_usd_30d = cap(Some(1)), vec![]).await;
-    // Everyone's dollars spent by an earlier reply.
-    let spent = store::Adjustment {
-        bucket: Bucket::GlobalUsd30d.key(&"".into(), &"".into(), now_ms()),
-        delta: 100_000,
-        expires_at_ms: now_ms() + 86_400_000,
+    let (server, _) = start(&api, |c| c.user_usd_30d = cap(Some(1)), vec![]).await;
+    let link = |code: &'static str| {
+        let store = server.app.store.clone();
+        async move {
+            let now = now_ms();
+            let expires = now + 30 * 60 * 1000;
+            store
+                .create_link_code(code, &"local".into(), now, expires)
+                .await
+                .unwrap();
+        }
     };
-    server.app.store.adjust(&[spent]).await.unwrap();
-    let now = now_ms();
-    server
-        .app
-        .store
-        .create_link_code("K7PQ2345", &"local".into(), now, now + 30 * 60 * 1000)
-        .await
-        .unwrap();
+    link("K7PQ2345").await;
     assert_eq!(say(&server, FROM, 1, "K7PQ-2345").await, 200);
     let calls = api.wait_for(1).await;
     assert!(
         twilio::body_of(&calls[0].body).contains("Linked"),
         "{calls:?}"
     );
+    assert_eq!(say(&server, FROM, 2, "UNLINK").await, 200);
+    let calls = api.wait_for(2).await;
+    assert!(twilio::body_of(&calls[1].body).starts_with("Done: this chat is no longer"));
+
+    // The account's dollars went on the first link's reply.
+    link("M3RT6789").await;
+    assert_eq!(say(&server, FROM, 3, "M3RT-6789").await, 200);
+    done(&server, 3).await;
+    assert_eq!(
+        server.app.store.identity("twilio", FROM).await.unwrap(),
+        Some("local".into()),
+        "linked all the same"
+    );
+    assert_eq!(api.calls().len(), 2, "and not told");
     server.stop().await;
 }

@@ -507,21 +507,15 @@ impl ChannelJobs {
             let user = match &resolved {
                 Resolved::Bound(user) => user.clone(),
                 other => {
-                    // A reply to a stranger that costs (an SMS, billed per segment) goes out
-                    // only while the dollar caps its segments count in have room: one
+                    // A reply that costs (an SMS, billed per segment) and that no model call
+                    // guards goes out only while the dollar caps its segments count in have
+                    // room: its user's (a stranger's: the strangers') and everyone's. One
                     // onboarding reply an hour per unknown number is still a reply per number,
-                    // and a crowd of numbers (SMS pumping) would otherwise spend on replies no
-                    // model call guards. What a live code or a binding answers (linked, moved,
-                    // unlinked) cannot be multiplied so, and is done already: it is said.
-                    let to_a_stranger = matches!(
-                        other,
-                        Resolved::Unknown
-                            | Resolved::StaleCode { .. }
-                            | Resolved::TooManyCodes { .. }
-                            | Resolved::NotLinked
-                    );
-                    if to_a_stranger
-                        && sender.billed_segments(engine::lines::GAVE_UP) > 0
+                    // a crowd of numbers (SMS pumping) would spend on replies alone, and so
+                    // would an account linking and unlinking a number over and over (a link
+                    // code is a web request away). When a cap is full, a link or unlink is done
+                    // all the same, and goes unsaid: nothing else is answered then either.
+                    if sender.billed_segments(engine::lines::GAVE_UP) > 0
                         && self
                             .engine
                             .fees_over_cap(other.user())
