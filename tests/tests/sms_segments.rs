@@ -180,8 +180,8 @@ async fn a_crowd_of_unknown_numbers_is_answered_only_while_the_strangers_dollars
     assert_eq!(strangers().await, spent, "nothing more spent");
     assert!(model.requests().is_empty());
 
-    // A number that links with a live code is told so (what a code answers cannot be
-    // multiplied by a crowd), and then answered: its replies count in its user's dollars.
+    // A number that links with a live code is told so (the reply counts in its user's
+    // dollars, which have room, not the strangers'), and then answered.
     let now = now_ms();
     server
         .app

@@ -108,7 +108,7 @@ async fn used(ledger: &SqliteStore, b: Bucket, conv: &Conversation, now: i64) ->
 }
 
 /// A reply's SMS segments are money in the user's, the conversation's and everyone's 30-day
-/// buckets (an unlinked sender's in the conversation's and everyone's only), and a user whose
+/// buckets (an unlinked sender's in the strangers', the conversation's and everyone's), and a user whose
 /// dollars they filled is refused the next model call, though no call cost anything.
 #[tokio::test]
 async fn sms_segments_count_in_the_dollar_buckets_and_trip_the_users_cap() {

@@ -386,7 +386,7 @@ impl ChannelJobs {
     /// done, say) tells the user nothing more when its reply went out: recorded already, or
     /// remembered as sent whole (in this process, or kept with the job's claim), when it is
     /// recorded now as what they saw; nor when later turns have run since (a dead letter sent
-    /// again, whose user was told when it was first given up).
+    /// again, whose user was told when it was first given up, if the platform took it then).
     pub async fn give_up_for_good(&self, job: &TurnJob) -> Result<bool, JobError> {
         if let Err(crate::NotAnswered::SentElsewhere) = self.sender_for(job) {
             // Never run here, and not this deployment's to answer: nobody is told anything.
@@ -461,8 +461,10 @@ impl ChannelJobs {
         abandoned: engine::Abandoned,
     ) -> Result<(bool, bool), JobError> {
         if abandoned == engine::Abandoned::Overtaken {
-            // Never answered, and a later message's turn is under way: told on a messaging
-            // channel, with nothing recorded (an entry now would stand in for that turn's reply).
+            // A later message's turn has begun (under way, or moved on past a compaction): told
+            // on a messaging channel, with nothing recorded (an entry now would land in that
+            // turn, or stand in for its reply). A message found past a compaction may have had
+            // its answer before; it is told all the same (its state was not read).
             // The web chat's page was told by the failed attempt's stream.
             if job.channel != crate::web::WEB_CHANNEL
                 && let Some(sender) = self.senders.get(&job.channel)
@@ -486,9 +488,10 @@ impl ChannelJobs {
         }
         let closed = abandoned == engine::Abandoned::Closed;
         if abandoned == (engine::Abandoned::Finished { latest: false }) {
-            // A dead letter sent again after later turns of its conversation ran: its user was
-            // told when it was first given up (or had its reply), and a sentence now would be
-            // about a message long past, after answers to newer ones.
+            // A dead letter sent again after later turns of its conversation ran: its user had
+            // its reply, or was told when it was first given up (if the platform took it then),
+            // and a sentence now would be about a message long past, after answers to newer
+            // ones.
             tracing::info!(job = %job.dedupe_key(), "given up again after later turns; the user is not told again");
             return Ok((false, true));
         }

@@ -539,9 +539,9 @@ async fn a_message_given_up_after_a_later_one_began_is_still_told_and_writes_not
 }
 
 /// That message's dead letter, given up while the later turn was under way, sent again by hand
-/// (`bridle jobs retry`, an SQS redrive): the give-up marked it done, so it is skipped — as it
-/// is however far the conversation went on, after compactions that leave its message out of
-/// the segment a turn reads (where it would run as a new turn).
+/// (`bridle jobs retry`, an SQS redrive): the give-up marked it done, so it is skipped at its
+/// claim, without reading the transcript (the segments a later compaction moved on from are
+/// `a_dead_letter_sent_again_after_a_later_turn_compacted_runs_nothing_of_it`'s).
 #[tokio::test]
 async fn a_given_up_dead_letter_sent_again_is_skipped() {
     use store::MessageStore;

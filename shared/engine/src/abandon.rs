@@ -20,10 +20,12 @@ pub enum Abandoned {
     /// The turn had ended with its answer: nothing was written. `latest`: no later turn has
     /// begun since (so the conversation's latest entries are this turn's).
     Finished { latest: bool },
-    /// The turn was open, and a later turn had begun (its job took the conversation's lease
-    /// between this one's last attempt and its give-up): nothing was written, since rows now
-    /// would land inside that turn (which closed this one first if it was left asking). Its
-    /// user was never told; the job path tells them.
+    /// A later turn had begun: the turn was open (the later job took the conversation's lease
+    /// between this one's last attempt and its give-up), or its message is in a segment before
+    /// the current one, which the later turn's compaction opened (a dead letter sent again,
+    /// given up again; in whatever state it was left). Nothing was written, since rows now
+    /// would land inside that turn (which closed this one first if it was left asking). The
+    /// job path tells its user the message failed.
     Overtaken,
     /// The turn was open and is closed now.
     Closed,
