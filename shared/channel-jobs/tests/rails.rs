@@ -437,6 +437,70 @@ async fn a_dead_letter_given_up_again_after_later_turns_tells_nobody_twice() {
     assert_eq!(texts(&platform), [engine::lines::GAVE_UP, "Second answer."]);
 }
 
+/// The conversation of Ana's number `generic:c-1` (linked to her account), holding `rows`,
+/// at segment `segment`.
+async fn ana_conversation(
+    store: &Arc<SqliteStore>,
+    rows: Vec<transcript::Message>,
+    segment: u32,
+) -> ConversationId {
+    use store::MessageStore;
+    store
+        .bind_identity("generic", "ana", &"ana".into(), now_ms())
+        .await
+        .unwrap();
+    let id = ConversationId::from("generic:c-1@ana");
+    let mut conversation = transcript::Conversation::new(id.clone(), "ana", "generic", "chat");
+    store.create_conversation(&conversation).await.unwrap();
+    for message in rows {
+        store.append_message(&message).await.unwrap();
+    }
+    conversation.segment = segment;
+    store.update_conversation(&conversation).await.unwrap();
+    id
+}
+
+/// A row of `of`'s turn in Ana's conversation, written at `at`; with a call record ending for
+/// `stop` when given (a model's answer, or a compaction's notes).
+fn row(
+    (segment, position): (u32, u64),
+    role: transcript::Role,
+    parts: Vec<transcript::Part>,
+    of: &TurnJob,
+    at: i64,
+    stop: Option<transcript::StopReason>,
+) -> transcript::Message {
+    transcript::Message {
+        conversation_id: "generic:c-1@ana".into(),
+        segment,
+        position,
+        role,
+        parts,
+        call: stop.map(|stop| transcript::CallRecord {
+            backend: "scripted".into(),
+            model: "m".into(),
+            stop_reason: Some(stop),
+            error: None,
+            usage: Default::default(),
+            latency_ms: 1,
+            tools_offered: Vec::new(),
+        }),
+        action_id: Some(of.dedupe_key()),
+        created_at_ms: at,
+    }
+}
+
+/// Nothing was written: segment `segment` holds its `rows` rows still, and no visible entry.
+async fn nothing_written(store: &SqliteStore, id: &ConversationId, segment: u32, rows: usize) {
+    use store::MessageStore;
+    let stored = store.messages(id, segment).await.unwrap().len();
+    assert_eq!(stored, rows, "no row written");
+    assert!(
+        store.visible(id).await.unwrap().is_empty(),
+        "no entry written"
+    );
+}
+
 /// Ana's conversation with her first message's turn left after its tool results and, when
 /// `overtaken`, her second's under way, asking for a call: the first job, the second, and the
 /// conversation.
@@ -444,37 +508,9 @@ async fn ana_first(
     store: &Arc<SqliteStore>,
     overtaken: bool,
 ) -> (TurnJob, TurnJob, ConversationId) {
-    use store::MessageStore;
-    use transcript::{CallRecord, Conversation, Message, Part, Role};
-    store
-        .bind_identity("generic", "ana", &"ana".into(), now_ms())
-        .await
-        .unwrap();
+    use transcript::{Part, Role, StopReason};
     let first = job("m-1", "ana", "c-1", "first");
     let later = job("m-2", "ana", "c-1", "second");
-    let id = ConversationId::from("generic:c-1@ana");
-    store
-        .create_conversation(&Conversation::new(id.clone(), "ana", "generic", "chat"))
-        .await
-        .unwrap();
-    let row = |position: u64, role: Role, parts: Vec<Part>, of: &TurnJob| Message {
-        conversation_id: id.clone(),
-        segment: 0,
-        position,
-        role,
-        parts,
-        call: (role == Role::Assistant).then(|| CallRecord {
-            backend: "scripted".into(),
-            model: "m".into(),
-            stop_reason: Some(transcript::StopReason::ToolUse),
-            error: None,
-            usage: Default::default(),
-            latency_ms: 1,
-            tools_offered: Vec::new(),
-        }),
-        action_id: Some(of.dedupe_key()),
-        created_at_ms: 1,
-    };
     let asks = |call: &str| Part::ToolUse {
         id: call.into(),
         name: "look_up".into(),
@@ -485,18 +521,45 @@ async fn ana_first(
         content: serde_json::json!({"found": 1}),
         is_error: false,
     };
+    let answer = Some(StopReason::ToolUse);
     let mut rows = vec![
-        row(0, Role::User, vec![Part::text("first")], &first),
-        row(1, Role::Assistant, vec![asks("a")], &first),
-        row(2, Role::Tool, vec![result], &first),
+        row(
+            (0, 0),
+            Role::User,
+            vec![Part::text("first")],
+            &first,
+            1,
+            None,
+        ),
+        row(
+            (0, 1),
+            Role::Assistant,
+            vec![asks("a")],
+            &first,
+            1,
+            answer.clone(),
+        ),
+        row((0, 2), Role::Tool, vec![result], &first, 1, None),
     ];
     if overtaken {
-        rows.push(row(3, Role::User, vec![Part::text("second")], &later));
-        rows.push(row(4, Role::Assistant, vec![asks("b")], &later));
+        rows.push(row(
+            (0, 3),
+            Role::User,
+            vec![Part::text("second")],
+            &later,
+            1,
+            None,
+        ));
+        rows.push(row(
+            (0, 4),
+            Role::Assistant,
+            vec![asks("b")],
+            &later,
+            1,
+            answer,
+        ));
     }
-    for message in rows {
-        store.append_message(&message).await.unwrap();
-    }
+    let id = ana_conversation(store, rows, 0).await;
     (first, later, id)
 }
 
@@ -516,7 +579,6 @@ fn texts(platform: &Platform) -> Vec<String> {
 /// visible entry, which would stand in for that turn's own reply.
 #[tokio::test]
 async fn a_message_given_up_after_a_later_one_began_is_still_told_and_writes_nothing() {
-    use store::MessageStore;
     let store = Arc::new(SqliteStore::open_in_memory().unwrap());
     let (jobs, platform) = watched(store.clone(), vec![]);
     let (first, _, id) = ana_first(&store, true).await;
@@ -527,15 +589,7 @@ async fn a_message_given_up_after_a_later_one_began_is_still_told_and_writes_not
         [engine::lines::GAVE_UP],
         "the sender is told"
     );
-    assert_eq!(
-        store.messages(&id, 0).await.unwrap().len(),
-        5,
-        "no row written"
-    );
-    assert!(
-        store.visible(&id).await.unwrap().is_empty(),
-        "no entry written"
-    );
+    nothing_written(&store, &id, 0, 5).await;
 }
 
 /// That message's dead letter, given up while the later turn was under way, sent again by hand
@@ -544,7 +598,6 @@ async fn a_message_given_up_after_a_later_one_began_is_still_told_and_writes_not
 /// `a_dead_letter_sent_again_after_a_later_turn_compacted_runs_nothing_of_it`'s).
 #[tokio::test]
 async fn a_given_up_dead_letter_sent_again_is_skipped() {
-    use store::MessageStore;
     let store = Arc::new(SqliteStore::open_in_memory().unwrap());
     let (jobs, platform) = watched(store.clone(), vec![Reply::text("never said")]);
     let (first, _, id) = ana_first(&store, true).await;
@@ -559,11 +612,7 @@ async fn a_given_up_dead_letter_sent_again_is_skipped() {
         [engine::lines::GAVE_UP],
         "nothing more sent"
     );
-    assert_eq!(
-        store.messages(&id, 0).await.unwrap().len(),
-        5,
-        "no row written"
-    );
+    nothing_written(&store, &id, 0, 5).await;
 }
 
 /// A job that reached the dead letters without a give-up (busy on its last attempt, or out of
@@ -583,15 +632,7 @@ async fn a_dead_letter_sent_again_after_a_later_turn_began_runs_nothing_of_it() 
 
     assert_eq!(jobs.run(&first, MINUTE).await, JobOutcome::Done);
     assert!(texts(&platform).is_empty(), "nothing sent");
-    assert_eq!(
-        store.messages(&id, 0).await.unwrap().len(),
-        5,
-        "no row written"
-    );
-    assert!(
-        store.visible(&id).await.unwrap().is_empty(),
-        "no entry written"
-    );
+    nothing_written(&store, &id, 0, 5).await;
     // Done: sent again once more, it is skipped outright.
     assert!(matches!(
         jobs.run(&first, MINUTE).await,
@@ -632,48 +673,34 @@ async fn a_given_up_message_whose_apology_failed_is_told_when_sent_again() {
 /// (received at 1,000 ms, its turn left open after its message in segment 0): the first job
 /// and the conversation.
 async fn compacted_past_first(store: &Arc<SqliteStore>) -> (TurnJob, ConversationId) {
-    use store::MessageStore;
-    use transcript::{CallRecord, Conversation, Message, Part, Role};
-    store
-        .bind_identity("generic", "ana", &"ana".into(), now_ms())
-        .await
-        .unwrap();
+    use transcript::{Part, Role, StopReason};
     let mut first = job("m-1", "ana", "c-1", "first");
     first.received_at_ms = 1_000;
     let later = job("m-2", "ana", "c-1", "second");
-    let id = ConversationId::from("generic:c-1@ana");
-    let row = |segment, position, role, text: &str, of: &TurnJob, at, called: bool| Message {
-        conversation_id: id.clone(),
-        segment,
-        position,
-        role,
-        parts: vec![Part::text(text)],
-        call: called.then(|| CallRecord {
-            backend: "scripted".into(),
-            model: "m".into(),
-            stop_reason: Some(transcript::StopReason::EndTurn),
-            error: None,
-            usage: Default::default(),
-            latency_ms: 1,
-            tools_offered: Vec::new(),
-        }),
-        action_id: Some(of.dedupe_key()),
-        created_at_ms: at,
-    };
-    let mut conversation = Conversation::new(id.clone(), "ana", "generic", "chat");
-    store.create_conversation(&conversation).await.unwrap();
-    for message in [
-        row(0, 0, Role::User, "first", &first, 1_500, false),
+    let text = |t: &str| vec![Part::text(t)];
+    let called = Some(StopReason::EndTurn);
+    let rows = vec![
+        row((0, 0), Role::User, text("first"), &first, 1_500, None),
         // The later turn compacted first: its notes open segment 1, then its message, answered.
-        row(1, 1, Role::User, "notes", &later, 5_000, true),
-        row(1, 2, Role::User, "second", &later, 5_000, false),
-        row(1, 3, Role::Assistant, "Second answer.", &later, 5_000, true),
-    ] {
-        store.append_message(&message).await.unwrap();
-    }
-    conversation.segment = 1;
-    store.update_conversation(&conversation).await.unwrap();
-    (first, id)
+        row(
+            (1, 1),
+            Role::User,
+            text("notes"),
+            &later,
+            5_000,
+            called.clone(),
+        ),
+        row((1, 2), Role::User, text("second"), &later, 5_000, None),
+        row(
+            (1, 3),
+            Role::Assistant,
+            text("Second answer."),
+            &later,
+            5_000,
+            called,
+        ),
+    ];
+    (first, ana_conversation(store, rows, 1).await)
 }
 
 /// A dead letter sent again once a later turn's compaction opened a new segment: its message
@@ -682,22 +709,13 @@ async fn compacted_past_first(store: &Arc<SqliteStore>) -> (TurnJob, Conversatio
 /// it is found there and runs nothing.
 #[tokio::test]
 async fn a_dead_letter_sent_again_after_a_later_turn_compacted_runs_nothing_of_it() {
-    use store::MessageStore;
     let store = Arc::new(SqliteStore::open_in_memory().unwrap());
     let (jobs, platform) = watched(store.clone(), vec![Reply::text("Never said.")]);
     let (first, id) = compacted_past_first(&store).await;
 
     assert_eq!(jobs.run(&first, MINUTE).await, JobOutcome::Done);
     assert!(texts(&platform).is_empty(), "nothing sent");
-    assert_eq!(
-        store.messages(&id, 1).await.unwrap().len(),
-        3,
-        "no row written"
-    );
-    assert!(
-        store.visible(&id).await.unwrap().is_empty(),
-        "no entry written"
-    );
+    nothing_written(&store, &id, 1, 3).await;
 }
 
 /// Given up, such a message is found in the segment before too: overtaken, its sender is told
@@ -705,22 +723,13 @@ async fn a_dead_letter_sent_again_after_a_later_turn_compacted_runs_nothing_of_i
 /// turn's reply).
 #[tokio::test]
 async fn a_message_given_up_after_a_later_turn_compacted_is_told_and_writes_nothing() {
-    use store::MessageStore;
     let store = Arc::new(SqliteStore::open_in_memory().unwrap());
     let (jobs, platform) = watched(store.clone(), vec![]);
     let (first, id) = compacted_past_first(&store).await;
 
     assert!(!jobs.give_up_for_good(&first).await.unwrap());
     assert_eq!(texts(&platform), [engine::lines::GAVE_UP]);
-    assert_eq!(
-        store.messages(&id, 1).await.unwrap().len(),
-        3,
-        "no row written"
-    );
-    assert!(
-        store.visible(&id).await.unwrap().is_empty(),
-        "no entry written"
-    );
+    nothing_written(&store, &id, 1, 3).await;
 }
 
 /// A job cut off between its own compaction and its message (its notes open the current
@@ -728,47 +737,27 @@ async fn a_message_given_up_after_a_later_turn_compacted_is_told_and_writes_noth
 #[tokio::test]
 async fn a_job_cut_off_after_its_own_compaction_still_runs() {
     use store::MessageStore;
-    use transcript::{CallRecord, Conversation, Message, Part, Role};
+    use transcript::{Part, Role, StopReason};
     let store = Arc::new(SqliteStore::open_in_memory().unwrap());
     let (jobs, platform) = watched(store.clone(), vec![Reply::text("First answer.")]);
-    store
-        .bind_identity("generic", "ana", &"ana".into(), now_ms())
-        .await
-        .unwrap();
     let before = job("m-0", "ana", "c-1", "hello");
     let mut first = job("m-1", "ana", "c-1", "first");
     first.received_at_ms = 1_000;
-    let id = ConversationId::from("generic:c-1@ana");
-    let call = CallRecord {
-        backend: "scripted".into(),
-        model: "m".into(),
-        stop_reason: Some(transcript::StopReason::EndTurn),
-        error: None,
-        usage: Default::default(),
-        latency_ms: 1,
-        tools_offered: Vec::new(),
-    };
-    let row = |segment, position, role, text: &str, of: &TurnJob, called: bool| Message {
-        conversation_id: id.clone(),
-        segment,
-        position,
-        role,
-        parts: vec![Part::text(text)],
-        call: called.then(|| call.clone()),
-        action_id: Some(of.dedupe_key()),
-        created_at_ms: if segment == 0 { 500 } else { 1_500 },
-    };
-    let mut conversation = Conversation::new(id.clone(), "ana", "generic", "chat");
-    store.create_conversation(&conversation).await.unwrap();
-    for message in [
-        row(0, 0, Role::User, "hello", &before, false),
-        row(0, 1, Role::Assistant, "Hello.", &before, true),
-        row(1, 2, Role::User, "notes", &first, true),
-    ] {
-        store.append_message(&message).await.unwrap();
-    }
-    conversation.segment = 1;
-    store.update_conversation(&conversation).await.unwrap();
+    let text = |t: &str| vec![Part::text(t)];
+    let called = Some(StopReason::EndTurn);
+    let rows = vec![
+        row((0, 0), Role::User, text("hello"), &before, 500, None),
+        row(
+            (0, 1),
+            Role::Assistant,
+            text("Hello."),
+            &before,
+            500,
+            called.clone(),
+        ),
+        row((1, 2), Role::User, text("notes"), &first, 1_500, called),
+    ];
+    let id = ana_conversation(&store, rows, 1).await;
 
     assert_eq!(jobs.run(&first, MINUTE).await, JobOutcome::Done);
     assert_eq!(texts(&platform), ["First answer."]);
