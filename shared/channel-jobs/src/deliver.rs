@@ -436,11 +436,10 @@ impl ChannelJobs {
             .await;
         if abandoned != engine::Abandoned::NotStored && matches!(told, Ok((_, true))) {
             // Its turn is in the transcript, ended or closed now, and its user was told (or had
-            // its answer): sent again from the dead letters (by hand, maybe days later, after
-            // compactions have left its message out of the segment a turn reads, where it would
-            // run as new), it is skipped. One whose message was never stored runs when sent
-            // again, as a new turn; one whose user could not be told resumes its closed turn,
-            // which says the apology.
+            // its answer): sent again from the dead letters (by hand, maybe days later), it is
+            // skipped at its claim, reading nothing. One whose message was never stored runs
+            // when sent again, as a new turn; one whose user could not be told resumes its
+            // closed turn, which says the apology (or, overtaken since, runs nothing).
             let keep_until = (self.options.clock)() + GIVEN_UP_KEEP.as_millis() as i64;
             if let Err(e) = self.store.finish_job(&job.dedupe_key(), keep_until).await {
                 tracing::warn!(job = %job.dedupe_key(), error = %e, "could not mark the given-up job done; sent again, it resumes its closed turn");
