@@ -182,13 +182,7 @@ async fn a_crowd_of_unknown_numbers_is_answered_only_while_the_strangers_dollars
 
     // A number that links with a live code is told so (the reply counts in its user's
     // dollars, which have room, not the strangers'), and then answered.
-    let now = now_ms();
-    server
-        .app
-        .store
-        .create_link_code("K7PQ2345", &"local".into(), now, now + 30 * 60 * 1000)
-        .await
-        .unwrap();
+    issue_code(&server, "K7PQ2345").await;
     assert_eq!(say(&server, FROM, 4, "K7PQ-2345").await, 200);
     let calls = api.wait_for(2).await;
     assert!(
@@ -199,6 +193,18 @@ async fn a_crowd_of_unknown_numbers_is_answered_only_while_the_strangers_dollars
     let calls = api.wait_for(3).await;
     assert_eq!(twilio::body_of(&calls[2].body), "Hello, linked one.");
     server.stop().await;
+}
+
+/// A live link code for the local account, as the web app issues it.
+async fn issue_code(server: &TestServer, code: &str) {
+    let now = now_ms();
+    let expires = now + 30 * 60 * 1000;
+    server
+        .app
+        .store
+        .create_link_code(code, &"local".into(), now, expires)
+        .await
+        .unwrap();
 }
 
 /// Whether job `n` (text message `n` from the test's numbers) has run and is done (a claim
@@ -225,18 +231,7 @@ async fn done(server: &TestServer, n: u64) {
 async fn linking_over_and_over_is_held_to_the_accounts_dollars() {
     let api = PlatformApi::start().await;
     let (server, _) = start(&api, |c| c.user_usd_30d = cap(Some(1)), vec![]).await;
-    let link = |code: &'static str| {
-        let store = server.app.store.clone();
-        async move {
-            let now = now_ms();
-            let expires = now + 30 * 60 * 1000;
-            store
-                .create_link_code(code, &"local".into(), now, expires)
-                .await
-                .unwrap();
-        }
-    };
-    link("K7PQ2345").await;
+    issue_code(&server, "K7PQ2345").await;
     assert_eq!(say(&server, FROM, 1, "K7PQ-2345").await, 200);
     let calls = api.wait_for(1).await;
     assert!(
@@ -248,7 +243,7 @@ async fn linking_over_and_over_is_held_to_the_accounts_dollars() {
     assert!(twilio::body_of(&calls[1].body).starts_with("Done: this chat is no longer"));
 
     // The account's dollars went on the first link's reply.
-    link("M3RT6789").await;
+    issue_code(&server, "M3RT6789").await;
     assert_eq!(say(&server, FROM, 3, "M3RT-6789").await, 200);
     done(&server, 3).await;
     assert_eq!(

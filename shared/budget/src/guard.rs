@@ -447,10 +447,7 @@ impl Guard for BudgetGuard {
         }
         let now = (self.clock)();
         let nobody = UserId(String::new());
-        let payer = match user {
-            Some(_) => Bucket::UserUsd30d,
-            None => Bucket::UnlinkedUsd30d,
-        };
+        let payer = fee_payer(user);
         let adjustments: Vec<Adjustment> =
             [payer, Bucket::ConversationUsd30d, Bucket::GlobalUsd30d]
                 .into_iter()
@@ -483,10 +480,7 @@ impl Guard for BudgetGuard {
         let nobody = UserId(String::new());
         // Neither bucket is the conversation's: any conversation names them.
         let conversation = ConversationId(String::new());
-        let payer = match user {
-            Some(_) => Bucket::UserUsd30d,
-            None => Bucket::UnlinkedUsd30d,
-        };
+        let payer = fee_payer(user);
         let capped: Vec<(BucketKey, u64)> = [payer, Bucket::GlobalUsd30d]
             .into_iter()
             .filter_map(|b| {
@@ -576,5 +570,14 @@ impl BudgetGuard {
             ledger: self.ledger.clone(),
             adjustments,
         }
+    }
+}
+
+/// Whose dollars a reply's fees count in besides the conversation's and everyone's: the user's,
+/// or for a sender not linked yet the strangers'.
+fn fee_payer(user: Option<&UserId>) -> Bucket {
+    match user {
+        Some(_) => Bucket::UserUsd30d,
+        None => Bucket::UnlinkedUsd30d,
     }
 }

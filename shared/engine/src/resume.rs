@@ -80,8 +80,8 @@ pub(crate) fn overtaken(history: &[Message], action_id: &str) -> bool {
 /// Whether the turn written by `action_id`, not in the current segment (`rows`), stored its
 /// user message in an earlier one — so a later turn's compaction moved on from it, and it is
 /// overtaken as [`overtaken`] says. Looked for only when the current segment opened after the
-/// message was received (at `received_at_ms`; `None`: not known, not looked for) and not with
-/// this turn's own notes: back through the segments opened since, one read each, none for a
+/// message was received (at `received_at_ms`; `None`: not known, not looked for) and holds no
+/// row of this turn's: back through the segments opened since, one read each, none for a
 /// message newer than its segment (every turn but a dead letter's sent again, or one queued
 /// behind a compaction).
 pub(crate) async fn in_earlier_segment(
@@ -94,13 +94,10 @@ pub(crate) async fn in_earlier_segment(
     let Some(received) = received_at_ms else {
         return Ok(false);
     };
-    let opened_since = |first: Option<&Message>| {
-        first.is_some_and(|m| {
-            m.created_at_ms > received && m.action_id.as_deref() != Some(action_id)
-        })
-    };
-    // A row of its own in the current segment: its turn is here (its message moved on by a
-    // crashed compaction's segment, `Turn::append`), not in one before.
+    let opened_since = |first: Option<&Message>| first.is_some_and(|m| m.created_at_ms > received);
+    // A row of its own in the current segment (its own compaction's notes, or its message
+    // moved on by a crashed compaction's segment, `Turn::append`): its turn is here, not in
+    // one before.
     let here = rows
         .iter()
         .any(|m| m.action_id.as_deref() == Some(action_id));
