@@ -12,6 +12,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 use store::{VisibleEntry, VisibleRole};
+use tokio::task::JoinHandle;
+use tokio_util::task::TaskTracker;
 use transcript::{ConversationId, UserId};
 
 /// How long a given-up job whose turn is in the transcript is kept done: past the longest a
@@ -32,11 +34,35 @@ fn outgoing(job: &TurnJob, text: String, buttons: Vec<Button>) -> Outgoing {
 }
 
 /// Whose budget what a platform bills for a reply counts against ([`ChannelJobs::charge`]):
-/// the conversation's user (`None`: a sender not linked yet) and the conversation.
+/// the conversation's user (`None`: a sender not linked yet) and the conversation; and where
+/// the charges run, each on a task of its own that the attempt awaits as it ends
+/// ([`crate::attempt::Attempt`]).
 #[derive(Clone, Copy)]
 pub(crate) struct Payer<'a> {
     pub user: Option<&'a UserId>,
     pub conversation: &'a ConversationId,
+    pub charges: &'a TaskTracker,
+}
+
+impl Payer<'_> {
+    /// Start charging `segments`: on a task of its own, which a step cut off while it waits
+    /// does not cancel; `None` when that bills nothing, or there is no runtime to run it (a
+    /// drop as the process ends).
+    fn start_charge(&self, engine: &Arc<engine::Engine>, segments: u32) -> Option<JoinHandle<()>> {
+        let runtime = tokio::runtime::Handle::try_current().ok()?;
+        if segments == 0 {
+            return None;
+        }
+        let engine = engine.clone();
+        let user = self.user.cloned();
+        let conversation = self.conversation.clone();
+        let charge = async move {
+            engine
+                .charge_segments(user.as_ref(), &conversation, segments)
+                .await;
+        };
+        Some(self.charges.spawn_on(charge, &runtime))
+    }
 }
 
 impl ChannelJobs {
@@ -45,9 +71,9 @@ impl ChannelJobs {
     /// stopped by the caps as one who asks for long model calls is.
     pub(crate) async fn charge(&self, sender: &dyn Sender, payer: Payer<'_>, pieces: &[String]) {
         let segments = pieces.iter().map(|p| sender.billed_segments(p)).sum();
-        self.engine
-            .charge_segments(payer.user, payer.conversation, segments)
-            .await;
+        if let Some(charge) = payer.start_charge(&self.engine, segments) {
+            let _ = charge.await;
+        }
     }
 
     /// Send the turn's reply unless an earlier attempt already did, and return what went out,
@@ -413,10 +439,13 @@ impl ChannelJobs {
         };
         let conversation = owned.as_ref().map(|(_, id)| id.clone());
         // The apology's segments count where its user's replies do (an unlinked sender's go
-        // uncounted: one sentence, at most once per message).
+        // uncounted: one sentence, at most once per message), on a task of its own that a
+        // give-up cut off by its deadline right after the send does not cancel.
+        let charges = TaskTracker::new();
         let payer = owned.as_ref().map(|(user, id)| Payer {
             user: Some(user),
             conversation: id,
+            charges: &charges,
         });
         let abandoned = match &conversation {
             Some(id) => self
@@ -754,30 +783,19 @@ impl Sending<'_> {
         }
     }
 
-    /// The charge of what went out since the last charge, started; `None` when that bills
-    /// nothing, or there is no runtime to run it (a drop as the process ends).
-    fn charge_task(&mut self) -> Option<tokio::task::JoinHandle<()>> {
+    /// The charge of what went out since the last charge, started (see
+    /// [`Payer::start_charge`]).
+    fn charge_task(&mut self) -> Option<JoinHandle<()>> {
         let segments = self.uncharged();
-        let runtime = tokio::runtime::Handle::try_current().ok()?;
-        if segments == 0 {
-            return None;
-        }
-        let engine = self.fees.engine.clone();
-        let user = self.fees.payer.user.cloned();
-        let conversation = self.fees.payer.conversation.clone();
-        Some(runtime.spawn(async move {
-            engine
-                .charge_segments(user.as_ref(), &conversation, segments)
-                .await;
-        }))
+        self.fees.payer.start_charge(self.fees.engine, segments)
     }
 }
 
 impl Drop for Sending<'_> {
     fn drop(&mut self) {
         // Dropped mid-send (the attempt's deadline, a lost lease): what went out is charged
-        // still, on its own task (best effort: a Lambda environment frozen right after, or a
-        // process ending, may never run it).
+        // still, on its own task, which the attempt awaits as it ends (a process ending first
+        // may never run it).
         drop(self.charge_task());
         if !self.ended
             && !self.so_far.is_empty()

@@ -27,6 +27,7 @@
 //! Depends on the ports only (engine, store, channels, queue): no AWS, no Lambda, no HTTP server.
 
 pub mod attachments;
+mod attempt;
 mod claim;
 pub mod code_attempts;
 mod conversation;
@@ -51,6 +52,7 @@ pub use conversation::{
 pub use error::JobError;
 
 use attachments::NotKept;
+use attempt::Attempt;
 use channels::Sender;
 use claim::{Early, LeaseNow};
 use engine::{Engine, EventSink, NullSink, TurnInput, TurnOutcome};
@@ -60,6 +62,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use store::{Claim, Store, VisibleEntry};
+use tokio_util::task::TaskTracker;
 use tools::ActionId;
 use tracing::Instrument;
 use transcript::ConversationId;
@@ -334,20 +337,27 @@ impl ChannelJobs {
             Err(e) => return failed(e.into()),
         };
         let held = web::HoldDone::new(sink);
-        let retry = attempt > 1;
-        // Cut at the deadline where the conversation's lease is held, which gives it back (a
-        // turn cut from outside kept it until it lapsed, and the conversation's next message,
-        // or this job's retry, waited for that); the timeout is the backstop, a moment later,
-        // for whatever the release itself waits on.
-        let deadline = Deadline {
-            at: tokio::time::Instant::now() + budget,
-            budget,
+        let this = Attempt {
+            retry: attempt > 1,
+            // Cut at the deadline where the conversation's lease is held, which gives it back
+            // (a turn cut from outside kept it until it lapsed, and the conversation's next
+            // message, or this job's retry, waited for that); the timeout is the backstop, a
+            // moment later, for whatever the release itself waits on.
+            deadline: Deadline {
+                at: tokio::time::Instant::now() + budget,
+                budget,
+            },
+            charges: TaskTracker::new(),
         };
         let answered = tokio::time::timeout(
             budget + RELEASE_GRACE,
-            self.answer(job, sender, early, &held, retry, deadline),
+            self.answer(job, sender, early, &held, &this),
         )
         .await;
+        // Whatever ended it, what it sent is charged before it returns (and before the retry
+        // can run): in a Lambda function, a task still running when the batch is answered may
+        // be frozen with its environment and never run.
+        this.charges_written(&key).await;
         let (outcome, turn, finished) = match answered {
             Ok(Ok(answered)) => answered,
             Ok(Err(why)) => return self.end_attempt(&key, attempt, expires, why).await,
@@ -466,9 +476,9 @@ impl ChannelJobs {
         sender: &dyn Sender,
         early: Early,
         sink: &dyn EventSink,
-        retry: bool,
-        deadline: Deadline,
+        this: &Attempt,
     ) -> Result<(JobOutcome, Option<TurnOutcome>, bool), JobError> {
+        let deadline = this.deadline;
         let not_owned = || {
             tracing::warn!(job = %job.dedupe_key(), "web job for a conversation its user does not own; dropped");
             Ok((
@@ -582,8 +592,9 @@ impl ChannelJobs {
                             let payer = deliver::Payer {
                                 user: other.user(),
                                 conversation: &conversation,
+                                charges: &this.charges,
                             };
-                            self.deliver_harness_reply(job, payer, &text, sender, retry)
+                            self.deliver_harness_reply(job, payer, &text, sender, this.retry)
                                 .instrument(spans::delivery(&job.channel))
                                 .await?;
                             // The exchange just recorded expires with the lobby (a crash before
@@ -648,6 +659,7 @@ impl ChannelJobs {
                 let payer = deliver::Payer {
                     user: Some(&user),
                     conversation: &conversation,
+                    charges: &this.charges,
                 };
                 let (outcome, shown) = self.turn(job, payer, row, sink, sender).await?;
                 Ok((Some(outcome), shown))
