@@ -1,6 +1,8 @@
 //! A small OpenID Connect issuer for the sign-in rules that a certified provider will not break on
 //! purpose: discovery, a JWKS the test can rotate, an authorization endpoint that signs in
-//! whoever the test says (no login page), and a token endpoint that checks the PKCE verifier and
+//! whoever the test says (no login page) or, unless asked to authenticate again
+//! (`prompt=login`, `max_age=0`), the person of a session it keeps from an earlier
+//! authentication, with that `auth_time`; and a token endpoint that checks the PKCE verifier and
 //! hands out an ID token the test may tamper with (expired, wrong audience or issuer, another
 //! key, `alg: none`). RSA keys are fixtures (`functions/bridle/tests/fixtures/`), so nothing is
 //! generated at test time. The happy path is also tested against a real provider
@@ -73,6 +75,7 @@ struct Pending {
     nonce: String,
     challenge: String,
     person: Person,
+    authenticated_at: chrono::DateTime<chrono::Utc>,
 }
 
 struct Inner {
@@ -87,6 +90,12 @@ struct Inner {
     codes_reusable: bool,
     jwks_fetches: usize,
     token_requests: usize,
+    /// The browser's session at the provider: who, authenticated when.
+    session: Option<(Person, chrono::DateTime<chrono::Utc>)>,
+    /// A provider that signs in on its session even when asked to authenticate again.
+    ignores_prompt: bool,
+    /// Each authorization request's `prompt` ("" for none), in order.
+    prompts: Vec<String>,
 }
 
 /// The running issuer.
@@ -120,6 +129,9 @@ impl FakeIssuer {
             codes_reusable: false,
             jwks_fetches: 0,
             token_requests: 0,
+            session: None,
+            ignores_prompt: false,
+            prompts: Vec::new(),
         }));
         let app = Router::new()
             .route("/.well-known/openid-configuration", get(discovery))
@@ -134,6 +146,23 @@ impl FakeIssuer {
     /// The next sign-in at the authorization endpoint is this person.
     pub fn sign_in_as(&self, person: Person) {
         self.inner.lock().unwrap().next_person = Some(person);
+    }
+
+    /// The browser holds a session at the provider for `person`, who authenticated at `at`:
+    /// an authorization request with nobody to sign in signs them in on it, unless it asks for
+    /// a new authentication.
+    pub fn keep_session(&self, person: Person, at: chrono::DateTime<chrono::Utc>) {
+        self.inner.lock().unwrap().session = Some((person, at));
+    }
+
+    /// Behave as a provider that signs in on its session even when asked to authenticate again.
+    pub fn ignore_prompt(&self) {
+        self.inner.lock().unwrap().ignores_prompt = true;
+    }
+
+    /// Each authorization request's `prompt` so far ("" for none).
+    pub fn prompts(&self) -> Vec<String> {
+        self.inner.lock().unwrap().prompts.clone()
     }
 
     pub fn tamper(&self, tamper: Tamper) {
@@ -164,11 +193,21 @@ impl FakeIssuer {
 
     /// An ID token for `person` with `nonce`, as the token endpoint would hand it out now.
     pub fn id_token(&self, person: &Person, nonce: &str) -> String {
-        mint(&self.inner.lock().unwrap(), person, nonce)
+        mint(
+            &self.inner.lock().unwrap(),
+            person,
+            nonce,
+            chrono::Utc::now(),
+        )
     }
 }
 
-fn mint(inner: &Inner, person: &Person, nonce: &str) -> String {
+fn mint(
+    inner: &Inner,
+    person: &Person,
+    nonce: &str,
+    authenticated_at: chrono::DateTime<chrono::Utc>,
+) -> String {
     let now = chrono::Utc::now();
     let (issuer, audience, expires) = match inner.tamper {
         Tamper::WrongIssuer => (
@@ -207,7 +246,8 @@ fn mint(inner: &Inner, person: &Person, nonce: &str) -> String {
         standard,
         EmptyAdditionalClaims {},
     )
-    .set_nonce(Some(Nonce::new(nonce.to_owned())));
+    .set_nonce(Some(Nonce::new(nonce.to_owned())))
+    .set_auth_time(Some(authenticated_at));
     let alg = CoreJwsSigningAlgorithm::RsaSsaPkcs1V15Sha256;
     match inner.tamper {
         Tamper::Unsigned => {
@@ -278,7 +318,18 @@ async fn authorize(
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
     let mut inner = inner.lock().unwrap();
-    let Some(person) = inner.next_person.take() else {
+    let prompt = q.get("prompt").cloned().unwrap_or_default();
+    let again =
+        prompt.split(' ').any(|p| p == "login") || q.get("max_age").is_some_and(|age| age == "0");
+    inner.prompts.push(prompt);
+    // The person the test names authenticates now (types their password); else the
+    // provider's session signs its person in, unless a new authentication was asked for.
+    let signed_in = match inner.next_person.take() {
+        Some(person) => Some((person, chrono::Utc::now())),
+        None if !again || inner.ignores_prompt => inner.session.clone(),
+        None => None,
+    };
+    let Some((person, authenticated_at)) = signed_in else {
         return (axum::http::StatusCode::FORBIDDEN, "nobody to sign in").into_response();
     };
     assert_eq!(
@@ -293,6 +344,7 @@ async fn authorize(
             nonce: q.get("nonce").cloned().unwrap_or_default(),
             challenge: q.get("code_challenge").cloned().unwrap_or_default(),
             person,
+            authenticated_at,
         },
     );
     let redirect = q.get("redirect_uri").cloned().unwrap_or_default();
@@ -329,7 +381,12 @@ async fn token(
         )
             .into_response();
     }
-    let id_token = mint(&inner, &pending.person, &pending.nonce);
+    let id_token = mint(
+        &inner,
+        &pending.person,
+        &pending.nonce,
+        pending.authenticated_at,
+    );
     Json(json!({
         "access_token": "at-1",
         "token_type": "Bearer",

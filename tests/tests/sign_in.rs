@@ -209,6 +209,25 @@ impl Site {
         })
     }
 
+    /// A sign-in on the provider's own session (nobody types a password): the callback's
+    /// answer.
+    async fn on_the_providers_session(&self) -> reqwest::Response {
+        let login = self.http.get(self.url("/auth/login")).send().await.unwrap();
+        let (state, _) = set_cookie(&login, &self.login).expect("the login cookie");
+        let back = self.http.get(location(&login)).send().await.unwrap();
+        assert_eq!(
+            back.status(),
+            StatusCode::SEE_OTHER,
+            "signed in at the provider"
+        );
+        self.http
+            .get(location(&back))
+            .header(COOKIE, format!("{}={state}", self.login))
+            .send()
+            .await
+            .unwrap()
+    }
+
     async fn get(&self, who: &Browser, path: &str) -> reqwest::Response {
         self.http
             .get(self.url(path))
@@ -380,6 +399,87 @@ async fn a_session_works_until_it_is_tampered_with_expires_or_is_signed_out() {
     s.clock
         .fetch_add(SESSION_TTL.as_millis() as i64, Ordering::SeqCst);
     assert_eq!(s.get(&b, "/api/conversations").await.status(), 401);
+}
+
+/// Alice's laptop and phone are signed in, and the phone also holds a session at the identity
+/// provider from when she last typed her password there. She signs out everywhere from the
+/// laptop: both sessions end (Bob's does not), and the phone's provider session signs nobody
+/// in: Bridle asks the provider to authenticate her again, which it cannot without her
+/// password, and refuses a provider that answers with the old authentication all the same.
+/// Her password on a new device signs her in.
+async fn signing_out_everywhere_ends_every_session_and_the_providers_old_sign_in(
+    store: Option<Arc<dyn Store>>,
+) {
+    let s = site(Signup::Open, store).await;
+    let laptop = s.sign_in(alice()).await.unwrap();
+    let phone = s.sign_in(alice()).await.unwrap();
+    let bob = s.sign_in(bob()).await.unwrap();
+    s.issuer
+        .keep_session(alice(), chrono::Utc::now() - chrono::Duration::seconds(60));
+
+    let mut no_csrf = laptop.clone();
+    no_csrf.csrf.clear();
+    let refused = s.post(&no_csrf, "/auth/logout-everywhere", None).await;
+    assert_eq!(refused.status(), 403);
+    assert_eq!(s.get(&phone, "/api/conversations").await.status(), 200);
+
+    let out = s.post(&laptop, "/auth/logout-everywhere", None).await;
+    assert_eq!(out.status(), StatusCode::NO_CONTENT);
+    let (cleared, line) = set_cookie(&out, &s.session).unwrap();
+    assert!(cleared.is_empty() && line.contains("Max-Age=0"), "{line}");
+    for (who, browser) in [("laptop", &laptop), ("phone", &phone)] {
+        let res = s.get(browser, "/api/conversations").await;
+        assert_eq!(res.status(), 401, "{who}");
+    }
+    assert_eq!(s.get(&bob, "/api/conversations").await.status(), 200);
+    // Anything signed in from here on is later than the sign-out.
+    s.clock.fetch_add(1_000, Ordering::SeqCst);
+
+    // The phone's provider session: the callback sends it back to the provider, asking for a
+    // new authentication, with a new sign-in of its own and no session.
+    let again = s.on_the_providers_session().await;
+    assert_eq!(again.status(), StatusCode::SEE_OTHER);
+    assert!(set_cookie(&again, &s.session).is_none());
+    let (state, _) = set_cookie(&again, &s.login).expect("a new sign-in");
+    let at_provider = location(&again);
+    assert!(
+        at_provider.starts_with(&s.issuer.issuer)
+            && at_provider.contains("prompt=login")
+            && at_provider.contains("max_age=0"),
+        "{at_provider}"
+    );
+    let at = s.http.get(&at_provider).send().await.unwrap();
+    assert_eq!(at.status(), 403, "the provider wants her password");
+    assert_eq!(s.issuer.prompts(), ["", "", "", "", "login"]);
+
+    // A provider that signs her in on its old session even so is refused.
+    s.issuer.ignore_prompt();
+    let back = s.http.get(&at_provider).send().await.unwrap();
+    let done = s
+        .http
+        .get(location(&back))
+        .header(COOKIE, format!("{}={state}", s.login))
+        .send()
+        .await
+        .unwrap();
+    assert!(set_cookie(&done, &s.session).is_none());
+    refused_with(done, StatusCode::FORBIDDEN, "You signed out everywhere").await;
+
+    // Her password signs her in anywhere.
+    let new = s.sign_in(alice()).await.unwrap();
+    assert_eq!(s.get(&new, "/api/conversations").await.status(), 200);
+    assert_eq!(s.get(&phone, "/api/conversations").await.status(), 401);
+}
+
+#[tokio::test]
+async fn sqlite_signing_out_everywhere_ends_every_session_and_the_providers_old_sign_in() {
+    signing_out_everywhere_ends_every_session_and_the_providers_old_sign_in(None).await;
+}
+
+#[tokio::test]
+async fn dynamodb_signing_out_everywhere_ends_every_session_and_the_providers_old_sign_in() {
+    signing_out_everywhere_ends_every_session_and_the_providers_old_sign_in(Some(dynamo().await))
+        .await;
 }
 
 #[tokio::test]

@@ -577,7 +577,9 @@ window.addEventListener("hashchange", () => {
   if (id && id !== state.conversation) openConversation(id).catch((e) => setStatus(e.message));
 });
 
-// Who is signed in, the CSRF token for changes, and a way to sign out.
+// Who is signed in, the CSRF token for changes, and ways to sign out: this browser, or every
+// session of the person's (a lost phone's too), after which their identity provider is asked
+// to check who they are again.
 async function loadSession() {
   const s = await (await api("/api/session")).json();
   state.csrf = s.csrf;
@@ -585,10 +587,12 @@ async function loadSession() {
   const who = $("#who");
   who.hidden = false;
   $("#who-name").textContent = s.user.email || s.user.name;
-  $("#sign-out").addEventListener("click", async () => {
-    await api("/auth/logout", { method: "POST" });
-    location.href = "/auth/signed-out";
-  });
+  const signOut = (path) => () =>
+    api(path, { method: "POST" })
+      .then(() => { location.href = "/auth/signed-out"; })
+      .catch((e) => setStatus(e.message));
+  $("#sign-out").addEventListener("click", signOut("/auth/logout"));
+  $("#sign-out-everywhere").addEventListener("click", signOut("/auth/logout-everywhere"));
 }
 
 (async () => {

@@ -32,6 +32,7 @@ const EMAIL_ATTR: &str = "email";
 const ROLES: &str = "roles";
 const CREATED_AT_MS: &str = "created_at_ms";
 const ASSISTANT_GRANT: &str = "assistant_grant";
+const SESSIONS_ENDED_AT_MS: &str = "sessions_ended_at_ms";
 const USER_ID: &str = "user_id";
 const RID: &str = "rid";
 
@@ -135,11 +136,18 @@ impl Accounts for DynamoStore {
 
     async fn put_account(&self, account: &Account) -> Result<(), StoreError> {
         for _ in 0..TRIES {
-            let old = self
-                .account(&account.user)
-                .await?
-                .map(|a| a.email)
-                .map(|e| e.map(String::from));
+            let stored = self.account(&account.user).await?;
+            // A sign-out everywhere stored since the caller read the account is kept (one
+            // between this read and the write below can still be lost: a replacement is the
+            // operator's or a first contact's, rare beside it).
+            let account = &Account {
+                sessions_ended_at_ms: stored
+                    .as_ref()
+                    .map_or(0, |a| a.sessions_ended_at_ms)
+                    .max(account.sessions_ended_at_ms),
+                ..account.clone()
+            };
+            let old = stored.map(|a| a.email).map(|e| e.map(String::from));
             let new = account.email.as_ref().map(Email::as_str);
             // The account must still hold the e-mail read above, or the guards below would
             // be for the wrong address.
@@ -256,6 +264,40 @@ impl Accounts for DynamoStore {
             })?;
         Ok(())
     }
+
+    async fn end_sessions(&self, user: &UserId, at_ms: i64) -> Result<(), StoreError> {
+        let updated = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key(PK, s(account_pk(user)))
+            .key(SK, s(ACCOUNT))
+            .update_expression("SET #ended = :at")
+            .condition_expression(
+                "attribute_exists(pk) AND (attribute_not_exists(#ended) OR #ended < :at)",
+            )
+            .expression_attribute_names("#ended", SESSIONS_ENDED_AT_MS)
+            .expression_attribute_values(":at", n(at_ms))
+            .send()
+            .await
+            .map_err(|e| {
+                write_error(e, || StoreError::Conflict {
+                    what: String::new(),
+                })
+            });
+        match updated {
+            Ok(_) => Ok(()),
+            // Refused: no account, or one already signed out as late (one more read, to say
+            // which).
+            Err(StoreError::Conflict { .. }) => match self.account(user).await? {
+                Some(_) => Ok(()),
+                None => Err(StoreError::NotFound {
+                    what: format!("account {user}"),
+                }),
+            },
+            Err(e) => Err(e),
+        }
+    }
 }
 
 /// The account's item, with its entry in the `ACCOUNTS` listing (`gsi1`).
@@ -270,6 +312,7 @@ fn account_item(account: &Account) -> Item {
         (ROLES.into(), s(account.roles.to_string())),
         (CREATED_AT_MS.into(), n(account.created_at_ms)),
         (ASSISTANT_GRANT.into(), s(account.assistant_grant.as_str())),
+        (SESSIONS_ENDED_AT_MS.into(), n(account.sessions_ended_at_ms)),
         (GSI1PK.into(), s(ACCOUNTS)),
         (
             GSI1SK.into(),
@@ -291,8 +334,8 @@ fn email_item(email: &Email, user: &UserId) -> Item {
     ])
 }
 
-/// An account from its item. Items written before e-mails, roles, creation times and grants
-/// existed read as no e-mail, the `user` role, 0 and the default grant.
+/// An account from its item. Items written before e-mails, roles, creation times, grants and
+/// sign-outs everywhere existed read as no e-mail, the `user` role, 0, the default grant and 0.
 pub(crate) fn account_from(user: &UserId, item: &Item) -> Result<Account, StoreError> {
     let what = format!("account {user}");
     let status = get_s(item, STATUS, &what)?;
@@ -327,6 +370,10 @@ pub(crate) fn account_from(user: &UserId, item: &Item) -> Result<Account, StoreE
                 Grant::parse(text)
                     .ok_or_else(|| corrupt(&what, format!("unknown assistant grant {text:?}")))?
             }
+        },
+        sessions_ended_at_ms: match item.get(SESSIONS_ENDED_AT_MS) {
+            None => 0,
+            Some(_) => get_n(item, SESSIONS_ENDED_AT_MS, &what)?,
         },
     })
 }

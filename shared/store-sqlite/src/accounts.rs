@@ -14,8 +14,8 @@ use store::{
 use transcript::{ConversationId, Grant, UserId};
 
 /// The columns [`account_row`] reads, in its order.
-const ACCOUNT_COLUMNS: &str =
-    "user_id, status, display_name, time_zone, email, roles, created_at_ms, assistant_grant";
+const ACCOUNT_COLUMNS: &str = "user_id, status, display_name, time_zone, email, roles, \
+     created_at_ms, assistant_grant, sessions_ended_at_ms";
 
 /// `user`'s account, if there is one.
 pub(crate) fn read(
@@ -108,7 +108,7 @@ impl Accounts for SqliteStore {
             .write(move |conn| {
                 let inserted = conn
                     .prepare_cached(&format!(
-                        "INSERT INTO accounts ({ACCOUNT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
+                        "INSERT INTO accounts ({ACCOUNT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
                     ))
                     .map_err(unavailable)?
                     .execute(params_from_iter(account_params(&account)));
@@ -122,7 +122,7 @@ impl Accounts for SqliteStore {
         self.db
             .write(move |conn| {
                 conn.prepare_cached(&format!(
-                "INSERT INTO accounts ({ACCOUNT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+                "INSERT INTO accounts ({ACCOUNT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
                  ON CONFLICT (user_id) DO UPDATE SET
                      status = excluded.status,
                      display_name = excluded.display_name,
@@ -130,7 +130,9 @@ impl Accounts for SqliteStore {
                      email = excluded.email,
                      roles = excluded.roles,
                      created_at_ms = excluded.created_at_ms,
-                     assistant_grant = excluded.assistant_grant"
+                     assistant_grant = excluded.assistant_grant,
+                     sessions_ended_at_ms =
+                         MAX(accounts.sessions_ended_at_ms, excluded.sessions_ended_at_ms)"
             ))
                 .map_err(unavailable)?
                 .execute(params_from_iter(account_params(&account)))
@@ -190,6 +192,28 @@ impl Accounts for SqliteStore {
             })
             .await
     }
+
+    async fn end_sessions(&self, user: &UserId, at_ms: i64) -> Result<(), StoreError> {
+        let user = user.clone();
+        self.db
+            .write(move |conn| {
+                let changed = conn
+                    .prepare_cached(
+                        "UPDATE accounts SET sessions_ended_at_ms = MAX(sessions_ended_at_ms, ?2)
+                         WHERE user_id = ?1",
+                    )
+                    .map_err(unavailable)?
+                    .execute(params![user.0, at_ms])
+                    .map_err(unavailable)?;
+                if changed == 0 {
+                    return Err(StoreError::NotFound {
+                        what: format!("account {user}"),
+                    });
+                }
+                Ok(())
+            })
+            .await
+    }
 }
 
 type RawAccount = (
@@ -201,6 +225,7 @@ type RawAccount = (
     String,
     i64,
     Option<String>,
+    i64,
 );
 
 fn raw_account(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawAccount> {
@@ -213,11 +238,22 @@ fn raw_account(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawAccount> {
         r.get(5)?,
         r.get(6)?,
         r.get(7)?,
+        r.get(8)?,
     ))
 }
 
 fn account_row(
-    (user, status, display_name, time_zone, email, roles, created_at_ms, grant): RawAccount,
+    (
+        user,
+        status,
+        display_name,
+        time_zone,
+        email,
+        roles,
+        created_at_ms,
+        grant,
+        sessions_ended_at_ms,
+    ): RawAccount,
 ) -> Result<Account, StoreError> {
     let what = || format!("account {user}");
     Ok(Account {
@@ -238,10 +274,11 @@ fn account_row(
         display_name,
         time_zone,
         created_at_ms,
+        sessions_ended_at_ms,
     })
 }
 
-fn account_params(account: &Account) -> [Box<dyn rusqlite::ToSql + '_>; 8] {
+fn account_params(account: &Account) -> [Box<dyn rusqlite::ToSql + '_>; 9] {
     [
         Box::new(account.user.0.as_str()),
         Box::new(account.status.as_str()),
@@ -251,6 +288,7 @@ fn account_params(account: &Account) -> [Box<dyn rusqlite::ToSql + '_>; 8] {
         Box::new(account.roles.to_string()),
         Box::new(account.created_at_ms),
         Box::new(account.assistant_grant.as_str()),
+        Box::new(account.sessions_ended_at_ms),
     ]
 }
 

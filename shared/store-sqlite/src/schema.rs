@@ -230,6 +230,8 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     // 22: link codes by their expiry, for the sweep that deletes them once past it (a used
     // code keeps who redeemed it: a channel and a phone number).
     "CREATE INDEX link_codes_by_expiry ON link_codes (expires_at_ms);",
+    // 23: when the person signed out everywhere (sessions started by then are over); 0: never.
+    "ALTER TABLE accounts ADD COLUMN sessions_ended_at_ms INTEGER NOT NULL DEFAULT 0;",
 ];
 
 /// The schema version this build writes and understands.

@@ -233,6 +233,12 @@ pub struct Account {
     /// stored before grants existed read as the default, [`Grant::Risky`] (everything, a risky
     /// call still waiting for the person's yes).
     pub assistant_grant: Grant,
+    /// The person signed out everywhere then: a web session started at or before it no longer
+    /// signs anyone in, nor does a sign-in the identity provider authenticated by then. 0: never.
+    /// Only ever moves later ([`Accounts::end_sessions`]; [`Accounts::put_account`] keeps the
+    /// later of the stored and the given).
+    #[serde(default)]
+    pub sessions_ended_at_ms: i64,
 }
 
 impl Account {
@@ -248,6 +254,7 @@ impl Account {
             roles: Roles::default(),
             created_at_ms: 0,
             assistant_grant: Grant::default(),
+            sessions_ended_at_ms: 0,
         }
     }
 
@@ -314,7 +321,9 @@ pub trait Accounts: Send + Sync {
     async fn create_account(&self, account: &Account) -> Result<(), CreateAccountError>;
 
     /// Create or replace the account. [`StoreError::Conflict`] when its e-mail address belongs
-    /// to another account (nothing is written). A replaced address is free again.
+    /// to another account (nothing is written). A replaced address is free again. The stored
+    /// [`Account::sessions_ended_at_ms`] is kept when it is the later one: a replacement read
+    /// before a sign-out everywhere does not undo it.
     async fn put_account(&self, account: &Account) -> Result<(), StoreError>;
 
     /// Change an account's status; [`StoreError::NotFound`] when there is no such account.
@@ -336,6 +345,24 @@ pub trait Accounts: Send + Sync {
             })?;
         self.put_account(&Account {
             assistant_grant: grant,
+            ..account
+        })
+        .await
+    }
+
+    /// Sign the account out everywhere as of `at_ms` (see [`Account::sessions_ended_at_ms`]);
+    /// an earlier time than the one stored changes nothing. [`StoreError::NotFound`] when there
+    /// is no such account. (The default reads and puts the account, as
+    /// [`Accounts::set_assistant_grant`]'s does; the adapters update the one field.)
+    async fn end_sessions(&self, user: &UserId, at_ms: i64) -> Result<(), StoreError> {
+        let account = self
+            .account(user)
+            .await?
+            .ok_or_else(|| StoreError::NotFound {
+                what: format!("account {user}"),
+            })?;
+        self.put_account(&Account {
+            sessions_ended_at_ms: account.sessions_ended_at_ms.max(at_ms),
             ..account
         })
         .await

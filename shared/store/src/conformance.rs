@@ -46,7 +46,7 @@ pub use accounts::{
 };
 
 pub use claim_with_lease::{check_claim_with_lease, check_claim_with_lease_reading};
-pub use grants::check_assistant_grant;
+pub use grants::{check_assistant_grant, check_end_sessions};
 pub use leases::{check_concurrent_leases, check_leases};
 pub use receipts::{check_receipts, check_undo_receipts};
 pub use sessions::{check_concurrent_first_use_of_login, check_sessions, check_used_logins};
@@ -133,6 +133,7 @@ macro_rules! conformance_tests {
             put_account_keeps_emails_unique => check_put_account_keeps_emails_unique,
             account_status_changes => check_account_status,
             assistant_grant_changes => check_assistant_grant,
+            sessions_ended_everywhere => check_end_sessions,
             accounts_listed_in_pages => check_accounts_listing,
             active_records => check_active_records,
             budget_reserve_and_settle => check_budget_reserve_and_settle,

@@ -198,7 +198,9 @@ pub async fn gate(State(app): State<App>, mut request: Request, next: Next) -> R
             )
             .into_response();
         }
-        if path != "/auth/logout"
+        // Signing out is never refused for the minute's changes: someone holding a stolen
+        // session could otherwise spend them to keep the owner from signing them out.
+        if !matches!(path.as_str(), "/auth/logout" | "/auth/logout-everywhere")
             && let Some(refused) = web_rates::WRITES
                 .refusal(
                     app.write_rate,
@@ -236,7 +238,8 @@ fn loopback_host(request: &Request) -> bool {
             .is_ok_and(|ip| ip.is_loopback())
 }
 
-/// The user of the request's session cookie: a live session of an account that is not closed.
+/// The user of the request's session cookie: a live session of an account that is not closed,
+/// started after the account last signed out everywhere.
 async fn session_user(
     sign_in: &SignIn,
     headers: &HeaderMap,
@@ -252,7 +255,10 @@ async fn session_user(
     let Some(account) = sign_in.store.account(&session.user).await? else {
         return Ok(None);
     };
-    if account.status == AccountStatus::Closed {
+    // A session started in the same millisecond as a sign-out everywhere is ended with it.
+    if account.status == AccountStatus::Closed
+        || session.created_at_ms <= account.sessions_ended_at_ms
+    {
         sign_in.store.delete_session(&hash).await?;
         return Ok(None);
     }

@@ -6,7 +6,8 @@
 //! restart, and the cache is refetched anyway once it is [`JWKS_MAX_AGE`] old.
 
 use openidconnect::core::{
-    CoreAuthenticationFlow, CoreClient, CoreIdToken, CoreJsonWebKeySet, CoreProviderMetadata,
+    CoreAuthPrompt, CoreAuthenticationFlow, CoreClient, CoreIdToken, CoreJsonWebKeySet,
+    CoreProviderMetadata,
 };
 use openidconnect::http;
 use openidconnect::{
@@ -73,6 +74,22 @@ pub struct SignedIn {
     pub email: Option<String>,
     pub email_verified: bool,
     pub name: Option<String>,
+    /// When the provider last authenticated the person (`auth_time`, whole seconds, as ms);
+    /// `None` when the token does not say.
+    pub authenticated_at_ms: Option<i64>,
+}
+
+impl SignedIn {
+    /// The provider authenticated the person before `at_ms` (a sign-out everywhere; 0: none):
+    /// the whole second its `auth_time` names lies before it, so a person who authenticated in
+    /// the second of the sign-out is not turned away. A token without `auth_time` cannot tell,
+    /// and is not held to it.
+    pub fn authenticated_before(&self, at_ms: i64) -> bool {
+        at_ms > 0
+            && self
+                .authenticated_at_ms
+                .is_some_and(|t| t.saturating_add(999) < at_ms)
+    }
 }
 
 /// What the browser is sent to the provider with, and what we keep to finish the sign-in.
@@ -190,10 +207,12 @@ impl Oidc {
     }
 
     /// A fresh authorization request: where to send the browser, and the secrets to keep.
-    pub fn authorize(&self) -> Authorization {
+    /// `again`: the provider is asked to authenticate the person again (`prompt=login`,
+    /// `max_age=0`) rather than sign them in on a session it holds.
+    pub fn authorize(&self, again: bool) -> Authorization {
         let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
-        let (url, state, nonce) = self
-            .client()
+        let client = self.client();
+        let mut request = client
             .authorize_url(
                 CoreAuthenticationFlow::AuthorizationCode,
                 CsrfToken::new_random,
@@ -201,8 +220,13 @@ impl Oidc {
             )
             .add_scope(Scope::new("email".into()))
             .add_scope(Scope::new("profile".into()))
-            .set_pkce_challenge(challenge)
-            .url();
+            .set_pkce_challenge(challenge);
+        if again {
+            request = request
+                .add_prompt(CoreAuthPrompt::Login)
+                .set_max_age(Duration::ZERO);
+        }
+        let (url, state, nonce) = request.url();
         Authorization {
             url: url.to_string(),
             state: state.secret().clone(),
@@ -272,6 +296,7 @@ impl Oidc {
                 .name()
                 .and_then(|n| n.get(None))
                 .map(|n| n.as_str().to_owned()),
+            authenticated_at_ms: claims.auth_time().map(|t| t.timestamp_millis()),
         })
     }
 
@@ -308,4 +333,33 @@ fn error_chain(err: &dyn std::error::Error) -> String {
         source = s.source();
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SignedIn;
+
+    fn at(authenticated_at_ms: Option<i64>) -> SignedIn {
+        SignedIn {
+            subject: "s".into(),
+            email: None,
+            email_verified: false,
+            name: None,
+            authenticated_at_ms,
+        }
+    }
+
+    #[test]
+    fn an_authentication_counts_as_before_a_sign_out_only_if_its_whole_second_is() {
+        let out = 1_800_000_000_500;
+        assert!(at(Some(1_799_999_999_000)).authenticated_before(out));
+        // `auth_time` is whole seconds: the second of the sign-out may hold a later moment.
+        assert!(!at(Some(1_800_000_000_000)).authenticated_before(out));
+        assert!(!at(Some(1_800_000_001_000)).authenticated_before(out));
+        assert!(!at(Some(0)).authenticated_before(0), "never signed out");
+        assert!(
+            !at(None).authenticated_before(out),
+            "no auth_time: not held"
+        );
+    }
 }

@@ -29,6 +29,10 @@ pub struct PendingLogin {
     /// Where to go after signing in (a path of this site).
     pub return_to: String,
     pub expires_at_ms: i64,
+    /// The provider was asked to authenticate the person again (after a sign-out everywhere):
+    /// one still answering with an older authentication is refused, not asked once more.
+    #[serde(default)]
+    pub again: bool,
 }
 
 impl PendingLogin {
@@ -64,6 +68,7 @@ mod tests {
             pkce_verifier: "v".repeat(64),
             return_to: return_to.into(),
             expires_at_ms: 1_800_000_600_000,
+            again: false,
         }
     }
 

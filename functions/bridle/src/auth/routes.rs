@@ -1,4 +1,5 @@
-//! `GET /auth/login`, `GET /auth/callback`, `POST /auth/logout` and `GET /api/session`.
+//! `GET /auth/login`, `GET /auth/callback`, `POST /auth/logout`, `POST /auth/logout-everywhere`
+//! and `GET /api/session`.
 
 use super::from_address;
 use super::gate::{CurrentUser, cookie, same_secret};
@@ -73,13 +74,20 @@ pub async fn login(State(app): State<App>, Query(q): Query<LoginQuery>) -> Respo
     let Some(sign_in) = app.sign_in.as_deref() else {
         return crate::server::errors::not_found().await.into_response();
     };
-    let auth = sign_in.oidc.authorize();
+    to_provider(sign_in, safe_return(q.return_to.as_deref()), false)
+}
+
+/// Send the browser to the identity provider with a sign-in of its own (the login cookie);
+/// `again`: asking the provider to authenticate the person again.
+fn to_provider(sign_in: &SignIn, return_to: String, again: bool) -> Response {
+    let auth = sign_in.oidc.authorize(again);
     let pending = PendingLogin {
         state: auth.state.clone(),
         nonce: auth.nonce,
         pkce_verifier: auth.pkce_verifier,
-        return_to: safe_return(q.return_to.as_deref()),
+        return_to,
         expires_at_ms: (sign_in.clock)() + LOGIN_TTL.as_millis() as i64,
+        again,
     };
     let cookie = set_cookie(
         sign_in,
@@ -191,6 +199,25 @@ pub async fn callback(
         }
         Err(Refused::Store(err)) => return ApiError::internal(err).into_response(),
     };
+    // The person signed out everywhere after the provider last authenticated them: a session
+    // the provider still holds (on a lost phone, say) signs nobody in here. The provider is
+    // asked once to authenticate them again (so is one whose token does not say when it
+    // authenticated them; asked with `max_age`, it must); one that answers with the old
+    // authentication again is refused.
+    let ended = account.sessions_ended_at_ms;
+    let unknown = ended > 0 && who.authenticated_at_ms.is_none();
+    if who.authenticated_before(ended) || (unknown && !pending.again) {
+        if pending.again {
+            tracing::warn!(user = %account.user, "the identity provider did not authenticate the person again after they signed out everywhere; refused");
+            return problem(
+                StatusCode::FORBIDDEN,
+                "You signed out everywhere, and your identity provider signed you in again \
+                 without asking who you are. Sign out at the identity provider, then sign in.",
+            );
+        }
+        tracing::info!(user = %account.user, "signed in on an authentication from before signing out everywhere: the provider is asked to authenticate again");
+        return to_provider(sign_in, safe_return(Some(&pending.return_to)), true);
+    }
     let new = match sign_in.start_session(&account.user).await {
         Ok(n) => n,
         Err(err) => return ApiError::internal(err).into_response(),
@@ -223,6 +250,31 @@ pub async fn logout(State(app): State<App>, current: CurrentUser) -> Response {
         return ApiError::internal(err).into_response();
     }
     tracing::info!(user = %current.user, "signed out");
+    with_cookies(
+        StatusCode::NO_CONTENT.into_response(),
+        &[set_cookie(sign_in, SESSION_COOKIE, "", 0)],
+    )
+}
+
+/// End every session of the signed-in person, this one too (the gate checked it and its CSRF
+/// token): sessions started by now no longer sign anyone in, on any instance, nor does a
+/// sign-in the identity provider authenticated before now ([`callback`]). Access tokens for MCP
+/// clients are not touched: they are revoked one by one on `/connect`.
+pub async fn logout_everywhere(State(app): State<App>, current: CurrentUser) -> Response {
+    let Some(sign_in) = app.sign_in.as_deref() else {
+        return crate::server::errors::not_found().await.into_response();
+    };
+    let now = (sign_in.clock)();
+    if let Err(err) = sign_in.store.end_sessions(&current.user, now).await {
+        return ApiError::internal(err).into_response();
+    }
+    // Already ended by the line above; deleted too, so its row does not wait for its expiry.
+    if let Some(hash) = &current.session
+        && let Err(err) = sign_in.store.delete_session(hash).await
+    {
+        tracing::warn!(user = %current.user, error = %err, "could not delete the session signed out everywhere; it is ended all the same");
+    }
+    tracing::info!(user = %current.user, "signed out everywhere");
     with_cookies(
         StatusCode::NO_CONTENT.into_response(),
         &[set_cookie(sign_in, SESSION_COOKIE, "", 0)],

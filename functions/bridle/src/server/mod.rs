@@ -160,6 +160,10 @@ pub fn router(app: App) -> Router {
         .route("/auth/login", get(auth::routes::login))
         .route("/auth/callback", get(auth::routes::callback))
         .route("/auth/logout", post(auth::routes::logout))
+        .route(
+            "/auth/logout-everywhere",
+            post(auth::routes::logout_everywhere),
+        )
         .route("/auth/signed-out", get(auth::routes::signed_out))
         .fallback(errors::not_found)
         .layer(middleware::from_fn_with_state(app.clone(), auth::gate))
