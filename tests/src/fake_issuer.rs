@@ -94,6 +94,8 @@ struct Inner {
     session: Option<(Person, chrono::DateTime<chrono::Utc>)>,
     /// A provider that signs in on its session even when asked to authenticate again.
     ignores_prompt: bool,
+    /// A provider whose ID tokens do not say when it authenticated the person.
+    omits_auth_time: bool,
     /// Each authorization request's `prompt` ("" for none), in order.
     prompts: Vec<String>,
 }
@@ -131,6 +133,7 @@ impl FakeIssuer {
             token_requests: 0,
             session: None,
             ignores_prompt: false,
+            omits_auth_time: false,
             prompts: Vec::new(),
         }));
         let app = Router::new()
@@ -158,6 +161,12 @@ impl FakeIssuer {
     /// Behave as a provider that signs in on its session even when asked to authenticate again.
     pub fn ignore_prompt(&self) {
         self.inner.lock().unwrap().ignores_prompt = true;
+    }
+
+    /// Behave as a provider whose ID tokens carry no `auth_time` (OpenID Connect requires it
+    /// only when the request had `max_age`).
+    pub fn omit_auth_time(&self) {
+        self.inner.lock().unwrap().omits_auth_time = true;
     }
 
     /// Each authorization request's `prompt` so far ("" for none).
@@ -247,7 +256,7 @@ fn mint(
         EmptyAdditionalClaims {},
     )
     .set_nonce(Some(Nonce::new(nonce.to_owned())))
-    .set_auth_time(Some(authenticated_at));
+    .set_auth_time((!inner.omits_auth_time).then_some(authenticated_at));
     let alg = CoreJwsSigningAlgorithm::RsaSsaPkcs1V15Sha256;
     match inner.tamper {
         Tamper::Unsigned => {

@@ -5,6 +5,7 @@
 //! signed-in users who cannot see or change each other's data, and an AI client's risky call
 //! approved on the page by its signed-in owner — on SQLite and on DynamoDB (moto). The browser flow against a certified provider is `sign_in_browser.rs`.
 
+use base64::Engine as _;
 use bridle::auth::{Oidc, OidcError, OidcSettings, Signup};
 use bridle::guards::GuardOptions;
 use bridle::{AppOptions, OtherStore, SignInOptions, build_app};
@@ -228,6 +229,20 @@ impl Site {
             .unwrap()
     }
 
+    /// What the MCP door answers a client holding `token` (listing the tools).
+    async fn mcp_door(&self, token: &str) -> StatusCode {
+        self.http
+            .post(self.url("/mcp"))
+            .bearer_auth(token)
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-06-18")
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+            .send()
+            .await
+            .unwrap()
+            .status()
+    }
+
     async fn get(&self, who: &Browser, path: &str) -> reqwest::Response {
         self.http
             .get(self.url(path))
@@ -416,6 +431,21 @@ async fn signing_out_everywhere_ends_every_session_and_the_providers_old_sign_in
     let bob = s.sign_in(bob()).await.unwrap();
     s.issuer
         .keep_session(alice(), chrono::Utc::now() - chrono::Duration::seconds(60));
+    // A token for an AI client made from the phone, and one of Bob's.
+    let mut tokens = Vec::new();
+    for who in [&phone, &bob] {
+        let made = s
+            .post(
+                who,
+                "/api/mcp-tokens",
+                Some(json!({"name": "Claude", "scope": "risky"})),
+            )
+            .await;
+        assert_eq!(made.status(), StatusCode::CREATED);
+        let made: Value = made.json().await.unwrap();
+        tokens.push(made["token"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(s.mcp_door(&tokens[0]).await, 200);
 
     let mut no_csrf = laptop.clone();
     no_csrf.csrf.clear();
@@ -432,6 +462,9 @@ async fn signing_out_everywhere_ends_every_session_and_the_providers_old_sign_in
         assert_eq!(res.status(), 401, "{who}");
     }
     assert_eq!(s.get(&bob, "/api/conversations").await.status(), 200);
+    // Her token is revoked (a stolen session could have made it to keep a way in); Bob's not.
+    assert_eq!(s.mcp_door(&tokens[0]).await, 401);
+    assert_eq!(s.mcp_door(&tokens[1]).await, 200);
     // Anything signed in from here on is later than the sign-out.
     s.clock.fetch_add(1_000, Ordering::SeqCst);
 
@@ -469,6 +502,54 @@ async fn signing_out_everywhere_ends_every_session_and_the_providers_old_sign_in
     let new = s.sign_in(alice()).await.unwrap();
     assert_eq!(s.get(&new, "/api/conversations").await.status(), 200);
     assert_eq!(s.get(&phone, "/api/conversations").await.status(), 401);
+}
+
+/// A provider whose tokens do not say when it authenticated the person cannot show that a
+/// sign-in after a sign-out everywhere is new: asked once with `max_age`, it still does not
+/// say, and is refused; and the login cookie's flag that says it was asked (the browser's to
+/// edit) does not let a plain sign-in skip the question.
+#[tokio::test]
+async fn after_signing_out_everywhere_a_sign_in_that_does_not_say_when_is_refused() {
+    let s = site(Signup::Open, None).await;
+    let laptop = s.sign_in(alice()).await.unwrap();
+    s.issuer
+        .keep_session(alice(), chrono::Utc::now() - chrono::Duration::seconds(60));
+    s.issuer.omit_auth_time();
+    let out = s.post(&laptop, "/auth/logout-everywhere", None).await;
+    assert_eq!(out.status(), StatusCode::NO_CONTENT);
+    s.clock.fetch_add(1_000, Ordering::SeqCst);
+
+    // Asked once, with `max_age`.
+    let again = s.on_the_providers_session().await;
+    assert_eq!(again.status(), StatusCode::SEE_OTHER);
+    assert!(set_cookie(&again, &s.session).is_none());
+    assert!(
+        location(&again).contains("max_age=0"),
+        "{}",
+        location(&again)
+    );
+
+    // A plain sign-in whose cookie was edited to say it was asked already.
+    let login = s.http.get(s.url("/auth/login")).send().await.unwrap();
+    let (cookie, _) = set_cookie(&login, &s.login).unwrap();
+    let mut pending: Value = serde_json::from_slice(
+        &base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(&cookie)
+            .unwrap(),
+    )
+    .unwrap();
+    pending["again"] = json!(true);
+    let edited = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(serde_json::to_vec(&pending).unwrap());
+    let back = s.http.get(location(&login)).send().await.unwrap();
+    let done = s
+        .http
+        .get(location(&back))
+        .header(COOKIE, format!("{}={edited}", s.login))
+        .send()
+        .await
+        .unwrap();
+    refused_with(done, StatusCode::FORBIDDEN, "You signed out everywhere").await;
 }
 
 #[tokio::test]

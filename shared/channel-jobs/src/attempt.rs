@@ -6,10 +6,10 @@ use crate::lease::Deadline;
 use std::time::Duration;
 use tokio_util::task::TaskTracker;
 
-/// How long an ending attempt waits for the charges of what it sent to be written (a ledger
-/// write each). The worker keeps 5 s of its function's time back for this and the claim's
-/// release.
-pub(crate) const CHARGES_WAIT: Duration = Duration::from_secs(2);
+/// How long an attempt cut off waits for the charges of what it sent to be written (a ledger
+/// write each, tens of milliseconds), beside its claim's release. The worker keeps 5 s of its
+/// function's time back for the attempt's cut (up to 1 s), this, and answering the batch.
+pub(crate) const CHARGES_WAIT: Duration = Duration::from_secs(1);
 
 pub(crate) struct Attempt {
     /// Not the job's first attempt.

@@ -354,18 +354,16 @@ impl ChannelJobs {
             self.answer(job, sender, early, &held, &this),
         )
         .await;
-        // Whatever ended it, what it sent is charged before it returns (and before the retry
-        // can run): in a Lambda function, a task still running when the batch is answered may
-        // be frozen with its environment and never run.
-        this.charges_written(&key).await;
         let (outcome, turn, finished) = match answered {
             Ok(Ok(answered)) => answered,
-            Ok(Err(why)) => return self.end_attempt(&key, attempt, expires, why).await,
+            Ok(Err(why)) => return self.end_attempt(&key, attempt, expires, why, &this).await,
             Err(_) => {
                 let why = JobError::Deadline(budget);
-                return self.end_attempt(&key, attempt, expires, why).await;
+                return self.end_attempt(&key, attempt, expires, why, &this).await;
             }
         };
+        // Its charges were awaited as they were made (only a step cut off leaves one running).
+        this.charges_written(&key).await;
         // The reply is recorded: a client that reloads on `done` finds it.
         held.release();
         // A skipped job is done too: its claim then goes after `keep_done` rather than staying
@@ -411,19 +409,34 @@ impl ChannelJobs {
     /// keeping with it what this attempt sent of its reply, so a retry anywhere sends only the
     /// rest ([`sent`]). Crash story: a worker that dies before this leaves the claim to expire
     /// instead, and what it sent to its own memory.
-    async fn end_attempt(&self, key: &str, attempt: u32, expires: i64, why: JobError) -> Ran {
+    ///
+    /// Meanwhile the charges of what it sent, left running by a step its deadline cut off, are
+    /// awaited: in a Lambda function, a task still running when the batch is answered may be
+    /// frozen with its environment and never run. Beside the release, not after it, so the
+    /// wait costs the function's margin nothing unless a ledger write is slow.
+    async fn end_attempt(
+        &self,
+        key: &str,
+        attempt: u32,
+        expires: i64,
+        why: JobError,
+        this: &Attempt,
+    ) -> Ran {
         let retry_for = self.options.settle_retry_for;
-        let sent = self.reply_sent_to_keep(key).await;
-        let released = settle::retried(
-            "the job's claim",
-            retry_for,
-            settle::store_transient,
-            || {
-                let now = (self.options.clock)();
-                self.store.release_job(key, attempt, now, sent.as_ref())
-            },
-        )
-        .await;
+        let release = async {
+            let sent = self.reply_sent_to_keep(key).await;
+            settle::retried(
+                "the job's claim",
+                retry_for,
+                settle::store_transient,
+                || {
+                    let now = (self.options.clock)();
+                    self.store.release_job(key, attempt, now, sent.as_ref())
+                },
+            )
+            .await
+        };
+        let (released, ()) = tokio::join!(release, this.charges_written(key));
         if let Err(e) = &released {
             tracing::warn!(job = %key, error = %e, "could not release the job's claim; it will expire");
         }

@@ -137,9 +137,8 @@ impl Accounts for DynamoStore {
     async fn put_account(&self, account: &Account) -> Result<(), StoreError> {
         for _ in 0..TRIES {
             let stored = self.account(&account.user).await?;
-            // A sign-out everywhere stored since the caller read the account is kept (one
-            // between this read and the write below can still be lost: a replacement is the
-            // operator's or a first contact's, rare beside it).
+            // A sign-out everywhere stored since the caller read the account is kept; one made
+            // between this read and the write fails the write's condition, and is read again.
             let account = &Account {
                 sessions_ended_at_ms: stored
                     .as_ref()
@@ -157,13 +156,23 @@ impl Accounts for DynamoStore {
             account_put = match &old {
                 None => account_put.condition_expression("attribute_not_exists(pk)"),
                 Some(None) => account_put
-                    .condition_expression("attribute_exists(pk) AND attribute_not_exists(#email)")
+                    .condition_expression(
+                        "attribute_exists(pk) AND attribute_not_exists(#email) \
+                         AND (attribute_not_exists(#ended) OR #ended <= :ended)",
+                    )
                     .expression_attribute_names("#email", EMAIL_ATTR),
                 Some(Some(old)) => account_put
-                    .condition_expression("#email = :old")
+                    .condition_expression(
+                        "#email = :old AND (attribute_not_exists(#ended) OR #ended <= :ended)",
+                    )
                     .expression_attribute_names("#email", EMAIL_ATTR)
                     .expression_attribute_values(":old", s(old)),
             };
+            if old.is_some() {
+                account_put = account_put
+                    .expression_attribute_names("#ended", SESSIONS_ENDED_AT_MS)
+                    .expression_attribute_values(":ended", n(account.sessions_ended_at_ms));
+            }
             let mut writes = vec![put_write(account_put.build().map_err(unavailable)?)];
             let old = old.flatten();
             let claims_email = new.filter(|n| old.as_deref() != Some(*n)).is_some();

@@ -82,4 +82,20 @@ pub trait Tokens: Send + Sync {
 
     /// Stamp the token as used at `at_ms` (never moves the stamp back). Unknown ids are ignored.
     async fn touch_token(&self, id: &str, at_ms: i64) -> Result<(), StoreError>;
+
+    /// Revoke every token of `user` still live at `at_ms`; how many there were. One read, then
+    /// one write each (a failure part way leaves the rest live: call again).
+    async fn revoke_tokens_of(&self, user: &UserId, at_ms: i64) -> Result<usize, StoreError> {
+        let mut revoked = 0;
+        for token in self
+            .tokens_of(user)
+            .await?
+            .iter()
+            .filter(|t| t.is_live(at_ms))
+        {
+            self.revoke_token(&token.id, at_ms).await?;
+            revoked += 1;
+        }
+        Ok(revoked)
+    }
 }

@@ -237,21 +237,10 @@ async fn set_status(
 
 /// Revoke every working MCP access token of `user`; how many there were.
 async fn revoke_tokens(deps: &Deps, user: &UserId) -> Result<usize, CliError> {
-    let now = (deps.clock)();
-    let tokens = deps
-        .tokens
-        .tokens_of(user)
+    deps.tokens
+        .revoke_tokens_of(user, (deps.clock)())
         .await
-        .map_err(CliError::store("cannot list the account's access tokens"))?;
-    let mut revoked = 0;
-    for token in tokens.iter().filter(|t| t.is_live(now)) {
-        deps.tokens
-            .revoke_token(&token.id, now)
-            .await
-            .map_err(CliError::store("cannot revoke the account's access tokens"))?;
-        revoked += 1;
-    }
-    Ok(revoked)
+        .map_err(CliError::store("cannot revoke the account's access tokens"))
 }
 
 fn print_account(

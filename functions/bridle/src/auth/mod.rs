@@ -218,10 +218,13 @@ impl SignIn {
     }
 
     /// Start a session for `user`.
-    pub async fn start_session(&self, user: &UserId) -> Result<NewSession, StoreError> {
+    ///
+    /// `now` is when the sign-in's callback began, before it read the account: a sign-out
+    /// everywhere made while it ran (which the account it read did not show) ends this session
+    /// too, as one started at or before it.
+    pub async fn start_session(&self, user: &UserId, now: i64) -> Result<NewSession, StoreError> {
         let unavailable = |e: getrandom::Error| StoreError::Unavailable(Box::new(e));
         let secret = random_token(32).map_err(unavailable)?;
-        let now = (self.clock)();
         let session = Session {
             id_hash: hash_secret(&secret),
             user: user.clone(),

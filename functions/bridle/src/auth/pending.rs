@@ -30,7 +30,9 @@ pub struct PendingLogin {
     pub return_to: String,
     pub expires_at_ms: i64,
     /// The provider was asked to authenticate the person again (after a sign-out everywhere):
-    /// one still answering with an older authentication is refused, not asked once more.
+    /// one still answering with an older authentication, or not saying when, is refused, not
+    /// asked once more. Edited, it can only turn a sign-in away sooner: whether one is new is
+    /// read from the provider's signed `auth_time` alone.
     #[serde(default)]
     pub again: bool,
 }

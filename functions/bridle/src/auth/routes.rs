@@ -200,15 +200,16 @@ pub async fn callback(
         Err(Refused::Store(err)) => return ApiError::internal(err).into_response(),
     };
     // The person signed out everywhere after the provider last authenticated them: a session
-    // the provider still holds (on a lost phone, say) signs nobody in here. The provider is
-    // asked once to authenticate them again (so is one whose token does not say when it
-    // authenticated them; asked with `max_age`, it must); one that answers with the old
-    // authentication again is refused.
+    // the provider still holds (on a lost phone, say) signs nobody in here. Only the provider's
+    // signed `auth_time` tells (the login cookie, `again` included, is the browser's to edit),
+    // so a token that does not say counts as old. The provider is asked once to authenticate
+    // them again (asked with `max_age`, it must say when it did); an answer still old, or
+    // still silent, is refused.
     let ended = account.sessions_ended_at_ms;
     let unknown = ended > 0 && who.authenticated_at_ms.is_none();
-    if who.authenticated_before(ended) || (unknown && !pending.again) {
+    if who.authenticated_before(ended) || unknown {
         if pending.again {
-            tracing::warn!(user = %account.user, "the identity provider did not authenticate the person again after they signed out everywhere; refused");
+            tracing::warn!(user = %account.user, said_when = !unknown, "the identity provider did not authenticate the person again after they signed out everywhere; refused");
             return problem(
                 StatusCode::FORBIDDEN,
                 "You signed out everywhere, and your identity provider signed you in again \
@@ -218,7 +219,7 @@ pub async fn callback(
         tracing::info!(user = %account.user, "signed in on an authentication from before signing out everywhere: the provider is asked to authenticate again");
         return to_provider(sign_in, safe_return(Some(&pending.return_to)), true);
     }
-    let new = match sign_in.start_session(&account.user).await {
+    let new = match sign_in.start_session(&account.user, now_ms).await {
         Ok(n) => n,
         Err(err) => return ApiError::internal(err).into_response(),
     };
@@ -258,13 +259,21 @@ pub async fn logout(State(app): State<App>, current: CurrentUser) -> Response {
 
 /// End every session of the signed-in person, this one too (the gate checked it and its CSRF
 /// token): sessions started by now no longer sign anyone in, on any instance, nor does a
-/// sign-in the identity provider authenticated before now ([`callback`]). Access tokens for MCP
-/// clients are not touched: they are revoked one by one on `/connect`.
+/// sign-in the identity provider authenticated before now ([`callback`]); and revoke every
+/// access token of theirs for MCP clients, which a stolen session could have made to keep a
+/// way in. Linked chats stay linked.
 pub async fn logout_everywhere(State(app): State<App>, current: CurrentUser) -> Response {
     let Some(sign_in) = app.sign_in.as_deref() else {
         return crate::server::errors::not_found().await.into_response();
     };
     let now = (sign_in.clock)();
+    // Tokens first: a failure of either answers 500 while this session still works, so the
+    // page can try again (ended first, a failure to revoke would leave no session to retry
+    // with).
+    let revoked = match app.tokens.revoke_tokens_of(&current.user, now).await {
+        Ok(revoked) => revoked,
+        Err(err) => return ApiError::internal(err).into_response(),
+    };
     if let Err(err) = sign_in.store.end_sessions(&current.user, now).await {
         return ApiError::internal(err).into_response();
     }
@@ -274,7 +283,7 @@ pub async fn logout_everywhere(State(app): State<App>, current: CurrentUser) -> 
     {
         tracing::warn!(user = %current.user, error = %err, "could not delete the session signed out everywhere; it is ended all the same");
     }
-    tracing::info!(user = %current.user, "signed out everywhere");
+    tracing::info!(user = %current.user, revoked, "signed out everywhere; access tokens revoked");
     with_cookies(
         StatusCode::NO_CONTENT.into_response(),
         &[set_cookie(sign_in, SESSION_COOKIE, "", 0)],
