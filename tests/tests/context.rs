@@ -375,6 +375,62 @@ async fn when_summarising_fails_the_turn_carries_on_with_the_full_history() {
     assert_eq!(conv.segment, 0);
 }
 
+/// A compaction that fails in a way trying again would not mend (`failure`) is put off until
+/// the segment has grown by a quarter of the threshold (200 here: 50 characters), so a turn
+/// in between costs one call, not two; the mark is kept on the conversation, and cleared once a
+/// compaction succeeds.
+async fn a_compaction_that_cannot_succeed_waits_for_the_segment_to_grow(failure: Reply) {
+    let h = Harness::with_options(
+        [
+            Reply::text("Got it."),
+            failure,
+            Reply::text("Still here."),
+            Reply::text("Fine."),
+            Reply::text("Sure."),
+            Reply::text("Facts:\n- likes mornings"),
+            Reply::text("Compacted."),
+        ],
+        small_threshold(),
+    )
+    .await;
+    async fn retry_at(h: &Harness) -> (u32, u64) {
+        let conv = h
+            .store
+            .conversation(&h.conversation)
+            .await
+            .unwrap()
+            .unwrap();
+        (conv.segment, conv.compaction_retry_at_chars)
+    }
+    h.turn(&"a".repeat(300)).await;
+    // 307 characters so far: the notes call fails, and the next waits for 357.
+    assert_eq!(h.turn("next").await.outcome.reply, "Still here.");
+    assert_eq!(retry_at(&h).await, (0, 357));
+    // 322, then 329: one call each, the answer.
+    assert_eq!(h.turn("ok").await.outcome.reply, "Fine.");
+    assert_eq!(h.turn(&"b".repeat(40)).await.outcome.reply, "Sure.");
+    let requests = h.model.requests();
+    assert_eq!(requests.len(), 5);
+    assert!(requests[3..].iter().all(|r| r.system != COMPACTION_PROMPT));
+    // 374: tried again, and it works.
+    assert_eq!(h.turn("more").await.outcome.reply, "Compacted.");
+    assert_eq!(h.model.requests()[5].system, COMPACTION_PROMPT);
+    assert_eq!(retry_at(&h).await, (1, 0));
+}
+
+#[tokio::test]
+async fn a_compaction_without_notes_waits_for_the_segment_to_grow() {
+    a_compaction_that_cannot_succeed_waits_for_the_segment_to_grow(Reply::text("")).await;
+}
+
+#[tokio::test]
+async fn a_compaction_the_provider_refuses_waits_for_the_segment_to_grow() {
+    a_compaction_that_cannot_succeed_waits_for_the_segment_to_grow(Reply::error(
+        BackendError::ContextTooLong,
+    ))
+    .await;
+}
+
 #[tokio::test]
 async fn rejected_reasoning_is_stripped_and_the_call_retried_once() {
     let logs = Logs::default();

@@ -19,6 +19,7 @@ const PURPOSE: &str = "purpose";
 const STATUS: &str = "status";
 const PROMPT_VERSION: &str = "prompt_version";
 const SEGMENT: &str = "segment";
+const COMPACTION_RETRY_AT: &str = "compaction_retry_at_chars";
 const TURN: &str = "turn";
 const CREATED_AT_MS: &str = "created_at_ms";
 /// The position after the last visible entry written in a transaction with the conversation
@@ -75,7 +76,7 @@ impl ConversationStore for DynamoStore {
             .key(SK, s(META))
             .update_expression(
                 "SET #purpose = :purpose, #status = :status, #prompt = :prompt, \
-                 #segment = :segment, #turn = :turn",
+                 #segment = :segment, #turn = :turn, #retry_at = :retry_at",
             )
             .condition_expression("attribute_exists(pk)")
             .expression_attribute_names("#purpose", PURPOSE)
@@ -88,6 +89,8 @@ impl ConversationStore for DynamoStore {
             .expression_attribute_values(":prompt", s(&c.prompt_version))
             .expression_attribute_values(":segment", n(c.segment))
             .expression_attribute_values(":turn", n(c.turn))
+            .expression_attribute_names("#retry_at", COMPACTION_RETRY_AT)
+            .expression_attribute_values(":retry_at", n(c.compaction_retry_at_chars))
             .send()
             .await
             .map_err(|e| {
@@ -151,7 +154,8 @@ impl DynamoStore {
             .key(SK, s(META))
             .update_expression(
                 "SET #purpose = :purpose, #status = :status, #prompt = :prompt, \
-                 #segment = :segment, #turn = :turn, #visible_next = :visible_next",
+                 #segment = :segment, #turn = :turn, #retry_at = :retry_at, \
+                 #visible_next = :visible_next",
             )
             .expression_attribute_names("#visible_next", VISIBLE_NEXT)
             .expression_attribute_values(":visible_next", n(visible_next))
@@ -166,6 +170,8 @@ impl DynamoStore {
             .expression_attribute_values(":prompt", s(&c.prompt_version))
             .expression_attribute_values(":segment", n(c.segment))
             .expression_attribute_values(":turn", n(c.turn))
+            .expression_attribute_names("#retry_at", COMPACTION_RETRY_AT)
+            .expression_attribute_values(":retry_at", n(c.compaction_retry_at_chars))
             .build()
             .map_err(unavailable)?;
         Ok(aws_sdk_dynamodb::types::TransactWriteItem::builder()
@@ -189,6 +195,7 @@ fn encode(c: &Conversation) -> Item {
         (SEGMENT.into(), n(c.segment)),
         (TURN.into(), n(c.turn)),
         (CREATED_AT_MS.into(), n(c.created_at_ms)),
+        (COMPACTION_RETRY_AT.into(), n(c.compaction_retry_at_chars)),
     ])
 }
 
@@ -240,6 +247,11 @@ pub(crate) fn decode(item: &Item) -> Result<Conversation, StoreError> {
         segment: get_n(item, SEGMENT, &what)?,
         turn: get_n(item, TURN, &what)?,
         created_at_ms: get_n(item, CREATED_AT_MS, &what)?,
+        // Items written before the mark existed have none: at the threshold.
+        compaction_retry_at_chars: match item.get(COMPACTION_RETRY_AT) {
+            None => 0,
+            Some(_) => get_n(item, COMPACTION_RETRY_AT, &what)?,
+        },
     })
 }
 
@@ -262,6 +274,7 @@ mod tests {
         c.segment = u32::MAX;
         c.turn = u64::MAX;
         c.created_at_ms = i64::MIN;
+        c.compaction_retry_at_chars = 180_000;
         assert_eq!(decode(&encode(&c)).unwrap(), c);
     }
 

@@ -7,8 +7,8 @@ use rusqlite::{OptionalExtension, Row, params};
 use store::{ConversationStore, StoreError};
 use transcript::{Conversation, ConversationId, ConversationStatus, UserId};
 
-const COLUMNS: &str =
-    "id, user_id, channel, purpose, status, prompt_version, segment, turn, created_at_ms";
+const COLUMNS: &str = "id, user_id, channel, purpose, status, prompt_version, segment, turn, \
+     created_at_ms, compaction_retry_at_chars";
 
 #[async_trait]
 impl ConversationStore for SqliteStore {
@@ -18,7 +18,7 @@ impl ConversationStore for SqliteStore {
             .write(move |conn| {
                 let mut stmt = conn
             .prepare_cached(&format!(
-                "INSERT INTO conversations ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
+                "INSERT INTO conversations ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
             ))
             .map_err(unavailable)?;
                 stmt.execute(params![
@@ -31,6 +31,7 @@ impl ConversationStore for SqliteStore {
                     c.segment,
                     turn_to_sql(c.turn)?,
                     c.created_at_ms,
+                    crate::error::to_sql(c.compaction_retry_at_chars, "compaction retry mark")?,
                 ])
                 .map_err(|e| write_error(e, || format!("conversation {}", c.id)))?;
                 Ok(())
@@ -110,13 +111,14 @@ impl ConversationStore for SqliteStore {
     }
 }
 
-/// Store `c`'s purpose, status, prompt version, segment and turn; whether the conversation was
-/// there to update.
+/// Store `c`'s purpose, status, prompt version, segment, turn and compaction retry mark;
+/// whether the conversation was there to update.
 pub(crate) fn update(conn: &rusqlite::Connection, c: &Conversation) -> Result<bool, StoreError> {
     let changed = conn
         .prepare_cached(
             "UPDATE conversations
-             SET purpose = ?2, status = ?3, prompt_version = ?4, segment = ?5, turn = ?6
+             SET purpose = ?2, status = ?3, prompt_version = ?4, segment = ?5, turn = ?6,
+                 compaction_retry_at_chars = ?7
              WHERE id = ?1",
         )
         .map_err(unavailable)?
@@ -127,6 +129,7 @@ pub(crate) fn update(conn: &rusqlite::Connection, c: &Conversation) -> Result<bo
             c.prompt_version,
             c.segment,
             turn_to_sql(c.turn)?,
+            crate::error::to_sql(c.compaction_retry_at_chars, "compaction retry mark")?,
         ])
         .map_err(unavailable)?;
     Ok(changed > 0)
@@ -159,6 +162,7 @@ struct RawConversation {
     segment: i64,
     turn: i64,
     created_at_ms: i64,
+    compaction_retry_at_chars: i64,
 }
 
 impl RawConversation {
@@ -173,6 +177,7 @@ impl RawConversation {
             segment: row.get(6)?,
             turn: row.get(7)?,
             created_at_ms: row.get(8)?,
+            compaction_retry_at_chars: row.get(9)?,
         })
     }
 
@@ -182,6 +187,8 @@ impl RawConversation {
             .map_err(|e| corrupt(what(), e))?;
         let segment = u32::try_from(self.segment).map_err(|e| corrupt(what(), e))?;
         let turn = crate::error::from_sql(self.turn, what)?;
+        let compaction_retry_at_chars =
+            crate::error::from_sql(self.compaction_retry_at_chars, what)?;
         Ok(Conversation {
             id: ConversationId(self.id),
             user_id: UserId(self.user_id),
@@ -192,6 +199,7 @@ impl RawConversation {
             segment,
             turn,
             created_at_ms: self.created_at_ms,
+            compaction_retry_at_chars,
         })
     }
 }

@@ -232,6 +232,9 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     "CREATE INDEX link_codes_by_expiry ON link_codes (expires_at_ms);",
     // 23: when the person signed out everywhere (sessions started by then are over); 0: never.
     "ALTER TABLE accounts ADD COLUMN sessions_ended_at_ms INTEGER NOT NULL DEFAULT 0;",
+    // 24: after a compaction that failed for good, the segment's size at which the next is
+    // tried; 0: at the threshold.
+    "ALTER TABLE conversations ADD COLUMN compaction_retry_at_chars INTEGER NOT NULL DEFAULT 0;",
 ];
 
 /// The schema version this build writes and understands.

@@ -134,6 +134,7 @@ async fn an_undecodable_row_is_corrupt() {
     .unwrap();
     conn.execute(
         "INSERT INTO conversations
+             (id, user_id, channel, purpose, status, prompt_version, segment, turn, created_at_ms)
          VALUES ('conv-b', 'u', 'web', 'support', 'sleeping', '', 0, 0, 0)",
         [],
     )

@@ -21,7 +21,8 @@
 //! - `next_position` / `next_visible_position`: highest position + 1, across segments; 0 when
 //!   empty. Positions are unique per conversation across segments.
 //! - `update_conversation` changes only the mutable fields (status, purpose, prompt version,
-//!   segment, turn); user, channel and creation time keep their stored values.
+//!   segment, turn, compaction retry mark); user, channel and creation time keep their stored
+//!   values.
 //! - `accounts_page`: ascending `created_at_ms`, ties by user id (byte order); `bindings`:
 //!   by user, channel, external id.
 //! - A link code is live while `now_ms < expires_at_ms`: at `expires_at_ms` it no longer
@@ -284,6 +285,7 @@ pub async fn check_update_conversation(store: &dyn Store) {
     updated.status = ConversationStatus::Closed;
     updated.prompt_version = "2025-06-01".into();
     updated.purpose = "billing".into();
+    updated.compaction_retry_at_chars = 225_000;
     store.update_conversation(&updated).await.unwrap();
     let read = store.conversation(&original.id).await.unwrap();
     assert_eq!(
@@ -516,6 +518,7 @@ pub async fn check_start_turn(store: &dyn Store) {
     let mut conv = store.conversation(&id).await.unwrap().unwrap();
     conv.turn = 1;
     conv.prompt_version = "v2".into();
+    conv.compaction_retry_at_chars = 90;
     let said = |position| message(&id, 0, position, Role::User, vec![Part::text("hi")]);
     store
         .start_turn(&conv, &said(0), &visible(&id, 0, VisibleRole::User, "hi"))

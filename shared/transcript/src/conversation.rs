@@ -61,6 +61,11 @@ pub struct Conversation {
     /// How many user turns the conversation has had.
     pub turn: u64,
     pub created_at_ms: i64,
+    /// A compaction of the current segment failed in a way trying again would not mend (no
+    /// notes, a refusal): the next is tried once the segment holds this many characters of
+    /// content. 0: at the threshold. A compaction that succeeds sets it back to 0.
+    #[serde(default)]
+    pub compaction_retry_at_chars: u64,
 }
 
 impl Conversation {
@@ -81,6 +86,7 @@ impl Conversation {
             segment: 0,
             turn: 0,
             created_at_ms: 0,
+            compaction_retry_at_chars: 0,
         }
     }
 }

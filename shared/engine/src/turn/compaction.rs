@@ -9,13 +9,15 @@ use transcript::{Part, Role, StopReason};
 
 impl Turn<'_> {
     /// When the current segment is past the threshold, ask the model for notes and continue in
-    /// a new segment that opens with them. Any failure leaves the history as it was.
+    /// a new segment that opens with them. Any failure leaves the history as it was; one that
+    /// trying again would not mend also puts the next try off ([`Turn::put_off_compaction`]).
     pub(super) async fn compact_if_needed(&mut self) -> Result<(), EngineError> {
         let engine = self.engine;
         let o = &engine.options;
         let chars = compact::content_chars(self.history.messages());
         // A conversation that is not active makes no model call, compaction's neither.
         if chars <= o.compaction_threshold_chars
+            || (chars as u64) < self.conv.compaction_retry_at_chars
             || self.conv.status != transcript::ConversationStatus::Active
         {
             return Ok(());
@@ -77,6 +79,10 @@ impl Turn<'_> {
             Ok(done) => done,
             Err(err) => {
                 tracing::warn!(error = %err, kind = err.kind(), chars, "compaction failed; carrying on with the full history");
+                // A throttled or broken call may well work next turn; a refusal would not.
+                if !err.is_retryable() {
+                    self.put_off_compaction(chars).await;
+                }
                 return Ok(());
             }
         };
@@ -88,6 +94,7 @@ impl Turn<'_> {
                 chars,
                 "compaction produced no notes; carrying on with the full history"
             );
+            self.put_off_compaction(chars).await;
             return Ok(());
         }
         let mut record = self.call_record(
@@ -98,6 +105,7 @@ impl Turn<'_> {
         );
         record.tools_offered.clear();
         self.conv.segment = next_segment;
+        self.conv.compaction_retry_at_chars = 0;
         self.history = History::default();
         self.append(
             Role::User,
@@ -112,5 +120,23 @@ impl Turn<'_> {
             "compacted into a new segment"
         );
         Ok(())
+    }
+
+    /// A compaction failed in a way trying again would not mend (no notes, a refusal, a
+    /// request the provider will not take): the next waits until the segment has grown by a
+    /// quarter of the threshold, rather than every turn costing one more call that sends the
+    /// whole segment (a sender whose words make the summariser refuse would double what each of
+    /// their turns costs). Kept on the conversation, so a retry or another instance waits too;
+    /// a write that fails leaves the next turn to try again, as before.
+    async fn put_off_compaction(&mut self, chars: usize) {
+        let quarter = self.engine.options.compaction_threshold_chars / 4;
+        self.conv.compaction_retry_at_chars = chars.saturating_add(quarter.max(1)) as u64;
+        if let Err(err) = self.engine.store.update_conversation(&self.conv).await {
+            tracing::warn!(error = %err, "could not record when to try compacting again; the next turn tries");
+        }
+        tracing::info!(
+            retry_at_chars = self.conv.compaction_retry_at_chars,
+            "compaction put off until the segment grows"
+        );
     }
 }
