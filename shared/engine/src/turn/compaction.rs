@@ -27,6 +27,7 @@ impl Turn<'_> {
         let written = engine.store.messages(&self.conv.id, next_segment).await?;
         if !written.is_empty() {
             self.conv.segment = next_segment;
+            self.conv.compaction_retry_at_chars = 0;
             engine.store.update_conversation(&self.conv).await?;
             if let Some(last) = written.last() {
                 self.next_position = self.next_position.max(last.position + 1);
@@ -79,8 +80,10 @@ impl Turn<'_> {
             Ok(done) => done,
             Err(err) => {
                 tracing::warn!(error = %err, kind = err.kind(), chars, "compaction failed; carrying on with the full history");
-                // A throttled or broken call may well work next turn; a refusal would not.
-                if !err.is_retryable() {
+                // A throttled or broken call may well work next turn, and one refused for
+                // the credentials once the operator mends them; a refusal of the request would
+                // not.
+                if !err.is_retryable() && !matches!(err, backend::BackendError::Auth { .. }) {
                     self.put_off_compaction(chars).await;
                 }
                 return Ok(());

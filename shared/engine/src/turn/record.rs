@@ -232,6 +232,8 @@ impl Turn<'_> {
             "a crashed compaction's notes were found; moving on to their segment"
         );
         self.conv.segment = next_segment;
+        // A compaction that wrote notes succeeded: the next is due at the threshold again.
+        self.conv.compaction_retry_at_chars = 0;
         store.update_conversation(&self.conv).await?;
         self.next_position = last.position + 1;
         self.history = crate::history::History::new(written);
