@@ -2,7 +2,8 @@
 //! (`oidc-provider` from npm, the OpenID-certified one; `tests/oidc/`): a person opens the web
 //! app, is sent to sign in, signs in on the provider's own login page, chats (the reply
 //! streams), gets a link code, sends it from WhatsApp (a webhook signed as Meta signs it), and
-//! their next WhatsApp message runs as the same account; signing out ends the session.
+//! their next WhatsApp message runs as the same account; the page lists the chat as linked and
+//! unlinks it; signing out ends the session.
 
 use backend::{Reply, ScriptedModel};
 use bridle::auth::{Oidc, OidcSettings, Signup};
@@ -199,6 +200,28 @@ async fn sign_in_chat_link_whatsapp_and_the_next_message_runs_as_that_user() {
         seen.contains("Alice") && seen.contains("What's on this week?"),
         "the turn's context names the signed-in account: {seen}"
     );
+
+    // The page lists the chat as linked, and unlinking it there makes it a stranger again.
+    c.refresh().await.unwrap();
+    let linked = eventually("the linked chat", || async {
+        text_of(&c, "#linked .linked-chat")
+            .await
+            .filter(|t| t.contains(WA_FROM))
+    })
+    .await;
+    assert!(linked.starts_with("WhatsApp"), "{linked}");
+    c.find(Locator::Css("#linked .unlink"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    eventually("the chat unlinked", || async {
+        (store.identity("whatsapp", WA_FROM).await.unwrap().is_none()
+            && c.find(Locator::Css("#linked .linked-chat")).await.is_err())
+        .then_some(())
+    })
+    .await;
 
     // Signing out ends the session: the API is closed to this browser again.
     c.find(Locator::Css("#sign-out"))

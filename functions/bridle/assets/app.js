@@ -601,6 +601,7 @@ async function loadSession() {
     await loadNotes(false);
     loadUsage();
     loadGrant();
+    loadLinks();
     const list = await loadConversations();
     const wanted = conversationInHash();
     if (wanted) await openConversation(wanted);
@@ -640,6 +641,38 @@ async function getLinkCode() {
   }
 }
 $("#link-button").addEventListener("click", getLinkCode);
+
+// The chats linked to this account, each with a way to unlink it from here (a lost phone's,
+// say): its messages then come from a stranger again.
+const CHANNEL_NAMES = { whatsapp: "WhatsApp", telegram: "Telegram", slack: "Slack", sms: "SMS" };
+async function loadLinks() {
+  const ul = $("#linked");
+  try {
+    const data = await (await api("/api/links")).json();
+    ul.replaceChildren(...data.links.map((l) => {
+      const button = el("button", "unlink", "Unlink");
+      button.type = "button";
+      button.addEventListener("click", async () => {
+        button.disabled = true;
+        try {
+          await api("/api/links/unlink", {
+            method: "POST",
+            headers: { "Content-Type": "application/json" },
+            body: JSON.stringify({ channel: l.channel, external_id: l.external_id }),
+          });
+        } catch (err) {
+          setStatus(err.message);
+        }
+        loadLinks();
+      });
+      const li = el("li", "linked-chat");
+      li.append(el("span", "", `${CHANNEL_NAMES[l.channel] || l.channel}: ${l.external_id} `), button);
+      return li;
+    }));
+  } catch (err) {
+    ul.replaceChildren(el("li", "error", err.message));
+  }
+}
 
 // "What the assistant may do": the person's own grant (read, write, risky); the assistant's
 // next call is checked against it. The tools it is offered never change.

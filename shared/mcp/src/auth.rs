@@ -1,6 +1,7 @@
 //! The door of `/mcp`: `Authorization: Bearer <token>` only. The token is looked up by its
-//! hash; a missing, unknown, revoked or expired one, or one whose account is closed, gets 401
-//! with `WWW-Authenticate` and one sentence (as a closed account's web session ends). A live one puts an [`McpCaller`] (its user, id and scope) in the request's
+//! hash; a missing, unknown, revoked or expired one, one whose account is closed, or one made
+//! at or before its owner signed out everywhere, gets 401 with `WWW-Authenticate` and one
+//! sentence (as a closed account's web session ends). A live one puts an [`McpCaller`] (its user, id and scope) in the request's
 //! extensions, where the MCP handler finds it; its last use is stamped (at most once a
 //! minute). The per-user limit of requests per minute ([`RateLimit`], all a user's tokens
 //! together) is counted in the store's budget ledger ([`budget::RequestRate`]), one
@@ -82,6 +83,16 @@ pub async fn authenticate(State(door): State<Door>, mut request: Request, next: 
             return unauthorized(
                 Some("invalid_token"),
                 "This access token's account is closed.",
+            );
+        }
+        // Its person signed out everywhere since it was made: revoked then too, and held to it
+        // here as well, so one the revocation missed (made a moment before, while a stolen
+        // session could still make one) opens nothing.
+        Ok(Some(account)) if token.created_at_ms <= account.sessions_ended_at_ms => {
+            return unauthorized(
+                Some("invalid_token"),
+                "This access token was made before its owner signed out everywhere. Create a \
+                 new one in Bridle under \"Connect an AI client\".",
             );
         }
         Ok(_) => {}

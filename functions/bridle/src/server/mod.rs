@@ -10,6 +10,7 @@ mod inspect;
 mod inspect_view;
 mod limits;
 mod link;
+mod links;
 pub mod owners;
 pub mod streams;
 pub mod sweep;
@@ -135,6 +136,8 @@ pub fn router(app: App) -> Router {
         .route("/api/timetable", get(timetable::timetables))
         .route("/timetable.js", get(timetable::script))
         .route("/api/link-code", post(link::create_link_code))
+        .route("/api/links", get(links::list))
+        .route("/api/links/unlink", post(links::unlink))
         .route("/api/usage", get(usage::usage))
         .route("/api/assistant-grant", get(grant::read).post(grant::set))
         .route("/connect", get(assets::connect))
