@@ -544,6 +544,19 @@ impl Identities for CrashStore {
         )
         .await
     }
+
+    async fn unbind_identity_of(
+        &self,
+        channel: &str,
+        external_id: &str,
+        user: &UserId,
+    ) -> Result<bool, StoreError> {
+        self.write(
+            "unbind_identity_of",
+            self.inner.unbind_identity_of(channel, external_id, user),
+        )
+        .await
+    }
 }
 
 #[async_trait]

@@ -365,6 +365,17 @@ impl Identities for FlakyStore {
             .unbind_identity_if(channel, external_id, bound_by_ms)
             .await
     }
+
+    async fn unbind_identity_of(
+        &self,
+        channel: &str,
+        external_id: &str,
+        user: &UserId,
+    ) -> Result<bool, StoreError> {
+        self.inner
+            .unbind_identity_of(channel, external_id, user)
+            .await
+    }
 }
 
 // The domain ports pass straight through, but for record reads when told to fail.

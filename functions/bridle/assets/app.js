@@ -644,7 +644,7 @@ $("#link-button").addEventListener("click", getLinkCode);
 
 // The chats linked to this account, each with a way to unlink it from here (a lost phone's,
 // say): its messages then come from a stranger again.
-const CHANNEL_NAMES = { whatsapp: "WhatsApp", telegram: "Telegram", slack: "Slack", sms: "SMS" };
+const CHANNEL_NAMES = { whatsapp: "WhatsApp", telegram: "Telegram", slack: "Slack", twilio: "SMS" };
 async function loadLinks() {
   const ul = $("#linked");
   try {

@@ -88,7 +88,10 @@ pub async fn authenticate(State(door): State<Door>, mut request: Request, next: 
         // Its person signed out everywhere since it was made: revoked then too, and held to it
         // here as well, so one the revocation missed (made a moment before, while a stolen
         // session could still make one) opens nothing.
-        Ok(Some(account)) if token.created_at_ms <= account.sessions_ended_at_ms => {
+        Ok(Some(account))
+            if account.sessions_ended_at_ms > 0
+                && token.created_at_ms <= account.sessions_ended_at_ms =>
+        {
             return unauthorized(
                 Some("invalid_token"),
                 "This access token was made before its owner signed out everywhere. Create a \

@@ -285,6 +285,35 @@ impl Identities for DynamoStore {
             })
             .transpose()
     }
+
+    async fn unbind_identity_of(
+        &self,
+        channel: &str,
+        external_id: &str,
+        user: &UserId,
+    ) -> Result<bool, StoreError> {
+        let deleted = self
+            .client
+            .delete_item()
+            .table_name(&self.table)
+            .key(PK, s(identity_pk(channel, external_id)))
+            .key(SK, s(IDENT))
+            .condition_expression("#user = :user")
+            .expression_attribute_names("#user", USER_ID)
+            .expression_attribute_values(":user", s(&user.0))
+            .send()
+            .await;
+        match deleted {
+            Ok(_) => Ok(true),
+            // Bound to someone else, or to nobody.
+            Err(err) => match write_error(err, || StoreError::Conflict {
+                what: String::new(),
+            }) {
+                StoreError::Conflict { .. } => Ok(false),
+                other => Err(other),
+            },
+        }
+    }
 }
 
 fn binding(item: &Item) -> Result<Binding, StoreError> {

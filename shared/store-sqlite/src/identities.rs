@@ -280,4 +280,27 @@ impl Identities for SqliteStore {
             })
             .await
     }
+
+    async fn unbind_identity_of(
+        &self,
+        channel: &str,
+        external_id: &str,
+        user: &UserId,
+    ) -> Result<bool, StoreError> {
+        let (channel, external_id, user) =
+            (channel.to_owned(), external_id.to_owned(), user.clone());
+        self.db
+            .write(move |conn| {
+                let deleted = conn
+                    .prepare_cached(
+                        "DELETE FROM identities
+                         WHERE channel = ?1 AND external_id = ?2 AND user_id = ?3",
+                    )
+                    .map_err(unavailable)?
+                    .execute(params![channel, external_id, user.0])
+                    .map_err(unavailable)?;
+                Ok(deleted > 0)
+            })
+            .await
+    }
 }

@@ -44,6 +44,7 @@ mod undo_scope;
 pub use accounts::{
     check_account_status, check_accounts, check_accounts_listing, check_bindings_and_unbind,
     check_concurrent_account_creation, check_create_account, check_put_account_keeps_emails_unique,
+    check_unbind_identity_of,
 };
 
 pub use claim_with_lease::{check_claim_with_lease, check_claim_with_lease_reading};
@@ -121,6 +122,7 @@ macro_rules! conformance_tests {
             binding_only_as_read => check_bind_identity_if,
             identities_are_per_channel => check_identities_per_channel,
             bindings_listed_and_unbound => check_bindings_and_unbind,
+            unbound_only_from_its_user => check_unbind_identity_of,
             records_commit_and_read => check_records_commit_and_read,
             records_conflict_writes_nothing => check_records_conflict_writes_nothing,
             undo_is_lifo_per_user => check_undo_lifo,

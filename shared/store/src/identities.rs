@@ -135,4 +135,14 @@ pub trait Identities: Send + Sync {
         external_id: &str,
         bound_by_ms: i64,
     ) -> Result<Option<UserId>, StoreError>;
+
+    /// Unbind the account `external_id` on `channel` only while it is bound to `user`:
+    /// whether it was. Bound to someone else, or to nobody, it is left as it is. One
+    /// conditional write, so no clock decides whose it is.
+    async fn unbind_identity_of(
+        &self,
+        channel: &str,
+        external_id: &str,
+        user: &UserId,
+    ) -> Result<bool, StoreError>;
 }

@@ -14,7 +14,6 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use store::StoreError;
 
 pub async fn list(State(app): State<App>, current: CurrentUser) -> Result<Json<Value>, ApiError> {
     let bindings = app
@@ -48,26 +47,25 @@ pub async fn unlink(
     Json(body): Json<Unlink>,
 ) -> Result<StatusCode, ApiError> {
     let not_found = || ApiError::new(StatusCode::NOT_FOUND, "No such linked chat.");
-    // Taken before the read: the chat linked again after it (to anyone) is left alone.
-    let now = (app.clock)();
-    let bound = app
-        .store
-        .identity(&body.channel, &body.external_id)
-        .await
-        .map_err(ApiError::internal)?;
-    if body.channel == OIDC_CHANNEL || bound.as_ref() != Some(&current.user) {
+    // A channel is a plain name (`whatsapp`, `telegram`, ...): one holding the separator of a
+    // store's keys could name another key (the sign-in's own binding, say).
+    let plain = !body.channel.is_empty()
+        && body
+            .channel
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
+    if !plain || body.channel == OIDC_CHANNEL {
         return Err(not_found());
     }
-    match app
+    // One conditional write: only while it is this person's, whoever linked it since.
+    let unlinked = app
         .store
-        .unbind_identity_if(&body.channel, &body.external_id, now)
+        .unbind_identity_of(&body.channel, &body.external_id, &current.user)
         .await
-    {
-        Ok(Some(_)) => {
-            tracing::info!(user = %current.user, channel = %body.channel, "a linked chat unlinked from the web");
-            Ok(StatusCode::NO_CONTENT)
-        }
-        Ok(None) | Err(StoreError::Conflict { .. }) => Err(not_found()),
-        Err(err) => Err(ApiError::internal(err)),
+        .map_err(ApiError::internal)?;
+    if !unlinked {
+        return Err(not_found());
     }
+    tracing::info!(user = %current.user, channel = %body.channel, "a linked chat unlinked from the web");
+    Ok(StatusCode::NO_CONTENT)
 }

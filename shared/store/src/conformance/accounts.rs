@@ -456,3 +456,46 @@ pub async fn check_bindings_and_unbind(store: &dyn Store) {
         "unbinding one account leaves the others bound"
     );
 }
+
+/// `unbind_identity_of` unbinds an account only while it is bound to the given user: another
+/// user's binding, or none, is left as it is (`false`).
+pub async fn check_unbind_identity_of(store: &dyn Store) {
+    let (ann, bob): (UserId, UserId) = ("ann".into(), "bob".into());
+    store
+        .bind_identity("slack", "T01#U02", &ann, T0)
+        .await
+        .unwrap();
+    store
+        .bind_identity("telegram", "5550001", &bob, T0)
+        .await
+        .unwrap();
+    assert!(
+        !store
+            .unbind_identity_of("telegram", "5550001", &ann)
+            .await
+            .unwrap(),
+        "another user's binding is not hers to unbind"
+    );
+    assert_eq!(
+        store.identity("telegram", "5550001").await.unwrap(),
+        Some(bob.clone())
+    );
+    assert!(
+        store
+            .unbind_identity_of("slack", "T01#U02", &ann)
+            .await
+            .unwrap()
+    );
+    assert_eq!(store.identity("slack", "T01#U02").await.unwrap(), None);
+    assert!(
+        !store
+            .unbind_identity_of("slack", "T01#U02", &ann)
+            .await
+            .unwrap(),
+        "unbound already"
+    );
+    assert_eq!(
+        store.identity("telegram", "5550001").await.unwrap(),
+        Some(bob)
+    );
+}
