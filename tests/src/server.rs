@@ -1,9 +1,11 @@
 //! The real local server, started in-process on a free loopback port, and a plain HTTP client
 //! that reads its server-sent events.
 
+use crate::oidc_provider::OidcProvider;
 use backend::ChatModel;
+use bridle::auth::{Oidc, OidcSettings, Signup};
 use bridle::server::App;
-use bridle::{AppOptions, build_app};
+use bridle::{AppOptions, SignInOptions, build_app};
 use serde_json::Value;
 use std::sync::Arc;
 use tokio::sync::oneshot;
@@ -30,6 +32,43 @@ impl std::fmt::Debug for TestServer {
 pub type Sse = (String, Value);
 
 impl TestServer {
+    /// `build_app(model, options)` on `listener` (at `base`), with sign-in at a real provider
+    /// (`oidc-provider`, started for it, its client registered for this server's callback):
+    /// open sign-up, sessions of an hour. The provider stops when dropped.
+    pub async fn signed_in_at_real_provider(
+        listener: tokio::net::TcpListener,
+        base: &str,
+        model: Arc<dyn ChatModel>,
+        options: AppOptions,
+    ) -> (Self, OidcProvider) {
+        let callback = format!("{base}/auth/callback");
+        let redirect = callback.clone();
+        let provider = tokio::task::spawn_blocking(move || {
+            OidcProvider::start("bridle-web", "bridle-web-secret", &[redirect.as_str()])
+        })
+        .await
+        .unwrap();
+        let oidc = Oidc::discover(OidcSettings {
+            issuer: provider.issuer.clone(),
+            client_id: provider.client_id.clone(),
+            client_secret: Some(provider.client_secret.clone()),
+            redirect_url: callback,
+        })
+        .await
+        .expect("the provider is discovered");
+        let options = AppOptions {
+            sign_in: Some(SignInOptions {
+                oidc: Arc::new(oidc),
+                public_url: base.to_owned(),
+                signup: Signup::Open,
+                session_ttl: std::time::Duration::from_secs(3600),
+            }),
+            ..options
+        };
+        let app = build_app(model, options).expect("the app builds");
+        (Self::serve_on(listener, app).await, provider)
+    }
+
     pub async fn start(model: Arc<dyn ChatModel>, options: AppOptions) -> Self {
         let app = build_app(model, options).expect("the app builds");
         Self::serve(app).await

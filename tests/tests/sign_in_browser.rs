@@ -6,9 +6,8 @@
 //! unlinks it; signing out ends the session.
 
 use backend::{Reply, ScriptedModel};
-use bridle::auth::{Oidc, OidcSettings, Signup};
+use bridle::AppOptions;
 use bridle::channel_setup::ChannelSetup;
-use bridle::{AppOptions, SignInOptions, build_app};
 use fantoccini::Locator;
 use serde_json::json;
 use std::collections::HashMap;
@@ -16,7 +15,6 @@ use std::sync::Arc;
 use std::time::Duration;
 use store::Email;
 use tests::browser::{browser, eventually, sign_in_at_provider, start_driver, text_of};
-use tests::oidc_provider::OidcProvider;
 use tests::platform_api::{PlatformApi, whatsapp_text};
 use tests::server::TestServer;
 use transcript::ConversationId;
@@ -31,12 +29,6 @@ fn whatsapp(n: u32, text: &str) -> (String, String) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sign_in_chat_link_whatsapp_and_the_next_message_runs_as_that_user() {
     let (listener, base) = TestServer::bind().await;
-    let callback = format!("{base}/auth/callback");
-    let provider = tokio::task::spawn_blocking(move || {
-        OidcProvider::start("bridle-web", "bridle-web-secret", &[callback.as_str()])
-    })
-    .await
-    .unwrap();
     let api = PlatformApi::start().await;
     let vars: HashMap<&str, String> = [
         ("PUBLIC_BASE_URL", format!("{base}/")),
@@ -59,29 +51,16 @@ async fn sign_in_chat_link_whatsapp_and_the_next_message_runs_as_that_user() {
         slow.stop(transcript::StopReason::EndTurn),
         Reply::text("Here on WhatsApp too."),
     ]));
-    let oidc = Oidc::discover(OidcSettings {
-        issuer: provider.issuer.clone(),
-        client_id: provider.client_id.clone(),
-        client_secret: Some(provider.client_secret.clone()),
-        redirect_url: format!("{base}/auth/callback"),
-    })
-    .await
-    .expect("the provider is discovered");
-    let app = build_app(
+    let (server, provider) = TestServer::signed_in_at_real_provider(
+        listener,
+        &base,
         model.clone(),
         AppOptions {
             channels,
-            sign_in: Some(SignInOptions {
-                oidc: Arc::new(oidc),
-                public_url: base.clone(),
-                signup: Signup::Open,
-                session_ttl: Duration::from_secs(3600),
-            }),
             ..AppOptions::default()
         },
     )
-    .unwrap();
-    let server = TestServer::serve_on(listener, app).await;
+    .await;
     let store = server.app.store.clone();
 
     let driver = start_driver().await;

@@ -5,14 +5,12 @@
 //! provider no longer signs her straight back in: the provider asks for her password again.
 
 use backend::{Reply, ScriptedModel};
-use bridle::auth::{Oidc, OidcSettings, Signup};
-use bridle::{AppOptions, SignInOptions, build_app};
+use bridle::AppOptions;
 use fantoccini::{Client, Locator};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
 use tests::browser::{browser, eventually, sign_in_at_provider, start_driver, text_of};
-use tests::oidc_provider::OidcProvider;
 use tests::server::TestServer;
 
 /// Wait until `c` shows the app signed in as Alice.
@@ -38,34 +36,13 @@ async fn api_status(c: &Client) -> serde_json::Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn signing_out_everywhere_ends_the_phones_session_and_its_provider_sign_in() {
     let (listener, base) = TestServer::bind().await;
-    let callback = format!("{base}/auth/callback");
-    let provider = tokio::task::spawn_blocking(move || {
-        OidcProvider::start("bridle-web", "bridle-web-secret", &[callback.as_str()])
-    })
-    .await
-    .unwrap();
-    let oidc = Oidc::discover(OidcSettings {
-        issuer: provider.issuer.clone(),
-        client_id: provider.client_id.clone(),
-        client_secret: Some(provider.client_secret.clone()),
-        redirect_url: format!("{base}/auth/callback"),
-    })
-    .await
-    .expect("the provider is discovered");
-    let app = build_app(
+    let (server, provider) = TestServer::signed_in_at_real_provider(
+        listener,
+        &base,
         Arc::new(ScriptedModel::new([Reply::text("Hello.")])),
-        AppOptions {
-            sign_in: Some(SignInOptions {
-                oidc: Arc::new(oidc),
-                public_url: base.clone(),
-                signup: Signup::Open,
-                session_ttl: Duration::from_secs(3600),
-            }),
-            ..AppOptions::default()
-        },
+        AppOptions::default(),
     )
-    .unwrap();
-    let server = TestServer::serve_on(listener, app).await;
+    .await;
 
     let driver = start_driver().await;
     let (laptop_profile, phone_profile) = (driver.temp("laptop"), driver.temp("phone"));

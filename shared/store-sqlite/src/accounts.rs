@@ -6,6 +6,7 @@
 use crate::SqliteStore;
 use crate::error::{corrupt, to_sql, unavailable};
 use async_trait::async_trait;
+use rusqlite::types::Value;
 use rusqlite::{OptionalExtension, ffi, params, params_from_iter};
 use store::{
     Account, AccountCursor, AccountPage, AccountStatus, Accounts, ActiveRecords,
@@ -156,54 +157,40 @@ impl Accounts for SqliteStore {
         user: &UserId,
         status: AccountStatus,
     ) -> Result<(), StoreError> {
-        let user = user.clone();
-        self.db
-            .write(move |conn| {
-                let changed = conn
-                    .prepare_cached("UPDATE accounts SET status = ?2 WHERE user_id = ?1")
-                    .map_err(unavailable)?
-                    .execute(params![user.0, status.as_str()])
-                    .map_err(unavailable)?;
-                if changed == 0 {
-                    return Err(StoreError::NotFound {
-                        what: format!("account {user}"),
-                    });
-                }
-                Ok(())
-            })
+        let sql = "UPDATE accounts SET status = ?2 WHERE user_id = ?1";
+        self.update_account(user, sql, Value::Text(status.as_str().to_owned()))
             .await
     }
 
     async fn set_assistant_grant(&self, user: &UserId, grant: Grant) -> Result<(), StoreError> {
-        let user = user.clone();
-        self.db
-            .write(move |conn| {
-                let changed = conn
-                    .prepare_cached("UPDATE accounts SET assistant_grant = ?2 WHERE user_id = ?1")
-                    .map_err(unavailable)?
-                    .execute(params![user.0, grant.as_str()])
-                    .map_err(unavailable)?;
-                if changed == 0 {
-                    return Err(StoreError::NotFound {
-                        what: format!("account {user}"),
-                    });
-                }
-                Ok(())
-            })
+        let sql = "UPDATE accounts SET assistant_grant = ?2 WHERE user_id = ?1";
+        self.update_account(user, sql, Value::Text(grant.as_str().to_owned()))
             .await
     }
 
     async fn end_sessions(&self, user: &UserId, at_ms: i64) -> Result<(), StoreError> {
+        let sql = "UPDATE accounts SET sessions_ended_at_ms = MAX(sessions_ended_at_ms, ?2)
+                   WHERE user_id = ?1";
+        self.update_account(user, sql, Value::Integer(at_ms)).await
+    }
+}
+
+impl SqliteStore {
+    /// Run `sql` (`?1` the user id, `?2` `value`) on `user`'s account: one field of it set;
+    /// [`StoreError::NotFound`] when there is no such account.
+    async fn update_account(
+        &self,
+        user: &UserId,
+        sql: &'static str,
+        value: Value,
+    ) -> Result<(), StoreError> {
         let user = user.clone();
         self.db
             .write(move |conn| {
                 let changed = conn
-                    .prepare_cached(
-                        "UPDATE accounts SET sessions_ended_at_ms = MAX(sessions_ended_at_ms, ?2)
-                         WHERE user_id = ?1",
-                    )
+                    .prepare_cached(sql)
                     .map_err(unavailable)?
-                    .execute(params![user.0, at_ms])
+                    .execute(params![user.0, value])
                     .map_err(unavailable)?;
                 if changed == 0 {
                     return Err(StoreError::NotFound {
