@@ -195,6 +195,31 @@ pub async fn text_of(c: &Client, css: &str) -> Option<String> {
     el.text().await.ok()
 }
 
+/// Press the sign-out button `css` (`#sign-out`, `#sign-out-everywhere`) and wait for the
+/// signed-out page.
+pub async fn sign_out_with(c: &Client, css: &str) {
+    c.find(Locator::Css(css))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    crate::wait::eventually("the signed-out page", || async {
+        text_of(c, "#signed-out").await
+    })
+    .await;
+}
+
+/// The status the API answers this browser's session now (its conversation list).
+pub async fn api_status(c: &Client) -> serde_json::Value {
+    c.execute(
+        "return fetch('/api/conversations').then(r => r.status);",
+        vec![],
+    )
+    .await
+    .unwrap()
+}
+
 /// Sign in as `login` on the test provider's login page (`tests/oidc`: any login, any
 /// password), once the browser has been sent there; returns the page's address at the provider.
 pub async fn sign_in_at_provider(c: &Client, login: &str) -> String {

@@ -14,7 +14,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use store::Email;
-use tests::browser::{browser, eventually, sign_in_at_provider, start_driver, text_of};
+use tests::browser::{
+    api_status, browser, eventually, sign_in_at_provider, sign_out_with, start_driver, text_of,
+};
 use tests::platform_api::{PlatformApi, whatsapp_text};
 use tests::server::TestServer;
 use transcript::ConversationId;
@@ -203,25 +205,9 @@ async fn sign_in_chat_link_whatsapp_and_the_next_message_runs_as_that_user() {
     .await;
 
     // Signing out ends the session: the API is closed to this browser again.
-    c.find(Locator::Css("#sign-out"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    eventually("the signed-out page", || async {
-        text_of(&c, "#signed-out").await
-    })
-    .await;
+    sign_out_with(&c, "#sign-out").await;
     c.goto(&format!("{base}/healthz")).await.unwrap();
-    let status: serde_json::Value = c
-        .execute(
-            "return fetch('/api/conversations').then(r => r.status);",
-            vec![],
-        )
-        .await
-        .unwrap();
-    assert_eq!(status, json!(401));
+    assert_eq!(api_status(&c).await, json!(401));
     c.close().await.unwrap();
     server.stop().await;
     drop(provider);

@@ -6,11 +6,13 @@
 
 use backend::{Reply, ScriptedModel};
 use bridle::AppOptions;
-use fantoccini::{Client, Locator};
+use fantoccini::Client;
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
-use tests::browser::{browser, eventually, sign_in_at_provider, start_driver, text_of};
+use tests::browser::{
+    api_status, browser, eventually, sign_in_at_provider, sign_out_with, start_driver, text_of,
+};
 use tests::server::TestServer;
 
 /// Wait until `c` shows the app signed in as Alice.
@@ -21,16 +23,6 @@ async fn signed_in_as_alice(c: &Client) {
             .filter(|t| t.contains("alice@example.com"))
     })
     .await;
-}
-
-/// What the API answers this browser now.
-async fn api_status(c: &Client) -> serde_json::Value {
-    c.execute(
-        "return fetch('/api/conversations').then(r => r.status);",
-        vec![],
-    )
-    .await
-    .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -56,17 +48,7 @@ async fn signing_out_everywhere_ends_the_phones_session_and_its_provider_sign_in
     // `auth_time` is whole seconds: the phone's authentication is a second behind the sign-out.
     tokio::time::sleep(Duration::from_millis(1_100)).await;
 
-    laptop
-        .find(Locator::Css("#sign-out-everywhere"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    eventually("the signed-out page", || async {
-        text_of(&laptop, "#signed-out").await
-    })
-    .await;
+    sign_out_with(&laptop, "#sign-out-everywhere").await;
     assert_eq!(api_status(&phone).await, json!(401));
 
     // Opened again, the app sends the phone to the provider, which still holds its session:

@@ -19,7 +19,9 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use store::{Email, Store};
-use tests::browser::{browser, eventually, sign_in_at_provider, start_driver, text_of};
+use tests::browser::{
+    api_status, browser, eventually, sign_in_at_provider, sign_out_with, start_driver, text_of,
+};
 use tests::oidc_provider::OidcProvider;
 use transcript::ConversationId;
 
@@ -273,24 +275,8 @@ async fn in_chromium_through_the_function_url_sign_in_chat_link_and_the_next_mes
     assert!(seen.contains("Ada"), "the turn runs as ada: {seen}");
 
     // Signing out ends the session for this browser.
-    c.find(Locator::Css("#sign-out"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    eventually("the signed-out page", || async {
-        text_of(&c, "#signed-out").await
-    })
-    .await;
-    let status: serde_json::Value = c
-        .execute(
-            "return fetch('/api/conversations').then(r => r.status);",
-            vec![],
-        )
-        .await
-        .unwrap();
-    assert_eq!(status, json!(401));
+    sign_out_with(&c, "#sign-out").await;
+    assert_eq!(api_status(&c).await, json!(401));
     c.close().await.unwrap();
     drop(provider);
 }

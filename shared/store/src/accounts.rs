@@ -337,13 +337,7 @@ pub trait Accounts: Send + Sync {
     /// no such account. Only that field changes. (The default reads and puts the account, so a
     /// concurrent change of another field may be lost; the adapters update the one field.)
     async fn set_assistant_grant(&self, user: &UserId, grant: Grant) -> Result<(), StoreError> {
-        let account = self
-            .account(user)
-            .await?
-            .ok_or_else(|| StoreError::NotFound {
-                what: format!("account {user}"),
-            })?;
-        self.put_account(&Account {
+        read_change_put(self, user, |account| Account {
             assistant_grant: grant,
             ..account
         })
@@ -355,13 +349,7 @@ pub trait Accounts: Send + Sync {
     /// is no such account. (The default reads and puts the account, as
     /// [`Accounts::set_assistant_grant`]'s does; the adapters update the one field.)
     async fn end_sessions(&self, user: &UserId, at_ms: i64) -> Result<(), StoreError> {
-        let account = self
-            .account(user)
-            .await?
-            .ok_or_else(|| StoreError::NotFound {
-                what: format!("account {user}"),
-            })?;
-        self.put_account(&Account {
+        read_change_put(self, user, |account| Account {
             sessions_ended_at_ms: account.sessions_ended_at_ms.max(at_ms),
             ..account
         })
@@ -382,6 +370,22 @@ pub trait Accounts: Send + Sync {
             }
         }
     }
+}
+
+/// The default one-field setters' way: read `user`'s account, change it, put it back;
+/// [`StoreError::NotFound`] when there is none.
+async fn read_change_put<S: Accounts + ?Sized>(
+    store: &S,
+    user: &UserId,
+    change: impl FnOnce(Account) -> Account + Send,
+) -> Result<(), StoreError> {
+    let account = store
+        .account(user)
+        .await?
+        .ok_or_else(|| StoreError::NotFound {
+            what: format!("account {user}"),
+        })?;
+    store.put_account(&change(account)).await
 }
 
 #[cfg(test)]
