@@ -479,6 +479,10 @@ impl Identities for CrashStore {
         self.alive()?;
         self.inner.link_code_redeemed_at(code).await
     }
+    async fn link_code_expires_at(&self, code: &str) -> Result<Option<i64>, StoreError> {
+        self.alive()?;
+        self.inner.link_code_expires_at(code).await
+    }
     async fn consume_link_code(
         &self,
         code: &str,

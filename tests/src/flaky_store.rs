@@ -299,6 +299,9 @@ impl Identities for FlakyStore {
     async fn link_code_redeemed_at(&self, code: &str) -> Result<Option<i64>, StoreError> {
         self.inner.link_code_redeemed_at(code).await
     }
+    async fn link_code_expires_at(&self, code: &str) -> Result<Option<i64>, StoreError> {
+        self.inner.link_code_expires_at(code).await
+    }
     async fn consume_link_code(
         &self,
         code: &str,

@@ -19,6 +19,7 @@ use store::{Account, AccountRole, AccountStatus, Email, Store};
 use tests::EchoModel;
 use tests::fake_issuer::{FakeIssuer, Person, Tamper};
 use tests::server::TestServer;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const CLIENT: &str = "bridle-test";
 const SESSION_TTL: Duration = Duration::from_secs(3600);
@@ -522,6 +523,124 @@ async fn signing_out_everywhere_ends_every_session_and_the_providers_old_sign_in
     let new = s.sign_in(alice()).await.unwrap();
     assert_eq!(s.get(&new, "/api/conversations").await.status(), 200);
     assert_eq!(s.get(&phone, "/api/conversations").await.status(), 401);
+}
+
+/// A chat's message `text`, from Telegram chat `chat`, as the webhook queues it.
+fn telegram_job(chat: &str, text: &str) -> queue::TurnJob {
+    queue::TurnJob {
+        addressed_to: None,
+        trace_context: Default::default(),
+        channel: "telegram".into(),
+        message_id: format!("{chat}-{text}"),
+        conversation_key: chat.into(),
+        external_user_id: chat.into(),
+        text: text.into(),
+        button_id: None,
+        media: Vec::new(),
+        received_at_ms: now_ms(),
+    }
+}
+
+/// What a stolen session made and kept back opens nothing once its owner signs out
+/// everywhere: a link code it made before links no chat (one made after signing in again
+/// does), and an access token it was making as she signed out (its body held back until
+/// then, past the gate) is not kept.
+async fn signing_out_everywhere_voids_what_a_stolen_session_made(store: Option<Arc<dyn Store>>) {
+    let vars: std::collections::HashMap<&str, &str> = [
+        (
+            "TELEGRAM_SECRET_TOKEN",
+            "tg-secret-0123456789abcdef-0123456",
+        ),
+        ("TELEGRAM_BOT_TOKEN", "123456:ABC-def"),
+    ]
+    .into_iter()
+    .collect();
+    let channels = bridle::channel_setup::ChannelSetup::from_vars(
+        &|k| vars.get(k).map(|v| (*v).to_owned()),
+        &reqwest::Client::new(),
+    )
+    .unwrap();
+    let s = site_with(Signup::Open, store, |o| AppOptions { channels, ..o }).await;
+    let laptop = s.sign_in(alice()).await.unwrap();
+    let thief = s.sign_in(alice()).await.unwrap();
+    let me: Value = s.get(&laptop, "/api/session").await.json().await.unwrap();
+    let alice_id = transcript::UserId(me["user"]["id"].as_str().unwrap().to_owned());
+    let code_of = |made: Value| {
+        channels::link_code::canonical(made["code"].as_str().unwrap()).expect("a code")
+    };
+    let made = s.post(&thief, "/api/link-code", None).await;
+    assert_eq!(made.status(), StatusCode::CREATED);
+    let kept = code_of(made.json().await.unwrap());
+
+    // The thief asks for an access token and holds the body back: the gate lets it through.
+    let body = json!({"name": "Claude", "scope": "risky"}).to_string();
+    let mut held = tokio::net::TcpStream::connect(s.server.base.trim_start_matches("http://"))
+        .await
+        .unwrap();
+    let head = format!(
+        "POST /api/mcp-tokens HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: {}={}\r\n\
+         X-CSRF-Token: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n",
+        s.session,
+        thief.cookie,
+        thief.csrf,
+        body.len()
+    );
+    held.write_all(head.as_bytes()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let out = s.post(&laptop, "/auth/logout-everywhere", None).await;
+    assert_eq!(out.status(), StatusCode::NO_CONTENT);
+    held.write_all(body.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    held.read_to_string(&mut answer).await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
+    assert!(answer.contains("signed out everywhere"), "{answer}");
+    let tokens = s.server.app.tokens.tokens_of(&alice_id).await.unwrap();
+    assert_eq!(tokens.len(), 1, "{tokens:?}");
+    assert!(!tokens[0].is_live(now_ms()), "revoked: {tokens:?}");
+
+    // The code the thief kept links no chat of theirs.
+    let jobs = channel_jobs::identity::resolve;
+    let resolved = jobs(s.store.as_ref(), &telegram_job("7001", &kept), now_ms())
+        .await
+        .unwrap();
+    assert!(
+        matches!(
+            resolved,
+            channel_jobs::identity::Resolved::StaleCode { bound: None }
+        ),
+        "{resolved:?}"
+    );
+    assert_eq!(s.store.identity("telegram", "7001").await.unwrap(), None);
+
+    // Signed in again, her own new code links her chat.
+    s.clock.fetch_add(1_000, Ordering::SeqCst);
+    let again = s.sign_in(alice()).await.unwrap();
+    let made = s.post(&again, "/api/link-code", None).await;
+    assert_eq!(made.status(), StatusCode::CREATED);
+    let fresh = code_of(made.json().await.unwrap());
+    let resolved = jobs(s.store.as_ref(), &telegram_job("7002", &fresh), now_ms())
+        .await
+        .unwrap();
+    assert_eq!(
+        resolved,
+        channel_jobs::identity::Resolved::Linked(alice_id.clone())
+    );
+    assert_eq!(
+        s.store.identity("telegram", "7002").await.unwrap(),
+        Some(alice_id)
+    );
+}
+
+#[tokio::test]
+async fn sqlite_signing_out_everywhere_voids_what_a_stolen_session_made() {
+    signing_out_everywhere_voids_what_a_stolen_session_made(None).await;
+}
+
+#[tokio::test]
+async fn dynamodb_signing_out_everywhere_voids_what_a_stolen_session_made() {
+    signing_out_everywhere_voids_what_a_stolen_session_made(Some(dynamo().await)).await;
 }
 
 /// Alice sees the chats linked to her account and unlinks one from the web (a lost phone's

@@ -7,8 +7,8 @@ use channels::{Channel, Sender};
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// Link codes live this long (DESIGN's default).
-pub const LINK_CODE_LIFETIME_MS: i64 = 30 * 60 * 1000;
+/// Link codes live this long (DESIGN's default); the redemption tells a code's making from it.
+pub use channels::link_code::LIFETIME_MS as LINK_CODE_LIFETIME_MS;
 
 /// Which channels are on, and how people reach them.
 #[derive(Clone)]

@@ -103,8 +103,19 @@ impl Worker {
             if receives >= self.options.max_receives {
                 tracing::error!(job = %job.dedupe_key(), conversation = %job.conversation_key, channel = %job.channel, cause = %why, receives, "job failed on its last attempt: SQS moves it to the dead-letter queue");
                 self.jobs.options.metrics.job_given_up(&job.channel);
-                if let Err(e) = self.jobs.give_up_for_good(&job).await {
-                    tracing::error!(job = %job.dedupe_key(), error = %e, "could not close the given-up turn");
+                // Within the function's time, less the batch answer's reserve, as an unrun
+                // record's give-up: a slow platform or table past it would have Lambda end the
+                // function and lose the whole batch's answer (every record in it received again
+                // after the visibility timeout).
+                let by = deadline.checked_sub(GIVE_UP_RESERVE).unwrap_or(deadline);
+                match tokio::time::timeout_at(by, self.jobs.give_up_for_good(&job)).await {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => {
+                        tracing::error!(job = %job.dedupe_key(), error = %e, "could not close the given-up turn");
+                    }
+                    Err(_) => {
+                        tracing::error!(job = %job.dedupe_key(), "no time left to tell the user their message was given up");
+                    }
                 }
             }
         }

@@ -32,6 +32,8 @@ struct Platform {
     refuse: Mutex<Option<String>>,
     /// Refuse replies whose text contains this.
     refuse_text: Mutex<Option<String>>,
+    /// Never answer a send of a reply whose text contains this (a platform that hangs).
+    stall_text: Mutex<Option<String>>,
 }
 
 #[async_trait]
@@ -50,6 +52,15 @@ impl Sender for Platform {
             && reply.text.contains(marker)
         {
             return Err(SendError::Retryable { status: 503 });
+        }
+        let stalls = self
+            .stall_text
+            .lock()
+            .unwrap()
+            .as_deref()
+            .is_some_and(|marker| reply.text.contains(marker));
+        if stalls {
+            std::future::pending::<()>().await;
         }
         self.sent.lock().unwrap().push(reply.clone());
         sent.pieces.push(reply.text.clone());
@@ -413,6 +424,27 @@ async fn on_the_last_receive_a_failing_job_tells_the_user_and_closes_its_turn() 
         Some(engine::lines::GAVE_UP)
     );
     assert_eq!(s.model.requests().len(), 1, "no second model call");
+}
+
+/// A turn cut off on its last receive is given up within the function's time, however long the
+/// platform takes to say so: the batch is answered before Lambda would end the function (which
+/// would lose the answer for every record in it).
+#[tokio::test(start_paused = true)]
+async fn on_the_last_receive_a_give_up_the_platform_stalls_still_ends_in_time() {
+    let s = setup(vec![Reply::new().then_stall()]).await;
+    *s.platform.stall_text.lock().unwrap() = Some(engine::lines::GAVE_UP.into());
+    let mut event = last_receive(batch());
+    event.records.truncate(1);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let resp = tokio::time::timeout(
+        Duration::from_secs(120),
+        s.worker.handle_batch(event, deadline),
+    )
+    .await
+    .expect("the batch is answered");
+    assert!(Instant::now() <= deadline, "answered after the deadline");
+    assert_eq!(failed(&resp), [ID[0]]);
+    assert!(s.platform.sent().is_empty());
 }
 
 /// Every record of the batch on its last receive.

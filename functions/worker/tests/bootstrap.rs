@@ -146,10 +146,17 @@ async fn the_bootstrap_runs_a_batch_through_bedrock_to_the_platform_and_reports_
         .env("GENERIC_CALLBACK_SECRET", CALLBACK_SECRET)
         .env("TWILIO_ACCOUNT_SID", "AC3f1e2d4c5b6a79880a1b2c3d4e5f6a7b")
         .env("TWILIO_AUTH_TOKEN", TWILIO_TOKEN)
+        // No strangers' cap: said at the cold start (SMS pumping could spend everyone's).
+        .env("BRIDLE_CAP_UNLINKED_USD_30D", "off")
         .env("RUST_LOG", "info");
     let running = Bootstrap::spawn(cmd).unwrap();
     let posted = api.next_posted(Duration::from_secs(60)).await;
     let logs = running.stop().logs;
+    assert!(
+        logs.lines()
+            .any(|l| l.contains("WARN") && l.contains("BRIDLE_CAP_UNLINKED_USD_30D is off")),
+        "{logs}"
+    );
     // With SMS configured, the codes its questions carry are keyed (the key itself redacted).
     assert!(
         logs.contains("confirm_code_key: Some(CodeKey([redacted]))"),
@@ -299,6 +306,13 @@ async fn the_template_environment_starts_the_worker_and_it_answers_a_newcomer() 
     );
     assert_eq!(posted.body, json!({"batchItemFailures": []}), "{logs}");
     assert!(logs.contains("worker ready"), "{logs}");
+    // The template's caps leave nothing to warn of.
+    assert!(
+        !logs
+            .lines()
+            .any(|l| l.contains("WARN") && l.contains("BRIDLE_CAP_")),
+        "{logs}"
+    );
     // The onboarding reply links to the PUBLIC_BASE_URL the template derives: with no
     // PublicBaseUrl parameter, the web app (its function URL without the trailing "/").
     let texts: Vec<String> = replies

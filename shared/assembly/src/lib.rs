@@ -131,6 +131,10 @@ pub fn assemble(parts: Parts) -> Result<Assembled, RegistryError> {
         ConfirmationGate::new(policy.clone(), store.clone()).with_options(guards.confirmation),
     );
     let registry = Arc::new(registry);
+    // Once per process, as it starts: caps that parse but leave a door open.
+    for warning in guards.budget.warnings() {
+        tracing::warn!("{warning}");
+    }
     let guard = budget::Guards::standard(budget::StandardGuards {
         ledger: store.clone(),
         config: guards.budget,

@@ -231,6 +231,37 @@ impl BudgetConfig {
         }
     }
 
+    /// Settings that parse but leave a door open, one sentence each naming its variables, for
+    /// the start-up log ([`assembly`'s `assemble`], once per process). The strangers' cap is
+    /// what keeps a crowd of unknown numbers (SMS pumping) from spending everyone's dollars, so
+    /// it is a warning when it is off or not below everyone's; and no cap on everyone's dollars
+    /// at all is one too.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut said = Vec::new();
+        match (self.unlinked_usd_30d.limit, self.global_usd_30d.limit) {
+            (None, Some(_)) => said.push(format!(
+                "{CAP_UNLINKED_USD_30D} is off: replies to senders not linked yet (paid per \
+                 segment on SMS) are bounded only by {CAP_GLOBAL_USD_30D}, so a crowd of \
+                 unknown numbers can spend everyone's dollars; set it well below that cap"
+            )),
+            (Some(strangers), Some(everyone)) if strangers >= everyone => said.push(format!(
+                "{CAP_UNLINKED_USD_30D} ({}) is not below {CAP_GLOBAL_USD_30D} ({}): a crowd \
+                 of unknown numbers can spend everyone's dollars before the strangers' cap \
+                 stops them; set it well below",
+                crate::money::format_usd(strangers),
+                crate::money::format_usd(everyone),
+            )),
+            _ => {}
+        }
+        if self.global_usd_30d.limit.is_none() {
+            said.push(format!(
+                "{CAP_GLOBAL_USD_30D} is off: nothing bounds what everyone together spends \
+                 in a 30-day window"
+            ));
+        }
+        said
+    }
+
     /// The cap of a bucket (conversation dollars have none).
     pub fn cap(&self, bucket: Bucket) -> &Cap {
         const NONE: Cap = Cap {
@@ -284,6 +315,37 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The strangers' cap off, or at or above everyone's, and no cap on everyone's at all are
+    /// said at start-up; the defaults, and a strangers' cap below everyone's, say nothing.
+    #[test]
+    fn caps_that_leave_everyones_dollars_to_strangers_are_warned_of() {
+        let warned =
+            |pairs: &[(&str, &str)]| BudgetConfig::from_vars(vars(pairs)).unwrap().warnings();
+        assert!(warned(&[]).is_empty(), "{:?}", warned(&[]));
+        assert!(warned(&[(CAP_UNLINKED_USD_30D, "5"), (CAP_GLOBAL_USD_30D, "100")]).is_empty());
+        let off = warned(&[(CAP_UNLINKED_USD_30D, "off")]);
+        assert_eq!(off.len(), 1, "{off:?}");
+        assert!(
+            off[0].starts_with("BRIDLE_CAP_UNLINKED_USD_30D is off"),
+            "{off:?}"
+        );
+        let above = warned(&[(CAP_UNLINKED_USD_30D, "500"), (CAP_GLOBAL_USD_30D, "300")]);
+        assert_eq!(above.len(), 1, "{above:?}");
+        assert!(above[0].contains("($500.00) is not below"), "{above:?}");
+        assert!(above[0].contains("($300.00)"), "{above:?}");
+        let equal = warned(&[(CAP_UNLINKED_USD_30D, "300"), (CAP_GLOBAL_USD_30D, "300")]);
+        assert_eq!(equal.len(), 1, "{equal:?}");
+        let no_global = warned(&[(CAP_GLOBAL_USD_30D, "off")]);
+        assert_eq!(no_global.len(), 1, "{no_global:?}");
+        assert!(
+            no_global[0].starts_with("BRIDLE_CAP_GLOBAL_USD_30D is off"),
+            "{no_global:?}"
+        );
+        // Both off: everyone's is what matters, said once.
+        let both = warned(&[(CAP_UNLINKED_USD_30D, "off"), (CAP_GLOBAL_USD_30D, "off")]);
+        assert_eq!(both.len(), 1, "{both:?}");
     }
 
     #[test]

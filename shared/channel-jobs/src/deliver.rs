@@ -306,6 +306,11 @@ impl ChannelJobs {
                 .map_err(JobError::from)?,
             false => None,
         };
+        // Only an entry written since this message came can be an earlier attempt's record of
+        // it: the same words said in the chat before (another sender's onboarding in a group
+        // chat, a stale code's reply a while ago) are not, and leave this reply to be sent.
+        let last =
+            last.filter(|l| job.received_at_ms <= 0 || l.created_at_ms >= job.received_at_ms);
         if let Some(last) = &last
             && last.role == VisibleRole::Assistant
             && last.text == text

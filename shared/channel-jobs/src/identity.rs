@@ -388,6 +388,12 @@ async fn redeemed_code(
                 bound: bound.clone(),
             }));
         }
+        None if made_before_signing_out(store, code, redeemed).await? => {
+            tracing::warn!(channel = %job.channel, "a link code made before its owner signed out everywhere; not linked");
+            return Ok(Some(Resolved::StaleCode {
+                bound: bound.clone(),
+            }));
+        }
         None => redeemed.clone(),
     };
     // A live code redeems again for the account that redeemed it (so a linking job
@@ -442,4 +448,25 @@ async fn redeemed_code(
     }
     tracing::info!(channel = %job.channel, user = %user.0, "channel account linked");
     Ok(Some(Resolved::Linked(user)))
+}
+
+/// Whether `code` (a plain link code of `user`'s) was made at or before `user` last signed out
+/// everywhere: a code a stolen session made and kept back links nothing once its owner has
+/// signed out everywhere, as the session and its access tokens open nothing. Made from the web
+/// or by the operator, a code lives [`link_code::LIFETIME_MS`], so its expiry tells when it was
+/// made. One account read per redeemed code, and the code's read only for an account that has
+/// signed out everywhere.
+async fn made_before_signing_out(
+    store: &dyn Store,
+    code: &str,
+    user: &UserId,
+) -> Result<bool, StoreError> {
+    let ended = match store.account(user).await? {
+        Some(account) if account.sessions_ended_at_ms > 0 => account.sessions_ended_at_ms,
+        _ => return Ok(false),
+    };
+    Ok(store
+        .link_code_expires_at(code)
+        .await?
+        .is_some_and(|expires| expires - link_code::LIFETIME_MS <= ended))
 }

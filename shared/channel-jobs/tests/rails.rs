@@ -215,6 +215,37 @@ async fn an_onboarding_reply_the_platform_did_not_take_is_sent_by_the_retry() {
     assert_eq!(platform.0.lock().unwrap().len(), 1);
 }
 
+/// In a group chat, a second stranger's onboarding reply that the platform did not take is
+/// sent by the retry, though the chat's last entry is the same reply to the first stranger: it
+/// was written before this message came, so it is no record of this one's.
+#[tokio::test]
+async fn a_retried_reply_is_sent_though_the_same_words_were_said_before_to_another() {
+    let store = Arc::new(SqliteStore::open_in_memory().unwrap());
+    let (jobs, platform) = watched(store.clone(), vec![]);
+    let mut first = job("m-1", "ana", "c-9", "hello?");
+    first.received_at_ms = now_ms();
+    let outcome = jobs.run(&first, MINUTE).await;
+    assert!(
+        matches!(outcome, JobOutcome::Answered(Resolved::Unknown)),
+        "{outcome:?}"
+    );
+    assert_eq!(platform.0.lock().unwrap().len(), 1);
+
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let mut second = job("m-2", "ben", "c-9", "hello?");
+    second.received_at_ms = now_ms();
+    platform.1.store(1, Ordering::SeqCst);
+    let outcome = jobs.run(&second, MINUTE).await;
+    assert!(matches!(outcome, JobOutcome::Failed(_)), "{outcome:?}");
+    let outcome = jobs.run(&second, MINUTE).await;
+    assert!(
+        matches!(outcome, JobOutcome::Answered(Resolved::Unknown)),
+        "{outcome:?}"
+    );
+    let sent = platform.0.lock().unwrap().clone();
+    assert_eq!(sent.len(), 2, "Ben got his reply: {sent:?}");
+}
+
 /// A linked sender past the conversation's messages an hour is told once that hour, not once
 /// per message: each refusal would be a message we send (and on SMS, pay for). Their messages
 /// are kept; the model is not called; and a refusal the platform did not take is sent by the

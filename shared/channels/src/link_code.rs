@@ -13,6 +13,9 @@ pub const ALPHABET: &[u8] = b"23456789ABCDEFGHJKMNPQRSTUVWXYZ";
 /// Characters in a code (without the dash).
 pub const LENGTH: usize = 8;
 
+/// How long a link code made from the web or by the operator stays live: 30 minutes.
+pub const LIFETIME_MS: i64 = 30 * 60 * 1000;
+
 /// Why a code could not be made.
 #[derive(Debug, thiserror::Error)]
 #[error("the system's random number source failed; try again")]

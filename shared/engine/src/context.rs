@@ -190,6 +190,41 @@ pub fn neutralise(text: &str) -> String {
     out
 }
 
+/// [`neutralise`] on every string in a tool's result, keys too: names and titles others can
+/// write (a public registrant's, an MCP client's, an earlier turn's) come back in results, and
+/// must not pass for the harness's own notes there either.
+pub fn neutralise_value(value: &mut serde_json::Value) {
+    use serde_json::Value;
+    match value {
+        Value::String(text) => {
+            if might_need_neutralising(text) {
+                *text = neutralise(text);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(neutralise_value),
+        Value::Object(fields) => {
+            let renamed = fields.keys().any(|k| might_need_neutralising(k));
+            let taken = std::mem::take(fields);
+            for (key, mut item) in taken {
+                neutralise_value(&mut item);
+                let key = if renamed { neutralise(&key) } else { key };
+                fields.insert(key, item);
+            }
+        }
+        Value::Null | Value::Bool(_) | Value::Number(_) => {}
+    }
+}
+
+/// Whether [`neutralise`] could change `text`: it holds a `<` of some width, or the words of
+/// the harness's notes' opener (checked without allocating, as most strings hold neither).
+fn might_need_neutralising(text: &str) -> bool {
+    text.contains(['<', '\u{ff1c}', '\u{fe64}'])
+        || text
+            .as_bytes()
+            .windows(NOTE_OPENER.len())
+            .any(|w| w.eq_ignore_ascii_case(NOTE_OPENER.as_bytes()))
+}
+
 /// `text` with every "Note from the harness" (any case) made a quotation of one. (The harness's
 /// own notes are in their own tag, which nobody else's text forms; this is for a model that
 /// would take the words alone for one.)

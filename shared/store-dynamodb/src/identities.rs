@@ -143,6 +143,24 @@ impl Identities for DynamoStore {
         }
     }
 
+    async fn link_code_expires_at(&self, code: &str) -> Result<Option<i64>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key(PK, s(link_code_pk(code)))
+            .key(SK, s(LINK))
+            .projection_expression("#expires")
+            .expression_attribute_names("#expires", EXPIRES_AT_MS)
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(unavailable)?;
+        out.item
+            .map(|item| get_n(&item, EXPIRES_AT_MS, &format!("link code {code}")))
+            .transpose()
+    }
+
     async fn bind_identity(
         &self,
         channel: &str,

@@ -120,6 +120,19 @@ impl Identities for SqliteStore {
             .await
     }
 
+    async fn link_code_expires_at(&self, code: &str) -> Result<Option<i64>, StoreError> {
+        let code = code.to_owned();
+        self.db
+            .read(move |conn| {
+                conn.prepare_cached("SELECT expires_at_ms FROM link_codes WHERE code = ?1")
+                    .map_err(unavailable)?
+                    .query_row(params![code], |r| r.get(0))
+                    .optional()
+                    .map_err(unavailable)
+            })
+            .await
+    }
+
     async fn bind_identity(
         &self,
         channel: &str,

@@ -1056,6 +1056,11 @@ pub async fn check_link_code_redeems_once(store: &dyn Store) {
     assert_eq!(store.link_code_redeemed_at("K7-PLUM").await.unwrap(), None);
     assert_eq!(store.link_code_redeemed_at("NO-SUCH").await.unwrap(), None);
     assert_eq!(
+        store.link_code_expires_at("K7-PLUM").await.unwrap(),
+        Some(expires)
+    );
+    assert_eq!(store.link_code_expires_at("NO-SUCH").await.unwrap(), None);
+    assert_eq!(
         store
             .consume_link_code("K7-PLUM", WA, t0 + 1)
             .await

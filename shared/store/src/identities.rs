@@ -75,6 +75,12 @@ pub trait Identities: Send + Sync {
     /// never redeemed.
     async fn link_code_redeemed_at(&self, code: &str) -> Result<Option<i64>, StoreError>;
 
+    /// When `code` stops being live (its `expires_at_ms`), whether or not it was redeemed;
+    /// `None` when it is unknown. A code's lifetime is fixed when it is made, so this also
+    /// tells when it was made (how a code made before its owner signed out everywhere is told
+    /// from one made after).
+    async fn link_code_expires_at(&self, code: &str) -> Result<Option<i64>, StoreError>;
+
     /// Bind the account `external_id` on `channel` to `user`, recording `now_ms` as the time.
     ///
     /// An account belongs to one user at a time: binding an already bound account moves it to

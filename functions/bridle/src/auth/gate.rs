@@ -32,6 +32,8 @@ pub struct CurrentUser {
     pub csrf: Option<String>,
     /// The stored key of the session, for signing out.
     pub session: Option<String>,
+    /// When the session began (its sign-in's callback), for [`CurrentUser::still_signed_in`].
+    pub session_started_at_ms: Option<i64>,
 }
 
 impl CurrentUser {
@@ -44,7 +46,25 @@ impl CurrentUser {
             roles: Roles::default(),
             csrf: None,
             session: None,
+            session_started_at_ms: None,
         }
+    }
+
+    /// Whether this request's session is still one its person has not signed out of
+    /// everywhere, read again now: the gate read it as the request arrived, and a request whose
+    /// body was held back can run its handler after the sign-out. A handler that makes
+    /// something that outlives the session (an access token, a link code) asks once it is
+    /// made, and undoes it when not. The local user has no session to end.
+    pub async fn still_signed_in(
+        &self,
+        store: &dyn store::Store,
+    ) -> Result<bool, store::StoreError> {
+        let Some(started) = self.session_started_at_ms else {
+            return Ok(true);
+        };
+        Ok(store.account(&self.user).await?.is_some_and(|account| {
+            account.status != AccountStatus::Closed && started > account.sessions_ended_at_ms
+        }))
     }
 }
 
@@ -269,5 +289,6 @@ async fn session_user(
         roles: account.roles,
         csrf: Some(session.csrf),
         session: Some(hash),
+        session_started_at_ms: Some(session.created_at_ms),
     }))
 }

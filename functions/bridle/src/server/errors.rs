@@ -45,6 +45,15 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// A change whose session was signed out everywhere while it was being made: not kept.
+pub fn signed_out() -> ApiError {
+    ApiError::new(
+        StatusCode::UNAUTHORIZED,
+        "You were signed out everywhere while this was being made, so it was not kept. Sign in \
+         again.",
+    )
+}
+
 pub async fn not_found() -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, "No such page or API route.")
 }

@@ -118,6 +118,21 @@ pub async fn create(
     )
     .await
     .map_err(ApiError::internal)?;
+    // Made by a request that passed the gate before its person signed out everywhere (its
+    // body held back until then): revoked at once, so it outlives the sign-out no more than
+    // the session does. One made before the sign-out's revocation is refused at the MCP door.
+    if !current
+        .still_signed_in(app.store.as_ref())
+        .await
+        .map_err(ApiError::internal)?
+    {
+        app.tokens
+            .revoke_token(&token.id, now_ms())
+            .await
+            .map_err(ApiError::internal)?;
+        tracing::warn!(user = %current.user, "an access token made by a session signed out everywhere meanwhile; revoked");
+        return Err(super::errors::signed_out());
+    }
     let mut value = token_json(&token, now);
     value["token"] = json!(secret);
     value["url"] = json!(mcp_url(&app, &headers));

@@ -136,6 +136,11 @@ impl Turn<'_> {
             {
                 outcome = engine.tools.answer(call, output);
             }
+            // What a tool read back (names and titles others may have written) cannot pass
+            // for the harness's own notes.
+            if let Part::ToolResult { content, .. } = &mut outcome.part {
+                crate::context::neutralise_value(content);
+            }
             let label = match (held.is_some(), outcome.is_error) {
                 (true, _) => "held_for_confirmation",
                 (false, true) => "error",
