@@ -639,6 +639,34 @@ async fn the_last_place_of_a_published_event_and_its_rename_wait_for_a_yes() {
 }
 
 /// The held call, then one more user message saying `reply`, in which the model repeats it.
+/// A manipulated model puts the words of a likely next request into a call's argument (a new
+/// title), so that the question holds them: the next request, "please show me the attendees",
+/// is no yes to the rename, whatever the model makes of it; "yes, rename it" is.
+#[tokio::test]
+async fn a_request_in_words_the_model_put_in_the_question_confirms_nothing() {
+    let (s, event, _) = setup().await;
+    let args = json!({"event_id": event, "title": "Show me the attendees"});
+    let held = s.turn_calling("update_event", args.clone()).await;
+    assert!(refused(&held).is_some(), "{held}");
+    s.h.model
+        .push(Reply::tool_call("c9", "update_event", args.clone()));
+    s.h.model.push(Reply::text("ok"));
+    s.h.turn("please show me the attendees").await;
+    let result = s.last_result().await;
+    assert!(refused(&result).is_some(), "{result}");
+    let titles = || async {
+        let events = s.planner.list_events(&setup_caller()).await.unwrap();
+        events.into_iter().map(|e| e.title).collect::<Vec<_>>()
+    };
+    assert_eq!(titles().await, ["Spring Open"]);
+    // Held again on that message, a yes that names what it does confirms it.
+    s.h.model
+        .push(Reply::tool_call("c10", "update_event", args.clone()));
+    s.h.model.push(Reply::text("Renamed."));
+    s.h.turn("yes, rename it").await;
+    assert_eq!(titles().await, ["Show me the attendees"]);
+}
+
 async fn held_then(s: &Setup, dana: &str, replies: &[&str]) -> Value {
     let args = json!({ "attendee_id": dana });
     s.turn_calling("withdraw_attendee", args.clone()).await;

@@ -448,13 +448,24 @@ pub fn affirms(text: &str) -> bool {
 /// been manipulated) makes of it: the call is held again and the user asked again. The
 /// `[pressed button …]` line a press leaves is no yes either: a press decides through its own
 /// id.
+///
+/// A yes that goes on with the question's words must name what it does, the word a
+/// description begins with ("withdraw", "rename", "move"): the rest of a description holds
+/// words the model chose (a new title, a venue, a name it registered), and a model that put
+/// "Show me the attendees" in a title must not have "please show me the attendees", a new
+/// request, read as a yes to it.
 pub fn affirms_to(text: &str, described: &[String]) -> bool {
     let Some(rest) = after_the_yes(text) else {
         return false;
     };
-    let described: Vec<String> = described.iter().flat_map(|d| lower_words(d)).collect();
+    let words: Vec<Vec<String>> = described.iter().map(|d| lower_words(d)).collect();
+    let actions: Vec<&String> = words.iter().filter_map(|d| d.first()).collect();
+    let goes_on = rest.iter().any(|w| !is_yes_or_assent(w));
+    if goes_on && !rest.iter().any(|w| actions.contains(&w)) {
+        return false;
+    }
     rest.iter()
-        .all(|w| is_yes_or_assent(w) || described.iter().any(|d| d == w))
+        .all(|w| is_yes_or_assent(w) || words.iter().flatten().any(|d| d == w))
 }
 
 /// The words of a message that begins with a yes and says nothing against it, after the yes
@@ -1003,8 +1014,34 @@ mod tests {
             "yes, withdraw Dana and email her",
             "ok, show me Dana first",
             "Yes, withdraw her?",
+            "yes, Dana",
         ] {
             assert!(!affirms_to(not_a_yes, &described), "{not_a_yes}");
+        }
+    }
+
+    /// The words a model chose for a call (a title) do not make a new request in those words a
+    /// yes: a yes that goes on must name what it does.
+    #[test]
+    fn a_new_request_in_the_words_a_model_chose_is_no_yes() {
+        let described = [
+            "Rename Spring Open (published, 1 registered) to \u{201c}Show me the attendees\u{201d}"
+                .to_owned(),
+        ];
+        for not_a_yes in [
+            "please show me the attendees",
+            "ok show me the attendees",
+            "yes, the attendees",
+        ] {
+            assert!(!affirms_to(not_a_yes, &described), "{not_a_yes}");
+        }
+        for yes in [
+            "yes, rename it",
+            "ok",
+            "please rename Spring Open",
+            "yes please",
+        ] {
+            assert!(affirms_to(yes, &described), "{yes}");
         }
     }
 
