@@ -21,6 +21,10 @@ pub const MAX_BUTTONS: usize = 3;
 /// can ask for a long answer (in emoji, even) every message: a reply longer than this is cut
 /// short, with [`CUT_SHORT`] at its end.
 pub const MAX_PIECES: usize = 3;
+/// What a question cut short says instead of how to answer it, when what a yes would do does
+/// not fit in [`MAX_PIECES`] messages: a yes to changes the person was not shown is not asked
+/// for.
+pub const TOO_MUCH_TO_CONFIRM: &str = "This asks about more changes than text messages can show, so it cannot be answered here and nothing will be done. Ask for fewer changes at a time.";
 /// What a reply cut short at [`MAX_PIECES`] messages says where it was cut.
 pub const CUT_SHORT: &str = "(This answer was too long for text messages and was cut short. Ask for the rest, or for a shorter answer.)";
 
@@ -95,8 +99,15 @@ pub fn options(reply: &Outgoing) -> Option<String> {
 pub fn pieces(text: &str, options: Option<&str>) -> Vec<String> {
     let formatted = format(text);
     let mut pieces = crate::split::split(&formatted, MAX_CHARS);
+    let mut options = options;
     if pieces.len() > MAX_PIECES {
-        pieces = cut_short(&formatted);
+        let question = options.is_some();
+        let (cut, kept_last) = cut_short(&formatted, question);
+        pieces = cut;
+        // A question whose list of what a yes does could not be shown whole asks for no yes.
+        if question && !kept_last {
+            options = Some(TOO_MUCH_TO_CONFIRM);
+        }
     }
     let Some(options) = options else {
         return pieces;
@@ -112,16 +123,32 @@ pub fn pieces(text: &str, options: Option<&str>) -> Vec<String> {
 }
 
 /// `text` (longer than [`MAX_PIECES`] messages) in [`MAX_PIECES`] messages: its beginning, then
-/// [`CUT_SHORT`], then its last paragraph whole when that fits in one message with the note. A
-/// confirmation's last paragraph is what a yes does ("If you say yes: …", written under the
-/// model's words): a reply cut short must never ask for a yes without it.
-fn cut_short(text: &str) -> Vec<String> {
+/// [`CUT_SHORT`], then its last paragraph whole when that fits in one message with the note,
+/// and whether it was kept. A confirmation's last paragraph is what a yes does ("If you say
+/// yes: …", written under the model's words): a reply cut short must never ask for a yes
+/// without it, so a `question`'s is kept whole over as many of the messages as it needs, the
+/// model's words cut to fit before it (not kept when even that is too long: the caller then
+/// asks for no yes).
+fn cut_short(text: &str, question: bool) -> (Vec<String>, bool) {
     let note_chars = CUT_SHORT.chars().count();
-    let (body, ending) = match text.trim_end().rsplit_once("\n\n") {
+    let (body, ending, kept_last) = match text.trim_end().rsplit_once("\n\n") {
         Some((body, last)) if last.chars().count() + 2 + note_chars <= MAX_CHARS => {
-            (body, format!("{CUT_SHORT}\n\n{last}"))
+            (body, format!("{CUT_SHORT}\n\n{last}"), true)
         }
-        _ => (text, CUT_SHORT.to_owned()),
+        Some((body, last)) if question => {
+            let ending = crate::split::split(&format!("{CUT_SHORT}\n\n{last}"), MAX_CHARS);
+            if ending.len() <= MAX_PIECES {
+                let room = MAX_PIECES - ending.len();
+                let mut pieces: Vec<String> = crate::split::split(body, MAX_CHARS)
+                    .into_iter()
+                    .take(room)
+                    .collect();
+                pieces.extend(ending);
+                return (pieces, true);
+            }
+            (text, CUT_SHORT.to_owned(), false)
+        }
+        _ => (text, CUT_SHORT.to_owned(), false),
     };
     let mut pieces: Vec<String> = crate::split::split(body, MAX_CHARS)
         .into_iter()
@@ -141,7 +168,7 @@ fn cut_short(text: &str) -> Vec<String> {
     } else {
         format!("{kept}\n\n{ending}")
     });
-    pieces
+    (pieces, kept_last)
 }
 
 fn numbered_options(buttons: &[Button]) -> Option<String> {
@@ -408,6 +435,32 @@ mod tests {
         assert!(asked.iter().all(|piece| piece.chars().count() <= MAX_CHARS));
         assert!(shown.contains(&format!("{CUT_SHORT}\n\n{held}")), "{shown}");
         assert!(shown.ends_with(line), "{shown}");
+        // A list of what a yes does too long for one message is kept whole over more of them,
+        // the model's words cut to fit before it; the line on how to answer still follows.
+        let long: Vec<String> = (0..6)
+            .map(|n| format!("- Rename event {n} to \u{201c}{}\u{201d}", "x".repeat(280)))
+            .collect();
+        let held = format!("If you say yes:\n{}", long.join("\n"));
+        let question = format!("{}\n\n{held}", "filler ".repeat(20_000));
+        let asked = pieces(&question, Some(line));
+        let shown = asked.join("\n");
+        assert!(asked.iter().all(|piece| piece.chars().count() <= MAX_CHARS));
+        assert!(asked.len() <= MAX_PIECES + 1, "{}", asked.len());
+        for item in &long {
+            assert!(shown.contains(item.as_str()), "{item} not shown: {shown}");
+        }
+        assert!(shown.ends_with(line), "{shown}");
+        // One too long for every message asks for no yes at all: no code to answer with.
+        let endless: Vec<String> = (0..40)
+            .map(|n| format!("- Withdraw attendee {n} ({})", "y".repeat(150)))
+            .collect();
+        let held = format!("If you say yes:\n{}", endless.join("\n"));
+        let question = format!("{}\n\n{held}", "filler ".repeat(20_000));
+        let asked = pieces(&question, Some(line));
+        let shown = asked.join("\n\n");
+        assert!(asked.iter().all(|piece| piece.chars().count() <= MAX_CHARS));
+        assert!(!shown.contains("YES 123456"), "{shown}");
+        assert!(shown.ends_with(TOO_MUCH_TO_CONFIRM), "{shown}");
         // Three messages' worth is sent whole.
         let three = "x".repeat(MAX_CHARS * 3);
         assert_eq!(with_buttons(&three, &[]).concat(), three);
