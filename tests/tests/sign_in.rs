@@ -699,6 +699,42 @@ async fn a_person_unlinks_a_chat_of_theirs_from_the_web(store: Option<Arc<dyn St
     assert_eq!(res.status(), StatusCode::NOT_FOUND, "already unlinked");
 }
 
+/// Ids longer than any chat's are no chat of anyone's: not found, and the store is not asked
+/// (DynamoDB refuses a key over 2,048 bytes outright, which would read as an outage: a 500 and
+/// an error log on demand).
+#[tokio::test]
+async fn an_unlink_of_an_id_longer_than_any_chats_asks_no_store() {
+    let crash = tests::crash_store::Crash::never();
+    let sqlite = Arc::new(store_sqlite::SqliteStore::open_in_memory().unwrap());
+    let store = Arc::new(tests::crash_store::CrashStore::combining(
+        sqlite,
+        crash.clone(),
+    ));
+    let s = site(Signup::Open, Some(store)).await;
+    let alice = s.sign_in(alice()).await.unwrap();
+    for (channel, external_id) in [
+        ("whatsapp".to_owned(), "4".repeat(3_000)),
+        ("w".repeat(3_000), "491701234567".to_owned()),
+    ] {
+        let long = json!({"channel": channel, "external_id": external_id});
+        let res = s.post(&alice, "/api/links/unlink", Some(long)).await;
+        assert_eq!(res.status(), StatusCode::NOT_FOUND);
+    }
+    assert!(
+        !crash.log().contains(&"unbind_identity_of"),
+        "{:?}",
+        crash.log()
+    );
+    let known = json!({"channel": "whatsapp", "external_id": "491701234567"});
+    let res = s.post(&alice, "/api/links/unlink", Some(known)).await;
+    assert_eq!(res.status(), StatusCode::NOT_FOUND);
+    assert!(
+        crash.log().contains(&"unbind_identity_of"),
+        "{:?}",
+        crash.log()
+    );
+}
+
 #[tokio::test]
 async fn sqlite_a_person_unlinks_a_chat_of_theirs_from_the_web() {
     a_person_unlinks_a_chat_of_theirs_from_the_web(None).await;

@@ -54,7 +54,10 @@ pub async fn unlink(
             .channel
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
-    if !plain || body.channel == OIDC_CHANNEL {
+    // Longer than any channel account's id (a key DynamoDB would refuse outright, which
+    // would read as an outage: a 500 and an error log on demand): not one of ours.
+    let sized = body.channel.len() <= 64 && super::api::may_be_an_id(&body.external_id);
+    if !plain || !sized || body.channel == OIDC_CHANNEL {
         return Err(not_found());
     }
     // One conditional write: only while it is this person's, whoever linked it since.
