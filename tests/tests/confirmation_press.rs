@@ -222,6 +222,60 @@ fn held(result: &Value) -> bool {
         .is_some_and(|e| e.starts_with("NOT EXECUTED: needs confirmation"))
 }
 
+/// A server that numbers each answer's calls afresh (legacy `function_call`, or one that sends
+/// no ids) gives two answers of one turn the same call id: each held withdrawal is kept under
+/// an id of its own, so a Yes press runs both, and the model is told of each, not one twice.
+#[tokio::test]
+async fn a_yes_press_runs_every_held_call_though_two_answers_gave_the_same_id() {
+    let r = rig(Arc::new(
+        store_sqlite::SqliteStore::open_in_memory().unwrap(),
+    ))
+    .await;
+    let sam = r
+        .planner
+        .register_attendee(&owner("setup"), &r.event, "Sam Roe", "sam@example.com")
+        .await
+        .unwrap();
+    r.model.push(Reply::tool_call(
+        "c1",
+        "withdraw_attendee",
+        r.withdraw_dana(),
+    ));
+    r.model.push(Reply::tool_call(
+        "c1",
+        "withdraw_attendee",
+        json!({"attendee_id": sam.id}),
+    ));
+    r.model.push(Reply::text("Withdraw both?"));
+    let out = r.send("conv-1", "please withdraw Dana and Sam", None).await;
+    assert_eq!(r.registered().await, 2, "held, not run: {:?}", out.reply);
+    let rows = r
+        .store
+        .messages(&ConversationId::from("conv-1"), 0)
+        .await
+        .unwrap();
+    let ids: Vec<&str> = rows
+        .iter()
+        .flat_map(|m| m.parts.iter())
+        .filter_map(|p| match p {
+            Part::ToolUse { id, .. } => Some(id.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ids.len(), 2, "{ids:?}");
+    assert_ne!(ids[0], ids[1], "each call keeps an id of its own");
+
+    r.model.push(Reply::text("Both are withdrawn."));
+    r.send("conv-1", "Yes, do it", Some(&out.buttons[0].id))
+        .await;
+    assert_eq!(r.registered().await, 0, "both held calls ran");
+    let said = r.last_user_text();
+    assert!(
+        said.contains("Dana Lee") && said.contains("Sam Roe"),
+        "the model reads what ran: {said}"
+    );
+}
+
 /// The held call's reply carries the server's buttons (not the model's), and a Yes press on
 /// the next message runs exactly that call though the model never repeats it.
 async fn a_yes_press_runs_the_held_call(store: Arc<dyn Store>) {

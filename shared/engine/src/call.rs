@@ -21,6 +21,8 @@ pub(crate) struct Streamed {
     pub kept_alive: bool,
     /// When the first text, reasoning or tool call arrived (time to first token).
     pub first_event_at: Option<Instant>,
+    /// The ids of the calls this turn's earlier answers asked for: none is given again.
+    pub earlier_call_ids: Vec<String>,
 }
 
 impl Streamed {
@@ -62,16 +64,19 @@ impl Streamed {
     }
 
     /// The id a tool call is kept under: the model's own when it is 1 to 64 letters, digits,
-    /// `_` or `-` (what Bedrock gives and takes) and no other call of this answer has it, else
-    /// `call_<n>` for the n-th call of the answer (the first such name no call has). The id is
+    /// `_` or `-` (what Bedrock gives and takes) and no other call of this answer or of the
+    /// turn's earlier answers has it, else `call_<n>` for the n-th call of the answer (the
+    /// first such name no call has). The id is
     /// in store keys (a call's result, its receipt) and pairs each result with its call, so a
     /// model or server that sends none, a huge one or the same one twice must not decide them.
     /// The request built from the transcript carries the kept id both ways.
     fn call_id(&self, id: String) -> String {
         let taken = |id: &str| {
-            self.parts
-                .iter()
-                .any(|p| matches!(p, Part::ToolUse { id: other, .. } if other == id))
+            self.earlier_call_ids.iter().any(|other| other == id)
+                || self
+                    .parts
+                    .iter()
+                    .any(|p| matches!(p, Part::ToolUse { id: other, .. } if other == id))
         };
         let fits = (1..=MAX_CALL_ID_CHARS).contains(&id.len())
             && id

@@ -65,6 +65,23 @@ impl History {
         merge(&mut self.chat, row.role, parts);
     }
 
+    /// The ids of the tool calls asked for since the newest user message (this turn's answers
+    /// so far): a later answer's calls are kept under other ids ([`crate::call`]), so no two
+    /// calls of a turn share one (a server that numbers each answer's calls from `call_0`
+    /// would otherwise have a Yes press run one of them as the other, under its key).
+    pub fn this_turns_call_ids(&self) -> Vec<String> {
+        self.chat
+            .iter()
+            .rev()
+            .take_while(|m| m.role != Role::User)
+            .flat_map(|m| m.parts.iter())
+            .filter_map(|p| match p {
+                Part::ToolUse { id, .. } => Some(id.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The messages to send: a copy of the list whose parts are shared, not copied.
     pub fn chat(&self) -> Vec<ChatMessage> {
         self.chat.clone()

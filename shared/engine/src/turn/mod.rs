@@ -367,7 +367,10 @@ impl<'a> Turn<'a> {
         }
         loop {
             cycle += 1;
-            let mut acc = Streamed::default();
+            let mut acc = Streamed {
+                earlier_call_ids: self.history.this_turns_call_ids(),
+                ..Streamed::default()
+            };
             let started = tokio::time::Instant::now();
             let result = match self.call_with_retry(&mut acc).await {
                 Ok(result) => result,

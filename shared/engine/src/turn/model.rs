@@ -55,7 +55,10 @@ impl Turn<'_> {
                 }
                 _ => return Ok(Err(err)),
             }
-            *acc = Streamed::default();
+            *acc = Streamed {
+                earlier_call_ids: std::mem::take(&mut acc.earlier_call_ids),
+                ..Streamed::default()
+            };
         }
     }
 
