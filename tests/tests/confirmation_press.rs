@@ -276,6 +276,42 @@ async fn a_yes_press_runs_every_held_call_though_two_answers_gave_the_same_id() 
     );
 }
 
+/// A call held for the last place of an event, then run in the same turn once the model had
+/// raised the capacity (it was no longer risky), is asked about no more: the reply offers no
+/// buttons and lists nothing a yes would do (its pending record is void too).
+#[tokio::test]
+async fn a_held_call_that_ran_later_in_the_turn_is_asked_about_no_more() {
+    let r = rig(Arc::new(
+        store_sqlite::SqliteStore::open_in_memory().unwrap(),
+    ))
+    .await;
+    let changes = planner::EventChanges {
+        capacity: Some(2),
+        ..planner::EventChanges::default()
+    };
+    r.planner
+        .update_event(&owner("setup"), &r.event, changes)
+        .await
+        .unwrap();
+    let eve = json!({"event_id": r.event, "name": "Eve Ng", "email": "eve@example.com"});
+    r.model
+        .push(Reply::tool_call("c1", "register_attendee", eve.clone()));
+    r.model.push(Reply::tool_call(
+        "c2",
+        "update_event",
+        json!({"event_id": r.event, "capacity": 5}),
+    ));
+    r.model
+        .push(Reply::tool_call("c3", "register_attendee", eve.clone()));
+    r.model.push(Reply::text("Eve is registered."));
+    let out = r
+        .send("conv-1", "register Eve, add places if needed", None)
+        .await;
+    assert_eq!(r.registered().await, 2, "{:?}", out.reply);
+    assert!(out.buttons.is_empty(), "nothing is held any more: {out:?}");
+    assert!(!out.reply.contains("If you say yes"), "{}", out.reply);
+}
+
 /// The held call's reply carries the server's buttons (not the model's), and a Yes press on
 /// the next message runs exactly that call though the model never repeats it.
 async fn a_yes_press_runs_the_held_call(store: Arc<dyn Store>) {

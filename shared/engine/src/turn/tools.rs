@@ -141,6 +141,20 @@ impl Turn<'_> {
             if let Part::ToolResult { content, .. } = &mut outcome.part {
                 crate::context::neutralise_value(content);
             }
+            // The same call, held earlier in this turn, has run now (what made it risky changed
+            // in between): it is asked about no more, and its pending record is void, so no
+            // yes runs it a second time.
+            if held.is_none() && !outcome.is_error && !not_run {
+                let hash = crate::confirm::call_hash(&call.name, &call.input);
+                if let Some(at) = self.held_now.iter().position(|l| l.call == hash) {
+                    self.held_now.remove(at);
+                    if let Some(gate) = &engine.confirmation
+                        && let Err(err) = gate.void(&self.ctx, call).await
+                    {
+                        tracing::warn!(tool = %call.name, error = %err, "could not void the pending confirmation of a call that ran since; it will expire");
+                    }
+                }
+            }
             let label = match (held.is_some(), outcome.is_error) {
                 (true, _) => "held_for_confirmation",
                 (false, true) => "error",
