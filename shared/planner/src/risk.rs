@@ -256,8 +256,9 @@ impl Planner {
                 .await?
                 .map(|event| {
                     format!(
-                        "Replace the days, rooms and breaks of the published timetable of \u{201c}{}\u{201d}",
-                        one_line(&event.title)
+                        "Replace the days, rooms and breaks of the published timetable of \u{201c}{}\u{201d} with {}",
+                        one_line(&event.title),
+                        new_layout(args)
                     )
                 }),
             // A session's new length moves what follows it; its new title is what people see
@@ -555,6 +556,71 @@ fn session_riders(
 
 /// Names as a question lists them: the first [`NAMES_SHOWN`] quoted, then how many more;
 /// "none" for none.
+/// What a `set_rooms` call sets, as its question shows it (a yes is for the whole call): its
+/// days with their hours, its rooms with their seats, its breaks with their day and times, each
+/// list's first [`NAMES_SHOWN`] and how many more.
+fn new_layout(args: &Value) -> String {
+    let items = |name: &str| {
+        args.get(name)
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let text = |item: &Value, field: &str| whole_line(item[field].as_str().unwrap_or_default());
+    let days: Vec<String> = items("days")
+        .iter()
+        .map(|d| format!("{}\u{2013}{}", text(d, "start"), text(d, "end")))
+        .collect();
+    let rooms: Vec<String> = items("rooms")
+        .iter()
+        .map(|r| {
+            let seats = r["capacity"].as_u64().unwrap_or_default();
+            let noun = if seats == 1 { "seat" } else { "seats" };
+            format!("\u{201c}{}\u{201d} ({seats} {noun})", text(r, "name"))
+        })
+        .collect();
+    let breaks: Vec<String> = items("breaks")
+        .iter()
+        .map(|b| {
+            let length = match b["duration"].as_u64() {
+                Some(minutes) => format!(" ({minutes} min)"),
+                None => String::new(),
+            };
+            format!(
+                "\u{201c}{}\u{201d} on day {} {}\u{2013}{}{length}",
+                text(b, "name"),
+                b["day"].as_u64().unwrap_or_default(),
+                text(b, "from"),
+                text(b, "to"),
+            )
+        })
+        .collect();
+    let count = |n: usize, one: &str, many: &str| match n {
+        1 => format!("1 {one}"),
+        n => format!("{n} {many}"),
+    };
+    let breaks = match breaks.is_empty() {
+        true => "no breaks".to_owned(),
+        false => format!("breaks {}", first_few(&breaks)),
+    };
+    format!(
+        "{} ({}), {} ({}), and {breaks}",
+        count(days.len(), "day", "days"),
+        first_few(&days),
+        count(rooms.len(), "room", "rooms"),
+        first_few(&rooms),
+    )
+}
+
+/// The first [`NAMES_SHOWN`] of `items`, and how many more.
+fn first_few(items: &[String]) -> String {
+    let shown = items[..items.len().min(NAMES_SHOWN)].join(", ");
+    match items.len().saturating_sub(NAMES_SHOWN) {
+        0 => shown,
+        more => format!("{shown}, and {more} more"),
+    }
+}
+
 fn quoted(names: &[String]) -> String {
     let named: Vec<String> = names
         .iter()

@@ -503,7 +503,19 @@ async fn changing_what_a_published_timetable_shows_needs_a_yes() {
     assert_eq!(
         risk("set_rooms", rooms.clone()).await.as_deref(),
         Some(
-            "Replace the days, rooms and breaks of the published timetable of \u{201c}Spring Open\u{201d}"
+            "Replace the days, rooms and breaks of the published timetable of \u{201c}Spring Open\u{201d} with 1 day (09:00\u{2013}10:00), 1 room (\u{201c}Closet\u{201d} (1 seat)), and no breaks"
+        ),
+        "a yes is for the whole call: the question says what it sets"
+    );
+    let more = json!({"event_id": event,
+        "days": [{"start": "09:00", "end": "17:00"}, {"start": "09:00", "end": "13:00"}],
+        "rooms": [{"name": "Main", "capacity": 200}, {"name": "B", "capacity": 40},
+            {"name": "C", "capacity": 30}, {"name": "D", "capacity": 20}],
+        "breaks": [{"name": "Lunch", "day": 1, "from": "12:00", "to": "14:00", "duration": 45}]});
+    assert_eq!(
+        risk("set_rooms", more).await.as_deref(),
+        Some(
+            "Replace the days, rooms and breaks of the published timetable of \u{201c}Spring Open\u{201d} with 2 days (09:00\u{2013}17:00, 09:00\u{2013}13:00), 4 rooms (\u{201c}Main\u{201d} (200 seats), \u{201c}B\u{201d} (40 seats), \u{201c}C\u{201d} (30 seats), and 1 more), and breaks \u{201c}Lunch\u{201d} on day 1 12:00\u{2013}14:00 (45 min)"
         )
     );
     assert_eq!(
