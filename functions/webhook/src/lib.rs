@@ -227,13 +227,15 @@ impl Webhook {
                 })?,
         };
         let sent_s = channel.sent_at_s(&raw);
-        // When its messages were sent, as near as is known: the platform's own time on them
-        // (to the second) where it is earlier than now. A delivery the platform sends again
-        // after a failure (a 5xx, a timeout) comes later than it was sent, and a "yes" typed
-        // before the question it answers must not pass for one typed after it.
-        let received_ms = sent_s.map_or(req.now_ms, |s| {
-            req.now_ms.min(s.saturating_add(1).saturating_mul(1000))
-        });
+        // When a message was sent, as near as is known: the platform's own time on it (to the
+        // second) where it is earlier than now. A delivery the platform sends again after a
+        // failure (a 5xx, a timeout) comes later than it was sent, and a "yes" typed before
+        // the question it answers must not pass for one typed after it.
+        let dated = |sent_s: Option<i64>| {
+            sent_s.map_or(req.now_ms, |s| {
+                req.now_ms.min(s.saturating_add(1).saturating_mul(1000))
+            })
+        };
         if let Some(sent_s) = sent_s {
             let age_s = req.now_ms.div_euclid(1000).saturating_sub(sent_s);
             if age_s > self.max_age.as_secs() as i64 {
@@ -295,6 +297,8 @@ impl Webhook {
                 }
                 let (mut queued, mut refused) = (0, 0);
                 for message in messages {
+                    // Each message by its own time (a batch's messages were sent apart).
+                    let received_ms = dated(channel.message_sent_at_s(&raw, &message));
                     let mut job = turn_job(message, received_ms);
                     let span = tracing::info_span!(
                         "enqueue",

@@ -15,12 +15,14 @@ const NOW: i64 = 1_800_000_000;
 const DAY: i64 = 24 * 3600;
 const WA_SECRET: &str = "wa-app-secret";
 const TG_SECRET: &str = "tg-secret-token-0123456789abcdef";
+const SLACK_SECRET: &str = "slack-signing-secret";
 
 fn webhook(queue: Arc<SqliteQueue>) -> Webhook {
     Webhook::new(
         vec![
             Arc::new(WhatsAppChannel::new(WA_SECRET, "wa-verify")),
             Arc::new(TelegramChannel::new(TG_SECRET, None).unwrap()),
+            Arc::new(channels::slack::SlackChannel::new(SLACK_SECRET)),
         ],
         queue,
         64 * 1024,
@@ -35,6 +37,48 @@ fn whatsapp(id: &str, sent_s: i64) -> (Vec<(String, String)>, String) {
         "metadata": {"display_phone_number": "15550783881", "phone_number_id": "106540352242922"},
         "messages": [{"from": "16315551181", "id": id, "timestamp": sent_s.to_string(),
                       "type": "text", "text": {"body": "cancel my booking"}}]}}]}]})
+    .to_string();
+    let sig = channels::whatsapp::sign(WA_SECRET.as_bytes(), body.as_bytes());
+    (
+        vec![
+            ("x-hub-signature-256".into(), sig),
+            ("content-type".into(), "application/json".into()),
+        ],
+        body,
+    )
+}
+
+/// A Slack message event whose `ts` is `sent_s`, delivered (signed) at `NOW` with Slack's
+/// retry header, as a retry after a failed first delivery is.
+fn slack_retry(sent_s: i64) -> (Vec<(String, String)>, String) {
+    let body = json!({"type": "event_callback", "team_id": "T1", "event_id": "Ev1",
+        "event": {"type": "message", "channel": "D1", "user": "U1", "text": "yes",
+                  "ts": format!("{sent_s}.000200"), "channel_type": "im"}})
+    .to_string();
+    let at = NOW.to_string();
+    let sig = channels::slack::sign(SLACK_SECRET.as_bytes(), &at, body.as_bytes());
+    (
+        vec![
+            ("x-slack-signature".into(), sig),
+            ("x-slack-request-timestamp".into(), at),
+            ("x-slack-retry-num".into(), "1".into()),
+            ("content-type".into(), "application/json".into()),
+        ],
+        body,
+    )
+}
+
+/// Two WhatsApp messages in one delivery, sent at `first_s` and `second_s`.
+fn whatsapp_batch(first_s: i64, second_s: i64) -> (Vec<(String, String)>, String) {
+    let message = |id: &str, sent_s: i64, text: &str| {
+        json!({"from": "16315551181", "id": id, "timestamp": sent_s.to_string(),
+               "type": "text", "text": {"body": text}})
+    };
+    let body = json!({"object": "whatsapp_business_account", "entry": [{"id": "1",
+        "changes": [{"field": "messages", "value": {"messaging_product": "whatsapp",
+        "metadata": {"display_phone_number": "15550783881", "phone_number_id": "106540352242922"},
+        "messages": [message("wamid.first", first_s, "yes"),
+                     message("wamid.second", second_s, "and one more thing")]}}]}]})
     .to_string();
     let sig = channels::whatsapp::sign(WA_SECRET.as_bytes(), body.as_bytes());
     (
@@ -201,6 +245,15 @@ async fn a_job_is_dated_by_its_message_not_by_a_late_delivery() {
         200
     );
     assert_eq!(post(&hook, "telegram", &telegram(2, NOW + 30)).await.0, 200);
+    // Slack signs its retry anew: the message's own `ts` dates it.
+    assert_eq!(post(&hook, "slack", &slack_retry(NOW - 120)).await.0, 200);
+    // A WhatsApp delivery of two messages sent an hour apart dates each by its own time.
+    assert_eq!(
+        post(&hook, "whatsapp", &whatsapp_batch(NOW - 3600, NOW - 5))
+            .await
+            .0,
+        200
+    );
     // (One chat's jobs come one at a time.)
     let mut dated: Vec<(String, i64)> = Vec::new();
     loop {
@@ -219,7 +272,10 @@ async fn a_job_is_dated_by_its_message_not_by_a_late_delivery() {
         [
             ("111:1".to_owned(), (NOW - 3600 + 1) * 1000),
             ("111:2".to_owned(), NOW * 1000),
+            (format!("D1:{}.000200", NOW - 120), (NOW - 120 + 1) * 1000),
+            ("wamid.first".to_owned(), (NOW - 3600 + 1) * 1000),
             ("wamid.late".to_owned(), (NOW - 3600 + 1) * 1000),
+            ("wamid.second".to_owned(), (NOW - 5 + 1) * 1000),
         ]
     );
 }

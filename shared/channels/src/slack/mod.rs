@@ -145,6 +145,21 @@ impl Channel for SlackChannel {
         verify::check(&self.signing_secret, request, now_s)
     }
 
+    /// A message event's own `ts` (`{channel}:{ts}` is its id; seconds before the dot): Slack
+    /// signs a retry with a fresh timestamp, so only the message says when it was sent. A press
+    /// (`{channel}:{message ts}:{press}`) is dated by its arrival, as before: its last part may
+    /// be a `trigger_id`, which is no time.
+    fn message_sent_at_s(
+        &self,
+        _request: &RawRequest<'_>,
+        message: &crate::InboundMessage,
+    ) -> Option<i64> {
+        match message.message_id.split(':').collect::<Vec<_>>().as_slice() {
+            [_, ts] => ts.split('.').next()?.parse().ok(),
+            _ => None,
+        }
+    }
+
     fn parse(&self, request: &RawRequest<'_>) -> Result<Inbound, ChannelError> {
         parse::parse(request.body)
     }

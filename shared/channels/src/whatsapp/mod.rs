@@ -183,6 +183,15 @@ impl Channel for WhatsAppChannel {
         }
         parse::sent_at(request.body)
     }
+
+    /// The message's own `timestamp`, not the newest of its delivery's.
+    fn message_sent_at_s(
+        &self,
+        request: &RawRequest<'_>,
+        message: &crate::InboundMessage,
+    ) -> Option<i64> {
+        parse::sent_at_of(request.body, &message.message_id).or_else(|| self.sent_at_s(request))
+    }
 }
 
 #[cfg(test)]

@@ -229,21 +229,41 @@ fn message_of(m: Message, business: Option<&str>) -> Result<Kept, ChannelError> 
 /// The newest `entry[].changes[].value.messages[].timestamp` (Unix seconds; Meta sends a
 /// string) of a delivery, if any message has one.
 pub(super) fn sent_at(body: &[u8]) -> Option<i64> {
-    let delivery: serde_json::Value = serde_json::from_slice(body).ok()?;
-    let values = delivery.get("entry")?.as_array()?.iter().flat_map(|e| {
-        e.get("changes")
-            .and_then(|c| c.as_array())
-            .into_iter()
-            .flatten()
-    });
-    values
-        .filter_map(|change| change.pointer("/value/messages")?.as_array())
-        .flatten()
-        .filter_map(|m| match m.get("timestamp")? {
-            serde_json::Value::String(s) => s.trim().parse().ok(),
-            n => n.as_i64(),
-        })
-        .max()
+    messages_of(body)?.iter().filter_map(timestamp_of).max()
+}
+
+/// The `timestamp` of the delivery's message whose `id` is `id`.
+pub(super) fn sent_at_of(body: &[u8], id: &str) -> Option<i64> {
+    messages_of(body)?
+        .iter()
+        .find(|m| m.get("id").and_then(|i| i.as_str()) == Some(id))
+        .and_then(timestamp_of)
+}
+
+/// Every `entry[].changes[].value.messages[]` of a delivery.
+fn messages_of(body: &[u8]) -> Option<Vec<serde_json::Value>> {
+    let mut delivery: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let entries = delivery.get_mut("entry")?.as_array_mut()?;
+    let mut messages = Vec::new();
+    for entry in entries {
+        let Some(changes) = entry.get_mut("changes").and_then(|c| c.as_array_mut()) else {
+            continue;
+        };
+        for change in changes {
+            if let Some(serde_json::Value::Array(list)) = change.pointer_mut("/value/messages") {
+                messages.append(list);
+            }
+        }
+    }
+    Some(messages)
+}
+
+/// A message's `timestamp` (Unix seconds; Meta sends a string).
+fn timestamp_of(message: &serde_json::Value) -> Option<i64> {
+    match message.get("timestamp")? {
+        serde_json::Value::String(s) => s.trim().parse().ok(),
+        n => n.as_i64(),
+    }
 }
 
 #[cfg(test)]
