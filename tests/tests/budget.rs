@@ -516,3 +516,60 @@ async fn a_compaction_the_rate_refuses_leaves_the_turns_own_call_counted_against
         "the first turn's answer; nothing for the message over the rate"
     );
 }
+
+/// Four large PDFs in a conversation: each call's estimate alone passed the per-minute token
+/// cap while the segment's characters stayed far under compaction's threshold, so every call
+/// was refused ("give me a moment") for good. They weigh against the threshold what the budget
+/// estimates them at, so the segment is compacted (its notes request names each file in a
+/// line) and the turn is answered.
+#[tokio::test]
+async fn a_conversation_of_large_documents_is_compacted_not_refused_for_good() {
+    let g = guarded(
+        vec![
+            Reply::text("Notes: four reports were shared."),
+            Reply::text("They are four reports."),
+        ],
+        config(|_| {}),
+        None,
+    )
+    .await;
+    for position in 0..4 {
+        let row = transcript::Message {
+            conversation_id: g.h.conversation.clone(),
+            segment: 0,
+            position,
+            role: transcript::Role::User,
+            parts: vec![
+                transcript::Part::text("here is one"),
+                transcript::Part::Document(transcript::MediaRef {
+                    key: format!("media/report-{position}.pdf"),
+                    mime_type: "application/pdf".into(),
+                    size_bytes: 400_000,
+                }),
+            ],
+            call: None,
+            action_id: Some(format!("web#old-{position}")),
+            created_at_ms: NOW - 600_000,
+        };
+        store::MessageStore::append_message(g.h.store.as_ref(), &row)
+            .await
+            .unwrap();
+    }
+    let t = g.h.turn("what are they?").await;
+    assert_eq!(t.outcome.reply, "They are four reports.");
+    let requests = g.h.model.requests();
+    assert_eq!(requests.len(), 2, "the notes request, then the answer");
+    let documents = |r: &ChatRequest| {
+        r.messages
+            .iter()
+            .flat_map(|m| m.parts.iter())
+            .filter(|p| matches!(p, transcript::Part::Document(_)))
+            .count()
+    };
+    assert_eq!(documents(&requests[0]), 0, "the notes request names them");
+    assert_eq!(
+        documents(&requests[1]),
+        0,
+        "the new segment opens with the notes"
+    );
+}

@@ -20,11 +20,18 @@ const WRITE_NOTES: &str = "Write the notes now.";
 /// Longest rendering of one tool input or result inside the summariser's transcript.
 const MAX_PART_CHARS: usize = 2_000;
 
-/// Characters of non-reasoning content in `rows` (text, tool inputs and results, media refs).
-pub(crate) fn content_chars(rows: &[ChatMessage]) -> usize {
+/// What `rows` weigh against compaction's threshold: the UTF-8 bytes of their non-reasoning
+/// content (text, tool inputs and results, media refs), and what their attachments weigh as
+/// the budget estimates them (`backend::documents::media_bytes`: an image 6,400, a PDF up to
+/// 100,000). So a segment is compacted before its requests outgrow a per-minute token cap: a
+/// few large documents, or text in a script of several bytes a character, did that while its
+/// characters stayed under the threshold, and every call was refused from then on.
+pub(crate) fn content_weight(rows: &[ChatMessage]) -> usize {
     rows.iter()
-        .flat_map(|m| m.parts.iter())
-        .map(Part::content_chars)
+        .map(|m| {
+            let own: usize = m.parts.iter().map(Part::content_bytes).sum();
+            own + backend::documents::media_bytes(m)
+        })
         .sum()
 }
 
@@ -123,6 +130,36 @@ mod tests {
         assert_eq!(sent.matches("</transcript>").count(), 1, "{sent}");
     }
 
+    /// Text weighs its bytes (a token runs at about one to three characters of a script of two
+    /// to four bytes a character), and an attachment what the budget estimates it at: a
+    /// segment is compacted before its requests outgrow a per-minute token cap.
+    #[test]
+    fn the_threshold_weighs_bytes_and_attachments() {
+        let cjk = "会议".repeat(1_000);
+        assert_eq!(
+            content_weight(&[row(Role::User, vec![Part::text(&cjk)])]),
+            6_000
+        );
+        let pdf = transcript::MediaRef {
+            key: "k".into(),
+            mime_type: "application/pdf".into(),
+            size_bytes: 400_000,
+        };
+        let image = transcript::MediaRef {
+            key: "i".into(),
+            mime_type: "image/png".into(),
+            size_bytes: 10,
+        };
+        let rows = [row(
+            Role::User,
+            vec![Part::Document(pdf), Part::Image(image), Part::text("see")],
+        )];
+        assert_eq!(
+            content_weight(&rows),
+            1 + 1 + 3 + 100_000 + backend::documents::IMAGE_TOKENS * 4
+        );
+    }
+
     #[test]
     fn reasoning_does_not_count_toward_the_threshold() {
         let rows = [
@@ -142,7 +179,7 @@ mod tests {
                 ],
             ),
         ];
-        assert_eq!(content_chars(&rows), 5 + 3 + r#"{"a":1}"#.len());
+        assert_eq!(content_weight(&rows), 6 + 3 + r#"{"a":1}"#.len());
     }
 
     #[test]

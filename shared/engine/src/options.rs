@@ -19,7 +19,9 @@ pub struct EngineOptions {
     /// Longest wait before the single retry of a call that streamed nothing.
     pub max_retry_wait: Duration,
     pub settings: InferenceSettings,
-    /// Non-reasoning characters in the current segment above which a turn first compacts.
+    /// What the current segment may weigh before a turn first compacts: the UTF-8 bytes of its
+    /// non-reasoning content (one a character in English) and what its attachments weigh as
+    /// the budget estimates them (`compact::content_weight`).
     pub compaction_threshold_chars: usize,
     /// Output budget of the notes call.
     pub compaction_max_tokens: u32,

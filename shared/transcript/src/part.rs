@@ -36,7 +36,23 @@ impl Part {
         }
     }
 
-    /// Characters this part adds to the context, reasoning excluded (compaction counts these).
+    /// UTF-8 bytes this part's own content adds to the context, reasoning excluded, and an
+    /// attachment's reference only (what its blob weighs is the backend's to say): with the
+    /// attachments' weight, what compaction's threshold is measured in. Bytes, not characters,
+    /// because tokens track bytes (a script of two to four bytes a character runs at about a
+    /// token per one to three characters), and a per-minute token cap must not be reached before
+    /// the segment is compacted.
+    pub fn content_bytes(&self) -> usize {
+        match self {
+            Part::Text { text } => text.len(),
+            Part::Reasoning(_) => 0,
+            Part::ToolUse { name, input, .. } => name.len() + crate::json_bytes(input),
+            Part::ToolResult { content, .. } => crate::json_bytes(content),
+            Part::Image(m) | Part::Document(m) => m.key.len(),
+        }
+    }
+
+    /// Characters this part adds to the context, reasoning excluded.
     pub fn content_chars(&self) -> usize {
         match self {
             Part::Text { text } => text.chars().count(),

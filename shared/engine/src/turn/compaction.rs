@@ -14,7 +14,7 @@ impl Turn<'_> {
     pub(super) async fn compact_if_needed(&mut self) -> Result<(), EngineError> {
         let engine = self.engine;
         let o = &engine.options;
-        let chars = compact::content_chars(self.history.messages());
+        let chars = compact::content_weight(self.history.messages());
         // A conversation that is not active makes no model call, compaction's neither.
         if chars <= o.compaction_threshold_chars
             || (chars as u64) < self.conv.compaction_retry_at_chars
