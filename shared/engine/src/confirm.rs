@@ -449,23 +449,74 @@ pub fn affirms(text: &str) -> bool {
 /// `[pressed button …]` line a press leaves is no yes either: a press decides through its own
 /// id.
 ///
-/// A yes that goes on with the question's words must name what it does, the word a
-/// description begins with ("withdraw", "rename", "move"): the rest of a description holds
-/// words the model chose (a new title, a venue, a name it registered), and a model that put
-/// "Show me the attendees" in a title must not have "please show me the attendees", a new
-/// request, read as a yes to it.
+/// A yes that goes on with the question's words must name what it does, the word a call's
+/// description begins with ("withdraw", "rename", "move"), and its other words must be that
+/// call's; nor do the words of a description in quotation marks count (a new title, a room's
+/// name: values the model chose). So a model that put "Show me the attendees" in a title, or
+/// held a rename beside a withdrawal, cannot have a new request in those words ("please show
+/// me the attendees", "please withdraw Dana and show me the attendees") read as a yes.
 pub fn affirms_to(text: &str, described: &[String]) -> bool {
     let Some(rest) = after_the_yes(text) else {
         return false;
     };
-    let words: Vec<Vec<String>> = described.iter().map(|d| lower_words(d)).collect();
-    let actions: Vec<&String> = words.iter().filter_map(|d| d.first()).collect();
-    let goes_on = rest.iter().any(|w| !is_yes_or_assent(w));
-    if goes_on && !rest.iter().any(|w| actions.contains(&w)) {
-        return false;
+    let named: Vec<&String> = rest.iter().filter(|w| !is_yes_or_assent(w)).collect();
+    if named.is_empty() {
+        return true;
     }
-    rest.iter()
-        .all(|w| is_yes_or_assent(w) || words.iter().flatten().any(|d| d == w))
+    let calls = DescribedCalls::of(described);
+    let said = calls.named_by_action(&named);
+    !said.is_empty()
+        && named
+            .iter()
+            .all(|w| said.iter().any(|&i| calls.words[i].contains(w)))
+}
+
+/// The held calls' descriptions as a yes may name them: each one's action (its first word)
+/// and its words outside quotation marks.
+struct DescribedCalls {
+    actions: Vec<Option<String>>,
+    words: Vec<Vec<String>>,
+}
+
+impl DescribedCalls {
+    fn of(described: &[String]) -> Self {
+        Self {
+            actions: described
+                .iter()
+                .map(|d| lower_words(d).into_iter().next())
+                .collect(),
+            words: described
+                .iter()
+                .map(|d| lower_words(&unquoted(d)))
+                .collect(),
+        }
+    }
+
+    /// The calls whose action is among `named`.
+    fn named_by_action(&self, named: &[&String]) -> Vec<usize> {
+        (0..self.actions.len())
+            .filter(|&i| {
+                self.actions[i]
+                    .as_ref()
+                    .is_some_and(|a| named.iter().any(|w| *w == a))
+            })
+            .collect()
+    }
+}
+
+/// `description` without what it quotes (“…”): values the model chose for the call.
+fn unquoted(description: &str) -> String {
+    let mut out = String::with_capacity(description.len());
+    let mut depth = 0usize;
+    for c in description.chars() {
+        match c {
+            '\u{201c}' => depth += 1,
+            '\u{201d}' => depth = depth.saturating_sub(1),
+            _ if depth == 0 => out.push(c),
+            _ => {}
+        }
+    }
+    out
 }
 
 /// The words of a message that begins with a yes and says nothing against it, after the yes
@@ -524,24 +575,28 @@ pub(crate) fn named_calls(text: &str, described: &[String]) -> Option<Vec<String
     if named.is_empty() {
         return None;
     }
-    let words: Vec<Vec<String>> = described.iter().map(|d| lower_words(d)).collect();
-    let describes = |i: usize, w: &String| words[i].contains(w);
+    // Only a call whose action the yes names can be one it names ([`affirms_to`]).
+    let calls = DescribedCalls::of(described);
+    let candidates = calls.named_by_action(&named.iter().collect::<Vec<_>>());
+    let describes = |i: usize, w: &String| calls.words[i].contains(w);
     let told_apart = |i: usize| {
-        named
-            .iter()
-            .any(|w| describes(i, w) && (0..words.len()).filter(|&j| describes(j, w)).count() == 1)
+        named.iter().any(|w| {
+            describes(i, w) && candidates.iter().filter(|&&j| describes(j, w)).count() == 1
+        })
     };
-    let by_word: Vec<String> = (0..described.len())
-        .filter(|&i| told_apart(i))
-        .map(|i| described[i].clone())
+    let by_word: Vec<String> = candidates
+        .iter()
+        .filter(|&&i| told_apart(i))
+        .map(|&i| described[i].clone())
         .collect();
     if !by_word.is_empty() {
         return Some(by_word);
     }
     Some(
-        (0..described.len())
-            .filter(|&i| named.iter().all(|w| describes(i, w)))
-            .map(|i| described[i].clone())
+        candidates
+            .iter()
+            .filter(|&&i| named.iter().all(|w| describes(i, w)))
+            .map(|&i| described[i].clone())
             .collect(),
     )
 }
@@ -1043,6 +1098,27 @@ mod tests {
         ] {
             assert!(affirms_to(yes, &described), "{yes}");
         }
+        // Beside a withdrawal, naming that one's action lends none of the rename's words.
+        let both = [
+            "Withdraw Dana Lee (dana@example.com) from Spring Open".to_owned(),
+            described[0].clone(),
+        ];
+        assert!(!affirms_to(
+            "please withdraw Dana and show me the attendees",
+            &both
+        ));
+        assert!(affirms_to("yes, withdraw Dana", &both));
+        assert_eq!(
+            named_calls("yes, withdraw Dana", &both),
+            Some(vec![both[0].clone()])
+        );
+        // What the call would set, quoted, is no word a yes may go on with, verb or not.
+        let change = ["Change \u{201c}Keynote\u{201d} in the published timetable of \u{201c}Spring Open\u{201d} from 30 to 45 minutes, and also set its title to \u{201c}Closing Remarks\u{201d}".to_owned()];
+        assert!(!affirms_to(
+            "please change the title to Closing Remarks",
+            &change
+        ));
+        assert!(affirms_to("yes, change it to 45 minutes", &change));
     }
 
     /// A row of the previous message's turn (`t1`) in `web:c1@u1`.
@@ -1226,8 +1302,9 @@ mod tests {
             Some(vec![described[0].clone(), described[1].clone()]),
             "no word tells the withdrawals apart: every call with all the words"
         );
-        assert_eq!(named("yes, Spring Open"), Some(described.to_vec()));
-        assert_eq!(named("yes, Court 1"), Some(vec![described[2].clone()]));
+        // Naming no call's action names none of them (nor is it a yes: `affirms_to`).
+        assert_eq!(named("yes, Spring Open"), Some(vec![]));
+        assert_eq!(named("yes, Court 1"), Some(vec![]));
         assert_eq!(named("no"), None, "no yes names nothing");
     }
 
