@@ -486,8 +486,23 @@ async fn signing_out_everywhere_ends_every_session_and_the_providers_old_sign_in
     .await
     .unwrap();
     assert_eq!(s.mcp_door(&missed).await, 401);
+    // So does one a request already running made a moment after (another instance's clock).
+    let (_, in_flight) = bridle::admin_cli::tokens::issue_token(
+        s.server.app.tokens.as_ref(),
+        &alice_id,
+        "made as she signed out, a second later",
+        store::TokenScope::Risky,
+        None,
+        s.clock.load(Ordering::SeqCst) + 1_000,
+    )
+    .await
+    .unwrap();
+    assert_eq!(s.mcp_door(&in_flight).await, 401);
     // Anything signed in from here on is later than the sign-out.
-    s.clock.fetch_add(1_000, Ordering::SeqCst);
+    s.clock.fetch_add(
+        bridle::auth::routes::SIGN_OUT_AHEAD_MS + 1_000,
+        Ordering::SeqCst,
+    );
 
     // The phone's provider session: the callback sends it back to the provider, asking for a
     // new authentication, with a new sign-in of its own and no session.
@@ -571,6 +586,21 @@ async fn signing_out_everywhere_voids_what_a_stolen_session_made(store: Option<A
     let made = s.post(&thief, "/api/link-code", None).await;
     assert_eq!(made.status(), StatusCode::CREATED);
     let kept = code_of(made.json().await.unwrap());
+    // A chat of the thief's own account, sent another code of hers, was offered a move code
+    // to move to her account; the thief kept that too.
+    let mallory = transcript::UserId::from("mallory");
+    s.store
+        .bind_identity("telegram", "7003", &mallory, now_ms())
+        .await
+        .unwrap();
+    let move_code = channel_jobs::identity::MoveCode::make(
+        s.store.as_ref(),
+        &telegram_job("7003", "asked"),
+        &alice_id,
+        s.clock.load(Ordering::SeqCst) - 1_000,
+    )
+    .await
+    .unwrap();
 
     // The thief asks for an access token and holds the body back: the gate lets it through.
     let body = json!({"name": "Claude", "scope": "risky"}).to_string();
@@ -613,9 +643,23 @@ async fn signing_out_everywhere_voids_what_a_stolen_session_made(store: Option<A
         "{resolved:?}"
     );
     assert_eq!(s.store.identity("telegram", "7001").await.unwrap(), None);
+    // Nor does the move code move the thief's chat to her.
+    let moving = telegram_job("7003", &format!("MOVE {move_code}"));
+    let resolved = jobs(s.store.as_ref(), &moving, now_ms()).await.unwrap();
+    assert!(
+        matches!(resolved, channel_jobs::identity::Resolved::StaleCode { .. }),
+        "{resolved:?}"
+    );
+    assert_eq!(
+        s.store.identity("telegram", "7003").await.unwrap(),
+        Some(mallory)
+    );
 
     // Signed in again, her own new code links her chat.
-    s.clock.fetch_add(1_000, Ordering::SeqCst);
+    s.clock.fetch_add(
+        bridle::auth::routes::SIGN_OUT_AHEAD_MS + 1_000,
+        Ordering::SeqCst,
+    );
     let again = s.sign_in(alice()).await.unwrap();
     let made = s.post(&again, "/api/link-code", None).await;
     assert_eq!(made.status(), StatusCode::CREATED);
@@ -758,7 +802,10 @@ async fn after_signing_out_everywhere_a_sign_in_that_does_not_say_when_is_refuse
     s.issuer.omit_auth_time();
     let out = s.post(&laptop, "/auth/logout-everywhere", None).await;
     assert_eq!(out.status(), StatusCode::NO_CONTENT);
-    s.clock.fetch_add(1_000, Ordering::SeqCst);
+    s.clock.fetch_add(
+        bridle::auth::routes::SIGN_OUT_AHEAD_MS + 1_000,
+        Ordering::SeqCst,
+    );
 
     // Asked once, with `max_age`.
     let again = s.on_the_providers_session().await;

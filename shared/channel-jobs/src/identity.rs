@@ -380,6 +380,14 @@ async fn redeemed_code(
                     bound: bound.clone(),
                 }));
             }
+            // Asked for with a code a stolen session made, before its owner signed out
+            // everywhere: it moves nothing to them now, as that code would link nothing.
+            if made_before_signing_out(store, code, &m.to, MOVE_CODE_TTL_MS).await? {
+                tracing::warn!(channel = %job.channel, "a move code made before its account signed out everywhere; not moved");
+                return Ok(Some(Resolved::StaleCode {
+                    bound: bound.clone(),
+                }));
+            }
             m.to.clone()
         }
         Some(_) => {
@@ -388,7 +396,7 @@ async fn redeemed_code(
                 bound: bound.clone(),
             }));
         }
-        None if made_before_signing_out(store, code, redeemed).await? => {
+        None if made_before_signing_out(store, code, redeemed, link_code::LIFETIME_MS).await? => {
             tracing::warn!(channel = %job.channel, "a link code made before its owner signed out everywhere; not linked");
             return Ok(Some(Resolved::StaleCode {
                 bound: bound.clone(),
@@ -450,16 +458,18 @@ async fn redeemed_code(
     Ok(Some(Resolved::Linked(user)))
 }
 
-/// Whether `code` (a plain link code of `user`'s) was made at or before `user` last signed out
-/// everywhere: a code a stolen session made and kept back links nothing once its owner has
-/// signed out everywhere, as the session and its access tokens open nothing. Made from the web
-/// or by the operator, a code lives [`link_code::LIFETIME_MS`], so its expiry tells when it was
-/// made. One account read per redeemed code, and the code's read only for an account that has
-/// signed out everywhere.
+/// Whether `code`, for `user` and live `lifetime_ms` from its making, was made at or before
+/// `user` last signed out everywhere: a code a stolen session made and kept back (or a move code
+/// it asked for with one) links nothing once its owner has signed out everywhere, as the
+/// session and its access tokens open nothing. A code's lifetime is fixed (a plain one's
+/// [`link_code::LIFETIME_MS`], from the web or the operator; a move code's
+/// [`MOVE_CODE_TTL_MS`]), so its expiry tells when it was made. One account read per redeemed
+/// code, and the code's read only for an account that has signed out everywhere.
 async fn made_before_signing_out(
     store: &dyn Store,
     code: &str,
     user: &UserId,
+    lifetime_ms: i64,
 ) -> Result<bool, StoreError> {
     let ended = match store.account(user).await? {
         Some(account) if account.sessions_ended_at_ms > 0 => account.sessions_ended_at_ms,
@@ -468,5 +478,5 @@ async fn made_before_signing_out(
     Ok(store
         .link_code_expires_at(code)
         .await?
-        .is_some_and(|expires| expires - link_code::LIFETIME_MS <= ended))
+        .is_some_and(|expires| expires - lifetime_ms <= ended))
 }

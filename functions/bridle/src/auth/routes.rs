@@ -205,7 +205,11 @@ pub async fn callback(
     // so a token that does not say counts as old. The provider is asked once to authenticate
     // them again (asked with `max_age`, it must say when it did); an answer still old, or
     // still silent, is refused.
-    let ended = account.sessions_ended_at_ms;
+    // (The moment itself: the cut is set a little ahead of it, `SIGN_OUT_AHEAD_MS`.)
+    let ended = match account.sessions_ended_at_ms {
+        0 => 0,
+        cut => (cut - SIGN_OUT_AHEAD_MS).max(1),
+    };
     let unknown = ended > 0 && who.authenticated_at_ms.is_none();
     if who.authenticated_before(ended) || unknown {
         if pending.again {
@@ -258,25 +262,34 @@ pub async fn logout(State(app): State<App>, current: CurrentUser) -> Response {
 }
 
 /// End every session of the signed-in person, this one too (the gate checked it and its CSRF
-/// token): sessions started by now no longer sign anyone in, on any instance, nor does a
-/// sign-in the identity provider authenticated before now ([`callback`]); and revoke every
-/// access token of theirs for MCP clients, which a stolen session could have made to keep a
-/// way in. Linked chats stay linked.
+/// token): sessions started by now (and [`SIGN_OUT_AHEAD_MS`] more) no longer sign anyone in,
+/// on any instance, nor does a sign-in the identity provider authenticated before now
+/// ([`callback`]), nor an access token or link code made by then; and revoke every access
+/// token of theirs for MCP clients, which a stolen session could have made to keep a way in.
+/// Linked chats stay linked.
 pub async fn logout_everywhere(State(app): State<App>, current: CurrentUser) -> Response {
     let Some(sign_in) = app.sign_in.as_deref() else {
         return crate::server::errors::not_found().await.into_response();
     };
-    let now = (sign_in.clock)();
-    // Tokens first: a failure of either answers 500 while this session still works, so the
-    // page can try again (ended first, a failure to revoke would leave no session to retry
-    // with).
-    let revoked = match app.tokens.revoke_tokens_of(&current.user, now).await {
-        Ok(revoked) => revoked,
-        Err(err) => return ApiError::internal(err).into_response(),
-    };
-    if let Err(err) = sign_in.store.end_sessions(&current.user, now).await {
+    // The cut is a moment ahead, so what a request already past the gate makes while this
+    // runs (an access token, a link code: each stamped when made, by this or another
+    // instance's clock) falls at or before it, and opens nothing: the MCP door refuses a token
+    // made by then, a redemption a code made by then, and a handler that reads the account
+    // once it has made one undoes it. Sessions first: the door's check is what holds, whatever
+    // the revocation below lists.
+    let cut = (sign_in.clock)() + SIGN_OUT_AHEAD_MS;
+    if let Err(err) = sign_in.store.end_sessions(&current.user, cut).await {
         return ApiError::internal(err).into_response();
     }
+    // Listed and revoked too, so the person's list of tokens says so; one the listing misses
+    // (DynamoDB's index lags) is refused at the door all the same.
+    let revoked = match app.tokens.revoke_tokens_of(&current.user, cut).await {
+        Ok(revoked) => revoked,
+        Err(err) => {
+            tracing::warn!(user = %current.user, error = %err, "could not revoke the tokens of a person signed out everywhere; the MCP door refuses them all the same");
+            0
+        }
+    };
     // Already ended by the line above; deleted too, so its row does not wait for its expiry.
     if let Some(hash) = &current.session
         && let Err(err) = sign_in.store.delete_session(hash).await
@@ -289,6 +302,10 @@ pub async fn logout_everywhere(State(app): State<App>, current: CurrentUser) -> 
         &[set_cookie(sign_in, SESSION_COOKIE, "", 0)],
     )
 }
+
+/// How far ahead of its moment a sign-out everywhere cuts: past any request already running,
+/// and past the clocks of other instances.
+pub const SIGN_OUT_AHEAD_MS: i64 = 2_000;
 
 /// Where the page goes after signing out: not `/`, which would sign the browser straight back
 /// in while the provider's own session lasts.
