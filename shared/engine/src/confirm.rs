@@ -498,7 +498,7 @@ impl DescribedCalls {
             .filter(|&i| {
                 self.actions[i]
                     .as_ref()
-                    .is_some_and(|a| named.iter().any(|w| *w == a))
+                    .is_some_and(|a| named.contains(&a))
             })
             .collect()
     }
