@@ -495,11 +495,7 @@ impl DescribedCalls {
     /// The calls whose action is among `named`.
     fn named_by_action(&self, named: &[&String]) -> Vec<usize> {
         (0..self.actions.len())
-            .filter(|&i| {
-                self.actions[i]
-                    .as_ref()
-                    .is_some_and(|a| named.contains(&a))
-            })
+            .filter(|&i| self.actions[i].as_ref().is_some_and(|a| named.contains(&a)))
             .collect()
     }
 }
@@ -699,14 +695,32 @@ fn ended_with_its_reply(history: &[Message], action: &str) -> bool {
 }
 
 /// The calls held on `action`: its assistant rows' tool uses whose result is a
-/// [`needs_confirmation`] refusal, each call (tool + arguments) once, in order.
+/// [`needs_confirmation`] refusal, each call (tool + arguments) once, in order; not one the
+/// same turn ran since (what made it risky changed in between), which no yes may run again.
 pub(crate) fn held_calls(history: &[Message], action: &str) -> Vec<ToolCall> {
-    let rows = history
+    let mut held: Vec<(String, ToolCall)> = Vec::new();
+    for (call, content, is_error) in results_on(history, action) {
+        let hash = call_hash(&call.name, &call.input);
+        if is_held(content) {
+            if !held.iter().any(|(h, _)| *h == hash) {
+                held.push((hash, call));
+            }
+        } else if !is_error {
+            held.retain(|(h, _)| *h != hash);
+        }
+    }
+    held.into_iter().map(|(_, call)| call).collect()
+}
+
+/// Each result of `action`'s rows with the call it answers (the latest tool use of its id
+/// before it), in order: what [`held_calls`] and [`held_descriptions`] read.
+fn results_on<'a>(history: &'a [Message], action: &str) -> Vec<(ToolCall, &'a Value, bool)> {
+    let mut asked: Vec<ToolCall> = Vec::new();
+    let mut results = Vec::new();
+    for row in history
         .iter()
-        .filter(|m| m.action_id.as_deref() == Some(action));
-    let mut asked = Vec::new();
-    let mut held_ids = Vec::new();
-    for row in rows {
+        .filter(|m| m.action_id.as_deref() == Some(action))
+    {
         for part in &row.parts {
             match part {
                 Part::ToolUse { id, name, input } if row.role == Role::Assistant => {
@@ -719,23 +733,17 @@ pub(crate) fn held_calls(history: &[Message], action: &str) -> Vec<ToolCall> {
                 Part::ToolResult {
                     tool_use_id,
                     content,
-                    ..
-                } if is_held(content) => held_ids.push(tool_use_id.clone()),
+                    is_error,
+                } => {
+                    if let Some(call) = asked.iter().rev().find(|c| c.id == *tool_use_id) {
+                        results.push((call.clone(), content, *is_error));
+                    }
+                }
                 _ => {}
             }
         }
     }
-    let mut seen = Vec::new();
-    asked
-        .into_iter()
-        .filter(|c| held_ids.contains(&c.id))
-        .filter(|c| {
-            let hash = call_hash(&c.name, &c.input);
-            let first = !seen.contains(&hash);
-            seen.push(hash);
-            first
-        })
-        .collect()
+    results
 }
 
 /// What the user is asked to confirm, when the gate's outcome is a call held for their yes
@@ -751,34 +759,14 @@ pub(crate) fn held_description(outcome: &ToolOutcome) -> Option<String> {
 /// arguments, as [`held_calls`] counts them) once, in order, by its description — two calls
 /// described alike (two attendees both called Dana Lee) are two lines, as a yes runs both.
 pub(crate) fn held_descriptions(history: &[Message], action: &str) -> Vec<HeldLine> {
-    let rows: Vec<&Message> = history
-        .iter()
-        .filter(|m| m.action_id.as_deref() == Some(action))
-        .collect();
-    let calls: Vec<(&str, String)> = rows
-        .iter()
-        .filter(|m| m.role == Role::Assistant)
-        .flat_map(|m| &m.parts)
-        .filter_map(|p| match p {
-            Part::ToolUse { id, name, input } => Some((id.as_str(), call_hash(name, input))),
-            _ => None,
-        })
-        .collect();
     let mut found: Vec<HeldLine> = Vec::new();
-    for part in rows.iter().flat_map(|m| &m.parts) {
-        if let Part::ToolResult {
-            tool_use_id,
-            content,
-            ..
-        } = part
-            && let Some(description) = quoted_description(content)
-        {
-            // A result whose call is not in the rows (never, as written) counts by its words.
-            let call = calls
-                .iter()
-                .find(|(id, _)| *id == tool_use_id.as_str())
-                .map_or_else(|| description.clone(), |(_, hash)| hash.clone());
-            HeldLine::add(&mut found, call, description);
+    for (call, content, is_error) in results_on(history, action) {
+        let hash = call_hash(&call.name, &call.input);
+        match quoted_description(content) {
+            Some(description) => HeldLine::add(&mut found, hash, description),
+            // Ran since in the same turn: asked about no more.
+            None if !is_error => found.retain(|l| l.call != hash),
+            None => {}
         }
     }
     found
@@ -1174,6 +1162,52 @@ mod tests {
         // Nothing held there: nothing to name.
         let none = Answer::read("Yes, withdraw her.", None, Some("t0".into()), &rows, &conv);
         assert!(none.declined && none.held.is_empty());
+    }
+
+    /// A call held, then run by the same turn (what made it risky changed in between), is
+    /// held no more: not listed, not run by a yes, not cancelled by a No. Run and then held
+    /// again, it is held.
+    #[test]
+    fn a_held_call_the_same_turn_ran_since_is_held_no_more() {
+        let call = ToolCall {
+            id: "c1".into(),
+            name: "register_attendee".into(),
+            input: json!({"event_id": "e1", "name": "Eve"}),
+        };
+        let again = ToolCall {
+            id: "c3".into(),
+            ..call.clone()
+        };
+        let ran = Part::ToolResult {
+            tool_use_id: again.id.clone(),
+            content: json!({"attendee_id": "a9"}),
+            is_error: false,
+        };
+        let rows = vec![
+            row(Role::User, vec![Part::text("register Eve")]),
+            row(Role::Assistant, vec![use_of(&call)]),
+            row(
+                Role::Tool,
+                vec![held(&call, "Register Eve for the last place").part],
+            ),
+            row(Role::Assistant, vec![use_of(&again)]),
+            row(Role::Tool, vec![ran]),
+            row(Role::Assistant, vec![Part::text("Eve is registered.")]),
+        ];
+        assert!(held_calls(&rows, "t1").is_empty());
+        assert!(held_descriptions(&rows, "t1").is_empty());
+        let mut later = rows.clone();
+        let third = ToolCall {
+            id: "c4".into(),
+            ..call.clone()
+        };
+        later.insert(5, row(Role::Assistant, vec![use_of(&third)]));
+        later.insert(
+            6,
+            row(Role::Tool, vec![held(&third, "Register Eve again").part]),
+        );
+        assert_eq!(held_calls(&later, "t1"), [third]);
+        assert_eq!(held_descriptions(&later, "t1").len(), 1);
     }
 
     /// A turn that held a call but never asked (its worker died before the reply, or it was
