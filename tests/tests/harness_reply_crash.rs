@@ -29,6 +29,8 @@ struct World {
     inner: Arc<SqliteStore>,
     platform: Arc<KeepingPlatform>,
     now: Arc<AtomicI64>,
+    /// How far the webhook's clock, which dates the job, runs ahead of the worker's.
+    webhook_ahead_ms: i64,
 }
 
 impl World {
@@ -42,6 +44,7 @@ impl World {
             inner,
             platform: Arc::new(KeepingPlatform::default()),
             now: Arc::new(AtomicI64::new(START_MS)),
+            webhook_ahead_ms: 0,
         }
     }
 
@@ -87,7 +90,7 @@ impl World {
             text: "K7PQ-2345".into(),
             button_id: None,
             media: Vec::new(),
-            received_at_ms: START_MS,
+            received_at_ms: START_MS + self.webhook_ahead_ms,
         };
         jobs.run_streamed(&job, Duration::from_secs(10), &engine::NullSink)
             .await
@@ -165,6 +168,16 @@ async fn a_link_confirmation_recorded_before_a_crash_is_not_sent_again() {
             Some("alice".to_owned())
         );
     }
+
+    // The webhook's clock a few seconds ahead of the worker's dates the message after the
+    // record the dead attempt wrote: that is still its record, not sent again.
+    let mut w = World::new().await;
+    w.webhook_ahead_ms = 3_000;
+    let first = w.attempt(Crash::at(CrashAt::After(recorded as u64))).await;
+    assert!(matches!(first, JobOutcome::Failed(_)), "{first:?}");
+    w.now.fetch_add(120_000, Ordering::SeqCst);
+    w.attempt(Crash::never()).await;
+    assert_eq!(w.sent(), [lines::linked(ALICE)], "clocks apart: sent once");
 
     // Before the reply's record (after the platform took it; before the user's line, or
     // between it and the reply's): sent again, the window no platform without idempotency

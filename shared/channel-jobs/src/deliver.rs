@@ -65,6 +65,10 @@ impl Payer<'_> {
     }
 }
 
+/// How far apart the webhook's clock (a job's `received_at_ms`) and a worker's may be, for
+/// telling an earlier attempt's record of a harness reply from the same words said before.
+const CLOCKS_APART_MS: i64 = 5_000;
+
 impl ChannelJobs {
     /// Count what the platform bills for `pieces`, which just went out (SMS segments), in the
     /// budget's dollar buckets, so a sender who asks for long answers by text message is
@@ -309,8 +313,12 @@ impl ChannelJobs {
         // Only an entry written since this message came can be an earlier attempt's record of
         // it: the same words said in the chat before (another sender's onboarding in a group
         // chat, a stale code's reply a while ago) are not, and leave this reply to be sent.
-        let last =
-            last.filter(|l| job.received_at_ms <= 0 || l.created_at_ms >= job.received_at_ms);
+        // "Since" allows for the webhook's and this worker's clocks a few seconds apart: an
+        // earlier attempt's record dated before its message by a clock behind would otherwise
+        // have the reply sent twice.
+        let last = last.filter(|l| {
+            job.received_at_ms <= 0 || l.created_at_ms + CLOCKS_APART_MS >= job.received_at_ms
+        });
         if let Some(last) = &last
             && last.role == VisibleRole::Assistant
             && last.text == text
