@@ -296,10 +296,10 @@ impl Webhook {
                     });
                 }
                 let (mut queued, mut refused) = (0, 0);
-                for message in messages {
-                    // Each message by its own time (a batch's messages were sent apart).
-                    let received_ms = dated(channel.message_sent_at_s(&raw, &message));
-                    let mut job = turn_job(message, received_ms);
+                // Each message by its own time (a batch's messages were sent apart).
+                let sent_at = channel.sent_at_each(&raw, &messages);
+                for (message, sent_s) in messages.into_iter().zip(sent_at) {
+                    let mut job = turn_job(message, dated(sent_s));
                     let span = tracing::info_span!(
                         "enqueue",
                         otel.kind = "producer",

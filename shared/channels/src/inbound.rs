@@ -123,14 +123,17 @@ pub trait Channel: Send + Sync {
         None
     }
 
-    /// When `message`, one of this delivery's, was sent, in Unix seconds, where the platform
+    /// When each of `messages`, this delivery's, was sent, in Unix seconds, where the platform
     /// says so of each message: a delivery may carry several sent at different times (WhatsApp
     /// batches them), or say nothing of its own (Slack signs a retry anew). What a job is dated
     /// by: a "yes" typed before the question it would answer must not pass for one typed after
     /// it because its delivery came late. By default the delivery's [`Channel::sent_at_s`].
-    fn message_sent_at_s(&self, request: &RawRequest<'_>, message: &InboundMessage) -> Option<i64> {
-        let _ = message;
-        self.sent_at_s(request)
+    fn sent_at_each(
+        &self,
+        request: &RawRequest<'_>,
+        messages: &[InboundMessage],
+    ) -> Vec<Option<i64>> {
+        vec![self.sent_at_s(request); messages.len()]
     }
 
     /// Whether the platform sends GET requests to the webhook (WhatsApp's verification

@@ -203,12 +203,14 @@ pub fn neutralise_value(value: &mut serde_json::Value) {
         }
         Value::Array(items) => items.iter_mut().for_each(neutralise_value),
         Value::Object(fields) => {
-            let renamed = fields.keys().any(|k| might_need_neutralising(k));
-            let taken = std::mem::take(fields);
-            for (key, mut item) in taken {
-                neutralise_value(&mut item);
-                let key = if renamed { neutralise(&key) } else { key };
-                fields.insert(key, item);
+            if fields.keys().any(|k| might_need_neutralising(k)) {
+                // Rebuilt only when a key changes (keys cannot be renamed in place).
+                for (key, mut item) in std::mem::take(fields) {
+                    neutralise_value(&mut item);
+                    fields.insert(neutralise(&key), item);
+                }
+            } else {
+                fields.values_mut().for_each(neutralise_value);
             }
         }
         Value::Null | Value::Bool(_) | Value::Number(_) => {}

@@ -554,8 +554,6 @@ fn session_riders(
     riders
 }
 
-/// Names as a question lists them: the first [`NAMES_SHOWN`] quoted, then how many more;
-/// "none" for none.
 /// What a `set_rooms` call sets, as its question shows it (a yes is for the whole call): its
 /// days with their hours, its rooms with their seats, its breaks with their day and times, each
 /// list's first [`NAMES_SHOWN`] and how many more.
@@ -621,6 +619,8 @@ fn first_few(items: &[String]) -> String {
     }
 }
 
+/// Names as a question lists them: the first [`NAMES_SHOWN`] quoted, then how many more;
+/// "none" for none.
 fn quoted(names: &[String]) -> String {
     let named: Vec<String> = names
         .iter()

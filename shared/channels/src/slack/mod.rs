@@ -149,15 +149,16 @@ impl Channel for SlackChannel {
     /// signs a retry with a fresh timestamp, so only the message says when it was sent. A press
     /// (`{channel}:{message ts}:{press}`) is dated by its arrival, as before: its last part may
     /// be a `trigger_id`, which is no time.
-    fn message_sent_at_s(
+    fn sent_at_each(
         &self,
         _request: &RawRequest<'_>,
-        message: &crate::InboundMessage,
-    ) -> Option<i64> {
-        match message.message_id.split(':').collect::<Vec<_>>().as_slice() {
+        messages: &[crate::InboundMessage],
+    ) -> Vec<Option<i64>> {
+        let sent = |id: &str| match id.split(':').collect::<Vec<_>>().as_slice() {
             [_, ts] => ts.split('.').next()?.parse().ok(),
             _ => None,
-        }
+        };
+        messages.iter().map(|m| sent(&m.message_id)).collect()
     }
 
     fn parse(&self, request: &RawRequest<'_>) -> Result<Inbound, ChannelError> {

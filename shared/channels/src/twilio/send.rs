@@ -97,11 +97,30 @@ pub fn options(reply: &Outgoing) -> Option<String> {
 /// the `options` ([`options`]) appended to the last piece, or sent as a last piece of their own
 /// when they do not fit.
 pub fn pieces(text: &str, options: Option<&str>) -> Vec<String> {
+    split_reply(text, options, false)
+}
+
+/// [`pieces`] of a confirmation's question, which its typed answer's `line` ends: what a yes
+/// does, its last paragraph, is kept whole when it is cut short ([`cut_short`]), or no yes is
+/// asked for.
+pub fn question_pieces(text: &str, line: &str) -> Vec<String> {
+    split_reply(text, Some(line), true)
+}
+
+/// The SMS bodies `reply` goes out in: a question's when it carries a typed answer for its
+/// buttons (a confirmation), else with its buttons as numbered options.
+pub fn reply_pieces(reply: &Outgoing) -> Vec<String> {
+    match options(reply) {
+        Some(line) if reply.typed_answer.is_some() => question_pieces(&reply.text, &line),
+        options => pieces(&reply.text, options.as_deref()),
+    }
+}
+
+fn split_reply(text: &str, options: Option<&str>, question: bool) -> Vec<String> {
     let formatted = format(text);
     let mut pieces = crate::split::split(&formatted, MAX_CHARS);
     let mut options = options;
     if pieces.len() > MAX_PIECES {
-        let question = options.is_some();
         let (cut, kept_last) = cut_short(&formatted, question);
         pieces = cut;
         // A question whose list of what a yes does could not be shown whole asks for no yes.
@@ -318,7 +337,7 @@ impl Sender for TwilioSender {
     }
 
     async fn send_from(&self, reply: &Outgoing, sent: &mut Delivered) -> Result<(), SendError> {
-        let pieces = pieces(&reply.text, options(reply).as_deref());
+        let pieces = reply_pieces(reply);
         if !pieces.is_empty() {
             let (to, from) = numbers(reply)?;
             for (_, piece) in sent.rest(&pieces) {
@@ -348,7 +367,7 @@ mod tests {
             ..Outgoing::default()
         };
         assert_eq!(
-            pieces(&reply.text, options(&reply).as_deref()),
+            reply_pieces(&reply),
             ["Cancel it?\n\nReply YES 123456 to go ahead, or NO."]
         );
         let without = Outgoing {
@@ -430,7 +449,7 @@ mod tests {
         assert!(shown.ends_with("1. Yes\n2. No"), "{shown}");
         // The line that says how to answer follows a question cut short just the same.
         let line = "Reply YES 123456 to go ahead, or NO.";
-        let asked = pieces(&question, Some(line));
+        let asked = question_pieces(&question, line);
         let shown = asked.join("\n\n");
         assert!(asked.iter().all(|piece| piece.chars().count() <= MAX_CHARS));
         assert!(shown.contains(&format!("{CUT_SHORT}\n\n{held}")), "{shown}");
@@ -442,7 +461,7 @@ mod tests {
             .collect();
         let held = format!("If you say yes:\n{}", long.join("\n"));
         let question = format!("{}\n\n{held}", "filler ".repeat(20_000));
-        let asked = pieces(&question, Some(line));
+        let asked = question_pieces(&question, line);
         let shown = asked.join("\n");
         assert!(asked.iter().all(|piece| piece.chars().count() <= MAX_CHARS));
         assert!(asked.len() <= MAX_PIECES + 1, "{}", asked.len());
@@ -456,11 +475,20 @@ mod tests {
             .collect();
         let held = format!("If you say yes:\n{}", endless.join("\n"));
         let question = format!("{}\n\n{held}", "filler ".repeat(20_000));
-        let asked = pieces(&question, Some(line));
+        let asked = question_pieces(&question, line);
         let shown = asked.join("\n\n");
         assert!(asked.iter().all(|piece| piece.chars().count() <= MAX_CHARS));
         assert!(!shown.contains("YES 123456"), "{shown}");
         assert!(shown.ends_with(TOO_MUCH_TO_CONFIRM), "{shown}");
+        // A model's own numbered options are no question: a long last paragraph of an ordinary
+        // reply keeps them, and no sentence says nothing will be done.
+        let options = with_buttons(
+            &question,
+            &[button("a", "Tell me more"), button("b", "Stop")],
+        );
+        let shown = options.join("\n\n");
+        assert!(shown.ends_with("1. Tell me more\n2. Stop"), "{shown}");
+        assert!(!shown.contains(TOO_MUCH_TO_CONFIRM), "{shown}");
         // Three messages' worth is sent whole.
         let three = "x".repeat(MAX_CHARS * 3);
         assert_eq!(with_buttons(&three, &[]).concat(), three);

@@ -184,13 +184,18 @@ impl Channel for WhatsAppChannel {
         parse::sent_at(request.body)
     }
 
-    /// The message's own `timestamp`, not the newest of its delivery's.
-    fn message_sent_at_s(
+    /// Each message's own `timestamp`, not the newest of its delivery's (the body read once).
+    fn sent_at_each(
         &self,
         request: &RawRequest<'_>,
-        message: &crate::InboundMessage,
-    ) -> Option<i64> {
-        parse::sent_at_of(request.body, &message.message_id).or_else(|| self.sent_at_s(request))
+        messages: &[crate::InboundMessage],
+    ) -> Vec<Option<i64>> {
+        let sent = parse::sent_at_by_id(request.body);
+        let newest = sent.values().copied().max();
+        messages
+            .iter()
+            .map(|m| sent.get(&m.message_id).copied().or(newest))
+            .collect()
     }
 }
 

@@ -232,12 +232,13 @@ pub(super) fn sent_at(body: &[u8]) -> Option<i64> {
     messages_of(body)?.iter().filter_map(timestamp_of).max()
 }
 
-/// The `timestamp` of the delivery's message whose `id` is `id`.
-pub(super) fn sent_at_of(body: &[u8], id: &str) -> Option<i64> {
-    messages_of(body)?
+/// The `timestamp` of each of the delivery's messages, by its `id`.
+pub(super) fn sent_at_by_id(body: &[u8]) -> std::collections::HashMap<String, i64> {
+    messages_of(body)
+        .unwrap_or_default()
         .iter()
-        .find(|m| m.get("id").and_then(|i| i.as_str()) == Some(id))
-        .and_then(timestamp_of)
+        .filter_map(|m| Some((m.get("id")?.as_str()?.to_owned(), timestamp_of(m)?)))
+        .collect()
 }
 
 /// Every `entry[].changes[].value.messages[]` of a delivery.
