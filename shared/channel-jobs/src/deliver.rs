@@ -571,10 +571,12 @@ impl ChannelJobs {
             }
         }
         // What the user saw ends their turn in the visible transcript, unless it has its reply.
-        // (Its reply, once recorded, is the last entry, as in `deliver_turn`.)
+        // (Its reply, once recorded, is the last entry, as in `deliver_turn`.) A message never
+        // stored has no turn to end: recorded, the apology would land in another message's
+        // (one under way, run without this give-up's lease) and stand in for its reply.
         // The user has been told now: a record that fails is logged, and the job still marked
         // done (sent again, it would say the apology twice).
-        if let Some(id) = conversation
+        if let Some(id) = conversation.filter(|_| abandoned != engine::Abandoned::NotStored)
             && let Err(e) = self.record_given_up(id, shown).await
         {
             tracing::error!(job = %job.dedupe_key(), error = %e, "the user was told their message was given up; recording it failed");

@@ -623,6 +623,57 @@ async fn a_message_given_up_after_a_later_one_began_is_still_told_and_writes_not
     nothing_written(&store, &id, 0, 5).await;
 }
 
+/// A message given up before it was ever stored (its attempts waited for the conversation
+/// while another message's turn ran, then ran out of time) is told, and writes nothing: its
+/// apology recorded under the turn under way stood in for that turn's reply, which then went
+/// unrecorded (the page and the history showed "couldn't process" where the answer was).
+#[tokio::test]
+async fn a_message_given_up_before_it_was_stored_writes_nothing_into_the_turn_under_way() {
+    use store::VisibleStore;
+    let store = Arc::new(SqliteStore::open_in_memory().unwrap());
+    let (jobs, platform) = watched(store.clone(), vec![]);
+    let running = job("m-2", "ana", "c-1", "second");
+    let rows = vec![row(
+        (0, 0),
+        transcript::Role::User,
+        vec![transcript::Part::text("second")],
+        &running,
+        1,
+        None,
+    )];
+    let id = ana_conversation(&store, rows, 0).await;
+    let mut conversation = store.conversation(&id).await.unwrap().unwrap();
+    conversation.turn = 1;
+    store.update_conversation(&conversation).await.unwrap();
+    store
+        .append_visible(&store::VisibleEntry {
+            conversation_id: id.clone(),
+            position: 0,
+            role: store::VisibleRole::User,
+            text: "second".into(),
+            buttons: Vec::new(),
+            reaction: None,
+            turn: 1,
+            created_at_ms: 1,
+        })
+        .await
+        .unwrap();
+
+    let never_stored = job("m-3", "ana", "c-1", "third");
+    jobs.give_up_for_good(&never_stored).await.unwrap();
+    assert_eq!(
+        texts(&platform),
+        [engine::lines::GAVE_UP],
+        "the sender is told"
+    );
+    let visible = store.visible(&id).await.unwrap();
+    assert_eq!(
+        visible.len(),
+        1,
+        "nothing written into the turn under way: {visible:?}"
+    );
+}
+
 /// That message's dead letter, given up while the later turn was under way, sent again by hand
 /// (`bridle jobs retry`, an SQS redrive): the give-up marked it done, so it is skipped at its
 /// claim, without reading the transcript (the segments a later compaction moved on from are
