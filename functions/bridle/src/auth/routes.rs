@@ -223,7 +223,14 @@ pub async fn callback(
         tracing::info!(user = %account.user, "signed in on an authentication from before signing out everywhere: the provider is asked to authenticate again");
         return to_provider(sign_in, safe_return(Some(&pending.return_to)), true);
     }
-    let new = match sign_in.start_session(&account.user, now_ms).await {
+    // A sign-in the provider authenticated after the sign-out everywhere (checked above) starts
+    // a session past its cut, which is set a little ahead of its moment: one stamped inside
+    // that margin would be ended as it starts.
+    let started = match account.sessions_ended_at_ms {
+        0 => now_ms,
+        cut => now_ms.max(cut + 1),
+    };
+    let new = match sign_in.start_session(&account.user, started).await {
         Ok(n) => n,
         Err(err) => return ApiError::internal(err).into_response(),
     };
