@@ -222,3 +222,14 @@ pub fn tokens(events: &[Sse]) -> String {
         .map(|(_, d)| d["text"].as_str().unwrap())
         .collect()
 }
+
+/// The messaging channels `vars` configure (each `(variable, value)`), as `bridle serve` reads
+/// them from its environment: what a test server hands out link codes for.
+pub fn channels_from(vars: &[(&str, &str)]) -> bridle::channel_setup::ChannelSetup {
+    let vars: std::collections::HashMap<&str, &str> = vars.iter().copied().collect();
+    bridle::channel_setup::ChannelSetup::from_vars(
+        &|k| vars.get(k).map(|v| (*v).to_owned()),
+        &reqwest::Client::new(),
+    )
+    .expect("the channels' settings")
+}

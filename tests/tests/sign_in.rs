@@ -561,20 +561,13 @@ fn telegram_job(chat: &str, text: &str) -> queue::TurnJob {
 /// does), and an access token it was making as she signed out (its body held back until
 /// then, past the gate) is not kept.
 async fn signing_out_everywhere_voids_what_a_stolen_session_made(store: Option<Arc<dyn Store>>) {
-    let vars: std::collections::HashMap<&str, &str> = [
+    let channels = tests::server::channels_from(&[
         (
             "TELEGRAM_SECRET_TOKEN",
             "tg-secret-0123456789abcdef-0123456",
         ),
         ("TELEGRAM_BOT_TOKEN", "123456:ABC-def"),
-    ]
-    .into_iter()
-    .collect();
-    let channels = bridle::channel_setup::ChannelSetup::from_vars(
-        &|k| vars.get(k).map(|v| (*v).to_owned()),
-        &reqwest::Client::new(),
-    )
-    .unwrap();
+    ]);
     let s = site_with(Signup::Open, store, |o| AppOptions { channels, ..o }).await;
     let laptop = s.sign_in(alice()).await.unwrap();
     let thief = s.sign_in(alice()).await.unwrap();

@@ -119,7 +119,7 @@ async fn a_person_chats_sees_streaming_and_tools_and_history_survives_reload() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_person_gets_a_link_code_with_open_the_chat_links() {
-    let vars: std::collections::HashMap<&str, &str> = [
+    let channels = tests::server::channels_from(&[
         (
             "TELEGRAM_SECRET_TOKEN",
             "tg-secret-0123456789abcdef-0123456",
@@ -128,14 +128,7 @@ async fn a_person_gets_a_link_code_with_open_the_chat_links() {
         ("TELEGRAM_BOT_USERNAME", "bridlebot"),
         ("SLACK_SIGNING_SECRET", "s"),
         ("SLACK_BOT_TOKEN", "xoxb-1"),
-    ]
-    .into_iter()
-    .collect();
-    let channels = bridle::channel_setup::ChannelSetup::from_vars(
-        &|k| vars.get(k).map(|v| (*v).to_owned()),
-        &reqwest::Client::new(),
-    )
-    .unwrap();
+    ]);
     let server = TestServer::start(
         Arc::new(ScriptedModel::new([])),
         AppOptions {

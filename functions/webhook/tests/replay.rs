@@ -30,14 +30,8 @@ fn webhook(queue: Arc<SqliteQueue>) -> Webhook {
     .with_metrics(metrics::Metrics::off())
 }
 
-/// A WhatsApp text message sent at `sent_s` and its signature.
-fn whatsapp(id: &str, sent_s: i64) -> (Vec<(String, String)>, String) {
-    let body = json!({"object": "whatsapp_business_account", "entry": [{"id": "1",
-        "changes": [{"field": "messages", "value": {"messaging_product": "whatsapp",
-        "metadata": {"display_phone_number": "15550783881", "phone_number_id": "106540352242922"},
-        "messages": [{"from": "16315551181", "id": id, "timestamp": sent_s.to_string(),
-                      "type": "text", "text": {"body": "cancel my booking"}}]}}]}]})
-    .to_string();
+/// A WhatsApp delivery with its signature.
+fn signed_whatsapp(body: String) -> (Vec<(String, String)>, String) {
     let sig = channels::whatsapp::sign(WA_SECRET.as_bytes(), body.as_bytes());
     (
         vec![
@@ -46,6 +40,17 @@ fn whatsapp(id: &str, sent_s: i64) -> (Vec<(String, String)>, String) {
         ],
         body,
     )
+}
+
+/// A WhatsApp text message sent at `sent_s` and its signature.
+fn whatsapp(id: &str, sent_s: i64) -> (Vec<(String, String)>, String) {
+    let body = json!({"object": "whatsapp_business_account", "entry": [{"id": "1",
+        "changes": [{"field": "messages", "value": {"messaging_product": "whatsapp",
+        "metadata": {"display_phone_number": "15550783881", "phone_number_id": "106540352242922"},
+        "messages": [{"from": "16315551181", "id": id, "timestamp": sent_s.to_string(),
+                      "type": "text", "text": {"body": "cancel my booking"}}]}}]}]})
+    .to_string();
+    signed_whatsapp(body)
 }
 
 /// A Slack message event whose `ts` is `sent_s`, delivered (signed) at `NOW` with Slack's
@@ -80,14 +85,7 @@ fn whatsapp_batch(first_s: i64, second_s: i64) -> (Vec<(String, String)>, String
         "messages": [message("wamid.first", first_s, "yes"),
                      message("wamid.second", second_s, "and one more thing")]}}]}]})
     .to_string();
-    let sig = channels::whatsapp::sign(WA_SECRET.as_bytes(), body.as_bytes());
-    (
-        vec![
-            ("x-hub-signature-256".into(), sig),
-            ("content-type".into(), "application/json".into()),
-        ],
-        body,
-    )
+    signed_whatsapp(body)
 }
 
 /// A Telegram update: a message dated `sent_s`.
@@ -213,14 +211,7 @@ async fn a_message_with_an_over_long_id_costs_only_itself() {
             {"from": "16315551181", "id": "wamid.OK", "timestamp": NOW.to_string(),
              "type": "text", "text": {"body": "two"}}]}}]}]})
     .to_string();
-    let sig = channels::whatsapp::sign(WA_SECRET.as_bytes(), body.as_bytes());
-    let delivery = (
-        vec![
-            ("x-hub-signature-256".into(), sig),
-            ("content-type".into(), "application/json".into()),
-        ],
-        body,
-    );
+    let delivery = signed_whatsapp(body);
     let (status, _) = post(&hook, "whatsapp", &delivery).await;
     assert_eq!(status, 200);
     assert_eq!(queued(&queue).await, ["wamid.OK"]);

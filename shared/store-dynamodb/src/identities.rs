@@ -52,6 +52,31 @@ impl DynamoStore {
     }
 }
 
+impl DynamoStore {
+    /// The time `attribute` of link code `code` holds: `None` when the code is unknown or
+    /// the attribute unset (a code never redeemed). One strongly consistent read.
+    async fn link_code_time(&self, code: &str, attribute: &str) -> Result<Option<i64>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key(PK, s(link_code_pk(code)))
+            .key(SK, s(LINK))
+            .projection_expression("#time")
+            .expression_attribute_names("#time", attribute)
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(unavailable)?;
+        match out.item {
+            Some(item) if item.contains_key(attribute) => {
+                Ok(Some(get_n(&item, attribute, &format!("link code {code}"))?))
+            }
+            _ => Ok(None),
+        }
+    }
+}
+
 #[async_trait]
 impl Identities for DynamoStore {
     async fn create_link_code(
@@ -121,44 +146,11 @@ impl Identities for DynamoStore {
     }
 
     async fn link_code_redeemed_at(&self, code: &str) -> Result<Option<i64>, StoreError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .key(PK, s(link_code_pk(code)))
-            .key(SK, s(LINK))
-            .projection_expression("#used")
-            .expression_attribute_names("#used", USED_AT_MS)
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(unavailable)?;
-        match out.item {
-            Some(item) if item.contains_key(USED_AT_MS) => Ok(Some(get_n(
-                &item,
-                USED_AT_MS,
-                &format!("link code {code}"),
-            )?)),
-            _ => Ok(None),
-        }
+        self.link_code_time(code, USED_AT_MS).await
     }
 
     async fn link_code_expires_at(&self, code: &str) -> Result<Option<i64>, StoreError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .key(PK, s(link_code_pk(code)))
-            .key(SK, s(LINK))
-            .projection_expression("#expires")
-            .expression_attribute_names("#expires", EXPIRES_AT_MS)
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(unavailable)?;
-        out.item
-            .map(|item| get_n(&item, EXPIRES_AT_MS, &format!("link code {code}")))
-            .transpose()
+        self.link_code_time(code, EXPIRES_AT_MS).await
     }
 
     async fn bind_identity(
