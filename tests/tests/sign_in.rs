@@ -540,6 +540,38 @@ async fn signing_out_everywhere_ends_every_session_and_the_providers_old_sign_in
     assert_eq!(s.get(&phone, "/api/conversations").await.status(), 401);
 }
 
+/// A sign-in the provider authenticated just after a sign-out everywhere, inside the two
+/// seconds the sign-out's cut runs ahead of it, starts a session that works (past the cut);
+/// one authenticated a second and a half before it is sent back to the provider.
+#[tokio::test]
+async fn a_sign_in_authenticated_just_after_signing_out_everywhere_works() {
+    let s = site(Signup::Open, None).await;
+    let laptop = s.sign_in(alice()).await.unwrap();
+    let moment = s.clock.load(Ordering::SeqCst);
+    let out = s.post(&laptop, "/auth/logout-everywhere", None).await;
+    assert_eq!(out.status(), StatusCode::NO_CONTENT);
+    let at = |ms: i64| chrono::DateTime::from_timestamp_millis(ms).unwrap();
+
+    s.issuer.keep_session(alice(), at(moment - 1_500));
+    let back = s.on_the_providers_session().await;
+    assert_eq!(back.status(), StatusCode::SEE_OTHER);
+    assert!(set_cookie(&back, &s.session).is_none());
+    assert!(
+        location(&back).contains("prompt=login"),
+        "{}",
+        location(&back)
+    );
+
+    s.issuer.keep_session(alice(), at(moment + 1_000));
+    let signed_in = s.on_the_providers_session().await;
+    let (cookie, _) = set_cookie(&signed_in, &s.session).expect("a session");
+    let phone = Browser {
+        cookie,
+        csrf: String::new(),
+    };
+    assert_eq!(s.get(&phone, "/api/conversations").await.status(), 200);
+}
+
 /// A chat's message `text`, from Telegram chat `chat`, as the webhook queues it.
 fn telegram_job(chat: &str, text: &str) -> queue::TurnJob {
     queue::TurnJob {

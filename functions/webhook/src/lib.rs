@@ -298,6 +298,7 @@ impl Webhook {
                 let (mut queued, mut refused) = (0, 0);
                 // Each message by its own time (a batch's messages were sent apart).
                 let sent_at = channel.sent_at_each(&raw, &messages);
+                let sent_at = sent_at.into_iter().chain(std::iter::repeat(None));
                 for (message, sent_s) in messages.into_iter().zip(sent_at) {
                     let mut job = turn_job(message, dated(sent_s));
                     let span = tracing::info_span!(

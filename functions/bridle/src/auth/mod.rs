@@ -221,7 +221,8 @@ impl SignIn {
     ///
     /// `now` is when the sign-in's callback began, before it read the account: a sign-out
     /// everywhere made while it ran (which the account it read did not show) ends this session
-    /// too, as one started at or before it.
+    /// too, as one started at or before it. (A callback that read a sign-out it passed, the
+    /// provider having authenticated the person after it, starts past that sign-out's cut.)
     pub async fn start_session(&self, user: &UserId, now: i64) -> Result<NewSession, StoreError> {
         let unavailable = |e: getrandom::Error| StoreError::Unavailable(Box::new(e));
         let secret = random_token(32).map_err(unavailable)?;
