@@ -232,7 +232,7 @@ impl BudgetConfig {
     }
 
     /// Settings that parse but leave a door open, one sentence each naming its variables, for
-    /// the start-up log ([`assembly`'s `assemble`], once per process). The strangers' cap is
+    /// the start-up log (`assembly::assemble`, once per process). The strangers' cap is
     /// what keeps a crowd of unknown numbers (SMS pumping) from spending everyone's dollars, so
     /// it is a warning when it is off or not below everyone's; and no cap on everyone's dollars
     /// at all is one too.
