@@ -667,6 +667,32 @@ async fn a_request_in_words_the_model_put_in_the_question_confirms_nothing() {
     assert_eq!(titles().await, ["Show me the attendees"]);
 }
 
+/// Asked to move Spring Open from Court 1 to Court 2, "yes, move it to Court 1" wants it where
+/// it is: the question's old value is no value a yes may say it moves to, and the call waits.
+/// "yes, move it to Court 2" confirms it.
+#[tokio::test]
+async fn a_yes_that_names_the_old_value_as_the_new_one_confirms_nothing() {
+    let (s, event, _) = setup().await;
+    let args = json!({"event_id": event, "venue": "Court 2"});
+    let held = s.turn_calling("update_event", args.clone()).await;
+    let why = refused(&held).unwrap_or_else(|| panic!("held: {held}"));
+    assert!(why.contains("from Court 1 to Court 2"), "{why}");
+    let venues = || async {
+        let events = s.planner.list_events(&setup_caller()).await.unwrap();
+        events.into_iter().map(|e| e.venue).collect::<Vec<_>>()
+    };
+    for (call, reply, venue) in [
+        ("c9", "yes, move it to Court 1", "Court 1"),
+        ("c10", "yes, move it to Court 2", "Court 2"),
+    ] {
+        s.h.model
+            .push(Reply::tool_call(call, "update_event", args.clone()));
+        s.h.model.push(Reply::text("ok"));
+        s.h.turn(reply).await;
+        assert_eq!(venues().await, [venue], "{reply}");
+    }
+}
+
 async fn held_then(s: &Setup, dana: &str, replies: &[&str]) -> Value {
     let args = json!({ "attendee_id": dana });
     s.turn_calling("withdraw_attendee", args.clone()).await;

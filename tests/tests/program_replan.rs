@@ -78,9 +78,14 @@ async fn setup() -> Setup {
 impl Setup {
     /// One user turn in which the model makes `call` and then says "ok"; the tool result.
     async fn turn_calling(&self, tool: &str, args: Value) -> Value {
+        self.turn_saying("please", tool, args).await
+    }
+
+    /// One user turn saying `words`, in which the model makes `call`; the tool result.
+    async fn turn_saying(&self, words: &str, tool: &str, args: Value) -> Value {
         self.h.model.push(Reply::tool_call("c1", tool, args));
         self.h.model.push(Reply::text("ok"));
-        self.h.turn("please").await;
+        self.h.turn(words).await;
         let transcript = self.h.transcript().await;
         let tool_message = transcript
             .iter()
@@ -174,7 +179,7 @@ async fn a_program_built_by_tools_a_held_published_replan_confirmed_later_and_un
     let why = held(&asked).unwrap_or_else(|| panic!("held: {asked}"));
     assert!(
         why.contains(&format!(
-            "Re-plan the published program of \u{201c}Spring Open\u{201d}: pin \u{201c}Keynote\u{201d} at day 1 at {to}; 2 sessions move (\u{201c}Keynote\u{201d}, \u{201c}Panel\u{201d})"
+            "Move \u{201c}Keynote\u{201d} to day 1 at {to}, re-planning the published program of \u{201c}Spring Open\u{201d}: 2 sessions move (\u{201c}Keynote\u{201d}, \u{201c}Panel\u{201d})"
         )),
         "{why}"
     );
@@ -184,8 +189,8 @@ async fn a_program_built_by_tools_a_held_published_replan_confirmed_later_and_un
         "nothing changed while held"
     );
 
-    // The user says yes on a later turn; the model repeats the call.
-    let moved = s.turn_calling("move_session", args).await;
+    // The user says yes on a later turn, naming what it does; the model repeats the call.
+    let moved = s.turn_saying("yes, move it", "move_session", args).await;
     assert_eq!(moved["moved"], 2, "{moved}");
     let after_move = s.saved().await.unwrap();
     assert_eq!(

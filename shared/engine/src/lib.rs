@@ -34,14 +34,16 @@ mod spans;
 mod specs;
 mod turn;
 mod typed_yes;
+mod yes_words;
 pub use typed_yes::{CONFIRM_CODE_DIGITS, CodeKey, TypedYes, confirm_code};
+pub use yes_words::affirms;
 
 pub use turn::MAX_CALLS_PER_ANSWER;
 
 pub use compact::COMPACTION_PROMPT;
 pub use confirm::{
     Answer, Clock, ConfirmationGate, ConfirmationOptions, IF_YES, NO_TITLE, Press, RiskPolicy,
-    STALE_PRESS, TTL_VAR, YES_TITLE, affirms, call_hash, confirm_buttons, is_confirm_button,
+    STALE_PRESS, TTL_VAR, YES_TITLE, call_hash, confirm_buttons, is_confirm_button,
     needs_confirmation, risk_policy,
 };
 pub use context::{ContextFacts, ContextSource, HARNESS_NOTE_TAG, NoFacts, context_source};

@@ -323,26 +323,29 @@ impl Planner {
                 let Some((run, published)) = self.dry_run(&caller, event_id, pin).await? else {
                     return Ok(None);
                 };
-                // A pin is named with where it goes: the yes is for that too.
+                // A pin is named with where it goes: the yes is for that too. A move begins
+                // with its action, as the user asked it ("yes, move it" names it).
                 let pinned = run.pinned.as_deref().map(|title| {
                     let room = arg("room")
                         .filter(|r| !r.is_empty())
                         .map(|r| format!(" in \u{201c}{}\u{201d}", one_line(r)))
                         .unwrap_or_default();
                     format!(
-                        "pin \u{201c}{}\u{201d} at day {} at {}{room}; ",
+                        "\u{201c}{}\u{201d} to day {} at {}{room}",
                         one_line(title),
                         args.get("day").and_then(Value::as_u64).unwrap_or_default(),
                         one_line(arg("time").unwrap_or_default()),
                     )
                 });
-                published.then(|| {
-                    format!(
-                        "Re-plan the published program of \u{201c}{}\u{201d}: {}{}",
-                        one_line(&run.title),
-                        pinned.unwrap_or_default(),
-                        what_moves(&run.moved)
-                    )
+                let program = one_line(&run.title);
+                let moved = what_moves(&run.moved);
+                published.then(|| match pinned {
+                    Some(pin) => format!(
+                        "Move {pin}, re-planning the published program of \u{201c}{program}\u{201d}: {moved}"
+                    ),
+                    None => format!(
+                        "Re-plan the published program of \u{201c}{program}\u{201d}: {moved}"
+                    ),
                 })
             }
             _ => None,

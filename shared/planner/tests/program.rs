@@ -427,7 +427,7 @@ async fn re_planning_a_published_program_needs_a_yes_described_from_the_database
     assert_eq!(
         w.planner.assess_risk(&alice, "move_session", &mv).await,
         Some(format!(
-            "Re-plan the published program of \u{201c}Spring Open\u{201d}: pin \u{201c}Keynote\u{201d} at day 1 at {time}; 2 sessions move (\u{201c}Keynote\u{201d}, \u{201c}Panel\u{201d})"
+            "Move \u{201c}Keynote\u{201d} to day 1 at {time}, re-planning the published program of \u{201c}Spring Open\u{201d}: 2 sessions move (\u{201c}Keynote\u{201d}, \u{201c}Panel\u{201d})"
         )),
         "the question says where the pinned session goes"
     );
