@@ -288,7 +288,15 @@ async fn the_tool_list_is_the_registrys_mcp_catalogue() {
         tool("list_events")["annotations"],
         json!({"readOnlyHint": true, "idempotentHint": true})
     );
-    assert_eq!(tool("cancel_event")["annotations"]["destructiveHint"], true);
+    // Every tool a call of which may wait for the person's yes (taking an event's last
+    // place, publishing a full draft included).
+    for risky in ["cancel_event", "register_attendee", "publish_event"] {
+        assert_eq!(
+            tool(risky)["annotations"]["destructiveHint"],
+            true,
+            "{risky}"
+        );
+    }
     assert_eq!(
         tool("create_event")["annotations"]["destructiveHint"],
         false

@@ -57,6 +57,8 @@ pub const MAY_NEED_CONFIRMATION: &[&str] = &[
     "cancel_event",
     "update_event",
     "withdraw_attendee",
+    "register_attendee",
+    "publish_event",
     "undo",
     "build_schedule",
     "move_session",

@@ -20,6 +20,17 @@ impl Planner {
     /// fails, or a re-plan's dry run finds no plan place in time ([`PlannerError::Busy`]), what
     /// a call would change cannot be judged: the call is held (fail closed), as a risky one is.
     pub async fn assess_risk(&self, ctx: &Ctx, tool: &str, args: &Value) -> Option<String> {
+        let risk = self.judged(ctx, tool, args).await;
+        // What an MCP client is told may need a person's yes (`destructiveHint`) is every tool
+        // this may hold.
+        debug_assert!(
+            risk.is_none() || crate::MAY_NEED_CONFIRMATION.contains(&tool),
+            "{tool} is held but not in MAY_NEED_CONFIRMATION"
+        );
+        risk
+    }
+
+    async fn judged(&self, ctx: &Ctx, tool: &str, args: &Value) -> Option<String> {
         match self.assess(ctx, tool, args).await {
             Ok(risk) => risk,
             Err(err) => {
