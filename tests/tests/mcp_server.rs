@@ -1101,6 +1101,93 @@ async fn a_user_keeps_at_most_twenty_working_tokens_and_makes_twenty_a_day() {
     mcp.server.stop().await;
 }
 
+/// The tokens as DynamoDB lists them a moment after they are made: its index behind, the
+/// user's tokens are not listed yet.
+struct IndexBehind(Arc<SqliteStore>);
+
+#[async_trait::async_trait]
+impl Tokens for IndexBehind {
+    async fn create_token(&self, token: &store::McpToken) -> Result<(), store::StoreError> {
+        self.0.create_token(token).await
+    }
+    async fn token_by_hash(
+        &self,
+        hash: &str,
+    ) -> Result<Option<store::McpToken>, store::StoreError> {
+        self.0.token_by_hash(hash).await
+    }
+    async fn token(&self, id: &str) -> Result<Option<store::McpToken>, store::StoreError> {
+        self.0.token(id).await
+    }
+    async fn tokens_of(&self, _: &UserId) -> Result<Vec<store::McpToken>, store::StoreError> {
+        Ok(Vec::new())
+    }
+    async fn revoke_token(&self, id: &str, at_ms: i64) -> Result<bool, store::StoreError> {
+        self.0.revoke_token(id, at_ms).await
+    }
+    async fn touch_token(&self, id: &str, at_ms: i64) -> Result<(), store::StoreError> {
+        self.0.touch_token(id, at_ms).await
+    }
+}
+
+/// The caps hold where the list of a user's tokens misses the newest (a request racing
+/// another, DynamoDB's index behind its table): no more than twenty are made in a day, made
+/// one after another with nothing listed, or forty at once on the real list.
+#[tokio::test]
+async fn a_burst_of_token_requests_makes_no_more_than_twenty() {
+    let store = Arc::new(SqliteStore::open_in_memory().unwrap());
+    store
+        .put_account(&Account::new("local", "Local"))
+        .await
+        .unwrap();
+    let options = AppOptions {
+        store: Some(OtherStore(store.clone())),
+        tokens: Some(Arc::new(IndexBehind(store.clone()))),
+        ..AppOptions::default()
+    };
+    let server = TestServer::start(Arc::new(ScriptedModel::new(vec![])), options).await;
+    let make = || async {
+        server
+            .client
+            .post(server.url("/api/mcp-tokens"))
+            .json(&json!({"scope": "read"}))
+            .send()
+            .await
+            .unwrap()
+    };
+    for made in 1..=20 {
+        assert_eq!(make().await.status().as_u16(), 201, "token {made}");
+    }
+    let over = make().await;
+    assert_eq!(over.status().as_u16(), 429);
+    assert!(over.text().await.unwrap().contains("tomorrow"));
+    let user = UserId::from("local");
+    assert_eq!(store.tokens_of(&user).await.unwrap().len(), 20);
+    server.stop().await;
+
+    let mcp = start(AppOptions::default()).await;
+    let make = || async {
+        mcp.server
+            .client
+            .post(mcp.server.url("/api/mcp-tokens"))
+            .json(&json!({"scope": "read"}))
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16()
+    };
+    let answers = futures::future::join_all((0..40).map(|_| make())).await;
+    let made = answers.iter().filter(|s| **s == 201).count();
+    assert!(made <= 20, "{answers:?}");
+    assert!(
+        answers.iter().all(|s| [201, 409, 429].contains(s)),
+        "{answers:?}"
+    );
+    assert_eq!(mcp.store.tokens_of(&user).await.unwrap().len(), made);
+    mcp.server.stop().await;
+}
+
 /// A question lasts 10 minutes on the page, and an approval 10 minutes for the call: past
 /// either, nothing runs and the client is asked again. Ids of shapes Bridle does not make are
 /// no question.

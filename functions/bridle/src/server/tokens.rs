@@ -12,7 +12,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use store::TokenScope;
+use store::{BucketKey, BudgetLedger, Charge, Reserve, TokenScope};
 
 fn now_ms() -> i64 {
     std::time::SystemTime::now()
@@ -65,6 +65,39 @@ pub const MAX_LIVE: usize = 20;
 /// Tokens a user may make in a day.
 pub const MAX_A_DAY: usize = 20;
 
+/// The ledger's name for the tokens a user made in a day (UTC).
+const MADE_A_DAY: &str = "mcp_tokens_1d";
+
+/// Count one token made by `current` on the day (UTC) of `now` in the budget ledger, one
+/// conditional add; `false`: [`MAX_A_DAY`] were made that day, and this one is not counted.
+/// The list [`create`] reads first may miss tokens made a moment ago (by a request racing this
+/// one; on DynamoDB its index lags behind the table): the ledger's count misses none, so no
+/// burst of requests makes more than [`MAX_A_DAY`] in a day, nor (those made within the lag
+/// aside) holds more than [`MAX_LIVE`] working ones.
+async fn counted_today(app: &App, current: &CurrentUser, now: i64) -> Result<bool, ApiError> {
+    const DAY_MS: i64 = 86_400_000;
+    let start_ms = now - now.rem_euclid(DAY_MS);
+    let charge = Charge {
+        bucket: BucketKey {
+            scope: format!("web_user:{}", current.user),
+            window: MADE_A_DAY.into(),
+            start_ms,
+        },
+        amount: 1,
+        limit: Some(MAX_A_DAY as u64),
+        expires_at_ms: start_ms + 2 * DAY_MS,
+    };
+    let ledger: &dyn BudgetLedger = app.store.as_ref();
+    match ledger.reserve(&[charge]).await {
+        Ok(Reserve::Reserved) => Ok(true),
+        Ok(Reserve::Tripped { .. }) => {
+            tracing::warn!(user = %current.user, "access tokens over the day's count; refused");
+            Ok(false)
+        }
+        Err(err) => Err(ApiError::internal(err)),
+    }
+}
+
 pub async fn create(
     State(app): State<App>,
     current: CurrentUser,
@@ -105,6 +138,12 @@ pub async fn create(
             format!(
                 "You made {MAX_A_DAY} access tokens in the last day; make the next one tomorrow."
             ),
+        ));
+    }
+    if !counted_today(&app, &current, now).await? {
+        return Err(ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!("You made {MAX_A_DAY} access tokens today; make the next one tomorrow."),
         ));
     }
     let expires = now + i64::from(days) * 86_400_000;
