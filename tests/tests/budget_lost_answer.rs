@@ -18,6 +18,7 @@ use serde_json::Value;
 use std::sync::{Arc, Mutex};
 use store::{Adjustment, BucketKey, BudgetLedger, Charge, Reserve};
 use store_dynamodb::DynamoStore;
+use transcript::UserId;
 
 /// Writes seen: the operation and its `ClientRequestToken`.
 type Writes = Vec<(String, Option<String>)>;
@@ -47,7 +48,10 @@ async fn forward(
         .and_then(|t| t.rsplit('.').next())
         .unwrap_or("?")
         .to_owned();
-    let write = matches!(op.as_str(), "UpdateItem" | "TransactWriteItems");
+    let write = matches!(
+        op.as_str(),
+        "UpdateItem" | "TransactWriteItems" | "PutItem" | "DeleteItem"
+    );
     if write {
         let sent: Value = serde_json::from_slice(&body).unwrap_or_default();
         let token = sent["ClientRequestToken"].as_str().map(str::to_owned);
@@ -184,4 +188,93 @@ async fn a_claim_whose_answer_was_lost_is_the_claimers() {
         },
         "another worker's claim is refused"
     );
+}
+
+/// The rare single-item writes whose caller decides on the answer, their answers lost: each
+/// is what happened, not the refusal the SDK's repeat met (its own first write). A Yes press's
+/// record taken (it ran nothing before, and the question was gone), a sign-in's first use (it
+/// read as its own replay, and the sign-in was refused), a new session (it failed as taken by
+/// itself), an unlink (it said the chat was never linked).
+#[tokio::test]
+async fn single_writes_whose_answers_were_lost_say_what_happened() {
+    use store::{Confirmations, Identities, Pending, Session, Sessions};
+    let (store, losing) = ledger_behind_proxy().await;
+    let now = 1_800_000_000_000;
+    let lose_next = || {
+        losing.writes.lock().unwrap().clear();
+        *losing.lose_next_write.lock().unwrap() = true;
+    };
+    let conversation = transcript::ConversationId::from("web:c1@ana");
+    let pending = Pending {
+        conversation: conversation.clone(),
+        hash: "h1".into(),
+        created_on_action: "t1".into(),
+        description: "Withdraw Dana Lee from Spring Open".into(),
+        expires_at_ms: now + 3_600_000,
+    };
+    store.put_pending(&pending).await.unwrap();
+    lose_next();
+    let taken = store
+        .take_pending(&conversation, "h1", "t2", now)
+        .await
+        .unwrap();
+    assert_eq!(taken, Some(pending.clone()), "the press takes its record");
+    retried(&losing);
+    assert_eq!(
+        store
+            .take_pending(&conversation, "h1", "t2", now)
+            .await
+            .unwrap(),
+        None,
+        "once"
+    );
+
+    lose_next();
+    assert!(
+        store
+            .first_use_of_login("state-1", now, now + 600_000)
+            .await
+            .unwrap()
+    );
+    retried(&losing);
+    assert!(
+        !store
+            .first_use_of_login("state-1", now, now + 600_000)
+            .await
+            .unwrap(),
+        "a replay is still one"
+    );
+
+    let session = Session {
+        id_hash: "s".repeat(64),
+        user: UserId::from("ana"),
+        csrf: "c".into(),
+        created_at_ms: now,
+        expires_at_ms: now + 3_600_000,
+    };
+    lose_next();
+    store
+        .put_session(&session)
+        .await
+        .expect("the session is made");
+    retried(&losing);
+    assert_eq!(
+        store.session(&session.id_hash, now).await.unwrap(),
+        Some(session)
+    );
+
+    store
+        .bind_identity("telegram", "42", &UserId::from("ana"), now)
+        .await
+        .unwrap();
+    lose_next();
+    assert!(
+        store
+            .unbind_identity_of("telegram", "42", &UserId::from("ana"))
+            .await
+            .unwrap(),
+        "it was ana's, and is unlinked"
+    );
+    retried(&losing);
+    assert_eq!(store.identity("telegram", "42").await.unwrap(), None);
 }

@@ -7,7 +7,7 @@ use crate::error::unavailable;
 use crate::item::{Item, get_n, get_s, n, s, ttl_for};
 use crate::keys::{PK, SK, TTL, conversation_pk, pending_sk};
 use async_trait::async_trait;
-use aws_sdk_dynamodb::types::ReturnValue;
+use aws_sdk_dynamodb::types::{Delete, TransactWriteItem};
 use store::{Confirmations, Pending, StoreError};
 use transcript::ConversationId;
 
@@ -43,35 +43,36 @@ impl Confirmations for DynamoStore {
         current_action: &str,
         now_ms: i64,
     ) -> Result<Option<Pending>, StoreError> {
-        let taken = self
-            .client
-            .delete_item()
+        // Read, then deleted as read in a transaction of its own, applied once
+        // ([`crate::transact::write_once`]): a plain delete whose answer was lost is sent
+        // again by the SDK and fails its own condition, and a Yes press whose record it took
+        // would run nothing. One read more, on a press or a typed yes only.
+        let Some(pending) = self.read_pending(conversation, hash, now_ms).await? else {
+            return Ok(None);
+        };
+        if pending.created_on_action == current_action {
+            return Ok(None);
+        }
+        // Taken only as read: not taken by another meanwhile, nor replaced by a new question,
+        // nor expired since.
+        let delete = Delete::builder()
             .table_name(&self.table)
             .key(PK, s(conversation_pk(conversation)))
             .key(SK, s(pending_sk(hash)))
-            .condition_expression(
-                "attribute_exists(pk) AND #action <> :current AND #expires > :now",
-            )
+            .condition_expression("#action = :action AND #expires = :expires AND #expires > :now")
             .expression_attribute_names("#action", CREATED_ON_ACTION)
             .expression_attribute_names("#expires", EXPIRES_AT_MS)
-            .expression_attribute_values(":current", s(current_action))
+            .expression_attribute_values(":action", s(&pending.created_on_action))
+            .expression_attribute_values(":expires", n(pending.expires_at_ms))
             .expression_attribute_values(":now", n(now_ms))
-            .return_values(ReturnValue::AllOld)
-            .send()
-            .await;
-        match taken {
-            Ok(out) => {
-                pending_from(conversation, hash, &out.attributes.unwrap_or_default()).map(Some)
-            }
-            // Absent, expired (whether or not TTL deleted it yet) or of the current action.
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
-            {
-                Ok(None)
-            }
-            Err(e) => Err(unavailable(e)),
-        }
+            .build()
+            .map_err(unavailable)?;
+        let taken = crate::transact::write_once(
+            &self.client,
+            TransactWriteItem::builder().delete(delete).build(),
+        )
+        .await?;
+        Ok(taken.then_some(pending))
     }
 
     async fn read_pending(

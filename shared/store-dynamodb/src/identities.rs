@@ -17,7 +17,7 @@ use crate::keys::{
     identity_pk, link_code_pk,
 };
 use async_trait::async_trait;
-use aws_sdk_dynamodb::types::ReturnValue;
+use aws_sdk_dynamodb::types::{Delete, ReturnValue, TransactWriteItem};
 use store::{Binding, Identities, StoreError};
 use transcript::UserId;
 
@@ -302,27 +302,23 @@ impl Identities for DynamoStore {
         external_id: &str,
         user: &UserId,
     ) -> Result<bool, StoreError> {
-        let deleted = self
-            .client
-            .delete_item()
+        // Applied once: sent again after a lost answer, a plain delete would fail its own
+        // condition and report the unlinked chat as never linked.
+        let delete = Delete::builder()
             .table_name(&self.table)
             .key(PK, s(identity_pk(channel, external_id)))
             .key(SK, s(IDENT))
             .condition_expression("#user = :user")
             .expression_attribute_names("#user", USER_ID)
             .expression_attribute_values(":user", s(&user.0))
-            .send()
-            .await;
-        match deleted {
-            Ok(_) => Ok(true),
-            // Bound to someone else, or to nobody.
-            Err(err) => match write_error(err, || StoreError::Conflict {
-                what: String::new(),
-            }) {
-                StoreError::Conflict { .. } => Ok(false),
-                other => Err(other),
-            },
-        }
+            .build()
+            .map_err(unavailable)?;
+        // `false`: bound to someone else, or to nobody.
+        crate::transact::write_once(
+            &self.client,
+            TransactWriteItem::builder().delete(delete).build(),
+        )
+        .await
     }
 }
 

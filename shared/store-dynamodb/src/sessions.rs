@@ -4,10 +4,11 @@
 //! once.
 
 use crate::DynamoStore;
-use crate::error::{unavailable, write_error};
+use crate::error::unavailable;
 use crate::item::{get_n, get_s, n, s, ttl_for};
 use crate::keys::{PK, SK, TTL};
 use async_trait::async_trait;
+use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
 use store::{Session, Sessions, StoreError};
 
 const SESSION: &str = "SESSION";
@@ -29,8 +30,9 @@ fn login_pk(state: &str) -> String {
 #[async_trait]
 impl Sessions for DynamoStore {
     async fn put_session(&self, session: &Session) -> Result<(), StoreError> {
-        self.client
-            .put_item()
+        // Applied once ([`crate::transact::write_once`]): a new session whose answer was lost
+        // would otherwise fail as taken by itself, and the sign-in with it.
+        let put = Put::builder()
             .table_name(&self.table)
             .item(PK, s(session_pk(&session.id_hash)))
             .item(SK, s(SESSION))
@@ -40,14 +42,19 @@ impl Sessions for DynamoStore {
             .item(EXPIRES_AT_MS, n(session.expires_at_ms))
             .item(TTL, n(ttl_for(session.expires_at_ms)))
             .condition_expression("attribute_not_exists(pk)")
-            .send()
-            .await
-            .map_err(|e| {
-                write_error(e, || StoreError::Conflict {
-                    what: "session".into(),
-                })
-            })?;
-        Ok(())
+            .build()
+            .map_err(unavailable)?;
+        match crate::transact::write_once(
+            &self.client,
+            TransactWriteItem::builder().put(put).build(),
+        )
+        .await?
+        {
+            true => Ok(()),
+            false => Err(StoreError::Conflict {
+                what: "session".into(),
+            }),
+        }
     }
 
     async fn session(&self, id_hash: &str, now_ms: i64) -> Result<Option<Session>, StoreError> {
@@ -93,9 +100,9 @@ impl Sessions for DynamoStore {
         now_ms: i64,
         keep_until_ms: i64,
     ) -> Result<bool, StoreError> {
-        let put = self
-            .client
-            .put_item()
+        // Applied once ([`crate::transact::write_once`]): a first use whose answer was lost
+        // would otherwise read as its own replay, and the genuine sign-in be refused.
+        let put = Put::builder()
             .table_name(&self.table)
             .item(PK, s(login_pk(state)))
             .item(SK, s(LOGIN))
@@ -104,16 +111,9 @@ impl Sessions for DynamoStore {
             .condition_expression("attribute_not_exists(pk) OR #keep <= :now")
             .expression_attribute_names("#keep", KEEP_UNTIL_MS)
             .expression_attribute_values(":now", n(now_ms))
-            .send()
-            .await;
-        match put.map_err(|e| {
-            write_error(e, || StoreError::Conflict {
-                what: "verified sign-in".into(),
-            })
-        }) {
-            Ok(_) => Ok(true),
-            Err(StoreError::Conflict { .. }) => Ok(false),
-            Err(e) => Err(e),
-        }
+            .build()
+            .map_err(unavailable)?;
+        crate::transact::write_once(&self.client, TransactWriteItem::builder().put(put).build())
+            .await
     }
 }

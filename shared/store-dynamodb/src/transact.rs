@@ -44,6 +44,28 @@ pub(crate) async fn send(
     }
 }
 
+/// `item`, one conditional write, sent as a transaction of its own so that it is applied once:
+/// a plain `PutItem` or `DeleteItem` whose answer is lost (a timeout, a 500) is sent again by
+/// the SDK, and its own first write then fails its condition, which would read as someone
+/// else's (a Yes press's record taken by another, a sign-in a replay, an unlink of a chat not
+/// linked). A transaction's `ClientRequestToken` makes DynamoDB answer the repeat as it answered
+/// the first. `Ok(false)`: the condition was false, nothing written. It costs twice the write
+/// units of a plain write: only for rare writes a caller decides on.
+pub(crate) async fn write_once(
+    client: &aws_sdk_dynamodb::Client,
+    item: aws_sdk_dynamodb::types::TransactWriteItem,
+) -> Result<bool, store::StoreError> {
+    match send(client.transact_write_items().transact_items(item)).await {
+        Ok(_) => Ok(true),
+        Err(err) => match crate::error::write_error(err, || store::StoreError::Conflict {
+            what: String::new(),
+        }) {
+            store::StoreError::Conflict { .. } => Ok(false),
+            other => Err(other),
+        },
+    }
+}
+
 /// Whether `err` is a cancellation whose only reasons are conflicts with other transactions.
 fn conflicts_only(err: &SdkError<TransactWriteItemsError>) -> bool {
     match err.as_service_error() {

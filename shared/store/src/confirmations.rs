@@ -25,9 +25,10 @@ pub trait Confirmations: Send + Sync {
     async fn put_pending(&self, pending: &Pending) -> Result<(), StoreError>;
 
     /// Consume the record: `Some` exactly once, and only when it is live at `now_ms` and was
-    /// created on another action than `current_action` (a later user turn). One conditional
-    /// delete, so of concurrent takers at most one gets it. A record of the current action is
-    /// left in place and gives `None`.
+    /// created on another action than `current_action` (a later user turn). A conditional
+    /// delete (DynamoDB reads the record first, then deletes it only as read, applied once
+    /// if its answer is lost), so of concurrent takers at most one gets it. A record of the
+    /// current action is left in place and gives `None`.
     async fn take_pending(
         &self,
         conversation: &ConversationId,
