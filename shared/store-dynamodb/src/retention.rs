@@ -8,14 +8,16 @@
 //! brings old words back; and items already dated close to the new date
 //! ([`CLOSE_ENOUGH_PART`]), so a refresh writes what is new, not the whole conversation again. Items written after a refresh get their date at the next one; the job
 //! path refreshes after recording each exchange (a crash in between leaves that exchange without
-//! a date until the sender's next message).
+//! a date until the job's retry, or the sender's next message). One that comes after the
+//! conversation's own date has passed deletes what is still undated (`delete_undated`): TTL
+//! never would, and a returning sender's fresh lobby would show it.
 
 use crate::DynamoStore;
 use crate::error::{unavailable, write_error};
 use crate::item::{Item, is_expired, n, s, ttl_for};
 use crate::keys::{META, MSG, PK, SEEN, SK, TTL, conversation_pk};
 use async_trait::async_trait;
-use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Delete, TransactWriteItem};
 use store::{Retention, StoreError};
 use transcript::ConversationId;
 
@@ -88,6 +90,12 @@ impl Retention for DynamoStore {
                 _ => break,
             }
         }
+        // Past its date (or gone): what is left of it was written after its last refresh,
+        // undated, and goes now, not dated anew with a returning sender's fresh lobby.
+        let live = |i: &&Item| is_meta(i) && !is_expired(i, now_s);
+        if !items.iter().any(|i| live(&i)) {
+            return self.delete_undated(&pk, &items, now_s).await;
+        }
         let until_s = ttl_for(until_ms);
         let close_enough = (until_s - now_s).max(0) / CLOSE_ENOUGH_PART;
         // The conversation's own item always takes the new date, so it is never dated before
@@ -127,5 +135,66 @@ impl Retention for DynamoStore {
 
     async fn sweep_expired(&self, _now_ms: i64) -> Result<u64, StoreError> {
         Ok(0)
+    }
+}
+
+/// Deletes of a transaction beside its check that the conversation is still past its date.
+const DELETES_A_TRANSACTION: usize = 99;
+
+impl DynamoStore {
+    /// Delete the items of `pk`'s conversation, past its date or gone, that have no date of
+    /// their own: written after its last refresh (the process died before the refresh that
+    /// follows each exchange), DynamoDB's TTL never deletes them, and a refresh would date them
+    /// anew with a returning sender's fresh lobby. Each transaction checks that the
+    /// conversation is still past its date (a fresh one created meanwhile is left alone).
+    async fn delete_undated(&self, pk: &str, items: &[Item], now_s: i64) -> Result<(), StoreError> {
+        let undated: Vec<&Item> = items
+            .iter()
+            .filter(|i| expires_with_conversation(i) && !is_meta(i) && !i.contains_key(TTL))
+            .collect();
+        for chunk in undated.chunks(DELETES_A_TRANSACTION) {
+            let check = ConditionCheck::builder()
+                .table_name(&self.table)
+                .key(PK, s(pk))
+                .key(SK, s(META))
+                .condition_expression("attribute_not_exists(#pk) OR #ttl < :now")
+                .expression_attribute_names("#pk", PK)
+                .expression_attribute_names("#ttl", TTL)
+                .expression_attribute_values(":now", n(now_s))
+                .build()
+                .map_err(unavailable)?;
+            let mut writes = vec![TransactWriteItem::builder().condition_check(check).build()];
+            for item in chunk {
+                let delete = Delete::builder()
+                    .table_name(&self.table)
+                    .key(PK, s(pk))
+                    .key(SK, item[SK].clone())
+                    .condition_expression("attribute_not_exists(#ttl)")
+                    .expression_attribute_names("#ttl", TTL)
+                    .build()
+                    .map_err(unavailable)?;
+                writes.push(TransactWriteItem::builder().delete(delete).build());
+            }
+            let sent = crate::transact::send(
+                self.client
+                    .transact_write_items()
+                    .set_transact_items(Some(writes)),
+            )
+            .await;
+            match sent.map_err(|e| write_error(e, || StoreError::Conflict { what: pk.into() })) {
+                Ok(_) => {}
+                // A fresh conversation began meanwhile, or an item was dated: left as it is.
+                Err(StoreError::Conflict { .. }) => return Ok(()),
+                Err(other) => return Err(other),
+            }
+        }
+        if !undated.is_empty() {
+            tracing::info!(
+                conversation = pk,
+                items = undated.len(),
+                "undated items of a conversation past its date deleted"
+            );
+        }
+        Ok(())
     }
 }

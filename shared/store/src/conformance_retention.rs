@@ -21,6 +21,7 @@ macro_rules! retention_conformance_tests {
         $crate::retention_conformance_tests!(@each $make;
             expired_conversations_go_and_nothing_else => check_expiry_sweeps_only_the_expired,
             a_refresh_after_the_date_revives_nothing => check_no_revival,
+            words_written_after_the_last_refresh_go_with_the_date => check_undated_words_go,
         );
     };
     (@each $make:expr; $($test:ident => $check:ident),* $(,)?) => {
@@ -204,4 +205,53 @@ pub async fn check_no_revival(store: &dyn Store) {
         .unwrap();
     store.sweep_expired(now).await.unwrap();
     assert_gone(store, &other, "a lobby whose date was moved earlier").await;
+}
+
+/// Words recorded after the last refresh (the process died before the refresh that follows
+/// each exchange, or it failed) go with the conversation once its date has passed: a refresh
+/// after the date, or a returning sender's fresh lobby, shows none of them.
+pub async fn check_undated_words_go(store: &dyn Store) {
+    let now = now_ms();
+    let lobby = conversation_with_words(store, "whatsapp:491700000001", "unlinked:e").await;
+    store
+        .expire_conversation(&lobby, now - HOUR_MS, now - 2 * HOUR_MS)
+        .await
+        .unwrap();
+    // Recorded before the date passed, and never refreshed.
+    store
+        .append_visible(&entry(&lobby, 2, VisibleRole::User, "my pin is 1234"))
+        .await
+        .unwrap();
+    // The sender returns after the date: the refresh before their lobby is looked at.
+    store
+        .expire_conversation(&lobby, now + HOUR_MS, now)
+        .await
+        .unwrap();
+    store.sweep_expired(now).await.unwrap();
+    assert_gone(
+        store,
+        &lobby,
+        "a lobby with words written after its last refresh",
+    )
+    .await;
+    let again = Conversation {
+        created_at_ms: now,
+        ..Conversation::new(
+            lobby.clone(),
+            UserId::from("unlinked:e"),
+            "whatsapp",
+            "chat",
+        )
+    };
+    store.create_conversation(&again).await.unwrap();
+    store
+        .expire_conversation(&lobby, now + HOUR_MS, now)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.visible(&lobby).await.unwrap(),
+        [],
+        "the old words stay gone"
+    );
+    assert_eq!(store.next_visible_position(&lobby).await.unwrap(), 0);
 }
