@@ -415,6 +415,64 @@ async fn a_user_holds_at_most_eight_reply_streams_open() {
     );
 }
 
+/// A stream whose client went away after `queued` keeps its place until its turn is done: the
+/// turn runs on, and a user who posted and hung up over and over would otherwise keep any
+/// number of turns running (every turn slot of the server) behind everyone else's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_stream_left_after_queued_holds_its_place_until_its_turn_is_done() {
+    let s = TestServer::start(
+        EchoModel::new(Duration::from_secs(2)),
+        AppOptions {
+            streams_per_user: 3,
+            ..AppOptions::default()
+        },
+    )
+    .await;
+    let http = reqwest::Client::new();
+    let post = |conv: String, text: &str| {
+        let req = http
+            .post(s.url(&format!("/api/conversations/{conv}/messages")))
+            .json(&serde_json::json!({ "text": text }));
+        async move { req.send().await.unwrap() }
+    };
+    // Three messages (her cap here) in three conversations (their turns run side by side),
+    // each stream dropped once it says `queued`.
+    let mut conversations = Vec::new();
+    for n in 0..3 {
+        let conv = s.new_conversation().await;
+        let mut res = post(conv.clone(), &format!("message {n}")).await;
+        assert_eq!(res.status(), 200);
+        let first = res.chunk().await.unwrap().unwrap();
+        assert!(String::from_utf8_lossy(&first).contains("event: queued"));
+        drop(res);
+        conversations.push(conv);
+    }
+    let more = s.new_conversation().await;
+    let refused = post(more.clone(), "one too many").await;
+    assert_eq!(
+        refused.status(),
+        429,
+        "three turns of hers are still running"
+    );
+    // The turns finish (their answers recorded): the places are free again.
+    for conv in &conversations {
+        let id: transcript::ConversationId = conv.as_str().into();
+        tests::eventually("the answer recorded", || async {
+            let last = s.app.store.last_visible(&id).await.ok()??;
+            (last.role == store::VisibleRole::Assistant).then_some(())
+        })
+        .await;
+    }
+    let posted = tests::eventually("a place free again", || async {
+        let res = post(more.clone(), "now there is room").await;
+        (res.status() == 200).then_some(res)
+    })
+    .await;
+    let answer = posted.text().await.unwrap();
+    assert!(answer.contains("event: done"), "{answer}");
+    s.stop().await;
+}
+
 /// Without sign-in, another site's page can still make the browser post a form to 127.0.0.1
 /// (a form needs no preflight): a change whose `Origin` is another site's, or `null`, is
 /// refused; the server's own page (same origin) and clients that name no origin are served.

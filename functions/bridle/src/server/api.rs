@@ -1,6 +1,7 @@
 //! The web chat's HTTP API. See README.md ("HTTP API") for the contract.
 
 use super::errors::ApiError;
+use super::streams::Slot;
 use super::{App, MAX_BODY_BYTES};
 use crate::auth::CurrentUser;
 use axum::Json;
@@ -15,6 +16,7 @@ use queue::{Enqueued, TurnJob};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use transcript::{Conversation, ConversationId};
 
@@ -438,7 +440,30 @@ pub async fn post_message(
         .event("queued")
         .data(json!({ "message_id": message_id }).to_string());
     let first = futures::stream::once(async move { Ok(queued) });
-    let rest = futures::stream::unfold(Some(rx), |rx| async move {
+    // The slot is held until the turn is done, whether or not its client still listens: a
+    // client that goes away after `queued` leaves its turn running, and without this could
+    // post again at once, and so keep any number of turns running (every turn slot of the
+    // server) behind everyone else's. The turn's events are passed on while someone listens;
+    // then the stream gives the slot back as its last step (so the web Lambda's invocation
+    // does not end first), or, once its client has gone, the turn's end does.
+    let slot = Arc::new(Mutex::new(Some(slot)));
+    let (to_client, from_turn) = tokio::sync::mpsc::unbounded_channel();
+    let held = slot.clone();
+    tokio::spawn(async move {
+        let mut rx = rx;
+        let mut listening = true;
+        while let Some(event) = rx.recv().await {
+            let done = matches!(event, TurnEvent::Done { .. });
+            listening = listening && to_client.send(event).is_ok();
+            if done {
+                break;
+            }
+        }
+        if !listening && let Some(slot) = take_slot(&held) {
+            slot.release().await;
+        }
+    });
+    let rest = futures::stream::unfold(Some(from_turn), |rx| async move {
         let mut rx = rx?;
         let event = rx.recv().await?;
         let done = matches!(event, TurnEvent::Done { .. });
@@ -447,11 +472,19 @@ pub async fn post_message(
             .data(serde_json::to_string(&event).unwrap_or_default());
         Some((Ok(sse), (!done).then_some(rx)))
     });
-    // The slot is held as long as the stream: until its turn is done (given back as the
-    // stream's last step) or the client goes (given back as the stream drops).
-    let release = futures::stream::once(slot.release()).filter_map(|()| async { None });
+    let release = futures::stream::once(async move {
+        if let Some(slot) = take_slot(&slot) {
+            slot.release().await;
+        }
+    })
+    .filter_map(|()| async { None });
     let events = first.chain(rest).chain(release);
     Ok(Sse::new(events).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
+}
+
+/// The reply stream's slot, unless given back already.
+fn take_slot(slot: &Mutex<Option<Slot>>) -> Option<Slot> {
+    slot.lock().unwrap_or_else(|e| e.into_inner()).take()
 }
 
 fn event_name(event: &TurnEvent) -> &'static str {

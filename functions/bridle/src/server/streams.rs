@@ -13,8 +13,9 @@
 //! `streams:<user>#<k>` (no channel is called `streams`, so no conversation has such an id),
 //! taken for at most as long as the function may run: one conditional write for a free slot,
 //! up to [`cap`] when all are held. It is given back as the stream's last step (one delete),
-//! before an answer that opens no stream, or, for a stream whose client went away, on the side
-//! as its response is dropped; if the environment froze first, its lease lapses.
+//! before an answer that opens no stream, or, for a stream whose client went away, once its
+//! turn is done (the turn runs on: a client that hangs up after `queued` does not free its
+//! place for another turn at once); if the environment froze first, its lease lapses.
 //!
 //! [`cap`]: OpenStreams::cap
 
