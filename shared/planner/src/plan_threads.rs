@@ -7,10 +7,16 @@
 //! cores would starve the server's own work for a minute. A plan past the bound waits its turn,
 //! at most [`PLAN_WAIT`]; its place is held by the thread, so a caller that gives up waiting
 //! (a tool's deadline) frees no core that is still busy.
+//!
+//! One owner's plans run one at a time, and wait for a place one at a time: places go in the
+//! order asked (Tokio's semaphore is fair), so an owner who asks for many at once (twenty MCP
+//! tokens, each looping builds of a hard program: no model budget is spent on them) is one in
+//! the queue, not twenty, and everyone else's plan waits for at most one of theirs.
 
-use std::sync::{Arc, OnceLock};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// How long a plan waits for a place before it is refused ([`PlansBusy`]): well inside the
 /// tool runner's 30 s, and short enough that a judgement waiting for its dry run, then the
@@ -35,20 +41,73 @@ fn places() -> Arc<Semaphore> {
         .clone()
 }
 
-/// `work` on a blocking thread once one of the [`plans_at_once`] places is free, waiting at
-/// most [`PLAN_WAIT`]. A panic in it goes on as the caller's own, for the tool runner to report.
+/// Each owner's one turn at asking for a place: a semaphore of one per owner with a plan
+/// running or waiting, removed when none has (every clone is made and dropped under the
+/// lock, so a count of one is the map's own).
+fn owners() -> &'static Mutex<HashMap<String, Arc<Semaphore>>> {
+    static OWNERS: OnceLock<Mutex<HashMap<String, Arc<Semaphore>>>> = OnceLock::new();
+    OWNERS.get_or_init(Default::default)
+}
+
+/// An owner's turn, held while its plan waits and runs.
+struct OwnersTurn {
+    owner: String,
+    turn: Option<(Arc<Semaphore>, OwnedSemaphorePermit)>,
+}
+
+impl OwnersTurn {
+    async fn take(owner: &str) -> Self {
+        let semaphore = {
+            let mut owners = owners().lock().unwrap_or_else(|e| e.into_inner());
+            owners
+                .entry(owner.to_owned())
+                .or_insert_with(|| Arc::new(Semaphore::new(1)))
+                .clone()
+        };
+        let permit = semaphore.clone().acquire_owned().await;
+        Self {
+            owner: owner.to_owned(),
+            turn: Some((
+                semaphore,
+                permit.expect("an owner's semaphore is never closed"),
+            )),
+        }
+    }
+}
+
+impl Drop for OwnersTurn {
+    fn drop(&mut self) {
+        let mut owners = owners().lock().unwrap_or_else(|e| e.into_inner());
+        drop(self.turn.take());
+        if owners
+            .get(&self.owner)
+            .is_some_and(|s| Arc::strong_count(s) == 1)
+        {
+            owners.remove(&self.owner);
+        }
+    }
+}
+
+/// `work` on a blocking thread once `owner` (the user whose plan it is) has no other plan
+/// running or waiting and one of the [`plans_at_once`] places is free, waiting at most
+/// [`PLAN_WAIT`] for both. A panic in it goes on as the caller's own, for the tool runner to
+/// report.
 pub async fn on_a_plan_thread<T: Send + 'static>(
+    owner: &str,
     work: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, PlansBusy> {
-    let place = match tokio::time::timeout(PLAN_WAIT, places().acquire_owned()).await {
-        Ok(place) => place.expect("the plan semaphore is never closed"),
-        Err(_) => {
-            tracing::warn!(wait = ?PLAN_WAIT, "no place for a plan came free; refused");
-            return Err(PlansBusy);
-        }
+    let waited = tokio::time::timeout(PLAN_WAIT, async {
+        let turn = OwnersTurn::take(owner).await;
+        let place = places().acquire_owned().await;
+        (turn, place.expect("the plan semaphore is never closed"))
+    })
+    .await;
+    let Ok((turn, place)) = waited else {
+        tracing::warn!(wait = ?PLAN_WAIT, "no place for a plan came free; refused");
+        return Err(PlansBusy);
     };
     let done = tokio::task::spawn_blocking(move || {
-        let _place = place;
+        let _held = (turn, place);
         work()
     })
     .await

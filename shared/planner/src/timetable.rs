@@ -91,6 +91,7 @@ impl Planner {
             .maybe::<ScheduleRecord>(caller, SCHEDULE, event_id)
             .await?;
         let plan = planned(
+            &caller.user,
             &record.program,
             previous.as_ref().map(|(s, _)| &s.timetable),
         )
@@ -156,7 +157,8 @@ impl Planner {
             None => None,
         };
         // No place for the plan: what the call would do cannot be told (the call is held).
-        let Ok(plan) = off_the_async_threads(&record.program, Some(&previous.timetable)).await?
+        let Ok(plan) =
+            off_the_async_threads(&caller.user, &record.program, Some(&previous.timetable)).await?
         else {
             return Ok(None);
         };
@@ -225,8 +227,12 @@ fn pin_session(
     Ok(())
 }
 
-async fn planned(program: &Program, previous: Option<&Timetable>) -> Result<Plan, PlannerError> {
-    off_the_async_threads(program, previous).await?.map_err(|why| {
+async fn planned(
+    owner: &transcript::UserId,
+    program: &Program,
+    previous: Option<&Timetable>,
+) -> Result<Plan, PlannerError> {
+    off_the_async_threads(owner, program, previous).await?.map_err(|why| {
         let too_large = why
             .reasons
             .iter()
@@ -242,16 +248,19 @@ async fn planned(program: &Program, previous: Option<&Timetable>) -> Result<Plan
     })
 }
 
-/// `schedule::plan` on a plan thread ([`crate::plan_threads`]); [`PlannerError::Busy`] when no
-/// place came free in time.
+/// `schedule::plan` of `owner`'s program on a plan thread ([`crate::plan_threads`]);
+/// [`PlannerError::Busy`] when no place came free in time.
 async fn off_the_async_threads(
+    owner: &transcript::UserId,
     program: &Program,
     previous: Option<&Timetable>,
 ) -> Result<Result<Plan, schedule::Infeasible>, PlannerError> {
     let (program, previous) = (program.clone(), previous.cloned());
-    crate::plan_threads::on_a_plan_thread(move || schedule::plan(&program, previous.as_ref()))
-        .await
-        .map_err(|_| PlannerError::Busy)
+    crate::plan_threads::on_a_plan_thread(&owner.0, move || {
+        schedule::plan(&program, previous.as_ref())
+    })
+    .await
+    .map_err(|_| PlannerError::Busy)
 }
 
 /// The checker's verdict before a save. A rejection is a scheduler bug: logged as an error

@@ -1,5 +1,5 @@
-//! At most [`plans_at_once`] timetable plans run at once across the process, and a plan that
-//! finds no place within [`PLAN_WAIT`] is refused: a build then says so, and a risk judgement
+//! At most [`plans_at_once`] timetable plans run at once across the process, one owner's one
+//! at a time, and a plan that finds no place within [`PLAN_WAIT`] is refused: a build then says so, and a risk judgement
 //! that needed a dry run holds its call. A test binary of its own: the places are the
 //! process's, and another test's plan would take one.
 
@@ -32,7 +32,8 @@ async fn at_most_the_plan_places_run_at_once() {
         }
     };
     // The first caller gets a place, then gives up waiting while its plan still runs.
-    let gave_up = tokio::time::timeout(Duration::from_millis(10), on_a_plan_thread(work())).await;
+    let gave_up =
+        tokio::time::timeout(Duration::from_millis(10), on_a_plan_thread("first", work())).await;
     assert!(gave_up.is_err(), "the first caller gave up waiting");
     let started = Instant::now();
     while running.load(Ordering::SeqCst) == 0 && started.elapsed() < Duration::from_secs(5) {
@@ -40,8 +41,12 @@ async fn at_most_the_plan_places_run_at_once() {
     }
     assert_eq!(running.load(Ordering::SeqCst), 1, "its plan runs on");
     let asked = 4 * plans_at_once();
+    // Each of another owner (one owner's plans run one at a time: below).
     let plans: Vec<_> = (0..asked)
-        .map(|_| tokio::spawn(on_a_plan_thread(work())))
+        .map(|i| {
+            let work = work();
+            tokio::spawn(async move { on_a_plan_thread(&format!("owner-{i}"), work).await })
+        })
         .collect();
     for plan in plans {
         plan.await.unwrap().expect("a place came free in time");
@@ -140,11 +145,14 @@ async fn a_plan_that_finds_no_place_in_time_is_refused() {
         }
     };
     let taken: Vec<_> = (0..plans_at_once())
-        .map(|_| tokio::spawn(on_a_plan_thread(long(ran.clone()))))
+        .map(|i| {
+            let long = long(ran.clone());
+            tokio::spawn(async move { on_a_plan_thread(&format!("holder-{i}"), long).await })
+        })
         .collect();
     tokio::time::sleep(Duration::from_millis(100)).await;
     let asked = Instant::now();
-    let plain = on_a_plan_thread({
+    let plain = on_a_plan_thread("someone", {
         let ran = ran.clone();
         move || ran.fetch_add(100, Ordering::SeqCst)
     });
@@ -176,4 +184,38 @@ async fn a_plan_that_finds_no_place_in_time_is_refused() {
 async fn plan_places_bound_and_refuse() {
     at_most_the_plan_places_run_at_once().await;
     a_plan_that_finds_no_place_in_time_is_refused().await;
+    one_owners_many_plans_hold_up_anothers_by_one_at_most().await;
+}
+
+/// One owner asking for many plans at once (a user's twenty MCP tokens looping builds of a hard
+/// program) is one in the queue for a place, not many: another owner's plan, asked after all
+/// of theirs, runs after at most one more of them, not after every one.
+async fn one_owners_many_plans_hold_up_anothers_by_one_at_most() {
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let work = |who: &'static str| {
+        let order = order.clone();
+        move || {
+            std::thread::sleep(Duration::from_millis(100));
+            order.lock().unwrap().push(who);
+        }
+    };
+    let many = 3 * plans_at_once() + 2;
+    let theirs: Vec<_> = (0..many)
+        .map(|_| {
+            let work = work("bob");
+            tokio::spawn(async move { on_a_plan_thread("bob", work).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    on_a_plan_thread("ana", work("ana"))
+        .await
+        .expect("a place in time");
+    for plan in theirs {
+        plan.await
+            .unwrap()
+            .expect("bob's own plans wait for each other, in time");
+    }
+    let order = order.lock().unwrap().clone();
+    let ana = order.iter().position(|w| *w == "ana").unwrap();
+    assert!(ana <= 2, "ana's plan ran after {ana} of bob's: {order:?}");
 }
