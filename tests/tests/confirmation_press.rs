@@ -310,6 +310,19 @@ async fn a_held_call_that_ran_later_in_the_turn_is_asked_about_no_more() {
     assert_eq!(r.registered().await, 2, "{:?}", out.reply);
     assert!(out.buttons.is_empty(), "nothing is held any more: {out:?}");
     assert!(!out.reply.contains("If you say yes"), "{}", out.reply);
+    // Its pending record is gone too: made on this very turn, no "yes" on the next (to a
+    // question never shown) could take it, and a call it describes alike (an undo whose
+    // effect is back to what was asked) run unasked.
+    let pending = r
+        .store
+        .read_pending(
+            &ConversationId::from("conv-1"),
+            &engine::call_hash("register_attendee", &eve),
+            r.now.load(Ordering::SeqCst),
+        )
+        .await
+        .unwrap();
+    assert_eq!(pending, None);
 }
 
 /// The held call's reply carries the server's buttons (not the model's), and a Yes press on

@@ -148,8 +148,12 @@ impl Turn<'_> {
                 let hash = crate::confirm::call_hash(&call.name, &call.input);
                 if let Some(at) = self.held_now.iter().position(|l| l.call == hash) {
                     self.held_now.remove(at);
+                    // Made on this very action, which `take_pending` (a No press's `void`)
+                    // never takes: voided as a record of this action.
                     if let Some(gate) = &engine.confirmation
-                        && let Err(err) = gate.void(&self.ctx, call).await
+                        && let Err(err) = gate
+                            .void_unseen(&self.ctx.conversation_id, call, &self.ctx.action_id.0)
+                            .await
                     {
                         tracing::warn!(tool = %call.name, error = %err, "could not void the pending confirmation of a call that ran since; it will expire");
                     }
