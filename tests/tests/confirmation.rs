@@ -693,6 +693,30 @@ async fn a_yes_that_names_the_old_value_as_the_new_one_confirms_nothing() {
     }
 }
 
+/// A whole number written with a fraction (`8.0`, which JSON Schema counts as an integer) is
+/// that number to everything that reads the call: lowering Spring Open's capacity to `8.0` is
+/// held as lowering it to 8 is (the policy read no number, let it through, and the handler
+/// then changed nothing and said it had), and an event made with `250.0` places has 250 (it
+/// had 1).
+#[tokio::test]
+async fn a_whole_number_written_with_a_fraction_is_that_number() {
+    let (s, event, _) = setup().await;
+    let lower = json!({"event_id": event, "capacity": 8.0});
+    let held = s.turn_calling("update_event", lower).await;
+    let why = refused(&held).unwrap_or_else(|| panic!("held: {held}"));
+    assert!(why.contains("from 10 to 8"), "{why}");
+    let made = s
+        .turn_calling(
+            "create_event",
+            json!({"title": "Gala", "starts_at": "2025-06-01T19:00", "venue": "Hall", "capacity": 250.0}),
+        )
+        .await;
+    assert_eq!(made["capacity"], 250, "{made}");
+    let events = s.planner.list_events(&setup_caller()).await.unwrap();
+    let capacities: Vec<u32> = events.iter().map(|e| e.capacity).collect();
+    assert_eq!(capacities, [10, 250]);
+}
+
 async fn held_then(s: &Setup, dana: &str, replies: &[&str]) -> Value {
     let args = json!({ "attendee_id": dana });
     s.turn_calling("withdraw_attendee", args.clone()).await;

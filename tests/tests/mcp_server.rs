@@ -1101,6 +1101,19 @@ async fn a_user_keeps_at_most_twenty_working_tokens_and_makes_twenty_a_day() {
     mcp.server.stop().await;
 }
 
+/// A whole number an AI client wrote with a fraction (`250.0`, an integer to JSON Schema) is
+/// that number to the tool: the event gets 250 places (it got 1, the handler's default).
+#[tokio::test]
+async fn a_whole_number_written_with_a_fraction_is_that_number_over_mcp() {
+    let mcp = start(AppOptions::default()).await;
+    let alice = mcp.token("alice", TokenScope::Write).await;
+    let mut args = spring();
+    args["capacity"] = json!(250.0);
+    let created = mcp.call(&alice, "create_event", args).await;
+    assert_eq!(created["structuredContent"]["capacity"], 250, "{created}");
+    mcp.server.stop().await;
+}
+
 /// The tokens as DynamoDB lists them a moment after they are made: its index behind, the
 /// user's tokens are not listed yet.
 struct IndexBehind(Arc<SqliteStore>);

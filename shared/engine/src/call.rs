@@ -276,8 +276,14 @@ async fn stream_events(
                 }
                 acc.push_reasoning(delta);
             }
-            Some(Ok(ModelEvent::ToolUse { id, name, input })) => {
+            Some(Ok(ModelEvent::ToolUse {
+                id,
+                name,
+                mut input,
+            })) => {
                 let id = acc.call_id(id);
+                // `250.0` for an integer is `250` to everything that reads the call.
+                tools::whole_numbers(&mut input);
                 if listening {
                     sink.emit(TurnEvent::ToolUse {
                         id: id.clone(),

@@ -209,10 +209,13 @@ impl BridleMcp {
         }
         let registry = &self.shared.registry;
         let action = uuid::Uuid::new_v4().simple().to_string();
+        let mut input = Value::Object(request.arguments.clone().unwrap_or_default());
+        // `250.0` for an integer is `250` to everything that reads the call.
+        tools::whole_numbers(&mut input);
         let call = ToolCall {
             id: format!("mcp_{action}"),
             name: request.name.to_string(),
-            input: Value::Object(request.arguments.clone().unwrap_or_default()),
+            input,
         };
         // Unknown tools and invalid arguments: the runner's own sentences.
         if let Some(invalid) = registry.check(MCP_PURPOSE, &call) {

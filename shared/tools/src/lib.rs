@@ -16,6 +16,7 @@ mod error;
 mod fault;
 mod grant;
 mod handler;
+mod numbers;
 mod registry;
 mod shape;
 
@@ -25,6 +26,7 @@ pub use error::{RegistryError, ToolError};
 pub use fault::{FAULT_PAUSE_VAR, PAUSED};
 pub use grant::{not_allowed, not_allowed_outcome};
 pub use handler::{ToolHandler, handler_fn};
+pub use numbers::whole_numbers;
 pub use registry::{Registry, RunnerOptions, ToolCall, ToolOutcome};
 pub use transcript::Grant;
 
