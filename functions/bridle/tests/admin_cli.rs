@@ -236,6 +236,7 @@ async fn every_subcommand(target: Target, store: Arc<dyn Store>, env: &[(&str, &
         let made = run(&["tokens", "create", "bob@example.org", "--scope", scope]);
         assert_eq!(made.code, 0, "{made:?}");
     }
+    let before_close = now_ms();
     for (verb, status) in [
         ("pause", "paused"),
         ("resume", "active"),
@@ -250,6 +251,14 @@ async fn every_subcommand(target: Target, store: Arc<dyn Store>, env: &[(&str, &
         .unwrap()
         .unwrap();
     assert_eq!(bob.status, AccountStatus::Closed, "the change is stored");
+    // Closing signs the account out everywhere as of then: a web session or a link code made
+    // before is void even once the account is resumed (a session that made no request while
+    // the account was closed was never ended by the gate, and came back with `resume`).
+    assert!(
+        bob.sessions_ended_at_ms >= before_close,
+        "signed out everywhere at the close: {} < {before_close}",
+        bob.sessions_ended_at_ms
+    );
     let resumed = run(&["users", "resume", "bob@example.org", "--json"]).json();
     assert_eq!(resumed["status"], "active");
     let listed = run(&["tokens", "list", "bob@example.org", "--json"]).json();

@@ -200,13 +200,22 @@ async fn set_status(
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
     let account = find_account(store, who).await?;
+    // Closed for good as far as what it had signed in goes: resuming the account later (say,
+    // once the leak it was closed for is dealt with) must not bring back a web session (one
+    // that made no request while closed was never ended by the gate), a link code made
+    // before (it would link a chat that acts as the user once resumed) or an access token.
+    // Signed out everywhere first, as `POST /auth/logout-everywhere` does: the MCP door then
+    // refuses a token made before now that the revocation's listing misses.
+    if status == AccountStatus::Closed {
+        store
+            .end_sessions(&account.user, (deps.clock)())
+            .await
+            .map_err(CliError::store("cannot sign the account out everywhere"))?;
+    }
     store
         .set_account_status(&account.user, status)
         .await
         .map_err(CliError::store("cannot change the account's status"))?;
-    // Closed for good as far as its tokens go: resuming the account later (say, once the
-    // leak it was closed for is dealt with) must not bring them back. Its web sessions end
-    // at their next request.
     let revoked = if status == AccountStatus::Closed {
         revoke_tokens(deps, &account.user).await?
     } else {
