@@ -100,10 +100,14 @@ async fn init() -> Result<Worker, Error> {
     ));
     // The same SDK configuration as the other clients: Lambda's credentials and region, the
     // compiled-in Amazon roots, `AWS_ENDPOINT_URL_BEDROCK_RUNTIME` when set.
-    let model = Arc::new(BedrockModel::new(
-        backend_bedrock::client(&aws),
-        config.model_id.clone(),
-    ));
+    let mut model = BedrockModel::new(backend_bedrock::client(&aws), config.model_id.clone());
+    // Anthropic's models read no S3 location: attachments go to them as bytes, read back from
+    // the media bucket.
+    if let Some(media) = &media {
+        let bytes = channel_jobs::attachments::MediaBytes(media.store.clone());
+        model = model.with_media(Arc::new(bytes));
+    }
+    let model = Arc::new(model);
     // The same assembly as `bridle serve` (DESIGN.md invariant 11).
     let assembled = assembly::assemble(assembly::Parts {
         model,

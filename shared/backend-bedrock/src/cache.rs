@@ -275,7 +275,7 @@ mod tests {
     }
 
     fn converted(request: &ChatRequest) -> ConverseStreamInput {
-        into_bedrock(request, "unused").unwrap()
+        into_bedrock(request, "unused", &crate::Media::links()).unwrap()
     }
 
     fn request(model: &str, messages: Vec<ChatMessage>) -> ChatRequest {

@@ -3,7 +3,9 @@
 //! any event, then pull decoded events from the SDK's receiver through the mapper. Deadlines,
 //! idle timeouts and the single retry are the engine's job.
 
-use crate::convert::into_bedrock;
+use crate::convert::{
+    MAX_DOCUMENT_BYTES, MAX_IMAGE_BYTES, Media, into_bedrock, media_to_read, reads_s3_links,
+};
 use crate::error::{excerpt, from_open_error, from_stream_error};
 use crate::events::{BedrockEventMapper, Mapped};
 use crate::sorted_body::SortedJsonBody;
@@ -14,9 +16,10 @@ use aws_sdk_bedrockruntime::config::retry::RetryConfig;
 use aws_sdk_bedrockruntime::error::DisplayErrorContext;
 use aws_sdk_bedrockruntime::types::ConverseStreamOutput;
 use aws_sdk_bedrockruntime::types::error::ConverseStreamOutputError;
-use backend::{BackendError, ChatModel, ChatRequest, EventStream, ModelEvent};
+use backend::{BackendError, ChatModel, ChatRequest, EventStream, MediaSource, ModelEvent};
 use futures::StreamExt;
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::Instant;
 
 type Receiver = aws_sdk_bedrockruntime::primitives::event_stream::EventReceiver<
@@ -31,7 +34,14 @@ pub struct BedrockModel {
     model_id: String,
     /// The configured endpoint override, for log lines.
     endpoint: Option<String>,
+    /// Where attachments' bytes are read for a model that does not read their S3 locations.
+    media: Option<Arc<dyn MediaSource>>,
 }
+
+/// The most attachment bytes one request carries: past it, older attachments go as their
+/// line. Converse's own cap on a request's size is not stated per model; this keeps a request
+/// of the newest five documents and twenty images within what Anthropic's API takes (32 MB).
+pub const MAX_REQUEST_MEDIA_BYTES: usize = 20_000_000;
 
 impl BedrockModel {
     /// `model_id` (a model id or inference-profile ARN) is used when a request names no model.
@@ -40,7 +50,55 @@ impl BedrockModel {
             client,
             model_id,
             endpoint: None,
+            media: None,
         }
+    }
+
+    /// Read attachments' bytes from `source` for a model that does not read their S3
+    /// locations (Anthropic's), or whose keys are not in S3: without it, such an attachment
+    /// reaches the model as a line naming it.
+    pub fn with_media(mut self, source: Arc<dyn MediaSource>) -> Self {
+        self.media = Some(source);
+        self
+    }
+
+    /// How `request`'s attachments go: as S3 locations when the model reads them, else as
+    /// bytes read from the media source (the newest that fit: each within Converse's cap for
+    /// its kind, all within [`MAX_REQUEST_MEDIA_BYTES`]); one that cannot be read goes as its
+    /// line, and the turn goes on.
+    async fn media_for(&self, request: &ChatRequest) -> Media {
+        let model = if request.model.is_empty() {
+            &self.model_id
+        } else {
+            &request.model
+        };
+        let mut media = Media {
+            s3_links: reads_s3_links(model),
+            ..Media::default()
+        };
+        let Some(source) = &self.media else {
+            return media;
+        };
+        let wanted = media_to_read(request, &self.model_id);
+        let read = futures::future::join_all(wanted.iter().map(|m| source.bytes(m))).await;
+        let mut total = 0usize;
+        for (attachment, bytes) in wanted.iter().zip(read) {
+            let Some(bytes) = bytes else {
+                tracing::warn!(key = %attachment.key, "an attachment could not be read; the model is told of it in a line");
+                continue;
+            };
+            let cap = match attachment.mime_type.starts_with("image/") {
+                true => MAX_IMAGE_BYTES,
+                false => MAX_DOCUMENT_BYTES,
+            };
+            if bytes.len() > cap || total + bytes.len() > MAX_REQUEST_MEDIA_BYTES {
+                tracing::warn!(key = %attachment.key, bytes = bytes.len(), "an attachment is larger than the model takes; the model is told of it in a line");
+                continue;
+            }
+            total += bytes.len();
+            media.bytes.insert(attachment.key.clone(), bytes);
+        }
+        media
     }
 
     pub fn model_id(&self) -> &str {
@@ -102,7 +160,8 @@ impl ChatModel for BedrockModel {
     }
 
     async fn stream(&self, request: ChatRequest) -> Result<EventStream, BackendError> {
-        let input = into_bedrock(&request, &self.model_id)?;
+        let media = self.media_for(&request).await;
+        let input = into_bedrock(&request, &self.model_id, &media)?;
         tracing::debug!(
             model = input.model_id.as_deref().unwrap_or_default(),
             messages = input.messages.as_ref().map_or(0, Vec::len),

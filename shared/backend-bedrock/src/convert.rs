@@ -16,10 +16,13 @@
 //!   is dropped.
 //! - Blank text parts are dropped (Bedrock rejects blank text blocks); a message left empty is
 //!   dropped too.
-//! - Media is held by reference and its bytes are out of reach here. A key that is an S3 URI
-//!   (`s3://bucket/key`) with a format Converse knows becomes an image or document block with an
-//!   S3 location (the model's role must be allowed to read it); anything else becomes a short
-//!   text placeholder, `[image: key]` or `[document: key]`, as in the OpenAI adapter.
+//! - Media is held by reference. An attachment in a format Converse knows becomes an image or
+//!   document block: with its bytes when they were read beforehand ([`Media::bytes`], by the
+//!   client through a [`backend::MediaSource`]), else with its S3 location when the key is an S3
+//!   URI (`s3://bucket/key`) and the model reads S3 locations ([`Media::s3_links`]: Amazon
+//!   Nova's do; Anthropic's refuse the request, so a photo would break every later turn of the
+//!   conversation). Anything else becomes a short text placeholder, `[image: key]` or
+//!   `[document: key]`, as in the OpenAI adapter.
 //!   Converse refuses a request with more than [`MAX_DOCUMENTS`] documents or [`MAX_IMAGES`]
 //!   images, or two documents of one name; the request is the whole history, so one such
 //!   request would fail every later turn of the conversation. The newest go as blocks, older
@@ -48,20 +51,95 @@ use aws_sdk_bedrockruntime::types::{
 };
 use backend::{BackendError, ChatRequest, ToolSpec};
 use serde_json::{Value, json};
+use std::collections::HashMap;
 use transcript::{MediaRef, Part, Reasoning, Role};
 
-/// The ConverseStream input for `request`. `fallback_model` is used when `request.model` is
-/// empty (the adapter passes its configured model id).
+/// How a request's attachments reach the model (see the module's docs).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Media {
+    /// Attachments at S3 keys may go as S3 locations: the model reads them itself.
+    pub s3_links: bool,
+    /// Attachments' bytes read beforehand, by key: these go as bytes.
+    pub bytes: HashMap<String, Vec<u8>>,
+}
+
+impl Media {
+    /// S3 locations only (nothing read beforehand).
+    pub fn links() -> Self {
+        Self {
+            s3_links: true,
+            bytes: HashMap::new(),
+        }
+    }
+}
+
+/// Whether `model` (a model id or an inference profile's ARN naming one) reads attachments at
+/// S3 locations: Amazon Nova's Premier, Pro and Lite do; Micro reads no media, and no other
+/// model family takes them (Anthropic's among them). An ARN that names no model (an
+/// application inference profile) counts as not.
+pub fn reads_s3_links(model: &str) -> bool {
+    let model = model.to_ascii_lowercase();
+    model.contains("amazon.nova-") && !model.contains("nova-micro")
+}
+
+/// The most bytes an image may have as a block ([`Media::bytes`]): Converse refuses more.
+pub const MAX_IMAGE_BYTES: usize = 3_750_000;
+/// The most bytes a document may have as a block.
+pub const MAX_DOCUMENT_BYTES: usize = 4_500_000;
+
+/// The attachments of `request` whose bytes should be read before it is sent: the newest
+/// [`MAX_DOCUMENTS`] documents and [`MAX_IMAGES`] images in a format Converse knows (the ones
+/// that can go as blocks), newest first; none when `model` reads S3 locations and every one
+/// of them is at an S3 key.
+pub fn media_to_read(request: &ChatRequest, fallback_model: &str) -> Vec<MediaRef> {
+    let model = if request.model.is_empty() {
+        fallback_model
+    } else {
+        &request.model
+    };
+    let links = reads_s3_links(model);
+    let (mut documents, mut images) = (Vec::new(), Vec::new());
+    let user_side = request
+        .messages
+        .iter()
+        .rev()
+        .filter(|m| m.role != Role::Assistant)
+        .flat_map(|m| m.parts.iter().rev());
+    for part in user_side {
+        match part {
+            Part::Document(m) if document_format(&m.mime_type).is_some() => documents.push(m),
+            Part::Image(m) if image_format(&m.mime_type).is_some() => images.push(m),
+            _ => {}
+        }
+    }
+    documents.truncate(MAX_DOCUMENTS);
+    images.truncate(MAX_IMAGES);
+    documents
+        .into_iter()
+        .chain(images)
+        .filter(|m| !(links && is_s3(m)))
+        .cloned()
+        .collect()
+}
+
+/// The ConverseStream input for `request`, its attachments sent as `media` says.
+/// `fallback_model` is used when `request.model` is empty (the adapter passes its configured
+/// model id).
 pub fn into_bedrock(
     request: &ChatRequest,
     fallback_model: &str,
+    media: &Media,
 ) -> Result<ConverseStreamInput, BackendError> {
-    build(request, fallback_model).map_err(|err| BackendError::InvalidRequest {
+    build(request, fallback_model, media).map_err(|err| BackendError::InvalidRequest {
         message: format!("could not build the Converse request: {err}"),
     })
 }
 
-fn build(request: &ChatRequest, fallback_model: &str) -> Result<ConverseStreamInput, BuildError> {
+fn build(
+    request: &ChatRequest,
+    fallback_model: &str,
+    media: &Media,
+) -> Result<ConverseStreamInput, BuildError> {
     let model = if request.model.is_empty() {
         fallback_model
     } else {
@@ -106,7 +184,7 @@ fn build(request: &ChatRequest, fallback_model: &str) -> Result<ConverseStreamIn
     let thinking = settings.reasoning_budget.map(|budget| {
         to_document(&json!({"thinking": {"type": "enabled", "budget_tokens": budget}}))
     });
-    let mut messages = messages(request)?;
+    let mut messages = messages(request, media)?;
     if points.messages {
         mark_last_message(&mut messages)?;
     }
@@ -159,7 +237,8 @@ pub const MAX_IMAGES: usize = 20;
 
 /// Which of a request's attachments go as blocks (the newest [`MAX_DOCUMENTS`] documents and
 /// [`MAX_IMAGES`] images), and the document names given so far.
-struct Attached {
+struct Attached<'a> {
+    media: &'a Media,
     documents: Counted,
     images: Counted,
     names: std::collections::HashSet<String>,
@@ -187,8 +266,8 @@ impl Counted {
     }
 }
 
-impl Attached {
-    fn of(request: &ChatRequest) -> Self {
+impl<'a> Attached<'a> {
+    fn of(request: &ChatRequest, media: &'a Media) -> Self {
         let user_side = request
             .messages
             .iter()
@@ -197,14 +276,17 @@ impl Attached {
         let (mut documents, mut images) = (0, 0);
         for part in user_side {
             match part {
-                Part::Document(m) if document_format(&m.mime_type).is_some() && is_s3(m) => {
+                Part::Document(m) if document_format(&m.mime_type).is_some() && media.has(m) => {
                     documents += 1
                 }
-                Part::Image(m) if image_format(&m.mime_type).is_some() && is_s3(m) => images += 1,
+                Part::Image(m) if image_format(&m.mime_type).is_some() && media.has(m) => {
+                    images += 1
+                }
                 _ => {}
             }
         }
         Self {
+            media,
             documents: Counted::new(documents, MAX_DOCUMENTS),
             images: Counted::new(images, MAX_IMAGES),
             names: Default::default(),
@@ -229,8 +311,31 @@ fn is_s3(media: &MediaRef) -> bool {
     media.key.starts_with("s3://")
 }
 
-fn messages(request: &ChatRequest) -> Result<Vec<Message>, BuildError> {
-    let mut attached = Attached::of(request);
+impl Media {
+    /// Whether `media` can go as a block: its bytes were read, or the model reads its S3
+    /// location.
+    fn has(&self, media: &MediaRef) -> bool {
+        self.bytes.contains_key(&media.key) || (self.s3_links && is_s3(media))
+    }
+
+    /// Where `media`'s block takes its content from: its bytes, else its S3 location (only
+    /// for one [`Media::has`]).
+    fn source(&self, media: &MediaRef) -> Result<Source, BuildError> {
+        Ok(match self.bytes.get(&media.key) {
+            Some(bytes) => Source::Bytes(Blob::new(bytes.clone())),
+            None => Source::S3(S3Location::builder().uri(&media.key).build()?),
+        })
+    }
+}
+
+/// An attachment block's content.
+enum Source {
+    Bytes(Blob),
+    S3(S3Location),
+}
+
+fn messages(request: &ChatRequest, media: &Media) -> Result<Vec<Message>, BuildError> {
+    let mut attached = Attached::of(request, media);
     let mut turns: Vec<Turn> = Vec::new();
     for message in &request.messages {
         let mut turn = match message.role {
@@ -355,42 +460,43 @@ fn tool_result_block(
 }
 
 fn image_block(media: &MediaRef, attached: &mut Attached) -> Result<ContentBlock, BuildError> {
-    let Some((format, location)) = image_format(&media.mime_type).zip(s3_location(media)?) else {
+    let Some(format) = image_format(&media.mime_type).filter(|_| attached.media.has(media)) else {
         return Ok(ContentBlock::Text(placeholder("image", media)));
     };
     if !attached.images.next_goes() {
         return Ok(ContentBlock::Text(placeholder("image", media)));
     }
+    let source = match attached.media.source(media)? {
+        Source::Bytes(bytes) => ImageSource::Bytes(bytes),
+        Source::S3(location) => ImageSource::S3Location(location),
+    };
     Ok(ContentBlock::Image(
         ImageBlock::builder()
             .format(format)
-            .source(ImageSource::S3Location(location))
+            .source(source)
             .build()?,
     ))
 }
 
 fn document_block(media: &MediaRef, attached: &mut Attached) -> Result<ContentBlock, BuildError> {
-    let Some((format, location)) = document_format(&media.mime_type).zip(s3_location(media)?)
+    let Some(format) = document_format(&media.mime_type).filter(|_| attached.media.has(media))
     else {
         return Ok(ContentBlock::Text(placeholder("document", media)));
     };
     if !attached.documents.next_goes() {
         return Ok(ContentBlock::Text(placeholder("document", media)));
     }
+    let source = match attached.media.source(media)? {
+        Source::Bytes(bytes) => DocumentSource::Bytes(bytes),
+        Source::S3(location) => DocumentSource::S3Location(location),
+    };
     Ok(ContentBlock::Document(
         DocumentBlock::builder()
             .format(format)
             .name(attached.unique(document_name(&media.key)))
-            .source(DocumentSource::S3Location(location))
+            .source(source)
             .build()?,
     ))
-}
-
-fn s3_location(media: &MediaRef) -> Result<Option<S3Location>, BuildError> {
-    if !is_s3(media) {
-        return Ok(None);
-    }
-    S3Location::builder().uri(&media.key).build().map(Some)
 }
 
 fn image_format(mime_type: &str) -> Option<ImageFormat> {
@@ -511,7 +617,7 @@ mod tests {
     }
 
     fn convert(request: &ChatRequest) -> ConverseStreamInput {
-        into_bedrock(request, "fallback-model").unwrap()
+        into_bedrock(request, "fallback-model", &Media::links()).unwrap()
     }
 
     /// Each message as `(role, [block kinds])`, to pin shape without the SDK's verbosity.
@@ -798,6 +904,64 @@ mod tests {
                 .uri,
             "s3://bucket/docs/Q3 report_v2.pdf"
         );
+    }
+
+    /// Which attachments' bytes are read before a request is sent: the newest that can go as
+    /// blocks, and for a model that reads S3 locations only those not at an S3 key.
+    #[test]
+    fn the_newest_attachments_that_can_go_are_read_unless_the_model_reads_s3() {
+        let mut parts: Vec<Part> = (0..7)
+            .map(|n| Part::Document(media(&format!("s3://b/d{n}"), "application/pdf")))
+            .collect();
+        parts.push(Part::Image(media("s3://b/odd.tiff", "image/tiff")));
+        parts.push(Part::Image(media("local/img/1", "image/png")));
+        let req = request(vec![msg(Role::User, parts)]);
+        let keys = |model: &str| -> Vec<String> {
+            media_to_read(&req, model)
+                .into_iter()
+                .map(|m| m.key)
+                .collect()
+        };
+        assert_eq!(
+            keys("anthropic.claude-sonnet-4-5-20250929-v1:0"),
+            [
+                "s3://b/d6",
+                "s3://b/d5",
+                "s3://b/d4",
+                "s3://b/d3",
+                "s3://b/d2",
+                "local/img/1"
+            ]
+        );
+        assert_eq!(keys("us.amazon.nova-pro-v1:0"), ["local/img/1"]);
+        assert!(reads_s3_links(
+            "arn:aws:bedrock:us-east-1:1:inference-profile/us.amazon.nova-lite-v1:0"
+        ));
+        assert!(!reads_s3_links("amazon.nova-micro-v1:0"));
+        assert!(!reads_s3_links(
+            "arn:aws:bedrock:us-east-1:1:application-inference-profile/x"
+        ));
+
+        // Read bytes go as bytes; without bytes or links, a line.
+        let read = Media {
+            s3_links: false,
+            bytes: HashMap::from([("s3://b/d6".to_owned(), b"%PDF".to_vec())]),
+        };
+        let input = into_bedrock(&req, "anthropic.claude-sonnet-4-5", &read).unwrap();
+        let blocks = &input.messages.as_ref().unwrap()[0].content;
+        assert_eq!(
+            blocks[6]
+                .as_document()
+                .unwrap()
+                .source
+                .as_ref()
+                .unwrap()
+                .as_bytes()
+                .unwrap()
+                .as_ref(),
+            b"%PDF"
+        );
+        assert_eq!(blocks[5].as_text().unwrap(), "[document: s3://b/d5]");
     }
 
     /// Documents sent in several messages are all in every later request: each keeps a name

@@ -27,7 +27,9 @@ mod events;
 mod sorted_body;
 
 pub use cache::{CachePoints, MAX_CACHE_POINTS, cache_points_for};
-pub use client::{BedrockModel, client, client_from_env, model_from_env};
-pub use convert::into_bedrock;
+pub use client::{BedrockModel, MAX_REQUEST_MEDIA_BYTES, client, client_from_env, model_from_env};
+pub use convert::{
+    MAX_DOCUMENT_BYTES, MAX_IMAGE_BYTES, Media, into_bedrock, media_to_read, reads_s3_links,
+};
 pub use document::{from_document, to_document};
 pub use events::{BedrockEventMapper, Mapped};

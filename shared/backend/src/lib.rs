@@ -9,12 +9,14 @@
 pub mod documents;
 mod error;
 mod event;
+mod media;
 mod request;
 mod script_file;
 mod scripted;
 
 pub use error::{BackendError, OptionalFeature};
 pub use event::{EventStream, ModelEvent, ReasoningDelta};
+pub use media::MediaSource;
 pub use request::{
     ChatMessage, ChatRequest, InferenceSettings, ReasoningEffort, ToolChoice, ToolSpec,
 };

@@ -17,6 +17,26 @@ pub struct Attachments {
     pub store: Arc<dyn MediaStore>,
 }
 
+/// The media store as a model's adapter reads it ([`backend::MediaSource`]): an attachment's
+/// bytes by its reference, for a model that cannot read the reference itself (Anthropic's on
+/// Bedrock take no S3 location). One that cannot be read (gone past the bucket's keep, or S3
+/// unavailable) is logged, and the model is told of it in a line.
+#[derive(Debug, Clone)]
+pub struct MediaBytes(pub Arc<dyn MediaStore>);
+
+#[async_trait::async_trait]
+impl backend::MediaSource for MediaBytes {
+    async fn bytes(&self, media: &MediaRef) -> Option<Vec<u8>> {
+        match self.0.get(&media.key).await {
+            Ok(stored) => Some(stored.bytes),
+            Err(err) => {
+                tracing::warn!(key = %media.key, error = %err, "an attachment's bytes could not be read for the model");
+                None
+            }
+        }
+    }
+}
+
 /// What the turn gets: the stored references, and a note per attachment that failed.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Prepared {
@@ -347,6 +367,25 @@ mod tests {
               one message.]"
             ]
         );
+    }
+
+    /// The model's adapter reads an attachment back by the reference the turn got; one not
+    /// (or no longer) stored is `None`, so the model is told of it in a line.
+    #[tokio::test]
+    async fn a_models_adapter_reads_stored_bytes_by_reference() {
+        use backend::MediaSource as _;
+        let store = Arc::new(channels::media::InMemory::default());
+        let stored = store
+            .put("media/whatsapp/c1/m1/0", "image/jpeg", b"jpeg".to_vec())
+            .await
+            .unwrap();
+        let source = MediaBytes(store);
+        assert_eq!(source.bytes(&stored).await, Some(b"jpeg".to_vec()));
+        let gone = MediaRef {
+            key: "media/whatsapp/c1/m2/0".into(),
+            ..stored
+        };
+        assert_eq!(source.bytes(&gone).await, None);
     }
 
     /// The fetcher here can reach no platform: only what is already stored can be used.

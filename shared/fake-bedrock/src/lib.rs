@@ -26,4 +26,4 @@ mod server;
 
 pub use frame::Frame;
 pub use scenario::Scenario;
-pub use server::{FakeBedrock, RecordedRequest};
+pub use server::{FakeBedrock, RecordedRequest, S3_LINKS_REFUSED_MESSAGE};

@@ -90,6 +90,11 @@ async fn converse_stream(
     headers: HeaderMap,
     request_body: Bytes,
 ) -> Response {
+    let json: Value = serde_json::from_slice(&request_body)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&request_body).into_owned()));
+    // As Bedrock does: a model that reads no S3 location (Anthropic's, and every family but
+    // Amazon Nova's) refuses a request with one, before any scenario is played.
+    let s3_refused = !reads_s3_links(&model_id) && has_s3_location(&json);
     shared.requests.lock().unwrap().push(RecordedRequest {
         model_id,
         path: uri.path().to_owned(),
@@ -100,10 +105,12 @@ async fn converse_stream(
                 (name.as_str().to_owned(), value)
             })
             .collect(),
-        body: serde_json::from_slice(&request_body)
-            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&request_body).into_owned())),
+        body: json,
         raw_body: request_body,
     });
+    if s3_refused {
+        return error_response(400, "ValidationException", S3_LINKS_REFUSED_MESSAGE);
+    }
     let next = shared.scenarios.lock().unwrap().pop_front();
     let Some(scenario) = next else {
         return error_response(
@@ -124,6 +131,29 @@ async fn converse_stream(
             message,
         } => error_response(status, &error_type, &message),
     }
+}
+
+/// The refusal of an S3 location by a model that reads none.
+pub const S3_LINKS_REFUSED_MESSAGE: &str =
+    "This model doesn't support S3 locations for images or documents. Send the bytes instead.";
+
+/// Whether `model_id` (decoded from the path) is one that reads S3 locations: Amazon Nova's
+/// Premier, Pro and Lite.
+fn reads_s3_links(model_id: &str) -> bool {
+    let model = model_id.to_ascii_lowercase();
+    model.contains("amazon.nova-") && !model.contains("nova-micro")
+}
+
+/// Whether any image or document of the request's messages has an `s3Location` source.
+fn has_s3_location(body: &Value) -> bool {
+    let blocks = body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|m| m["content"].as_array().into_iter().flatten());
+    blocks
+        .flat_map(|b| [&b["image"], &b["document"]])
+        .any(|media| !media["source"]["s3Location"].is_null())
 }
 
 /// An error as Bedrock sends it: the type in `x-amzn-errortype` (with its namespace suffix)

@@ -2,7 +2,8 @@
 //! worker Lambda (`BRIDLE_MEDIA_BUCKET`). An attachment is one object at its media key
 //! (`media/<channel>/<conversation>/<message>/<n>`) with its MIME type as the object's
 //! `Content-Type`; the reference the transcript keeps is `s3://<bucket>/<key>`, which Bedrock
-//! reads directly (the worker's role may `s3:GetObject` there).
+//! (Amazon Nova's models) reads directly; for any other model the worker reads the object back
+//! and sends its bytes (the worker's role may `s3:GetObject` there).
 //!
 //! A second put of the same key overwrites (a retried job is harmless), and a retried job finds
 //! what an earlier attempt stored with one `HeadObject`. A missing object is

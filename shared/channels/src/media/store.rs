@@ -19,7 +19,8 @@ pub struct StoredMedia {
 pub trait MediaStore: Send + Sync + std::fmt::Debug {
     /// Store `bytes` under `key` (a [`media_key`](super::media_key)); a second put of the same
     /// key overwrites, so a retried job is harmless. The returned reference is what the
-    /// transcript keeps (for S3: `s3://bucket/key`, which Bedrock reads directly).
+    /// transcript keeps (for S3: `s3://bucket/key`, which Amazon Nova on Bedrock reads
+    /// directly; other models are sent the bytes, read back with [`MediaStore::get`]).
     async fn put(&self, key: &str, mime_type: &str, bytes: Vec<u8>)
     -> Result<MediaRef, MediaError>;
 
