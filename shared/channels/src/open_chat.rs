@@ -39,7 +39,11 @@ impl OpenChat {
         };
         let mut problems = Vec::new();
         let whatsapp_number = get("WHATSAPP_DISPLAY_NUMBER").and_then(|n| {
-            let digits: String = n.chars().filter(|c| !matches!(c, '+' | ' ' | '-')).collect();
+            // As people write numbers: "+1 (555) 123-4567", "+44 20 7946.0958".
+            let digits: String = n
+                .chars()
+                .filter(|c| !matches!(c, '+' | ' ' | '-' | '(' | ')' | '.'))
+                .collect();
             if !digits.is_empty() && digits.chars().all(|c| c.is_ascii_digit()) {
                 Some(digits)
             } else {
@@ -127,6 +131,21 @@ mod tests {
         );
         assert!(links[2].instruction.contains("ABCD-2345"));
         assert!(open.links("ABCD2345", &["generic"]).is_empty());
+    }
+
+    #[test]
+    fn a_number_is_read_as_people_write_it() {
+        for written in ["+1 (555) 123-4567", "1.555.123.4567", "+15551234567"] {
+            let open = OpenChat::from_vars(&|k| {
+                (k == "WHATSAPP_DISPLAY_NUMBER").then(|| written.to_owned())
+            })
+            .unwrap();
+            assert_eq!(
+                open.whatsapp_number.as_deref(),
+                Some("15551234567"),
+                "{written}"
+            );
+        }
     }
 
     #[test]
