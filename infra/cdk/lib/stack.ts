@@ -912,9 +912,9 @@ export class BridleStack extends Stack {
     out('WebhookSecretsArn', webhookSecrets.secretArn, 'Put the webhook signing secrets here (JSON object).');
     out('WorkerSecretsArn', workerSecrets.secretArn, 'Put the reply credentials here (JSON object).');
     out('WebhookFunctionName', webhook.functionName,
-      'The webhook function (aws lambda update-function-configuration --function-name ...; its log group is /aws/lambda/<name>).');
-    out('WorkerFunctionName', worker.functionName, 'The worker function (its log group is /aws/lambda/<name>).');
-    out('WebFunctionName', web.functionName, "The web app's function (its log group is /aws/lambda/<name>).");
+      'The webhook function (aws lambda update-function-configuration --function-name ...; its log group: aws lambda get-function-configuration --function-name <name> --query LoggingConfig.LogGroup).');
+    out('WorkerFunctionName', worker.functionName, 'The worker function (its log group: aws lambda get-function-configuration --function-name <name> --query LoggingConfig.LogGroup).');
+    out('WebFunctionName', web.functionName, "The web app's function (its log group: aws lambda get-function-configuration --function-name <name> --query LoggingConfig.LogGroup).");
     out('TableName', table.tableName);
     out('MediaBucketName', mediaBucket.bucketName);
     out('QueueUrl', queue.queueUrl);
