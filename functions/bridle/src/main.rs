@@ -169,17 +169,13 @@ fn main() -> ExitCode {
         tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| level.into());
     let logs = tracing_subscriber::fmt::layer();
     let logs = match cli.command {
-        // Their stdout is the answer (tables, JSON for scripts): logs go to stderr.
-        Command::Smoke
-        | Command::Users(_)
-        | Command::Identities(_)
-        | Command::Tokens(_)
-        | Command::Export(_)
-        | Command::Eval(_) => logs
+        Command::Serve => logs.with_filter(filter).boxed(),
+        // Every other command's stdout is its answer (tables, JSON and CSV for scripts): logs go
+        // to stderr (`budget report --json` and `jobs dead --json` got a log line first).
+        _ => logs
             .with_writer(std::io::stderr)
             .with_filter(filter)
             .boxed(),
-        _ => logs.with_filter(filter).boxed(),
     };
     let layers: Vec<telemetry::BoxedLayer> = std::iter::once(logs).chain(traces.layer()).collect();
     tracing_subscriber::registry().with(layers).init();

@@ -64,8 +64,18 @@ async fn dead_jobs_are_listed_and_retried() {
         "{text}"
     );
 
-    let json = bridle(&["jobs", "dead", "--db", db_arg, "--json"]);
-    let rows: Value = serde_json::from_slice(&json.stdout).unwrap();
+    // Logs go to stderr: stdout is JSON alone, even with traces on (their start is logged)
+    // and every log line asked for.
+    let json = Command::new(env!("CARGO_BIN_EXE_bridle"))
+        .args(["jobs", "dead", "--db", db_arg, "--json"])
+        .env_remove("BRIDLE_DB")
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+        .env("RUST_LOG", "debug")
+        .output()
+        .unwrap();
+    assert!(!json.stderr.is_empty(), "the logs are on stderr");
+    let rows: Value = serde_json::from_slice(&json.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&json.stdout)));
     assert_eq!(rows.as_array().unwrap().len(), 1);
     assert_eq!(rows[0]["message_id"], "wamid.poison");
     let id = rows[0]["id"].as_i64().unwrap();
