@@ -205,8 +205,9 @@ export class BridleStack extends Stack {
       'A cross-region inference profile id for that model (e.g. us.<model id>), or empty.',
       'us.anthropic.claude-sonnet-4-5-20250929-v1:0');
     const publicBaseUrl = param('PublicBaseUrl',
-      'The public https base URL of the web app (your custom domain), or empty. The worker\'s onboarding reply ' +
-      'links to it (empty: the WebAppUrl output, the web function\'s URL). The webhook does not use it: ' +
+      'The public https base URL of the web app (your custom domain, serving the web function), or empty. The ' +
+      'worker\'s onboarding reply links to it, and people sign in there (Cognito\'s callback and the web app\'s ' +
+      'own URL are set to it; empty: the WebAppUrl output, the web function\'s URL). The webhook does not use it: ' +
       'Twilio\'s signature is checked against the URL API Gateway says it was called at.', '');
     const telegramUser = param('TelegramBotUsername', "The Telegram bot's username; optional.", '');
     const whatsappNumber = param('WhatsAppDisplayNumber',
@@ -717,8 +718,10 @@ export class BridleStack extends Stack {
       allowedOAuthFlowsUserPoolClient: true,
       allowedOAuthFlows: ['code'],
       allowedOAuthScopes: ['openid', 'email', 'profile'],
-      callbackUrLs: [`${webUrl.url}auth/callback`],
-      logoutUrLs: [webUrl.url],
+      // The web app's address (BRIDLE_PUBLIC_URL in WebSecrets): PublicBaseUrl when set.
+      callbackUrLs: [Fn.conditionIf(hasPublicUrl.logicalId, `${publicBaseUrl.valueAsString}/auth/callback`,
+        `${webUrl.url}auth/callback`).toString()],
+      logoutUrLs: [Fn.conditionIf(hasPublicUrl.logicalId, `${publicBaseUrl.valueAsString}/`, webUrl.url).toString()],
       supportedIdentityProviders: ['COGNITO'],
       // Only the hosted pages sign people in; no password flow from a client.
       explicitAuthFlows: ['ALLOW_REFRESH_TOKEN_AUTH'],
@@ -752,7 +755,8 @@ export class BridleStack extends Stack {
           Issuer: Fn.conditionIf(useCognito.logicalId, `https://${pool.attrProviderUrl}`, oidcIssuer.valueAsString).toString(),
           ClientId: Fn.conditionIf(useCognito.logicalId, client.ref, oidcClientId.valueAsString).toString(),
           ClientSecret: Fn.conditionIf(useCognito.logicalId, client.attrClientSecret, oidcClientSecret.valueAsString).toString(),
-          PublicUrl: webBase,
+          // Where people reach the web app and sign in: the login cookie is that host's.
+          PublicUrl: Fn.conditionIf(hasPublicUrl.logicalId, publicBaseUrl.valueAsString, webBase).toString(),
         })),
     });
     Validations.of(webSecrets).acknowledge({
@@ -912,9 +916,9 @@ export class BridleStack extends Stack {
     out('WebhookSecretsArn', webhookSecrets.secretArn, 'Put the webhook signing secrets here (JSON object).');
     out('WorkerSecretsArn', workerSecrets.secretArn, 'Put the reply credentials here (JSON object).');
     out('WebhookFunctionName', webhook.functionName,
-      'The webhook function (aws lambda update-function-configuration --function-name ...; its log group: aws lambda get-function-configuration --function-name <name> --query LoggingConfig.LogGroup).');
-    out('WorkerFunctionName', worker.functionName, 'The worker function (its log group: aws lambda get-function-configuration --function-name <name> --query LoggingConfig.LogGroup).');
-    out('WebFunctionName', web.functionName, "The web app's function (its log group: aws lambda get-function-configuration --function-name <name> --query LoggingConfig.LogGroup).");
+      'The webhook function (aws lambda update-function-configuration --function-name ...; its log group is named by aws lambda get-function-configuration --function-name <name> --query LoggingConfig.LogGroup).');
+    out('WorkerFunctionName', worker.functionName, 'The worker function (its log group is named by aws lambda get-function-configuration --function-name <name> --query LoggingConfig.LogGroup).');
+    out('WebFunctionName', web.functionName, "The web app's function (its log group is named by aws lambda get-function-configuration --function-name <name> --query LoggingConfig.LogGroup).");
     out('TableName', table.tableName);
     out('MediaBucketName', mediaBucket.bucketName);
     out('QueueUrl', queue.queueUrl);

@@ -399,7 +399,9 @@ test('the web secret holds the four sign-in keys, from Cognito or from the bring
   assert.deepEqual(vars.ClientId, { 'Fn::If': ['UseCognito', { Ref: 'UserPoolClient' }, { Ref: 'OidcClientId' }] });
   assert.deepEqual(vars.ClientSecret, { 'Fn::If': ['UseCognito',
     { 'Fn::GetAtt': ['UserPoolClient', 'ClientSecret'] }, { Ref: 'OidcClientSecret' }] });
-  assert.deepEqual(vars.PublicUrl, WEB_BASE, 'the function URL without its trailing "/"');
+  assert.deepEqual(vars.PublicUrl, { 'Fn::If': ['HasPublicBaseUrl', { Ref: 'PublicBaseUrl' }, WEB_BASE] },
+    'PublicBaseUrl when set (where the onboarding reply sends people to sign in), else the function URL without ' +
+    'its trailing "/"');
   assert.equal(template.toJSON().Parameters.OidcClientSecret.NoEcho, true);
   // Encrypted like the other two: the AWS-managed key (no KmsKeyId).
   assert.equal(resources().WebSecrets.Properties.KmsKeyId, undefined);
@@ -437,15 +439,18 @@ test('the user pool: e-mail usernames, verified, MFA required, sign-up by Bridle
   assert.deepEqual(template.toJSON().Parameters.BridleSignup.AllowedValues, ['open', 'closed']);
 });
 
-test('the app client: confidential, code flow, openid email profile, callback at the function URL', () => {
+test('the app client: confidential, code flow, openid email profile, callback at the web app\'s address', () => {
   const c = resources().UserPoolClient.Properties;
   assert.equal(c.GenerateSecret, true);
   assert.deepEqual(c.AllowedOAuthFlows, ['code']);
   assert.equal(c.AllowedOAuthFlowsUserPoolClient, true);
   assert.deepEqual(c.AllowedOAuthScopes, ['openid', 'email', 'profile']);
   const url = { 'Fn::GetAtt': ['WebFunctionUrl', 'FunctionUrl'] };
-  assert.deepEqual(c.CallbackURLs, [{ 'Fn::Join': ['', [url, 'auth/callback']] }]);
-  assert.deepEqual(c.LogoutURLs, [url]);
+  // PublicBaseUrl when set: the same host as the web app's own URL (its login cookie's).
+  const own = { Ref: 'PublicBaseUrl' };
+  assert.deepEqual(c.CallbackURLs, [{ 'Fn::If': ['HasPublicBaseUrl',
+    { 'Fn::Join': ['', [own, '/auth/callback']] }, { 'Fn::Join': ['', [url, 'auth/callback']] }] }]);
+  assert.deepEqual(c.LogoutURLs, [{ 'Fn::If': ['HasPublicBaseUrl', { 'Fn::Join': ['', [own, '/']] }, url] }]);
   assert.deepEqual(c.SupportedIdentityProviders, ['COGNITO']);
   const domain = resources().UserPoolDomain.Properties;
   assert.deepEqual(domain.UserPoolId, { Ref: 'UserPool' });
