@@ -1,7 +1,7 @@
 //! `bridle jobs dead` and `bridle jobs retry`: the local queue's dead letters — messages whose
 //! every attempt failed (the user was told) — listed, and put back to be answered.
 
-use super::CliError;
+use super::{CliError, render};
 use queue_sqlite::SqliteQueue;
 use serde_json::json;
 use std::io::Write;
@@ -44,7 +44,10 @@ pub fn list_dead(queue: &SqliteQueue, json: bool, out: &mut impl Write) -> Resul
         writeln!(
             out,
             "{:<6} {:<10} {:<40} {:<8} {at}",
-            d.seq, d.job.channel, d.job.conversation_key, d.receive_count
+            d.seq,
+            render::shown(&d.job.channel),
+            render::shown(&d.job.conversation_key),
+            d.receive_count
         )?;
     }
     Ok(())

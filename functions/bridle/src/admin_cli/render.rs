@@ -3,10 +3,31 @@
 use serde_json::{Value, json};
 use store::{Account, Binding};
 
-/// Columns padded to their widest cell, two spaces apart; no trailing spaces.
+/// `text` as a terminal may show it: control characters (an escape sequence, a carriage
+/// return, a line break) written out as escapes. Names come from people (an identity
+/// provider's `name` claim, a sender's id on first contact): printed as they are, one could
+/// hide a row of `users list`, rewrite the lines above it, or set the operator's clipboard.
+pub(crate) fn shown(text: &str) -> String {
+    if !text.chars().any(char::is_control) {
+        return text.to_owned();
+    }
+    text.chars()
+        .map(|c| match c.is_control() {
+            true => c.escape_default().to_string(),
+            false => c.to_string(),
+        })
+        .collect()
+}
+
+/// Columns padded to their widest cell, two spaces apart; no trailing spaces. Cells are
+/// [`shown`] safe for a terminal.
 pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| row.iter().map(|cell| shown(cell)).collect())
+        .collect();
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for row in rows {
+    for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(cell.chars().count());
         }
@@ -23,7 +44,7 @@ pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) -> String {
         text.trim_end().to_owned() + "\n"
     };
     let mut out = line(header.to_vec());
-    for row in rows {
+    for row in &rows {
         out.push_str(&line(row.iter().map(String::as_str).collect()));
     }
     out
@@ -107,7 +128,13 @@ pub(crate) fn account_details(a: &Account) -> String {
     ACCOUNT_HEADER
         .iter()
         .zip(&row)
-        .map(|(h, v)| format!("{:width$}  {v}\n", format!("{}:", h.to_lowercase())))
+        .map(|(h, v)| {
+            format!(
+                "{:width$}  {}\n",
+                format!("{}:", h.to_lowercase()),
+                shown(v)
+            )
+        })
         .collect()
 }
 
@@ -125,6 +152,22 @@ mod tests {
             ],
         );
         assert_eq!(text, "ID       NAME\nu-1      Ada\nu-22222  Émile\n");
+    }
+
+    /// A name that carries terminal controls is printed with them written out: it cannot
+    /// move the cursor, clear a line or hide the row.
+    #[test]
+    fn control_characters_in_a_cell_are_written_out() {
+        let text = table(
+            &["ID", "NAME"],
+            &[vec!["u-1".into(), "\r\u{1b}[2K\u{1b}[1AEve".into()]],
+        );
+        assert!(
+            !text.chars().any(|c| c.is_control() && c != '\n'),
+            "{text:?}"
+        );
+        assert!(text.contains("\\r\\u{1b}[2K"), "{text:?}");
+        assert_eq!(shown("Émile O'Brien"), "Émile O'Brien");
     }
 
     #[test]
