@@ -84,10 +84,40 @@ pub fn affirms_to(text: &str, described: &[String]) -> bool {
     }
     let calls = DescribedCalls::of(described);
     let said = calls.named_by_action(&named);
+    // What the yes says a call changes to ("to day 2") is one of the values its question
+    // says, word for word in order: not a bag of the question's words (the 2 of "2 sessions
+    // move", the digits of 09:00 the other way round).
+    let runs_said = new_runs(&rest).iter().all(|run| {
+        said.iter().any(|&i| {
+            new_runs(&calls.words[i])
+                .iter()
+                .any(|r| r.windows(run.len()).any(|w| w == run.as_slice()))
+        })
+    });
     !said.is_empty()
+        && runs_said
         && named
             .iter()
             .all(|w| said.iter().any(|&i| calls.describes(i, w)))
+}
+
+/// The runs of [`Mark::New`] words of `words` (what something changes to), without words of
+/// yes or assent ("to the Hall B" says what "to Hall B" does).
+fn new_runs(words: &[Word]) -> Vec<Vec<&str>> {
+    let mut runs: Vec<Vec<&str>> = Vec::new();
+    let mut open = false;
+    for w in words {
+        match w.mark {
+            Mark::New if is_yes_or_assent(&w.text) => {}
+            Mark::New if open => runs.last_mut().expect("a run is open").push(&w.text),
+            Mark::New => {
+                runs.push(vec![&w.text]);
+                open = true;
+            }
+            _ => open = false,
+        }
+    }
+    runs
 }
 
 /// A word of a yes or of a description, and what it names.
@@ -103,7 +133,7 @@ enum Mark {
     /// A value something changes from: "Hall A" of "from Hall A to Hall B", "150" of "(from
     /// 150)".
     Old,
-    /// The value it changes to, after an old one: "Hall B" of "from Hall A to Hall B".
+    /// The value it changes to: "Hall B" of "from Hall A to Hall B", "day 1" of "to day 1".
     New,
     /// Any other word.
     Other,
@@ -143,14 +173,16 @@ impl DescribedCalls {
     }
 
     /// Whether `word` of a yes is one of call `i`'s. An old value the yes names ("from Hall A
-    /// to Hall B") may be any of its words; any other word must be one of its words that is
-    /// not only an old value ("yes, move it to Hall A" to "from Hall A to Hall B" is no yes,
+    /// to Hall B") may be any of its words; a value it says the call changes to must be one of
+    /// the call's new values ([`affirms_to`] holds their order too); any other word must be one
+    /// of its words that is not only an old value ("yes, move it to Hall A" to "from Hall A to Hall B" is no yes,
     /// whatever else of the description has an "a"; "hall", in the new value too, is fine).
     fn describes(&self, i: usize, word: &Word) -> bool {
         let words = &self.words[i];
         let has = |mark: Mark| words.iter().any(|w| w.text == word.text && w.mark == mark);
         match word.mark {
             Mark::Old => words.iter().any(|w| w.text == word.text),
+            Mark::New => has(Mark::New),
             _ => has(Mark::New) || (has(Mark::Other) && !has(Mark::Old)),
         }
     }
@@ -209,7 +241,8 @@ fn after_the_yes(text: &str) -> Option<Vec<Word>> {
 /// changes from, the words between "from" and the next "to" in one clause ("from Hall A to
 /// Hall B", "from 30 to 45 minutes"), or to the end of a parenthesis "from" opens ("(from
 /// 150)"); a "from" no "to" follows ("Withdraw Dana from Spring Open") names no old value.
-/// New: the words after that "to", to the end of the clause or an "and" ("Hall B").
+/// New: the words after a "to", to the end of the clause or an "and" ("Hall B" of "from Hall A
+/// to Hall B", "day 1 at 09:00" of "to day 1 at 09:00").
 fn marked_words(lower: &str) -> Vec<Word> {
     let gapped = gapped_words(lower);
     let mut marks = vec![Mark::Other; gapped.len()];
@@ -230,18 +263,21 @@ fn marked_words(lower: &str) -> Vec<Word> {
             continue;
         };
         marks[i + 1..end].fill(Mark::Old);
-        if gapped[end].1 == "to" {
-            let new = gapped[end + 1..]
-                .iter()
-                .take_while(|(gap, word)| {
-                    !word.is_empty() && !breaks_clause(gap) && !["and", "from"].contains(word)
-                })
-                .count();
-            marks[end + 1..end + 1 + new]
-                .iter_mut()
-                .filter(|m| **m == Mark::Other)
-                .for_each(|m| *m = Mark::New);
+    }
+    for (k, (_, word)) in gapped.iter().enumerate() {
+        if *word != "to" {
+            continue;
         }
+        let new = gapped[k + 1..]
+            .iter()
+            .take_while(|(gap, word)| {
+                !word.is_empty() && !breaks_clause(gap) && !["and", "from", "to"].contains(word)
+            })
+            .count();
+        marks[k + 1..k + 1 + new]
+            .iter_mut()
+            .filter(|m| **m == Mark::Other)
+            .for_each(|m| *m = Mark::New);
     }
     gapped
         .into_iter()
@@ -468,6 +504,14 @@ mod tests {
             ["Move Spring Open (published, 1 registered) from Court 1 to Court 2".to_owned()];
         assert!(!affirms_to("yes, move it to Court 1", &court));
         assert!(affirms_to("yes, move it to Court 2", &court));
+        // A session's move says where it goes with no "from": the yes's "to" is held to it,
+        // word for word, not to the question's other numbers.
+        let session = ["Move \u{201c}Keynote\u{201d} to day 1 at 09:00, re-planning the published program of \u{201c}Spring Open\u{201d}: 2 sessions move (\u{201c}Keynote\u{201d}, \u{201c}Panel\u{201d})".to_owned()];
+        assert!(affirms_to("yes, move it", &session));
+        assert!(affirms_to("yes, move it to day 1", &session));
+        assert!(affirms_to("ok move it to day 1 at 09:00", &session));
+        assert!(!affirms_to("yes, move it to day 2", &session));
+        assert!(!affirms_to("yes, move it to day 1 at 00:09", &session));
         let time = [
             "Move Spring Open (published, 3 registered) from 2026-05-01T09:00 to 2026-05-02T09:00"
                 .to_owned(),
@@ -524,7 +568,11 @@ mod tests {
             new("from 9 to 10 and from 30 to 45 minutes, and more"),
             ["10", "45", "minutes"]
         );
-        assert!(new("its capacity to 200 (from 150)").is_empty());
+        assert_eq!(new("its capacity to 200 (from 150)"), ["200"]);
+        assert_eq!(
+            new("Move it to day 1 at 09:00, re-planning"),
+            ["day", "1", "at", "09", "00"]
+        );
         assert_eq!(
             old("from 09:00 to 10:00 and from 30 to 45"),
             ["09", "00", "30"]
