@@ -19,8 +19,9 @@ use aws_sdk_bedrockruntime::types::error::ConverseStreamOutputError;
 use backend::{BackendError, ChatModel, ChatRequest, EventStream, MediaSource, ModelEvent};
 use futures::StreamExt;
 use std::collections::VecDeque;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
+use transcript::MediaRef;
 
 type Receiver = aws_sdk_bedrockruntime::primitives::event_stream::EventReceiver<
     ConverseStreamOutput,
@@ -36,7 +37,16 @@ pub struct BedrockModel {
     endpoint: Option<String>,
     /// Where attachments' bytes are read for a model that does not read their S3 locations.
     media: Option<Arc<dyn MediaSource>>,
+    /// The attachments read last, by key, oldest first (see [`BedrockModel::read`]).
+    kept: Arc<Mutex<Kept>>,
 }
+
+/// Attachments read last, by key, oldest first.
+type Kept = VecDeque<(String, Arc<[u8]>)>;
+
+/// The most attachment bytes a model keeps from one call for the next: a turn's tool rounds,
+/// and its retry, send the same attachments, which are then read once.
+pub const READ_KEPT_BYTES: usize = 24_000_000;
 
 /// The most attachment bytes one request carries: past it, older attachments go as their
 /// line. Converse's own cap on a request's size is not stated per model; this keeps a request
@@ -51,6 +61,7 @@ impl BedrockModel {
             model_id,
             endpoint: None,
             media: None,
+            kept: Arc::default(),
         }
     }
 
@@ -79,26 +90,59 @@ impl BedrockModel {
         let Some(source) = &self.media else {
             return media;
         };
-        let wanted = media_to_read(request, &self.model_id);
-        let read = futures::future::join_all(wanted.iter().map(|m| source.bytes(m))).await;
+        let cap = |m: &MediaRef| match m.mime_type.starts_with("image/") {
+            true => MAX_IMAGE_BYTES,
+            false => MAX_DOCUMENT_BYTES,
+        };
+        // Newest first; one whose stored size is already over its cap is not read at all.
+        let wanted: Vec<MediaRef> = media_to_read(request, &self.model_id)
+            .into_iter()
+            .filter(|m| {
+                let fits = usize::try_from(m.size_bytes).is_ok_and(|n| n <= cap(m));
+                if !fits {
+                    tracing::warn!(key = %m.key, bytes = m.size_bytes, "an attachment is larger than the model takes; the model is told of it in a line");
+                }
+                fits
+            })
+            .collect();
+        let read = futures::future::join_all(wanted.iter().map(|m| self.read(source, m))).await;
         let mut total = 0usize;
         for (attachment, bytes) in wanted.iter().zip(read) {
             let Some(bytes) = bytes else {
                 tracing::warn!(key = %attachment.key, "an attachment could not be read; the model is told of it in a line");
                 continue;
             };
-            let cap = match attachment.mime_type.starts_with("image/") {
-                true => MAX_IMAGE_BYTES,
-                false => MAX_DOCUMENT_BYTES,
-            };
-            if bytes.len() > cap || total + bytes.len() > MAX_REQUEST_MEDIA_BYTES {
-                tracing::warn!(key = %attachment.key, bytes = bytes.len(), "an attachment is larger than the model takes; the model is told of it in a line");
+            if bytes.len() > cap(attachment) || total + bytes.len() > MAX_REQUEST_MEDIA_BYTES {
+                tracing::warn!(key = %attachment.key, bytes = bytes.len(), "an attachment is larger than the model takes, or than room is left for; the model is told of it in a line");
                 continue;
             }
             total += bytes.len();
-            media.bytes.insert(attachment.key.clone(), bytes);
+            media.bytes.insert(attachment.key.clone(), bytes.to_vec());
         }
         media
+    }
+
+    /// `media`'s bytes: from the few read last (a turn's every model call sends the same
+    /// attachments; [`READ_KEPT_BYTES`] at most are kept), else from `source`.
+    async fn read(&self, source: &Arc<dyn MediaSource>, media: &MediaRef) -> Option<Arc<[u8]>> {
+        {
+            let kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some((_, bytes)) = kept.iter().find(|(key, _)| *key == media.key) {
+                return Some(bytes.clone());
+            }
+        }
+        let bytes: Arc<[u8]> = source.bytes(media).await?.into();
+        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        if !kept.iter().any(|(key, _)| *key == media.key) {
+            kept.push_back((media.key.clone(), bytes.clone()));
+        }
+        let mut held: usize = kept.iter().map(|(_, b)| b.len()).sum();
+        while held > READ_KEPT_BYTES
+            && let Some((_, oldest)) = kept.pop_front()
+        {
+            held -= oldest.len();
+        }
+        Some(bytes)
     }
 
     pub fn model_id(&self) -> &str {

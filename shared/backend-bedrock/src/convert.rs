@@ -89,8 +89,8 @@ pub const MAX_DOCUMENT_BYTES: usize = 4_500_000;
 
 /// The attachments of `request` whose bytes should be read before it is sent: the newest
 /// [`MAX_DOCUMENTS`] documents and [`MAX_IMAGES`] images in a format Converse knows (the ones
-/// that can go as blocks), newest first; none when `model` reads S3 locations and every one
-/// of them is at an S3 key.
+/// that can go as blocks), newest first whatever their kind (so a budget spent in this order
+/// goes to the newest); none at an S3 key when `model` reads S3 locations.
 pub fn media_to_read(request: &ChatRequest, fallback_model: &str) -> Vec<MediaRef> {
     let model = if request.model.is_empty() {
         fallback_model
@@ -98,7 +98,8 @@ pub fn media_to_read(request: &ChatRequest, fallback_model: &str) -> Vec<MediaRe
         &request.model
     };
     let links = reads_s3_links(model);
-    let (mut documents, mut images) = (Vec::new(), Vec::new());
+    let (mut documents, mut images) = (0, 0);
+    let mut wanted = Vec::new();
     let user_side = request
         .messages
         .iter()
@@ -106,20 +107,21 @@ pub fn media_to_read(request: &ChatRequest, fallback_model: &str) -> Vec<MediaRe
         .filter(|m| m.role != Role::Assistant)
         .flat_map(|m| m.parts.iter().rev());
     for part in user_side {
-        match part {
-            Part::Document(m) if document_format(&m.mime_type).is_some() => documents.push(m),
-            Part::Image(m) if image_format(&m.mime_type).is_some() => images.push(m),
-            _ => {}
+        let (media, count, most) = match part {
+            Part::Document(m) if document_format(&m.mime_type).is_some() => {
+                (m, &mut documents, MAX_DOCUMENTS)
+            }
+            Part::Image(m) if image_format(&m.mime_type).is_some() => (m, &mut images, MAX_IMAGES),
+            _ => continue,
+        };
+        if *count < most {
+            *count += 1;
+            if !(links && is_s3(media)) {
+                wanted.push(media.clone());
+            }
         }
     }
-    documents.truncate(MAX_DOCUMENTS);
-    images.truncate(MAX_IMAGES);
-    documents
-        .into_iter()
-        .chain(images)
-        .filter(|m| !(links && is_s3(m)))
-        .cloned()
-        .collect()
+    wanted
 }
 
 /// The ConverseStream input for `request`, its attachments sent as `media` says.
@@ -925,13 +927,14 @@ mod tests {
         assert_eq!(
             keys("anthropic.claude-sonnet-4-5-20250929-v1:0"),
             [
+                "local/img/1",
                 "s3://b/d6",
                 "s3://b/d5",
                 "s3://b/d4",
                 "s3://b/d3",
-                "s3://b/d2",
-                "local/img/1"
-            ]
+                "s3://b/d2"
+            ],
+            "newest first, whatever their kind"
         );
         assert_eq!(keys("us.amazon.nova-pro-v1:0"), ["local/img/1"]);
         assert!(reads_s3_links(

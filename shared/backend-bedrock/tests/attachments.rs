@@ -178,3 +178,76 @@ async fn nova_gets_the_s3_location_and_another_model_is_refused_it() {
     let refused = aws_sdk_bedrockruntime::error::DisplayErrorContext(&refused).to_string();
     assert!(refused.contains(S3_LINKS_REFUSED_MESSAGE), "{refused}");
 }
+
+/// The 20 MB a request may carry goes to the newest attachment first, whatever its kind: a
+/// photo sent now goes as itself though four older PDFs fill most of it (the oldest is the one
+/// left as a line). The second call of the turn (a tool round) reads nothing again.
+#[tokio::test]
+async fn the_newest_attachment_goes_first_and_a_turns_calls_read_it_once() {
+    let pdf = |n: usize| format!("s3://media-bucket/media/whatsapp/c1/m1/{n}");
+    let photo = "s3://media-bucket/media/whatsapp/c1/m2/0";
+    let mut bytes: HashMap<String, Vec<u8>> =
+        (0..4).map(|n| (pdf(n), vec![b'%'; 4_400_000])).collect();
+    bytes.insert(photo.to_owned(), vec![0xff; 3_000_000]);
+    let stored = Arc::new(Stored {
+        bytes,
+        ..Stored::default()
+    });
+    let (fake, model) = support::serve(
+        CLAUDE,
+        vec![
+            Scenario::reply(&Reply::text("Four reports.")),
+            Scenario::reply(&Reply::text("And a photo.")),
+        ],
+    )
+    .await;
+    let model = model.with_media(stored.clone());
+    let request = ChatRequest {
+        model: String::new(),
+        system: String::new(),
+        messages: vec![
+            ChatMessage {
+                role: Role::User,
+                parts: (0..4)
+                    .map(|n| Part::Document(media(&pdf(n), "application/pdf")))
+                    .collect::<Vec<_>>()
+                    .into(),
+            },
+            ChatMessage {
+                role: Role::Assistant,
+                parts: vec![Part::text("Read them.")].into(),
+            },
+            ChatMessage {
+                role: Role::User,
+                parts: vec![Part::Image(media(photo, "image/jpeg"))].into(),
+            },
+        ],
+        tools: Default::default(),
+        settings: InferenceSettings::default(),
+    };
+    answered(&model, request.clone()).await.expect("answered");
+    answered(&model, request).await.expect("answered again");
+    let body = &fake.requests()[1].body;
+    let newest = &body["messages"][2]["content"][0];
+    assert!(
+        newest["image"]["source"]["bytes"].is_string(),
+        "the photo goes: {}",
+        newest["text"]
+    );
+    let older = body["messages"][0]["content"].as_array().unwrap();
+    assert_eq!(
+        older[0]["text"],
+        format!("[document: {}]", pdf(0)),
+        "the oldest is the line"
+    );
+    assert!(
+        older[1..]
+            .iter()
+            .all(|b| b["document"]["source"]["bytes"].is_string())
+    );
+    assert_eq!(
+        stored.asked.lock().unwrap().len(),
+        5,
+        "read once for both calls"
+    );
+}

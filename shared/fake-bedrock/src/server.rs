@@ -52,6 +52,9 @@ impl FakeBedrock {
         shared.scenarios.lock().unwrap().extend(scenarios);
         let app = Router::new()
             .route("/model/{model_id}/converse-stream", post(converse_stream))
+            // Requests with attachments' bytes run to tens of megabytes (Bedrock takes them);
+            // axum's own 2 MB default would refuse them.
+            .layer(axum::extract::DefaultBodyLimit::max(64 * 1024 * 1024))
             .with_state(shared.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
