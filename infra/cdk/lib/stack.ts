@@ -204,11 +204,18 @@ export class BridleStack extends Stack {
     const profileId = param('BedrockInferenceProfileId',
       'A cross-region inference profile id for that model (e.g. us.<model id>), or empty.',
       'us.anthropic.claude-sonnet-4-5-20250929-v1:0');
-    const publicBaseUrl = param('PublicBaseUrl',
+    // https, and no "/" at the end: Cognito's callback is this and "/auth/callback", and the web
+    // app sends its own URL without the "/" (one at the end would make every sign-in a mismatch).
+    const publicBaseUrlPattern = '^$|^https://[^/\\s]+(/[^\\s]*[^/\\s])?$';
+    const publicBaseUrl = new CfnParameter(this, 'PublicBaseUrl', {
+      type: 'String', default: '', allowedPattern: publicBaseUrlPattern,
+      constraintDescription: 'an https URL without a "/" at the end (https://bridle.example.org), or empty',
+      description:
       'The public https base URL of the web app (your custom domain, serving the web function), or empty. The ' +
       'worker\'s onboarding reply links to it, and people sign in there (Cognito\'s callback and the web app\'s ' +
       'own URL are set to it; empty: the WebAppUrl output, the web function\'s URL). The webhook does not use it: ' +
-      'Twilio\'s signature is checked against the URL API Gateway says it was called at.', '');
+      'Twilio\'s signature is checked against the URL API Gateway says it was called at.',
+    });
     const telegramUser = param('TelegramBotUsername', "The Telegram bot's username; optional.", '');
     const whatsappNumber = param('WhatsAppDisplayNumber',
       'The WhatsApp number people message (e.g. +15551234567), shown next to a link code; optional.', '');

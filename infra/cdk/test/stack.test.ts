@@ -439,6 +439,14 @@ test('the user pool: e-mail usernames, verified, MFA required, sign-up by Bridle
   assert.deepEqual(template.toJSON().Parameters.BridleSignup.AllowedValues, ['open', 'closed']);
 });
 
+test('PublicBaseUrl is https with no "/" at the end (Cognito\'s callback is it and "/auth/callback")', () => {
+  const pattern = new RegExp(template.toJSON().Parameters.PublicBaseUrl.AllowedPattern);
+  for (const ok of ['', 'https://bridle.example.org', 'https://example.org/bridle']) assert.ok(pattern.test(ok), ok);
+  for (const bad of ['https://bridle.example.org/', 'http://bridle.example.org', 'bridle.example.org']) {
+    assert.ok(!pattern.test(bad), bad);
+  }
+});
+
 test('the app client: confidential, code flow, openid email profile, callback at the web app\'s address', () => {
   const c = resources().UserPoolClient.Properties;
   assert.equal(c.GenerateSecret, true);
