@@ -256,7 +256,10 @@ async fn jobs(command: JobsCommand) -> ExitCode {
     }
     let queue = match queue_sqlite::SqliteQueue::open_beside(&db, queue::QueueSettings::default()) {
         Ok(q) => q,
-        Err(err) => return fail("cannot open the job queue", &err),
+        Err(err) => {
+            fail("cannot open the job queue", &err);
+            return ExitCode::from(admin_cli::EXIT_STORE);
+        }
     };
     let done = match command {
         JobsCommand::Dead { json, .. } => admin_cli::jobs::list_dead(&queue, json, &mut out),

@@ -82,6 +82,16 @@ async fn dead_jobs_are_listed_and_retried() {
 
     let unknown = bridle(&["jobs", "retry", "9999", "--db", db_arg]);
     assert_eq!(unknown.status.code(), Some(1));
+    // A queue that cannot be read is the store's exit code (3), not bad input's (1): a script
+    // tells "no such job" from "the queue could not be reached".
+    let garbage = dir.path().join("garbage.db");
+    std::fs::write(
+        &garbage,
+        "not a database, and long enough to be read as one".repeat(100),
+    )
+    .unwrap();
+    let unreadable = bridle(&["jobs", "dead", "--db", garbage.to_str().unwrap()]);
+    assert_eq!(unreadable.status.code(), Some(3), "{unreadable:?}");
     assert!(String::from_utf8_lossy(&unknown.stderr).contains("no dead job 9999"));
 
     let retried = bridle(&["jobs", "retry", &id.to_string(), "--db", db_arg]);

@@ -42,8 +42,9 @@ fn places() -> Arc<Semaphore> {
 }
 
 /// Each owner's one turn at asking for a place: a semaphore of one per owner with a plan
-/// running or waiting, removed when none has (every clone is made and dropped under the
-/// lock, so a count of one is the map's own).
+/// running or waiting, removed when the last turn taken ends (a waiter that gave up drops its
+/// clone outside the lock, and may leave its owner's entry behind: reused by the owner's next
+/// plan, it costs a map entry).
 fn owners() -> &'static Mutex<HashMap<String, Arc<Semaphore>>> {
     static OWNERS: OnceLock<Mutex<HashMap<String, Arc<Semaphore>>>> = OnceLock::new();
     OWNERS.get_or_init(Default::default)

@@ -1,6 +1,7 @@
 //! `Confirmations`: one item per pending confirmation (`CONV#<id>` / `PENDING#<hash>`) with a
-//! `ttl`. Taking is one conditional `DeleteItem` that admits only a live record of another
-//! action and returns the old item, so a record is consumed once.
+//! `ttl`. Taking reads the record (consistently), then deletes it only as read, live and of
+//! another action, in a one-item transaction (`transact::write_once`: applied once if its
+//! answer is lost), so a record is consumed once.
 
 use crate::DynamoStore;
 use crate::error::unavailable;

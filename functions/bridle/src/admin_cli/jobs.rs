@@ -10,7 +10,7 @@ use std::io::Write;
 pub fn list_dead(queue: &SqliteQueue, json: bool, out: &mut impl Write) -> Result<(), CliError> {
     let dead = queue
         .dead_letters()
-        .map_err(|e| CliError::refused(format!("cannot read the dead letters: {e}")))?;
+        .map_err(CliError::unavailable("cannot read the dead letters"))?;
     if json {
         let rows: Vec<_> = dead
             .iter()
@@ -57,7 +57,7 @@ pub fn list_dead(queue: &SqliteQueue, json: bool, out: &mut impl Write) -> Resul
 pub fn retry(queue: &SqliteQueue, id: Option<i64>, out: &mut impl Write) -> Result<(), CliError> {
     let n = queue
         .retry_dead(id)
-        .map_err(|e| CliError::refused(format!("cannot put the jobs back: {e}")))?;
+        .map_err(CliError::unavailable("cannot put the jobs back"))?;
     match (id, n) {
         (Some(id), 0) => Err(CliError::refused(format!(
             "There is no dead job {id} (bridle jobs dead lists them)."
@@ -89,7 +89,7 @@ pub async fn list_dead_sqs(
 ) -> Result<(), CliError> {
     let view = queue_sqs::dead_letters(client, dlq_url)
         .await
-        .map_err(|e| CliError::refused(format!("cannot read the dead-letter queue: {e}")))?;
+        .map_err(CliError::unavailable("cannot read the dead-letter queue"))?;
     let field = |m: &queue_sqs::DeadMessage, f: fn(&queue::TurnJob) -> &str| {
         m.job.as_ref().map_or("(unreadable)", f).to_owned()
     };
@@ -127,9 +127,9 @@ pub async fn list_dead_sqs(
         writeln!(
             out,
             "{:<38} {:<10} {:<40} {:<6} {at}",
-            m.message_id,
-            field(m, |j| &j.channel),
-            field(m, |j| &j.conversation_key),
+            render::shown(&m.message_id),
+            render::shown(&field(m, |j| &j.channel)),
+            render::shown(&field(m, |j| &j.conversation_key)),
             m.receive_count
         )?;
     }
@@ -155,7 +155,7 @@ pub async fn retry_sqs(
 ) -> Result<(), CliError> {
     let n = queue_sqs::redrive(client, dlq_url, queue_url, id)
         .await
-        .map_err(|e| CliError::refused(format!("cannot put the jobs back: {e}")))?;
+        .map_err(CliError::unavailable("cannot put the jobs back"))?;
     match (id, n) {
         (Some(id), 0) => Err(CliError::refused(format!(
             "There is no dead job {id} in view (bridle jobs dead --dlq-url lists them)."

@@ -68,6 +68,20 @@ impl CliError {
         let what = what.into();
         move |source| CliError::Store { what, source }
     }
+
+    /// As [`CliError::store`], for a failure of another of Bridle's stores (the job queue, its
+    /// dead letters on SQS): the store's exit code, not bad input's, so a script can tell "no
+    /// such job" from "the queue could not be reached".
+    pub(crate) fn unavailable<E>(what: impl Into<String>) -> impl FnOnce(E) -> Self
+    where
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        let what = what.into();
+        move |source| CliError::Store {
+            what,
+            source: StoreError::Unavailable(Box::new(source)),
+        }
+    }
 }
 
 /// Table or JSON.

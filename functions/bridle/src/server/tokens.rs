@@ -68,6 +68,19 @@ pub const MAX_A_DAY: usize = 20;
 /// The ledger's name for the tokens a user made in a day (UTC).
 const MADE_A_DAY: &str = "mcp_tokens_1d";
 
+/// The ledger's count of the tokens `current` made on the day (UTC) of `now`, and when it may
+/// be swept.
+fn day_bucket(current: &CurrentUser, now: i64) -> (BucketKey, i64) {
+    const DAY_MS: i64 = 86_400_000;
+    let start_ms = now - now.rem_euclid(DAY_MS);
+    let bucket = BucketKey {
+        scope: format!("web_user:{}", current.user),
+        window: MADE_A_DAY.into(),
+        start_ms,
+    };
+    (bucket, start_ms + 2 * DAY_MS)
+}
+
 /// Count one token made by `current` on the day (UTC) of `now` in the budget ledger, one
 /// conditional add; `false`: [`MAX_A_DAY`] were made that day, and this one is not counted.
 /// The list [`create`] reads first may miss tokens made a moment ago (by a request racing this
@@ -75,17 +88,12 @@ const MADE_A_DAY: &str = "mcp_tokens_1d";
 /// burst of requests makes more than [`MAX_A_DAY`] in a day, nor (those made within the lag
 /// aside) holds more than [`MAX_LIVE`] working ones.
 async fn counted_today(app: &App, current: &CurrentUser, now: i64) -> Result<bool, ApiError> {
-    const DAY_MS: i64 = 86_400_000;
-    let start_ms = now - now.rem_euclid(DAY_MS);
+    let (bucket, expires_at_ms) = day_bucket(current, now);
     let charge = Charge {
-        bucket: BucketKey {
-            scope: format!("web_user:{}", current.user),
-            window: MADE_A_DAY.into(),
-            start_ms,
-        },
+        bucket,
         amount: 1,
         limit: Some(MAX_A_DAY as u64),
-        expires_at_ms: start_ms + 2 * DAY_MS,
+        expires_at_ms,
     };
     let ledger: &dyn BudgetLedger = app.store.as_ref();
     match ledger.reserve(&[charge]).await {
@@ -147,7 +155,7 @@ pub async fn create(
         ));
     }
     let expires = now + i64::from(days) * 86_400_000;
-    let (token, secret) = issue_token(
+    let issued = issue_token(
         app.tokens.as_ref(),
         &current.user,
         name,
@@ -155,8 +163,24 @@ pub async fn create(
         Some(expires),
         now,
     )
-    .await
-    .map_err(ApiError::internal)?;
+    .await;
+    let (token, secret) = match issued {
+        Ok(issued) => issued,
+        Err(err) => {
+            // Not made: not counted (best effort; a failure leaves it counted for the day).
+            let ledger: &dyn BudgetLedger = app.store.as_ref();
+            let (bucket, expires_at_ms) = day_bucket(&current, now);
+            let back = store::Adjustment {
+                bucket,
+                delta: -1,
+                expires_at_ms,
+            };
+            if let Err(e) = ledger.adjust(&[back]).await {
+                tracing::warn!(error = %e, "could not give back a token not made; it stays counted");
+            }
+            return Err(ApiError::internal(err));
+        }
+    };
     // Made by a request that passed the gate before its person signed out everywhere (its
     // body held back until then): revoked at once, so it outlives the sign-out no more than
     // the session does. One made before the sign-out's revocation is refused at the MCP door.
