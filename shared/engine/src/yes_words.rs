@@ -75,30 +75,62 @@ pub fn affirms(text: &str) -> bool {
 /// held a rename beside a withdrawal, cannot have a new request in those words ("please show
 /// me the attendees", "please withdraw Dana and show me the attendees") read as a yes.
 pub fn affirms_to(text: &str, described: &[String]) -> bool {
-    let Some(rest) = after_the_yes(text) else {
+    let Some(mut rest) = after_the_yes(text) else {
         return false;
     };
+    let calls = DescribedCalls::of(described);
+    calls.no_value_in_actions(&mut rest);
     let named: Vec<&Word> = rest.iter().filter(|w| !is_yes_or_assent(&w.text)).collect();
     if named.is_empty() {
         return true;
     }
-    let calls = DescribedCalls::of(described);
     let said = calls.named_by_action(&named);
-    // What the yes says a call changes to ("to day 2") is one of the values its question
-    // says, word for word in order: not a bag of the question's words (the 2 of "2 sessions
-    // move", the digits of 09:00 the other way round).
-    let runs_said = new_runs(&rest).iter().all(|run| {
-        said.iter().any(|&i| {
-            new_runs(&calls.words[i])
-                .iter()
-                .any(|r| r.windows(run.len()).any(|w| w == run.as_slice()))
-        })
-    });
-    !said.is_empty()
-        && runs_said
-        && named
+    if said.is_empty()
+        || !named
             .iter()
             .all(|w| said.iter().any(|&i| calls.describes(i, w)))
+    {
+        return false;
+    }
+    // The values the yes says (what follows its "to", a run of its words with a number in
+    // it) are values of every call it names, word for word in order: not a bag of the
+    // question's words (the 2 of "2 sessions move" for "day 2", the digits of 09:00 the other
+    // way round), nor another held call's ("to Hall D" borrowed from the other move).
+    let chosen = chosen_calls(&calls, &named);
+    !chosen.is_empty()
+        && value_runs(&rest, &calls).iter().all(|run| {
+            chosen.iter().all(|&i| {
+                new_runs(&calls.words[i])
+                    .iter()
+                    .any(|r| r.windows(run.len()).any(|w| w == run.as_slice()))
+            })
+        })
+}
+
+/// The values a yes says: each run of it after a "to" (one that starts with a held call's
+/// action is no value: [`DescribedCalls::no_value_in_actions`]), and each run of its words between
+/// the yes's action, assent and "to"/"from" that holds a number ("day 2" of "move it for day
+/// 2").
+fn value_runs<'a>(rest: &'a [Word], calls: &DescribedCalls) -> Vec<Vec<&'a str>> {
+    let is_action = |w: &str| calls.is_action(w);
+    let mut runs: Vec<Vec<&str>> = new_runs(rest);
+    let mut current: Vec<&str> = Vec::new();
+    for w in rest.iter().map(|w| w.text.as_str()).chain([""]) {
+        let separates =
+            w.is_empty() || is_yes_or_assent(w) || is_action(w) || ["to", "from"].contains(&w);
+        if !separates {
+            current.push(w);
+            continue;
+        }
+        if current
+            .iter()
+            .any(|w| w.chars().any(|c| c.is_ascii_digit()))
+        {
+            runs.push(std::mem::take(&mut current));
+        }
+        current.clear();
+    }
+    runs
 }
 
 /// The runs of [`Mark::New`] words of `words` (what something changes to), without words of
@@ -157,6 +189,28 @@ impl DescribedCalls {
                 .iter()
                 .map(|d| marked_words(&unquoted(d).to_lowercase()))
                 .collect(),
+        }
+    }
+
+    /// Whether `word` is a held call's action.
+    fn is_action(&self, word: &str) -> bool {
+        self.actions.iter().flatten().any(|a| a == word)
+    }
+
+    /// A yes's words after a "to" that begin with a held call's action are how it goes on
+    /// ("ok, proceed to move it"), not a value it says: marked as other words.
+    fn no_value_in_actions(&self, words: &mut [Word]) {
+        let mut in_action = false;
+        for w in words.iter_mut() {
+            match w.mark {
+                Mark::New if in_action => w.mark = Mark::Other,
+                Mark::New if self.is_action(&w.text) => {
+                    w.mark = Mark::Other;
+                    in_action = true;
+                }
+                Mark::New => {}
+                _ => in_action = false,
+            }
         }
     }
 
@@ -339,37 +393,42 @@ fn lower_words(text: &str) -> Vec<String> {
 /// having every word the yes names. `None`: the yes names nothing (a plain "yes"), so every
 /// held call.
 pub(crate) fn named_calls(text: &str, described: &[String]) -> Option<Vec<String>> {
-    let named: Vec<Word> = after_the_yes(text)?
+    let mut rest = after_the_yes(text)?;
+    let calls = DescribedCalls::of(described);
+    calls.no_value_in_actions(&mut rest);
+    let named: Vec<Word> = rest
         .into_iter()
         .filter(|w| !is_yes_or_assent(&w.text))
         .collect();
     if named.is_empty() {
         return None;
     }
-    // Only a call whose action the yes names can be one it names ([`affirms_to`]).
-    let calls = DescribedCalls::of(described);
-    let candidates = calls.named_by_action(&named.iter().collect::<Vec<_>>());
+    let chosen = chosen_calls(&calls, &named.iter().collect::<Vec<_>>());
+    Some(chosen.into_iter().map(|i| described[i].clone()).collect())
+}
+
+/// The held calls a yes's `named` words name (see [`named_calls`]), by index. Only a call
+/// whose action the yes names can be one ([`affirms_to`]).
+fn chosen_calls(calls: &DescribedCalls, named: &[&Word]) -> Vec<usize> {
+    let candidates = calls.named_by_action(named);
     let describes = |i: usize, w: &Word| calls.describes(i, w);
     let told_apart = |i: usize| {
         named.iter().any(|w| {
             describes(i, w) && candidates.iter().filter(|&&j| describes(j, w)).count() == 1
         })
     };
-    let by_word: Vec<String> = candidates
+    let by_word: Vec<usize> = candidates
         .iter()
-        .filter(|&&i| told_apart(i))
-        .map(|&i| described[i].clone())
+        .copied()
+        .filter(|&i| told_apart(i))
         .collect();
     if !by_word.is_empty() {
-        return Some(by_word);
+        return by_word;
     }
-    Some(
-        candidates
-            .iter()
-            .filter(|&&i| named.iter().all(|w| describes(i, w)))
-            .map(|&i| described[i].clone())
-            .collect(),
-    )
+    candidates
+        .into_iter()
+        .filter(|&i| named.iter().all(|w| describes(i, w)))
+        .collect()
 }
 
 /// The words of `text` (letters, digits and apostrophes).
@@ -512,6 +571,17 @@ mod tests {
         assert!(affirms_to("ok move it to day 1 at 09:00", &session));
         assert!(!affirms_to("yes, move it to day 2", &session));
         assert!(!affirms_to("yes, move it to day 1 at 00:09", &session));
+        // Said without "to", or split by a comma: still the values, in order.
+        for not_a_yes in [
+            "yes, move it for day 2",
+            "yes move it, day 2",
+            "yes, move it at 00:09",
+            "yes, move it to day 1, at 00:09",
+        ] {
+            assert!(!affirms_to(not_a_yes, &session), "{not_a_yes}");
+        }
+        // "to" before the action is how a yes goes on, not a value.
+        assert!(affirms_to("ok, proceed to move it", &session));
         let time = [
             "Move Spring Open (published, 3 registered) from 2026-05-01T09:00 to 2026-05-02T09:00"
                 .to_owned(),
@@ -546,6 +616,13 @@ mod tests {
             named_calls("yes, move Summer Cup", &both),
             Some(vec![both[1].clone()])
         );
+        // A value borrowed from another held call names no call to it.
+        let two = [
+            venue[0].clone(),
+            "Move Summer Cup (published, 0 registered) from Hall C to Hall D".to_owned(),
+        ];
+        assert!(!affirms_to("yes, move Spring Open to Hall D", &two));
+        assert!(affirms_to("yes, move Spring Open to Hall B", &two));
     }
 
     #[test]
