@@ -94,13 +94,18 @@ impl BedrockModel {
             true => MAX_IMAGE_BYTES,
             false => MAX_DOCUMENT_BYTES,
         };
-        // Newest first; one whose stored size is already over its cap is not read at all.
+        // Newest first; one whose stored size is already over its cap, or over what is left of
+        // the request's, is not read at all.
+        let mut known = 0usize;
         let wanted: Vec<MediaRef> = media_to_read(request, &self.model_id)
             .into_iter()
             .filter(|m| {
-                let fits = usize::try_from(m.size_bytes).is_ok_and(|n| n <= cap(m));
-                if !fits {
-                    tracing::warn!(key = %m.key, bytes = m.size_bytes, "an attachment is larger than the model takes; the model is told of it in a line");
+                let size = usize::try_from(m.size_bytes).unwrap_or(usize::MAX);
+                let fits = size <= cap(m) && known + size <= MAX_REQUEST_MEDIA_BYTES;
+                if fits {
+                    known += size;
+                } else {
+                    tracing::warn!(key = %m.key, bytes = m.size_bytes, "an attachment is larger than the model takes, or than room is left for; the model is told of it in a line");
                 }
                 fits
             })
@@ -117,13 +122,33 @@ impl BedrockModel {
                 continue;
             }
             total += bytes.len();
+            self.keep(&attachment.key, &bytes);
             media.bytes.insert(attachment.key.clone(), bytes.to_vec());
         }
         media
     }
 
-    /// `media`'s bytes: from the few read last (a turn's every model call sends the same
-    /// attachments; [`READ_KEPT_BYTES`] at most are kept), else from `source`.
+    /// Keep `bytes` (sent under `key`) for the next calls, the oldest kept going first past
+    /// [`READ_KEPT_BYTES`].
+    fn keep(&self, key: &str, bytes: &Arc<[u8]>) {
+        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(at) = kept.iter().position(|(k, _)| k == key) {
+            // Sent again: the newest kept.
+            let entry = kept.remove(at).expect("found just now");
+            kept.push_back(entry);
+            return;
+        }
+        kept.push_back((key.to_owned(), bytes.clone()));
+        let mut held: usize = kept.iter().map(|(_, b)| b.len()).sum();
+        while held > READ_KEPT_BYTES
+            && let Some((_, oldest)) = kept.pop_front()
+        {
+            held -= oldest.len();
+        }
+    }
+
+    /// `media`'s bytes: from those kept from the last calls (a turn's every model call sends
+    /// the same attachments), else from `source`.
     async fn read(&self, source: &Arc<dyn MediaSource>, media: &MediaRef) -> Option<Arc<[u8]>> {
         {
             let kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
@@ -131,18 +156,7 @@ impl BedrockModel {
                 return Some(bytes.clone());
             }
         }
-        let bytes: Arc<[u8]> = source.bytes(media).await?.into();
-        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
-        if !kept.iter().any(|(key, _)| *key == media.key) {
-            kept.push_back((media.key.clone(), bytes.clone()));
-        }
-        let mut held: usize = kept.iter().map(|(_, b)| b.len()).sum();
-        while held > READ_KEPT_BYTES
-            && let Some((_, oldest)) = kept.pop_front()
-        {
-            held -= oldest.len();
-        }
-        Some(bytes)
+        Some(source.bytes(media).await?.into())
     }
 
     pub fn model_id(&self) -> &str {

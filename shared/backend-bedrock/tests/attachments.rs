@@ -45,6 +45,14 @@ fn media(key: &str, mime_type: &str) -> MediaRef {
     }
 }
 
+/// `key` as the transcript keeps it, its stored size known.
+fn sized(key: &str, mime_type: &str, size_bytes: u64) -> MediaRef {
+    MediaRef {
+        size_bytes,
+        ..media(key, mime_type)
+    }
+}
+
 /// "What is in these?" with a photo and a PDF.
 fn with_attachments() -> ChatRequest {
     ChatRequest {
@@ -181,7 +189,8 @@ async fn nova_gets_the_s3_location_and_another_model_is_refused_it() {
 
 /// The 20 MB a request may carry goes to the newest attachment first, whatever its kind: a
 /// photo sent now goes as itself though four older PDFs fill most of it (the oldest is the one
-/// left as a line). The second call of the turn (a tool round) reads nothing again.
+/// left as a line, and, its size known, never read). The second call of the turn (a tool
+/// round) reads nothing again.
 #[tokio::test]
 async fn the_newest_attachment_goes_first_and_a_turns_calls_read_it_once() {
     let pdf = |n: usize| format!("s3://media-bucket/media/whatsapp/c1/m1/{n}");
@@ -209,7 +218,7 @@ async fn the_newest_attachment_goes_first_and_a_turns_calls_read_it_once() {
             ChatMessage {
                 role: Role::User,
                 parts: (0..4)
-                    .map(|n| Part::Document(media(&pdf(n), "application/pdf")))
+                    .map(|n| Part::Document(sized(&pdf(n), "application/pdf", 4_400_000)))
                     .collect::<Vec<_>>()
                     .into(),
             },
@@ -219,7 +228,7 @@ async fn the_newest_attachment_goes_first_and_a_turns_calls_read_it_once() {
             },
             ChatMessage {
                 role: Role::User,
-                parts: vec![Part::Image(media(photo, "image/jpeg"))].into(),
+                parts: vec![Part::Image(sized(photo, "image/jpeg", 3_000_000))].into(),
             },
         ],
         tools: Default::default(),
@@ -245,9 +254,10 @@ async fn the_newest_attachment_goes_first_and_a_turns_calls_read_it_once() {
             .iter()
             .all(|b| b["document"]["source"]["bytes"].is_string())
     );
+    // The oldest PDF, known to be past what is left, is never read; the rest once.
     assert_eq!(
         stored.asked.lock().unwrap().len(),
-        5,
+        4,
         "read once for both calls"
     );
 }
