@@ -89,6 +89,21 @@ fn entry(conv: &ConversationId, position: u64, role: VisibleRole, text: &str) ->
     }
 }
 
+/// The lobby `lobby` of `owner` made afresh at `now` (its sender back after its date).
+async fn returning_sender(
+    store: &dyn Store,
+    lobby: &ConversationId,
+    owner: &str,
+    now: i64,
+) -> Conversation {
+    let again = Conversation {
+        created_at_ms: now,
+        ..Conversation::new(lobby.clone(), UserId::from(owner), "whatsapp", "chat")
+    };
+    store.create_conversation(&again).await.unwrap();
+    again
+}
+
 async fn assert_gone(store: &dyn Store, id: &ConversationId, what: &str) {
     assert_eq!(store.conversation(id).await.unwrap(), None, "{what}: row");
     assert_eq!(
@@ -148,16 +163,7 @@ pub async fn check_expiry_sweeps_only_the_expired(store: &dyn Store) {
         .unwrap();
 
     // The sender comes back: a fresh lobby under the same id, nothing of the old one.
-    let again = Conversation {
-        created_at_ms: now,
-        ..Conversation::new(
-            lobby.clone(),
-            UserId::from("unlinked:a"),
-            "whatsapp",
-            "chat",
-        )
-    };
-    store.create_conversation(&again).await.unwrap();
+    let again = returning_sender(store, &lobby, "unlinked:a", now).await;
     let position = store.next_visible_position(&lobby).await.unwrap();
     store
         .append_visible(&entry(&lobby, position, VisibleRole::User, "hi again"))
@@ -234,16 +240,7 @@ pub async fn check_undated_words_go(store: &dyn Store) {
         "a lobby with words written after its last refresh",
     )
     .await;
-    let again = Conversation {
-        created_at_ms: now,
-        ..Conversation::new(
-            lobby.clone(),
-            UserId::from("unlinked:e"),
-            "whatsapp",
-            "chat",
-        )
-    };
-    store.create_conversation(&again).await.unwrap();
+    returning_sender(store, &lobby, "unlinked:e", now).await;
     store
         .expire_conversation(&lobby, now + HOUR_MS, now)
         .await
