@@ -204,12 +204,12 @@ export class BridleStack extends Stack {
     const profileId = param('BedrockInferenceProfileId',
       'A cross-region inference profile id for that model (e.g. us.<model id>), or empty.',
       'us.anthropic.claude-sonnet-4-5-20250929-v1:0');
-    // https, and no "/" at the end: Cognito's callback is this and "/auth/callback", and the web
-    // app sends its own URL without the "/" (one at the end would make every sign-in a mismatch).
-    const publicBaseUrlPattern = '^$|^https://[^/\\s]+(/[^\\s]*[^/\\s])?$';
+    // An https origin, no path: Cognito's callback is this and "/auth/callback", the web app
+    // sends its own URL without a "/" at the end, and serves its routes from the root.
+    const publicBaseUrlPattern = '^$|^https://[^/?#\\s]+$';
     const publicBaseUrl = new CfnParameter(this, 'PublicBaseUrl', {
       type: 'String', default: '', allowedPattern: publicBaseUrlPattern,
-      constraintDescription: 'an https URL without a "/" at the end (https://bridle.example.org), or empty',
+      constraintDescription: 'an https origin with nothing after the host (https://bridle.example.org), or empty',
       description:
       'The public https base URL of the web app (your custom domain, serving the web function), or empty. The ' +
       'worker\'s onboarding reply links to it, and people sign in there (Cognito\'s callback and the web app\'s ' +

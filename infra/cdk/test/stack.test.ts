@@ -439,10 +439,11 @@ test('the user pool: e-mail usernames, verified, MFA required, sign-up by Bridle
   assert.deepEqual(template.toJSON().Parameters.BridleSignup.AllowedValues, ['open', 'closed']);
 });
 
-test('PublicBaseUrl is https with no "/" at the end (Cognito\'s callback is it and "/auth/callback")', () => {
+test('PublicBaseUrl is an https origin (Cognito\'s callback is it and "/auth/callback")', () => {
   const pattern = new RegExp(template.toJSON().Parameters.PublicBaseUrl.AllowedPattern);
-  for (const ok of ['', 'https://bridle.example.org', 'https://example.org/bridle']) assert.ok(pattern.test(ok), ok);
-  for (const bad of ['https://bridle.example.org/', 'http://bridle.example.org', 'bridle.example.org']) {
+  for (const ok of ['', 'https://bridle.example.org', 'https://bridle.example.org:8443']) assert.ok(pattern.test(ok), ok);
+  for (const bad of ['https://bridle.example.org/', 'http://bridle.example.org', 'bridle.example.org',
+    'https://bridle.example.org?x=1', 'https://bridle.example.org/#', 'https://example.org/bridle']) {
     assert.ok(!pattern.test(bad), bad);
   }
 });
