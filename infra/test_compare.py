@@ -14,14 +14,15 @@ import compare
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-class CapPatternsTest(unittest.TestCase):
-    """A cap the functions would refuse at start-up (every message then failing into the
-    dead-letter queue) is refused at deploy instead, and one they accept is not: the samples
-    in cap_samples.json, which budget's unit test holds the functions to."""
+class ParameterPatternsTest(unittest.TestCase):
+    """A setting the functions would refuse at start-up (every message then failing into the
+    dead-letter queue, or the web app not starting) is refused at deploy instead, and one they
+    accept is not: the samples in parameter_samples.json, which the functions' unit tests hold
+    them to."""
 
-    def test_the_cap_parameters_accept_what_the_functions_accept(self):
+    def test_the_parameters_accept_what_the_functions_accept(self):
         sam = compare.expand_sam(os.path.join(HERE, "template.yaml"))
-        with open(os.path.join(HERE, "cap_samples.json")) as f:
+        with open(os.path.join(HERE, "parameter_samples.json")) as f:
             samples = json.load(f)
         for name, kind in samples["parameters"].items():
             pattern = sam["Parameters"][name]["AllowedPattern"]

@@ -208,6 +208,23 @@ pub fn linkable_channels(value: Option<&str>) -> Result<Vec<&'static str>, Strin
 mod tests {
     use super::*;
 
+    /// The deploy parameter's pattern is held to the same samples (infra/test_compare.py).
+    #[test]
+    fn linkable_channels_accept_and_refuse_the_deploy_templates_samples() {
+        let samples: serde_json::Value =
+            serde_json::from_str(include_str!("../../../infra/parameter_samples.json")).unwrap();
+        for (verdict, accepted) in [("accepted", true), ("refused", false)] {
+            for value in samples["channels"][verdict].as_array().unwrap() {
+                let value = value.as_str().unwrap();
+                assert_eq!(
+                    linkable_channels(Some(value)).is_ok(),
+                    accepted,
+                    "BRIDLE_LINKABLE_CHANNELS={value:?} should be {verdict}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn linkable_channels_are_read_from_a_list() {
         assert_eq!(linkable_channels(None), Ok(vec![]));

@@ -174,8 +174,9 @@ impl Worker {
                 let backoff = if last_attempt {
                     Duration::ZERO
                 } else {
+                    // Not before the claim lapses, nor before a platform's asked-for wait.
                     queue::retry_backoff(delivery.receive_count, queue::MAX_RETRY_BACKOFF, jitter())
-                        .max(claim_lapses_in.unwrap_or_default())
+                        .max(claim_lapses_in.max(why.retry_after()).unwrap_or_default())
                 };
                 tracing::warn!(job = %key, reason = %why, receive_count = delivery.receive_count, ?backoff, "job failed; it will be retried");
                 retried("the job's release", retry_for, queue_transient, || {

@@ -97,7 +97,15 @@ impl Worker {
                 )
             } else {
                 let (outcome, claim_lapses_in) = self.run_record(&record, deadline).await;
-                (outcome, self.retry_delay(&record, claim_lapses_in))
+                // A platform that asked for a wait (a rate limit) is not asked again sooner.
+                let asked = match &outcome {
+                    JobOutcome::Failed(why) => why.retry_after(),
+                    _ => None,
+                };
+                (
+                    outcome,
+                    self.retry_delay(&record, claim_lapses_in.max(asked)),
+                )
             };
             match &outcome {
                 JobOutcome::Failed(why) => {

@@ -31,22 +31,19 @@ fn jitter() -> f64 {
 }
 
 impl Worker {
-    /// How long the failed `record` should stay hidden: the backoff, or until the claim still
-    /// held on its job lapses (`claim_lapses_in`) if that is later, since a delivery before
-    /// then finds the job busy and spends a receive for nothing; nothing after its last attempt
+    /// How long the failed `record` should stay hidden: the backoff, or `at_least` if that is
+    /// later (until the claim still held on its job lapses, since a delivery before then finds
+    /// the job busy and spends a receive for nothing; or the wait a platform's rate limit asked
+    /// for, since one sooner is refused again); nothing after its last attempt
     /// (the user was told; SQS moves it to the dead-letter queue on its next receive, and the
     /// conversation's later messages need not wait for that).
-    pub(crate) fn retry_delay(
-        &self,
-        record: &SqsMessage,
-        claim_lapses_in: Option<Duration>,
-    ) -> Duration {
+    pub(crate) fn retry_delay(&self, record: &SqsMessage, at_least: Option<Duration>) -> Duration {
         let receives = receive_count(record);
         if receives >= self.options.max_receives {
             Duration::ZERO
         } else {
             queue::retry_backoff(receives, queue::MAX_RETRY_BACKOFF, jitter())
-                .max(claim_lapses_in.unwrap_or_default())
+                .max(at_least.unwrap_or_default())
         }
     }
 

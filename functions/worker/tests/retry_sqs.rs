@@ -17,6 +17,7 @@ use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
+use axum::response::IntoResponse;
 use axum::routing::post;
 use backend::{Reply, ScriptedModel};
 use channels::generic::GenericSender;
@@ -53,8 +54,8 @@ fn sqs() -> aws_sdk_sqs::Client {
     )
 }
 
-/// The platform's reply endpoint: answers 500 to the first `fail_first` replies, then takes
-/// them. Counts every attempt and keeps the accepted texts. With `outage`, the first reply,
+/// The platform's reply endpoint: answers 500 to the first `fail_first` replies (429 with
+/// `Retry-After: rate_limit` seconds, when set), then takes them. Counts every attempt and keeps the accepted texts. With `outage`, the first reply,
 /// refused or taken, takes DynamoDB down with it: what the attempt writes after it meets a
 /// throttled table.
 #[derive(Clone, Default)]
@@ -63,12 +64,18 @@ struct Platform {
     fail_first: usize,
     accepted: Arc<Mutex<Vec<String>>>,
     outage: Option<Outage>,
+    rate_limit: Option<u64>,
 }
 
-async fn platform(fail_first: usize, outage: Option<Outage>) -> (Platform, String) {
+async fn platform(
+    fail_first: usize,
+    outage: Option<Outage>,
+    rate_limit: Option<u64>,
+) -> (Platform, String) {
     let p = Platform {
         fail_first,
         outage,
+        rate_limit,
         ..Platform::default()
     };
     let app = Router::new()
@@ -80,12 +87,19 @@ async fn platform(fail_first: usize, outage: Option<Outage>) -> (Platform, Strin
                     outage.set_down(true);
                 }
                 if n < p.fail_first {
-                    return StatusCode::INTERNAL_SERVER_ERROR;
+                    return match p.rate_limit {
+                        Some(wait) => (
+                            StatusCode::TOO_MANY_REQUESTS,
+                            [("retry-after", wait.to_string())],
+                        )
+                            .into_response(),
+                        None => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+                    };
                 }
                 let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
                 let text = body["text"].as_str().unwrap_or_default().to_owned();
                 p.accepted.lock().unwrap().push(text);
-                StatusCode::OK
+                StatusCode::OK.into_response()
             }),
         )
         .with_state(p.clone());
@@ -140,6 +154,8 @@ struct Knobs {
     max_turn: Duration,
     /// How long a conversation's lease lasts unless renewed ([`JobOptions::lease_ttl`]).
     lease_ttl: Duration,
+    /// The platform's refusals are 429s asking for this many seconds' wait.
+    rate_limit: Option<u64>,
 }
 
 impl Default for Knobs {
@@ -150,6 +166,7 @@ impl Default for Knobs {
             dynamo: None,
             max_turn: WorkerOptions::default().max_turn,
             lease_ttl: JobOptions::default().lease_ttl,
+            rate_limit: None,
         }
     }
 }
@@ -195,6 +212,7 @@ async fn setup_on(knobs: Knobs, replies: Vec<Reply>) -> Setup {
         dynamo,
         max_turn,
         lease_ttl,
+        rate_limit,
     } = knobs;
     let sqs = sqs();
     let settings = QueueSettings {
@@ -238,7 +256,7 @@ async fn setup_on(knobs: Knobs, replies: Vec<Reply>) -> Setup {
             ..EngineOptions::default()
         },
     );
-    let (platform, callback) = platform(fail_first, dynamo).await;
+    let (platform, callback) = platform(fail_first, dynamo, rate_limit).await;
     let (metrics, metric_lines) = metrics::Metrics::capture("Bridle");
     let mut senders: HashMap<String, Arc<dyn channels::Sender>> = HashMap::new();
     senders.insert(
@@ -443,6 +461,45 @@ async fn a_reply_refused_once_is_retried_after_the_backoff_and_delivered_once() 
     assert!(
         s.poll(10, Duration::from_secs(2)).await.records.is_empty(),
         "nothing is left in the queue"
+    );
+}
+
+/// A platform that rate-limits the reply asking for a 5 s wait is not asked again sooner: the
+/// record stays hidden that long (not the 0.5 to 1 s backoff, which would spend a receive on
+/// another refusal), then delivers the reply once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_limited_reply_comes_back_after_the_wait_the_platform_asked_for() {
+    let s = setup_on(
+        Knobs {
+            fail_first: 1,
+            rate_limit: Some(5),
+            ..Knobs::default()
+        },
+        vec![Reply::text("Your list is empty.")],
+    )
+    .await;
+    let first = s.first_delivery().await;
+    let failed_at = Instant::now();
+    assert_eq!(
+        s.work(first).await,
+        ["What's on my list?"],
+        "the 429 fails it"
+    );
+    let again = s.poll(10, Duration::from_secs(15)).await;
+    let waited = failed_at.elapsed();
+    assert_eq!(receives(&again), ["2"], "redelivered once");
+    assert!(
+        waited >= Duration::from_millis(4_500),
+        "back after {waited:?}, before the 5 s asked for"
+    );
+    assert!(
+        s.work(again).await.is_empty(),
+        "the second attempt succeeds"
+    );
+    assert_eq!(
+        *s.platform.accepted.lock().unwrap(),
+        ["Your list is empty."],
+        "delivered once"
     );
 }
 

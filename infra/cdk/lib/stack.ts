@@ -216,11 +216,24 @@ export class BridleStack extends Stack {
       'own URL are set to it; empty: the WebAppUrl output, the web function\'s URL). The webhook does not use it: ' +
       'Twilio\'s signature is checked against the URL API Gateway says it was called at.',
     });
-    const telegramUser = param('TelegramBotUsername', "The Telegram bot's username; optional.", '');
-    const whatsappNumber = param('WhatsAppDisplayNumber',
-      'The WhatsApp number people message (e.g. +15551234567), shown next to a link code; optional.', '');
-    const linkable = param('BridleLinkableChannels',
-      'BRIDLE_LINKABLE_CHANNELS: the messaging apps a user may link, comma-separated (e.g. whatsapp,telegram).', '');
+    // Held to what the functions accept at start-up (infra/parameter_samples.json).
+    const telegramUser = new CfnParameter(this, 'TelegramBotUsername', {
+      type: 'String', default: '', description: "The Telegram bot's username; optional.",
+      allowedPattern: '^$|^@?[A-Za-z0-9_]{5,32}$',
+      constraintDescription: 'a Telegram username, 5-32 characters of letters, digits and _ (bridlebot), or empty',
+    });
+    const whatsappNumber = new CfnParameter(this, 'WhatsAppDisplayNumber', {
+      type: 'String', default: '',
+      description: 'The WhatsApp number people message (e.g. +15551234567), shown next to a link code; optional.',
+      allowedPattern: '^$|^[-+ ().]*[0-9][-+ ().0-9]*$',
+      constraintDescription: 'a phone number with country code (+15551234567 or +1 (555) 123-4567), or empty',
+    });
+    const linkable = new CfnParameter(this, 'BridleLinkableChannels', {
+      type: 'String', default: '',
+      description: 'BRIDLE_LINKABLE_CHANNELS: the messaging apps a user may link, comma-separated (e.g. whatsapp,telegram).',
+      allowedPattern: '(?i)^ *(whatsapp|telegram|slack|twilio|generic)? *(, *(whatsapp|telegram|slack|twilio|generic)? *)*$',
+      constraintDescription: 'channel names from whatsapp, telegram, slack, twilio and generic, comma-separated, or empty',
+    });
     const signup = new CfnParameter(this, 'BridleSignup', {
       type: 'String', default: 'closed', allowedValues: ['open', 'closed'],
       description: 'BRIDLE_SIGNUP and Cognito self sign-up: open, or closed (only people you add).',

@@ -298,7 +298,7 @@ mod tests {
     #[test]
     fn the_caps_accept_and_refuse_the_deploy_templates_samples() {
         let samples: serde_json::Value =
-            serde_json::from_str(include_str!("../../../infra/cap_samples.json")).unwrap();
+            serde_json::from_str(include_str!("../../../infra/parameter_samples.json")).unwrap();
         for (kind, var) in [
             ("count", CAP_USER_TOKENS_PER_MINUTE),
             ("usd", CAP_USER_USD_30D),

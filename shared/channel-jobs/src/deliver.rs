@@ -730,6 +730,12 @@ impl ChannelJobs {
                 sending.end();
                 return Ok(None);
             }
+            if let SendError::Unauthorized { .. } = &err {
+                // Nothing a wait here changes: the job fails, is retried, and waits in the
+                // dead letters for the operator's fix.
+                tracing::error!(job = %job.dedupe_key(), error = %err, pieces_sent = sending.so_far.pieces.len(), "the platform refused the channel's credentials; the reply is not dropped: the job is retried, then kept in the dead letters");
+                return Err(err.into());
+            }
             let wait = match &err {
                 SendError::RateLimited {
                     retry_after: Some(wait),

@@ -23,9 +23,10 @@ pub enum JobError {
     /// The conversation the job was answering is no longer in the store.
     #[error("the conversation {0} disappeared")]
     ConversationGone(transcript::ConversationId),
-    /// The platform did not take the reply.
+    /// The platform did not take the reply; with how long it asked to be left alone, when it
+    /// said (a rate limit's `retry_after`).
     #[error("sending the reply failed: {0}")]
-    Send(String),
+    Send(String, Option<Duration>),
     /// Another holder took the conversation's lease while the turn ran.
     #[error("the conversation's lease was lost to {0}")]
     LeaseLost(String),
@@ -49,6 +50,21 @@ pub enum JobError {
     Panicked,
 }
 
+/// The longest wait a platform's rate limit may ask of a job's next attempt: past it, the
+/// attempts spend their receives sooner and the job ends in the dead letters, to be sent again.
+pub const LONGEST_ASKED_WAIT: Duration = Duration::from_secs(15 * 60);
+
+impl JobError {
+    /// How long the next attempt should wait at least, when the platform said (at most
+    /// [`LONGEST_ASKED_WAIT`]): an attempt sooner is refused again, and spends a receive.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Self::Send(_, asked) => asked.map(|wait| wait.min(LONGEST_ASKED_WAIT)),
+            _ => None,
+        }
+    }
+}
+
 impl From<store::StoreError> for JobError {
     fn from(e: store::StoreError) -> Self {
         Self::Store(e.to_string())
@@ -63,6 +79,6 @@ impl From<engine::EngineError> for JobError {
 
 impl From<channels::SendError> for JobError {
     fn from(e: channels::SendError) -> Self {
-        Self::Send(e.to_string())
+        Self::Send(e.to_string(), e.retry_after())
     }
 }

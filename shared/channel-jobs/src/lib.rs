@@ -620,7 +620,7 @@ impl ChannelJobs {
                             Ok(((), None))
                         })
                         .await;
-                    if let (Err(JobError::Send(_)), Some(taken)) = (&delivered, hourly) {
+                    if let (Err(JobError::Send(..)), Some(taken)) = (&delivered, hourly) {
                         // The platform did not take it: the retry sends it.
                         self.give_back_hourly(taken).await;
                     }

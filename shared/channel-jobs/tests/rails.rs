@@ -374,6 +374,105 @@ async fn a_harness_reply_refused_for_good_is_not_tried_again() {
     assert_eq!(refusing.0.load(Ordering::SeqCst), 1, "not sent again");
 }
 
+/// A platform that refuses Bridle's own token (expired, rotated) until the operator fixes it,
+/// then takes every reply; or, when `rate_limited`, asks for a wait instead.
+#[derive(Default)]
+struct TokenRefused {
+    fixed: std::sync::atomic::AtomicBool,
+    rate_limited: bool,
+    taken: Mutex<Vec<String>>,
+}
+
+#[async_trait::async_trait]
+impl Sender for TokenRefused {
+    fn max_chars(&self) -> usize {
+        4_000
+    }
+    fn has_reactions(&self) -> bool {
+        false
+    }
+    async fn send_from(&self, reply: &Outgoing, sent: &mut Delivered) -> Result<(), SendError> {
+        if !self.fixed.load(Ordering::SeqCst) {
+            return Err(if self.rate_limited {
+                SendError::RateLimited {
+                    retry_after: Some(Duration::from_secs(40)),
+                }
+            } else {
+                SendError::Unauthorized {
+                    reason: "the bot token was refused".into(),
+                }
+            });
+        }
+        self.taken.lock().unwrap().push(reply.text.clone());
+        sent.pieces.push(reply.text.clone());
+        Ok(())
+    }
+}
+
+/// A reply the platform did not take because Bridle's token was refused is not recorded as
+/// said, nor the job done: it fails (as the queue retries it, then keeps it in the dead
+/// letters), and once the token is fixed the same job delivers the turn's reply, once, without
+/// running the model again.
+#[tokio::test]
+async fn a_reply_refused_for_a_bad_token_waits_for_the_fix_and_is_not_lost() {
+    let store = Arc::new(SqliteStore::open_in_memory().unwrap());
+    let platform = Arc::new(TokenRefused::default());
+    let mut jobs = jobs(store.clone(), vec![Reply::text("Hello Ana.")]);
+    jobs.senders.insert("generic".into(), platform.clone());
+    store
+        .bind_identity("generic", "ana", &"ana".into(), now_ms())
+        .await
+        .unwrap();
+    let hi = job("m-0", "ana", "c-1", "hi");
+    let conversation: ConversationId = "generic:c-1@ana".into();
+    let said = || async {
+        let entries = store.visible(&conversation).await.unwrap();
+        entries.into_iter().map(|e| e.text).collect::<Vec<_>>()
+    };
+    for _ in 0..2 {
+        let failed = jobs.run(&hi, MINUTE).await;
+        let JobOutcome::Failed(why) = &failed else {
+            panic!("{failed:?}")
+        };
+        assert!(why.to_string().contains("credentials"), "{why}");
+        assert_eq!(why.retry_after(), None);
+        assert_eq!(said().await, ["hi"], "nothing recorded as said");
+    }
+    platform.fixed.store(true, Ordering::SeqCst);
+    assert_eq!(jobs.run(&hi, MINUTE).await, JobOutcome::Done);
+    assert_eq!(*platform.taken.lock().unwrap(), ["Hello Ana."]);
+    assert_eq!(said().await, ["hi", "Hello Ana."]);
+    let again = jobs.run(&hi, MINUTE).await;
+    assert!(matches!(again, JobOutcome::Skipped(_)), "{again:?}");
+    assert_eq!(platform.taken.lock().unwrap().len(), 1, "sent once");
+}
+
+/// A platform's rate limit with nothing sent yet fails the attempt with the wait it asked for,
+/// which the queues hold the job's next attempt to.
+#[tokio::test]
+async fn a_rate_limited_reply_fails_with_the_wait_the_platform_asked_for() {
+    let store = Arc::new(SqliteStore::open_in_memory().unwrap());
+    let platform = Arc::new(TokenRefused {
+        rate_limited: true,
+        ..TokenRefused::default()
+    });
+    let mut jobs = jobs(store.clone(), vec![Reply::text("Hello Ana.")]);
+    jobs.senders.insert("generic".into(), platform.clone());
+    store
+        .bind_identity("generic", "ana", &"ana".into(), now_ms())
+        .await
+        .unwrap();
+    let hi = job("m-0", "ana", "c-1", "hi");
+    let failed = jobs.run(&hi, MINUTE).await;
+    let JobOutcome::Failed(why) = &failed else {
+        panic!("{failed:?}")
+    };
+    assert_eq!(why.retry_after(), Some(Duration::from_secs(40)));
+    platform.fixed.store(true, Ordering::SeqCst);
+    assert_eq!(jobs.run(&hi, MINUTE).await, JobOutcome::Done);
+    assert_eq!(*platform.taken.lock().unwrap(), ["Hello Ana."]);
+}
+
 /// A platform account with one address of several, `"ours"` (as a WhatsApp sender has one number
 /// of its Meta app).
 struct OneNumber(Platform);

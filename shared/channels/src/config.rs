@@ -13,7 +13,7 @@
 
 use crate::generic::{GenericChannel, GenericSender};
 use crate::slack::{SlackChannel, SlackSender};
-use crate::telegram::{TelegramChannel, TelegramSender};
+use crate::telegram::{ConfigError, TelegramChannel, TelegramSender};
 use crate::twilio::{TwilioChannel, TwilioCredentials, TwilioSender};
 use crate::whatsapp::{WhatsAppChannel, WhatsAppSender};
 use crate::{Channel, Sender};
@@ -98,6 +98,9 @@ pub fn inbound(var: Vars<'_>) -> Result<Vec<Arc<dyn Channel>>, Vec<String>> {
     if let Some(secret) = get(var, "TELEGRAM_SECRET_TOKEN") {
         match TelegramChannel::new(secret, get(var, "TELEGRAM_BOT_USERNAME")) {
             Ok(c) => channels.push(Arc::new(c)),
+            Err(e @ ConfigError::InvalidBotUsername) => {
+                problems.push(format!("TELEGRAM_BOT_USERNAME: {e}"))
+            }
             Err(e) => problems.push(format!("TELEGRAM_SECRET_TOKEN: {e}")),
         }
     }
@@ -292,6 +295,31 @@ mod tests {
                 .all(|p| !p.contains("s3cret") && !p.contains("tg-secret")),
             "no secret in messages"
         );
+    }
+
+    /// A bot username no bot could have stops the webhook at start-up, named as its own
+    /// setting (not the secret beside it).
+    #[test]
+    fn a_bot_username_no_bot_could_have_is_reported_as_such() {
+        let secret = "a".repeat(32);
+        for (name, ok) in [("@bridlebot", true), ("bridle bot", false), ("bot", false)] {
+            let pairs = [
+                ("TELEGRAM_SECRET_TOKEN", secret.as_str()),
+                ("TELEGRAM_BOT_USERNAME", name),
+            ];
+            let v = vars(&pairs);
+            match inbound(&v) {
+                Ok(channels) => assert!(ok && channels.len() == 1, "{name:?}"),
+                Err(problems) => {
+                    assert!(!ok, "{name:?}: {problems:?}");
+                    assert_eq!(problems.len(), 1, "{problems:?}");
+                    assert!(
+                        problems[0].starts_with("TELEGRAM_BOT_USERNAME: "),
+                        "{problems:?}"
+                    );
+                }
+            }
+        }
     }
 
     /// A secret pasted with its line break (a `.env` file, a console's text box) is the secret

@@ -29,7 +29,7 @@ pub struct OpenChatLink {
 }
 
 impl OpenChat {
-    /// Read `WHATSAPP_DISPLAY_NUMBER` and `TELEGRAM_BOT_USERNAME`; a malformed number is a
+    /// Read `WHATSAPP_DISPLAY_NUMBER` and `TELEGRAM_BOT_USERNAME`; a malformed number or name is a
     /// problem worth reporting.
     pub fn from_vars(var: &dyn Fn(&str) -> Option<String>) -> Result<Self, Vec<String>> {
         let get = |k: &str| {
@@ -53,8 +53,11 @@ impl OpenChat {
                 None
             }
         });
-        let telegram_bot =
-            get("TELEGRAM_BOT_USERNAME").map(|b| b.trim_start_matches('@').to_owned());
+        let telegram_bot = crate::telegram::bot_username(get("TELEGRAM_BOT_USERNAME").as_deref())
+            .unwrap_or_else(|e| {
+                problems.push(format!("TELEGRAM_BOT_USERNAME: {e}"));
+                None
+            });
         if problems.is_empty() {
             Ok(Self {
                 whatsapp_number,
@@ -145,6 +148,30 @@ mod tests {
                 Some("15551234567"),
                 "{written}"
             );
+        }
+    }
+
+    /// The deploy parameters' patterns are held to the same samples (infra/test_compare.py):
+    /// what is accepted here deploys, what is refused here is refused at deploy.
+    #[test]
+    fn the_number_and_the_bot_accept_and_refuse_the_deploy_templates_samples() {
+        let samples: serde_json::Value =
+            serde_json::from_str(include_str!("../../../infra/parameter_samples.json")).unwrap();
+        for (kind, var) in [
+            ("phone", "WHATSAPP_DISPLAY_NUMBER"),
+            ("telegram_bot", "TELEGRAM_BOT_USERNAME"),
+        ] {
+            for (verdict, accepted) in [("accepted", true), ("refused", false)] {
+                for value in samples[kind][verdict].as_array().unwrap() {
+                    let value = value.as_str().unwrap();
+                    let read = OpenChat::from_vars(&|k| (k == var).then(|| value.to_owned()));
+                    assert_eq!(
+                        read.is_ok(),
+                        accepted,
+                        "{var}={value:?} should be {verdict}"
+                    );
+                }
+            }
         }
     }
 

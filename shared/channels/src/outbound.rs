@@ -68,9 +68,17 @@ pub enum SendError {
     /// The platform failed (5xx, timeout): retrying may work.
     #[error("the platform did not accept the reply for now (HTTP {status})")]
     Retryable { status: u16 },
-    /// The platform refused it (bad token, blocked user, bad request): retrying will not help.
+    /// The platform refused it (blocked user, bad request): retrying will not help.
     #[error("the platform refused the reply (HTTP {status}): {reason}")]
     Rejected { status: u16, reason: String },
+    /// The platform refused Bridle's own credentials (a token expired, revoked or rotated):
+    /// nothing this reply could change, and nothing its user did. Retryable: the job fails,
+    /// is retried and ends in the dead letters, from where it is sent again once the
+    /// operator has fixed the token; no reply is dropped for it.
+    #[error(
+        "the platform refused Bridle's credentials: {reason} (fix the channel's token, then send the dead letters again)"
+    )]
+    Unauthorized { reason: String },
     /// WhatsApp: more than 24 h since the user's last message; only a template may be sent.
     #[error("outside the platform's customer-service window; only a template may be sent")]
     OutsideWindow,
@@ -83,8 +91,19 @@ impl SendError {
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,
-            SendError::RateLimited { .. } | SendError::Retryable { .. } | SendError::Transport(_)
+            SendError::RateLimited { .. }
+                | SendError::Retryable { .. }
+                | SendError::Transport(_)
+                | SendError::Unauthorized { .. }
         )
+    }
+
+    /// How long the platform asked to be left alone, when it said.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            SendError::RateLimited { retry_after } => *retry_after,
+            _ => None,
+        }
     }
 }
 

@@ -314,7 +314,7 @@ async fn refusals_say_whether_to_retry() {
             200,
             None,
             error_body("invalid_auth"),
-            |e| matches!(e, SendError::Rejected { status: 401, reason } if reason == "invalid_auth"),
+            |e| matches!(e, SendError::Unauthorized { reason } if reason.contains("invalid_auth")),
         ),
         (
             200,

@@ -708,7 +708,6 @@ async fn refusals_say_whether_to_retry() {
             "The 'To' number +15558675310 is not a valid phone number.",
         ),
         (400, 21610, "Attempt to send to unsubscribed recipient"),
-        (401, 20003, "Authenticate"),
         (403, 20403, "Permission Denied"),
     ] {
         answer(twilio_error(status, code, message));
@@ -727,6 +726,18 @@ async fn refusals_say_whether_to_retry() {
             "{reason}"
         );
         assert!(!err.is_retryable());
+    }
+
+    // Bridle's own credentials refused: the operator's to fix, so retried, never dropped.
+    answer(twilio_error(401, 20003, "Authenticate"));
+    let err = s.send(&reply("hi")).await.unwrap_err();
+    assert!(
+        matches!(&err, SendError::Unauthorized { reason } if reason.contains("TWILIO_AUTH_TOKEN")),
+        "{err:?}"
+    );
+    assert!(err.is_retryable());
+    for e in [err.to_string(), format!("{err:?}")] {
+        assert!(!e.contains(API_TOKEN) && !e.contains(USER), "{e}");
     }
 }
 

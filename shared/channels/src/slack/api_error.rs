@@ -83,7 +83,12 @@ impl From<Failure> for SendError {
             "service_unavailable" => return SendError::Retryable { status: 503 },
             "request_timeout" => return SendError::Retryable { status: 408 },
             "invalid_auth" | "not_authed" | "account_inactive" | "token_revoked"
-            | "token_expired" | "no_permission" => 401,
+            | "token_expired" => {
+                return SendError::Unauthorized {
+                    reason: format!("Slack refused the bot token (SLACK_BOT_TOKEN; {code})"),
+                };
+            }
+            "no_permission" => 401,
             "not_in_channel"
             | "missing_scope"
             | "restricted_action"
@@ -125,10 +130,22 @@ mod tests {
             let e = error(200, &format!(r#"{{"ok":false,"error":"{code}"}}"#));
             assert!(matches!(e, SendError::Retryable { .. }), "{code}");
         }
+        for code in [
+            "invalid_auth",
+            "not_authed",
+            "account_inactive",
+            "token_revoked",
+            "token_expired",
+        ] {
+            let e = error(200, &format!(r#"{{"ok":false,"error":"{code}"}}"#));
+            assert!(
+                matches!(&e, SendError::Unauthorized { reason } if reason.contains(code))
+                    && e.is_retryable(),
+                "{code}: {e:?}"
+            );
+        }
         for (code, status) in [
-            ("invalid_auth", 401),
-            ("not_authed", 401),
-            ("account_inactive", 401),
+            ("no_permission", 401),
             ("not_in_channel", 403),
             ("channel_not_found", 404),
             ("msg_too_long", 400),

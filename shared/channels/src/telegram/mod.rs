@@ -64,7 +64,7 @@ mod verify;
 pub use format::{escape, format};
 pub use parse::reaction_target;
 pub use send::{DEFAULT_TIMEOUT, TelegramSender};
-pub use verify::{ConfigError, MAX_SECRET_LEN, MIN_SECRET_LEN, SECRET_HEADER};
+pub use verify::{ConfigError, MAX_SECRET_LEN, MIN_SECRET_LEN, SECRET_HEADER, bot_username};
 
 use crate::{Channel, ChannelError, Inbound, RawRequest};
 
@@ -106,16 +106,15 @@ impl std::fmt::Debug for TelegramChannel {
 impl TelegramChannel {
     /// `secret_token` is the one given to `setWebhook` (32-256 characters of `A-Z a-z 0-9 _ -`;
     /// anything else, in particular an empty or short token, is refused). `bot_username` (with
-    /// or without the leading `@`) enables `/command@bot` handling in groups.
+    /// or without the leading `@`) enables `/command@bot` handling in groups; one no bot could
+    /// have is refused.
     pub fn new(
         secret_token: impl Into<String>,
         bot_username: Option<String>,
     ) -> Result<Self, ConfigError> {
         let secret_token = secret_token.into();
         verify::validate_secret(&secret_token)?;
-        let bot_username = bot_username
-            .map(|u| u.trim().trim_start_matches('@').to_owned())
-            .filter(|u| !u.is_empty());
+        let bot_username = verify::bot_username(bot_username.as_deref())?;
         Ok(Self {
             secret_token: secret_token.into_bytes(),
             bot_username,

@@ -138,10 +138,11 @@ fn classify(
                 .map(Duration::from_secs),
         }),
         408 | 500..=599 => Err(SendError::Retryable { status }),
+        401 => Err(SendError::Unauthorized {
+            reason: "Telegram refused the bot token (TELEGRAM_BOT_TOKEN)".to_owned(),
+        }),
         _ => {
-            let reason = if status == 401 {
-                "the bot token was refused".to_owned()
-            } else if let Some(chat) = params.and_then(|p| p.migrate_to_chat_id) {
+            let reason = if let Some(chat) = params.and_then(|p| p.migrate_to_chat_id) {
                 format!("the group became a supergroup; its new chat id is {chat}")
             } else {
                 short_reason(reply.description.as_deref(), token)

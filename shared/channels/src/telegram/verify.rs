@@ -40,6 +40,26 @@ pub enum ConfigError {
     /// The API base must be an `http://` or `https://` URL.
     #[error("the Telegram API base must be an http:// or https:// URL")]
     InvalidApiBase,
+    /// A username is 5-32 characters of `A-Z a-z 0-9 _` (after an optional `@`): anything else
+    /// is no bot's, so no `/command@bot` could name it and no `t.me` link would open it.
+    #[error(
+        "the Telegram bot username must be 5-32 characters of A-Z, a-z, 0-9 and _ (an @ before it is fine)"
+    )]
+    InvalidBotUsername,
+}
+
+/// The bot's username as written (`@bridlebot`, `bridlebot`, blank for none), without the `@`.
+pub fn bot_username(written: Option<&str>) -> Result<Option<String>, ConfigError> {
+    let Some(written) = written.map(str::trim).filter(|u| !u.is_empty()) else {
+        return Ok(None);
+    };
+    let name = written.strip_prefix('@').unwrap_or(written);
+    let allowed = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    if (5..=32).contains(&name.len()) && name.chars().all(allowed) {
+        Ok(Some(name.to_owned()))
+    } else {
+        Err(ConfigError::InvalidBotUsername)
+    }
 }
 
 /// Check a secret token as `setWebhook` would accept it.

@@ -251,6 +251,9 @@ fn classify(status: u16, retry_after: Option<&str>, body: &[u8]) -> SendError {
                 .map(Duration::from_secs),
         },
         408 | 500..=599 => SendError::Retryable { status },
+        _ if status == 401 || code == Some(20003) => SendError::Unauthorized {
+            reason: format!("Twilio {} (TWILIO_AUTH_TOKEN)", reason(Some(20003))),
+        },
         _ => SendError::Rejected {
             status,
             reason: reason(code),
@@ -548,7 +551,7 @@ mod tests {
         ));
         assert!(matches!(
             classify(401, None, br#"{"code":20003,"message":"Authenticate"}"#),
-            SendError::Rejected { status: 401, .. }
+            SendError::Unauthorized { .. }
         ));
     }
 

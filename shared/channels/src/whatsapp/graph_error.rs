@@ -13,6 +13,8 @@ use std::time::Duration;
 const RATE_LIMIT_CODES: [i64; 4] = [4, 80_007, 130_429, 131_056];
 /// "Re-engagement message": more than 24 h since the user last wrote.
 const REENGAGEMENT_CODE: i64 = 131_047;
+/// The Graph API's "invalid OAuth access token" (expired, revoked, or the app's secret reset).
+const TOKEN_CODE: i64 = 190;
 /// The longest Graph message kept in a rejection reason.
 const MAX_REASON_CHARS: usize = 160;
 
@@ -59,6 +61,12 @@ pub(super) fn classify(
     match (code, status) {
         (Some(c), _) if RATE_LIMIT_CODES.contains(&c) => SendError::RateLimited { retry_after },
         (Some(REENGAGEMENT_CODE), _) => SendError::OutsideWindow,
+        (Some(TOKEN_CODE), _) | (_, 401) => SendError::Unauthorized {
+            reason: format!(
+                "WhatsApp refused the access token (WHATSAPP_ACCESS_TOKEN; {})",
+                graph.map_or_else(|| "no code".to_owned(), |g| reason(&g, secret))
+            ),
+        },
         (_, 429) => SendError::RateLimited { retry_after },
         (_, 408 | 500..=599) => SendError::Retryable { status },
         _ => SendError::Rejected {
@@ -109,10 +117,14 @@ mod tests {
             classify(400, None, &err(131_047, "Re-engagement message"), ""),
             SendError::OutsideWindow
         ));
-        assert!(matches!(
-            classify(401, None, &err(190, "Error validating access token"), ""),
-            SendError::Rejected { status: 401, .. }
-        ));
+        // An expired or revoked token is the operator's to fix: retried, never dropped.
+        for status in [400, 401] {
+            let e = classify(status, None, &err(190, "Error validating access token"), "");
+            assert!(
+                matches!(&e, SendError::Unauthorized { .. }) && e.is_retryable(),
+                "{e:?}"
+            );
+        }
     }
 
     #[test]
@@ -139,13 +151,18 @@ mod tests {
     #[test]
     fn reasons_are_short_and_never_carry_the_token() {
         let long = format!("Invalid token EAAG-secret-token {}", "x".repeat(500));
-        let SendError::Rejected { reason, .. } =
+        let SendError::Unauthorized { reason } =
             classify(400, None, &err(190, &long), "EAAG-secret-token")
         else {
-            panic!("expected a rejection")
+            panic!("expected the token refused")
         };
         assert!(!reason.contains("EAAG-secret-token"), "{reason}");
-        assert!(reason.starts_with("code 190/2494010 OAuthException: Invalid token"));
-        assert!(reason.chars().count() < 220);
+        assert!(
+            reason.starts_with(
+                "WhatsApp refused the access token (WHATSAPP_ACCESS_TOKEN; code 190/2494010 OAuthException: Invalid token"
+            ),
+            "{reason}"
+        );
+        assert!(reason.chars().count() < 300);
     }
 }
