@@ -509,6 +509,152 @@ async fn dynamodb_a_live_code_sent_again_the_wrong_way_costs_tries() {
     a_live_code_sent_again_the_wrong_way_costs_tries(dynamo_store("codes-wrong-way").await).await;
 }
 
+/// An SMS whose `From` is forged (Twilio signs only that it passed the text on) cannot link
+/// that number: Mallory's code from Vic's number links nothing, and the code that would is
+/// texted to Vic's phone, which Mallory never sees; nothing she can send links it (her code
+/// again, with `LINK`, a guess). Vic's own code, an hour later, asks the same, and `LINK` with
+/// the code Vic was texted links the number to Vic. A `LINK` code from another number, or as a
+/// bare code, links nothing.
+async fn a_forged_text_cannot_link_someone_elses_number(store: Arc<dyn Store>) {
+    let mut s = setup(store);
+    s.jobs
+        .senders
+        .insert("twilio".into(), s.platform.clone() as Arc<dyn Sender>);
+    for (user, name, email) in [
+        ("vic", "Vic Tim", "vic@example.org"),
+        ("mallory", "Mallory", "mallory@evil.example"),
+    ] {
+        s.store
+            .create_account(&store::Account {
+                email: Some(store::Email::parse(email).unwrap()),
+                ..store::Account::new(user, name)
+            })
+            .await
+            .unwrap();
+    }
+    const VIC: &str = "+15550100";
+    let sms = |id: &str, from: &str, text: &str| TurnJob {
+        channel: "twilio".into(),
+        conversation_key: format!("{from}:+15550199"),
+        external_user_id: from.into(),
+        ..job(id, from, text)
+    };
+    s.store
+        .create_link_code("HJ2K3M4N", &"mallory".into(), START_MS, START_MS + HOUR_MS)
+        .await
+        .unwrap();
+    let outcome = s.jobs.run(&sms("f-0", VIC, "HJ2K-3M4N"), MINUTE).await;
+    assert_eq!(
+        outcome,
+        JobOutcome::Answered(Resolved::LinkAsked {
+            to: "mallory".into()
+        })
+    );
+    assert_eq!(s.store.identity("twilio", VIC).await.unwrap(), None);
+    let texted = s.platform.sent().last().cloned().unwrap();
+    assert!(texted.starts_with("To link this number"), "{texted}");
+    let link_code = texted
+        .split_once("LINK ")
+        .map(|(_, after)| after.split_whitespace().next().unwrap().to_owned())
+        .expect("a code of its own");
+    assert_ne!(
+        channels::link_code::canonical(&link_code).unwrap(),
+        "HJ2K3M4N"
+    );
+    // What Mallory can forge from Vic's number links nothing, and Vic is texted once an hour.
+    s.store
+        .create_link_code("JK3M4N5P", &"mallory".into(), START_MS, START_MS + HOUR_MS)
+        .await
+        .unwrap();
+    for (n, text) in [
+        "HJ2K-3M4N",
+        "LINK HJ2K-3M4N",
+        "LINK JK3M-4N5P",
+        "LINK 23456789",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        s.jobs
+            .run(&sms(&format!("f-{}", n + 1), VIC, text), MINUTE)
+            .await;
+        assert_eq!(
+            s.store.identity("twilio", VIC).await.unwrap(),
+            None,
+            "{text:?} linked the number"
+        );
+    }
+    let asked: Vec<String> = s
+        .platform
+        .sent()
+        .into_iter()
+        .filter(|t| t.starts_with("To link this number"))
+        .collect();
+    assert_eq!(asked, vec![texted.clone()], "texted once this hour");
+    // The code texted to Vic works only from Vic's number, and only after LINK.
+    let from_mallory = s
+        .jobs
+        .run(
+            &sms("m-0", "+15550666", &format!("LINK {link_code}")),
+            MINUTE,
+        )
+        .await;
+    assert!(
+        matches!(
+            from_mallory,
+            JobOutcome::Answered(Resolved::StaleCode { .. })
+        ),
+        "{from_mallory:?}"
+    );
+    let bare = s.jobs.run(&sms("v-bare", VIC, &link_code), MINUTE).await;
+    assert!(
+        matches!(bare, JobOutcome::Answered(Resolved::StaleCode { .. })),
+        "{bare:?}"
+    );
+    assert_eq!(s.store.identity("twilio", VIC).await.unwrap(), None);
+
+    // An hour on, Vic links with a code of Vic's own.
+    s.now.fetch_add(HOUR_MS + 1_000, Ordering::SeqCst);
+    let later = START_MS + HOUR_MS;
+    s.store
+        .create_link_code("M3RT6789", &"vic".into(), later, later + HOUR_MS)
+        .await
+        .unwrap();
+    let outcome = s.jobs.run(&sms("v-0", VIC, "M3RT-6789"), MINUTE).await;
+    assert_eq!(
+        outcome,
+        JobOutcome::Answered(Resolved::LinkAsked { to: "vic".into() })
+    );
+    let texted = s.platform.sent().last().cloned().unwrap();
+    assert!(texted.contains("Vic Tim (v•••@example.org)"), "{texted}");
+    let vics = texted
+        .split_once("LINK ")
+        .map(|(_, after)| after.split_whitespace().next().unwrap().to_owned())
+        .unwrap();
+    let outcome = s
+        .jobs
+        .run(&sms("v-1", VIC, &format!("link {vics}")), MINUTE)
+        .await;
+    assert_eq!(
+        outcome,
+        JobOutcome::Answered(Resolved::Linked("vic".into()))
+    );
+    assert_eq!(
+        s.store.identity("twilio", VIC).await.unwrap(),
+        Some("vic".into())
+    );
+}
+
+#[tokio::test]
+async fn sqlite_a_forged_text_cannot_link_someone_elses_number() {
+    a_forged_text_cannot_link_someone_elses_number(sqlite()).await;
+}
+
+#[tokio::test]
+async fn dynamodb_a_forged_text_cannot_link_someone_elses_number() {
+    a_forged_text_cannot_link_someone_elses_number(dynamo_store("codes-sms-forged").await).await;
+}
+
 /// The move code a "move asked" reply gives (after `MOVE `).
 fn move_code_in(reply: &str) -> String {
     let (_, after) = reply

@@ -622,6 +622,7 @@ async fn signing_out_everywhere_voids_what_a_stolen_session_made(store: Option<A
         s.store.as_ref(),
         &telegram_job("7003", "asked"),
         &alice_id,
+        false,
         s.clock.load(Ordering::SeqCst) - 1_000,
     )
     .await

@@ -185,13 +185,16 @@ async fn a_crowd_of_unknown_numbers_is_answered_only_while_the_strangers_dollars
     issue_code(&server, "K7PQ2345").await;
     assert_eq!(say(&server, FROM, 4, "K7PQ-2345").await, 200);
     let calls = api.wait_for(2).await;
+    let code = texted_code(&twilio::body_of(&calls[1].body));
+    assert_eq!(say(&server, FROM, 5, &format!("LINK {code}")).await, 200);
+    let calls = api.wait_for(3).await;
     assert!(
-        twilio::body_of(&calls[1].body).contains("Linked"),
+        twilio::body_of(&calls[2].body).contains("Linked"),
         "{calls:?}"
     );
-    assert_eq!(say(&server, FROM, 5, "hello").await, 200);
-    let calls = api.wait_for(3).await;
-    assert_eq!(twilio::body_of(&calls[2].body), "Hello, linked one.");
+    assert_eq!(say(&server, FROM, 6, "hello").await, 200);
+    let calls = api.wait_for(4).await;
+    assert_eq!(twilio::body_of(&calls[3].body), "Hello, linked one.");
     server.stop().await;
 }
 
@@ -226,6 +229,7 @@ async fn done(server: &TestServer, n: u64) {
 
 /// An account that links and unlinks a number over and over (a new link code is a web request
 /// away, and each link and unlink is a reply) is held to its own dollars, and the strangers':
+/// the code texted to a number to link it counts in the account whose code asked for it, and
 /// once its dollars are spent, a link is made all the same and goes unsaid.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn linking_over_and_over_is_held_to_the_accounts_dollars() {
@@ -234,23 +238,32 @@ async fn linking_over_and_over_is_held_to_the_accounts_dollars() {
     issue_code(&server, "K7PQ2345").await;
     assert_eq!(say(&server, FROM, 1, "K7PQ-2345").await, 200);
     let calls = api.wait_for(1).await;
-    assert!(
-        twilio::body_of(&calls[0].body).contains("Linked"),
-        "{calls:?}"
-    );
-    assert_eq!(say(&server, FROM, 2, "UNLINK").await, 200);
-    let calls = api.wait_for(2).await;
-    assert!(twilio::body_of(&calls[1].body).starts_with("Done: this chat is no longer"));
+    let code = texted_code(&twilio::body_of(&calls[0].body));
+    let account = || async {
+        let key = Bucket::UserUsd30d.key(&"local".into(), &"".into(), now_ms());
+        server.app.store.bucket_usage(&[key]).await.unwrap()[0]
+    };
+    tests::eventually("the texted code charged to the account", || async {
+        Some(account().await).filter(|used| *used > 0)
+    })
+    .await;
 
-    // The account's dollars went on the first link's reply.
-    issue_code(&server, "M3RT6789").await;
-    assert_eq!(say(&server, FROM, 3, "M3RT-6789").await, 200);
-    done(&server, 3).await;
+    // The account's dollars went on the texted code.
+    assert_eq!(say(&server, FROM, 2, &format!("LINK {code}")).await, 200);
+    done(&server, 2).await;
     assert_eq!(
         server.app.store.identity("twilio", FROM).await.unwrap(),
         Some("local".into()),
         "linked all the same"
     );
-    assert_eq!(api.calls().len(), 2, "and not told");
+    assert_eq!(api.calls().len(), 1, "and not told");
     server.stop().await;
+}
+
+/// The code a "to link this number" text gives (after `LINK `).
+fn texted_code(text: &str) -> String {
+    let (_, after) = text
+        .split_once("LINK ")
+        .unwrap_or_else(|| panic!("no code texted: {text}"));
+    after.split_whitespace().next().unwrap().to_owned()
 }

@@ -19,6 +19,14 @@
 //! reply that says "Linked!" names the account, and a linked sender can undo it alone: the
 //! word `UNLINK` (any case, `/unlink` too), typed by itself, unbinds their account at once
 //! ([`Resolved::Unlinked`]), with no model call and no operator.
+//!
+//! Where the platform does not prove who sent a message (SMS: anyone can send a text whose
+//! `From` is someone else's number, and Twilio signs only that it passed the text on), a code
+//! links nothing by itself: the number is texted a code of its own ([`Resolved::LinkAsked`],
+//! a [`MoveCode`] for a first link), and only `LINK <that code>` from the number links it. Whoever
+//! forged the first text never sees that code, so nobody can link someone else's number to
+//! their account (and have that person's texts land in it), nor link it again after forging
+//! an `UNLINK`.
 
 use crate::code_attempts::{self, Try};
 use channels::link_code;
@@ -69,6 +77,11 @@ pub enum Resolved {
     /// The sender typed `UNLINK` ([`is_unlink`]) and their account was bound to this user: it
     /// is unbound now, and is told so (in the chat's lobby: it is a stranger's chat again).
     Unlinked(UserId),
+    /// The message carried a live code for the account `to`, from a sender the platform does
+    /// not prove ([`sender_is_proven`]) and bound to nobody: nothing is linked yet; the sender
+    /// is texted a code of its own ([`MoveCode`], for a first link), which links as
+    /// `LINK <code>`.
+    LinkAsked { to: UserId },
     /// The sender typed `UNLINK` and their account is bound to nobody (never linked, unlinked
     /// already, or this very UNLINK run again after a crash that followed its unbinding): they
     /// are told so, as a stranger is answered, at most once an hour.
@@ -84,7 +97,21 @@ impl Resolved {
             | Resolved::LinkedAgain(u)
             | Resolved::MoveAsked { bound: u, .. } => Some(u),
             Resolved::StaleCode { bound } | Resolved::TooManyCodes { bound } => bound.as_ref(),
-            Resolved::Unknown | Resolved::Unlinked(_) | Resolved::NotLinked => None,
+            Resolved::Unknown
+            | Resolved::Unlinked(_)
+            | Resolved::NotLinked
+            | Resolved::LinkAsked { .. } => None,
+        }
+    }
+
+    /// The user whose dollars a harness reply that costs (an SMS) counts in: the user the
+    /// answer belongs to, and for a first link's code, the account whose link code asked for
+    /// it (not the strangers': a crowd of strangers spending theirs would leave nobody able to
+    /// link; and a forger's codes cost the forger).
+    pub fn payer(&self) -> Option<&UserId> {
+        match self {
+            Resolved::LinkAsked { to } => Some(to),
+            other => other.user(),
         }
     }
 
@@ -93,6 +120,7 @@ impl Resolved {
         match self {
             Resolved::Linked(u) | Resolved::LinkedAgain(u) | Resolved::Unlinked(u) => vec![u],
             Resolved::MoveAsked { bound, to } => vec![bound, to],
+            Resolved::LinkAsked { to } => vec![to],
             _ => Vec::new(),
         }
     }
@@ -109,6 +137,9 @@ impl Resolved {
             Resolved::Unknown | Resolved::NotLinked => Some("stranger"),
             Resolved::LinkedAgain(_) => Some("linked-again"),
             Resolved::MoveAsked { .. } => Some("move-asked"),
+            // Each live code for the number is a text to it: once an hour, however many
+            // codes a forger makes.
+            Resolved::LinkAsked { .. } => Some("link-asked"),
             Resolved::StaleCode { bound: None } => Some("stale-code"),
             Resolved::TooManyCodes { .. } => Some("too-many-codes"),
             // Unlinked once per binding: the next UNLINK finds no binding (`NotLinked`).
@@ -182,11 +213,17 @@ pub async fn resolve_by_reading(
 /// for that sender alone: nobody else in a group chat can use it up) whose
 /// user names both the account and the chat (`move:<account>><chat>`, [`MoveCode::chat_of`]);
 /// no account's id starts with `move:` (they are UUIDs, `u-…` and `local`) or holds `>`.
+///
+/// The same code links a chat bound to nobody whose sender the platform does not prove, as
+/// `LINK <code>` ([`Resolved::LinkAsked`]; `first_link`, stored as `link:<account>><chat>`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MoveCode {
     pub to: UserId,
     /// The sender and chat it moves ([`MoveCode::chat_of`]).
     pub chat: String,
+    /// It links a chat bound to nobody (texted to a sender the platform does not prove), not
+    /// moves a linked one.
+    pub first_link: bool,
 }
 
 /// How long a move code lives.
@@ -194,13 +231,19 @@ pub const MOVE_CODE_TTL_MS: i64 = 30 * 60 * 1000;
 
 impl MoveCode {
     const PREFIX: &'static str = "move:";
+    const FIRST_LINK_PREFIX: &'static str = "link:";
 
-    /// What a redeemed code's user says, if it is a move code.
+    /// What a redeemed code's user says, if it is a move (or first link) code.
     pub fn read(user: &UserId) -> Option<MoveCode> {
-        let (to, chat) = user.0.strip_prefix(Self::PREFIX)?.split_once('>')?;
+        let (first_link, rest) = match user.0.strip_prefix(Self::PREFIX) {
+            Some(rest) => (false, rest),
+            None => (true, user.0.strip_prefix(Self::FIRST_LINK_PREFIX)?),
+        };
+        let (to, chat) = rest.split_once('>')?;
         Some(MoveCode {
             to: UserId::from(to),
             chat: chat.to_owned(),
+            first_link,
         })
     }
 
@@ -214,20 +257,26 @@ impl MoveCode {
 
     /// The user a move code is stored under.
     fn as_user(&self) -> UserId {
-        UserId(format!("{}{}>{}", Self::PREFIX, self.to.0, self.chat))
+        let prefix = match self.first_link {
+            true => Self::FIRST_LINK_PREFIX,
+            false => Self::PREFIX,
+        };
+        UserId(format!("{prefix}{}>{}", self.to.0, self.chat))
     }
 
-    /// Make a move code for `job`'s chat to `to`, live for [`MOVE_CODE_TTL_MS`]; its text in
-    /// canonical form.
+    /// Make a move code (a first link's, with `first_link`) for `job`'s chat to `to`, live
+    /// for [`MOVE_CODE_TTL_MS`]; its text in canonical form.
     pub async fn make(
         store: &dyn Store,
         job: &TurnJob,
         to: &UserId,
+        first_link: bool,
         now_ms: i64,
     ) -> Result<String, StoreError> {
         let moving = MoveCode {
             to: to.clone(),
             chat: Self::chat_of(job),
+            first_link,
         };
         loop {
             let code = link_code::generate().map_err(|e| StoreError::Unavailable(Box::new(e)))?;
@@ -339,7 +388,8 @@ pub async fn resolve(
     if !codes.is_empty()
         && (bound.is_none()
             || link_code::is_only_a_code(&job.text)
-            || link_code::is_move(&job.text))
+            || link_code::is_move(&job.text)
+            || link_code::is_link(&job.text))
     {
         return Ok(if spent {
             Resolved::TooManyCodes { bound }
@@ -351,6 +401,13 @@ pub async fn resolve(
         Some(user) => Resolved::Bound(user),
         None => Resolved::Unknown,
     })
+}
+
+/// Whether the platform proves who sent a message on `channel` (it signs what its user sent,
+/// or the user signed in): not SMS, and not a channel not named here ([`crate::press`]'s
+/// typed yes is trusted on the same ones).
+pub fn sender_is_proven(channel: &str) -> bool {
+    crate::press::typed_yes(channel) == engine::TypedYes::Confirms
 }
 
 /// How many times [`resolve`] decides a redeemed code before it gives up on a binding that
@@ -369,8 +426,33 @@ async fn redeemed_code(
 ) -> Result<Option<Resolved>, StoreError> {
     let moving = MoveCode::read(redeemed);
     let user = match moving {
+        // A first link's code links the chat it was texted to, as `LINK <code>`, while that
+        // chat is bound to nobody else.
+        Some(ref m)
+            if m.first_link
+                && m.chat == MoveCode::chat_of(job)
+                && link_code::is_link(&job.text) =>
+        {
+            if bound.as_ref().is_some_and(|b| b != &m.to) {
+                tracing::warn!(channel = %job.channel, "a first link's code for a chat linked to another account since; not linked");
+                return Ok(Some(Resolved::StaleCode {
+                    bound: bound.clone(),
+                }));
+            }
+            if made_before_signing_out(store, code, &m.to, MOVE_CODE_TTL_MS).await? {
+                tracing::warn!(channel = %job.channel, "a first link's code made before its account signed out everywhere; not linked");
+                return Ok(Some(Resolved::StaleCode {
+                    bound: bound.clone(),
+                }));
+            }
+            m.to.clone()
+        }
         // A move code moves the chat it was made for, and only as `MOVE <code>`.
-        Some(ref m) if m.chat == MoveCode::chat_of(job) && link_code::is_move(&job.text) => {
+        Some(ref m)
+            if !m.first_link
+                && m.chat == MoveCode::chat_of(job)
+                && link_code::is_move(&job.text) =>
+        {
             // Bound to nobody now, the chat has nothing to move: it was unlinked since
             // the code was made, and the code does not link it again (a new link
             // code does).
@@ -391,7 +473,7 @@ async fn redeemed_code(
             m.to.clone()
         }
         Some(_) => {
-            tracing::warn!(channel = %job.channel, "a move code not sent as MOVE <code> by the chat it was made for");
+            tracing::warn!(channel = %job.channel, "a move or first link's code not sent as MOVE or LINK <code> by the chat it was made for");
             return Ok(Some(Resolved::StaleCode {
                 bound: bound.clone(),
             }));
@@ -400,6 +482,15 @@ async fn redeemed_code(
             tracing::warn!(channel = %job.channel, "a link code made before its owner signed out everywhere; not linked");
             return Ok(Some(Resolved::StaleCode {
                 bound: bound.clone(),
+            }));
+        }
+        // From a sender the platform does not prove, bound to nobody: the number is asked
+        // to prove it is theirs first (the code stays redeemed by this sender, so sent again it
+        // asks again, at most once an hour).
+        None if bound.is_none() && !sender_is_proven(&job.channel) => {
+            tracing::info!(channel = %job.channel, "a link code from a sender the platform does not prove; a code of its own is texted to it");
+            return Ok(Some(Resolved::LinkAsked {
+                to: redeemed.clone(),
             }));
         }
         None => redeemed.clone(),

@@ -541,7 +541,7 @@ impl ChannelJobs {
                     if sender.billed_segments(engine::lines::GAVE_UP) > 0
                         && self
                             .engine
-                            .fees_over_cap(other.user())
+                            .fees_over_cap(other.payer())
                             .await
                             .map_err(JobError::from)?
                     {
@@ -581,18 +581,24 @@ impl ChannelJobs {
                         labels.insert(user.clone(), lines::account_label(account.as_ref()));
                     }
                     // A move code is made only for a reply that goes out (once an hour).
-                    let move_code = match other {
-                        Resolved::MoveAsked { to, .. } => Some(
+                    let asked = match other {
+                        Resolved::MoveAsked { to, .. } => Some((to, false)),
+                        Resolved::LinkAsked { to } => Some((to, true)),
+                        _ => None,
+                    };
+                    let move_code = match asked {
+                        Some((to, first_link)) => Some(
                             identity::MoveCode::make(
                                 self.store.as_ref(),
                                 job,
                                 to,
+                                first_link,
                                 (self.options.clock)(),
                             )
                             .await
                             .map_err(JobError::from)?,
                         ),
-                        _ => None,
+                        None => None,
                     };
                     let text = lines::harness_reply(
                         other,
@@ -603,7 +609,7 @@ impl ChannelJobs {
                     let delivered = self
                         .leased(job, &conversation, LeaseNow::ToTake, deadline, async {
                             let payer = deliver::Payer {
-                                user: other.user(),
+                                user: other.payer(),
                                 conversation: &conversation,
                                 charges: &this.charges,
                             };

@@ -21,6 +21,10 @@ pub fn harness_reply(
             &named(to),
             &channels::link_code::display(move_code.unwrap_or_default()),
         ),
+        Resolved::LinkAsked { to } => link_asked(
+            &named(to),
+            &channels::link_code::display(move_code.unwrap_or_default()),
+        ),
         Resolved::StaleCode { bound: Some(_) } => stale_code_bound(),
         Resolved::StaleCode { bound: None } => stale_code(signup_url),
         Resolved::TooManyCodes { bound: Some(_) } => too_many_codes_bound(),
@@ -111,6 +115,17 @@ pub fn move_asked(current: &str, other: &str, move_code: &str) -> String {
          within 30 minutes:\n\n{} {move_code}\n\nIf you did not ask for this, ignore this \
          message.",
         channels::link_code::MOVE_WORD
+    )
+}
+
+/// A live code from a number whose sender the platform does not prove: the code texted to it
+/// (`link_code`, made for this number alone), which links it as `LINK <code>`.
+pub fn link_asked(whose: &str, link_code: &str) -> String {
+    format!(
+        "To link this number to the account of {whose}, send this within 30 minutes:\n\n{} \
+         {link_code}\n\nA text message cannot prove which phone sent it, so this code comes to \
+         the number itself. If you did not ask for this, ignore this message.",
+        channels::link_code::LINK_WORD
     )
 }
 

@@ -102,9 +102,22 @@ pub const MOVE_WORD: &str = "MOVE";
 /// move a linked chat, answered as a linking attempt even when the code does not work. What
 /// moves a chat is the code (a move code made for that chat), not the word.
 pub fn is_move(text: &str) -> bool {
+    is_word_and_code(text, MOVE_WORD)
+}
+
+/// The word before a code that links a number whose sender the platform does not prove (SMS)
+/// to the account a link code named: `LINK <code>`, with the code texted to that number.
+pub const LINK_WORD: &str = "LINK";
+
+/// Whether `text` is `LINK` and a code alone ([`LINK_WORD`]), as [`is_move`] reads `MOVE`.
+pub fn is_link(text: &str) -> bool {
+    is_word_and_code(text, LINK_WORD)
+}
+
+fn is_word_and_code(text: &str, word: &str) -> bool {
     text.trim()
         .split_once(char::is_whitespace)
-        .is_some_and(|(word, rest)| word.eq_ignore_ascii_case(MOVE_WORD) && is_only_a_code(rest))
+        .is_some_and(|(first, rest)| first.eq_ignore_ascii_case(word) && is_only_a_code(rest))
 }
 
 #[cfg(test)]
