@@ -38,6 +38,28 @@ pub struct NewEvent {
     pub capacity: u32,
 }
 
+/// The years an event may start in: a date outside them is a typo or a model's invention (and
+/// one in the far future would hold a place among the upcoming events for good).
+const YEARS: std::ops::RangeInclusive<i16> = 2000..=2200;
+
+/// `starts_at` is a date and time that exists (`YYYY-MM-DDTHH:MM`, the schema's shape: no
+/// 13th month, no 25th hour), in [`YEARS`].
+fn check_starts_at(starts_at: &str) -> Result<(), PlannerError> {
+    let refused = || {
+        PlannerError::Rule(format!(
+            "starts_at {:?} is not a date and time that exists: write it as YYYY-MM-DDTHH:MM, in the years {} to {}.",
+            starts_at.chars().take(40).collect::<String>(),
+            YEARS.start(),
+            YEARS.end()
+        ))
+    };
+    let shaped = starts_at.len() == 16 && starts_at.as_bytes().get(10) == Some(&b'T');
+    match starts_at.parse::<jiff::civil::DateTime>() {
+        Ok(at) if shaped && YEARS.contains(&at.year()) => Ok(()),
+        _ => Err(refused()),
+    }
+}
+
 impl Planner {
     /// Create a draft event; it becomes the conversation's active event.
     pub async fn create_event(
@@ -48,6 +70,7 @@ impl Planner {
         if new.title.trim().is_empty() {
             return Err(PlannerError::Rule("An event needs a title.".into()));
         }
+        check_starts_at(&new.starts_at)?;
         let event = Event {
             id: new_id("ev"),
             title: new.title.trim().to_owned(),
@@ -96,6 +119,9 @@ impl Planner {
                 )));
             }
             event.capacity = capacity;
+        }
+        if let Some(starts_at) = &changes.starts_at {
+            check_starts_at(starts_at)?;
         }
         event.starts_at = changes.starts_at.unwrap_or(event.starts_at);
         event.venue = changes.venue.unwrap_or(event.venue);
@@ -330,4 +356,35 @@ pub(crate) fn sorted_events(records: Vec<store::Record>) -> Vec<Event> {
         .collect();
     events.sort_by(|a, b| (&a.starts_at, &a.id).cmp(&(&b.starts_at, &b.id)));
     events
+}
+
+#[cfg(test)]
+mod starts_at_tests {
+    use super::check_starts_at;
+
+    #[test]
+    fn only_dates_that_exist_in_the_years_events_take_place_are_taken() {
+        for ok in [
+            "2025-04-12T10:00",
+            "2026-12-31T23:59",
+            "2000-01-01T00:00",
+            "2028-02-29T09:30",
+        ] {
+            assert!(check_starts_at(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "2025-13-45T99:99",
+            "2025-02-30T10:00",
+            "2027-02-29T10:00",
+            "2025-04-12T24:00",
+            "0001-01-01T00:00",
+            "9999-12-31T23:59",
+            "2025-04-12T10:00:00",
+            "2025-04-12 10:00",
+            "",
+        ] {
+            let err = check_starts_at(bad).unwrap_err().to_string();
+            assert!(err.contains("YYYY-MM-DDTHH:MM"), "{bad}: {err}");
+        }
+    }
 }

@@ -121,14 +121,19 @@ impl Planner {
                 else {
                     return Ok(None);
                 };
+                // The event is told from a look-alike a model could make (a draft of the same
+                // title, with the same person registered) as a cancellation's is.
                 self.event_for(&caller, Some(&person.event_id))
                     .await?
                     .map(|(event, _)| {
                         format!(
-                            "Withdraw {} ({}) from {}",
+                            "Withdraw {} ({}) from {} ({}, {} at {})",
                             one_line(&person.name),
                             one_line(&person.email),
-                            one_line(&event.title)
+                            one_line(&event.title),
+                            event.status.as_str(),
+                            event.starts_at,
+                            one_line(&event.venue)
                         )
                     })
             }
@@ -272,12 +277,16 @@ impl Planner {
                         new_layout(args)
                     )
                 }),
-            // A session's new length moves what follows it; its new title is what people see
-            // (renamed "CANCELLED", as an event's title can be).
+            // A session's new length moves what follows it; its new title, track and speakers
+            // are what people see (renamed "CANCELLED", as an event's title can be; a speaker
+            // "Cancelled – go home").
             "edit_session" => {
                 let duration = args.get("duration").and_then(Value::as_u64);
                 let title = arg("title");
-                if duration.is_none() && title.is_none() {
+                let shown = ["title", "track", "speakers"]
+                    .iter()
+                    .any(|name| args.get(*name).is_some_and(|v| !v.is_null()));
+                if duration.is_none() && !shown {
                     return Ok(None);
                 }
                 let Some(event) = self
@@ -312,7 +321,22 @@ impl Planner {
                         whole_line(to),
                         also(&session_riders(session, args, false))
                     )),
-                    (None, None) => None,
+                    (None, None) => {
+                        let track = arg("track").filter(|to| Some(*to) != session.track.as_deref());
+                        let speakers = args
+                            .get("speakers")
+                            .and_then(Value::as_array)
+                            .map(|items| items.iter().filter_map(Value::as_str).collect::<Vec<_>>())
+                            .filter(|to| *to != session.speakers);
+                        (track.is_some() || speakers.is_some()).then(|| {
+                            format!(
+                                "Change \u{201c}{}\u{201d} in the published timetable of \u{201c}{}\u{201d}: set {}",
+                                one_line(&session.title),
+                                one_line(&event.title),
+                                session_riders(session, args, false).join(", ")
+                            )
+                        })
+                    }
                 }
             }
             // Re-planning a published program moves sessions people may have planned around:
@@ -331,7 +355,7 @@ impl Planner {
                 let pin = pin
                     .as_ref()
                     .map(|(s, at, room)| (s.as_str(), *at, room.clone()));
-                let Some((run, published)) = self.dry_run(&caller, event_id, pin).await? else {
+                let Some(run) = self.dry_run(&caller, event_id, pin).await? else {
                     return Ok(None);
                 };
                 // A pin is named with where it goes: the yes is for that too. A move begins
@@ -350,7 +374,7 @@ impl Planner {
                 });
                 let program = one_line(&run.title);
                 let moved = what_moves(&run.moved);
-                published.then(|| match pinned {
+                Some(match pinned {
                     Some(pin) => format!(
                         "Move {pin}, re-planning the published program of \u{201c}{program}\u{201d}: {moved}"
                     ),

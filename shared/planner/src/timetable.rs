@@ -125,18 +125,23 @@ impl Planner {
         Ok(summary)
     }
 
-    /// What building (or moving `pin`) would do to a saved timetable, without saving: `None`
-    /// when there is no saved timetable or the plan would fail (then nothing is saved anyway).
-    /// An error only when storage failed (what it would do cannot be told).
+    /// What building (or moving `pin`) would do to the saved timetable of a published event,
+    /// without saving: `None` when the event is not published (nothing people planned around
+    /// moves: no plan is made for the question), when there is no saved timetable, or when the
+    /// plan would fail (then nothing is saved anyway). An error only when storage failed (what
+    /// it would do cannot be told).
     pub(crate) async fn dry_run(
         &self,
         caller: &Caller,
         event_id: &str,
         pin: Option<(&str, Slot, Option<String>)>,
-    ) -> Result<Option<(DryRun, bool)>, PlannerError> {
+    ) -> Result<Option<DryRun>, PlannerError> {
         let Some(event) = found(self.open_event(caller, event_id).await)? else {
             return Ok(None);
         };
+        if event.status != crate::EventStatus::Published {
+            return Ok(None);
+        }
         let Some((mut record, _)) = found(self.program_of(caller, event_id).await)? else {
             return Ok(None);
         };
@@ -162,24 +167,20 @@ impl Planner {
         else {
             return Ok(None);
         };
-        let published = event.status == crate::EventStatus::Published;
-        Ok(Some((
-            DryRun {
-                title: event.title,
-                pinned,
-                moved: plan
-                    .moved
-                    .iter()
-                    .map(|m| {
-                        record
-                            .program
-                            .session(&m.session)
-                            .map_or_else(|| m.session.clone(), |s| s.title.clone())
-                    })
-                    .collect(),
-            },
-            published,
-        )))
+        Ok(Some(DryRun {
+            title: event.title,
+            pinned,
+            moved: plan
+                .moved
+                .iter()
+                .map(|m| {
+                    record
+                        .program
+                        .session(&m.session)
+                        .map_or_else(|| m.session.clone(), |s| s.title.clone())
+                })
+                .collect(),
+        }))
     }
 
     /// The saved timetable of an event, one day (1 for the first) or one track of it, as short

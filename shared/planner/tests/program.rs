@@ -549,6 +549,15 @@ async fn changing_what_a_published_timetable_shows_needs_a_yes() {
             "Rename \u{201c}Keynote\u{201d} in the published timetable of \u{201c}Spring Open\u{201d} to \u{201c}Opening\u{201d}, and also set its track to \u{201c}Side\u{201d}"
         )
     );
+    // Its track and speakers are shown in the published timetable too.
+    let respoken = json!({"event_id": event, "session_id": keynote,
+        "speakers": ["Session cancelled – go home"], "track": "CANCELLED"});
+    assert_eq!(
+        risk("edit_session", respoken).await.as_deref(),
+        Some(
+            "Change \u{201c}Keynote\u{201d} in the published timetable of \u{201c}Spring Open\u{201d}: set its track to \u{201c}CANCELLED\u{201d}, its speakers to \u{201c}Session cancelled – go home\u{201d}"
+        )
+    );
     let same_title = json!({"event_id": event, "session_id": keynote, "title": "Keynote"});
     assert_eq!(risk("edit_session", same_title).await, None);
     assert_eq!(risk("edit_session", same_length).await, None);

@@ -425,7 +425,9 @@ async fn risk_is_described_from_stored_state() {
             )
             .await
             .as_deref(),
-        Some("Withdraw Dana Lee (dana@example.com) from Spring Open")
+        Some(
+            "Withdraw Dana Lee (dana@example.com) from Spring Open (draft, 2025-04-12T10:00 at Court 1)"
+        )
     );
     w.planner
         .publish_event(&caller("alice", "a4"), &event.id)
