@@ -173,7 +173,14 @@ pub struct Db {
     /// How many writes and reads callers have sent.
     writes_sent: AtomicU64,
     reads_sent: AtomicU64,
+    /// Why durable writes are refused: a sync of the log failed (see [`Db::broken`]).
+    broken: Broken,
 }
+
+/// Set once a sync of the log has failed, for good: from then on the writer refuses durable
+/// writes before they commit (committed, they would be visible, their hooks run, and their
+/// callers told they failed — a tool's effect that happened reported as not done).
+type Broken = Arc<Mutex<Option<Failure>>>;
 
 /// How many calls a [`Db`] has served: each write and each read is one round trip to a
 /// connection's thread and back (in memory: one lock of the connection).
@@ -239,6 +246,7 @@ impl Db {
             syncs: Arc::new(AtomicU64::new(0)),
             writes_sent: AtomicU64::new(0),
             reads_sent: AtomicU64::new(0),
+            broken: Broken::default(),
         }
     }
 
@@ -260,8 +268,11 @@ impl Db {
             Box::new(move || {
                 std::fs::File::open(&wal)?.sync_data()?;
                 if !entry_synced {
+                    // As SQLite does, a directory that cannot be synced is no failure: some
+                    // file systems refuse to sync a directory at all, and the log's own sync
+                    // stands.
                     if let Some(dir) = wal.parent().filter(|d| !d.as_os_str().is_empty()) {
-                        std::fs::File::open(dir)?.sync_all()?;
+                        let _ = std::fs::File::open(dir).and_then(|d| d.sync_all());
                     }
                     entry_synced = true;
                 }
@@ -288,14 +299,16 @@ impl Db {
         let batches = Arc::new(AtomicU64::new(0));
         let syncs = Arc::new(AtomicU64::new(0));
         let counted = batches.clone();
+        let broken = Broken::default();
         let mut threads = Vec::new();
         let syncer = sync.map(|sync| {
             let (to_sync, waiting) = mpsc::channel::<Vec<Answer>>();
             let synced = syncs.clone();
+            let broken = broken.clone();
             threads.push(
                 std::thread::Builder::new()
                     .name("sqlite-syncer".into())
-                    .spawn(move || sync_loop(sync, waiting, &synced))
+                    .spawn(move || sync_loop(sync, waiting, &synced, &broken))
                     .expect("the database's syncer thread starts"),
             );
             to_sync
@@ -303,7 +316,10 @@ impl Db {
         threads.push(
             std::thread::Builder::new()
                 .name("sqlite-writer".into())
-                .spawn(move || write_loop(writer, jobs, &counted, syncer))
+                .spawn({
+                    let broken = broken.clone();
+                    move || write_loop(writer, jobs, &counted, syncer, &broken)
+                })
                 .expect("the database's writer thread starts"),
         );
         let reads = (!readers.is_empty()).then(|| {
@@ -329,6 +345,7 @@ impl Db {
             syncs,
             writes_sent: AtomicU64::new(0),
             reads_sent: AtomicU64::new(0),
+            broken,
         }
     }
 
@@ -580,6 +597,15 @@ impl Db {
         settle(rx.recv().ok())
     }
 
+    /// Why durable writes are refused, once a sync of the log has failed (for good: the
+    /// kernel may have dropped the pages it could not write, so only a restart, which reads the
+    /// log again, makes durable writes trustworthy again); `None` while all is well. The
+    /// server's `/healthz` says it, so a supervisor restarts it.
+    pub fn broken(&self) -> Option<String> {
+        let broken = self.broken.lock().unwrap_or_else(|p| p.into_inner());
+        broken.as_ref().map(ToString::to_string)
+    }
+
     /// How many batches (commits) the writer has run.
     pub fn batches(&self) -> u64 {
         self.batches.load(Ordering::Relaxed)
@@ -649,6 +675,7 @@ fn write_loop(
     jobs: mpsc::Receiver<Job>,
     batches: &AtomicU64,
     syncer: Option<mpsc::Sender<Vec<Answer>>>,
+    broken: &Broken,
 ) {
     let normal = syncer.is_some();
     // Without the setting the writes cannot be acknowledged as promised: none runs.
@@ -681,12 +708,31 @@ fn write_loop(
                 Err(_) => break,
             }
         }
+        // Once a sync has failed, a durable write is refused before it commits.
+        let refused = broken.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let batch = match refused {
+            Some(Failure(why)) => {
+                let e = rusqlite::Error::SqliteFailure(
+                    rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_IOERR),
+                    Some(why),
+                );
+                let (refuse, keep): (Vec<_>, Vec<_>) = batch
+                    .into_iter()
+                    .partition(|(_, strength)| *strength != Strength::Committed);
+                for (job, _) in refuse {
+                    (job(Err(&e)).answer)(None);
+                }
+                keep
+            }
+            None => batch,
+        };
         match &set {
             Some(e) => {
                 for (job, _) in batch {
                     (job(Err(e)).answer)(Some(not_written(e)));
                 }
             }
+            None if batch.is_empty() => {}
             None => run_batch(&conn, batch, batches, syncer.as_ref()),
         }
         if next.is_none() {
@@ -798,7 +844,12 @@ fn run_batch(
 /// and answers them. A failed sync fails them, and every durable write after it: once a sync
 /// has failed, the kernel may have dropped the pages it could not write, so a later sync's
 /// success would not cover them (the process must be restarted to trust the file again).
-fn sync_loop(mut sync: SyncFn, waiting: mpsc::Receiver<Vec<Answer>>, syncs: &AtomicU64) {
+fn sync_loop(
+    mut sync: SyncFn,
+    waiting: mpsc::Receiver<Vec<Answer>>,
+    syncs: &AtomicU64,
+    shared: &Broken,
+) {
     let mut broken: Option<Failure> = None;
     while let Ok(mut answers) = waiting.recv() {
         while let Ok(more) = waiting.try_recv() {
@@ -806,10 +857,12 @@ fn sync_loop(mut sync: SyncFn, waiting: mpsc::Receiver<Vec<Answer>>, syncs: &Ato
         }
         if broken.is_none() {
             if let Err(e) = sync() {
-                broken = Some(Failure(format!(
+                let failure = Failure(format!(
                     "the database's log could not be synced to the disk ({e}); restart to \
                      make durable writes again"
-                )));
+                ));
+                *shared.lock().unwrap_or_else(|p| p.into_inner()) = Some(failure.clone());
+                broken = Some(failure);
             }
             syncs.fetch_add(1, Ordering::Relaxed);
         }

@@ -59,7 +59,19 @@ const SWEPT: &[(&str, &str, &str, &str)] = &[
         "pending_confirmations_by_expiry",
     ),
     ("link_codes", "code", CODES_GONE, "link_codes_by_expiry"),
+    // Budget counts past their window (a minute's, an hour's, a day's of the 30) and sessions
+    // past their end: each read as absent already.
+    (
+        "budget_buckets",
+        "rowid",
+        EXPIRED,
+        "budget_buckets_by_expiry",
+    ),
+    ("sessions", "id_hash", EXPIRED, "sessions_by_expiry"),
 ];
+
+/// Rows whose `expires_at_ms` has passed.
+const EXPIRED: &str = "expires_at_ms <= ?1";
 
 fn delete_conversation(tx: &Connection, id: &str) -> Result<(), StoreError> {
     for (table, column) in CONVERSATION_TABLES {
@@ -198,6 +210,72 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(live, Some(pending("mcp:tok_1", 5_000)));
+    }
+
+    /// Budget counts past their window and sessions past their end go with the sweep (each
+    /// active user adds counts every minute); live ones stay and still count.
+    #[tokio::test]
+    async fn the_sweep_deletes_expired_budget_counts_and_sessions_and_keeps_live_ones() {
+        use store::{BucketKey, BudgetLedger, Charge, Session, Sessions};
+        let store = SqliteStore::open_in_memory().unwrap();
+        let bucket = |scope: &str| BucketKey {
+            scope: scope.into(),
+            window: "1m".into(),
+            start_ms: 0,
+        };
+        for (scope, expires_at_ms) in [("old", 1_000), ("live", 9_000)] {
+            store
+                .reserve(&[Charge {
+                    bucket: bucket(scope),
+                    amount: 7,
+                    limit: None,
+                    expires_at_ms,
+                }])
+                .await
+                .unwrap();
+        }
+        for (id, expires_at_ms) in [("old-session", 1_000), ("live-session", 9_000)] {
+            store
+                .put_session(&Session {
+                    id_hash: id.into(),
+                    user: "ana".into(),
+                    csrf: "c".into(),
+                    created_at_ms: 0,
+                    expires_at_ms,
+                })
+                .await
+                .unwrap();
+        }
+        store.sweep_expired(2_000).await.unwrap();
+        let count = |table: &'static str| {
+            let store = &store;
+            async move {
+                store
+                    .db
+                    .read(move |conn| {
+                        conn.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| {
+                            r.get::<_, i64>(0)
+                        })
+                        .map_err(unavailable)
+                    })
+                    .await
+                    .unwrap()
+            }
+        };
+        assert_eq!(
+            count("budget_buckets").await,
+            1,
+            "the expired count is gone"
+        );
+        assert_eq!(count("sessions").await, 1, "the expired session is gone");
+        assert_eq!(store.bucket_usage(&[bucket("live")]).await.unwrap(), [7]);
+        assert!(
+            store
+                .session("live-session", 2_000)
+                .await
+                .unwrap()
+                .is_some()
+        );
     }
 
     /// Expired link codes go with the sweep, used or not (a used one names who redeemed it);

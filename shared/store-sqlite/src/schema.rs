@@ -235,6 +235,10 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     // 24: after a compaction that failed for good, the segment's size at which the next is
     // tried; 0: at the threshold.
     "ALTER TABLE conversations ADD COLUMN compaction_retry_at_chars INTEGER NOT NULL DEFAULT 0;",
+    // 25: budget counts and sessions by their expiry, for the sweep that deletes them once
+    // past it (each active user adds counts every minute; DynamoDB deletes them by `ttl`).
+    "CREATE INDEX budget_buckets_by_expiry ON budget_buckets (expires_at_ms);
+    CREATE INDEX sessions_by_expiry ON sessions (expires_at_ms);",
 ];
 
 /// The schema version this build writes and understands.

@@ -117,13 +117,23 @@ impl std::fmt::Debug for App {
     }
 }
 
+/// `ok`, or 503 with why once the database refuses durable writes (a sync of its log failed:
+/// only a restart makes them trustworthy again), so a supervisor restarts the server.
+async fn health(axum::extract::State(app): axum::extract::State<App>) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    match app.db.broken() {
+        None => "ok".into_response(),
+        Some(why) => (axum::http::StatusCode::SERVICE_UNAVAILABLE, why).into_response(),
+    }
+}
+
 /// The HTTP routes.
 pub fn router(app: App) -> Router {
     let api = Router::new()
         .route("/", get(assets::index))
         .route("/app.js", get(assets::script))
         .route("/app.css", get(assets::style))
-        .route("/healthz", get(|| async { "ok" }))
+        .route("/healthz", get(health))
         .route(
             "/api/conversations",
             get(api::list_conversations).post(api::create_conversation),
