@@ -519,18 +519,23 @@ async fn serve() -> ExitCode {
         }),
         ..AppOptions::default()
     };
-    // Held until `serve` returns (one server per database).
-    let _lock = match bridle::serve_lock::take(&config.db) {
+    // One server per database: held until the process ends, not only until `serve` returns (a
+    // turn cut short by the stop may still run on the runtime while it shuts down; a server
+    // started meanwhile would run that job again).
+    let lock = match bridle::serve_lock::take(&config.db) {
         Ok(lock) => lock,
         Err(err) => return fail("cannot start", &err),
+    };
+    std::mem::forget(lock);
+    // The port first: a start that cannot listen changes nothing in the database (building the
+    // app releases a dead server's claims and makes its jobs visible again).
+    let listener = match tokio::net::TcpListener::bind(config.addr).await {
+        Ok(l) => l,
+        Err(err) => return fail(&format!("cannot listen on {}", config.addr), &err),
     };
     let app = match build_app(model, options) {
         Ok(app) => app,
         Err(err) => return fail("cannot start", &err),
-    };
-    let listener = match tokio::net::TcpListener::bind(config.addr).await {
-        Ok(l) => l,
-        Err(err) => return fail(&format!("cannot listen on {}", config.addr), &err),
     };
     let addr = listener
         .local_addr()

@@ -27,6 +27,9 @@ pub type ReadAgain = Arc<dyn Fn() -> Fresh + Send + Sync>;
 /// The least time between two reads of the secrets by one instance.
 pub const REKEY_EVERY: Duration = Duration::from_secs(60);
 
+/// How long a read of the secrets may take before the request goes on without it.
+pub const REKEY_DEADLINE: Duration = Duration::from_secs(2);
+
 /// The reader and when it last started (Unix ms of the request that started it).
 pub(crate) struct Rekey {
     read: ReadAgain,
@@ -59,7 +62,12 @@ impl Rekey {
         if !self.may_read(now_ms) {
             return None;
         }
-        match (self.read)().await {
+        // A deadline, as every outside call has: the request waits on it (a platform retries
+        // one not answered in its few seconds, Slack's 3).
+        let read = tokio::time::timeout(REKEY_DEADLINE, (self.read)())
+            .await
+            .unwrap_or_else(|_| Err("the secrets store did not answer in time".to_owned()));
+        match read {
             Ok(fresh) if !fresh.is_empty() => {
                 let fresh: Channels = fresh.into_iter().map(|c| (c.name(), c)).collect();
                 let mut names: Vec<&str> = fresh.keys().copied().collect();
@@ -84,5 +92,25 @@ impl Rekey {
                 None
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A secrets store that never answers holds the request for [`REKEY_DEADLINE`], not for
+    /// the function's whole timeout: the channels read before stay.
+    #[tokio::test]
+    async fn a_read_that_never_answers_gives_up_at_its_deadline() {
+        let never: ReadAgain = Arc::new(|| Box::pin(std::future::pending()));
+        let rekey = Rekey::new(never);
+        let started = std::time::Instant::now();
+        assert!(rekey.read(0).await.is_none());
+        let waited = started.elapsed();
+        assert!(
+            waited >= REKEY_DEADLINE && waited < REKEY_DEADLINE + Duration::from_secs(2),
+            "{waited:?}"
+        );
     }
 }

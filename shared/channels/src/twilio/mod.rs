@@ -24,9 +24,10 @@
 //! type), at most 10. SMS has no buttons: a sender offers options as numbered lines (or the
 //! reply's `typed_answer` line saying how to answer) and a reply comes back as its text (with no
 //! `button_id`); mapping it to an option is the conversation's job. Opt-out keywords (`STOP`,
-//! `START`, `HELP`, …) are handled by Twilio itself
-//! (it answers them and blocks sending to an opted-out number, which then fails with error 21610);
-//! they still arrive as ordinary messages and are passed on, not dropped.
+//! `UNSUBSCRIBE`, `CANCEL`, `END`, `QUIT`, … alone, or `OptOutType=STOP`) are handled by Twilio
+//! itself (it answers them and blocks sending to an opted-out number, which then fails with
+//! error 21610): they are ignored, as no reply to them could be sent. `START` and `HELP` are
+//! passed on (Twilio answers them too; the assistant's answer can go out).
 //!
 //! **Ignored** (acknowledged with 200, no turn): outbound status callbacks (`MessageStatus` or
 //! `SmsStatus` in [`STATUS_CALLBACK_STATUSES`]: queued, sending, sent, delivered, undelivered,

@@ -114,6 +114,11 @@ fn message(p: &Params, text: String, num_media: usize) -> Result<Inbound, Channe
             reason: "empty message",
         });
     }
+    if is_opt_out(p, &text) {
+        return Ok(Inbound::Ignored {
+            reason: "an opt-out keyword (Twilio answers it and blocks replies to the number)",
+        });
+    }
     Ok(Inbound::Messages(vec![InboundMessage {
         addressed_to: None,
         channel: super::NAME.into(),
@@ -124,6 +129,34 @@ fn message(p: &Params, text: String, num_media: usize) -> Result<Inbound, Channe
         button_id: None,
         media,
     }]))
+}
+
+/// Twilio's default opt-out keywords: a message that is one of them alone is answered by
+/// Twilio, which then refuses every message to the number (error 21610) until it texts START.
+const OPT_OUT_KEYWORDS: [&str; 8] = [
+    "STOP",
+    "STOPALL",
+    "UNSUBSCRIBE",
+    "CANCEL",
+    "END",
+    "QUIT",
+    "REVOKE",
+    "OPTOUT",
+];
+
+/// Whether the message opts its number out (Advanced Opt-Out's `OptOutType=STOP`, or one of
+/// [`OPT_OUT_KEYWORDS`] alone): no turn runs for it, since its reply could not be sent (each
+/// would be a model call for nothing, and every later text until START another).
+fn is_opt_out(p: &Params, text: &str) -> bool {
+    if p.get("OptOutType")
+        .is_some_and(|t| t.eq_ignore_ascii_case("STOP"))
+    {
+        return true;
+    }
+    let word = text.trim().trim_end_matches(['.', '!']);
+    OPT_OUT_KEYWORDS
+        .iter()
+        .any(|k| k.eq_ignore_ascii_case(word))
 }
 
 /// `SM` or `MM` and 32 hexadecimal digits: a Twilio message SID.
@@ -197,6 +230,42 @@ mod tests {
                 matches!(parse(body.as_bytes()), Ok(Inbound::Ignored { .. })),
                 "{body}"
             );
+        }
+    }
+
+    /// An opt-out keyword alone runs no turn (Twilio answers it and refuses every reply to
+    /// the number); the word in a sentence, START and HELP are messages.
+    #[test]
+    fn an_opt_out_keyword_alone_is_ignored() {
+        let sms = |body: &str| {
+            format!("MessageSid=SM11111111111111111111111111111111&From=a&To=b&Body={body}")
+        };
+        for body in [
+            "STOP",
+            "stop",
+            "+Stop.+",
+            "UNSUBSCRIBE",
+            "cancel",
+            "End",
+            "quit!",
+        ] {
+            assert!(
+                matches!(parse(sms(body).as_bytes()), Ok(Inbound::Ignored { .. })),
+                "{body}"
+            );
+        }
+        let flagged = format!("{}&OptOutType=STOP", sms("Stop+please"));
+        assert!(matches!(
+            parse(flagged.as_bytes()),
+            Ok(Inbound::Ignored { .. })
+        ));
+        for body in [
+            "START",
+            "HELP",
+            "stop+the+meeting+at+5",
+            "cancel+my+booking",
+        ] {
+            assert!(!one(&sms(body)).text.is_empty(), "{body}");
         }
     }
 
