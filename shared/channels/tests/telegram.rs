@@ -208,6 +208,47 @@ fn a_command_for_this_bot_in_a_group() {
     assert_eq!(m.message_id, "-1001987654321:9001");
 }
 
+/// In a group (the bot an admin, or its privacy mode off: Telegram then delivers everything),
+/// only what is for the bot is a message: a command, a mention, a reply to one of its
+/// messages. The members' talk among themselves is ignored; a private chat is all for it.
+#[test]
+fn in_a_group_only_what_is_addressed_to_the_bot_is_a_message() {
+    let group = |text: &str, reply_from: Option<serde_json::Value>, kind: &str| {
+        let mut v: serde_json::Value = serde_json::from_slice(&fixture("group_command")).unwrap();
+        v["message"]["text"] = text.into();
+        v["message"].as_object_mut().unwrap().remove("entities");
+        v["message"]["chat"]["type"] = kind.into();
+        if let Some(from) = reply_from {
+            v["message"]["reply_to_message"] = serde_json::json!({"message_id": 8000, "from": from, "chat": v["message"]["chat"].clone(), "date": 1});
+        }
+        let body = serde_json::to_vec(&v).unwrap();
+        channel().parse(&request(&[], &body)).unwrap()
+    };
+    let ours = serde_json::json!({"id": 42, "is_bot": true, "username": "BridleBot"});
+    let friend = serde_json::json!({"id": 7, "is_bot": false, "username": "bob"});
+    for (text, reply, kind) in [
+        ("cancel my 3pm, I'll move it to Friday", None, "supergroup"),
+        ("cancel my 3pm", Some(friend.clone()), "group"),
+        ("ask @BridleBotFan about it", None, "supergroup"),
+    ] {
+        assert!(
+            matches!(group(text, reply, kind), Inbound::Ignored { .. }),
+            "{text:?} in a {kind}"
+        );
+    }
+    for (text, reply, kind) in [
+        ("@bridlebot what's on tomorrow?", None, "supergroup"),
+        ("and Friday?", Some(ours.clone()), "group"),
+        ("/ask what's on?", None, "group"),
+        ("cancel my 3pm, I'll move it to Friday", None, "private"),
+    ] {
+        assert!(
+            matches!(group(text, reply, kind), Inbound::Messages(_)),
+            "{text:?} in a {kind}"
+        );
+    }
+}
+
 #[test]
 fn a_button_press() {
     assert_eq!(

@@ -83,6 +83,23 @@ struct User {
 #[derive(Deserialize)]
 struct Chat {
     id: i64,
+    /// `private`, `group`, `supergroup` or `channel`.
+    #[serde(rename = "type", default)]
+    kind: Option<String>,
+}
+
+/// The message a message replies to: only who sent it is read (a reply to the bot is
+/// addressed to it).
+#[derive(Deserialize)]
+struct Replied {
+    from: Option<Author>,
+}
+
+#[derive(Deserialize)]
+struct Author {
+    #[serde(default)]
+    is_bot: bool,
+    username: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -115,6 +132,7 @@ struct Message {
     document: Option<Document>,
     #[serde(default)]
     is_automatic_forward: bool,
+    reply_to_message: Option<Box<Replied>>,
 }
 
 #[derive(Deserialize)]
@@ -220,6 +238,14 @@ fn parse_message(raw: &Value, bot_username: Option<&str>) -> Result<Inbound, Cha
             },
         });
     }
+    let in_group = matches!(m.chat.kind.as_deref(), Some("group" | "supergroup"));
+    if let (true, Some(me)) = (in_group, bot_username)
+        && !for_the_bot_in_a_group(&text, m.reply_to_message.as_deref(), me)
+    {
+        return Ok(Inbound::Ignored {
+            reason: "a group message not addressed to the bot",
+        });
+    }
     let Some(text) = addressed_to_us(text, bot_username) else {
         return Ok(Inbound::Ignored {
             reason: "command for another bot",
@@ -242,6 +268,28 @@ fn parse_message(raw: &Value, bot_username: Option<&str>) -> Result<Inbound, Cha
 pub(super) fn sent_at(body: &[u8]) -> Option<i64> {
     let update: Value = serde_json::from_slice(body).ok()?;
     update.pointer("/message/date")?.as_i64()
+}
+
+/// Whether a group member's message is for the bot `me`: a command (`/…`; one for another
+/// bot is dropped after), a mention (`@me`), or a reply to one of its messages. Everything else
+/// is the members talking among themselves: Telegram delivers it to a bot that is an admin or
+/// has privacy mode off, and answering it would post someone's assistant into their chat (and
+/// run a model call per remark).
+fn for_the_bot_in_a_group(text: &str, replied: Option<&Replied>, me: &str) -> bool {
+    let mentioned = text.match_indices('@').any(|(at, _)| {
+        let name: String = text[at + 1..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        name.eq_ignore_ascii_case(me)
+    });
+    let replied_to_me = replied.and_then(|r| r.from.as_ref()).is_some_and(|a| {
+        a.is_bot
+            && a.username
+                .as_deref()
+                .is_some_and(|u| u.eq_ignore_ascii_case(me))
+    });
+    text.starts_with('/') || mentioned || replied_to_me
 }
 
 /// In groups a command may name its bot: `/start@SomeBot args`. Ours loses the suffix; another
