@@ -142,6 +142,15 @@ async fn the_usage_meter_shows_only_near_a_limit() {
         .find(|b| b["bucket"] == "user_tokens_minute")
         .unwrap();
     assert!((minute["fraction"].as_f64().unwrap() - 0.858).abs() < 1e-9);
+    // Everyone's dollars are the operator's: not shown to a user until full.
+    assert!(
+        u["buckets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|b| b["bucket"] != "global_usd_30d"),
+        "{u}"
+    );
     s.stop().await;
 }
 

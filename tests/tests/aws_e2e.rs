@@ -326,7 +326,7 @@ async fn a_signed_request_becomes_exactly_one_turn() {
     let batch = aws.poll().await;
     assert_eq!(batch.records.len(), 1, "SQS FIFO dedupe dropped the retry");
     let record = &batch.records[0];
-    assert_eq!(record.attributes["MessageGroupId"], "generic#c-7");
+    assert_eq!(record.attributes["MessageGroupId"], "generic#c-7#u-42");
     assert_eq!(aws.work(batch.clone(), Duration::from_secs(30)).await, 0);
 
     let rows = aws.transcript().await;

@@ -1015,6 +1015,20 @@ async fn cookies_from_another_host_sign_nobody_in_and_no_page_is_framed() {
         );
         // The CSRF token `/api/session` answers, like every answer, is kept by no cache.
         assert_eq!(header("cache-control"), "no-store", "{path}");
+        // Scripts only from our own files; no answer read as another type, loaded into
+        // another site's page, or named in a Referer.
+        let csp = header("content-security-policy");
+        assert!(
+            csp.contains("script-src 'self'") && csp.contains("object-src 'none'"),
+            "{path}: {csp}"
+        );
+        assert_eq!(header("x-content-type-options"), "nosniff", "{path}");
+        assert_eq!(
+            header("cross-origin-resource-policy"),
+            "same-origin",
+            "{path}"
+        );
+        assert_eq!(header("referrer-policy"), "no-referrer", "{path}");
     }
 }
 

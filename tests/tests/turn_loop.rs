@@ -424,6 +424,40 @@ fn rows(messages: Vec<transcript::Message>) -> Vec<transcript::Message> {
         .collect()
 }
 
+/// The stream says the model is reasoning once a model call, without what it thinks (the
+/// visible transcript leaves reasoning out); the transcript keeps it for the next call.
+#[tokio::test]
+async fn reasoning_is_announced_once_a_call_without_its_text() {
+    let h = Harness::new([Reply::new()
+        .reason("The user wants a gala; ", "sig-1")
+        .reason("check the calendar first.", "sig-2")
+        .say("Done.")])
+    .await;
+    let collected = engine::CollectSink::default();
+    let input = engine::TurnInput {
+        sent_at_ms: None,
+        typed_yes: engine::TypedYes::Confirms,
+        conversation_id: h.conversation.clone(),
+        text: "plan a gala".into(),
+        action_id: tools::ActionId("a1".into()),
+        attachments: Vec::new(),
+        attachment_notes: Vec::new(),
+        button_id: None,
+    };
+    h.engine.run_turn(input, &collected).await.unwrap();
+    let events = collected.events();
+    let reasoning: Vec<&TurnEvent> = events
+        .iter()
+        .filter(|e| matches!(e, TurnEvent::Reasoning))
+        .collect();
+    assert_eq!(reasoning.len(), 1, "{events:?}");
+    let streamed = serde_json::to_string(&events).unwrap();
+    assert!(
+        !streamed.contains("gala;") && !streamed.contains("calendar"),
+        "{streamed}"
+    );
+}
+
 #[tokio::test]
 async fn a_sink_nobody_reads_gets_only_the_end_and_the_turn_is_the_same() {
     let script = || {

@@ -238,7 +238,7 @@ fn record(job: &TurnJob) -> Value {
     let mut record = sample["Records"][0].clone();
     record["messageId"] = json!(format!("sqs-{}", job.message_id));
     record["body"] = json!(queue_sqs::encode_job(job).unwrap());
-    record["attributes"]["MessageGroupId"] = json!(format!("generic#{}", job.conversation_key));
+    record["attributes"]["MessageGroupId"] = json!(job.group());
     record
 }
 

@@ -164,10 +164,17 @@ impl ChannelJobs {
             return Ok(None);
         }
         // A refusal this sender was given this hour already is not sent again (`hourly`).
-        if let Some(limit) = crate::hourly::refusal_limit(job, outcome)
-            && self.take_hourly(job, &limit).await.is_none()
-        {
-            return Ok(None);
+        // Once an hour per account, not per sender: an account with many numbers linked,
+        // each refused once an hour by text message, would spend past its dollar cap and
+        // everyone's on the sentence that it is over them.
+        if let Some(limit) = crate::hourly::refusal_limit(job, outcome) {
+            let who = match payer.user {
+                Some(user) => format!("user#{}", user.0),
+                None => format!("{}#{}", job.channel, job.external_user_id),
+            };
+            if self.take_hourly_for(job, &limit, &who).await.is_none() {
+                return Ok(None);
+            }
         }
         let buttons: Vec<Button> = outcome
             .buttons

@@ -3,7 +3,8 @@
 //! ([`Resolved::hourly_reply`](crate::identity::Resolved::hourly_reply): onboarding, "that code
 //! did not work", "too many codes"), and on a messaging channel a guard's refusal that is the
 //! whole reply (a cap reached, an account paused): the first is sent, and the same refusal is
-//! not sent again within the hour, however many messages come. Refusals on the web chat cost
+//! not sent again within the hour, however many messages come (to a linked sender, once an hour
+//! per account, whichever of its chats they come from). Refusals on the web chat cost
 //! nothing to show and are shown every time.
 //!
 //! Each is one conditional write, a claim on `<limit>#<channel>#<sender>` that lasts the hour,
@@ -32,8 +33,20 @@ impl ChannelJobs {
     /// Take this hour's reply `limit` for `job`'s sender: `None` when they got it this hour
     /// already. A store failure errs towards sending.
     pub(crate) async fn take_hourly(&self, job: &TurnJob, limit: &str) -> Option<Taken> {
+        let sender = format!("{}#{}", job.channel, job.external_user_id);
+        self.take_hourly_for(job, limit, &sender).await
+    }
+
+    /// [`ChannelJobs::take_hourly`] for `who` (a sender, `{channel}#{id}`, or an account,
+    /// `user#{id}`, whichever of its chats the job came from).
+    pub(crate) async fn take_hourly_for(
+        &self,
+        job: &TurnJob,
+        limit: &str,
+        who: &str,
+    ) -> Option<Taken> {
         let now = (self.options.clock)();
-        let key = format!("{limit}#{}#{}", job.channel, job.external_user_id);
+        let key = format!("{limit}#{who}");
         let until = now + STRANGER_REPLY_EVERY.as_millis() as i64;
         let attempt = match self.store.claim_job(&key, now, until).await {
             Ok(Claim::Fresh) => 1,

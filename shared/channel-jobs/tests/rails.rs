@@ -304,6 +304,46 @@ async fn a_linked_sender_over_the_rate_is_told_once_an_hour_not_per_message() {
     assert_eq!(users, 12);
 }
 
+/// A refusal is sent once an hour per account, not per sender: an account with many numbers
+/// linked, each refused (paused, or over its dollars) once an hour by text message, would spend
+/// on the sentence per number. Its two chats get one between them.
+#[tokio::test]
+async fn a_refusal_is_sent_once_an_hour_to_an_account_whatever_its_chats() {
+    let store = Arc::new(SqliteStore::open_in_memory().unwrap());
+    let model = Arc::new(ScriptedModel::new([Reply::text("never")]));
+    let accounts = Arc::new(budget::InMemoryAccounts::default());
+    accounts.pause(&"ana".into());
+    let paused = budget::PausedAccounts::new(accounts);
+    let engine = engine(&store, model.clone()).with_guard(Arc::new(paused));
+    let (mut jobs, platform) = watched(store.clone(), vec![]);
+    jobs.engine = Arc::new(engine);
+    for number in ["ana-phone", "ana-tablet"] {
+        store
+            .bind_identity("generic", number, &"ana".into(), now_ms())
+            .await
+            .unwrap();
+    }
+    for n in 0..6 {
+        let (number, chat) = match n % 2 {
+            0 => ("ana-phone", "c-1"),
+            _ => ("ana-tablet", "c-2"),
+        };
+        let outcome = jobs
+            .run(&job(&format!("m-{n}"), number, chat, "hi"), MINUTE)
+            .await;
+        assert_eq!(outcome, JobOutcome::Done, "message {n}");
+    }
+    let sent: Vec<String> = platform
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|r| r.text.clone())
+        .collect();
+    assert_eq!(sent, [budget::lines::ACCOUNT_PAUSED], "one for the account");
+    assert!(model.requests().is_empty());
+}
+
 /// A platform that refuses every reply for good (a blocked user: HTTP 403).
 #[derive(Default)]
 struct Refusing(AtomicUsize);

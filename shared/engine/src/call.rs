@@ -268,9 +268,11 @@ async fn stream_events(
                 }
             }
             Some(Ok(ModelEvent::Reasoning { delta })) => {
-                if let ReasoningDelta::Text(t) = &delta {
-                    if listening {
-                        sink.emit(TurnEvent::Reasoning { text: t.clone() });
+                if let ReasoningDelta::Text(_) = &delta {
+                    // Said once a call; the text stays in the transcript.
+                    let first = !acc.parts.iter().any(|p| matches!(p, Part::Reasoning(_)));
+                    if listening && first {
+                        sink.emit(TurnEvent::Reasoning);
                     }
                     acc.emitted = true;
                 }

@@ -9,8 +9,10 @@ use std::sync::Mutex;
 pub enum TurnEvent {
     /// Reply text, as it streams.
     Token { text: String },
-    /// Model reasoning, as it streams.
-    Reasoning { text: String },
+    /// The model began reasoning (once a model call). What it thinks is not sent: the visible
+    /// transcript leaves reasoning out, and the stream does too (it may quote the harness's
+    /// notes, and would double the bytes sent for a "Thinking…").
+    Reasoning,
     /// The model asked for a tool.
     ToolUse {
         id: String,

@@ -46,15 +46,42 @@ impl TurnJob {
         format!("{}#{}", self.channel, self.message_id)
     }
 
-    /// The ordering group: one conversation on one channel.
+    /// The ordering group: one conversation, which on a messaging channel is one sender in one
+    /// chat (a linked sender's conversation is theirs in that chat): in a group chat, each
+    /// member's messages are in order, and no member's wait behind another's. (Strangers in
+    /// one group chat share its lobby, whose lease takes their replies one at a time.)
     pub fn group(&self) -> String {
-        format!("{}#{}", self.channel, self.conversation_key)
+        format!(
+            "{}#{}#{}",
+            self.channel, self.conversation_key, self.external_user_id
+        )
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Two members of one group chat are two ordering groups; one member's messages in two
+    /// chats too; the same sender in the same chat is one.
+    #[test]
+    fn each_sender_in_each_chat_is_an_ordering_group() {
+        let job = |key: &str, user: &str| TurnJob {
+            addressed_to: None,
+            trace_context: BTreeMap::new(),
+            channel: "telegram".into(),
+            message_id: "1".into(),
+            conversation_key: key.into(),
+            external_user_id: user.into(),
+            text: "hi".into(),
+            button_id: None,
+            media: Vec::new(),
+            received_at_ms: 0,
+        };
+        assert_ne!(job("-100", "ana").group(), job("-100", "bob").group());
+        assert_ne!(job("-100", "ana").group(), job("-200", "ana").group());
+        assert_eq!(job("-100", "ana").group(), job("-100", "ana").group());
+    }
 
     #[test]
     fn a_job_written_before_trace_context_existed_still_decodes() {

@@ -490,7 +490,7 @@ fn take_slot(slot: &Mutex<Option<Slot>>) -> Option<Slot> {
 fn event_name(event: &TurnEvent) -> &'static str {
     match event {
         TurnEvent::Token { .. } => "token",
-        TurnEvent::Reasoning { .. } => "reasoning",
+        TurnEvent::Reasoning => "reasoning",
         TurnEvent::ToolUse { .. } => "tool_use",
         TurnEvent::ToolResult { .. } => "tool_result",
         TurnEvent::ToolNotRun { .. } => "tool_not_run",

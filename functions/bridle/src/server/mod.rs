@@ -117,6 +117,10 @@ impl std::fmt::Debug for App {
     }
 }
 
+/// The pages' content security policy (a response that sets its own keeps it).
+const CSP: &str = "default-src 'self'; script-src 'self'; object-src 'none'; base-uri 'none'; \
+                   frame-ancestors 'none'; style-src 'self' 'unsafe-inline'; img-src 'self' data:";
+
 /// `ok`, or 503 with why once the database refuses durable writes (a sync of its log failed:
 /// only a restart makes them trustworthy again), so a supervisor restarts the server.
 async fn health(axum::extract::State(app): axum::extract::State<App>) -> axum::response::Response {
@@ -198,9 +202,28 @@ pub fn router(app: App) -> Router {
             header::X_FRAME_OPTIONS,
             HeaderValue::from_static("DENY"),
         ))
+        // Scripts only from our own files (the pages have no inline script; a model's or
+        // another sender's text that got into the page as markup could run nothing), no
+        // plugins, no <base> to point our relative URLs elsewhere; styles may be inline (the
+        // budget and sign-in pages carry theirs).
         .layer(SetResponseHeaderLayer::if_not_present(
             header::CONTENT_SECURITY_POLICY,
-            HeaderValue::from_static("frame-ancestors 'none'"),
+            HeaderValue::from_static(CSP),
+        ))
+        // A JSON answer is never read as a script or a page (another site's <script src> of
+        // our API), nor loaded into another site's page at all; no address of ours (an
+        // approval page's query) goes out in a Referer.
+        .layer(SetResponseHeaderLayer::overriding(
+            header::X_CONTENT_TYPE_OPTIONS,
+            HeaderValue::from_static("nosniff"),
+        ))
+        .layer(SetResponseHeaderLayer::if_not_present(
+            header::HeaderName::from_static("cross-origin-resource-policy"),
+            HeaderValue::from_static("same-origin"),
+        ))
+        .layer(SetResponseHeaderLayer::if_not_present(
+            header::REFERRER_POLICY,
+            HeaderValue::from_static("no-referrer"),
         ))
         // Nothing is kept by a browser's or a proxy's cache: the session's CSRF token, a new
         // MCP token's secret, a conversation's history are answers for one person at one time.

@@ -1,12 +1,12 @@
 //! `GET /api/usage`: the signed-in (or local) user's budget meter. The web chat shows it only when a bucket
-//! is at least 80% full.
+//! is at least 80% full. Everyone's 30-day dollars appear only once full.
 
 use super::App;
 use super::errors::ApiError;
 use crate::auth::CurrentUser;
 use axum::Json;
 use axum::extract::State;
-use budget::Meter;
+use budget::{Bucket, Meter};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use store::BudgetLedger;
@@ -18,6 +18,18 @@ pub async fn usage(State(app): State<App>, current: CurrentUser) -> Result<Json<
         .fill(&current.user, (app.clock)())
         .await
         .map_err(ApiError::internal)?;
+    // Everyone's dollars are the operator's figure, not the user's: shown only once full (the
+    // user is refused for it), never how full, which any account could follow over time.
+    let fill: Vec<_> = fill
+        .into_iter()
+        .filter(|f| f.bucket != Bucket::GlobalUsd30d || f.fraction >= 1.0)
+        .map(|mut f| {
+            if f.bucket == Bucket::GlobalUsd30d {
+                f.fraction = 1.0;
+            }
+            f
+        })
+        .collect();
     let show = fill.iter().any(|f| f.fraction >= Meter::SHOW_FROM);
     let buckets: Vec<Value> = fill
         .iter()
