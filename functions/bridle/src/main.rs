@@ -254,7 +254,17 @@ async fn jobs(command: JobsCommand) -> ExitCode {
         );
         return ExitCode::from(admin_cli::EXIT_BAD_INPUT);
     }
-    let queue = match queue_sqlite::SqliteQueue::open_beside(&db, queue::QueueSettings::default()) {
+    // Not upgraded under a running server of an older build (held while the queue opens).
+    let upgrading = match admin_cli::upgrade_guard(&db) {
+        Ok(held) => held,
+        Err(err) => {
+            eprintln!("bridle: {err}");
+            return ExitCode::from(err.exit_code());
+        }
+    };
+    let opened = queue_sqlite::SqliteQueue::open_beside(&db, queue::QueueSettings::default());
+    drop(upgrading);
+    let queue = match opened {
         Ok(q) => q,
         Err(err) => {
             fail("cannot open the job queue", &err);

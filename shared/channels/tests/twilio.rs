@@ -416,12 +416,13 @@ fn an_mms_carries_its_media_urls_and_types() {
     );
 }
 
+/// Twilio answers an opt-out itself and refuses every reply to the number after it: no turn.
 #[test]
-fn opt_out_keywords_still_arrive_as_messages() {
-    assert_eq!(
+fn an_opt_out_keyword_runs_no_turn() {
+    assert!(matches!(
         parse("sms_opt_out_stop.txt"),
-        sms("SM03030303030303030303030303030303", "STOP", vec![])
-    );
+        Inbound::Ignored { .. }
+    ));
 }
 
 #[test]

@@ -118,7 +118,7 @@ async fn a_job_received_max_receives_times_moves_to_the_dead_letter_queue() {
     assert_eq!(decode_job(dead[0].body().unwrap()).unwrap(), doomed);
     assert_eq!(
         attribute(&dead[0], MessageSystemAttributeName::MessageGroupId),
-        Some("web#A")
+        Some("web#A#user-1")
     );
     assert_stale(q.ack(&last_receipt).await, "acking a dead job's receipt");
 }
@@ -181,7 +181,7 @@ async fn the_message_is_the_versioned_job_with_its_group_and_dedupe_ids() {
     let messages = read_raw(&q, &q.queue_url, 0).await;
     assert_eq!(messages.len(), 2, "{messages:?}");
     for (sent, group_id, dedupe_id) in [
-        (&plain, "web#A".to_owned(), "web#m1".to_owned()),
+        (&plain, "web#A#user-1".to_owned(), "web#m1".to_owned()),
         (
             &hashed,
             sqs_id(&hashed.group()),

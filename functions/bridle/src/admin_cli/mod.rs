@@ -13,6 +13,8 @@ mod identities;
 pub mod jobs;
 mod render;
 pub mod tokens;
+mod upgrade_guard;
+pub use upgrade_guard::upgrade_guard;
 mod users;
 
 pub use args::{IdentitiesArgs, IdentitiesCommand, StoreArgs, UsersArgs, UsersCommand};
@@ -156,6 +158,8 @@ pub async fn open_store_with_tokens(
                     path.display()
                 )));
             }
+            // Not upgraded under a running server of an older build.
+            let _upgrading = upgrade_guard(path)?;
             let store = Arc::new(store_sqlite::SqliteStore::open(path).map_err(
                 CliError::store(format!("cannot open the database {}", path.display())),
             )?);
