@@ -164,13 +164,16 @@ impl ChannelJobs {
             return Ok(None);
         }
         // A refusal this sender was given this hour already is not sent again (`hourly`).
-        // Once an hour per account, not per sender: an account with many numbers linked,
-        // each refused once an hour by text message, would spend past its dollar cap and
-        // everyone's on the sentence that it is over them.
+        // On a channel that bills each message (SMS), once an hour per account, not per
+        // sender: an account with many numbers linked, each refused once an hour, would spend
+        // past its dollar cap and everyone's on the sentence that it is over them. Elsewhere
+        // per sender (a refusal by SMS does not silence the account's free chats).
         if let Some(limit) = crate::hourly::refusal_limit(job, outcome) {
             let who = match payer.user {
-                Some(user) => format!("user#{}", user.0),
-                None => format!("{}#{}", job.channel, job.external_user_id),
+                Some(user) if sender.billed_segments(&outcome.reply) > 0 => {
+                    format!("user#{}", user.0)
+                }
+                _ => format!("{}#{}", job.channel, job.external_user_id),
             };
             if self.take_hourly_for(job, &limit, &who).await.is_none() {
                 return Ok(None);
@@ -544,18 +547,14 @@ impl ChannelJobs {
             return Ok((false, true));
         }
         // Its reply, when recorded, is the conversation's last entry: the turn is the latest.
+        let mut unheard = None;
         if abandoned == (engine::Abandoned::Finished { latest: true })
             && let Some(id) = &conversation
         {
             if self.answer_went_out(job, id).await? {
                 return Ok((false, true));
             }
-            // Its reply never reached them: what it held for a yes is confirmed by no "ok" to
-            // the sentence below.
-            self.engine
-                .void_held(id, &tools::ActionId(job.dedupe_key()))
-                .await
-                .map_err(JobError::from)?;
+            unheard = Some(id);
         }
         let mut shown = lines::GAVE_UP.to_owned();
         if job.channel != crate::web::WEB_CHANNEL
@@ -572,9 +571,24 @@ impl ChannelJobs {
                     shown = delivered.pieces.join("\n\n");
                 }
                 Err(e) => {
+                    // Nothing is voided: sent again once the platform takes replies (a token
+                    // fixed), the job delivers the turn's reply, whose question still stands.
                     tracing::error!(job = %job.dedupe_key(), error = %e, "could not tell the user their message was given up");
                     return Ok((closed, false));
                 }
+            }
+        }
+        if let Some(id) = unheard {
+            // Its reply never reached them, and the sentence did (or the page was told): what
+            // it held for a yes is confirmed by no "ok" to that sentence. They were told: a
+            // void that fails is logged (the held call lapses with its pending record), not a
+            // reason to tell them again.
+            if let Err(e) = self
+                .engine
+                .void_held(id, &tools::ActionId(job.dedupe_key()))
+                .await
+            {
+                tracing::error!(job = %job.dedupe_key(), error = %e, "the user was told their message was given up; voiding what it held failed");
             }
         }
         // What the user saw ends their turn in the visible transcript, unless it has its reply.

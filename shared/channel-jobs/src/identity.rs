@@ -137,8 +137,10 @@ impl Resolved {
             Resolved::Unknown | Resolved::NotLinked => Some("stranger"),
             Resolved::LinkedAgain(_) => Some("linked-again"),
             Resolved::MoveAsked { .. } => Some("move-asked"),
-            // Each live code for the number is a text to it: once an hour, however many
-            // codes a forger makes.
+            // Each live code for the number is a text to it: once an hour for each account
+            // asking ([`crate::ChannelJobs`] adds the account to the limit's name), however
+            // many codes a forger makes, and a forger's code does not keep the number's own
+            // owner from being asked.
             Resolved::LinkAsked { .. } => Some("link-asked"),
             Resolved::StaleCode { bound: None } => Some("stale-code"),
             Resolved::TooManyCodes { .. } => Some("too-many-codes"),
@@ -426,12 +428,13 @@ async fn redeemed_code(
 ) -> Result<Option<Resolved>, StoreError> {
     let moving = MoveCode::read(redeemed);
     let user = match moving {
-        // A first link's code links the chat it was texted to, as `LINK <code>`, while that
-        // chat is bound to nobody else.
+        // A first link's code links the chat it was texted to, as `LINK <code>` or alone (the
+        // proof is having the code, which went only to that number; nobody else could have put
+        // it in a link), while that chat is bound to nobody else.
         Some(ref m)
             if m.first_link
                 && m.chat == MoveCode::chat_of(job)
-                && link_code::is_link(&job.text) =>
+                && (link_code::is_link(&job.text) || link_code::is_only_a_code(&job.text)) =>
         {
             if bound.as_ref().is_some_and(|b| b != &m.to) {
                 tracing::warn!(channel = %job.channel, "a first link's code for a chat linked to another account since; not linked");

@@ -554,8 +554,12 @@ impl ChannelJobs {
                             false,
                         ));
                     }
-                    let hourly = match other.hourly_reply() {
-                        Some(limit) => match self.take_hourly(job, limit).await {
+                    let limit = other.hourly_reply().map(|limit| match other {
+                        Resolved::LinkAsked { to } => format!("{limit}-{}", to.0),
+                        _ => limit.to_owned(),
+                    });
+                    let hourly = match limit {
+                        Some(limit) => match self.take_hourly(job, &limit).await {
                             Some(taken) => Some(taken),
                             None => {
                                 return Ok((
@@ -568,44 +572,59 @@ impl ChannelJobs {
                         None => None,
                     };
                     let in_lobby = other.user().is_none();
-                    let conversation = match other.user() {
-                        Some(user) => user_conversation(self, job, user).await,
-                        None => lobby_conversation(self, job).await,
+                    // Given back when this attempt fails before the reply goes out (a store
+                    // failure here), or the retry would find it taken and say nothing this hour.
+                    let prepared: Result<_, JobError> = async {
+                        let conversation = match other.user() {
+                            Some(user) => user_conversation(self, job, user).await,
+                            None => lobby_conversation(self, job).await,
+                        }
+                        .map_err(JobError::from)?;
+                        // Read once the conversation (and with it a first contact's account) is
+                        // made, so that a retry words the reply as the attempt before it did.
+                        let mut labels = std::collections::HashMap::new();
+                        for user in other.named() {
+                            let account = self.store.account(user).await.map_err(JobError::from)?;
+                            labels.insert(user.clone(), lines::account_label(account.as_ref()));
+                        }
+                        // A move code is made only for a reply that goes out (once an hour).
+                        let asked = match other {
+                            Resolved::MoveAsked { to, .. } => Some((to, false)),
+                            Resolved::LinkAsked { to } => Some((to, true)),
+                            _ => None,
+                        };
+                        let move_code = match asked {
+                            Some((to, first_link)) => Some(
+                                identity::MoveCode::make(
+                                    self.store.as_ref(),
+                                    job,
+                                    to,
+                                    first_link,
+                                    (self.options.clock)(),
+                                )
+                                .await
+                                .map_err(JobError::from)?,
+                            ),
+                            None => None,
+                        };
+                        let text = lines::harness_reply(
+                            other,
+                            &self.options.signup_url,
+                            &|u| labels.get(u).cloned().unwrap_or_default(),
+                            move_code.as_deref(),
+                        );
+                        Ok((conversation, text))
                     }
-                    .map_err(JobError::from)?;
-                    // Read once the conversation (and with it a first contact's account) is
-                    // made, so that a retry words the reply as the attempt before it did.
-                    let mut labels = std::collections::HashMap::new();
-                    for user in other.named() {
-                        let account = self.store.account(user).await.map_err(JobError::from)?;
-                        labels.insert(user.clone(), lines::account_label(account.as_ref()));
-                    }
-                    // A move code is made only for a reply that goes out (once an hour).
-                    let asked = match other {
-                        Resolved::MoveAsked { to, .. } => Some((to, false)),
-                        Resolved::LinkAsked { to } => Some((to, true)),
-                        _ => None,
+                    .await;
+                    let (conversation, text) = match prepared {
+                        Ok(prepared) => prepared,
+                        Err(err) => {
+                            if let Some(taken) = hourly {
+                                self.give_back_hourly(taken).await;
+                            }
+                            return Err(err);
+                        }
                     };
-                    let move_code = match asked {
-                        Some((to, first_link)) => Some(
-                            identity::MoveCode::make(
-                                self.store.as_ref(),
-                                job,
-                                to,
-                                first_link,
-                                (self.options.clock)(),
-                            )
-                            .await
-                            .map_err(JobError::from)?,
-                        ),
-                        None => None,
-                    };
-                    let text = lines::harness_reply(
-                        other,
-                        &self.options.signup_url,
-                        &|u| labels.get(u).cloned().unwrap_or_default(),
-                        move_code.as_deref(),
-                    );
                     let delivered = self
                         .leased(job, &conversation, LeaseNow::ToTake, deadline, async {
                             let payer = deliver::Payer {

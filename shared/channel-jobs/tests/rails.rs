@@ -304,44 +304,95 @@ async fn a_linked_sender_over_the_rate_is_told_once_an_hour_not_per_message() {
     assert_eq!(users, 12);
 }
 
-/// A refusal is sent once an hour per account, not per sender: an account with many numbers
-/// linked, each refused (paused, or over its dollars) once an hour by text message, would spend
-/// on the sentence per number. Its two chats get one between them.
+/// A platform that bills each message (as SMS does), otherwise [`Platform`].
+#[derive(Default)]
+struct Billed(Platform);
+
+#[async_trait::async_trait]
+impl Sender for Billed {
+    fn max_chars(&self) -> usize {
+        self.0.max_chars()
+    }
+    fn has_reactions(&self) -> bool {
+        false
+    }
+    fn billed_segments(&self, _: &str) -> u32 {
+        1
+    }
+    async fn send_from(&self, reply: &Outgoing, sent: &mut Delivered) -> Result<(), SendError> {
+        self.0.send_from(reply, sent).await
+    }
+}
+
+/// A refusal that costs (an SMS) is sent once an hour per account, not per sender: an account
+/// with many numbers linked, each refused (paused, or over its dollars) once an hour, would be
+/// texted the sentence on each. Its two numbers get one between them. Where replies are free,
+/// each chat is told (one refusal must not silence the account's other chats).
 #[tokio::test]
-async fn a_refusal_is_sent_once_an_hour_to_an_account_whatever_its_chats() {
-    let store = Arc::new(SqliteStore::open_in_memory().unwrap());
-    let model = Arc::new(ScriptedModel::new([Reply::text("never")]));
-    let accounts = Arc::new(budget::InMemoryAccounts::default());
-    accounts.pause(&"ana".into());
-    let paused = budget::PausedAccounts::new(accounts);
-    let engine = engine(&store, model.clone()).with_guard(Arc::new(paused));
-    let (mut jobs, platform) = watched(store.clone(), vec![]);
-    jobs.engine = Arc::new(engine);
-    for number in ["ana-phone", "ana-tablet"] {
-        store
-            .bind_identity("generic", number, &"ana".into(), now_ms())
-            .await
-            .unwrap();
-    }
-    for n in 0..6 {
-        let (number, chat) = match n % 2 {
-            0 => ("ana-phone", "c-1"),
-            _ => ("ana-tablet", "c-2"),
+async fn a_refusal_that_costs_is_sent_once_an_hour_to_an_account_whatever_its_chats() {
+    for billed in [true, false] {
+        let store = Arc::new(SqliteStore::open_in_memory().unwrap());
+        let model = Arc::new(ScriptedModel::new([Reply::text("never")]));
+        let accounts = Arc::new(budget::InMemoryAccounts::default());
+        accounts.pause(&"ana".into());
+        let paused = budget::PausedAccounts::new(accounts);
+        let engine = engine(&store, model.clone()).with_guard(Arc::new(paused));
+        let mut jobs = jobs(store.clone(), vec![]);
+        jobs.engine = Arc::new(engine);
+        let platform = Arc::new(Billed::default());
+        let sender: Arc<dyn Sender> = match billed {
+            true => platform.clone(),
+            false => Arc::new(WatchedFree(platform.clone())),
         };
-        let outcome = jobs
-            .run(&job(&format!("m-{n}"), number, chat, "hi"), MINUTE)
-            .await;
-        assert_eq!(outcome, JobOutcome::Done, "message {n}");
+        jobs.senders.insert("generic".into(), sender);
+        for number in ["ana-phone", "ana-tablet"] {
+            store
+                .bind_identity("generic", number, &"ana".into(), now_ms())
+                .await
+                .unwrap();
+        }
+        for n in 0..6 {
+            let (number, chat) = match n % 2 {
+                0 => ("ana-phone", "c-1"),
+                _ => ("ana-tablet", "c-2"),
+            };
+            let outcome = jobs
+                .run(&job(&format!("m-{n}"), number, chat, "hi"), MINUTE)
+                .await;
+            assert_eq!(outcome, JobOutcome::Done, "message {n}");
+        }
+        let sent: Vec<String> = platform
+            .0
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|r| r.text.clone())
+            .collect();
+        let told = if billed { 1 } else { 2 };
+        assert_eq!(
+            sent,
+            vec![budget::lines::ACCOUNT_PAUSED; told],
+            "billed: {billed}"
+        );
+        assert!(model.requests().is_empty());
     }
-    let sent: Vec<String> = platform
-        .0
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|r| r.text.clone())
-        .collect();
-    assert_eq!(sent, [budget::lines::ACCOUNT_PAUSED], "one for the account");
-    assert!(model.requests().is_empty());
+}
+
+/// [`Billed`]'s platform, billing nothing.
+struct WatchedFree(Arc<Billed>);
+
+#[async_trait::async_trait]
+impl Sender for WatchedFree {
+    fn max_chars(&self) -> usize {
+        self.0.max_chars()
+    }
+    fn has_reactions(&self) -> bool {
+        false
+    }
+    async fn send_from(&self, reply: &Outgoing, sent: &mut Delivered) -> Result<(), SendError> {
+        self.0.send_from(reply, sent).await
+    }
 }
 
 /// A platform that refuses every reply for good (a blocked user: HTTP 403).

@@ -191,6 +191,10 @@ impl GenericSender {
                     .map(Duration::from_secs),
             }),
             408 | 500..=599 => Err(SendError::Retryable { status }),
+            // The callback refused our credentials: the operator's to fix; the reply waits.
+            401 => Err(SendError::Unauthorized {
+                reason: "the callback refused Bridle's credentials (HTTP 401)".into(),
+            }),
             _ => Err(SendError::Rejected {
                 status,
                 reason: "the callback refused the reply".into(),

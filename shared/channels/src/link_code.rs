@@ -117,7 +117,9 @@ pub fn is_link(text: &str) -> bool {
 fn is_word_and_code(text: &str, word: &str) -> bool {
     text.trim()
         .split_once(char::is_whitespace)
-        .is_some_and(|(first, rest)| first.eq_ignore_ascii_case(word) && is_only_a_code(rest))
+        .is_some_and(|(first, rest)| {
+            first.trim_end_matches(':').eq_ignore_ascii_case(word) && is_only_a_code(rest)
+        })
 }
 
 #[cfg(test)]

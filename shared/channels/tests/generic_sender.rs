@@ -122,11 +122,13 @@ async fn refusals_say_whether_to_retry() {
     *p.answer.lock().unwrap() = 403;
     let err = sender.send(&reply()).await.unwrap_err();
     assert!(matches!(err, SendError::Rejected { status: 403, .. }) && !err.is_retryable());
+    // Our key refused: the operator's to fix, so retried (and kept), never dropped.
     let wrong_key = GenericSender::new(reqwest::Client::new(), url, "not-the-secret");
-    assert!(matches!(
-        wrong_key.send(&reply()).await,
-        Err(SendError::Rejected { status: 401, .. })
-    ));
+    let err = wrong_key.send(&reply()).await.unwrap_err();
+    assert!(
+        matches!(err, SendError::Unauthorized { .. }) && err.is_retryable(),
+        "{err:?}"
+    );
 }
 
 /// A reply cut off part way (the first piece out, a 503 on the second) is sent on from the

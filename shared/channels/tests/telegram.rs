@@ -240,6 +240,9 @@ fn in_a_group_only_what_is_addressed_to_the_bot_is_a_message() {
         ("@bridlebot what's on tomorrow?", None, "supergroup"),
         ("and Friday?", Some(ours.clone()), "group"),
         ("/ask what's on?", None, "group"),
+        ("UNLINK", None, "group"),
+        ("MOVE ABCD-2345", None, "supergroup"),
+        ("ABCD-2345", None, "supergroup"),
         ("cancel my 3pm, I'll move it to Friday", None, "private"),
     ] {
         assert!(

@@ -32,8 +32,9 @@
 //!   a webhook without a 200), and a reply that went out meanwhile may go out twice. A failed sync
 //!   fails its writes and every durable write after it, until a restart: after a failed
 //!   `fsync` the kernel may have dropped the pages it could not write, so a later success would
-//!   not cover them (the writes are committed, so a reader may see them: their outcome is
-//!   unknown to the caller, as a lost answer's would be).
+//!   not cover them. The writes of the failed sync are committed, so a reader may see them
+//!   (their outcome is unknown to the caller, as a lost answer's would be); every durable write
+//!   after it is refused before it commits ([`Db::broken`] says why).
 //! - [`Db::write_then_sync`]: answered at its commit, and the syncer's next sync (begun after
 //!   it, as for a durable write) is asked for but not awaited. For the record of something
 //!   that already left the process, a reply the browser was streamed or a platform accepted:
@@ -716,9 +717,12 @@ fn write_loop(
                     rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_IOERR),
                     Some(why),
                 );
+                // Only what waits for a sync: a write answered at its commit (a turn's
+                // progress, the record of a reply that went out with the lease's release) goes
+                // on, as it would have before.
                 let (refuse, keep): (Vec<_>, Vec<_>) = batch
                     .into_iter()
-                    .partition(|(_, strength)| *strength != Strength::Committed);
+                    .partition(|(_, strength)| *strength == Strength::Durable);
                 for (job, _) in refuse {
                     (job(Err(&e)).answer)(None);
                 }

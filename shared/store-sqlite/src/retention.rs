@@ -30,8 +30,12 @@ const CONVERSATION_TABLES: &[(&str, &str)] = &[
 /// Running claims stay: the local queue keeps a dead letter until it is retried, whenever.
 const CLAIMS_GONE: &str = "status = 'done' AND keep_until_ms < ?1";
 
-/// The most claims one sweep deletes (it holds the writer meanwhile; the next sweep goes on).
+/// The most rows of a table one round of a sweep deletes (it holds the writer meanwhile).
 const CLAIMS_PER_SWEEP: i64 = 10_000;
+
+/// The most rounds of [`CLAIMS_PER_SWEEP`] one sweep deletes of a table (the next sweep goes on
+/// with the rest).
+const ROUNDS_PER_SWEEP: usize = 10;
 
 /// The pending confirmations the sweep deletes: expired ones, which count as absent already
 /// (`store::Confirmations`), over the index `pending_confirmations_by_expiry` (migration 21).
@@ -135,13 +139,22 @@ impl Retention for SqliteStore {
                     delete_conversation(tx, id)?;
                 }
                 for (table, key, gone, _) in SWEPT {
-                    tx.prepare_cached(&format!(
-                        "DELETE FROM {table} WHERE {key} IN
-                         (SELECT {key} FROM {table} WHERE {gone} LIMIT ?2)"
-                    ))
-                    .map_err(unavailable)?
-                    .execute(params![now_ms, CLAIMS_PER_SWEEP])
-                    .map_err(unavailable)?;
+                    let mut delete = tx
+                        .prepare_cached(&format!(
+                            "DELETE FROM {table} WHERE {key} IN
+                             (SELECT {key} FROM {table} WHERE {gone} LIMIT ?2)"
+                        ))
+                        .map_err(unavailable)?;
+                    // Up to ROUNDS_PER_SWEEP limits' worth a table: budget counts come every
+                    // minute for each active user, more than one limit an hour on a busy server.
+                    for _ in 0..ROUNDS_PER_SWEEP {
+                        let deleted = delete
+                            .execute(params![now_ms, CLAIMS_PER_SWEEP])
+                            .map_err(unavailable)?;
+                        if (deleted as i64) < CLAIMS_PER_SWEEP {
+                            break;
+                        }
+                    }
                 }
                 Ok(expired.len() as u64)
             })

@@ -27,9 +27,10 @@
 //! `/command@OtherBot` is ignored (it is another bot's, in a shared group).
 //!
 //! **What is ignored** (answered 200, never a turn): with a configured bot username, a group or
-//! supergroup message that is not a command, does not mention the bot and does not reply to one
-//! of its messages (the members talking among themselves, which Telegram delivers to a bot that
-//! is an admin or has privacy mode off); edits (`edited_message`: the user already
+//! supergroup message that is not a command, does not mention the bot, does not reply to one of
+//! its messages and is not what its replies ask for (`UNLINK`, `MOVE <code>`, a link code
+//! alone): the members talking among themselves, which Telegram delivers to a bot that is an
+//! admin or has privacy mode off; edits (`edited_message`: the user already
 //! got an answer to the first version), channel posts and their edits (a channel is not a
 //! person talking to the bot), messages from bots (loops) or on behalf of a chat (anonymous
 //! admins, a linked channel's automatic forwards: no person to answer), service messages

@@ -271,7 +271,8 @@ pub(super) fn sent_at(body: &[u8]) -> Option<i64> {
 }
 
 /// Whether a group member's message is for the bot `me`: a command (`/…`; one for another
-/// bot is dropped after), a mention (`@me`), or a reply to one of its messages. Everything else
+/// bot is dropped after), a mention (`@me`), a reply to one of its messages, or what its
+/// replies ask for (`UNLINK`, `MOVE <code>`, a link code alone). Everything else
 /// is the members talking among themselves: Telegram delivers it to a bot that is an admin or
 /// has privacy mode off, and answering it would post someone's assistant into their chat (and
 /// run a model call per remark).
@@ -289,7 +290,13 @@ fn for_the_bot_in_a_group(text: &str, replied: Option<&Replied>, me: &str) -> bo
                 .as_deref()
                 .is_some_and(|u| u.eq_ignore_ascii_case(me))
     });
-    text.starts_with('/') || mentioned || replied_to_me
+    // What the bot's own replies ask a member to send there: `UNLINK`, `MOVE <code>`, or a link
+    // code alone (a member's remark is never just one of these).
+    let asked_for = text.trim().eq_ignore_ascii_case("unlink")
+        || crate::link_code::is_move(text)
+        || crate::link_code::is_link(text)
+        || crate::link_code::is_only_a_code(text);
+    text.starts_with('/') || mentioned || replied_to_me || asked_for
 }
 
 /// In groups a command may name its bot: `/start@SomeBot args`. Ours loses the suffix; another
