@@ -46,7 +46,8 @@ pub struct ServeConfig {
     /// `BRIDLE_SHUTDOWN_GRACE_S`: how long a stop (SIGTERM, SIGINT) may take.
     pub shutdown_grace: std::time::Duration,
     /// `BRIDLE_HTTP_HEADER_TIMEOUT_S`, `BRIDLE_HTTP_REQUEST_TIMEOUT_S`,
-    /// `BRIDLE_HTTP_MAX_CONNECTIONS`, `BRIDLE_HTTP_WRITE_STALL_S`.
+    /// `BRIDLE_HTTP_MAX_CONNECTIONS`, `BRIDLE_HTTP_MAX_CONNECTIONS_PER_CLIENT`,
+    /// `BRIDLE_HTTP_WRITE_STALL_S`.
     pub http: crate::server::HttpLimits,
     /// Caps, prices and the reservation size (`BRIDLE_CAP_*`, `BRIDLE_PRICES_FILE`, …).
     pub budget: budget::BudgetConfig,
@@ -193,6 +194,7 @@ impl ServeConfig {
             header_read: secs(number("BRIDLE_HTTP_HEADER_TIMEOUT_S", 10)),
             request: secs(number("BRIDLE_HTTP_REQUEST_TIMEOUT_S", 30)),
             max_connections: number("BRIDLE_HTTP_MAX_CONNECTIONS", 1024),
+            max_per_peer: number("BRIDLE_HTTP_MAX_CONNECTIONS_PER_CLIENT", 64),
             write_stall: secs(number("BRIDLE_HTTP_WRITE_STALL_S", 30)),
         };
 

@@ -272,6 +272,7 @@ pub fn build_app(
         job_budget: options.job_budget,
         shutdown_grace: options.shutdown_grace,
         http: options.http,
+        trusted_proxies: options.trusted_proxies.clone(),
         max_receives: options.queue.max_receives,
         budget: options.guards.budget.clone(),
         clock: options.guards.clock.clone(),

@@ -32,6 +32,10 @@ pub struct HttpLimits {
     pub request: Duration,
     /// Connections served at once.
     pub max_connections: usize,
+    /// Connections one client address (an IPv6 address by its /64) may hold at once: one client
+    /// trickling requests cannot take every place of [`HttpLimits::max_connections`]. Loopback
+    /// and the trusted proxies are not counted (everyone comes through them).
+    pub max_per_peer: usize,
     /// A connection whose client takes nothing of what the server writes for this long (its
     /// receive window full: a stalled reader, or one that stopped reading on purpose) is
     /// closed, so it does not hold its place among [`HttpLimits::max_connections`] for good.
@@ -45,6 +49,7 @@ impl Default for HttpLimits {
             header_read: Duration::from_secs(10),
             request: Duration::from_secs(30),
             max_connections: 1024,
+            max_per_peer: 64,
             write_stall: Duration::from_secs(30),
         }
     }

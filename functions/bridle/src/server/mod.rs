@@ -12,6 +12,7 @@ mod limits;
 mod link;
 mod links;
 pub mod owners;
+mod peers;
 pub mod streams;
 pub mod sweep;
 mod timetable;
@@ -96,6 +97,8 @@ pub struct App {
     pub shutdown_grace: std::time::Duration,
     /// What the server puts up with from clients (`BRIDLE_HTTP_*`).
     pub http: HttpLimits,
+    /// `BRIDLE_TRUSTED_PROXIES`: their connections are not counted per client.
+    pub trusted_proxies: Vec<std::net::IpAddr>,
     /// Deliveries after which a failing job is given up (the queue's `max_receives`).
     pub max_receives: u32,
     /// `/mcp` for external AI clients, behind its own token check (not the session gate).
@@ -272,10 +275,11 @@ pub async fn run(
     );
     let abandon = app.channels.jobs.options.abandon.clone();
     let (hub, grace, limits) = (app.hub.clone(), app.shutdown_grace, app.http);
+    let proxies = app.trusted_proxies.clone();
     let service = router(app).layer(middleware::from_fn(move |request, next| {
         limits::limit_requests(limits, request, next)
     }));
-    let accepting = tokio::spawn(accept(listener, service, limits, stop_rx));
+    let accepting = tokio::spawn(accept(listener, service, limits, proxies, stop_rx));
     shutdown.await;
     let _ = stop_tx.send(true);
     let deadline = tokio::time::Instant::now() + grace;
@@ -327,10 +331,12 @@ async fn accept(
     listener: TcpListener,
     service: Router,
     limits: HttpLimits,
+    proxies: Vec<std::net::IpAddr>,
     mut stop: watch::Receiver<bool>,
 ) -> GracefulShutdown {
     let graceful = GracefulShutdown::new();
     let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let per_peer = peers::PerPeer::new(limits.max_per_peer, proxies);
     // HTTP/1.1 only: browsers speak HTTP/2 only over TLS, and serving both means reading a
     // connection's first bytes to tell them apart, with no timer — a client that sends nothing,
     // or half of HTTP/2's preface, would hold its connection slot for good. With HTTP/1 alone
@@ -358,6 +364,12 @@ async fn accept(
             },
             _ = stopped(&mut stop) => return graceful,
         };
+        // One client's share: past it, the connection is closed at once (its place goes back).
+        let Some(peer_place) = per_peer.take(peer.ip()) else {
+            tracing::warn!(peer = %peers::client_of(peer.ip()), "too many connections from one client; closed");
+            drop(tcp);
+            continue;
+        };
         // Streamed tokens are small writes: without TCP_NODELAY, Nagle plus delayed ACKs hold
         // each one back ~40 ms.
         if let Err(err) = tcp.set_nodelay(true) {
@@ -384,6 +396,7 @@ async fn accept(
             if let Err(err) = connection.await {
                 tracing::debug!(%err, "connection ended with an error");
             }
+            drop(peer_place);
             drop(permit);
         });
     }
