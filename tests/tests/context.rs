@@ -423,6 +423,17 @@ async fn a_compaction_without_notes_waits_for_the_segment_to_grow() {
     a_compaction_that_cannot_succeed_waits_for_the_segment_to_grow(Reply::text("")).await;
 }
 
+/// A summary that ran out of time would run out again (the segment only grows): put off too.
+#[tokio::test]
+async fn a_compaction_that_timed_out_waits_for_the_segment_to_grow() {
+    a_compaction_that_cannot_succeed_waits_for_the_segment_to_grow(Reply::error(
+        BackendError::Timeout {
+            after: std::time::Duration::from_secs(60),
+        },
+    ))
+    .await;
+}
+
 #[tokio::test]
 async fn a_compaction_the_provider_refuses_waits_for_the_segment_to_grow() {
     a_compaction_that_cannot_succeed_waits_for_the_segment_to_grow(Reply::error(

@@ -252,6 +252,32 @@ fn in_a_group_only_what_is_addressed_to_the_bot_is_a_message() {
     }
 }
 
+/// In a forum supergroup each topic is a conversation of its own (`chat/topic`), a button
+/// press in it too; the General topic's messages are the chat's.
+#[test]
+fn a_forum_topic_is_a_conversation_of_its_own() {
+    let topic = |in_topic: bool| {
+        let mut v: serde_json::Value = serde_json::from_slice(&fixture("group_command")).unwrap();
+        v["message"]["message_thread_id"] = 42.into();
+        v["message"]["is_topic_message"] = in_topic.into();
+        let body = serde_json::to_vec(&v).unwrap();
+        match channel().parse(&request(&[], &body)).unwrap() {
+            Inbound::Messages(m) => m[0].conversation_key.clone(),
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(topic(true), "-1001987654321/42");
+    assert_eq!(topic(false), "-1001987654321");
+    let mut v: serde_json::Value = serde_json::from_slice(&fixture("callback_query")).unwrap();
+    v["callback_query"]["message"]["message_thread_id"] = 7.into();
+    v["callback_query"]["message"]["is_topic_message"] = true.into();
+    let body = serde_json::to_vec(&v).unwrap();
+    let Inbound::Messages(m) = channel().parse(&request(&[], &body)).unwrap() else {
+        panic!("a press")
+    };
+    assert_eq!(m[0].conversation_key, "111222333/7");
+}
+
 #[test]
 fn a_button_press() {
     assert_eq!(

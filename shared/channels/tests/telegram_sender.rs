@@ -141,6 +141,34 @@ async fn a_reply_is_one_send_message_with_the_token_in_the_path() {
     );
 }
 
+/// A forum topic's conversation (`chat/topic`) is answered in that topic, and its reaction
+/// goes to the message in the chat.
+#[tokio::test]
+async fn a_forum_topics_reply_goes_to_that_topic() {
+    let (api, base) = fake_api().await;
+    let out = Outgoing {
+        conversation_key: "-1001987654321/42".into(),
+        in_reply_to: "-1001987654321:9001".into(),
+        reaction: Some("👍".into()),
+        ..reply("Done.")
+    };
+    sender(&base).send(&out).await.unwrap();
+    let calls = api.calls();
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    assert_eq!(calls[0].body["chat_id"], json!(-1001987654321_i64));
+    assert_eq!(calls[0].body["message_id"], json!(9001));
+    assert_eq!(
+        calls[1].body,
+        json!({
+            "chat_id": -1001987654321_i64,
+            "message_thread_id": 42,
+            "text": "Done\\.",
+            "parse_mode": "MarkdownV2",
+            "link_preview_options": {"is_disabled": true},
+        })
+    );
+}
+
 #[tokio::test]
 async fn long_replies_go_out_in_order_with_buttons_on_the_last_piece_only() {
     let (api, base) = fake_api().await;

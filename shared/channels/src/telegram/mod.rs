@@ -18,7 +18,8 @@
 //! **What becomes a message.** Telegram posts one `Update` per delivery. A `message` from a
 //! person becomes one [`InboundMessage`](crate::InboundMessage): the dedupe key and message id
 //! are the `update_id`; the external user is `message.from.id`; the conversation is
-//! `message.chat.id`; the text is `text`, else `caption`; a photo is referenced by the `file_id`
+//! `message.chat.id`, and in a forum supergroup its topic too (`chat/topic`, so each topic is a
+//! conversation and its replies go back there with `message_thread_id`); the text is `text`, else `caption`; a photo is referenced by the `file_id`
 //! of its largest size (`image/jpeg`), a document by its `file_id` and `mime_type`. A button
 //! press (`callback_query` with `data`) becomes a message whose `button_id` is the data and
 //! whose text is the pressed button's label (found in the message's inline keyboard; the data
@@ -91,6 +92,27 @@ pub const ENV_SECRET_TOKEN: &str = "TELEGRAM_SECRET_TOKEN";
 pub const ENV_API_BASE: &str = "TELEGRAM_API_BASE";
 /// Environment variable (optional): the bot's username, for `/command@bot` in groups.
 pub const ENV_BOT_USERNAME: &str = "TELEGRAM_BOT_USERNAME";
+
+/// A chat's conversation key: its id, and in a forum supergroup its topic after a `/`
+/// (`-1001987654321/42`): each topic is a conversation of its own, and its replies go there.
+/// Messages in the General topic (no topic id) are the chat's.
+pub fn conversation_key(chat: i64, topic: Option<i64>) -> String {
+    match topic {
+        Some(topic) => format!("{chat}/{topic}"),
+        None => chat.to_string(),
+    }
+}
+
+/// The chat and topic of a conversation key ([`conversation_key`]).
+pub(crate) fn chat_and_topic(key: &str) -> (&str, Option<i64>) {
+    match key.split_once('/') {
+        Some((chat, topic)) => match topic.parse() {
+            Ok(topic) => (chat, Some(topic)),
+            Err(_) => (key, None),
+        },
+        None => (key, None),
+    }
+}
 
 /// The inbound side: checks the webhook secret token, then parses the `Update`.
 pub struct TelegramChannel {

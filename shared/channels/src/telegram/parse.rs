@@ -133,12 +133,18 @@ struct Message {
     #[serde(default)]
     is_automatic_forward: bool,
     reply_to_message: Option<Box<Replied>>,
+    message_thread_id: Option<i64>,
+    #[serde(default)]
+    is_topic_message: bool,
 }
 
 #[derive(Deserialize)]
 struct CallbackMessage {
     message_id: i64,
     chat: Chat,
+    message_thread_id: Option<i64>,
+    #[serde(default)]
+    is_topic_message: bool,
     /// Kept loose: only used to find the pressed button's label.
     reply_markup: Option<Value>,
 }
@@ -255,7 +261,10 @@ fn parse_message(raw: &Value, bot_username: Option<&str>) -> Result<Inbound, Cha
         addressed_to: None,
         channel: NAME.into(),
         external_user_id: from.id.to_string(),
-        conversation_key: m.chat.id.to_string(),
+        conversation_key: super::conversation_key(
+            m.chat.id,
+            m.message_thread_id.filter(|_| m.is_topic_message),
+        ),
         message_id,
         text,
         button_id: None,
@@ -348,7 +357,12 @@ fn parse_callback(raw: &Value) -> Result<Inbound, ChannelError> {
         addressed_to: None,
         channel: NAME.into(),
         external_user_id: q.from.id.to_string(),
-        conversation_key: message.chat.id.to_string(),
+        conversation_key: super::conversation_key(
+            message.chat.id,
+            message
+                .message_thread_id
+                .filter(|_| message.is_topic_message),
+        ),
         message_id,
         text,
         button_id: Some(data),

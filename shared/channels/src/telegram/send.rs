@@ -237,7 +237,7 @@ fn chat_id(key: &str) -> Value {
 /// [`reaction_target`](super::reaction_target)), when its chat is the reply's conversation.
 fn reaction_message_id(reply: &Outgoing) -> Option<i64> {
     let (chat, message) = reply.in_reply_to.split_once(':')?;
-    if chat != reply.conversation_key {
+    if chat != super::chat_and_topic(&reply.conversation_key).0 {
         return None;
     }
     message.parse().ok()
@@ -286,7 +286,7 @@ impl Sender for TelegramSender {
             match reaction_message_id(reply) {
                 Some(message_id) if !emoji.is_empty() => {
                     let body = json!({
-                        "chat_id": chat_id(&reply.conversation_key),
+                        "chat_id": chat_id(super::chat_and_topic(&reply.conversation_key).0),
                         "message_id": message_id,
                         "reaction": [{"type": "emoji", "emoji": emoji}],
                     });
@@ -305,12 +305,17 @@ impl Sender for TelegramSender {
         }
         let last = pieces.len().saturating_sub(1);
         for (i, (plain, marked)) in sent.rest(&pieces) {
+            let (chat, topic) = super::chat_and_topic(&reply.conversation_key);
             let mut body = json!({
-                "chat_id": chat_id(&reply.conversation_key),
+                "chat_id": chat_id(chat),
                 "text": marked,
                 "parse_mode": "MarkdownV2",
                 "link_preview_options": {"is_disabled": true},
             });
+            // A forum topic's replies go to that topic, not the General one.
+            if let Some(topic) = topic {
+                body["message_thread_id"] = json!(topic);
+            }
             if let (true, Some(markup)) = (i == last, &markup) {
                 body["reply_markup"] = markup.clone();
             }

@@ -82,8 +82,11 @@ impl Turn<'_> {
                 tracing::warn!(error = %err, kind = err.kind(), chars, "compaction failed; carrying on with the full history");
                 // A throttled or broken call may well work next turn, and one refused for
                 // the credentials once the operator mends them; a refusal of the request would
-                // not.
-                if !err.is_retryable() && !matches!(err, backend::BackendError::Auth { .. }) {
+                // not, nor a summary that ran out of time (the segment only grows: tried every
+                // turn, each would pay for the whole segment again, and then the turn's call).
+                let passing =
+                    err.is_retryable() && !matches!(err, backend::BackendError::Timeout { .. });
+                if !passing && !matches!(err, backend::BackendError::Auth { .. }) {
                     self.put_off_compaction(chars).await;
                 }
                 return Ok(());
