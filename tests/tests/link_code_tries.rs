@@ -553,10 +553,7 @@ async fn a_forged_text_cannot_link_someone_elses_number(store: Arc<dyn Store>) {
     assert_eq!(s.store.identity("twilio", VIC).await.unwrap(), None);
     let texted = s.platform.sent().last().cloned().unwrap();
     assert!(texted.starts_with("To link this number"), "{texted}");
-    let link_code = texted
-        .split_once("LINK ")
-        .map(|(_, after)| after.split_whitespace().next().unwrap().to_owned())
-        .expect("a code of its own");
+    let link_code = code_after(&texted, "LINK ");
     assert_ne!(
         channels::link_code::canonical(&link_code).unwrap(),
         "HJ2K3M4N"
@@ -621,10 +618,7 @@ async fn a_forged_text_cannot_link_someone_elses_number(store: Arc<dyn Store>) {
     );
     let texted = s.platform.sent().last().cloned().unwrap();
     assert!(texted.contains("Vic Tim (v•••@example.org)"), "{texted}");
-    let vics = texted
-        .split_once("LINK ")
-        .map(|(_, after)| after.split_whitespace().next().unwrap().to_owned())
-        .unwrap();
+    let vics = code_after(&texted, "LINK ");
     let outcome = s
         .jobs
         .run(&sms("v-1", VIC, &format!("Link: {vics}")), MINUTE)
@@ -651,9 +645,14 @@ async fn dynamodb_a_forged_text_cannot_link_someone_elses_number() {
 
 /// The move code a "move asked" reply gives (after `MOVE `).
 fn move_code_in(reply: &str) -> String {
+    code_after(reply, "MOVE ")
+}
+
+/// The code a reply gives after `word` (`MOVE `, `LINK `).
+fn code_after(reply: &str, word: &str) -> String {
     let (_, after) = reply
-        .split_once("MOVE ")
-        .expect("the reply gives a move code");
+        .split_once(word)
+        .unwrap_or_else(|| panic!("the reply gives a code after {word:?}: {reply}"));
     after.split_whitespace().next().unwrap().to_owned()
 }
 
