@@ -136,8 +136,8 @@ impl Planner {
             id: new_id("ss"),
             title: new.title.trim().to_owned(),
             duration: new.duration,
-            track: new.track,
-            speakers: new.speakers,
+            track: new.track.map(|t| one_name(&t)),
+            speakers: new.speakers.iter().map(|s| one_name(s)).collect(),
             audience: new.audience,
             fixed_start: new.fixed_start,
             fixed_room: new.fixed_room,
@@ -248,15 +248,26 @@ fn split(stored: Stored<ProgramRecord>, event_id: &str) -> (ProgramRecord, Optio
     }
 }
 
+/// A speaker's or a track's name as it is kept: its words with one space between them. The
+/// scheduler and its checker tell speakers apart by name, so "Ada Lovelace " and "Ada  Lovelace"
+/// are one person, who must not be put in two rooms at once.
+fn one_name(name: &str) -> String {
+    name.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 fn apply(session: &mut Session, c: SessionChanges) {
     if let Some(title) = c.title {
         session.title = title.trim().to_owned();
     }
     session.duration = c.duration.unwrap_or(session.duration);
     if c.track.is_some() {
-        session.track = c.track;
+        session.track = c.track.map(|t| one_name(&t));
     }
-    session.speakers = c.speakers.unwrap_or(std::mem::take(&mut session.speakers));
+    session.speakers = c
+        .speakers
+        .map_or(std::mem::take(&mut session.speakers), |names| {
+            names.iter().map(|s| one_name(s)).collect()
+        });
     session.audience = c.audience.unwrap_or(session.audience);
     if c.fixed_start.is_some() {
         session.fixed_start = c.fixed_start;
@@ -326,4 +337,15 @@ fn check_session(program: &Program, s: &Session) -> Result<(), PlannerError> {
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod name_tests {
+    use super::one_name;
+
+    #[test]
+    fn a_name_is_its_words_with_one_space_between() {
+        assert_eq!(one_name(" Ada  Lovelace\t"), "Ada Lovelace");
+        assert_eq!(one_name("Ada Lovelace"), "Ada Lovelace");
+    }
 }

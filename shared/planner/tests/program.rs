@@ -583,6 +583,35 @@ async fn changing_what_a_published_timetable_shows_needs_a_yes() {
     );
 }
 
+/// A speaker's and a track's names are kept as their words with one space between: the
+/// scheduler tells speakers apart by name, and "Ada  Lovelace " is the same person as "Ada
+/// Lovelace" (not free to be in two rooms at once).
+#[tokio::test]
+async fn speaker_and_track_names_are_kept_without_stray_spaces() {
+    let w = world().await;
+    let event = spring_with_rooms(&w).await;
+    add(
+        &w,
+        &event,
+        "a2",
+        NewSession {
+            speakers: vec![" Ada  Lovelace ".into(), "Grace\tHopper".into()],
+            track: Some("  Main ".into()),
+            ..talk("Keynote", 60, 100, &[])
+        },
+    )
+    .await;
+    let record = w
+        .store
+        .record(planner::PROGRAM, &event)
+        .await
+        .unwrap()
+        .unwrap();
+    let session = &record.value["program"]["sessions"][0];
+    assert_eq!(session["speakers"], json!(["Ada Lovelace", "Grace Hopper"]));
+    assert_eq!(session["track"], "Main");
+}
+
 #[tokio::test]
 async fn a_program_holds_at_most_so_many_sessions_and_the_schemas_cap_names_and_lists() {
     let w = world().await;
