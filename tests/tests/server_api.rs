@@ -545,6 +545,46 @@ async fn a_long_history_comes_a_page_at_a_time_newest_first_and_bad_pages_get_a_
     }
 }
 
+/// A user whose newest conversations are chats on a messaging app (answered there, not
+/// listed here) still gets their web conversations on the first page, not an empty one.
+#[tokio::test]
+async fn web_conversations_behind_newer_chats_are_on_the_first_page() {
+    let server = scripted(vec![]).await;
+    let web = [
+        server.new_conversation().await,
+        server.new_conversation().await,
+    ];
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    for n in 0..5 {
+        let mut chat = transcript::Conversation::new(
+            format!("telegram:c{n}@local"),
+            "local",
+            "telegram",
+            "chat",
+        );
+        chat.created_at_ms = now + 60_000 + n;
+        server.app.store.create_conversation(&chat).await.unwrap();
+    }
+    let res = reqwest::get(server.url("/api/conversations?limit=2"))
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let page: Value = res.json().await.unwrap();
+    let mut ids: Vec<&str> = page
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    ids.sort();
+    let mut expected: Vec<&str> = web.iter().map(String::as_str).collect();
+    expected.sort();
+    assert_eq!(ids, expected);
+}
+
 #[tokio::test]
 async fn the_conversation_list_comes_a_page_at_a_time_with_a_link_to_the_next() {
     let server = scripted(vec![]).await;

@@ -109,35 +109,55 @@ pub async fn list_conversations(
         (None, None) => None,
         _ => return Err(bad("after_ms and after_id go together.".into())),
     };
-    // One more than the page, to know whether another follows.
-    let mut convs = app
-        .store
-        .conversations_page(&current.user, after.as_ref(), limit + 1)
-        .await
-        .map_err(ApiError::internal)?;
-    let more = convs.len() > limit;
-    convs.truncate(limit);
+    // Conversations held on a messaging app are answered there, not here: the store's pages
+    // are read on past them (a user whose newest conversations are all chats would otherwise
+    // get an empty first page), up to SCANNED_PAGES of them; the next page starts after the
+    // last one read.
+    let (mut web, mut cursor, mut more) = (Vec::new(), after, false);
+    for _ in 0..SCANNED_PAGES {
+        // One more than the page, to know whether another follows.
+        let mut convs = app
+            .store
+            .conversations_page(&current.user, cursor.as_ref(), limit + 1)
+            .await
+            .map_err(ApiError::internal)?;
+        more = convs.len() > limit;
+        convs.truncate(limit);
+        let mut read = convs.into_iter();
+        for c in read.by_ref() {
+            cursor = Some((c.created_at_ms, c.id.clone()));
+            if c.channel == WEB_CHANNEL {
+                web.push(c);
+                if web.len() == limit {
+                    break;
+                }
+            }
+        }
+        more |= read.next().is_some();
+        if web.len() == limit || !more {
+            break;
+        }
+    }
     let mut headers = HeaderMap::new();
-    if more && let Some(last) = convs.last() {
-        let id: String = form_urlencoded::byte_serialize(last.id.0.as_bytes()).collect();
-        let next = format!(
-            "</api/conversations?after_ms={}&after_id={id}&limit={limit}>; rel=\"next\"",
-            last.created_at_ms
-        );
+    if more && let Some((at, last)) = &cursor {
+        let id: String = form_urlencoded::byte_serialize(last.0.as_bytes()).collect();
+        let next =
+            format!("</api/conversations?after_ms={at}&after_id={id}&limit={limit}>; rel=\"next\"");
         if let Ok(value) = HeaderValue::from_str(&next) {
             headers.insert(header::LINK, value);
         }
     }
-    // Conversations held on a messaging app are answered there, not here. Each preview is the
-    // conversation's first entry, one bounded read however long it is (the page asks again
-    // after every turn), eight conversations at a time.
-    let web = convs.into_iter().filter(|c| c.channel == WEB_CHANNEL);
-    let views = futures::stream::iter(web.map(|c| preview_of(&app, c)))
+    // Each preview is the conversation's first entry, one bounded read however long it is (the
+    // page asks again after every turn), eight conversations at a time.
+    let views = futures::stream::iter(web.into_iter().map(|c| preview_of(&app, c)))
         .buffered(PREVIEWS_AT_ONCE)
         .try_collect()
         .await?;
     Ok((headers, Json(views)))
 }
+
+/// How many of the store's pages one list request reads past messaging-app chats.
+const SCANNED_PAGES: usize = 4;
 
 /// How many conversations' previews the list reads at once.
 const PREVIEWS_AT_ONCE: usize = 8;
