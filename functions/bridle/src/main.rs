@@ -255,7 +255,7 @@ async fn jobs(command: JobsCommand) -> ExitCode {
         return ExitCode::from(admin_cli::EXIT_BAD_INPUT);
     }
     // Not upgraded under a running server of an older build (held while the queue opens).
-    let upgrading = match admin_cli::upgrade_guard(&db) {
+    let upgrading = match admin_cli::upgrade_guard(&db, admin_cli::Opens::Queue) {
         Ok(held) => held,
         Err(err) => {
             eprintln!("bridle: {err}");
@@ -392,10 +392,23 @@ async fn report(args: ReportArgs) -> ExitCode {
             PathBuf::from(std::env::var("BRIDLE_DB").unwrap_or_else(|_| "./bridle.db".into()))
         })),
     };
+    // Not upgraded under a running server of an older build (held while the store opens).
+    let upgrading = match &source {
+        LedgerSource::Sqlite(path) => match admin_cli::upgrade_guard(path, admin_cli::Opens::Store)
+        {
+            Ok(held) => held,
+            Err(err) => {
+                eprintln!("bridle: {err}");
+                return ExitCode::from(err.exit_code());
+            }
+        },
+        LedgerSource::DynamoDb { .. } => None,
+    };
     let ledger = match budget_report::open_ledger(&source).await {
         Ok(l) => l,
         Err(err) => return fail("cannot open the budget ledger", &err),
     };
+    drop(upgrading);
     let options = ReportOptions {
         format: if args.json {
             Format::Json

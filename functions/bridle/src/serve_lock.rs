@@ -3,7 +3,8 @@
 //! once and send their replies twice. The server holds an exclusive lock on a file beside the
 //! database for as long as it runs; the operating system lets go of it when the process ends,
 //! however it ends (`kill -9` included), so a restart never finds a stale lock. The operator's
-//! commands (`bridle users`, `bridle jobs`…) take no lock: they run beside the server.
+//! commands (`bridle users`, `bridle jobs`…) run beside the server and take no lock, unless
+//! their build would upgrade the file ([`crate::admin_cli::upgrade_guard`]).
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::path::{Path, PathBuf};

@@ -547,14 +547,21 @@ impl ChannelJobs {
             return Ok((false, true));
         }
         // Its reply, when recorded, is the conversation's last entry: the turn is the latest.
-        let mut unheard = None;
         if abandoned == (engine::Abandoned::Finished { latest: true })
             && let Some(id) = &conversation
         {
             if self.answer_went_out(job, id).await? {
                 return Ok((false, true));
             }
-            unheard = Some(id);
+            // Its reply never reached them: what it held for a yes is confirmed by no "ok" to
+            // the sentence below, nor by a message of theirs before it (the platform back, the
+            // sentence not sent). Voided first: a void that fails fails the give-up before
+            // anything is said, and its retry voids again. A reply that goes out later (a dead
+            // letter sent again once a token is fixed) asks its question again on a yes.
+            self.engine
+                .void_held(id, &tools::ActionId(job.dedupe_key()))
+                .await
+                .map_err(JobError::from)?;
         }
         let mut shown = lines::GAVE_UP.to_owned();
         if job.channel != crate::web::WEB_CHANNEL
@@ -571,24 +578,9 @@ impl ChannelJobs {
                     shown = delivered.pieces.join("\n\n");
                 }
                 Err(e) => {
-                    // Nothing is voided: sent again once the platform takes replies (a token
-                    // fixed), the job delivers the turn's reply, whose question still stands.
                     tracing::error!(job = %job.dedupe_key(), error = %e, "could not tell the user their message was given up");
                     return Ok((closed, false));
                 }
-            }
-        }
-        if let Some(id) = unheard {
-            // Its reply never reached them, and the sentence did (or the page was told): what
-            // it held for a yes is confirmed by no "ok" to that sentence. They were told: a
-            // void that fails is logged (the held call lapses with its pending record), not a
-            // reason to tell them again.
-            if let Err(e) = self
-                .engine
-                .void_held(id, &tools::ActionId(job.dedupe_key()))
-                .await
-            {
-                tracing::error!(job = %job.dedupe_key(), error = %e, "the user was told their message was given up; voiding what it held failed");
             }
         }
         // What the user saw ends their turn in the visible transcript, unless it has its reply.

@@ -625,6 +625,11 @@ impl ChannelJobs {
                             return Err(err);
                         }
                     };
+                    // Whether sending began: a failure before it (the lease, the deadline, a
+                    // stop) gives the hourly claim back for the retry, as a send the platform
+                    // did not take does; one after (the reply's record) does not: it may have
+                    // gone out.
+                    let sending = std::sync::atomic::AtomicBool::new(false);
                     let delivered = self
                         .leased(job, &conversation, LeaseNow::ToTake, deadline, async {
                             let payer = deliver::Payer {
@@ -632,6 +637,7 @@ impl ChannelJobs {
                                 conversation: &conversation,
                                 charges: &this.charges,
                             };
+                            sending.store(true, std::sync::atomic::Ordering::SeqCst);
                             self.deliver_harness_reply(job, payer, &text, sender, this.retry)
                                 .instrument(spans::delivery(&job.channel))
                                 .await?;
@@ -645,8 +651,11 @@ impl ChannelJobs {
                             Ok(((), None))
                         })
                         .await;
-                    if let (Err(JobError::Send(..)), Some(taken)) = (&delivered, hourly) {
-                        // The platform did not take it: the retry sends it.
+                    if let (Err(err), Some(taken)) = (&delivered, hourly)
+                        && (matches!(err, JobError::Send(..))
+                            || !sending.load(std::sync::atomic::Ordering::SeqCst))
+                    {
+                        // It did not go out: the retry sends it.
                         self.give_back_hourly(taken).await;
                     }
                     delivered?;

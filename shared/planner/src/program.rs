@@ -251,8 +251,27 @@ fn split(stored: Stored<ProgramRecord>, event_id: &str) -> (ProgramRecord, Optio
 /// A speaker's or a track's name as it is kept: its words with one space between them. The
 /// scheduler and its checker tell speakers apart by name, so "Ada Lovelace " and "Ada  Lovelace"
 /// are one person, who must not be put in two rooms at once.
-fn one_name(name: &str) -> String {
+pub(crate) fn one_name(name: &str) -> String {
     name.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// `program` as the scheduler and its checker read it: every speaker's name as [`one_name`]
+/// keeps it (a program saved before names were kept so, or an import, may hold "Ada Lovelace "
+/// beside "Ada Lovelace"), blank names left out.
+pub(crate) fn as_planned(program: &Program) -> Program {
+    let mut program = program.clone();
+    for session in &mut program.sessions {
+        session.speakers = session
+            .speakers
+            .iter()
+            .map(|s| one_name(s))
+            .filter(|s| !s.is_empty())
+            .collect();
+    }
+    for away in &mut program.unavailable {
+        away.speaker = one_name(&away.speaker);
+    }
+    program
 }
 
 fn apply(session: &mut Session, c: SessionChanges) {
@@ -342,6 +361,35 @@ fn check_session(program: &Program, s: &Session) -> Result<(), PlannerError> {
 #[cfg(test)]
 mod name_tests {
     use super::one_name;
+
+    /// A program saved before names were kept so is planned and checked as if they were: one
+    /// speaker is one person, and a blank name is no one.
+    #[test]
+    fn a_program_is_planned_with_its_names_as_they_are_kept() {
+        use schedule_types::{Program, Session};
+        let session = |id: &str, speakers: &[&str]| Session {
+            id: id.into(),
+            title: id.into(),
+            duration: 30,
+            track: None,
+            speakers: speakers.iter().map(|s| (*s).to_owned()).collect(),
+            audience: 10,
+            fixed_start: None,
+            fixed_room: None,
+            after: Vec::new(),
+        };
+        let mut program: Program = serde_json::from_value(serde_json::json!({
+            "days": [], "rooms": [], "sessions": [], "breaks": []
+        }))
+        .unwrap();
+        program.sessions = vec![
+            session("a", &["Ada Lovelace ", " "]),
+            session("b", &["Ada  Lovelace"]),
+        ];
+        let planned = super::as_planned(&program);
+        assert_eq!(planned.sessions[0].speakers, ["Ada Lovelace"]);
+        assert_eq!(planned.sessions[1].speakers, ["Ada Lovelace"]);
+    }
 
     #[test]
     fn a_name_is_its_words_with_one_space_between() {

@@ -322,11 +322,21 @@ impl Planner {
                         also(&session_riders(session, args, false))
                     )),
                     (None, None) => {
-                        let track = arg("track").filter(|to| Some(*to) != session.track.as_deref());
+                        // Compared as they would be kept (`program::one_name`).
+                        use crate::program::one_name;
+                        let track = arg("track")
+                            .map(one_name)
+                            .filter(|to| Some(to.as_str()) != session.track.as_deref());
                         let speakers = args
                             .get("speakers")
                             .and_then(Value::as_array)
-                            .map(|items| items.iter().filter_map(Value::as_str).collect::<Vec<_>>())
+                            .map(|items| {
+                                items
+                                    .iter()
+                                    .filter_map(Value::as_str)
+                                    .map(one_name)
+                                    .collect::<Vec<_>>()
+                            })
                             .filter(|to| *to != session.speakers);
                         (track.is_some() || speakers.is_some()).then(|| {
                             format!(
@@ -565,10 +575,17 @@ fn session_riders(
     if let Some(to) = text("title").filter(|to| with_title && *to != session.title) {
         riders.push(format!("its title to \u{201c}{}\u{201d}", whole_line(to)));
     }
-    if let Some(to) = text("track").filter(|to| Some(*to) != session.track.as_deref()) {
-        riders.push(format!("its track to \u{201c}{}\u{201d}", whole_line(to)));
+    use crate::program::one_name;
+    if let Some(to) = text("track")
+        .map(one_name)
+        .filter(|to| Some(to.as_str()) != session.track.as_deref())
+    {
+        riders.push(format!("its track to \u{201c}{}\u{201d}", whole_line(&to)));
     }
-    if let Some(to) = names("speakers").filter(|to| *to != session.speakers) {
+    if let Some(to) = names("speakers")
+        .map(|to| to.iter().map(|s| one_name(s)).collect::<Vec<_>>())
+        .filter(|to| *to != session.speakers)
+    {
         riders.push(format!("its speakers to {}", quoted(&to)));
     }
     if let Some(to) = args

@@ -256,7 +256,7 @@ async fn off_the_async_threads(
     program: &Program,
     previous: Option<&Timetable>,
 ) -> Result<Result<Plan, schedule::Infeasible>, PlannerError> {
-    let (program, previous) = (program.clone(), previous.cloned());
+    let (program, previous) = (crate::program::as_planned(program), previous.cloned());
     crate::plan_threads::on_a_plan_thread(&owner.0, move || {
         schedule::plan(&program, previous.as_ref())
     })
@@ -267,7 +267,8 @@ async fn off_the_async_threads(
 /// The checker's verdict before a save. A rejection is a scheduler bug: logged as an error
 /// naming the rules broken, and the user gets the checker's calm sentence.
 pub(crate) fn checked(event_id: &str, program: &Program, plan: &Plan) -> Result<(), PlannerError> {
-    schedule_check::verify(program, &plan.timetable).map_err(|rejection| {
+    let program = crate::program::as_planned(program);
+    schedule_check::verify(&program, &plan.timetable).map_err(|rejection| {
         tracing::error!(
             event_id,
             constraints = ?rejection.constraints(),

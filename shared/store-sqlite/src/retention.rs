@@ -5,7 +5,8 @@
 //! claims past their keep (`CLAIMS_GONE`), expired pending confirmations (`PENDING_GONE`:
 //! their descriptions name people, and an MCP token's questions and approvals belong to no
 //! conversation) and expired link codes (`CODES_GONE`: a used one names who redeemed it, a
-//! channel and a phone number), at most `CLAIMS_PER_SWEEP` of each a time.
+//! channel and a phone number), expired budget counts and sessions: `CLAIMS_PER_SWEEP` rows of a
+//! table a write, up to `ROUNDS_PER_SWEEP` writes a sweep.
 
 use crate::SqliteStore;
 use crate::error::unavailable;
@@ -123,7 +124,8 @@ impl Retention for SqliteStore {
     }
 
     async fn sweep_expired(&self, now_ms: i64) -> Result<u64, StoreError> {
-        self.db
+        let conversations = self
+            .db
             .write(move |conn| {
                 let tx = conn;
                 let expired: Vec<String> = tx
@@ -138,27 +140,31 @@ impl Retention for SqliteStore {
                 for id in &expired {
                     delete_conversation(tx, id)?;
                 }
-                for (table, key, gone, _) in SWEPT {
-                    let mut delete = tx
-                        .prepare_cached(&format!(
+                Ok(expired.len() as u64)
+            })
+            .await?;
+        // Each round its own write, so the writer goes on between them: budget counts come
+        // every minute for each active user, more than one round an hour on a busy server.
+        for (table, key, gone, _) in SWEPT {
+            for _ in 0..ROUNDS_PER_SWEEP {
+                let deleted = self
+                    .db
+                    .write(move |conn| {
+                        conn.prepare_cached(&format!(
                             "DELETE FROM {table} WHERE {key} IN
                              (SELECT {key} FROM {table} WHERE {gone} LIMIT ?2)"
                         ))
-                        .map_err(unavailable)?;
-                    // Up to ROUNDS_PER_SWEEP limits' worth a table: budget counts come every
-                    // minute for each active user, more than one limit an hour on a busy server.
-                    for _ in 0..ROUNDS_PER_SWEEP {
-                        let deleted = delete
-                            .execute(params![now_ms, CLAIMS_PER_SWEEP])
-                            .map_err(unavailable)?;
-                        if (deleted as i64) < CLAIMS_PER_SWEEP {
-                            break;
-                        }
-                    }
+                        .map_err(unavailable)?
+                        .execute(params![now_ms, CLAIMS_PER_SWEEP])
+                        .map_err(unavailable)
+                    })
+                    .await?;
+                if (deleted as i64) < CLAIMS_PER_SWEEP {
+                    break;
                 }
-                Ok(expired.len() as u64)
-            })
-            .await
+            }
+        }
+        Ok(conversations)
     }
 }
 

@@ -14,7 +14,7 @@ pub mod jobs;
 mod render;
 pub mod tokens;
 mod upgrade_guard;
-pub use upgrade_guard::upgrade_guard;
+pub use upgrade_guard::{Opens, upgrade_guard};
 mod users;
 
 pub use args::{IdentitiesArgs, IdentitiesCommand, StoreArgs, UsersArgs, UsersCommand};
@@ -159,7 +159,7 @@ pub async fn open_store_with_tokens(
                 )));
             }
             // Not upgraded under a running server of an older build.
-            let _upgrading = upgrade_guard(path)?;
+            let _upgrading = upgrade_guard(path, Opens::Store)?;
             let store = Arc::new(store_sqlite::SqliteStore::open(path).map_err(
                 CliError::store(format!("cannot open the database {}", path.display())),
             )?);

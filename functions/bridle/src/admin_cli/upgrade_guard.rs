@@ -11,11 +11,20 @@ use crate::serve_lock::{self, ServeLock, ServeLockError};
 use rusqlite::{Connection, OpenFlags};
 use std::path::Path;
 
-/// `Some(lock)` to hold while the file at `path` is opened, when this build would upgrade it
-/// and no server runs on it; `None` when nothing would be upgraded (or the file is not there
-/// yet); refused when a server runs on a file this build would upgrade.
-pub fn upgrade_guard(path: &Path) -> Result<Option<ServeLock>, CliError> {
-    let Some(behind) = behind(path) else {
+/// Which of the file's schemas a command opens, and so would upgrade.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Opens {
+    /// The store's tables (`users`, `identities`, `tokens`, `export`, `budget`).
+    Store,
+    /// The queue's tables (`jobs`).
+    Queue,
+}
+
+/// `Some(lock)` to hold while the file at `path` is opened, when this build would upgrade what
+/// the command `opens` and no server runs on it; `None` when nothing would be upgraded (or the
+/// file is not there yet); refused when a server runs on a file this build would upgrade.
+pub fn upgrade_guard(path: &Path, opens: Opens) -> Result<Option<ServeLock>, CliError> {
+    let Some(behind) = behind(path, opens) else {
         return Ok(None);
     };
     match serve_lock::take(path) {
@@ -31,25 +40,41 @@ pub fn upgrade_guard(path: &Path) -> Result<Option<ServeLock>, CliError> {
     }
 }
 
-/// What of the file at `path` this build would upgrade (its store's or its queue's tables),
-/// as words; `None` when nothing, or when the file cannot be read (opening it says why).
-fn behind(path: &Path) -> Option<String> {
-    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY).ok()?;
-    let store: u32 = conn
-        .pragma_query_value(None, "user_version", |r| r.get(0))
-        .ok()?;
-    let queue: u32 = conn
-        .query_row(
-            "SELECT version FROM queue_schema_version WHERE id = 0",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap_or(0);
-    let (store_known, queue_known) = (store_sqlite::SCHEMA_VERSION, queue_sqlite::SCHEMA_VERSION);
-    match (store < store_known, queue < queue_known) {
-        (false, false) => None,
-        (true, _) => Some(format!("store schema {store} (this build: {store_known})")),
-        (false, true) => Some(format!("queue schema {queue} (this build: {queue_known})")),
+/// What of the file at `path` this build would upgrade of what a command `opens`, as words;
+/// `None` when nothing, or when the file is not there (opening it makes it). A file that
+/// cannot be read is taken as behind: the lock is asked for.
+fn behind(path: &Path, opens: Opens) -> Option<String> {
+    if !path.exists() {
+        return None;
+    }
+    let read = || -> rusqlite::Result<u32> {
+        let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+        conn.busy_timeout(std::time::Duration::from_secs(2))?;
+        match opens {
+            Opens::Store => conn.pragma_query_value(None, "user_version", |r| r.get(0)),
+            Opens::Queue => conn
+                .query_row(
+                    "SELECT version FROM queue_schema_version WHERE id = 0",
+                    [],
+                    |r| r.get(0),
+                )
+                .or_else(|e| match e {
+                    // No queue tables yet: this build makes them.
+                    rusqlite::Error::SqliteFailure(..) | rusqlite::Error::QueryReturnedNoRows => {
+                        Ok(0)
+                    }
+                    other => Err(other),
+                }),
+        }
+    };
+    let (name, known) = match opens {
+        Opens::Store => ("store", store_sqlite::SCHEMA_VERSION),
+        Opens::Queue => ("queue", queue_sqlite::SCHEMA_VERSION),
+    };
+    match read() {
+        Ok(found) if found >= known => None,
+        Ok(found) => Some(format!("{name} schema {found} (this build: {known})")),
+        Err(e) => Some(format!("a {name} schema that could not be read ({e})")),
     }
 }
 
@@ -67,13 +92,17 @@ mod tests {
         // file, as far as this build can tell).
         drop(store_sqlite::SqliteStore::open(&path).unwrap());
         let server = serve_lock::take(&path).unwrap();
-        let refused = upgrade_guard(&path).unwrap_err().to_string();
+        assert!(
+            upgrade_guard(&path, Opens::Store).unwrap().is_none(),
+            "the store is current"
+        );
+        let refused = upgrade_guard(&path, Opens::Queue).unwrap_err().to_string();
         assert!(
             refused.contains("queue schema 0") && refused.contains("Restart bridle serve"),
             "{refused}"
         );
         drop(server);
-        let held = upgrade_guard(&path).unwrap();
+        let held = upgrade_guard(&path, Opens::Queue).unwrap();
         assert!(
             held.is_some(),
             "the command holds the lock while it upgrades"
@@ -89,7 +118,8 @@ mod tests {
 
         // Up to date, nothing is held, and a running server is no reason to refuse.
         let server = serve_lock::take(&path).unwrap();
-        assert!(upgrade_guard(&path).unwrap().is_none());
+        assert!(upgrade_guard(&path, Opens::Queue).unwrap().is_none());
+        assert!(upgrade_guard(&path, Opens::Store).unwrap().is_none());
         drop(server);
     }
 }

@@ -337,6 +337,7 @@ async fn accept(
     let graceful = GracefulShutdown::new();
     let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let per_peer = peers::PerPeer::new(limits.max_per_peer, proxies);
+    let mut refusals_said: Option<tokio::time::Instant> = None;
     // HTTP/1.1 only: browsers speak HTTP/2 only over TLS, and serving both means reading a
     // connection's first bytes to tell them apart, with no timer — a client that sends nothing,
     // or half of HTTP/2's preface, would hold its connection slot for good. With HTTP/1 alone
@@ -366,7 +367,11 @@ async fn accept(
         };
         // One client's share: past it, the connection is closed at once (its place goes back).
         let Some(peer_place) = per_peer.take(peer.ip()) else {
-            tracing::warn!(peer = %peers::client_of(peer.ip()), "too many connections from one client; closed");
+            // Said once a minute at most: the refusals themselves must not flood the log.
+            if refusals_said.is_none_or(|at| at.elapsed() >= Duration::from_secs(60)) {
+                refusals_said = Some(tokio::time::Instant::now());
+                tracing::warn!(peer = %peers::client_of(peer.ip()), "too many connections from one client; closed (said once a minute)");
+            }
             drop(tcp);
             continue;
         };

@@ -2,7 +2,9 @@
 //! holds at most [`HttpLimits::max_per_peer`](super::limits::HttpLimits) at once, so one client
 //! trickling its requests (a header every few seconds, a body a byte at a time) cannot take
 //! every place and keep everyone else's browsers, sign-ins and platform webhooks waiting.
-//! Loopback and the trusted proxies are not counted: everyone comes through them.
+//! Loopback, private and link-local addresses (a reverse proxy or Docker's port forwarding on
+//! the same host or network, a LAN) and the trusted proxies are not counted: everyone comes
+//! through them.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -32,18 +34,19 @@ impl PerPeer {
     pub fn new(cap: usize, exempt: Vec<IpAddr>) -> Self {
         Self {
             cap: cap.max(1),
-            exempt,
+            exempt: exempt.into_iter().map(|ip| ip.to_canonical()).collect(),
             held: Arc::default(),
         }
     }
 
     /// A place for a connection from `ip`; `None` when that client holds its share already.
     pub fn take(&self, ip: IpAddr) -> Option<Place> {
-        let ip = match ip {
-            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-            v4 => v4,
+        let ip = ip.to_canonical();
+        let nearby = match ip {
+            IpAddr::V4(v4) => v4.is_private() || v4.is_link_local(),
+            IpAddr::V6(v6) => v6.is_unique_local() || v6.is_unicast_link_local(),
         };
-        if ip.is_loopback() || self.exempt.contains(&ip) {
+        if ip.is_loopback() || nearby || self.exempt.contains(&ip) {
             return Some(Place {
                 client: None,
                 held: self.held.clone(),
@@ -87,11 +90,12 @@ mod tests {
     }
 
     /// A client holds its share and no more; a place given back is taken again; one /64 is one
-    /// client; loopback and the trusted proxies are not counted; nothing is kept for a client
-    /// that holds nothing.
+    /// client; loopback, private addresses (Docker's port forwarding) and the trusted proxies
+    /// are not counted; nothing is kept for a client that holds nothing.
     #[test]
     fn each_client_holds_its_share_and_no_more() {
-        let peers = PerPeer::new(2, vec![ip("10.0.0.9")]);
+        // A proxy written as IPv4 mapped into IPv6 is that IPv4 address.
+        let peers = PerPeer::new(2, vec![ip("::ffff:198.51.100.4")]);
         let a = peers.take(ip("203.0.113.7")).unwrap();
         let b = peers.take(ip("203.0.113.7")).unwrap();
         assert!(peers.take(ip("203.0.113.7")).is_none(), "past its share");
@@ -107,11 +111,14 @@ mod tests {
         let local: Vec<_> = (0..10)
             .map(|_| peers.take(ip("127.0.0.1")).unwrap())
             .collect();
-        let proxied: Vec<_> = (0..10)
-            .map(|_| peers.take(ip("10.0.0.9")).unwrap())
+        let docker: Vec<_> = (0..10)
+            .map(|_| peers.take(ip("172.17.0.1")).unwrap())
             .collect();
-        assert_eq!(local.len() + proxied.len(), 20);
-        drop((local, proxied, _one, _two));
+        let proxied: Vec<_> = (0..10)
+            .map(|_| peers.take(ip("::ffff:198.51.100.4")).unwrap())
+            .collect();
+        assert_eq!(local.len() + docker.len() + proxied.len(), 30);
+        drop((local, docker, proxied, _one, _two));
         assert!(peers.held.lock().unwrap().is_empty());
     }
 }
