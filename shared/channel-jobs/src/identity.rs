@@ -23,7 +23,8 @@
 //! Where the platform does not prove who sent a message (SMS: anyone can send a text whose
 //! `From` is someone else's number, and Twilio signs only that it passed the text on), a code
 //! links nothing by itself: the number is texted a code of its own ([`Resolved::LinkAsked`],
-//! a [`MoveCode`] for a first link), and only `LINK <that code>` from the number links it. Whoever
+//! a [`MoveCode`] for a first link), and only that code from the number (alone, or after `LINK`)
+//! links it. Whoever
 //! forged the first text never sees that code, so nobody can link someone else's number to
 //! their account (and have that person's texts land in it), nor link it again after forging
 //! an `UNLINK`.
@@ -79,8 +80,8 @@ pub enum Resolved {
     Unlinked(UserId),
     /// The message carried a live code for the account `to`, from a sender the platform does
     /// not prove ([`sender_is_proven`]) and bound to nobody: nothing is linked yet; the sender
-    /// is texted a code of its own ([`MoveCode`], for a first link), which links as
-    /// `LINK <code>`.
+    /// is texted a code of its own ([`MoveCode`], for a first link), which links sent back
+    /// from there (alone, or as `LINK <code>`).
     LinkAsked { to: UserId },
     /// The sender typed `UNLINK` and their account is bound to nobody (never linked, unlinked
     /// already, or this very UNLINK run again after a crash that followed its unbinding): they
@@ -216,8 +217,9 @@ pub async fn resolve_by_reading(
 /// user names both the account and the chat (`move:<account>><chat>`, [`MoveCode::chat_of`]);
 /// no account's id starts with `move:` (they are UUIDs, `u-…` and `local`) or holds `>`.
 ///
-/// The same code links a chat bound to nobody whose sender the platform does not prove, as
-/// `LINK <code>` ([`Resolved::LinkAsked`]; `first_link`, stored as `link:<account>><chat>`).
+/// The same code links a chat bound to nobody whose sender the platform does not prove, sent
+/// back alone or as `LINK <code>` ([`Resolved::LinkAsked`]; `first_link`, stored as
+/// `link:<account>><chat>`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MoveCode {
     pub to: UserId,
