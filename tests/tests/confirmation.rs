@@ -974,6 +974,12 @@ async fn a_call_held_twice_in_one_answer_is_listed_as_a_yes_would_run_it() {
         shown.contains("decoy@example.com") && !shown.contains("(sam@example.com)"),
         "the yes would withdraw the decoy, so the question says so: {shown}"
     );
+    assert!(
+        shown.contains(
+            "withdraw Sam Roe (decoy@example.com) from Spring Open (published, 2025-04-12T10:00 at Court 1)"
+        ),
+        "the withdrawal names its event, as withdraw_attendee's question does: {shown}"
+    );
 
     let yes = s.turn_calling("undo", json!({})).await;
     assert!(refused(&yes).is_none(), "{yes}");

@@ -231,7 +231,32 @@ impl Planner {
                         ..c
                     })
                     .collect();
-                let mut effects: Vec<String> = net.iter().filter_map(undo_effect).collect();
+                let mut effects: Vec<String> = Vec::new();
+                for change in &net {
+                    let Some(mut effect) = undo_effect(change) else {
+                        continue;
+                    };
+                    // A withdrawal names its event as a withdraw_attendee question does: a
+                    // look-alike draft of the same title reads differently.
+                    if change.kind == ATTENDEE
+                        && let Some(who) = change
+                            .after
+                            .clone()
+                            .or_else(|| change.before.clone())
+                            .and_then(|v| serde_json::from_value::<Attendee>(v).ok())
+                        && let Some((event, _)) =
+                            self.event_for(&caller, Some(&who.event_id)).await?
+                    {
+                        effect = format!(
+                            "{effect} from {} ({}, {} at {})",
+                            one_line(&event.title),
+                            event.status.as_str(),
+                            event.starts_at,
+                            one_line(&event.venue)
+                        );
+                    }
+                    effects.push(effect);
+                }
                 // A re-plan's timetable, put back: its sessions move as a re-plan's do.
                 for change in net.iter().filter(|c| c.kind == SCHEDULE) {
                     if let Some(effect) = self.replan_undo_effect(&caller, change).await?
