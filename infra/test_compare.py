@@ -32,6 +32,49 @@ class ParameterPatternsTest(unittest.TestCase):
                 self.assertFalse(re.fullmatch(pattern, value), f"{name} accepts {value!r}")
 
 
+class AlarmTopicTest(unittest.TestCase):
+    """The alarm topic's policy replaces SNS's default one (which let the account's CloudWatch
+    alarms publish): every kind of resource that notifies the topic has its service allowed to
+    publish, or its notices never arrive (the alarm's history says "not authorized")."""
+
+    NOTIFIERS = {
+        "AWS::CloudWatch::Alarm": "cloudwatch.amazonaws.com",
+        "AWS::Budgets::Budget": "budgets.amazonaws.com",
+    }
+
+    def test_every_notifier_may_publish_to_the_topic(self):
+        sam = compare.expand_sam(os.path.join(HERE, "template.yaml"))
+        resources = sam["Resources"]
+        policies = [
+            r for r in resources.values()
+            if r["Type"] == "AWS::SNS::TopicPolicy" and {"Ref": "AlarmTopic"} in r["Properties"]["Topics"]
+        ]
+        self.assertEqual(len(policies), 1)
+        allowed = {
+            st["Principal"]["Service"]
+            for st in policies[0]["Properties"]["PolicyDocument"]["Statement"]
+            if st["Effect"] == "Allow" and isinstance(st.get("Principal"), dict)
+            and "Service" in st["Principal"]
+        }
+        notifying = {
+            self.NOTIFIERS[r["Type"]]
+            for r in resources.values()
+            if r["Type"] in self.NOTIFIERS and "AlarmTopic" in json.dumps(r["Properties"])
+        }
+        self.assertEqual(notifying, set(self.NOTIFIERS.values()), "both kinds notify the topic")
+        self.assertLessEqual(notifying, allowed)
+
+
+class CallbackOutputTest(unittest.TestCase):
+    """The callback the operator is told to register at their own issuer is the one the web app
+    sends (from BRIDLE_PUBLIC_URL: PublicBaseUrl when set), as the Cognito client's is."""
+
+    def test_the_output_is_the_clients_callback(self):
+        sam = compare.expand_sam(os.path.join(HERE, "template.yaml"))
+        client = sam["Resources"]["UserPoolClient"]["Properties"]["CallbackURLs"][0]
+        self.assertEqual(sam["Outputs"]["OidcCallbackUrl"]["Value"], client)
+
+
 class CompareTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):

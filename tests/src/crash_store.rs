@@ -23,6 +23,8 @@ pub enum CrashAt {
     Before(u64),
     /// Write `at` happens; its caller never learns it.
     After(u64),
+    /// The first write of this name happens; its caller never learns it.
+    AfterFirst(&'static str),
     /// The first write of this name fails as a store that is unavailable for a moment does
     /// (nothing written); nothing dies, and every other write goes through.
     Blip(&'static str),
@@ -99,7 +101,7 @@ impl Crash {
             return Err(Self::died().into());
         }
         let done = write.await;
-        if plan == Some(CrashAt::After(n)) {
+        if plan == Some(CrashAt::After(n)) || plan == Some(CrashAt::AfterFirst(what)) {
             self.dead.store(true, Ordering::SeqCst);
             return Err(Self::died().into());
         }

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
-use store::{Account, Accounts, Records, Store};
+use store::{Account, Accounts, ConversationStore, Identities, MessageStore, Records, Store};
 use store_sqlite::SqliteStore;
 use tests::{FlakyStore, Harness};
 use tools::{ActionId, Actor, Ctx, Registry};
@@ -1059,6 +1059,127 @@ async fn a_call_held_in_a_turn_that_never_asked_is_not_confirmed_by_the_next_mes
     assert!(
         refused(&again).is_some(),
         "held again, not run on an 'ok' to a question never shown: {again}"
+    );
+    let status = s.store.record("event", &event).await.unwrap().unwrap();
+    assert_eq!(status.value["status"], json!("published"), "{status:?}");
+}
+
+/// A turn that held a call next to another, and died right after the held call's result was
+/// recorded (before the tool message): resumed, it reuses the held result, and its reply still
+/// says what a yes does and offers the Yes / No buttons, as the uninterrupted reply would.
+#[tokio::test]
+async fn a_turn_resumed_after_holding_a_call_still_says_what_a_yes_does() {
+    use tests::crash_store::{Crash, CrashAt, CrashStore};
+    let (s, event, _) = setup().await;
+    let cancel = json!({"event_id": event});
+    s.h.model.push(
+        Reply::new()
+            .call("c1", "cancel_event", cancel)
+            .call("c2", "list_events", json!({}))
+            .stop(StopReason::ToolUse),
+    );
+    s.h.model.push(Reply::text("Shall I cancel it?"));
+    let job = tests::web_job(&s.h.conversation.0, "user-1", "act-held", "call it off");
+
+    // The first attempt, on a store that dies right after the held call's result is written.
+    let crash = Crash::at(CrashAt::AfterFirst("put_tool_result"));
+    let dying: Arc<dyn Store> = Arc::new(CrashStore::new(s.store.clone(), crash.clone()));
+    let planner = Arc::new(Planner::new(dying.clone()));
+    let mut tools = Registry::default();
+    planner::register(&mut tools, planner.clone(), &[planner::PURPOSE]).unwrap();
+    let policy = risk_policy(move |ctx, tool, args| {
+        let planner = planner.clone();
+        async move { planner.assess_risk(&ctx, &tool, &args).await }
+    });
+    let gate = ConfirmationGate::new(Arc::new(policy), dying.clone());
+    let engine = engine::Engine::new(
+        s.h.model.clone(),
+        Arc::new(tools),
+        dying.clone(),
+        EngineOptions {
+            model_id: "test-model".into(),
+            system_prompt: "You are Bridle's test assistant.".into(),
+            ..EngineOptions::default()
+        },
+    )
+    .with_confirmation(Arc::new(gate));
+    let first = tests::web_jobs(Arc::new(engine), dying, s.now.clone());
+    let cut = first.run(&job, Duration::from_secs(60)).await;
+    assert!(crash.is_dead(), "{:?}: {cut:?}", crash.log());
+
+    // The retry, on the healthy engine, once the dead attempt's claim has run out.
+    s.now.fetch_add(10 * 60_000, Ordering::SeqCst);
+    let jobs = tests::web_jobs(s.h.engine.clone(), s.h.store.clone(), s.now.clone());
+    let done = jobs.run(&job, Duration::from_secs(60)).await;
+    assert_eq!(done, channel_jobs::JobOutcome::Done);
+    let shown = s.h.visible().await.last().unwrap().clone();
+    assert!(
+        shown.text.contains(engine::IF_YES) && shown.text.contains("Cancel"),
+        "what a yes does: {}",
+        shown.text
+    );
+    assert!(!shown.buttons.is_empty(), "the Yes / No buttons");
+    let status = s.store.record("event", &event).await.unwrap().unwrap();
+    assert_eq!(status.value["status"], json!("published"), "{status:?}");
+}
+
+/// On a messaging channel whose platform refused every attempt (Bridle's token expired), the
+/// give-up's own sentence is refused too: the question never reached the user, and no yes of
+/// theirs once the token is fixed confirms what it held, however the model repeats the call.
+#[tokio::test]
+async fn a_question_held_when_the_platform_refused_everything_is_confirmed_by_nothing() {
+    let (s, event, _) = setup().await;
+    let platform = Arc::new(tests::KeepingPlatform::default());
+    let mut jobs = tests::web_jobs(s.h.engine.clone(), s.h.store.clone(), s.now.clone());
+    jobs.senders.insert("generic".into(), platform.clone());
+    s.store
+        .bind_identity("generic", "ana", &UserId("user-1".into()), 0)
+        .await
+        .unwrap();
+    // The chat, with the planner's tools (a chat's own purpose has none in this setup).
+    let conversation = ConversationId("generic:c-1@user-1".into());
+    let chat =
+        transcript::Conversation::new(conversation.clone(), "user-1", "generic", planner::PURPOSE);
+    s.store.create_conversation(&chat).await.unwrap();
+    let job = |id: &str, text: &str| queue::TurnJob {
+        channel: "generic".into(),
+        ..tests::web_job("c-1", "ana", id, text)
+    };
+    let cancel = json!({"event_id": event});
+    s.h.model
+        .push(Reply::tool_call("c1", "cancel_event", cancel.clone()));
+    s.h.model.push(Reply::text("Shall I cancel it?"));
+    platform.refuse(true);
+    let asked = job("m-1", "call off Spring Open");
+    let failed = jobs.run(&asked, Duration::from_secs(60)).await;
+    assert!(
+        matches!(failed, channel_jobs::JobOutcome::Failed(_)),
+        "{failed:?}"
+    );
+    jobs.give_up_for_good(&asked).await.unwrap();
+    assert!(platform.sent().is_empty(), "nothing reached the user");
+
+    platform.refuse(false);
+    s.h.model
+        .push(Reply::tool_call("c2", "cancel_event", cancel));
+    s.h.model.push(Reply::text("Cancelled."));
+    let yes = jobs.run(&job("m-2", "yes"), Duration::from_secs(60)).await;
+    assert!(
+        !matches!(yes, channel_jobs::JobOutcome::Failed(_)),
+        "{yes:?}"
+    );
+    let transcript = s.store.messages(&conversation, 0).await.unwrap();
+    let last = transcript
+        .iter()
+        .rev()
+        .find(|m| m.role == Role::Tool)
+        .and_then(|m| m.parts.last());
+    let Some(Part::ToolResult { content, .. }) = last else {
+        panic!("no tool result: {transcript:?}")
+    };
+    assert!(
+        refused(content).is_some(),
+        "held again, not run on a yes to a question never shown: {content}"
     );
     let status = s.store.record("event", &event).await.unwrap().unwrap();
     assert_eq!(status.value["status"], json!("published"), "{status:?}");

@@ -524,3 +524,120 @@ async fn without_sign_in_a_change_posted_from_another_site_is_refused() {
     assert!(post(None).await.status().is_success());
     assert_eq!(listed(&s).await.as_array().unwrap().len(), 2);
 }
+
+/// An address added to this machine's loopback interface for one test: neither loopback nor
+/// private, so a connection from it is counted as a client from the internet is. Adding it
+/// needs root (CAP_NET_ADMIN), which this machine and CI have; it is removed when dropped.
+struct InternetAddress(std::net::Ipv4Addr);
+
+impl InternetAddress {
+    fn add(ip: [u8; 4]) -> Self {
+        let ip = std::net::Ipv4Addr::from(ip);
+        let status = std::process::Command::new("ip")
+            .args(["addr", "add", &format!("{ip}/32"), "dev", "lo"])
+            .status()
+            .expect("the ip command runs");
+        assert!(
+            status.success(),
+            "adding an address to lo needs root (CAP_NET_ADMIN): run this test as root"
+        );
+        Self(ip)
+    }
+
+    /// A connection to `s` from this address.
+    async fn connect(&self, s: &TestServer) -> TcpStream {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind((self.0, 0).into()).unwrap();
+        let to = s.base.trim_start_matches("http://").parse().unwrap();
+        let tcp = socket.connect(to).await.unwrap().into_std().unwrap();
+        tcp.set_nonblocking(false).unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+        tcp
+    }
+}
+
+impl Drop for InternetAddress {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("ip")
+            .args(["addr", "del", &format!("{}/32", self.0), "dev", "lo"])
+            .status();
+    }
+}
+
+/// Whether the server closed `tcp` without a word (rather than waiting for a request).
+fn closed_at_once(tcp: &mut TcpStream) -> bool {
+    let mut buf = [0u8; 64];
+    match tcp.read(&mut buf) {
+        Ok(0) => true,
+        Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+        Ok(n) => panic!("the server said {:?}", String::from_utf8_lossy(&buf[..n])),
+    }
+}
+
+/// Whether `/healthz` is answered on `tcp`.
+fn served(tcp: &mut TcpStream) -> bool {
+    let request = b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
+    if tcp.write_all(request).is_err() {
+        return false;
+    }
+    let mut got = Vec::new();
+    let _ = tcp.read_to_end(&mut got);
+    got.starts_with(b"HTTP/1.1 200")
+}
+
+/// One client holds its share of the connections and no more: past it, its next connection is
+/// closed at once, while another client and loopback (a reverse proxy on the same host) are
+/// served; a place it gives back is its own again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_past_its_share_of_connections_is_closed_at_once() {
+    let (one, other) = (
+        InternetAddress::add([198, 51, 100, 71]),
+        InternetAddress::add([198, 51, 100, 72]),
+    );
+    let s = TestServer::start(
+        EchoModel::new(Duration::ZERO),
+        AppOptions {
+            http: HttpLimits {
+                max_per_peer: 2,
+                ..HttpLimits::default()
+            },
+            ..AppOptions::default()
+        },
+    )
+    .await;
+    // Two connections saying nothing (the header timer would close them after 10 s).
+    let held = vec![one.connect(&s).await, one.connect(&s).await];
+    let mut third = one.connect(&s).await;
+    let mut others = other.connect(&s).await;
+    let mut local: Vec<TcpStream> = (0..4).map(|_| connect(&s)).collect();
+    let (third_closed, others_served, local_served) = tokio::task::spawn_blocking(move || {
+        (
+            closed_at_once(&mut third),
+            served(&mut others),
+            local.iter_mut().all(served),
+        )
+    })
+    .await
+    .unwrap();
+    assert!(third_closed, "past its share: closed at once");
+    assert!(others_served, "another client is served");
+    assert!(local_served, "loopback is not counted");
+
+    drop(held);
+    // Its places come back once the server has seen them closed.
+    let started = Instant::now();
+    loop {
+        let mut again = one.connect(&s).await;
+        let ok = tokio::task::spawn_blocking(move || served(&mut again))
+            .await
+            .unwrap();
+        if ok {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "its places were given back"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

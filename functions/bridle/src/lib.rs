@@ -31,11 +31,23 @@ use store_sqlite::SqliteStore;
 use tools::Registry;
 
 /// Where the server keeps its data.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub enum Db {
     File(PathBuf),
     /// Nothing survives the process (tests, benchmarks).
     Memory,
+    /// The file at the path, already opened (a test's, whose syncs it makes fail).
+    Opened(PathBuf, Arc<store_sqlite::Db>),
+}
+
+impl std::fmt::Debug for Db {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::File(path) => f.debug_tuple("File").field(path).finish(),
+            Self::Memory => f.write_str("Memory"),
+            Self::Opened(path, _) => f.debug_tuple("Opened").field(path).finish(),
+        }
+    }
 }
 
 /// Turns the local server runs at once unless `BRIDLE_MAX_CONCURRENT_TURNS` says (always one at
@@ -186,13 +198,12 @@ pub fn build_app(
 ) -> Result<server::App, StartError> {
     // One database for the store, the queue and the notes: one writer thread commits all
     // their writes, in groups (see `sqlite-db`), so none of them waits on another's lock.
-    let db = Arc::new(
-        match &options.db {
-            Db::File(path) => store_sqlite::Db::open(path),
-            Db::Memory => store_sqlite::Db::open_in_memory(),
-        }
-        .map_err(|e| store::StoreError::Unavailable(Box::new(e)))?,
-    );
+    let db = match &options.db {
+        Db::File(path) => store_sqlite::Db::open(path).map(Arc::new),
+        Db::Memory => store_sqlite::Db::open_in_memory().map(Arc::new),
+        Db::Opened(_, db) => Ok(db.clone()),
+    }
+    .map_err(|e| store::StoreError::Unavailable(Box::new(e)))?;
     let store = SqliteStore::on(db.clone())?;
     let queue = SqliteQueue::on(db.clone(), options.queue)?;
     let notes = notes::Notes::on(db.clone())?;
@@ -370,7 +381,9 @@ fn media_for(options: &AppOptions) -> channel_jobs::attachments::Attachments {
         .media_store
         .clone()
         .unwrap_or_else(|| match &options.db {
-            Db::File(path) => Arc::new(channels::media::LocalFiles::beside(path)),
+            Db::File(path) | Db::Opened(path, _) => {
+                Arc::new(channels::media::LocalFiles::beside(path))
+            }
             Db::Memory => Arc::new(channels::media::InMemory::default()),
         });
     channel_jobs::attachments::Attachments {

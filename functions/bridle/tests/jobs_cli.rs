@@ -194,3 +194,39 @@ async fn on_aws_the_dead_letter_queue_is_listed_and_retried() {
     let none = bridle(&["jobs", "dead", "--dlq-url", &dlq_url]);
     assert!(String::from_utf8_lossy(&none.stdout).contains("No dead jobs."));
 }
+
+/// A dead job this build cannot read (edited by hand) is named as such, not an error that hides
+/// the others; retrying them all leaves it where it is.
+#[tokio::test]
+async fn an_unreadable_dead_job_is_named_and_left() {
+    let dir = tempfile::Builder::new()
+        .prefix("bridle-jobs-cli-unreadable-")
+        .tempdir()
+        .unwrap();
+    let db = dir.path().join("bridle.db");
+    let db_arg = db.to_str().unwrap();
+    a_queue_with_a_dead_job(&db).await;
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.execute("UPDATE queue_dead_letters SET body = 'not json'", [])
+        .unwrap();
+    let seq: i64 = conn
+        .query_row("SELECT seq FROM queue_dead_letters", [], |r| r.get(0))
+        .unwrap();
+    drop(conn);
+
+    let table = bridle(&["jobs", "dead", "--db", db_arg]);
+    assert!(table.status.success(), "{table:?}");
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        text.contains("cannot read") && text.contains(&seq.to_string()),
+        "{text}"
+    );
+    let json = bridle(&["jobs", "dead", "--db", db_arg, "--json"]);
+    let rows: Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(rows, serde_json::json!([{"id": seq, "unreadable": true}]));
+    let all = bridle(&["jobs", "retry", "--all", "--db", db_arg]);
+    assert!(all.status.success(), "{all:?}");
+    assert!(String::from_utf8_lossy(&all.stdout).contains("0 job(s)"));
+    let q = SqliteQueue::open(&db, QueueSettings::default()).unwrap();
+    assert_eq!(q.unreadable_dead_letters().unwrap(), [seq]);
+}

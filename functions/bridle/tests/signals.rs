@@ -266,3 +266,30 @@ async fn a_second_server_on_a_running_ones_database_is_refused() {
         .unwrap();
     assert_eq!(health.status(), 200, "free once its holder is gone");
 }
+
+/// A start that cannot listen (the port is taken) says so and changes nothing in the database:
+/// the port is bound before the database is opened (opening it would release a dead server's
+/// claims and make its jobs visible again, for a server that is not coming).
+#[test]
+fn a_start_that_cannot_listen_writes_nothing() {
+    let dir = temp_dir("port-taken");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_bridle"))
+        .arg("serve")
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("BRIDLE_ADDR", addr.to_string())
+        .env("BRIDLE_DB", dir.path().join("bridle.db"))
+        .env("BRIDLE_BACKEND", "scripted")
+        .env("BRIDLE_SCRIPT", dir.path().join("script.json"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains(&format!("cannot listen on {addr}")), "{said}");
+    assert!(
+        !dir.path().join("bridle.db").exists(),
+        "the database was not opened"
+    );
+}

@@ -826,7 +826,21 @@ export class BridleStack extends Stack {
     // Alarms -> SNS topic.
     const topic = new sns.Topic(this, 'AlarmTopic', { displayName: 'Bridle alarms' });
     const topicPolicy = new sns.TopicPolicy(this, 'AlarmTopicPolicy', { topics: [topic] });
+    // This policy replaces the topic's default one, which is what let the account's own
+    // CloudWatch alarms publish: each service that notifies is named here.
     topicPolicy.document.addStatements(
+      new iam.PolicyStatement({
+        sid: 'CloudWatchAlarmsPublish',
+        principals: [new iam.ServicePrincipal('cloudwatch.amazonaws.com')],
+        actions: ['sns:Publish'],
+        resources: [topic.topicArn],
+        conditions: {
+          StringEquals: { 'aws:SourceAccount': Aws.ACCOUNT_ID },
+          ArnLike: {
+            'aws:SourceArn': `arn:${Aws.PARTITION}:cloudwatch:${Aws.REGION}:${Aws.ACCOUNT_ID}:alarm:*`,
+          },
+        },
+      }),
       new iam.PolicyStatement({
         sid: 'BudgetsPublish',
         principals: [new iam.ServicePrincipal('budgets.amazonaws.com')],
@@ -916,7 +930,9 @@ export class BridleStack extends Stack {
     const apiUrl = API_URL;
     const out = (id: string, value: string, description?: string) => new CfnOutput(this, id, { value, description });
     out('WebAppUrl', webUrl.url, 'The web app (sign in here; the onboarding reply links here unless PublicBaseUrl is set).');
-    out('OidcCallbackUrl', `${webUrl.url}auth/callback`,
+    // The web app builds its redirect from BRIDLE_PUBLIC_URL: PublicBaseUrl when set.
+    out('OidcCallbackUrl', Fn.conditionIf(hasPublicUrl.logicalId, `${publicBaseUrl.valueAsString}/auth/callback`,
+      `${webUrl.url}auth/callback`).toString(),
       'The sign-in callback (registered on the Cognito client; register it at your own issuer).');
     out('WebSecretsArn', webSecrets.secretArn, "The web app's sign-in settings (filled in by the stack).");
     new CfnOutput(this, 'UserPoolId', {

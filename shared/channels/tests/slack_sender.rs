@@ -165,6 +165,8 @@ async fn a_reply_is_posted_with_the_bot_token_as_mrkdwn() {
             "channel": "D0PNCRP9N",
             "text": "*Done* &amp; see the doc.\n<https://example.com/d?a=1&amp;b=2>",
             "unfurl_links": false,
+            "parse": "none",
+            "link_names": false,
         })
     );
 }
@@ -196,7 +198,7 @@ async fn a_long_reply_goes_out_in_order_in_its_thread_with_buttons_on_the_last_p
     assert_eq!(
         calls[2].body["blocks"],
         json!([
-            {"type": "section", "text": {"type": "mrkdwn", "text": "Shall I go ahead?"}},
+            {"type": "section", "text": {"type": "mrkdwn", "text": "Shall I go ahead?", "verbatim": true}},
             {"type": "actions", "elements": [
                 {"type": "button", "text": {"type": "plain_text", "text": "Yes"},
                  "action_id": "confirm:7f3a", "value": "confirm:7f3a"},

@@ -543,13 +543,7 @@ pub(crate) fn held_description(outcome: &ToolOutcome) -> Option<String> {
 pub(crate) fn held_descriptions(history: &[Message], action: &str) -> Vec<HeldLine> {
     let mut found: Vec<HeldLine> = Vec::new();
     for (call, content, is_error) in results_on(history, action) {
-        let hash = call_hash(&call.name, &call.input);
-        match quoted_description(content) {
-            Some(description) => HeldLine::add(&mut found, hash, description),
-            // Ran since in the same turn: asked about no more.
-            None if !is_error => found.retain(|l| l.call != hash),
-            None => {}
-        }
+        HeldLine::note(&mut found, &call, content, is_error);
     }
     found
 }
@@ -562,6 +556,18 @@ pub(crate) struct HeldLine {
 }
 
 impl HeldLine {
+    /// Note in `lines` the result `content` of `call` in the turn (in the order they came): a
+    /// held call is listed; one that ran since (the same call, held earlier in the turn) is
+    /// asked about no more.
+    pub(crate) fn note(lines: &mut Vec<Self>, call: &ToolCall, content: &Value, is_error: bool) {
+        let hash = call_hash(&call.name, &call.input);
+        match quoted_description(content) {
+            Some(description) => Self::add(lines, hash, description),
+            None if !is_error => lines.retain(|l| l.call != hash),
+            None => {}
+        }
+    }
+
     /// Add the line of `call` to `lines`; a call listed already (held again in the same
     /// turn) keeps its place with its latest description, which is what its pending record
     /// holds and a yes would be checked against (the first one, shown, would have a yes run

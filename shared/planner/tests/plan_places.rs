@@ -82,7 +82,14 @@ async fn published_and_planned() -> (Planner, String) {
         .await
         .unwrap();
     let planner = Planner::new(store as Arc<dyn Store>);
-    let caller = |action: &str| Caller::from_ctx(&ctx(action));
+    let event = planned(&planner, "a", true).await;
+    (planner, event)
+}
+
+/// An event of alice's whose one-session program has a saved timetable, published if
+/// `publish` (its actions' ids begin with `prefix`).
+async fn planned(planner: &Planner, prefix: &str, publish: bool) -> String {
+    let caller = |action: &str| Caller::from_ctx(&ctx(&format!("{prefix}{action}")));
     let event = planner
         .create_event(
             &caller("a0"),
@@ -124,17 +131,21 @@ async fn published_and_planned() -> (Planner, String) {
         .add_session(&caller("a2"), &event, keynote)
         .await
         .unwrap();
-    planner.publish_event(&caller("a3"), &event).await.unwrap();
+    if publish {
+        planner.publish_event(&caller("a3"), &event).await.unwrap();
+    }
     planner.build_schedule(&caller("a4"), &event).await.unwrap();
-    (planner, event)
+    event
 }
 
 /// Every place taken for longer than a plan may wait: the next plan is refused once the wait
 /// is over, and never runs; the places' own plans finish. Meanwhile a build is refused with
 /// the busy sentence, and a re-plan's risk judgement, which needs a dry run, holds the call
-/// (fails closed) rather than letting it through unjudged.
+/// (fails closed) rather than letting it through unjudged. A draft's re-plan is judged at
+/// once, with no dry run: nothing people planned around moves, so no plan is made for it.
 async fn a_plan_that_finds_no_place_in_time_is_refused() {
     let (planner, event) = published_and_planned().await;
+    let draft = planned(&planner, "d", false).await;
     let ran = Arc::new(AtomicU32::new(0));
     let long = |ran: Arc<AtomicU32>| {
         move || {
@@ -160,7 +171,18 @@ async fn a_plan_that_finds_no_place_in_time_is_refused() {
     let replan = json!({"event_id": event});
     let build = planner.build_schedule(&builder, &event);
     let judged = planner.assess_risk(&judge, "build_schedule", &replan);
-    let (refused, built, held) = tokio::join!(plain, build, judged);
+    let draft_judged = async {
+        let (replan, judge) = (json!({"event_id": draft}), ctx("b3"));
+        let judged = planner.assess_risk(&judge, "build_schedule", &replan).await;
+        (judged, asked.elapsed())
+    };
+    let (refused, built, held, (draft_judged, draft_took)) =
+        tokio::join!(plain, build, judged, draft_judged);
+    assert_eq!(draft_judged, None, "a draft's re-plan needs no yes");
+    assert!(
+        draft_took < PLAN_WAIT / 2,
+        "judged without waiting for a plan: {draft_took:?}"
+    );
     assert_eq!(refused, Err(PlansBusy));
     assert!(asked.elapsed() >= PLAN_WAIT - Duration::from_millis(50));
     assert!(matches!(built, Err(PlannerError::Busy)), "{built:?}");

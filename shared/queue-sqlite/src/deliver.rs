@@ -61,25 +61,33 @@ fn deliver(conn: &Connection, settings: &QueueSettings, max: usize) -> Result<Ba
             } else if h.receive_count >= i64::from(settings.max_receives) {
                 bury(conn, h.seq, now)?;
                 head = next_in_group(conn, &h.group_key)?;
-            } else {
-                batch.deliveries.push(hand_out(conn, settings, &h, now)?);
+            } else if let Some(delivery) = hand_out(conn, settings, &h, now)? {
+                batch.deliveries.push(delivery);
                 // In flight now: visible again after the timeout, unless acknowledged.
                 let back = now.saturating_add(millis(settings.visibility_timeout));
                 let next = batch.next_visible_at_ms.get_or_insert(back);
                 *next = (*next).min(back);
+            } else {
+                // A body this build cannot read (written by another build, edited by hand):
+                // no worker could run it, and left at its group's head it would be read again
+                // at every receive. Kept in the dead letters for the operator; the group goes
+                // on.
+                bury(conn, h.seq, now)?;
+                head = next_in_group(conn, &h.group_key)?;
             }
         }
     }
     Ok(batch)
 }
 
-/// Stamp `head` with a fresh receipt and hide it for the visibility timeout.
+/// Stamp `head` with a fresh receipt and hide it for the visibility timeout; `None` (and an
+/// error logged for the operator) when its body cannot be read.
 fn hand_out(
     conn: &Connection,
     settings: &QueueSettings,
     head: &Head,
     now: i64,
-) -> Result<Delivery, QueueError> {
+) -> Result<Option<Delivery>, QueueError> {
     let receipt = uuid::Uuid::new_v4().to_string();
     let visible_at = now.saturating_add(millis(settings.visibility_timeout));
     let body: String = conn
@@ -93,11 +101,18 @@ fn hand_out(
         .query_row(params![head.seq, receipt, visible_at], |row| row.get(0))
         .map_err(unavailable)?;
     let what = || format!("job {}", head.seq);
-    Ok(Delivery {
+    let job = match decode(&body, what) {
+        Ok(job) => job,
+        Err(err) => {
+            tracing::error!(error = %err, source = ?std::error::Error::source(&err), "a queued job this build cannot read is moved to the dead letters");
+            return Ok(None);
+        }
+    };
+    Ok(Some(Delivery {
         receipt,
-        job: decode(&body, what)?,
+        job,
         receive_count: count(head.receive_count + 1, what)?,
-    })
+    }))
 }
 
 /// Hand out job `seq` of `group`, just enqueued at `now` (so never delivered before).
@@ -114,7 +129,10 @@ pub(crate) fn hand_out_new(
         visible_at_ms: now,
         receive_count: 0,
     };
-    hand_out(conn, settings, &head, now)
+    // Its body was written just now, by this build.
+    hand_out(conn, settings, &head, now)?.ok_or_else(|| {
+        crate::error::corrupt(format!("job {seq}"), "unreadable just after it was written")
+    })
 }
 
 /// The oldest job of every group, oldest first.

@@ -165,15 +165,22 @@ impl SqliteQueue {
         Ok(usize::try_from(n).unwrap_or(0))
     }
 
-    /// The jobs that were delivered `max_receives` times without success, oldest job first.
+    /// The jobs that were delivered `max_receives` times without success, oldest job first;
+    /// those this build cannot read are left out ([`SqliteQueue::unreadable_dead_letters`]).
     pub fn dead_letters(&self) -> Result<Vec<DeadLetter>, QueueError> {
-        self.read_blocking(dead_letters)
+        Ok(self.read_blocking(dead_letters)?.0)
+    }
+
+    /// The numbers of the dead letters whose bodies this build cannot read (written by another
+    /// build, or edited by hand), oldest first: no worker of this build could run them.
+    pub fn unreadable_dead_letters(&self) -> Result<Vec<i64>, QueueError> {
+        Ok(self.read_blocking(dead_letters)?.1)
     }
 
     /// Put dead jobs back in the queue, ready now with a fresh receive count: the one numbered
-    /// `seq`, or every one when `None`. A retried job goes to the back of its conversation's
-    /// queue (messages that came after it may have been answered meanwhile). Returns how many
-    /// were put back.
+    /// `seq`, or every one when `None` (but those this build cannot read, which stay). A
+    /// retried job goes to the back of its conversation's queue (messages that came after it
+    /// may have been answered meanwhile). Returns how many were put back.
     pub fn retry_dead(&self, seq: Option<i64>) -> Result<usize, QueueError> {
         let now = now_ms();
         let put_back = self.write_blocking(move |tx| {
@@ -189,8 +196,14 @@ impl SqliteQueue {
                     .map_err(error::unavailable)?;
                 rows.collect::<Result<_, _>>().map_err(error::unavailable)?
             };
-            for (seq, body) in &dead {
-                let job = decode(body, || format!("dead letter {seq}"))?;
+            let mut put_back = 0;
+            for (dead_seq, body) in &dead {
+                let job = match decode(body, || format!("dead letter {dead_seq}")) {
+                    Ok(job) => job,
+                    // Asked for by its number: say why it stays.
+                    Err(err) if seq.is_some() => return Err(err),
+                    Err(_) => continue,
+                };
                 tx.prepare_cached(
                     "INSERT INTO queue_jobs
                         (group_key, dedupe_key, body, visible_at_ms, receipt, receive_count, enqueued_at_ms)
@@ -201,10 +214,11 @@ impl SqliteQueue {
                 .map_err(error::unavailable)?;
                 tx.prepare_cached("DELETE FROM queue_dead_letters WHERE seq = ?1")
                     .map_err(error::unavailable)?
-                    .execute([seq])
+                    .execute([dead_seq])
                     .map_err(error::unavailable)?;
+                put_back += 1;
             }
-            Ok(dead.len())
+            Ok(put_back)
         })?;
         self.signal();
         Ok(put_back)
@@ -268,8 +282,8 @@ fn recover(conn: &mut Connection) -> Result<Vec<String>, QueueError> {
     Ok(recovered)
 }
 
-/// The dead letters, oldest job first.
-fn dead_letters(conn: &Connection) -> Result<Vec<DeadLetter>, QueueError> {
+/// The dead letters, oldest job first, and the numbers of those whose bodies cannot be read.
+fn dead_letters(conn: &Connection) -> Result<(Vec<DeadLetter>, Vec<i64>), QueueError> {
     let mut stmt = conn
         .prepare_cached(
             "SELECT seq, body, receive_count, dead_at_ms FROM queue_dead_letters ORDER BY seq",
@@ -285,17 +299,22 @@ fn dead_letters(conn: &Connection) -> Result<Vec<DeadLetter>, QueueError> {
             ))
         })
         .map_err(error::unavailable)?;
-    rows.map(|row| {
+    let (mut readable, mut unreadable) = (Vec::new(), Vec::new());
+    for row in rows {
         let (seq, body, receive_count, dead_at_ms) = row.map_err(error::unavailable)?;
         let what = || format!("dead letter {seq}");
-        Ok(DeadLetter {
+        let Ok(job) = decode(&body, what) else {
+            unreadable.push(seq);
+            continue;
+        };
+        readable.push(DeadLetter {
             seq,
-            job: decode(&body, what)?,
+            job,
             receive_count: error::count(receive_count, what)?,
             dead_at_ms,
-        })
-    })
-    .collect()
+        });
+    }
+    Ok((readable, unreadable))
 }
 
 /// A stored job body.

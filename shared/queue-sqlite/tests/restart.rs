@@ -209,3 +209,39 @@ async fn dedupe_keys_survive_a_restart() {
     q.ack(&got[0].receipt).await.unwrap();
     assert_eq!(q.depth().unwrap(), 0);
 }
+
+/// A queued job whose body this build cannot read (written by another build, edited by hand)
+/// stops nothing: the receive that finds it moves it to the dead letters and hands out the next
+/// job of its group and every other group's head. The dead letters say it cannot be read, and
+/// putting them all back leaves it where it is.
+#[tokio::test]
+async fn an_unreadable_job_is_dead_lettered_and_stops_nothing() {
+    let tmp = TempPath::new("restart-unreadable");
+    {
+        let q = open(&tmp, QueueSettings::default());
+        for j in [job("A", "a1"), job("A", "a2"), job("B", "b1")] {
+            q.enqueue(&j).await.unwrap();
+        }
+    }
+    let conn = rusqlite::Connection::open(&tmp.0).unwrap();
+    let edited = conn
+        .execute(
+            "UPDATE queue_jobs SET body = '{\"not\": \"a job\"}'
+             WHERE seq = (SELECT MIN(seq) FROM queue_jobs)",
+            [],
+        )
+        .unwrap();
+    assert_eq!(edited, 1);
+    drop(conn);
+
+    let q = open(&tmp, QueueSettings::default());
+    let got = q.receive(10, Duration::ZERO).await.unwrap();
+    assert_eq!(ids(&got), ["a2", "b1"], "the group and the others go on");
+    assert_eq!(q.dead_letters().unwrap(), []);
+    let unreadable = q.unreadable_dead_letters().unwrap();
+    assert_eq!(unreadable.len(), 1, "{unreadable:?}");
+    assert_eq!(q.retry_dead(None).unwrap(), 0, "nothing that could run");
+    assert_eq!(q.unreadable_dead_letters().unwrap(), unreadable, "kept");
+    let asked = q.retry_dead(Some(unreadable[0])).unwrap_err().to_string();
+    assert!(asked.contains("corrupt"), "{asked}");
+}

@@ -213,7 +213,20 @@ impl Db {
     /// syncer and [`READERS`] readers (see the crate docs); migrations at open commit with
     /// `synchronous=FULL`.
     pub fn open(path: impl AsRef<Path>) -> rusqlite::Result<Self> {
-        let path = path.as_ref();
+        Self::open_with(path.as_ref(), None)
+    }
+
+    /// [`Db::open`] whose commits are made durable by `sync` instead of syncing the WAL file:
+    /// for a test of what a failed sync does to whoever uses the database.
+    pub fn open_syncing_with(
+        path: impl AsRef<Path>,
+        sync: impl FnMut() -> std::io::Result<()> + Send + 'static,
+    ) -> rusqlite::Result<Self> {
+        Self::open_with(path.as_ref(), Some(Box::new(sync)))
+    }
+
+    /// [`Db::open`], with the syncer's `sync` if given.
+    fn open_with(path: &Path, sync: Option<SyncFn>) -> rusqlite::Result<Self> {
         let writer = Connection::open(path)?;
         writer.busy_timeout(BUSY)?;
         // WAL lets readers (ours, and an inspecting CLI's) run beside the writer.
@@ -223,7 +236,10 @@ impl Db {
         let readers = (0..READERS)
             .map(|_| reader(path))
             .collect::<rusqlite::Result<Vec<_>>>()?;
-        Ok(Self::start(writer, readers))
+        Ok(match sync {
+            None => Self::start(writer, readers),
+            Some(sync) => Self::start_with(writer, readers, Some(sync)),
+        })
     }
 
     /// A private, empty database in memory, gone when the last handle is dropped. Its closures

@@ -11,6 +11,9 @@ pub fn list_dead(queue: &SqliteQueue, json: bool, out: &mut impl Write) -> Resul
     let dead = queue
         .dead_letters()
         .map_err(CliError::unavailable("cannot read the dead letters"))?;
+    let unreadable = queue
+        .unreadable_dead_letters()
+        .map_err(CliError::unavailable("cannot read the dead letters"))?;
     if json {
         let rows: Vec<_> = dead
             .iter()
@@ -24,9 +27,22 @@ pub fn list_dead(queue: &SqliteQueue, json: bool, out: &mut impl Write) -> Resul
                     "dead_at_ms": d.dead_at_ms,
                 })
             })
+            .chain(
+                unreadable
+                    .iter()
+                    .map(|seq| json!({"id": seq, "unreadable": true})),
+            )
             .collect();
         writeln!(out, "{}", serde_json::Value::Array(rows))?;
         return Ok(());
+    }
+    if !unreadable.is_empty() {
+        let ids: Vec<String> = unreadable.iter().map(ToString::to_string).collect();
+        writeln!(
+            out,
+            "Dead jobs this build cannot read (written by another build, or edited by hand): {}.",
+            ids.join(", ")
+        )?;
     }
     if dead.is_empty() {
         writeln!(out, "No dead jobs.")?;

@@ -40,7 +40,9 @@
 //! interactions (`view_submission`, shortcuts, select menus) and slash commands (not offered).
 //!
 //! **Sending.** `POST {api_base}/chat.postMessage` with `Authorization: Bearer {bot token}` and
-//! `{"channel", "text", "thread_ts"?, "unfurl_links": false, "blocks"?}`, where `channel` and
+//! `{"channel", "text", "thread_ts"?, "unfurl_links": false, "parse": "none", "link_names":
+//! false, "blocks"?}` (nothing in a reply is parsed as a mention: "@channel" from the model
+//! notifies nobody; the section block's text is `verbatim`), where `channel` and
 //! `thread_ts` are the two halves of the conversation key ([`split_conversation_key`]), so a
 //! reply to a thread stays in it. Text goes through [`format()`] (Slack `mrkdwn`, every URL on
 //! its own line) and is split into pieces of at most [`MAX_CHARS`] (3,000): the limit of a

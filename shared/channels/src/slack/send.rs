@@ -153,7 +153,7 @@ pub(super) fn blocks(text: &str, buttons: &[Button]) -> Value {
         })
         .collect();
     json!([
-        {"type": "section", "text": {"type": "mrkdwn", "text": text}},
+        {"type": "section", "text": {"type": "mrkdwn", "text": text, "verbatim": true}},
         {"type": "actions", "elements": elements},
     ])
 }
@@ -188,7 +188,16 @@ impl Sender for SlackSender {
         let pieces = pieces(&reply.text);
         let last = pieces.len().saturating_sub(1);
         for (i, (raw, text)) in sent.rest(&pieces) {
-            let mut body = json!({"channel": channel, "text": text, "unfurl_links": false});
+            // Nothing in the text is parsed as a mention or a channel name (`parse: none`, no
+            // `link_names`; the section below is `verbatim`): a model writing "@channel" or
+            // "@here" notifies nobody. Links are Slack's explicit ones (`format`).
+            let mut body = json!({
+                "channel": channel,
+                "text": text,
+                "unfurl_links": false,
+                "parse": "none",
+                "link_names": false,
+            });
             if let Some(ts) = thread_ts {
                 body["thread_ts"] = json!(ts);
             }
@@ -242,7 +251,7 @@ mod tests {
         let b = blocks("hi", &buttons);
         assert_eq!(
             b[0],
-            json!({"type": "section", "text": {"type": "mrkdwn", "text": "hi"}})
+            json!({"type": "section", "text": {"type": "mrkdwn", "text": "hi", "verbatim": true}})
         );
         let elements = b[1]["elements"].as_array().unwrap();
         assert_eq!(elements.len(), MAX_BUTTONS);

@@ -71,6 +71,11 @@ impl Turn<'_> {
             if let Some(part) = stored.remove(&call.id) {
                 crate::spans::tool_done(&span, "reused", started.elapsed(), &part);
                 let is_error = matches!(part, Part::ToolResult { is_error: true, .. });
+                // What it held (or ran since it was held) is what the reply asks about, as
+                // when the call was made: the buttons and what a yes does.
+                if let Part::ToolResult { content, .. } = &part {
+                    crate::confirm::HeldLine::note(&mut self.held_now, call, content, is_error);
+                }
                 tracing::info!(tool = %call.name, call = %call.id, "reusing the result recorded before the interruption");
                 self.sink.emit(TurnEvent::ToolResult {
                     id: call.id.clone(),
