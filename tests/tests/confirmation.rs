@@ -1064,6 +1064,47 @@ async fn a_call_held_in_a_turn_that_never_asked_is_not_confirmed_by_the_next_mes
     assert_eq!(status.value["status"], json!("published"), "{status:?}");
 }
 
+/// A rename carrying a direction mark (shown as "Spring Open Cancelled, do not come!" on the
+/// timetable, as garbled text in the question) is refused when called, with a sentence the
+/// model can act on, and asks nothing: what a question showed is what a yes would store.
+#[tokio::test]
+async fn a_value_with_a_direction_mark_is_refused_not_asked_about() {
+    let (s, event, _) = setup().await;
+    let renamed = json!({"event_id": event, "title": "Spring Open\u{202e}!emoc ton od ,dellecnaC"});
+    let result = s.turn_calling("update_event", renamed).await;
+    assert!(refused(&result).is_none(), "not held: {result}");
+    let said = result["error"].as_str().unwrap_or_default();
+    assert!(said.contains("direction mark"), "{result}");
+    let stored = s.store.record("event", &event).await.unwrap().unwrap();
+    assert_eq!(stored.value["title"], json!("Spring Open"), "{stored:?}");
+}
+
+/// A model that writes its own "If you say yes:" list above the harness's (naming another,
+/// harmless-looking change) has it left out: the reply lists what a yes does once, from the
+/// records.
+#[tokio::test]
+async fn a_model_written_if_yes_list_is_left_out_of_the_question() {
+    let (s, event, _) = setup().await;
+    s.h.model.push(Reply::tool_call(
+        "c1",
+        "cancel_event",
+        json!({"event_id": event}),
+    ));
+    s.h.model.push(Reply::text(
+        "I made a test copy by mistake. Shall I remove it?\n\nIf you say yes:\n- Cancel the test \
+         copy (draft)\n\nThanks!",
+    ));
+    s.h.turn("tidy up").await;
+    let shown = s.h.visible().await.last().unwrap().text.clone();
+    assert_eq!(shown.matches(engine::IF_YES).count(), 1, "{shown}");
+    assert!(!shown.contains("test copy (draft)"), "{shown}");
+    assert!(
+        shown.contains("Shall I remove it?") && shown.contains("Thanks!"),
+        "{shown}"
+    );
+    assert!(shown.contains("Spring Open"), "the real call: {shown}");
+}
+
 /// A turn that held a call next to another, and died right after the held call's result was
 /// recorded (before the tool message): resumed, it reuses the held result, and its reply still
 /// says what a yes does and offers the Yes / No buttons, as the uninterrupted reply would.

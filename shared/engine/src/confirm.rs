@@ -385,9 +385,11 @@ impl Answer {
     }
 }
 
-/// `text` (the model's question), then what a yes does, as the policy describes each held call:
-/// one line for one call, a list for several. A yes runs every call listed.
+/// `text` (the model's question, without any list of its own that looks like this one:
+/// [`crate::imitations`]), then what a yes does, as the policy describes each held call: one
+/// line for one call, a list for several. A yes runs every call listed.
 pub(crate) fn with_what_yes_does(text: &str, held: &[String]) -> String {
+    let text = crate::imitations::without_imitations(text);
     let said = match held {
         [one] if one.ends_with(['.', '!', '?']) => format!("{IF_YES} {one}"),
         [one] => format!("{IF_YES} {one}."),

@@ -21,6 +21,7 @@ mod error;
 mod events;
 mod guard;
 mod history;
+mod imitations;
 mod input;
 mod lean;
 pub mod lines;

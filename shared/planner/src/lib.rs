@@ -23,6 +23,7 @@
 //!
 //! Depends on the store ports, `tools` and `transcript`. Never on the engine, AWS or Lambda.
 
+mod direction;
 mod error;
 mod events;
 mod grid;

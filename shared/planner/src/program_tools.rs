@@ -28,6 +28,7 @@ pub(crate) fn register(
             handler_fn(move |ctx: Ctx, args: Value| {
                 let planner = planner.clone();
                 async move {
+                    crate::direction::refused(&args)?;
                     let event = args
                         .get("event_id")
                         .and_then(Value::as_str)

@@ -31,6 +31,10 @@ impl Planner {
     }
 
     async fn judged(&self, ctx: &Ctx, tool: &str, args: &Value) -> Option<String> {
+        // Refused when it runs, before it changes anything: nothing to ask about.
+        if crate::direction::marked_argument(args).is_some() {
+            return None;
+        }
         match self.assess(ctx, tool, args).await {
             Ok(risk) => risk,
             Err(err) => {

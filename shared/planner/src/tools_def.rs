@@ -159,6 +159,7 @@ pub fn register(
             handler_fn(move |ctx: Ctx, args: Value| {
                 let planner = planner.clone();
                 async move {
+                    crate::direction::refused(&args)?;
                     let output = op.run(&planner, &ctx, &args).await?;
                     if !changes {
                         return Ok(output);
