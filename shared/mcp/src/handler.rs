@@ -243,13 +243,14 @@ impl BridleMcp {
                 TokenScope::Risky => tools::Grant::Risky,
             },
         };
-        // A changing call waits for the token's earlier ones: judged and run in its turn.
+        // A changing call waits for the earlier ones of its owner's tokens: judged and run in
+        // its turn.
         let turn = if read_only {
             None
         } else {
             let taken = one_at_a_time::take(
                 self.shared.leases.clone(),
-                ctx.conversation_id.clone(),
+                one_at_a_time::owner_turn(&caller.user),
                 ctx.action_id.0.clone(),
                 self.shared.clock.clone(),
             )

@@ -3,10 +3,11 @@
 //! when it writes: two changing calls racing through one token could each be judged against a
 //! state the other is about to change (ten `undo`s at once, each judged against the harmless
 //! top action, would revert the actions under it too, unpublishing an event with no one's yes).
-//! A chat's turns take turns by their conversation's lease; a token's calls do too, by the
-//! lease of the token's conversation (`mcp:<token id>`, the conversation its calls are recorded
-//! in and the only one its `undo` reaches), held from the policy's judgement until the call has
-//! run. Reads do not wait.
+//! A chat's turns take turns by their conversation's lease; a token's calls do too, and so do
+//! the calls of all the tokens of one owner (`mcp-owner:<user>`, [`owner_turn`]): one token's
+//! change judged harmless (a rename of a draft) could otherwise run after another token made it
+//! risky (published the event) between the judgement and the run. The lease is held from the
+//! policy's judgement until the call has run. Reads do not wait.
 //!
 //! A call waits its turn for up to [`WAIT`] (an AI client may send several calls at once), trying
 //! the lease again at growing intervals; then it is refused with a sentence, nothing done. The
@@ -23,6 +24,11 @@ use std::sync::Arc;
 use std::time::Duration;
 use store::{Lease, Leases, StoreError};
 use transcript::ConversationId;
+
+/// The lease all of `user`'s tokens' changing calls take turns by.
+pub fn owner_turn(user: &transcript::UserId) -> ConversationId {
+    ConversationId(format!("mcp-owner:{}", user.0))
+}
 
 /// How long a changing call waits for the token's earlier ones.
 pub const WAIT: Duration = Duration::from_secs(10);

@@ -128,11 +128,16 @@ async fn setup(gate: Arc<Gate>, judging: Arc<Judging>) -> (axum::Router, Arc<Sql
 
 /// `tools/call` of `tool`; the result object.
 async fn call(app: axum::Router, tool: &str) -> Value {
+    call_as(app, TOKEN, tool).await
+}
+
+/// [`call`] with `token`.
+async fn call_as(app: axum::Router, token: &str, tool: &str) -> Value {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": {"name": tool, "arguments": {}}});
     let request = Request::post("/mcp")
         .header("host", "localhost")
-        .header("authorization", format!("Bearer {TOKEN}"))
+        .header("authorization", format!("Bearer {token}"))
         .header("accept", "application/json, text/event-stream")
         .header("content-type", "application/json")
         .header("mcp-protocol-version", "2025-06-18")
@@ -177,6 +182,44 @@ async fn a_tokens_second_change_is_judged_only_after_the_first_has_run() {
     assert_eq!(gate.ran.load(Ordering::SeqCst), 2);
 }
 
+/// Another token of the same owner takes turns too: its change is not judged while the first
+/// token's runs (judged against a state the other is about to change: a draft's rename judged
+/// harmless, run after the other published it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_owners_tokens_take_turns_with_each_other() {
+    let gate = Gate::new(0);
+    let judging = Arc::new(Judging::default());
+    let (app, store) = setup(gate.clone(), judging.clone()).await;
+    let second_token = "brd_one-at-a-time-second-token";
+    store
+        .create_token(&McpToken {
+            id: "tok_ana_2".into(),
+            hash: mcp::hash_token(second_token),
+            user: "ana".into(),
+            name: "another client".into(),
+            scope: TokenScope::Write,
+            created_at_ms: 0,
+            expires_at_ms: None,
+            last_used_ms: None,
+            revoked_at_ms: None,
+        })
+        .await
+        .unwrap();
+    let first = tokio::spawn(call(app.clone(), "change"));
+    gate.inside.notified().await;
+    let second = tokio::spawn(call_as(app.clone(), second_token, "change"));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        judging.0.load(Ordering::SeqCst),
+        1,
+        "the other token's change is not judged while the first runs"
+    );
+    gate.go.notify_one();
+    assert_eq!(first.await.unwrap()["isError"], false);
+    assert_eq!(second.await.unwrap()["isError"], false);
+    assert_eq!(judging.0.load(Ordering::SeqCst), 2);
+}
+
 /// A change that cannot have its turn within the wait is refused, neither judged nor run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_change_that_waits_too_long_is_refused_with_nothing_done() {
@@ -188,7 +231,7 @@ async fn a_change_that_waits_too_long_is_refused_with_nothing_done() {
     // it would, until it lapses).
     let now = now_ms();
     let held = store
-        .acquire_lease(&"mcp:tok_ana".into(), "mcp:another", now, now + 60_000)
+        .acquire_lease(&"mcp-owner:ana".into(), "mcp:another", now, now + 60_000)
         .await
         .unwrap();
     assert_eq!(held, Lease::Held);
@@ -205,7 +248,7 @@ async fn a_change_that_waits_too_long_is_refused_with_nothing_done() {
     assert_eq!(gate.ran.load(Ordering::SeqCst), 1, "not run");
     // Once the other call gives its turn back, the token's changes go again.
     store
-        .release_lease(&"mcp:tok_ana".into(), "mcp:another")
+        .release_lease(&"mcp-owner:ana".into(), "mcp:another")
         .await
         .unwrap();
     let done = call(app, "change").await;
@@ -226,7 +269,7 @@ async fn a_call_refused_after_its_judgement_gives_its_turn_back_before_it_answer
     assert_eq!(judging.0.load(Ordering::SeqCst), 1);
     let now = now_ms();
     let free = store
-        .acquire_lease(&"mcp:tok_ana".into(), "mcp:next", now, now + 1_000)
+        .acquire_lease(&"mcp-owner:ana".into(), "mcp:next", now, now + 1_000)
         .await
         .unwrap();
     assert_eq!(free, Lease::Held, "the turn was given back");
