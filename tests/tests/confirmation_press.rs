@@ -597,39 +597,66 @@ async fn a_yes_press_cut_after_the_effect_is_told_as_done_on_its_retry() {
     assert_eq!(withdrawals, 1, "withdrawn once");
 }
 
-/// A Yes press in a turn that compacts first (notes into a new segment), cut short after the
-/// held call ran: the retry finds the user's previous message and the held call in the
-/// segment before, so it tells the model what was done instead of "Nothing was done".
+/// A Yes press in a conversation due for compaction, cut short after the held call ran and
+/// before its result was recorded, on an attempt whose compaction could not be made (the model
+/// overloaded): the retry, whose compaction would succeed, finds what the first attempt ran,
+/// since a press's turn does not compact (compacting first would move where its results are
+/// kept by whether it succeeded). The user is told it was done, not "Nothing was done", and it
+/// is done once; the next turn compacts.
 #[tokio::test]
-async fn a_yes_press_in_a_turn_that_compacted_is_told_as_done_on_its_retry() {
-    let store: Arc<dyn Store> = Arc::new(store_sqlite::SqliteStore::open_in_memory().unwrap());
-    let r = rig_compacting_past(store, 200).await;
+async fn a_yes_press_due_for_compaction_is_told_as_done_on_its_retry() {
+    let flaky = Arc::new(FlakyStore::new(Arc::new(
+        store_sqlite::SqliteStore::open_in_memory().unwrap(),
+    )));
+    let r = rig_compacting_past(flaky.clone(), 200).await;
     let buttons = r.hold_withdrawal("conv-1").await;
     let press = r.yes_press(&buttons);
-    // The notes, then an answer that never ends within the attempt's deadline.
+    // Were the press's turn to compact: the first attempt's try fails, the retry's succeeds.
+    r.model
+        .push(Reply::error(backend::BackendError::Overloaded));
     r.model
         .push(Reply::text("Notes: the user asked to withdraw Dana Lee."));
-    r.model.push(
-        Reply::new()
-            .say("Done")
-            .then_wait(Duration::from_secs(30))
-            .stop(StopReason::EndTurn),
-    );
-    let first = r.jobs.run(&press, Duration::from_secs(2)).await;
+    flaky.fail_results_after(0);
+    let first = r.jobs.run(&press, Duration::from_secs(60)).await;
     assert!(
         matches!(first, channel_jobs::JobOutcome::Failed(_)),
         "{first:?}"
     );
     assert_eq!(r.registered().await, 0, "the withdrawal was committed");
+    flaky.heal();
+    // The retry is given its answer alone: the press's turn asks for no notes.
+    r.model.clear();
+    let before = r.model.request_count();
+    r.retry_told_withdrawn(&press).await;
+    assert_eq!(r.model.request_count(), before + 1, "one call: the answer");
     let conv = r
         .store
         .conversation(&ConversationId::from("conv-1"))
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(conv.segment, 1, "the turn compacted first");
+    assert_eq!(conv.segment, 0, "the press's turn did not compact");
+    let audit = r.store.audit_log(&"user-1".into()).await.unwrap();
+    let withdrawals = audit
+        .iter()
+        .filter(|e| {
+            e.changes
+                .iter()
+                .any(|c| c.kind == "attendee" && c.after.is_none())
+        })
+        .count();
+    assert_eq!(withdrawals, 1, "withdrawn once");
 
-    r.retry_told_withdrawn(&press).await;
+    r.model.push(Reply::text("Notes: Dana Lee was withdrawn."));
+    r.model.push(Reply::text("Anything else?"));
+    r.send("conv-1", "thanks", None).await;
+    let conv = r
+        .store
+        .conversation(&ConversationId::from("conv-1"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(conv.segment, 1, "the next turn compacts");
 }
 
 /// The grant lowered below risky between the question and the press: the press runs nothing

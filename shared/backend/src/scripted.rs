@@ -241,6 +241,11 @@ impl ScriptedModel {
     pub fn push(&self, reply: Reply) {
         self.replies.lock().unwrap().push_back(reply);
     }
+
+    /// Drop the replies not played yet (those one attempt was given for calls it might make).
+    pub fn clear(&self) {
+        self.replies.lock().unwrap().clear();
+    }
 }
 
 #[async_trait]

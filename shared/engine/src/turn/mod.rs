@@ -283,7 +283,14 @@ impl<'a> Turn<'a> {
                 tracing::warn!("a later message's turn began after this one; not run again");
             }
             None => {
-                turn.compact_if_needed().await?;
+                // A Yes press records what it ran at the position its message takes, and finds
+                // it there again on a retry: a compaction first would move that position by
+                // whether it succeeded (one attempt's failed, the next one's not), and the
+                // retry would find nothing, say "Nothing was done" of a change made, and invite
+                // it again. Compaction waits for the next turn.
+                if turn.answer.press != Some(crate::Press::Yes) {
+                    turn.compact_if_needed().await?;
+                }
                 let decided = match turn.settle_press().await? {
                     Some(note) => Some(note),
                     None => turn.answer.unproven_note(),
