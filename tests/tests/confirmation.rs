@@ -1064,6 +1064,26 @@ async fn a_call_held_in_a_turn_that_never_asked_is_not_confirmed_by_the_next_mes
     assert_eq!(status.value["status"], json!("published"), "{status:?}");
 }
 
+/// Undoing a confirmed cancellation opens the event to the public again: held for a yes, as
+/// the cancellation was, not run on the model's word.
+#[tokio::test]
+async fn undoing_a_cancellation_is_held_for_a_yes() {
+    let (s, event, _) = setup().await;
+    let cancel = json!({"event_id": event});
+    let held = s.turn_calling("cancel_event", cancel.clone()).await;
+    assert!(refused(&held).is_some(), "{held}");
+    let done = s.turn_calling("cancel_event", cancel).await;
+    assert_eq!(done["status"], json!("cancelled"), "{done}");
+    let undo = s.turn_calling("undo", json!({})).await;
+    let asked = refused(&undo).expect("held, not run");
+    assert!(
+        asked.contains("reopen the cancelled event Spring Open (published again, 1 registered)"),
+        "{asked}"
+    );
+    let stored = s.store.record("event", &event).await.unwrap().unwrap();
+    assert_eq!(stored.value["status"], json!("cancelled"), "{stored:?}");
+}
+
 /// A rename carrying a direction mark (shown as "Spring Open Cancelled, do not come!" on the
 /// timetable, as garbled text in the question) is refused when called, with a sentence the
 /// model can act on, and asks nothing: what a question showed is what a yes would store.

@@ -20,7 +20,7 @@ use std::time::Duration;
 use store::{Account, Store};
 use tests::{FlakyStore, web_job, web_jobs};
 use tools::Registry;
-use transcript::{Conversation, ConversationId, Part, Role, StopReason, UserId};
+use transcript::{Conversation, ConversationId, Part, Role, UserId};
 
 const TTL: Duration = Duration::from_secs(600);
 

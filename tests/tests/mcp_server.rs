@@ -1308,11 +1308,12 @@ async fn a_call_slower_than_the_request_limit_is_answered_not_timed_out() {
     })
     .await;
     let alice = mcp.token("alice", TokenScope::Write).await;
-    let turn = format!("mcp:{}", token_id(&mcp, "alice").await);
+    // All of alice's tokens' changes take turns by one lease.
+    let turn = mcp::one_at_a_time::owner_turn(&"alice".into());
     let now = now_ms();
     let held = mcp
         .store
-        .acquire_lease(&turn.as_str().into(), "an earlier call", now, now + 1_500)
+        .acquire_lease(&turn, "an earlier call", now, now + 1_500)
         .await
         .unwrap();
     assert_eq!(held, store::Lease::Held);

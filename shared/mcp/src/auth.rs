@@ -18,6 +18,26 @@ use std::sync::Arc;
 use store::{AccountStatus, Accounts, BudgetLedger, TokenScope, Tokens};
 use transcript::UserId;
 
+/// Why `token` opens nothing for its `account` (read now), if it does not: a closed account
+/// (a paused one may still read, as on the web; its writes are refused where every write is
+/// checked), or a token made before its person signed out everywhere (revoked then too, and
+/// held to it here as well, so one the revocation missed opens nothing). No account at all is
+/// the local server's user without sign-in (`local`).
+pub(crate) fn account_refusal(
+    account: Option<&store::Account>,
+    token: &store::McpToken,
+) -> Option<&'static str> {
+    let account = account?;
+    if account.status == AccountStatus::Closed {
+        return Some("This access token's account is closed.");
+    }
+    (account.sessions_ended_at_ms > 0 && token.created_at_ms <= account.sessions_ended_at_ms)
+        .then_some(
+            "This access token was made before its owner signed out everywhere. Create a new \
+             one in Bridle under \"Connect an AI client\".",
+        )
+}
+
 /// Who is calling over MCP, from the token.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct McpCaller {
@@ -79,26 +99,11 @@ pub async fn authenticate(State(door): State<Door>, mut request: Request, next: 
     // web; its writes are refused where every write is checked). No account at all is the
     // local server's user without sign-in (`local`), whose writes need none.
     match door.accounts.account(&token.user).await {
-        Ok(Some(account)) if account.status == AccountStatus::Closed => {
-            return unauthorized(
-                Some("invalid_token"),
-                "This access token's account is closed.",
-            );
+        Ok(account) => {
+            if let Some(refused) = account_refusal(account.as_ref(), &token) {
+                return unauthorized(Some("invalid_token"), refused);
+            }
         }
-        // Its person signed out everywhere since it was made: revoked then too, and held to it
-        // here as well, so one the revocation missed (made a moment before, while a stolen
-        // session could still make one) opens nothing.
-        Ok(Some(account))
-            if account.sessions_ended_at_ms > 0
-                && token.created_at_ms <= account.sessions_ended_at_ms =>
-        {
-            return unauthorized(
-                Some("invalid_token"),
-                "This access token was made before its owner signed out everywhere. Create a \
-                 new one in Bridle under \"Connect an AI client\".",
-            );
-        }
-        Ok(_) => {}
         Err(err) => {
             tracing::error!(error = %err, "reading an MCP token's account failed");
             return sentence(

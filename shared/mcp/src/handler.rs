@@ -69,8 +69,10 @@ impl std::fmt::Debug for McpParts {
 
 struct Shared {
     registry: Arc<Registry>,
-    /// Read again once a changing call has its turn ([`BridleMcp::still_live`]).
+    /// Read again once a changing call has its turn ([`BridleMcp::no_longer_live`]).
     tokens: Arc<dyn Tokens>,
+    /// The token owners' accounts, read again then too.
+    accounts: Arc<dyn Accounts>,
     policy: Arc<dyn RiskPolicy>,
     ledger: Arc<dyn BudgetLedger>,
     pending: Arc<dyn Confirmations>,
@@ -110,7 +112,7 @@ pub const MAX_REQUEST_BYTES: usize = 256 * 1024;
 pub fn router(parts: McpParts) -> Router {
     let door = Door {
         tokens: parts.tokens.clone(),
-        accounts: parts.accounts,
+        accounts: parts.accounts.clone(),
         ledger: parts.ledger.clone(),
         every_request: parts.options.rate.every_request(),
         clock: parts.clock.clone(),
@@ -120,6 +122,7 @@ pub fn router(parts: McpParts) -> Router {
         shared: Arc::new(Shared {
             registry: parts.registry,
             tokens: parts.tokens,
+            accounts: parts.accounts,
             policy: parts.policy,
             ledger: parts.ledger,
             pending: parts.pending,
@@ -301,11 +304,30 @@ impl BridleMcp {
 
     /// Why the caller's token may no longer make its change, read again once the change has
     /// its turn: a token revoked (a lost laptop) or expired while its calls waited does no
-    /// more. One read per changing call; unreadable, the change is not made (fails closed).
+    /// more, nor one the door would now refuse for its account (closed, or signed out
+    /// everywhere since the token was made: a revocation that missed it is held to here too).
+    /// Two reads per changing call; unreadable, the change is not made (fails closed).
     async fn no_longer_live(&self, caller: &McpCaller) -> Option<&'static str> {
         let now = (self.shared.clock)();
         match self.shared.tokens.token(&caller.token_id).await {
-            Ok(Some(token)) if token.is_live(now) => None,
+            Ok(Some(token)) if token.is_live(now) => {
+                match self.shared.accounts.account(&token.user).await {
+                    Ok(account) => {
+                        let refused = crate::auth::account_refusal(account.as_ref(), &token);
+                        if refused.is_some() {
+                            tracing::info!(token_id = %caller.token_id, "an MCP token's account closed or signed out everywhere while its change waited; not made");
+                        }
+                        refused
+                    }
+                    Err(err) => {
+                        tracing::error!(token_id = %caller.token_id, error = %err, "could not read an MCP token's account again; the change is not made");
+                        Some(
+                            "Bridle could not check the access token just now, so nothing was \
+                             done. Try again in a moment.",
+                        )
+                    }
+                }
+            }
             Ok(_) => {
                 tracing::info!(token_id = %caller.token_id, "an MCP token revoked or expired while its change waited; not made");
                 Some(

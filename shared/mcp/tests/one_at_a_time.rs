@@ -340,6 +340,33 @@ async fn a_change_waiting_when_its_token_is_revoked_is_not_made() {
     assert_eq!(gate.done.load(Ordering::SeqCst), 1, "not run");
 }
 
+/// A change waiting for its turn when its person signs out everywhere (the token's revocation
+/// missed, as a failed or lagging one does) is not made either: once it has its turn, its
+/// account is read again as the door reads it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_waiting_when_its_owner_signs_out_everywhere_is_not_made() {
+    let gate = Gate::new(0);
+    let judging = Arc::new(Judging::default());
+    let (app, store) = setup(gate.clone(), judging.clone()).await;
+
+    let first = tokio::spawn(call(app.clone(), "change"));
+    gate.inside.notified().await;
+    let waiting = tokio::spawn(call(app.clone(), "change"));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut ana = store.account(&"ana".into()).await.unwrap().unwrap();
+    ana.sessions_ended_at_ms = now_ms();
+    store.put_account(&ana).await.unwrap();
+    gate.go.notify_one();
+
+    assert_eq!(first.await.unwrap()["isError"], false);
+    let waiting = waiting.await.unwrap();
+    assert_eq!(waiting["isError"], true, "{waiting}");
+    let text = waiting["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("signed out everywhere"), "{text}");
+    assert_eq!(judging.0.load(Ordering::SeqCst), 1, "not judged");
+    assert_eq!(gate.done.load(Ordering::SeqCst), 1, "not run");
+}
+
 /// A call that runs past one hold keeps its turn: the lease is renewed while it runs (else the
 /// token's next change could be judged against a state this one is about to change), and
 /// given back, renewals stopped, when it has run.

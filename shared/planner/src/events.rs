@@ -85,7 +85,7 @@ impl Planner {
         // the previous event. A focus on an event that was never created (a crash, or a
         // refused write, in between) reads as no focus.
         self.check_may_write(caller).await?;
-        self.check_room_for_an_event(caller).await?;
+        self.check_room_for_an_event(caller, &event).await?;
         self.set_focus(caller, &event.id).await?;
         let c = change(EVENT, &event.id, &caller.user, None, Some(&event));
         self.write(Access::Owner(caller), vec![c], &event).await?;
@@ -123,8 +123,22 @@ impl Planner {
         if let Some(starts_at) = &changes.starts_at {
             check_starts_at(starts_at)?;
         }
+        let was = (
+            title_key(&event.title),
+            event.starts_at.clone(),
+            title_key(&event.venue),
+        );
         event.starts_at = changes.starts_at.unwrap_or(event.starts_at);
         event.venue = changes.venue.unwrap_or(event.venue);
+        if (
+            title_key(&event.title),
+            event.starts_at.clone(),
+            title_key(&event.venue),
+        ) != was
+        {
+            let events = sorted_events(self.store.records_of(&caller.user, EVENT).await?);
+            like_another(&events, &event, Some(&event.id))?;
+        }
         let c = change(EVENT, event_id, &caller.user, Some(before), Some(&event));
         self.write(Access::Owner(caller), vec![c], &event).await?;
         Ok(event)
@@ -313,7 +327,11 @@ fn undo_answer(outcome: &UndoOutcome, here: bool) -> String {
 impl Planner {
     /// [`PlannerError::Rule`] when the caller's account has no room for another event
     /// ([`MAX_UPCOMING_EVENTS`], [`MAX_EVENTS_PER_USER`]).
-    async fn check_room_for_an_event(&self, caller: &Caller) -> Result<(), PlannerError> {
+    async fn check_room_for_an_event(
+        &self,
+        caller: &Caller,
+        event: &Event,
+    ) -> Result<(), PlannerError> {
         let events = sorted_events(self.store.records_of(&caller.user, EVENT).await?);
         if events.len() >= MAX_EVENTS_PER_USER {
             return Err(PlannerError::Rule(format!(
@@ -334,8 +352,53 @@ impl Planner {
                  some first, or create it once some have passed."
             )));
         }
+        like_another(&events, event, None)?;
         Ok(())
     }
+}
+
+/// Refused when another of `events` (not `except`, not cancelled) reads as `event` does in a
+/// question: the same title (in any case, spacing or invisible characters), date and venue. A
+/// copy of an event (a model's "test copy", published like the real one) would make a
+/// cancellation's or a withdrawal's question read the same for either, and a yes meant for the
+/// copy could cancel the real one. Events of one title on other dates (a weekly training) are
+/// told apart by their date, and stay allowed.
+pub(crate) fn like_another(
+    events: &[Event],
+    event: &Event,
+    except: Option<&str>,
+) -> Result<(), PlannerError> {
+    let key = |e: &Event| {
+        (
+            title_key(&e.title),
+            e.starts_at.clone(),
+            title_key(&e.venue),
+        )
+    };
+    let wanted = key(event);
+    match events.iter().find(|e| {
+        Some(e.id.as_str()) != except && e.status != EventStatus::Cancelled && key(e) == wanted
+    }) {
+        None => Ok(()),
+        Some(other) => Err(PlannerError::Rule(format!(
+            "There is an event called {} at {} on {} already ({}); give this one a title, a \
+             date or a venue of its own, so the two cannot be mistaken for each other.",
+            other.title,
+            other.venue,
+            other.starts_at,
+            other.status.as_str()
+        ))),
+    }
+}
+
+/// A title (or venue) as a question shows it (invisible characters dropped, one space between
+/// words), in lower case: two with one key read alike.
+fn title_key(title: &str) -> String {
+    let visible: String = title
+        .chars()
+        .filter(|c| !transcript::is_invisible_format(*c))
+        .collect();
+    crate::program::one_name(&visible).to_lowercase()
 }
 
 /// Yesterday's date in UTC, `YYYY-MM-DD`, at `now_ms`: an event dated from it on has not

@@ -78,6 +78,27 @@ impl Planner {
                 "A registration needs a name and an email address.".into(),
             ));
         }
+        // The owner's (or their assistant's) registrations: one place per email address, so
+        // a model cannot fill a published event with copies (a capacity cut, unasked) or make
+        // a twin of someone to have the real one withdrawn. The public's registration is not
+        // told whether an address is registered already (nobody may read the list that way).
+        if let Access::Owner(_) = access {
+            let email_key = email.trim().to_lowercase();
+            let taken = self
+                .store
+                .records_of(owner, ATTENDEE)
+                .await?
+                .into_iter()
+                .filter_map(|r| serde_json::from_value::<Attendee>(r.value).ok())
+                .any(|a| a.event_id == event.id && a.email.trim().to_lowercase() == email_key);
+            if taken {
+                return Err(PlannerError::Rule(format!(
+                    "{} is registered for {} already; each address has one place.",
+                    email.trim(),
+                    event.title
+                )));
+            }
+        }
         let attendee = Attendee {
             id: new_id("at"),
             event_id: event.id.clone(),

@@ -508,6 +508,18 @@ fn undo_effect(change: &store::Change) -> Option<String> {
     match change.kind.as_str() {
         EVENT => {
             let now: Event = serde_json::from_value(change.after.clone()?).ok()?;
+            if now.status == EventStatus::Cancelled {
+                // A cancellation undone opens the event to the public again, people who were
+                // told it is off included: as a yes was asked to cancel it, one is to reopen it.
+                let before: Event = serde_json::from_value(change.before.clone()?).ok()?;
+                return (before.status == EventStatus::Published).then(|| {
+                    format!(
+                        "reopen the cancelled event {} (published again, {} registered)",
+                        one_line(&now.title),
+                        before.registered
+                    )
+                });
+            }
             if now.status != EventStatus::Published {
                 return None;
             }
@@ -615,7 +627,7 @@ fn session_riders(
         .map(|to| to.iter().map(|s| one_name(s)).collect::<Vec<_>>())
         .filter(|to| *to != session.speakers)
     {
-        riders.push(format!("its speakers to {}", quoted(&to)));
+        riders.push(format!("its speakers to {}", every_name(&to)));
     }
     if let Some(to) = args
         .get("audience")
@@ -639,8 +651,8 @@ fn session_riders(
 }
 
 /// What a `set_rooms` call sets, as its question shows it (a yes is for the whole call): its
-/// days with their hours, its rooms with their seats, its breaks with their day and times, each
-/// list's first [`NAMES_SHOWN`] and how many more.
+/// days with their hours, its rooms with their seats, its breaks with their day and times, every
+/// one of each (the published timetable shows them all: none hides behind "and 1 more").
 fn new_layout(args: &Value) -> String {
     let items = |name: &str| {
         args.get(name)
@@ -683,23 +695,27 @@ fn new_layout(args: &Value) -> String {
     };
     let breaks = match breaks.is_empty() {
         true => "no breaks".to_owned(),
-        false => format!("breaks {}", first_few(&breaks)),
+        false => format!("breaks {}", breaks.join(", ")),
     };
     format!(
         "{} ({}), {} ({}), and {breaks}",
         count(days.len(), "day", "days"),
-        first_few(&days),
+        days.join(", "),
         count(rooms.len(), "room", "rooms"),
-        first_few(&rooms),
+        rooms.join(", "),
     )
 }
 
-/// The first [`NAMES_SHOWN`] of `items`, and how many more.
-fn first_few(items: &[String]) -> String {
-    let shown = items[..items.len().min(NAMES_SHOWN)].join(", ");
-    match items.len().saturating_sub(NAMES_SHOWN) {
-        0 => shown,
-        more => format!("{shown}, and {more} more"),
+/// Names a yes would store, as a question lists them: every one, quoted and whole (no part of
+/// what a yes sets hides behind a cut or "and 1 more"); "none" for none.
+fn every_name(names: &[String]) -> String {
+    match names.is_empty() {
+        true => "none".to_owned(),
+        false => names
+            .iter()
+            .map(|n| format!("\u{201c}{}\u{201d}", whole_line(n)))
+            .collect::<Vec<_>>()
+            .join(", "),
     }
 }
 

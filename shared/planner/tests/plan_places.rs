@@ -82,19 +82,19 @@ async fn published_and_planned() -> (Planner, String) {
         .await
         .unwrap();
     let planner = Planner::new(store as Arc<dyn Store>);
-    let event = planned(&planner, "a", true).await;
+    let event = planned(&planner, "a", "Spring Open", true).await;
     (planner, event)
 }
 
 /// An event of alice's whose one-session program has a saved timetable, published if
 /// `publish` (its actions' ids begin with `prefix`).
-async fn planned(planner: &Planner, prefix: &str, publish: bool) -> String {
+async fn planned(planner: &Planner, prefix: &str, title: &str, publish: bool) -> String {
     let caller = |action: &str| Caller::from_ctx(&ctx(&format!("{prefix}{action}")));
     let event = planner
         .create_event(
             &caller("a0"),
             NewEvent {
-                title: "Spring Open".into(),
+                title: title.into(),
                 starts_at: "2030-04-12T09:00".into(),
                 venue: "Court 1".into(),
                 capacity: 200,
@@ -145,7 +145,7 @@ async fn planned(planner: &Planner, prefix: &str, publish: bool) -> String {
 /// once, with no dry run: nothing people planned around moves, so no plan is made for it.
 async fn a_plan_that_finds_no_place_in_time_is_refused() {
     let (planner, event) = published_and_planned().await;
-    let draft = planned(&planner, "d", false).await;
+    let draft = planned(&planner, "d", "Autumn Draft", false).await;
     let ran = Arc::new(AtomicU32::new(0));
     let long = |ran: Arc<AtomicU32>| {
         move || {

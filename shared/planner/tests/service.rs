@@ -904,3 +904,94 @@ async fn the_snapshot_shows_events_and_the_active_one() {
         snap.text
     );
 }
+
+fn named(title: &str) -> NewEvent {
+    NewEvent {
+        title: title.into(),
+        starts_at: "2030-04-12T10:00".into(),
+        venue: "Court 1".into(),
+        capacity: 10,
+    }
+}
+
+/// One owner's events that are not cancelled do not read alike in a question: the same title
+/// (in any case, spacing or invisible characters), date and venue is refused, as a copy under
+/// the real one's name would make a cancellation's question read the same for either. Another
+/// date (a weekly training), another owner, or a cancelled event may share the title; a change
+/// that would make one read as another is refused too. One email address has one place in an
+/// event, when the owner registers it.
+#[tokio::test]
+async fn events_that_read_alike_and_an_events_repeated_addresses_are_refused() {
+    let w = world().await;
+    let alice = |a: &str| caller("alice", a);
+    let real = w
+        .planner
+        .create_event(&alice("a1"), named("Spring Open"))
+        .await
+        .unwrap();
+    for copy in [
+        "Spring Open",
+        "spring  open",
+        "Spring Open\u{200b}",
+        " SPRING OPEN ",
+    ] {
+        let refused = w
+            .planner
+            .create_event(&alice("a2"), named(copy))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&refused, PlannerError::Rule(r) if r.contains("Spring Open at Court 1")),
+            "{copy:?}: {refused:?}"
+        );
+    }
+    let next_week = NewEvent {
+        starts_at: "2030-04-19T10:00".into(),
+        ..named("Spring Open")
+    };
+    let other = w
+        .planner
+        .create_event(&alice("a3"), next_week)
+        .await
+        .unwrap();
+    w.planner
+        .create_event(&caller("bob", "b1"), named("Spring Open"))
+        .await
+        .unwrap();
+    let onto = EventChanges {
+        starts_at: Some("2030-04-12T10:00".into()),
+        ..EventChanges::default()
+    };
+    let refused = w.planner.update_event(&alice("a4"), &other.id, onto).await;
+    assert!(matches!(refused, Err(PlannerError::Rule(_))), "{refused:?}");
+    let same = EventChanges {
+        title: Some("Spring  Open".into()),
+        ..EventChanges::default()
+    };
+    w.planner
+        .update_event(&alice("a5"), &real.id, same)
+        .await
+        .unwrap();
+    w.planner
+        .cancel_event(&alice("a6"), &real.id)
+        .await
+        .unwrap();
+    w.planner
+        .create_event(&alice("a7"), named("Spring Open"))
+        .await
+        .unwrap();
+
+    w.planner
+        .register_attendee(&alice("a8"), &other.id, "Dana Lee", "dana@example.com")
+        .await
+        .unwrap();
+    let twin = w
+        .planner
+        .register_attendee(&alice("a9"), &other.id, "Dana Lee", " DANA@example.com")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&twin, PlannerError::Rule(r) if r.contains("already")),
+        "{twin:?}"
+    );
+}

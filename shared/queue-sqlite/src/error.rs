@@ -7,7 +7,8 @@ pub(crate) fn unavailable(err: rusqlite::Error) -> QueueError {
     QueueError::Unavailable(Box::new(err))
 }
 
-/// A row this build cannot read back; the queue cannot go on past it until an operator acts.
+/// A row this build cannot read back. A queued job found so goes to the dead letters (the
+/// queue goes on); this error is what putting such a dead letter back by its number answers.
 pub(crate) fn corrupt(
     what: String,
     source: impl Into<Box<dyn std::error::Error + Send + Sync>>,

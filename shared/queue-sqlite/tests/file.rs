@@ -5,7 +5,7 @@ mod common;
 
 use common::{TempPath, ids, job};
 use queue::{Enqueued, JobQueue, QueueError, QueueSettings};
-use queue_sqlite::{CorruptRow, SCHEMA_VERSION, SchemaTooNew, SqliteQueue};
+use queue_sqlite::{SCHEMA_VERSION, SchemaTooNew, SqliteQueue};
 use rusqlite::Connection;
 use std::time::Duration;
 
@@ -99,8 +99,11 @@ async fn a_dedupe_key_is_forgotten_after_the_window() {
     assert_eq!(q.depth().unwrap(), 2);
 }
 
+/// A job whose body cannot be read is not run, nor does it stop the queue: the receive that
+/// finds it moves it to the dead letters, where it is named unreadable (never lost); once the
+/// operator mends the row, putting it back delivers it, with a fresh receive count.
 #[tokio::test]
-async fn an_undecodable_job_is_unavailable_not_skipped() {
+async fn an_undecodable_job_is_dead_lettered_and_mended_by_hand() {
     let tmp = TempPath::new("corrupt");
     let q = SqliteQueue::open(&tmp.0, QueueSettings::default()).unwrap();
     q.enqueue(&job("A", "a1")).await.unwrap();
@@ -109,28 +112,22 @@ async fn an_undecodable_job_is_unavailable_not_skipped() {
         .execute("UPDATE queue_jobs SET body = '{not json'", [])
         .unwrap();
 
-    let err = q.receive(10, Duration::ZERO).await.unwrap_err();
-    let QueueError::Unavailable(source) = &err else {
-        panic!("expected Unavailable, got {err:?}");
-    };
-    let corrupt = source.downcast_ref::<CorruptRow>().expect("CorruptRow");
-    assert_eq!(corrupt.what, "job 1");
-    assert_eq!(
-        q.depth().unwrap(),
-        1,
-        "the failed receive must change nothing"
-    );
+    let got = q.receive(10, Duration::ZERO).await.unwrap();
+    assert!(got.is_empty(), "{got:?}");
+    assert_eq!(q.depth().unwrap(), 0);
+    assert_eq!(q.unreadable_dead_letters().unwrap(), [1]);
 
     Connection::open(&tmp.0)
         .unwrap()
         .execute(
-            "UPDATE queue_jobs SET body = ?1",
+            "UPDATE queue_dead_letters SET body = ?1",
             [serde_json::to_string(&job("A", "a1")).unwrap()],
         )
         .unwrap();
+    assert_eq!(q.retry_dead(Some(1)).unwrap(), 1);
     let got = q.receive(10, Duration::ZERO).await.unwrap();
     assert_eq!(ids(&got), ["a1"]);
-    assert_eq!(got[0].receive_count, 1, "the failed receive must not count");
+    assert_eq!(got[0].receive_count, 1, "a fresh receive count");
 }
 
 /// An enqueue wakes a waiting receive at its commit: the job is handed out while the enqueue's

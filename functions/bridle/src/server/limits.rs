@@ -100,7 +100,10 @@ const MCP_BODY_READ: usize = mcp::handler::MAX_REQUEST_BYTES;
 
 /// `request`'s body read whole within [`HttpLimits::request`] (408 when it was not), then the
 /// handler's answer, however long it takes. A request with no bearer token is handed on
-/// unread (the handler answers 401 without reading it): a stranger's body is never held.
+/// unread (the handler answers 401 without reading it). One with any bearer token, a made-up
+/// one too, is read before the token is checked: at most [`MCP_BODY_READ`] for at most
+/// [`HttpLimits::request`], on one of the client's share of connections
+/// ([`HttpLimits::max_per_peer`]).
 async fn untimed_once_arrived(limits: HttpLimits, request: Request, next: Next) -> Response {
     let bearer = request
         .headers()
