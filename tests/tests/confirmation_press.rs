@@ -138,6 +138,19 @@ impl Rig {
         out.buttons
     }
 
+    /// The audited actions that withdrew someone.
+    async fn withdrawals(&self) -> usize {
+        let audit = self.store.audit_log(&"user-1".into()).await.unwrap();
+        audit
+            .iter()
+            .filter(|e| {
+                e.changes
+                    .iter()
+                    .any(|c| c.kind == "attendee" && c.after.is_none())
+            })
+            .count()
+    }
+
     async fn registered(&self) -> usize {
         let owner = owner("read");
         self.planner
@@ -585,16 +598,7 @@ async fn a_yes_press_cut_after_the_effect_is_told_as_done_on_its_retry() {
 
     let reply = r.retry_told_withdrawn(&press).await;
     assert_ne!(reply, STALE_PRESS);
-    let audit = r.store.audit_log(&"user-1".into()).await.unwrap();
-    let withdrawals = audit
-        .iter()
-        .filter(|e| {
-            e.changes
-                .iter()
-                .any(|c| c.kind == "attendee" && c.after.is_none())
-        })
-        .count();
-    assert_eq!(withdrawals, 1, "withdrawn once");
+    assert_eq!(r.withdrawals().await, 1, "withdrawn once");
 }
 
 /// A Yes press in a conversation due for compaction, cut short after the held call ran and
@@ -636,16 +640,7 @@ async fn a_yes_press_due_for_compaction_is_told_as_done_on_its_retry() {
         .unwrap()
         .unwrap();
     assert_eq!(conv.segment, 0, "the press's turn did not compact");
-    let audit = r.store.audit_log(&"user-1".into()).await.unwrap();
-    let withdrawals = audit
-        .iter()
-        .filter(|e| {
-            e.changes
-                .iter()
-                .any(|c| c.kind == "attendee" && c.after.is_none())
-        })
-        .count();
-    assert_eq!(withdrawals, 1, "withdrawn once");
+    assert_eq!(r.withdrawals().await, 1, "withdrawn once");
 
     r.model.push(Reply::text("Notes: Dana Lee was withdrawn."));
     r.model.push(Reply::text("Anything else?"));

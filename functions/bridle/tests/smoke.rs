@@ -26,10 +26,11 @@ fn the_built_in_script_holds_the_whole_conversation_and_passes() {
     let out = smoke(&[("BRIDLE_BACKEND", "scripted")]);
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
-    for turn in 1..=8 {
-        assert!(stdout.contains(&format!("── turn {turn}/8")), "{stdout}");
+    for turn in 1..=9 {
+        assert!(stdout.contains(&format!("── turn {turn}/9")), "{stdout}");
     }
-    // Every tool call and its result, the held change, the press, the undo.
+    // Every tool call and its result, the held change, the press, the undo (held too: it
+    // reopens the event) and its press.
     for shown in [
         "tool call:   add_note",
         "tool call:   create_event",
@@ -40,14 +41,20 @@ fn the_built_in_script_holds_the_whole_conversation_and_passes() {
         "user presses: Yes, do it",
         "harness:     ran [{\"",
         "tool call:   undo {}",
-        "tool result: {\"result\":\"Undone",
+        "which would reopen the cancelled event Book club evening",
+        "\"tool\":\"undo\"",
         "assistant:   You're welcome! Enjoy the book club.",
     ] {
         assert!(stdout.contains(shown), "missing {shown:?} in:\n{stdout}");
     }
     // Tokens, cost and latency per turn, and the totals.
-    assert_eq!(stdout.matches(" in / ").count(), 9, "{stdout}");
-    assert_eq!(stdout.matches("[Answered · ").count(), 8, "{stdout}");
+    assert_eq!(stdout.matches(" in / ").count(), 10, "{stdout}");
+    assert_eq!(stdout.matches("[Answered · ").count(), 9, "{stdout}");
+    assert_eq!(
+        stdout.matches("user presses: Yes, do it").count(),
+        2,
+        "{stdout}"
+    );
     assert!(stdout.contains("Smoke check passed"), "{stdout}");
     // Logs stay off stdout (no metric lines in the printout).
     assert!(!stdout.contains("\"_aws\""), "{stdout}");
@@ -70,7 +77,7 @@ fn an_unreachable_model_server_fails_the_smoke_check() {
         stdout.contains("assistant:   I can't reach the model server right now."),
         "{stdout}"
     );
-    assert!(stdout.contains("Smoke check FAILED (8)"), "{stdout}");
+    assert!(stdout.contains("Smoke check FAILED (9)"), "{stdout}");
     assert!(stdout.contains("turn 1: the model call failed"), "{stdout}");
     // The operator's log says where.
     let stderr = text(&out.stderr);
@@ -123,7 +130,7 @@ async fn a_real_openai_compatible_server_that_answers_json_passes_and_is_asked_o
     assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
     assert!(stdout.contains("openai model \"local\""), "{stdout}");
     assert!(stdout.contains("max output 2048 tokens"), "{stdout}");
-    assert!(stdout.contains("assistant:   Reply 8."), "{stdout}");
+    assert!(stdout.contains("assistant:   Reply 9."), "{stdout}");
     assert!(stdout.contains("100 in / 3 out tokens"), "{stdout}");
     // No tool call came, so nothing was held: the confirmation is typed, not pressed.
     assert!(
@@ -133,7 +140,7 @@ async fn a_real_openai_compatible_server_that_answers_json_passes_and_is_asked_o
     assert!(stdout.contains("user says: Yes, cancel it."), "{stdout}");
     assert_eq!(
         requests.load(Ordering::SeqCst),
-        8,
+        9,
         "one request a turn, never again"
     );
 }

@@ -192,12 +192,14 @@ pub async fn run(
                 ),
                 None => {}
             }
-            yes_button = outcome
-                .buttons
-                .iter()
-                .find(|b| b.id.ends_with(":yes"))
-                .map(|b| (b.id.clone(), b.title.clone()));
         }
+        // A reply that offers the server's Yes button: the next message that presses, presses
+        // it (otherwise it types its words).
+        yes_button = outcome
+            .buttons
+            .iter()
+            .find(|b| b.id.ends_with(":yes"))
+            .map(|b| (b.id.clone(), b.title.clone()));
         for failure in findings
             .failures
             .iter()

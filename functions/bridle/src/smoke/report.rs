@@ -57,7 +57,8 @@ impl<'a> Printer<'a> {
 
     pub fn user(&mut self, n: usize, about: &str, text: &str, pressed: bool) {
         let how = if pressed { "presses" } else { "says" };
-        self.line(&format!("\n── turn {n}/8: {about}"));
+        let of = super::script::CONVERSATION.len();
+        self.line(&format!("\n── turn {n}/{of}: {about}"));
         self.line(&format!("   user {how}: {text}"));
     }
 

@@ -32,9 +32,10 @@ pub struct Step {
     pub said: Said,
 }
 
-/// The eight messages: greeting, a note, a planner event with a date, a correction, a risky
-/// change (held for confirmation), the confirmation, undo, thanks.
-pub const CONVERSATION: [Step; 8] = [
+/// The nine messages: greeting, a note, a planner event with a date, a correction, a risky
+/// change (held for confirmation), the confirmation, undo (held too: undoing the cancellation
+/// reopens the event), its confirmation, thanks.
+pub const CONVERSATION: [Step; 9] = [
     Step {
         about: "greeting",
         said: Said::Types("Hi there!"),
@@ -63,8 +64,12 @@ pub const CONVERSATION: [Step; 8] = [
         said: Said::PressesYes("Yes, cancel it."),
     },
     Step {
-        about: "undo",
+        about: "undo (reopening the event: held for confirmation too)",
         said: Said::Types("Oh no, undo that please."),
+    },
+    Step {
+        about: "the undo's confirmation",
+        said: Said::PressesYes("Yes, reopen it."),
     },
     Step {
         about: "thanks",
@@ -95,7 +100,7 @@ fn call(text: &'static str, tool: &'static str, input: Value) -> Call {
     }
 }
 
-/// The assistant's side, call by call (14 calls over the 8 turns).
+/// The assistant's side, call by call (15 calls over the 9 turns).
 fn calls() -> Vec<Call> {
     vec![
         say("Hello! I can keep notes and plan events for you. What would you like to do?"),
@@ -126,7 +131,8 @@ fn calls() -> Vec<Call> {
         say("Cancelling a published event needs your yes. Shall I cancel the book club evening?"),
         say("The book club evening is cancelled."),
         call("", "undo", json!({})),
-        say("Undone: the book club evening is back on."),
+        say("Reopening the book club evening needs your yes too. Shall I undo the cancellation?"),
+        say("The book club evening is back on."),
         say("You're welcome! Enjoy the book club."),
     ]
 }
