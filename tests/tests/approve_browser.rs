@@ -151,4 +151,27 @@ async fn approving_on_the_page_lets_the_clients_same_call_run() {
     })
     .await;
     assert!(warned.contains("approve its own changes"), "{warned}");
+
+    // The client's last change (the approved cancellation) can be undone from this page: it
+    // says what the undo would put back, asks, and undoes exactly that.
+    let undo = eventually("the undo button", || async {
+        c.find(Locator::XPath("//button[text()='Undo its last change']"))
+            .await
+            .ok()
+    })
+    .await;
+    undo.click().await.unwrap();
+    let asked = eventually("the question", || async { c.get_alert_text().await.ok() }).await;
+    assert!(
+        asked.contains("put the event \u{201c}Spring Open\u{201d} back as it was (published"),
+        "{asked}"
+    );
+    c.accept_alert().await.unwrap();
+    let said = eventually("the undo's answer", || async {
+        let said = text_of(&c, "#problem").await?;
+        said.starts_with("Undone").then_some(said)
+    })
+    .await;
+    assert!(said.contains("reverted"), "{said}");
+    assert_eq!(status().await, "published", "the event is back");
 }

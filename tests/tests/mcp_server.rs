@@ -1327,3 +1327,86 @@ async fn a_call_slower_than_the_request_limit_is_answered_not_timed_out() {
     assert_eq!(items.len(), 1, "made once: {events}");
     mcp.server.stop().await;
 }
+
+/// The owner undoes an AI client's changes from the web app, even once its token is revoked
+/// (nothing else reaches the token's conversation then: a lost laptop's changes would stay).
+/// The page first reads what the undo would put back; the undo runs only while that change is
+/// still the client's last one. Another user's token reads as not found.
+#[tokio::test]
+async fn the_owner_undoes_a_revoked_clients_last_change_from_the_web_app() {
+    let mcp = start(AppOptions::default()).await;
+    // The web user of a server without sign-in is the local user.
+    mcp.store
+        .put_account(&Account::new("local", "You"))
+        .await
+        .unwrap();
+    let token = mcp.token("local", TokenScope::Write).await;
+    let created = mcp.call(&token, "create_event", spring()).await;
+    assert_eq!(created["isError"], false, "{created}");
+    let id = token_id(&mcp, "local").await;
+    let s = &mcp.server;
+    let revoked = s
+        .client
+        .delete(s.url(&format!("/api/mcp-tokens/{id}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(revoked.status(), 204);
+    let undo_call = json!({"name": "undo", "arguments": {}});
+    let (status, _, _) = mcp.rpc(Some(&token), "tools/call", undo_call).await;
+    assert_eq!(status, 401, "the client cannot undo it any more");
+
+    let preview = |id: String| async move {
+        let res = s
+            .client
+            .get(s.url(&format!("/api/mcp-tokens/{id}/undo")))
+            .send()
+            .await
+            .unwrap();
+        (res.status().as_u16(), res.json::<Value>().await.unwrap())
+    };
+    let (status, shown) = preview(id.clone()).await;
+    assert_eq!(status, 200, "{shown}");
+    let change = &shown["change"];
+    assert_eq!(
+        change["lines"],
+        json!(["delete the event \u{201c}Spring Open\u{201d}"]),
+        "{shown}"
+    );
+    let undo = |action: Value| {
+        let url = s.url(&format!("/api/mcp-tokens/{id}/undo"));
+        async move {
+            let res = s
+                .client
+                .post(url)
+                .json(&json!({ "action": action }))
+                .send()
+                .await
+                .unwrap();
+            (res.status().as_u16(), res.json::<Value>().await.unwrap())
+        }
+    };
+    let events = || async {
+        mcp.store
+            .records_of(&"local".into(), "event")
+            .await
+            .unwrap()
+            .len()
+    };
+    let (status, stale) = undo(json!("mcp:another-change")).await;
+    assert_eq!(status, 409, "{stale}");
+    assert_eq!(events().await, 1, "nothing undone");
+    let (status, done) = undo(change["action"].clone()).await;
+    assert_eq!(status, 200, "{done}");
+    assert_eq!(events().await, 0, "the client's event is gone");
+    let (_, after) = preview(id.clone()).await;
+    assert_eq!(after["change"], Value::Null, "{after}");
+    let (status, again) = undo(change["action"].clone()).await;
+    assert_eq!(status, 409, "undone once: {again}");
+
+    let bobs = mcp.token("bob", TokenScope::Write).await;
+    mcp.call(&bobs, "create_event", spring()).await;
+    let (status, _) = preview(token_id(&mcp, "bob").await).await;
+    assert_eq!(status, 404, "another's token reads as not found");
+    mcp.server.stop().await;
+}

@@ -1,4 +1,5 @@
-// "Connect an AI client": create, list and revoke MCP access tokens.
+// "Connect an AI client": create, list and revoke MCP access tokens, and undo a client's last
+// change (a revoked one's too): the page shows what would be put back, and asks first.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -34,7 +35,36 @@ function show(list) {
       };
       li.append(b);
     }
+    const undo = document.createElement("button");
+    undo.type = "button";
+    undo.textContent = "Undo its last change";
+    undo.onclick = () => undoLast(t);
+    li.append(" ", undo);
     ul.append(li);
+  }
+}
+
+// Read what undoing the client's last change would put back, ask, then undo exactly that one.
+async function undoLast(t) {
+  $("problem").textContent = "";
+  const path = `/api/mcp-tokens/${encodeURIComponent(t.id)}/undo`;
+  try {
+    const { change } = await api(path);
+    if (!change) {
+      $("problem").textContent = `${t.name} has no change left to undo.`;
+      return;
+    }
+    const made = new Date(change.made_at_ms).toLocaleString();
+    const asked = `Undo ${t.name}'s change of ${made}? It would:\n- ${change.lines.join("\n- ")}`;
+    if (!window.confirm(asked)) return;
+    const done = await api(path, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ action: change.action }),
+    });
+    $("problem").textContent = done.undone;
+  } catch (e) {
+    $("problem").textContent = e.message;
   }
 }
 

@@ -37,6 +37,7 @@ mod service;
 mod snapshot;
 mod timetable;
 mod tools_def;
+mod undo_preview;
 
 pub use error::PlannerError;
 pub use events::{EventChanges, MAX_EVENTS_PER_USER, MAX_UPCOMING_EVENTS, NewEvent};
@@ -51,6 +52,7 @@ pub use service::{Caller, Clock, Planner};
 pub use snapshot::{EventLine, Snapshot, UserContext};
 pub use timetable::{BuildSummary, Line};
 pub use tools_def::{PURPOSE, register};
+pub use undo_preview::UndoPreview;
 
 /// The tools some of whose calls [`Planner::assess_risk`] may hold for a person's yes (the rest
 /// never are): what an MCP client is told is destructive.

@@ -161,6 +161,10 @@ pub fn router(app: App) -> Router {
         .route("/connect.js", get(assets::connect_script))
         .route("/api/mcp-tokens", get(tokens::list).post(tokens::create))
         .route("/api/mcp-tokens/{id}", delete(tokens::revoke))
+        .route(
+            "/api/mcp-tokens/{id}/undo",
+            get(tokens::undo_preview).post(tokens::undo),
+        )
         .route("/approve", get(assets::approve))
         .route("/approve.js", get(assets::approve_script))
         .route(

@@ -1,7 +1,9 @@
 //! "Connect an AI client": the signed-in user's MCP access tokens. `GET /api/mcp-tokens` lists
 //! them (never the tokens) with the URL to give a client; `POST` creates one and shows it once;
 //! `DELETE /api/mcp-tokens/{id}` revokes one of the user's own (another's id reads as not
-//! found). The page is `/connect`.
+//! found); `GET /api/mcp-tokens/{id}/undo` says what undoing the client's last change would put
+//! back, and `POST` with that change's action undoes exactly it (a revoked token's too: nothing
+//! else reaches its conversation). The page is `/connect`.
 
 use super::App;
 use super::errors::ApiError;
@@ -223,4 +225,95 @@ pub async fn revoke(
         .await
         .map_err(ApiError::internal)?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// The user's own token `id`, or 404 (another's id reads as not found).
+async fn own_token(
+    app: &App,
+    current: &CurrentUser,
+    id: &str,
+) -> Result<store::McpToken, ApiError> {
+    let not_found = || ApiError::new(StatusCode::NOT_FOUND, "No such token.");
+    if !super::api::may_be_an_id(id) {
+        return Err(not_found());
+    }
+    app.tokens
+        .token(id)
+        .await
+        .map_err(ApiError::internal)?
+        .filter(|t| t.user == current.user)
+        .ok_or_else(not_found)
+}
+
+/// The person acting directly, for the changes their token's client made (its conversation,
+/// `mcp:<token id>`, which only the token reaches otherwise: a revoked one's changes could
+/// not be undone at all).
+fn owner_caller(current: &CurrentUser, token: &store::McpToken) -> planner::Caller {
+    planner::Caller {
+        user: current.user.clone(),
+        actor: store::ActorKind::User,
+        action_id: format!("web:{}", uuid::Uuid::new_v4()),
+        conversation: Some(mcp::confirm::token_conversation(&token.id)),
+        call_key: None,
+        grant: tools::Grant::Risky,
+    }
+}
+
+/// `GET /api/mcp-tokens/{id}/undo`: what undoing the token's client's last change would put
+/// back (`{"change": null}` when nothing is left to undo): the action, when it was made, and a
+/// line per record.
+pub async fn undo_preview(
+    State(app): State<App>,
+    current: CurrentUser,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let token = own_token(&app, &current, &id).await?;
+    let caller = owner_caller(&current, &token);
+    let scope = store::UndoScope::Conversation(mcp::confirm::token_conversation(&token.id));
+    let preview = app
+        .planner
+        .undo_preview(&caller, &scope)
+        .await
+        .map_err(ApiError::internal)?;
+    Ok(Json(json!({
+        "change": preview.map(|p| json!({
+            "action": p.action_id,
+            "made_at_ms": p.at_ms,
+            "lines": p.lines,
+        })),
+    })))
+}
+
+#[derive(Debug, Deserialize)]
+pub struct UndoAsked {
+    /// The action the preview named: undone only while it is still the client's last change.
+    action: String,
+}
+
+/// `POST /api/mcp-tokens/{id}/undo` `{"action"}`: undo the token's client's last change, the
+/// one the preview named (409, nothing undone, when another has come on top since or it was
+/// undone already). The person's own click is their yes.
+pub async fn undo(
+    State(app): State<App>,
+    current: CurrentUser,
+    Path(id): Path<String>,
+    Json(asked): Json<UndoAsked>,
+) -> Result<Json<Value>, ApiError> {
+    let token = own_token(&app, &current, &id).await?;
+    let caller = owner_caller(&current, &token);
+    let scope = store::UndoScope::Conversation(mcp::confirm::token_conversation(&token.id));
+    match app
+        .planner
+        .undo_previewed(&caller, scope, &asked.action)
+        .await
+    {
+        Ok(answer) => Ok(Json(json!({ "undone": answer }))),
+        Err(planner::PlannerError::Changed) => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "That change is no longer this client's last one (it was undone, or another came \
+             after it), so nothing was undone. Look again.",
+        )),
+        Err(planner::PlannerError::Rule(rule)) => Err(ApiError::new(StatusCode::CONFLICT, rule)),
+        Err(err) => Err(ApiError::internal(err)),
+    }
 }
