@@ -263,8 +263,8 @@ impl BridleMcp {
                 Err(NoTurn::Busy) => {
                     tracing::warn!(tool = %call.name, token_id = %caller.token_id, "an MCP call waited too long for the token's earlier calls");
                     return refusal(
-                        "This access token's earlier changes were still being made, so nothing \
-                         was done. Try again in a moment.",
+                        "Earlier changes through your access tokens were still being made, so \
+                         nothing was done. Try again in a moment.",
                     )
                     .into();
                 }

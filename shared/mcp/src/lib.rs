@@ -8,8 +8,9 @@
 //!   and domain errors, generic internal errors with the raw error in the log. The handler
 //!   builds the `Ctx` from the token (actor `mcp`, a fresh action id per call, the
 //!   conversation `mcp:<token id>`) and checks the token's scope.
-//! - [`one_at_a_time`]: a token's changing calls take turns (by its conversation's lease), so
-//!   none is judged by the confirmation policy against a state another is about to change.
+//! - [`one_at_a_time`]: the changing calls of all of one owner's tokens take turns (by the
+//!   owner's MCP lease), so none is judged by the confirmation policy against a state another
+//!   is about to change.
 //! - [`confirm`]: a call the confirmation policy calls risky (with a token of the risky scope)
 //!   runs only once the token's owner approved exactly that call on Bridle's own page, signed
 //!   in: the question kept in the store, the human sent to the page by a URL-mode elicitation

@@ -1,4 +1,4 @@
-//! A token's changing calls take turns. The confirmation policy judges a call against the
+//! An owner's tokens' changing calls take turns. The confirmation policy judges a call against the
 //! records as they are when it reads them, and `undo` reverts whatever tops the token's stack
 //! when it writes: two changing calls racing through one token could each be judged against a
 //! state the other is about to change (ten `undo`s at once, each judged against the harmless
@@ -30,7 +30,7 @@ pub fn owner_turn(user: &transcript::UserId) -> ConversationId {
     ConversationId(format!("mcp-owner:{}", user.0))
 }
 
-/// How long a changing call waits for the token's earlier ones.
+/// How long a changing call waits for the earlier ones of its owner's tokens.
 pub const WAIT: Duration = Duration::from_secs(10);
 /// How long a turn is held at most: past the runner's time limit for a tool call (30 s by
 /// default, `tools::RunnerOptions`) and the judgement's few reads, so a slow call still holds
@@ -39,7 +39,7 @@ pub const HOLD: Duration = Duration::from_secs(45);
 /// How often a held turn is renewed while its call runs.
 pub const RENEW_EVERY: Duration = Duration::from_secs(15);
 
-/// The token's turn, held: [`Turn::give_back`] when the call has run; dropped unused (a call
+/// The owner's turn, held: [`Turn::give_back`] when the call has run; dropped unused (a call
 /// cut short), given back from a task.
 pub struct Turn {
     leases: Arc<dyn Leases>,
@@ -61,7 +61,7 @@ impl std::fmt::Debug for Turn {
 /// Why no turn was had.
 #[derive(Debug)]
 pub enum NoTurn {
-    /// The token's earlier calls were still running after [`WAIT`].
+    /// The owner's earlier calls were still running after [`WAIT`].
     Busy,
     /// The store could not say.
     Store(StoreError),

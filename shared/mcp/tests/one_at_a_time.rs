@@ -241,7 +241,7 @@ async fn a_change_that_waits_too_long_is_refused_with_nothing_done() {
     assert_eq!(refused["isError"], true, "{refused}");
     let text = refused["content"][0]["text"].as_str().unwrap();
     assert!(
-        text.contains("earlier changes were still being made"),
+        text.contains("Earlier changes through your access tokens were still being made"),
         "{text}"
     );
     assert_eq!(judging.0.load(Ordering::SeqCst), 0, "not judged");

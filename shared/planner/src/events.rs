@@ -105,6 +105,9 @@ impl Planner {
                 event.title
             )));
         }
+        // How it reads in a question before the change (a change that makes it read as
+        // another event is refused below).
+        let was = alike_key(&event);
         if let Some(title) = changes.title {
             if title.trim().is_empty() {
                 return Err(PlannerError::Rule("An event needs a title.".into()));
@@ -123,19 +126,9 @@ impl Planner {
         if let Some(starts_at) = &changes.starts_at {
             check_starts_at(starts_at)?;
         }
-        let was = (
-            title_key(&event.title),
-            event.starts_at.clone(),
-            title_key(&event.venue),
-        );
         event.starts_at = changes.starts_at.unwrap_or(event.starts_at);
         event.venue = changes.venue.unwrap_or(event.venue);
-        if (
-            title_key(&event.title),
-            event.starts_at.clone(),
-            title_key(&event.venue),
-        ) != was
-        {
+        if alike_key(&event) != was {
             let events = sorted_events(self.store.records_of(&caller.user, EVENT).await?);
             like_another(&events, &event, Some(&event.id))?;
         }
@@ -305,7 +298,7 @@ impl Planner {
 }
 
 /// The sentence an undo answers with.
-fn undo_answer(outcome: &UndoOutcome, here: bool) -> String {
+pub(crate) fn undo_answer(outcome: &UndoOutcome, here: bool) -> String {
     match outcome {
         UndoOutcome::Undone { changes, .. } => {
             format!(
@@ -368,16 +361,11 @@ pub(crate) fn like_another(
     event: &Event,
     except: Option<&str>,
 ) -> Result<(), PlannerError> {
-    let key = |e: &Event| {
-        (
-            title_key(&e.title),
-            e.starts_at.clone(),
-            title_key(&e.venue),
-        )
-    };
-    let wanted = key(event);
+    let wanted = alike_key(event);
     match events.iter().find(|e| {
-        Some(e.id.as_str()) != except && e.status != EventStatus::Cancelled && key(e) == wanted
+        Some(e.id.as_str()) != except
+            && e.status != EventStatus::Cancelled
+            && alike_key(e) == wanted
     }) {
         None => Ok(()),
         Some(other) => Err(PlannerError::Rule(format!(
@@ -391,14 +379,30 @@ pub(crate) fn like_another(
     }
 }
 
-/// A title (or venue) as a question shows it (invisible characters dropped, one space between
-/// words), in lower case: two with one key read alike.
-fn title_key(title: &str) -> String {
-    let visible: String = title
+/// An event as a question names it (its title and venue as [`crate::one_line`] shows them,
+/// its date), in lower case: two with one key read alike.
+fn alike_key(event: &Event) -> (String, String, String) {
+    (
+        shown_key(&event.title),
+        event.starts_at.clone(),
+        shown_key(&event.venue),
+    )
+}
+
+/// `text` as a question shows it ([`crate::one_line`]: cut, quotation marks made single,
+/// invisible formatting dropped), also without the marks that change nothing a person sees
+/// (variation selectors, the combining grapheme joiner, Hangul fillers, Mongolian variation
+/// selectors), in lower case.
+pub(crate) fn shown_key(text: &str) -> String {
+    let seen: String = text
         .chars()
-        .filter(|c| !transcript::is_invisible_format(*c))
+        .filter(|c| {
+            !matches!(c,
+                '\u{fe00}'..='\u{fe0f}' | '\u{e0100}'..='\u{e01ef}' | '\u{34f}'
+                | '\u{115f}' | '\u{1160}' | '\u{3164}' | '\u{ffa0}' | '\u{180b}'..='\u{180d}')
+        })
         .collect();
-    crate::program::one_name(&visible).to_lowercase()
+    crate::one_line(&seen).to_lowercase()
 }
 
 /// Yesterday's date in UTC, `YYYY-MM-DD`, at `now_ms`: an event dated from it on has not

@@ -78,19 +78,39 @@ impl Planner {
                 "A registration needs a name and an email address.".into(),
             ));
         }
+        // An address holds no space or invisible character (a question drops those: a twin of
+        // "dana@example.com" with a zero-width space would read exactly like her), and neither
+        // it nor the name a direction mark (from the public form too, which the tools' check
+        // does not see).
+        if email
+            .trim()
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control() || transcript::is_invisible_format(c))
+        {
+            return Err(PlannerError::Rule(
+                "An email address has no spaces or invisible characters in it.".into(),
+            ));
+        }
+        if let Some(field) = crate::direction::marked_argument(&serde_json::json!({"name": name})) {
+            return Err(PlannerError::Rule(format!(
+                "The {field} holds an invisible direction mark (like U+202E); write it without one."
+            )));
+        }
         // The owner's (or their assistant's) registrations: one place per email address, so
         // a model cannot fill a published event with copies (a capacity cut, unasked) or make
         // a twin of someone to have the real one withdrawn. The public's registration is not
         // told whether an address is registered already (nobody may read the list that way).
         if let Access::Owner(_) = access {
-            let email_key = email.trim().to_lowercase();
+            let email_key = crate::events::shown_key(email.trim());
             let taken = self
                 .store
                 .records_of(owner, ATTENDEE)
                 .await?
                 .into_iter()
                 .filter_map(|r| serde_json::from_value::<Attendee>(r.value).ok())
-                .any(|a| a.event_id == event.id && a.email.trim().to_lowercase() == email_key);
+                .any(|a| {
+                    a.event_id == event.id && crate::events::shown_key(a.email.trim()) == email_key
+                });
             if taken {
                 return Err(PlannerError::Rule(format!(
                     "{} is registered for {} already; each address has one place.",

@@ -7,7 +7,10 @@
 use crate::service::Caller;
 use crate::{ATTENDEE, Attendee, EVENT, Event, Planner, PlannerError};
 use serde_json::Value;
-use store::{Change, UndoScope, reverting_changes};
+use store::{
+    Change, Receipt, StoreError, UndoOutcome, UndoReceipt, UndoRequest, UndoScope,
+    reverting_changes,
+};
 
 /// The action an undo in a scope would revert now, as a person reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,22 +43,46 @@ impl Planner {
 
     /// Undo in `scope` the action `action_id` a preview named, only while it is still the one
     /// on top (nothing is reverted otherwise: [`PlannerError::Changed`]); the undo's answer.
+    /// The rows checked are the rows pinned: the undo reverts exactly them, or nothing (an
+    /// action landing on top in between is a conflict, never reverted in their place).
     pub async fn undo_previewed(
         &self,
         caller: &Caller,
         scope: UndoScope,
         action_id: &str,
     ) -> Result<String, PlannerError> {
-        let top = self.store.next_undo(&caller.user, &scope).await?;
-        if top.first().map(|r| r.action_id.as_str()) != Some(action_id) {
+        self.check_may_write(caller).await?;
+        let rows = self.store.next_undo(&caller.user, &scope).await?;
+        if rows.first().map(|r| r.action_id.as_str()) != Some(action_id) {
             return Err(PlannerError::Changed);
         }
-        // With a key, the undo reverts exactly the rows read just now, or nothing.
-        let pinned = Caller {
-            call_key: Some(format!("undo-previewed:{}", caller.action_id)),
-            ..caller.clone()
+        let would = UndoOutcome::Undone {
+            action_id: action_id.to_owned(),
+            changes: reverting_changes(&rows),
         };
-        self.undo(&pinned, scope).await
+        let receipt = UndoReceipt {
+            rows: rows.iter().map(|r| r.seq).collect(),
+            receipt: Receipt {
+                call_key: format!("undo-previewed:{}", caller.action_id),
+                output: Value::String(crate::events::undo_answer(&would, false)),
+            },
+        };
+        let undone = self
+            .store
+            .undo_last(&UndoRequest {
+                user: caller.user.clone(),
+                scope,
+                action_id: caller.action_id.clone(),
+                actor: caller.actor,
+                conversation: caller.conversation.clone(),
+                at_ms: self.now(),
+                receipt: Some(receipt),
+            })
+            .await;
+        match undone {
+            Err(StoreError::Conflict { .. }) => Err(PlannerError::Changed),
+            other => Ok(crate::events::undo_answer(&other?, false)),
+        }
     }
 }
 

@@ -945,6 +945,44 @@ async fn events_that_read_alike_and_an_events_repeated_addresses_are_refused() {
             "{copy:?}: {refused:?}"
         );
     }
+    // A copy under another title, renamed onto the real one's: refused too.
+    let test_copy = w
+        .planner
+        .create_event(&alice("c1"), named("Spring Open test"))
+        .await
+        .unwrap();
+    let onto_title = EventChanges {
+        title: Some("Spring Open".into()),
+        ..EventChanges::default()
+    };
+    let refused = w
+        .planner
+        .update_event(&alice("c2"), &test_copy.id, onto_title)
+        .await;
+    assert!(matches!(refused, Err(PlannerError::Rule(_))), "{refused:?}");
+    // What a question shows is the key: quotation marks made single, a variation selector
+    // dropped, a title cut after 80 characters.
+    let long = format!("{} one", "x".repeat(90));
+    w.planner
+        .create_event(&alice("c3"), named(&long))
+        .await
+        .unwrap();
+    for copy in [
+        format!("{} two", "x".repeat(90)),
+        "Spring Open\u{fe0f}".to_owned(),
+    ] {
+        let refused = w.planner.create_event(&alice("c4"), named(&copy)).await;
+        assert!(matches!(refused, Err(PlannerError::Rule(_))), "{copy:?}");
+    }
+    w.planner
+        .create_event(&alice("c5"), named("Book \"Club\""))
+        .await
+        .unwrap();
+    let refused = w
+        .planner
+        .create_event(&alice("c6"), named("Book 'Club'"))
+        .await;
+    assert!(matches!(refused, Err(PlannerError::Rule(_))), "{refused:?}");
     let next_week = NewEvent {
         starts_at: "2030-04-19T10:00".into(),
         ..named("Spring Open")
@@ -993,5 +1031,20 @@ async fn events_that_read_alike_and_an_events_repeated_addresses_are_refused() {
     assert!(
         matches!(&twin, PlannerError::Rule(r) if r.contains("already")),
         "{twin:?}"
+    );
+    // A twin whose address hides a zero-width space (a question drops it) is refused.
+    let hidden = w
+        .planner
+        .register_attendee(
+            &alice("a10"),
+            &other.id,
+            "Dana Lee",
+            "dana@example.com\u{200b}",
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&hidden, PlannerError::Rule(r) if r.contains("invisible")),
+        "{hidden:?}"
     );
 }

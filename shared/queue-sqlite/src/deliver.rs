@@ -2,7 +2,7 @@
 //! first, redelivered or dead-lettered as its receive count says.
 
 use crate::error::{count, unavailable};
-use crate::{SqliteQueue, decode, millis, now_ms};
+use crate::{SqliteQueue, millis, now_ms};
 use queue::{Delivery, QueueError, QueueSettings};
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
@@ -90,7 +90,8 @@ fn hand_out(
 ) -> Result<Option<Delivery>, QueueError> {
     let receipt = uuid::Uuid::new_v4().to_string();
     let visible_at = now.saturating_add(millis(settings.visibility_timeout));
-    let body: String = conn
+    // Its bytes, whatever they are (text that is not UTF-8 is unreadable, not an outage).
+    let body: Vec<u8> = conn
         .prepare_cached(
             "UPDATE queue_jobs
              SET receipt = ?2, visible_at_ms = ?3, receive_count = receive_count + 1
@@ -98,21 +99,24 @@ fn hand_out(
              RETURNING body",
         )
         .map_err(unavailable)?
-        .query_row(params![head.seq, receipt, visible_at], |row| row.get(0))
+        .query_row(params![head.seq, receipt, visible_at], |row| {
+            Ok(crate::body_bytes(row.get_ref(0)?))
+        })
         .map_err(unavailable)?;
     let what = || format!("job {}", head.seq);
-    let job = match decode(&body, what) {
-        Ok(job) => job,
+    let read = crate::decode_bytes(&body, what)
+        .and_then(|job| Ok((job, count(head.receive_count + 1, what)?)));
+    match read {
+        Ok((job, receive_count)) => Ok(Some(Delivery {
+            receipt,
+            job,
+            receive_count,
+        })),
         Err(err) => {
             tracing::error!(error = %err, source = ?std::error::Error::source(&err), "a queued job this build cannot read is moved to the dead letters");
-            return Ok(None);
+            Ok(None)
         }
-    };
-    Ok(Some(Delivery {
-        receipt,
-        job,
-        receive_count: count(head.receive_count + 1, what)?,
-    }))
+    }
 }
 
 /// Hand out job `seq` of `group`, just enqueued at `now` (so never delivered before).

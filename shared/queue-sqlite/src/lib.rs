@@ -184,7 +184,7 @@ impl SqliteQueue {
     pub fn retry_dead(&self, seq: Option<i64>) -> Result<usize, QueueError> {
         let now = now_ms();
         let put_back = self.write_blocking(move |tx| {
-            let dead: Vec<(i64, String)> = {
+            let dead: Vec<(i64, Vec<u8>)> = {
                 let mut stmt = tx
                     .prepare_cached(
                         "SELECT seq, body FROM queue_dead_letters
@@ -192,13 +192,13 @@ impl SqliteQueue {
                     )
                     .map_err(error::unavailable)?;
                 let rows = stmt
-                    .query_map([seq], |row| Ok((row.get(0)?, row.get(1)?)))
+                    .query_map([seq], |row| Ok((row.get(0)?, body_bytes(row.get_ref(1)?))))
                     .map_err(error::unavailable)?;
                 rows.collect::<Result<_, _>>().map_err(error::unavailable)?
             };
             let mut put_back = 0;
             for (dead_seq, body) in &dead {
-                let job = match decode(body, || format!("dead letter {dead_seq}")) {
+                let job = match decode_bytes(body, || format!("dead letter {dead_seq}")) {
                     Ok(job) => job,
                     // Asked for by its number: say why it stays.
                     Err(err) if seq.is_some() => return Err(err),
@@ -210,7 +210,13 @@ impl SqliteQueue {
                      VALUES (?1, ?2, ?3, ?4, NULL, 0, ?4)",
                 )
                 .map_err(error::unavailable)?
-                .execute(rusqlite::params![job.group(), job.dedupe_key(), body, now])
+                // Read as a job, so UTF-8: put back as the text it was.
+                .execute(rusqlite::params![
+                    job.group(),
+                    job.dedupe_key(),
+                    String::from_utf8_lossy(body),
+                    now
+                ])
                 .map_err(error::unavailable)?;
                 tx.prepare_cached("DELETE FROM queue_dead_letters WHERE seq = ?1")
                     .map_err(error::unavailable)?
@@ -293,7 +299,7 @@ fn dead_letters(conn: &Connection) -> Result<(Vec<DeadLetter>, Vec<i64>), QueueE
         .query_map([], |row| {
             Ok((
                 row.get::<_, i64>(0)?,
-                row.get::<_, String>(1)?,
+                body_bytes(row.get_ref(1)?),
                 row.get::<_, i64>(2)?,
                 row.get::<_, i64>(3)?,
             ))
@@ -303,14 +309,16 @@ fn dead_letters(conn: &Connection) -> Result<(Vec<DeadLetter>, Vec<i64>), QueueE
     for row in rows {
         let (seq, body, receive_count, dead_at_ms) = row.map_err(error::unavailable)?;
         let what = || format!("dead letter {seq}");
-        let Ok(job) = decode(&body, what) else {
+        let read =
+            decode_bytes(&body, what).and_then(|job| Ok((job, error::count(receive_count, what)?)));
+        let Ok((job, receive_count)) = read else {
             unreadable.push(seq);
             continue;
         };
         readable.push(DeadLetter {
             seq,
             job,
-            receive_count: error::count(receive_count, what)?,
+            receive_count,
             dead_at_ms,
         });
     }
@@ -320,6 +328,22 @@ fn dead_letters(conn: &Connection) -> Result<(Vec<DeadLetter>, Vec<i64>), QueueE
 /// A stored job body.
 fn decode(body: &str, what: impl FnOnce() -> String) -> Result<TurnJob, QueueError> {
     serde_json::from_str(body).map_err(|e| error::corrupt(what(), e))
+}
+
+/// A stored job body as bytes (text or blob; anything else is no body).
+fn body_bytes(value: rusqlite::types::ValueRef<'_>) -> Vec<u8> {
+    match value {
+        rusqlite::types::ValueRef::Text(b) | rusqlite::types::ValueRef::Blob(b) => b.to_vec(),
+        _ => Vec::new(),
+    }
+}
+
+/// [`decode`] of a body read as bytes: one that is not UTF-8 is corrupt too.
+fn decode_bytes(body: &[u8], what: impl FnOnce() -> String) -> Result<TurnJob, QueueError> {
+    match std::str::from_utf8(body) {
+        Ok(text) => decode(text, what),
+        Err(e) => Err(error::corrupt(what(), e)),
+    }
 }
 
 /// Wall-clock milliseconds: visibility deadlines and dedupe expiry outlive the process.

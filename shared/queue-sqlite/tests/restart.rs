@@ -219,7 +219,12 @@ async fn an_unreadable_job_is_dead_lettered_and_stops_nothing() {
     let tmp = TempPath::new("restart-unreadable");
     {
         let q = open(&tmp, QueueSettings::default());
-        for j in [job("A", "a1"), job("A", "a2"), job("B", "b1")] {
+        for j in [
+            job("A", "a1"),
+            job("A", "a2"),
+            job("B", "b1"),
+            job("C", "c1"),
+        ] {
             q.enqueue(&j).await.unwrap();
         }
     }
@@ -232,6 +237,15 @@ async fn an_unreadable_job_is_dead_lettered_and_stops_nothing() {
         )
         .unwrap();
     assert_eq!(edited, 1);
+    // And one whose text is not even UTF-8.
+    let edited = conn
+        .execute(
+            "UPDATE queue_jobs SET body = CAST(x'ff7b' AS TEXT)
+             WHERE seq = (SELECT MAX(seq) FROM queue_jobs)",
+            [],
+        )
+        .unwrap();
+    assert_eq!(edited, 1);
     drop(conn);
 
     let q = open(&tmp, QueueSettings::default());
@@ -239,9 +253,11 @@ async fn an_unreadable_job_is_dead_lettered_and_stops_nothing() {
     assert_eq!(ids(&got), ["a2", "b1"], "the group and the others go on");
     assert_eq!(q.dead_letters().unwrap(), []);
     let unreadable = q.unreadable_dead_letters().unwrap();
-    assert_eq!(unreadable.len(), 1, "{unreadable:?}");
+    assert_eq!(unreadable.len(), 2, "{unreadable:?}");
     assert_eq!(q.retry_dead(None).unwrap(), 0, "nothing that could run");
     assert_eq!(q.unreadable_dead_letters().unwrap(), unreadable, "kept");
-    let asked = q.retry_dead(Some(unreadable[0])).unwrap_err().to_string();
-    assert!(asked.contains("corrupt"), "{asked}");
+    for seq in unreadable {
+        let asked = q.retry_dead(Some(seq)).unwrap_err().to_string();
+        assert!(asked.contains("corrupt"), "{asked}");
+    }
 }

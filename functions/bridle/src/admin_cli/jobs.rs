@@ -45,7 +45,10 @@ pub fn list_dead(queue: &SqliteQueue, json: bool, out: &mut impl Write) -> Resul
         )?;
     }
     if dead.is_empty() {
-        writeln!(out, "No dead jobs.")?;
+        match unreadable.is_empty() {
+            true => writeln!(out, "No dead jobs.")?,
+            false => writeln!(out, "No other dead jobs.")?,
+        }
         return Ok(());
     }
     writeln!(

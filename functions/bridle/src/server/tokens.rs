@@ -314,6 +314,10 @@ pub async fn undo(
              after it), so nothing was undone. Look again.",
         )),
         Err(planner::PlannerError::Rule(rule)) => Err(ApiError::new(StatusCode::CONFLICT, rule)),
+        Err(
+            err
+            @ (planner::PlannerError::AccountInactive(_) | planner::PlannerError::NotAllowed(_)),
+        ) => Err(ApiError::new(StatusCode::FORBIDDEN, err.to_string())),
         Err(err) => Err(ApiError::internal(err)),
     }
 }

@@ -18,7 +18,7 @@ use backend::ChatModel;
 use channel_jobs::web::WEB_CHANNEL;
 use engine::{CollectSink, TurnEnd, TurnEvent};
 use queue::TurnJob;
-use script::{CONVERSATION, RISKY_STEP, Said};
+use script::{CONVERSATION, RISKY_STEP, Said, UNDO_STEP};
 use std::io::Write;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -193,13 +193,19 @@ pub async fn run(
                 None => {}
             }
         }
-        // A reply that offers the server's Yes button: the next message that presses, presses
-        // it (otherwise it types its words).
-        yes_button = outcome
-            .buttons
+        // The held cancellation's Yes, and the held undo's: the next message presses it
+        // (otherwise it types its words). Nothing else a model held is pressed.
+        let held_undo = rows
             .iter()
-            .find(|b| b.id.ends_with(":yes"))
-            .map(|b| (b.id.clone(), b.title.clone()));
+            .flat_map(|m| &m.parts)
+            .any(|p| matches!(p, transcript::Part::ToolUse { name, .. } if name == "undo"));
+        if n == RISKY_STEP || (n == UNDO_STEP && held_undo) {
+            yes_button = outcome
+                .buttons
+                .iter()
+                .find(|b| b.id.ends_with(":yes"))
+                .map(|b| (b.id.clone(), b.title.clone()));
+        }
         for failure in findings
             .failures
             .iter()

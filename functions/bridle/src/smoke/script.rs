@@ -80,6 +80,9 @@ pub const CONVERSATION: [Step; 9] = [
 /// The index of the step whose risky change must be held.
 pub const RISKY_STEP: usize = 4;
 
+/// The index of the step whose undo (reopening the cancelled event) is held too.
+pub const UNDO_STEP: usize = 6;
+
 /// One model call of the built-in script: words, then at most one tool call.
 struct Call {
     say: &'static str,
