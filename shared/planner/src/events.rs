@@ -392,7 +392,8 @@ fn alike_key(event: &Event) -> (String, String, String) {
 /// `text` as a question shows it ([`crate::one_line`]: cut, quotation marks made single,
 /// invisible formatting dropped), also without the marks that change nothing a person sees
 /// (variation selectors, the combining grapheme joiner, Hangul fillers, Mongolian variation
-/// selectors), in lower case.
+/// selectors), in lower case, then as its confusables skeleton (Unicode TR 39, which also
+/// normalizes): a Cyrillic "О" reads as a Latin "O", so "Spring Оpen" is "Spring Open".
 pub(crate) fn shown_key(text: &str) -> String {
     let seen: String = text
         .chars()
@@ -402,7 +403,8 @@ pub(crate) fn shown_key(text: &str) -> String {
                 | '\u{115f}' | '\u{1160}' | '\u{3164}' | '\u{ffa0}' | '\u{180b}'..='\u{180d}')
         })
         .collect();
-    crate::one_line(&seen).to_lowercase()
+    let lower = crate::one_line(&seen).to_lowercase();
+    unicode_security::confusable_detection::skeleton(&lower).collect()
 }
 
 /// Yesterday's date in UTC, `YYYY-MM-DD`, at `now_ms`: an event dated from it on has not

@@ -970,6 +970,8 @@ async fn events_that_read_alike_and_an_events_repeated_addresses_are_refused() {
     for copy in [
         format!("{} two", "x".repeat(90)),
         "Spring Open\u{fe0f}".to_owned(),
+        // A Cyrillic capital O.
+        "Spring \u{41e}pen".to_owned(),
     ] {
         let refused = w.planner.create_event(&alice("c4"), named(&copy)).await;
         assert!(matches!(refused, Err(PlannerError::Rule(_))), "{copy:?}");
@@ -981,6 +983,16 @@ async fn events_that_read_alike_and_an_events_repeated_addresses_are_refused() {
     let refused = w
         .planner
         .create_event(&alice("c6"), named("Book 'Club'"))
+        .await;
+    assert!(matches!(refused, Err(PlannerError::Rule(_))), "{refused:?}");
+    // A decomposed "é" against a composed one.
+    w.planner
+        .create_event(&alice("c7"), named("Caf\u{e9} night"))
+        .await
+        .unwrap();
+    let refused = w
+        .planner
+        .create_event(&alice("c8"), named("Cafe\u{301} night"))
         .await;
     assert!(matches!(refused, Err(PlannerError::Rule(_))), "{refused:?}");
     let next_week = NewEvent {

@@ -235,6 +235,6 @@ mod tests {
             fill(json!({"event_id": "$event", "capacity": 25}), Some("ev-42")),
             json!({"event_id": "ev-42", "capacity": 25})
         );
-        assert_eq!(calls().len(), 14);
+        assert_eq!(calls().len(), 15);
     }
 }
