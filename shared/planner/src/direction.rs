@@ -11,15 +11,18 @@ fn is_direction_mark(c: char) -> bool {
     matches!(c, '\u{61c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
+/// Whether `text` holds a direction mark.
+pub(crate) fn is_marked(text: &str) -> bool {
+    text.chars().any(is_direction_mark)
+}
+
 /// The top-level argument of `args` whose text (or text within) holds a direction mark, if any.
 pub(crate) fn marked_argument(args: &Value) -> Option<&str> {
     fn holds(value: &Value) -> bool {
         match value {
-            Value::String(s) => s.chars().any(is_direction_mark),
+            Value::String(s) => is_marked(s),
             Value::Array(items) => items.iter().any(holds),
-            Value::Object(fields) => fields
-                .iter()
-                .any(|(k, v)| k.chars().any(is_direction_mark) || holds(v)),
+            Value::Object(fields) => fields.iter().any(|(k, v)| is_marked(k) || holds(v)),
             _ => false,
         }
     }

@@ -280,21 +280,29 @@ impl Planner {
         here: bool,
     ) -> Result<Option<UndoReceipt>, PlannerError> {
         let rows = self.store.next_undo(&caller.user, scope).await?;
-        let Some(action_id) = rows.first().map(|r| r.action_id.clone()) else {
-            return Ok(None);
-        };
-        let would = UndoOutcome::Undone {
-            action_id,
-            changes: reverting_changes(&rows),
-        };
-        Ok(Some(UndoReceipt {
-            rows: rows.iter().map(|r| r.seq).collect(),
-            receipt: Receipt {
-                call_key: call_key.to_owned(),
-                output: Value::String(undo_answer(&would, here)),
-            },
-        }))
+        Ok(receipt_for(&rows, call_key, here))
     }
+}
+
+/// The receipt of an undo that reverts exactly `rows` (the top of a stack as read), worded for
+/// them; `None` when there are none (nothing to undo).
+pub(crate) fn receipt_for(
+    rows: &[store::AuditEntry],
+    call_key: &str,
+    here: bool,
+) -> Option<UndoReceipt> {
+    let action_id = rows.first()?.action_id.clone();
+    let would = UndoOutcome::Undone {
+        action_id,
+        changes: reverting_changes(rows),
+    };
+    Some(UndoReceipt {
+        rows: rows.iter().map(|r| r.seq).collect(),
+        receipt: Receipt {
+            call_key: call_key.to_owned(),
+            output: Value::String(undo_answer(&would, here)),
+        },
+    })
 }
 
 /// The sentence an undo answers with.

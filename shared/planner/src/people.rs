@@ -91,10 +91,11 @@ impl Planner {
                 "An email address has no spaces or invisible characters in it.".into(),
             ));
         }
-        if let Some(field) = crate::direction::marked_argument(&serde_json::json!({"name": name})) {
-            return Err(PlannerError::Rule(format!(
-                "The {field} holds an invisible direction mark (like U+202E); write it without one."
-            )));
+        if crate::direction::is_marked(name) {
+            return Err(PlannerError::Rule(
+                "The name holds an invisible direction mark (like U+202E); write it without one."
+                    .into(),
+            ));
         }
         // The owner's (or their assistant's) registrations: one place per email address, so
         // a model cannot fill a published event with copies (a capacity cut, unasked) or make

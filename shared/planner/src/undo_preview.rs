@@ -7,10 +7,7 @@
 use crate::service::Caller;
 use crate::{ATTENDEE, Attendee, EVENT, Event, Planner, PlannerError};
 use serde_json::Value;
-use store::{
-    Change, Receipt, StoreError, UndoOutcome, UndoReceipt, UndoRequest, UndoScope,
-    reverting_changes,
-};
+use store::{Change, StoreError, UndoRequest, UndoScope, reverting_changes};
 
 /// The action an undo in a scope would revert now, as a person reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,17 +53,8 @@ impl Planner {
         if rows.first().map(|r| r.action_id.as_str()) != Some(action_id) {
             return Err(PlannerError::Changed);
         }
-        let would = UndoOutcome::Undone {
-            action_id: action_id.to_owned(),
-            changes: reverting_changes(&rows),
-        };
-        let receipt = UndoReceipt {
-            rows: rows.iter().map(|r| r.seq).collect(),
-            receipt: Receipt {
-                call_key: format!("undo-previewed:{}", caller.action_id),
-                output: Value::String(crate::events::undo_answer(&would, false)),
-            },
-        };
+        let call_key = format!("undo-previewed:{}", caller.action_id);
+        let receipt = crate::events::receipt_for(&rows, &call_key, false);
         let undone = self
             .store
             .undo_last(&UndoRequest {
@@ -76,7 +64,7 @@ impl Planner {
                 actor: caller.actor,
                 conversation: caller.conversation.clone(),
                 at_ms: self.now(),
-                receipt: Some(receipt),
+                receipt,
             })
             .await;
         match undone {

@@ -1,5 +1,6 @@
 //! `bridle jobs dead` and `bridle jobs retry`: the local queue's dead letters — messages whose
-//! every attempt failed (the user was told) — listed, and put back to be answered.
+//! every attempt failed (the user was told), and jobs this build cannot read (named apart, never
+//! run; nobody was told) — listed, and put back to be answered.
 
 use super::{CliError, render};
 use queue_sqlite::SqliteQueue;

@@ -209,17 +209,7 @@ pub async fn revoke(
     current: CurrentUser,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    let not_found = || ApiError::new(StatusCode::NOT_FOUND, "No such token.");
-    if !super::api::may_be_an_id(&id) {
-        return Err(not_found());
-    }
-    let token = app
-        .tokens
-        .token(&id)
-        .await
-        .map_err(ApiError::internal)?
-        .filter(|t| t.user == current.user)
-        .ok_or_else(not_found)?;
+    let token = own_token(&app, &current, &id).await?;
     app.tokens
         .revoke_token(&token.id, now_ms())
         .await
@@ -245,18 +235,23 @@ async fn own_token(
         .ok_or_else(not_found)
 }
 
-/// The person acting directly, for the changes their token's client made (its conversation,
-/// `mcp:<token id>`, which only the token reaches otherwise: a revoked one's changes could
-/// not be undone at all).
-fn owner_caller(current: &CurrentUser, token: &store::McpToken) -> planner::Caller {
-    planner::Caller {
+/// The person acting directly, for the changes their token's client made, and the undo scope
+/// of those changes: the token's conversation, `mcp:<token id>`, which only the token reaches
+/// otherwise (a revoked one's changes could not be undone at all).
+fn owner_caller(
+    current: &CurrentUser,
+    token: &store::McpToken,
+) -> (planner::Caller, store::UndoScope) {
+    let conversation = mcp::confirm::token_conversation(&token.id);
+    let caller = planner::Caller {
         user: current.user.clone(),
         actor: store::ActorKind::User,
         action_id: format!("web:{}", uuid::Uuid::new_v4()),
-        conversation: Some(mcp::confirm::token_conversation(&token.id)),
+        conversation: Some(conversation.clone()),
         call_key: None,
         grant: tools::Grant::Risky,
-    }
+    };
+    (caller, store::UndoScope::Conversation(conversation))
 }
 
 /// `GET /api/mcp-tokens/{id}/undo`: what undoing the token's client's last change would put
@@ -268,8 +263,7 @@ pub async fn undo_preview(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let token = own_token(&app, &current, &id).await?;
-    let caller = owner_caller(&current, &token);
-    let scope = store::UndoScope::Conversation(mcp::confirm::token_conversation(&token.id));
+    let (caller, scope) = owner_caller(&current, &token);
     let preview = app
         .planner
         .undo_preview(&caller, &scope)
@@ -300,8 +294,7 @@ pub async fn undo(
     Json(asked): Json<UndoAsked>,
 ) -> Result<Json<Value>, ApiError> {
     let token = own_token(&app, &current, &id).await?;
-    let caller = owner_caller(&current, &token);
-    let scope = store::UndoScope::Conversation(mcp::confirm::token_conversation(&token.id));
+    let (caller, scope) = owner_caller(&current, &token);
     match app
         .planner
         .undo_previewed(&caller, scope, &asked.action)
